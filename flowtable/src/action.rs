@@ -1,0 +1,184 @@
+//! Actions and instructions, kept in the form they arrived in.
+//!
+//! The agent parses `dump-flows` text, so an action must be dumped in the
+//! encoding it was sent in: an `NXAST_REG_LOAD` stays a `RegLoad` (never a
+//! `SetField`), `NXAST_NOTE` keeps its bytes, `NXAST_RESUBMIT_TABLE` keeps
+//! table 255 for "current table". The wire codec (ofproto) maps each variant
+//! to exactly one encoding.
+
+use crate::key::Field;
+
+/// OpenFlow reserved port numbers (OF1.3 `ofp_port_no`).
+pub mod port {
+    pub const MAX: u32 = 0xffff_ff00;
+    pub const IN_PORT: u32 = 0xffff_fff8;
+    pub const TABLE: u32 = 0xffff_fff9;
+    pub const NORMAL: u32 = 0xffff_fffa;
+    pub const FLOOD: u32 = 0xffff_fffb;
+    pub const ALL: u32 = 0xffff_fffc;
+    pub const CONTROLLER: u32 = 0xffff_fffd;
+    pub const LOCAL: u32 = 0xffff_fffe;
+    pub const ANY: u32 = 0xffff_ffff;
+}
+
+/// OpenFlow group numbers.
+pub mod group {
+    pub const MAX: u32 = 0xffff_ff00;
+    pub const ALL: u32 = 0xffff_fffc;
+    pub const ANY: u32 = 0xffff_ffff;
+}
+
+/// Table ids.
+pub const N_TABLES: u8 = 254;
+pub const TABLE_ALL: u8 = 0xff;
+
+/// A bit range of a field, as NXM actions address them (`NXM_NX_REG0[0..15]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SubField {
+    pub field: Field,
+    pub ofs: u32,
+    pub nbits: u32,
+}
+
+impl SubField {
+    /// The whole field (`NXM_NX_REG0[]`).
+    pub fn whole(field: Field) -> Self {
+        SubField {
+            field,
+            ofs: 0,
+            nbits: field.bits(),
+        }
+    }
+
+    /// Whether the range lies inside the field.
+    pub fn is_valid(&self) -> bool {
+        self.nbits > 0 && self.ofs + self.nbits <= self.field.bits()
+    }
+}
+
+/// Conntrack zone source of a `ct()` action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CtZone {
+    Immediate(u16),
+    Field(SubField),
+}
+
+/// NX_CT_F_* flags of `ct()`.
+pub mod ct_flags {
+    pub const COMMIT: u16 = 1 << 0;
+    pub const FORCE: u16 = 1 << 1;
+}
+
+/// `ct(...)`: NXAST_CT.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CtAction {
+    pub flags: u16,
+    pub zone: CtZone,
+    /// Table to recirculate to; `None` (255 on the wire) continues with the
+    /// next action.
+    pub recirc_table: Option<u8>,
+    pub alg: u16,
+    /// Nested actions: `Nat` and `SetField`/`RegLoad` of ct_mark/ct_label.
+    pub actions: Vec<Action>,
+}
+
+/// NX_NAT_F_* flags of `nat(...)`.
+pub mod nat_flags {
+    pub const SRC: u16 = 1 << 0;
+    pub const DST: u16 = 1 << 1;
+    pub const PERSISTENT: u16 = 1 << 2;
+    pub const PROTO_HASH: u16 = 1 << 3;
+    pub const PROTO_RANDOM: u16 = 1 << 4;
+}
+
+/// `nat(...)`: NXAST_NAT, nested in `ct()`. Absent ranges mean "apply the
+/// connection's existing binding" (un-NAT of replies).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct NatAction {
+    pub flags: u16,
+    pub ipv4_min: Option<u32>,
+    pub ipv4_max: Option<u32>,
+    pub proto_min: Option<u16>,
+    pub proto_max: Option<u16>,
+}
+
+/// A bucket of a group.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Bucket {
+    pub weight: u16,
+    pub watch_port: u32,
+    pub watch_group: u32,
+    pub actions: Vec<Action>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// OFPAT_OUTPUT. `max_len` matters only for CONTROLLER.
+    Output { port: u32, max_len: u16 },
+    /// OFPAT_GROUP.
+    Group(u32),
+    /// OFPAT_SET_FIELD of a whole field.
+    SetField { field: Field, value: u64 },
+    /// NXAST_REG_LOAD: write `value` into a bit range.
+    RegLoad { dst: SubField, value: u64 },
+    /// NXAST_REG_MOVE: copy `src` bits to `dst` (same `nbits`).
+    RegMove { src: SubField, dst: SubField },
+    /// NXAST_OUTPUT_REG: output to the port number held in `src`.
+    OutputReg { src: SubField, max_len: u16 },
+    /// NXAST_RESUBMIT (table None) / NXAST_RESUBMIT_TABLE. `in_port` of
+    /// `port::IN_PORT` keeps the packet's in_port; `table` None = current.
+    Resubmit { in_port: u32, table: Option<u8> },
+    /// NXAST_NOTE: opaque bytes, kept as sent (including zero padding).
+    Note(Vec<u8>),
+    /// NXAST_CT.
+    Ct(CtAction),
+    /// NXAST_NAT (only valid nested in `Ct`).
+    Nat(NatAction),
+}
+
+/// A flow's instructions in OpenFlow's fixed execution order. An all-`None`
+/// value is the empty instruction set: drop.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Instructions {
+    pub meter: Option<u32>,
+    pub apply_actions: Option<Vec<Action>>,
+    pub clear_actions: bool,
+    pub write_actions: Option<Vec<Action>>,
+    /// (metadata, mask)
+    pub write_metadata: Option<(u64, u64)>,
+    pub goto_table: Option<u8>,
+}
+
+impl Instructions {
+    /// `actions=output:PORT` style instructions.
+    pub fn apply(actions: Vec<Action>) -> Self {
+        Instructions {
+            apply_actions: Some(actions),
+            ..Default::default()
+        }
+    }
+
+    /// Every action in apply and write lists, nested `ct()` actions included.
+    pub fn actions(&self) -> impl Iterator<Item = &Action> {
+        self.apply_actions
+            .iter()
+            .flatten()
+            .chain(self.write_actions.iter().flatten())
+    }
+
+    /// Whether any action outputs to `port` (for `out_port` filters).
+    pub fn outputs_to(&self, port: u32) -> bool {
+        self.actions().any(|a| match a {
+            Action::Output { port: p, .. } => *p == port,
+            Action::OutputReg { .. } => false,
+            _ => false,
+        })
+    }
+
+    /// Whether any action sends to `group` (for `out_group` filters and for
+    /// deleting flows with their group).
+    pub fn uses_group(&self, group: u32) -> bool {
+        self.actions()
+            .any(|a| matches!(a, Action::Group(g) if *g == group))
+    }
+}

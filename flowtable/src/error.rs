@@ -1,0 +1,88 @@
+//! Errors of the pipeline layer, each mapped to the OpenFlow (type, code)
+//! a switch reports for it.
+
+use crate::key::Field;
+use thiserror::Error;
+
+/// OpenFlow 1.3 error types and codes used by this crate.
+pub mod ofp {
+    pub const BAD_REQUEST: u16 = 1;
+    pub const BAD_ACTION: u16 = 2;
+    pub const BAD_INSTRUCTION: u16 = 3;
+    pub const BAD_MATCH: u16 = 4;
+    pub const FLOW_MOD_FAILED: u16 = 5;
+    pub const GROUP_MOD_FAILED: u16 = 6;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum MatchError {
+    #[error("field {} used without its prerequisite", .0.name())]
+    MissingPrerequisite(Field),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FlowModError {
+    #[error(transparent)]
+    Match(#[from] MatchError),
+    #[error("table {0} does not exist (tables are 0-253)")]
+    BadTableId(u8),
+    #[error("goto_table:{to} from table {from} does not go forward")]
+    BadGotoTable { from: u8, to: u8 },
+    #[error("flow refers to group {0}, which does not exist")]
+    UnknownGroup(u32),
+    #[error("output to invalid port {0:#x}")]
+    BadOutPort(u32),
+    #[error("action on field {} is invalid: {reason}", .field.name())]
+    BadField { field: Field, reason: &'static str },
+    #[error("flow overlaps an existing flow of the same priority (check_overlap)")]
+    Overlap,
+    #[error("table {0} is full")]
+    TableFull(u8),
+    #[error("unsupported: {0}")]
+    Unsupported(&'static str),
+}
+
+impl FlowModError {
+    /// The OpenFlow 1.3 (type, code) for this error.
+    pub fn ofp_error(&self) -> (u16, u16) {
+        use ofp::*;
+        match self {
+            FlowModError::Match(MatchError::MissingPrerequisite(_)) => (BAD_MATCH, 9), // BAD_PREREQ
+            FlowModError::BadTableId(_) => (FLOW_MOD_FAILED, 2), // BAD_TABLE_ID
+            FlowModError::BadGotoTable { .. } => (BAD_INSTRUCTION, 2), // BAD_TABLE_ID
+            FlowModError::UnknownGroup(_) => (BAD_ACTION, 9),    // BAD_OUT_GROUP
+            FlowModError::BadOutPort(_) => (BAD_ACTION, 4),      // BAD_OUT_PORT
+            FlowModError::BadField { .. } => (BAD_ACTION, 14),   // BAD_SET_ARGUMENT
+            FlowModError::Overlap => (FLOW_MOD_FAILED, 3),       // OVERLAP
+            FlowModError::TableFull(_) => (FLOW_MOD_FAILED, 1),  // TABLE_FULL
+            FlowModError::Unsupported(_) => (BAD_ACTION, 0),     // BAD_TYPE
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GroupModError {
+    #[error("group {0} already exists")]
+    Exists(u32),
+    #[error("group {0} does not exist")]
+    Unknown(u32),
+    #[error("group id {0:#x} is reserved")]
+    InvalidId(u32),
+    #[error("bad bucket: {0}")]
+    BadBucket(&'static str),
+    #[error("unsupported group type")]
+    BadType,
+}
+
+impl GroupModError {
+    pub fn ofp_error(&self) -> (u16, u16) {
+        use ofp::*;
+        match self {
+            GroupModError::Exists(_) => (GROUP_MOD_FAILED, 0), // GROUP_EXISTS
+            GroupModError::InvalidId(_) => (GROUP_MOD_FAILED, 1), // INVALID_GROUP
+            GroupModError::Unknown(_) => (GROUP_MOD_FAILED, 8), // UNKNOWN_GROUP
+            GroupModError::BadBucket(_) => (GROUP_MOD_FAILED, 12), // BAD_BUCKET
+            GroupModError::BadType => (GROUP_MOD_FAILED, 10),  // BAD_TYPE
+        }
+    }
+}

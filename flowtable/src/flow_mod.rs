@@ -1,0 +1,110 @@
+//! The messages that change the pipeline, independent of their wire form.
+
+use crate::action::{Bucket, Instructions};
+use crate::matching::Match;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlowModCommand {
+    Add,
+    Modify,
+    ModifyStrict,
+    Delete,
+    DeleteStrict,
+}
+
+/// OFPFF_* flags.
+pub mod flow_mod_flags {
+    pub const SEND_FLOW_REM: u16 = 1 << 0;
+    pub const CHECK_OVERLAP: u16 = 1 << 1;
+    pub const RESET_COUNTS: u16 = 1 << 2;
+    pub const NO_PKT_COUNTS: u16 = 1 << 3;
+    pub const NO_BYT_COUNTS: u16 = 1 << 4;
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowMod {
+    pub cookie: u64,
+    pub cookie_mask: u64,
+    /// A table id, or `TABLE_ALL` (only for deletes).
+    pub table_id: u8,
+    pub command: FlowModCommand,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub priority: u16,
+    pub buffer_id: u32,
+    /// Delete filter; `port::ANY` = no filter.
+    pub out_port: u32,
+    /// Delete filter; `group::ANY` = no filter.
+    pub out_group: u32,
+    pub flags: u16,
+    pub matching: Match,
+    pub instructions: Instructions,
+}
+
+impl FlowMod {
+    /// An ADD with the defaults ovs-ofctl uses (priority 32768, cookie 0).
+    pub fn add(table_id: u8, priority: u16, matching: Match, instructions: Instructions) -> Self {
+        FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id,
+            command: FlowModCommand::Add,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority,
+            buffer_id: u32::MAX,
+            out_port: crate::action::port::ANY,
+            out_group: crate::action::group::ANY,
+            flags: 0,
+            matching,
+            instructions,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GroupType {
+    All,
+    Select,
+    Indirect,
+    FastFailover,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GroupModCommand {
+    Add,
+    Modify,
+    Delete,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupMod {
+    pub command: GroupModCommand,
+    pub group_type: GroupType,
+    pub group_id: u32,
+    pub buckets: Vec<Bucket>,
+}
+
+/// A flow-stats request / non-strict filter (dump-flows, aggregate).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowFilter {
+    pub table_id: u8,
+    pub out_port: u32,
+    pub out_group: u32,
+    pub cookie: u64,
+    pub cookie_mask: u64,
+    pub matching: Match,
+}
+
+impl Default for FlowFilter {
+    fn default() -> Self {
+        FlowFilter {
+            table_id: crate::action::TABLE_ALL,
+            out_port: crate::action::port::ANY,
+            out_group: crate::action::group::ANY,
+            cookie: 0,
+            cookie_mask: 0,
+            matching: Match::catch_all(),
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! The flow key: every header field and metadata value a flow can match on.
+//!
+//! # Design
+//!
+//! A [`FlowKey`] is a fixed array of [`KEY_WORDS`] 64-bit words, like OVS's
+//! `struct flow` seen through a miniflow. Every field lives at a fixed bit
+//! position inside one word (see [`Field::layout`]), so a *mask* is simply
+//! another `FlowKey`, and the classifier can mask and hash a key word by word
+//! without knowing which fields a subtable uses.
+//!
+//! Overlays follow OVS: ARP's SPA/TPA share the IPv4 source/destination bits,
+//! ARP's opcode shares `ip_proto`, and ICMP type/code share the transport
+//! source/destination ports. Which interpretation applies is decided by the
+//! prerequisites (`eth_type`, `ip_proto`), never by the bits themselves.
+//!
+//! Invariants: a key built by the packet parser has zero in every field the
+//! packet does not carry; metadata (registers, tunnel, conntrack) starts at
+//! zero when a packet enters the pipeline unless the port sets it (a tunnel
+//! port sets `tun_*`).
+//!
+//! Cost: reading or writing a field is a shift and a mask. Keys are `Copy`
+//! (136 bytes) and never allocate.
+
+use std::fmt;
+
+/// Number of 64-bit words in a [`FlowKey`].
+pub const KEY_WORDS: usize = 17;
+
+/// A packet's parsed headers plus pipeline metadata, or a mask over them.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FlowKey {
+    pub words: [u64; KEY_WORDS],
+}
+
+/// Every field the pipeline knows, with its fixed place in a [`FlowKey`].
+///
+/// Fields are logical: `IpSrc` and `ArpSpa` name the same bits; the wire
+/// codec picks the OXM/NXM header by the flow's prerequisites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Field {
+    InPort,
+    PktMark,
+    Reg(u8),
+    TunId,
+    TunSrc,
+    TunDst,
+    CtState,
+    CtMark,
+    CtZone,
+    Metadata,
+    EthSrc,
+    /// 802.1Q TCI with OVS's CFI-as-present convention: 0 = no VLAN header.
+    VlanTci,
+    EthDst,
+    EthType,
+    IpSrc,
+    IpDst,
+    ArpSpa,
+    ArpTpa,
+    IpProto,
+    ArpOp,
+    IpDscp,
+    IpEcn,
+    IpTtl,
+    /// OVS `ip_frag` bits: 1 = fragment (any), 2 = later fragment.
+    IpFrag,
+    TpSrc,
+    TpDst,
+    IcmpType,
+    IcmpCode,
+    ArpSha,
+    ArpTha,
+}
+
+/// Where a field lives: word index, bit offset of its least significant bit
+/// inside the word, and width in bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub word: usize,
+    pub shift: u32,
+    pub bits: u32,
+}
+
+const fn at(word: usize, shift: u32, bits: u32) -> Layout {
+    Layout { word, shift, bits }
+}
+
+impl Field {
+    /// All fields, registers expanded, in the canonical order used when a
+    /// match is encoded or printed.
+    pub const ALL: [Field; 37] = [
+        Field::InPort,
+        Field::Metadata,
+        Field::Reg(0),
+        Field::Reg(1),
+        Field::Reg(2),
+        Field::Reg(3),
+        Field::Reg(4),
+        Field::Reg(5),
+        Field::Reg(6),
+        Field::Reg(7),
+        Field::TunId,
+        Field::TunSrc,
+        Field::TunDst,
+        Field::PktMark,
+        Field::CtState,
+        Field::CtZone,
+        Field::CtMark,
+        Field::EthSrc,
+        Field::EthDst,
+        Field::EthType,
+        Field::VlanTci,
+        Field::IpProto,
+        Field::ArpOp,
+        Field::IpSrc,
+        Field::IpDst,
+        Field::ArpSpa,
+        Field::ArpTpa,
+        Field::ArpSha,
+        Field::ArpTha,
+        Field::IpDscp,
+        Field::IpEcn,
+        Field::IpTtl,
+        Field::IpFrag,
+        Field::TpSrc,
+        Field::TpDst,
+        Field::IcmpType,
+        Field::IcmpCode,
+    ];
+
+    /// The field's place in a [`FlowKey`]. Registers above 7 do not exist;
+    /// callers construct `Reg(n)` only for `n < 8` (the codec rejects others).
+    pub const fn layout(self) -> Layout {
+        match self {
+            Field::InPort => at(0, 32, 32),
+            Field::PktMark => at(0, 0, 32),
+            Field::Reg(n) => at(
+                1 + (n as usize & 7) / 2,
+                if n % 2 == 0 { 32 } else { 0 },
+                32,
+            ),
+            Field::TunId => at(5, 0, 64),
+            Field::TunSrc => at(6, 32, 32),
+            Field::TunDst => at(6, 0, 32),
+            Field::CtState => at(7, 32, 32),
+            Field::CtMark => at(7, 0, 32),
+            Field::CtZone => at(8, 48, 16),
+            Field::Metadata => at(15, 0, 64),
+            Field::EthSrc => at(9, 16, 48),
+            Field::VlanTci => at(9, 0, 16),
+            Field::EthDst => at(10, 16, 48),
+            Field::EthType => at(10, 0, 16),
+            Field::IpSrc | Field::ArpSpa => at(11, 32, 32),
+            Field::IpDst | Field::ArpTpa => at(11, 0, 32),
+            Field::IpProto | Field::ArpOp => at(12, 56, 8),
+            Field::IpDscp => at(12, 50, 6),
+            Field::IpEcn => at(12, 48, 2),
+            Field::IpTtl => at(12, 40, 8),
+            Field::IpFrag => at(12, 32, 8),
+            Field::TpSrc | Field::IcmpType => at(12, 16, 16),
+            Field::TpDst | Field::IcmpCode => at(12, 0, 16),
+            Field::ArpSha => at(13, 16, 48),
+            Field::ArpTha => at(14, 16, 48),
+        }
+    }
+
+    /// Width of the field in bits.
+    pub const fn bits(self) -> u32 {
+        self.layout().bits
+    }
+
+    /// All-ones value of the field's width.
+    pub const fn full_mask(self) -> u64 {
+        let bits = self.bits();
+        if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        }
+    }
+
+    /// Whether a packet (or action) may write this field. `InPort` is
+    /// writable only through NXM actions in OVS; conntrack fields only by
+    /// `ct()`.
+    pub const fn is_writable(self) -> bool {
+        !matches!(
+            self,
+            Field::CtState | Field::CtZone | Field::IpFrag | Field::EthType
+        )
+    }
+
+    /// ovs-ofctl's name for the field.
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::InPort => "in_port",
+            Field::PktMark => "pkt_mark",
+            Field::Reg(0) => "reg0",
+            Field::Reg(1) => "reg1",
+            Field::Reg(2) => "reg2",
+            Field::Reg(3) => "reg3",
+            Field::Reg(4) => "reg4",
+            Field::Reg(5) => "reg5",
+            Field::Reg(6) => "reg6",
+            Field::Reg(_) => "reg7",
+            Field::TunId => "tun_id",
+            Field::TunSrc => "tun_src",
+            Field::TunDst => "tun_dst",
+            Field::CtState => "ct_state",
+            Field::CtMark => "ct_mark",
+            Field::CtZone => "ct_zone",
+            Field::Metadata => "metadata",
+            Field::EthSrc => "dl_src",
+            Field::VlanTci => "vlan_tci",
+            Field::EthDst => "dl_dst",
+            Field::EthType => "dl_type",
+            Field::IpSrc => "nw_src",
+            Field::IpDst => "nw_dst",
+            Field::ArpSpa => "arp_spa",
+            Field::ArpTpa => "arp_tpa",
+            Field::IpProto => "nw_proto",
+            Field::ArpOp => "arp_op",
+            Field::IpDscp => "nw_tos",
+            Field::IpEcn => "nw_ecn",
+            Field::IpTtl => "nw_ttl",
+            Field::IpFrag => "ip_frag",
+            Field::TpSrc => "tp_src",
+            Field::TpDst => "tp_dst",
+            Field::IcmpType => "icmp_type",
+            Field::IcmpCode => "icmp_code",
+            Field::ArpSha => "arp_sha",
+            Field::ArpTha => "arp_tha",
+        }
+    }
+}
+
+impl FlowKey {
+    /// A key (or mask) with every bit zero.
+    pub const fn zero() -> Self {
+        FlowKey {
+            words: [0; KEY_WORDS],
+        }
+    }
+
+    /// Reads a field, right-aligned.
+    #[inline(always)]
+    pub fn get(&self, field: Field) -> u64 {
+        let l = field.layout();
+        (self.words[l.word] >> l.shift) & field.full_mask()
+    }
+
+    /// Writes a field; bits above the field's width are ignored.
+    #[inline(always)]
+    pub fn set(&mut self, field: Field, value: u64) {
+        let l = field.layout();
+        let m = field.full_mask() << l.shift;
+        let w = &mut self.words[l.word];
+        *w = (*w & !m) | ((value << l.shift) & m);
+    }
+
+    /// Writes `value` into bits `ofs..ofs+nbits` of a field (NXM sub-field
+    /// semantics). The caller guarantees `ofs + nbits <= field.bits()`.
+    #[inline(always)]
+    pub fn set_bits(&mut self, field: Field, ofs: u32, nbits: u32, value: u64) {
+        let l = field.layout();
+        let low = if nbits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << nbits) - 1
+        };
+        let m = low << (l.shift + ofs);
+        let w = &mut self.words[l.word];
+        *w = (*w & !m) | ((value << (l.shift + ofs)) & m);
+    }
+
+    /// Reads bits `ofs..ofs+nbits` of a field, right-aligned.
+    #[inline(always)]
+    pub fn get_bits(&self, field: Field, ofs: u32, nbits: u32) -> u64 {
+        let low = if nbits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << nbits) - 1
+        };
+        (self.get(field) >> ofs) & low
+    }
+
+    /// The field as a 6-byte MAC address (meaningful for 48-bit fields).
+    pub fn get_mac(&self, field: Field) -> [u8; 6] {
+        let v = self.get(field).to_be_bytes();
+        [v[2], v[3], v[4], v[5], v[6], v[7]]
+    }
+
+    pub fn set_mac(&mut self, field: Field, mac: [u8; 6]) {
+        self.set(field, mac_to_u64(mac));
+    }
+
+    /// `self & mask`, word by word.
+    #[inline(always)]
+    pub fn masked(&self, mask: &FlowKey) -> FlowKey {
+        let mut out = FlowKey::zero();
+        for i in 0..KEY_WORDS {
+            out.words[i] = self.words[i] & mask.words[i];
+        }
+        out
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.words.iter().all(|w| *w == 0)
+    }
+}
+
+/// Packs a MAC address into the low 48 bits of a u64.
+pub fn mac_to_u64(mac: [u8; 6]) -> u64 {
+    u64::from_be_bytes([0, 0, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]])
+}
+
+impl fmt::Debug for FlowKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("FlowKey");
+        for field in Field::ALL {
+            let v = self.get(field);
+            if v != 0 {
+                s.field(field.name(), &format_args!("{v:#x}"));
+            }
+        }
+        s.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_do_not_overlap_except_documented_overlays() {
+        let overlays = [
+            (Field::IpSrc, Field::ArpSpa),
+            (Field::IpDst, Field::ArpTpa),
+            (Field::IpProto, Field::ArpOp),
+            (Field::TpSrc, Field::IcmpType),
+            (Field::TpDst, Field::IcmpCode),
+        ];
+        for (i, a) in Field::ALL.iter().enumerate() {
+            for b in &Field::ALL[i + 1..] {
+                if overlays.contains(&(*a, *b)) || overlays.contains(&(*b, *a)) {
+                    continue;
+                }
+                let (la, lb) = (a.layout(), b.layout());
+                if la.word != lb.word {
+                    continue;
+                }
+                let ma = a.full_mask() << la.shift;
+                let mb = b.full_mask() << lb.shift;
+                assert_eq!(ma & mb, 0, "{a:?} overlaps {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn set_get_round_trip_every_field() {
+        for field in Field::ALL {
+            let mut k = FlowKey::zero();
+            k.set(field, u64::MAX);
+            assert_eq!(k.get(field), field.full_mask(), "{field:?}");
+            k.set(field, 0);
+            assert!(k.is_zero(), "{field:?}");
+        }
+    }
+
+    #[test]
+    fn sub_field_writes_touch_only_their_bits() {
+        let mut k = FlowKey::zero();
+        k.set(Field::EthDst, 0x1122_3344_5566);
+        k.set_bits(Field::EthDst, 32, 16, 0x0a58);
+        assert_eq!(k.get(Field::EthDst), 0x0a58_3344_5566);
+        assert_eq!(k.get_bits(Field::EthDst, 0, 32), 0x3344_5566);
+        k.set(Field::TunId, u64::MAX);
+        k.set_bits(Field::TunId, 0, 32, 7);
+        assert_eq!(k.get(Field::TunId), 0xffff_ffff_0000_0007);
+    }
+}

@@ -1,0 +1,190 @@
+//! A flow's match: a value and a mask over a [`FlowKey`].
+//!
+//! Invariant: `value == value & mask` (bits outside the mask are zero), so two
+//! matches are equal exactly when they match the same packets, and the
+//! classifier can hash `value` directly.
+
+use crate::error::MatchError;
+use crate::key::{Field, FlowKey};
+
+pub const ETH_TYPE_IPV4: u16 = 0x0800;
+pub const ETH_TYPE_ARP: u16 = 0x0806;
+pub const ETH_TYPE_IPV6: u16 = 0x86dd;
+pub const IP_PROTO_ICMP: u8 = 1;
+pub const IP_PROTO_TCP: u8 = 6;
+pub const IP_PROTO_UDP: u8 = 17;
+pub const IP_PROTO_SCTP: u8 = 132;
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+pub struct Match {
+    value: FlowKey,
+    mask: FlowKey,
+}
+
+impl Match {
+    /// The match-everything (table-miss) match.
+    pub const fn catch_all() -> Self {
+        Match {
+            value: FlowKey::zero(),
+            mask: FlowKey::zero(),
+        }
+    }
+
+    pub fn value(&self) -> &FlowKey {
+        &self.value
+    }
+
+    pub fn mask(&self) -> &FlowKey {
+        &self.mask
+    }
+
+    /// Requires `field == value` exactly.
+    pub fn set_exact(&mut self, field: Field, value: u64) {
+        self.set_masked(field, value, field.full_mask());
+    }
+
+    /// Requires `field & mask == value & mask`. A zero mask removes the field.
+    pub fn set_masked(&mut self, field: Field, value: u64, mask: u64) {
+        let mask = mask & field.full_mask();
+        self.mask.set(field, mask);
+        self.value.set(field, value & mask);
+    }
+
+    /// `(value, mask)` of a field; mask 0 means the field is wildcarded.
+    pub fn get(&self, field: Field) -> (u64, u64) {
+        (self.value.get(field), self.mask.get(field))
+    }
+
+    /// The exact value of a field if the match pins every bit of it.
+    pub fn exact(&self, field: Field) -> Option<u64> {
+        let (v, m) = self.get(field);
+        (m == field.full_mask()).then_some(v)
+    }
+
+    /// Whether a packet's key satisfies this match.
+    #[inline]
+    pub fn matches(&self, key: &FlowKey) -> bool {
+        self.value
+            .words
+            .iter()
+            .zip(self.mask.words.iter())
+            .zip(key.words.iter())
+            .all(|((v, m), k)| k & m == *v)
+    }
+
+    /// OpenFlow non-strict comparison: true when every packet this match
+    /// accepts is also accepted by `wider` (this match is at least as
+    /// specific). Used by non-strict DELETE/MODIFY and filtered dumps.
+    pub fn is_subset_of(&self, wider: &Match) -> bool {
+        self.value
+            .words
+            .iter()
+            .zip(self.mask.words.iter())
+            .zip(wider.value.words.iter().zip(wider.mask.words.iter()))
+            .all(|((v, m), (wv, wm))| m & wm == *wm && v & wm == *wv)
+    }
+
+    /// Fields with a non-zero mask, in canonical order. Overlaid fields are
+    /// resolved by prerequisites: ARP names for ARP flows, ICMP names for
+    /// ICMP flows.
+    pub fn fields(&self) -> impl Iterator<Item = Field> + '_ {
+        let eth_type = self.exact(Field::EthType).map(|v| v as u16);
+        let proto = self.exact(Field::IpProto).map(|v| v as u8);
+        let is_arp = eth_type == Some(ETH_TYPE_ARP);
+        let is_icmp = proto == Some(IP_PROTO_ICMP) && eth_type == Some(ETH_TYPE_IPV4);
+        Field::ALL.into_iter().filter(move |f| {
+            if self.mask.get(*f) == 0 {
+                return false;
+            }
+            match f {
+                Field::IpSrc | Field::IpDst | Field::IpProto => !is_arp,
+                Field::ArpSpa | Field::ArpTpa | Field::ArpOp => is_arp,
+                Field::TpSrc | Field::TpDst => !is_icmp,
+                Field::IcmpType | Field::IcmpCode => is_icmp,
+                _ => true,
+            }
+        })
+    }
+
+    /// Checks OpenFlow prerequisites (OF1.3 §7.2.3.6, as OVS enforces them):
+    /// L3 fields need an IPv4/ARP `eth_type`, L4 fields need an IP protocol
+    /// that carries them. Returns the first field whose prerequisite is
+    /// missing.
+    pub fn check_prerequisites(&self) -> Result<(), MatchError> {
+        let eth_type = self.exact(Field::EthType).map(|v| v as u16);
+        let proto = self.exact(Field::IpProto).map(|v| v as u8);
+        let is_ip = matches!(eth_type, Some(ETH_TYPE_IPV4) | Some(ETH_TYPE_IPV6));
+        let is_arp = eth_type == Some(ETH_TYPE_ARP);
+        let l4 = matches!(
+            proto,
+            Some(IP_PROTO_TCP) | Some(IP_PROTO_UDP) | Some(IP_PROTO_SCTP)
+        );
+        for field in Field::ALL {
+            if self.mask.get(field) == 0 {
+                continue;
+            }
+            let ok = match field {
+                // Overlaid bits: accept either interpretation.
+                Field::IpSrc | Field::IpDst | Field::IpProto => is_ip || is_arp,
+                Field::ArpSha | Field::ArpTha => is_arp,
+                Field::IpDscp | Field::IpEcn | Field::IpTtl | Field::IpFrag => is_ip,
+                Field::TpSrc | Field::TpDst => is_ip && (l4 || proto == Some(IP_PROTO_ICMP)),
+                _ => true,
+            };
+            if !ok {
+                return Err(MatchError::MissingPrerequisite(field));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masked_values_are_normalised() {
+        let mut a = Match::catch_all();
+        a.set_masked(Field::IpDst, 0x0a80_00ff, 0xffff_ff00);
+        let mut b = Match::catch_all();
+        b.set_masked(Field::IpDst, 0x0a80_0000, 0xffff_ff00);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn subset_relation() {
+        let mut wide = Match::catch_all();
+        wide.set_exact(Field::EthType, ETH_TYPE_IPV4 as u64);
+        wide.set_masked(Field::IpDst, 0x0a80_0000, 0xffff_0000);
+        let mut narrow = wide;
+        narrow.set_masked(Field::IpDst, 0x0a80_0100, 0xffff_ff00);
+        narrow.set_exact(Field::InPort, 3);
+        assert!(narrow.is_subset_of(&wide));
+        assert!(!wide.is_subset_of(&narrow));
+        assert!(narrow.is_subset_of(&Match::catch_all()));
+        let mut other = wide;
+        other.set_masked(Field::IpDst, 0x0a81_0000, 0xffff_0000);
+        assert!(!narrow.is_subset_of(&other));
+    }
+
+    #[test]
+    fn prerequisites() {
+        let mut m = Match::catch_all();
+        m.set_exact(Field::TpDst, 80);
+        assert!(m.check_prerequisites().is_err());
+        m.set_exact(Field::EthType, ETH_TYPE_IPV4 as u64);
+        assert!(m.check_prerequisites().is_err());
+        m.set_exact(Field::IpProto, IP_PROTO_TCP as u64);
+        assert!(m.check_prerequisites().is_ok());
+    }
+
+    #[test]
+    fn arp_flows_list_arp_names() {
+        let mut m = Match::catch_all();
+        m.set_exact(Field::EthType, ETH_TYPE_ARP as u64);
+        m.set_exact(Field::ArpTpa, 0x0a80_0001);
+        let fields: Vec<_> = m.fields().collect();
+        assert_eq!(fields, vec![Field::EthType, Field::ArpTpa]);
+    }
+}

@@ -1,0 +1,1 @@
+//! OpenFlow 1.3 wire codec and connections.

@@ -1,0 +1,1 @@
+//! Helpers for xbr end-to-end tests.
