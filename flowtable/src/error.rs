@@ -52,7 +52,7 @@ impl FlowModError {
             FlowModError::BadGotoTable { .. } => (BAD_INSTRUCTION, 2), // BAD_TABLE_ID
             FlowModError::UnknownGroup(_) => (BAD_ACTION, 9),    // BAD_OUT_GROUP
             FlowModError::BadOutPort(_) => (BAD_ACTION, 4),      // BAD_OUT_PORT
-            FlowModError::BadField { .. } => (BAD_ACTION, 14),   // BAD_SET_ARGUMENT
+            FlowModError::BadField { .. } => (BAD_ACTION, 15),   // BAD_SET_ARGUMENT
             FlowModError::Overlap => (FLOW_MOD_FAILED, 3),       // OVERLAP
             FlowModError::TableFull(_) => (FLOW_MOD_FAILED, 1),  // TABLE_FULL
             FlowModError::Unsupported(_) => (BAD_ACTION, 0),     // BAD_TYPE
@@ -72,6 +72,9 @@ pub enum GroupModError {
     BadBucket(&'static str),
     #[error("unsupported group type")]
     BadType,
+    /// A bucket action failed the same checks a flow's action would.
+    #[error("bucket action: {0}")]
+    BadAction(FlowModError),
 }
 
 impl GroupModError {
@@ -83,6 +86,7 @@ impl GroupModError {
             GroupModError::Unknown(_) => (GROUP_MOD_FAILED, 8), // UNKNOWN_GROUP
             GroupModError::BadBucket(_) => (GROUP_MOD_FAILED, 12), // BAD_BUCKET
             GroupModError::BadType => (GROUP_MOD_FAILED, 10),  // BAD_TYPE
+            GroupModError::BadAction(e) => e.ofp_error(),
         }
     }
 }

@@ -4,13 +4,25 @@
 #![forbid(unsafe_code)]
 
 pub mod action;
+pub mod classifier;
 pub mod error;
 pub mod flow_mod;
+pub mod group;
 pub mod key;
 pub mod matching;
+pub mod pipeline;
+pub mod rule;
+pub mod tables;
+mod validate;
+mod xlate;
 
 pub use action::{Action, Bucket, CtAction, CtZone, Instructions, NatAction, SubField};
+pub use classifier::Classifier;
 pub use error::{FlowModError, GroupModError, MatchError};
 pub use flow_mod::{FlowFilter, FlowMod, FlowModCommand, GroupMod, GroupModCommand, GroupType};
+pub use group::{Group, GroupStats};
 pub use key::{Field, FlowKey, KEY_WORDS};
 pub use matching::Match;
+pub use pipeline::{DpAction, DropReason, Pipeline, Xlate, MAX_DP_ACTIONS};
+pub use rule::{PipelineCounters, Rule, RuleStats, TableCounters};
+pub use tables::{Change, FlowTables, ModError, PipelineMod, TableStats};

@@ -111,6 +111,18 @@ impl Match {
     /// that carries them. Returns the first field whose prerequisite is
     /// missing.
     pub fn check_prerequisites(&self) -> Result<(), MatchError> {
+        for field in Field::ALL {
+            if self.mask.get(field) != 0 && !self.prerequisites_met(field) {
+                return Err(MatchError::MissingPrerequisite(field));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this match pins what `field` requires (its `eth_type` and
+    /// `ip_proto`), so that a packet it accepts carries the field. Also used
+    /// to check that actions only touch fields the flow's packets have.
+    pub fn prerequisites_met(&self, field: Field) -> bool {
         let eth_type = self.exact(Field::EthType).map(|v| v as u16);
         let proto = self.exact(Field::IpProto).map(|v| v as u8);
         let is_ip = matches!(eth_type, Some(ETH_TYPE_IPV4) | Some(ETH_TYPE_IPV6));
@@ -119,23 +131,17 @@ impl Match {
             proto,
             Some(IP_PROTO_TCP) | Some(IP_PROTO_UDP) | Some(IP_PROTO_SCTP)
         );
-        for field in Field::ALL {
-            if self.mask.get(field) == 0 {
-                continue;
+        match field {
+            // Overlaid bits: accept either interpretation.
+            Field::IpSrc | Field::IpDst | Field::IpProto => is_ip || is_arp,
+            Field::ArpSpa | Field::ArpTpa | Field::ArpOp => is_ip || is_arp,
+            Field::ArpSha | Field::ArpTha => is_arp,
+            Field::IpDscp | Field::IpEcn | Field::IpTtl | Field::IpFrag => is_ip,
+            Field::TpSrc | Field::TpDst | Field::IcmpType | Field::IcmpCode => {
+                is_ip && (l4 || proto == Some(IP_PROTO_ICMP))
             }
-            let ok = match field {
-                // Overlaid bits: accept either interpretation.
-                Field::IpSrc | Field::IpDst | Field::IpProto => is_ip || is_arp,
-                Field::ArpSha | Field::ArpTha => is_arp,
-                Field::IpDscp | Field::IpEcn | Field::IpTtl | Field::IpFrag => is_ip,
-                Field::TpSrc | Field::TpDst => is_ip && (l4 || proto == Some(IP_PROTO_ICMP)),
-                _ => true,
-            };
-            if !ok {
-                return Err(MatchError::MissingPrerequisite(field));
-            }
+            _ => true,
         }
-        Ok(())
     }
 }
 

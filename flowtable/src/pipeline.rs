@@ -1,0 +1,213 @@
+//! A packet thread's replica of the pipeline and the translation of one
+//! packet through it.
+//!
+//! # Design
+//!
+//! Stores: one [`Classifier`] per table plus the groups by id, fed only by
+//! [`Pipeline::apply`] with the [`Change`] lists the control plane's
+//! [`crate::tables::FlowTables`] produced. Rules and groups are shared
+//! `Arc`s, so a replica costs the index structures, not the flows.
+//!
+//! Translation ([`Pipeline::xlate`]) runs the OpenFlow pipeline from table 0
+//! on a copy of the packet's key and produces datapath actions: header
+//! rewrites and outputs, in order, into a fixed-capacity [`Xlate`]. Header
+//! rewrites are committed lazily, like OVS: the translation tracks what the
+//! packet looks like in the datapath and emits `SetField`s for the fields
+//! that differ only when an output needs them, so a group bucket's rewrites
+//! are undone for the next bucket without copying packets here.
+//!
+//! Concurrency: each packet thread owns its replica (`&mut` for `apply`,
+//! `&` for `xlate`); the only shared writes are the Relaxed counter
+//! increments on rules, groups and tables.
+//!
+//! Cost: `xlate` is one classifier lookup per table visited plus the
+//! actions; it never allocates and recursion is bounded by
+//! [`MAX_RESUBMIT_DEPTH`].
+
+use crate::action::N_TABLES;
+use crate::classifier::Classifier;
+use crate::group::Group;
+use crate::key::{Field, FlowKey};
+use crate::rule::PipelineCounters;
+use crate::tables::Change;
+use ahash::RandomState;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Capacity of an [`Xlate`]'s action list.
+pub const MAX_DP_ACTIONS: usize = 32;
+/// Nesting limit of resubmits (OVS's limit).
+pub const MAX_RESUBMIT_DEPTH: u32 = 64;
+/// Total resubmits one packet may perform: bounds the work of rules that
+/// resubmit several times each (OVS has the same guard).
+pub const MAX_RESUBMITS: u32 = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DpAction {
+    /// A packet header field was rewritten (eth/vlan/ip/tp fields only,
+    /// never metadata). Overlaid fields are named by the packet's type
+    /// (`ArpSpa` for ARP, `IcmpType` for ICMP).
+    SetField { field: Field, value: u64 },
+    /// Send the packet (with all SetFields so far applied) to a port.
+    /// tun_* are the values at that point.
+    Output {
+        port: u32,
+        tun_id: u64,
+        tun_dst: u32,
+    },
+    /// Output to all ports except the input port (OFPP_ALL / FLOOD).
+    Flood,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    TableMiss,
+    /// Empty instruction set / no output.
+    ExplicitDrop,
+    ResubmitDepth,
+    TooManyActions,
+    /// e.g. "ct", "controller", "local".
+    Unsupported(&'static str),
+    BadOutputPort,
+}
+
+/// The result of translating one packet: fixed capacity, reused across
+/// packets, never allocates.
+#[derive(Clone, Debug)]
+pub struct Xlate {
+    pub(crate) actions: [DpAction; MAX_DP_ACTIONS],
+    pub(crate) n_actions: usize,
+    pub(crate) drop_reason: Option<DropReason>,
+    pub(crate) wildcards: FlowKey,
+}
+
+impl Default for Xlate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Xlate {
+    pub fn new() -> Self {
+        Xlate {
+            actions: [DpAction::Flood; MAX_DP_ACTIONS],
+            n_actions: 0,
+            drop_reason: None,
+            wildcards: FlowKey::zero(),
+        }
+    }
+
+    pub fn actions(&self) -> &[DpAction] {
+        self.actions.get(..self.n_actions).unwrap_or(&[])
+    }
+
+    /// `Some` when the packet is dropped with no outputs.
+    pub fn drop_reason(&self) -> Option<DropReason> {
+        self.drop_reason
+    }
+
+    /// Union of the masks consulted (for a future megaflow cache).
+    pub fn wildcards(&self) -> &FlowKey {
+        &self.wildcards
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.n_actions = 0;
+        self.drop_reason = None;
+        self.wildcards = FlowKey::zero();
+    }
+
+    /// Appends an action; `false` when full.
+    pub(crate) fn push(&mut self, a: DpAction) -> bool {
+        match self.actions.get_mut(self.n_actions) {
+            Some(slot) => {
+                *slot = a;
+                self.n_actions += 1;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A packet thread's replica of the pipeline.
+#[derive(Debug)]
+pub struct Pipeline {
+    pub(crate) tables: Vec<Classifier>,
+    pub(crate) counters: Arc<PipelineCounters>,
+    pub(crate) groups: HashMap<u32, Arc<Group>, RandomState>,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Pipeline {
+    /// An empty replica. Its table counters are private until the first
+    /// rule arrives, which carries the control plane's counters (see
+    /// [`PipelineCounters`]); use [`Pipeline::with_counters`] to count
+    /// table misses from the start.
+    pub fn new() -> Self {
+        Self::with_counters(Arc::default())
+    }
+
+    /// An empty replica counting into `counters` (from
+    /// [`crate::tables::FlowTables::counters`]).
+    pub fn with_counters(counters: Arc<PipelineCounters>) -> Self {
+        Pipeline {
+            tables: (0..N_TABLES).map(|_| Classifier::new()).collect(),
+            counters,
+            groups: HashMap::default(),
+        }
+    }
+
+    pub(crate) fn counters(&self) -> &PipelineCounters {
+        &self.counters
+    }
+
+    /// Applies a change list in order.
+    pub fn apply(&mut self, changes: &[Change]) {
+        for c in changes {
+            match c {
+                Change::AddRule(r) => {
+                    if !Arc::ptr_eq(&self.counters, &r.counters) {
+                        self.counters = r.counters.clone();
+                    }
+                    if let Some(t) = self.tables.get_mut(usize::from(r.table_id)) {
+                        t.insert(r.clone());
+                    }
+                }
+                Change::RemoveRule(r) => {
+                    if let Some(t) = self.tables.get_mut(usize::from(r.table_id)) {
+                        t.remove(r);
+                    }
+                }
+                Change::SetGroup(g) => {
+                    self.groups.insert(g.id, g.clone());
+                }
+                Change::RemoveGroup(id) => {
+                    self.groups.remove(id);
+                }
+            }
+        }
+    }
+
+    /// The classifier of one table (read-only).
+    pub fn classifier(&self, table_id: u8) -> Option<&Classifier> {
+        self.tables.get(usize::from(table_id))
+    }
+
+    pub fn n_rules(&self) -> usize {
+        self.tables.iter().map(|t| t.len()).sum()
+    }
+
+    /// Runs the whole pipeline from table 0 for one packet; counts matched
+    /// rules (packets += 1, bytes += packet_len) with Relaxed atomics;
+    /// resets `out` first. Never allocates.
+    pub fn xlate(&self, key: &FlowKey, packet_len: u32, out: &mut Xlate) {
+        out.reset();
+        crate::xlate::run(self, key, packet_len, out);
+    }
+}

@@ -1,0 +1,205 @@
+//! Checks a flow's instructions and a group's buckets before they are
+//! installed, so that the pipeline never meets an action it cannot execute
+//! safely (out-of-range bit ranges, missing groups, backward gotos).
+
+use crate::action::{port, Action, CtZone, Instructions, SubField, N_TABLES};
+use crate::error::{FlowModError, MatchError};
+use crate::key::Field;
+use crate::matching::Match;
+
+/// Where a list of actions lives; decides which actions are allowed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Context<'a> {
+    /// A flow's apply-actions list; the match decides field prerequisites.
+    Apply(&'a Match),
+    /// A flow's write-actions list (the action set).
+    Write(&'a Match),
+    /// A group bucket: no match to check prerequisites against, no chaining.
+    Bucket,
+    /// Actions nested in `ct()`.
+    Ct,
+}
+
+/// Whether `port` is a valid output port: a physical port number or a
+/// reserved port other than ANY.
+pub(crate) fn valid_output_port(p: u32) -> bool {
+    p <= port::MAX
+        || matches!(
+            p,
+            port::IN_PORT
+                | port::TABLE
+                | port::NORMAL
+                | port::FLOOD
+                | port::ALL
+                | port::CONTROLLER
+                | port::LOCAL
+        )
+}
+
+/// Validates a flow's instructions for a flow in `table_id`.
+pub(crate) fn check_instructions(
+    table_id: u8,
+    matching: &Match,
+    ins: &Instructions,
+    group_exists: &dyn Fn(u32) -> bool,
+) -> Result<(), FlowModError> {
+    if ins.meter.is_some() {
+        return Err(FlowModError::Unsupported("meter instruction"));
+    }
+    check_goto(table_id, ins)?;
+    for a in ins.apply_actions.iter().flatten() {
+        check_action(a, Context::Apply(matching), group_exists)?;
+    }
+    for a in ins.write_actions.iter().flatten() {
+        check_action(a, Context::Write(matching), group_exists)?;
+    }
+    Ok(())
+}
+
+/// goto_table must name a later, existing table.
+pub(crate) fn check_goto(table_id: u8, ins: &Instructions) -> Result<(), FlowModError> {
+    match ins.goto_table {
+        Some(to) if to <= table_id || to >= N_TABLES => {
+            Err(FlowModError::BadGotoTable { from: table_id, to })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn bad(field: Field, reason: &'static str) -> FlowModError {
+    FlowModError::BadField { field, reason }
+}
+
+fn check_sub_field(sf: &SubField) -> Result<(), FlowModError> {
+    if sf.is_valid() {
+        Ok(())
+    } else {
+        Err(bad(sf.field, "bit range lies outside the field"))
+    }
+}
+
+fn check_writable(field: Field) -> Result<(), FlowModError> {
+    if field.is_writable() {
+        Ok(())
+    } else {
+        Err(bad(field, "field is not writable"))
+    }
+}
+
+fn check_prereq(ctx: Context<'_>, field: Field) -> Result<(), FlowModError> {
+    match ctx {
+        Context::Apply(m) | Context::Write(m) if !m.prerequisites_met(field) => {
+            Err(FlowModError::Match(MatchError::MissingPrerequisite(field)))
+        }
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn check_action(
+    a: &Action,
+    ctx: Context<'_>,
+    group_exists: &dyn Fn(u32) -> bool,
+) -> Result<(), FlowModError> {
+    let in_write = matches!(ctx, Context::Write(_));
+    match a {
+        Action::Output { port: p, .. } => {
+            if !valid_output_port(*p) {
+                return Err(FlowModError::BadOutPort(*p));
+            }
+        }
+        Action::Group(g) => {
+            if ctx == Context::Bucket {
+                return Err(FlowModError::Unsupported("group chaining"));
+            }
+            if !group_exists(*g) {
+                return Err(FlowModError::UnknownGroup(*g));
+            }
+        }
+        Action::SetField { field, value } => {
+            check_writable(*field)?;
+            if value & !field.full_mask() != 0 {
+                return Err(bad(*field, "value is wider than the field"));
+            }
+            check_prereq(ctx, *field)?;
+        }
+        _ if in_write => {
+            return Err(FlowModError::Unsupported(
+                "write_actions supports only output, group and set_field",
+            ))
+        }
+        Action::RegLoad { dst, value } => {
+            check_sub_field(dst)?;
+            check_writable(dst.field)?;
+            if dst.nbits < 64 && value >> dst.nbits != 0 {
+                return Err(bad(dst.field, "value is wider than the bit range"));
+            }
+            check_prereq(ctx, dst.field)?;
+        }
+        Action::RegMove { src, dst } => {
+            check_sub_field(src)?;
+            check_sub_field(dst)?;
+            if src.nbits != dst.nbits {
+                return Err(bad(dst.field, "source and destination widths differ"));
+            }
+            check_writable(dst.field)?;
+            check_prereq(ctx, src.field)?;
+            check_prereq(ctx, dst.field)?;
+        }
+        Action::OutputReg { src, .. } => {
+            check_sub_field(src)?;
+            check_prereq(ctx, src.field)?;
+        }
+        Action::Resubmit { in_port, table } => {
+            if let Some(t) = table {
+                if *t >= N_TABLES {
+                    return Err(FlowModError::BadTableId(*t));
+                }
+            }
+            if *in_port != port::IN_PORT && *in_port > port::MAX {
+                return Err(FlowModError::BadOutPort(*in_port));
+            }
+        }
+        Action::Note(_) => {}
+        Action::Ct(ct) => {
+            if ctx == Context::Ct {
+                return Err(FlowModError::Unsupported("ct() nested in ct()"));
+            }
+            if let CtZone::Field(sf) = &ct.zone {
+                check_sub_field(sf)?;
+            }
+            if let Some(t) = ct.recirc_table {
+                if t >= N_TABLES {
+                    return Err(FlowModError::BadTableId(t));
+                }
+            }
+            for inner in &ct.actions {
+                match inner {
+                    Action::Nat(_) => {}
+                    Action::SetField {
+                        field: Field::CtMark,
+                        ..
+                    } => check_action(inner, Context::Ct, group_exists)?,
+                    Action::RegLoad { dst, .. } if dst.field == Field::CtMark => {
+                        check_action(inner, Context::Ct, group_exists)?
+                    }
+                    _ => {
+                        return Err(FlowModError::Unsupported(
+                            "ct() may only nest nat and ct_mark writes",
+                        ))
+                    }
+                }
+            }
+        }
+        Action::Nat(nat) => {
+            if ctx != Context::Ct {
+                return Err(FlowModError::Unsupported("nat outside ct()"));
+            }
+            let bad_range = matches!((nat.ipv4_min, nat.ipv4_max), (Some(a), Some(b)) if a > b)
+                || matches!((nat.proto_min, nat.proto_max), (Some(a), Some(b)) if a > b);
+            if bad_range {
+                return Err(FlowModError::Unsupported("nat range with min > max"));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,441 @@
+//! Execution of the pipeline for one packet (see `pipeline.rs` for the
+//! design). Mirrors OVS's translation: `goto_table` continues in the same
+//! frame, `resubmit` recurses and returns to the calling action list, group
+//! buckets run on a copy of the key, and the action set runs once at the
+//! end of the top-level pipeline.
+
+use crate::action::{port, Action, Bucket, SubField};
+use crate::flow_mod::GroupType;
+use crate::key::{Field, FlowKey};
+use crate::matching::{ETH_TYPE_ARP, ETH_TYPE_IPV4, IP_PROTO_ICMP};
+use crate::pipeline::{DpAction, DropReason, Pipeline, Xlate, MAX_RESUBMITS, MAX_RESUBMIT_DEPTH};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Header fields the datapath can rewrite, in the order rewrites are
+/// emitted. Overlaid fields appear once, under their IP/TCP name.
+const HEADER_FIELDS: [Field; 13] = [
+    Field::EthSrc,
+    Field::EthDst,
+    Field::VlanTci,
+    Field::IpSrc,
+    Field::IpDst,
+    Field::IpProto,
+    Field::IpDscp,
+    Field::IpEcn,
+    Field::IpTtl,
+    Field::TpSrc,
+    Field::TpDst,
+    Field::ArpSha,
+    Field::ArpTha,
+];
+/// Words of a `FlowKey` holding packet headers (EthSrc..ArpTha).
+const HEADER_WORDS: std::ops::RangeInclusive<usize> = 9..=14;
+
+/// Fields a select group hashes to pick a bucket.
+const HASH_FIELDS: [Field; 8] = [
+    Field::EthSrc,
+    Field::EthDst,
+    Field::EthType,
+    Field::IpSrc,
+    Field::IpDst,
+    Field::IpProto,
+    Field::TpSrc,
+    Field::TpDst,
+];
+
+/// Max distinct set_field actions in the action set.
+const MAX_SET_FIELDS: usize = 16;
+
+/// OpenFlow's action set: at most one action per type, applied as
+/// set-fields, then group or (if no group) output.
+struct ActionSet {
+    sets: [(Field, u64); MAX_SET_FIELDS],
+    n_sets: usize,
+    group: Option<u32>,
+    output: Option<u32>,
+}
+
+impl ActionSet {
+    fn new() -> Self {
+        ActionSet {
+            sets: [(Field::InPort, 0); MAX_SET_FIELDS],
+            n_sets: 0,
+            group: None,
+            output: None,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.n_sets = 0;
+        self.group = None;
+        self.output = None;
+    }
+
+    /// Merges write_actions; `false` when the set overflows.
+    fn write(&mut self, actions: &[Action]) -> bool {
+        for a in actions {
+            match a {
+                Action::Output { port, .. } => self.output = Some(*port),
+                Action::Group(g) => self.group = Some(*g),
+                Action::SetField { field, value } => {
+                    let n = self.n_sets;
+                    if let Some(e) = self.sets[..n].iter_mut().find(|e| e.0 == *field) {
+                        e.1 = *value;
+                    } else if let Some(e) = self.sets.get_mut(n) {
+                        *e = (*field, *value);
+                        self.n_sets += 1;
+                    } else {
+                        return false;
+                    }
+                }
+                // Validation admits nothing else into write_actions.
+                _ => {}
+            }
+        }
+        true
+    }
+
+    fn is_empty(&self) -> bool {
+        self.n_sets == 0 && self.group.is_none() && self.output.is_none()
+    }
+}
+
+struct Ctx<'p, 'o> {
+    pipe: &'p Pipeline,
+    out: &'o mut Xlate,
+    /// The key as the actions see it.
+    key: FlowKey,
+    /// The packet as the datapath will have it after the actions emitted
+    /// so far.
+    base: FlowKey,
+    packet_len: u32,
+    action_set: ActionSet,
+    resubmits: u32,
+    /// Ends translation; the packet is dropped whatever was output.
+    fatal: Option<DropReason>,
+    /// Why nothing was output, if nothing is.
+    note: Option<DropReason>,
+    /// The top-level pipeline ended in a table miss: no action set.
+    missed: bool,
+    /// The table the top-level pipeline ended in.
+    last_table: u8,
+}
+
+pub(crate) fn run(pipe: &Pipeline, key: &FlowKey, packet_len: u32, out: &mut Xlate) {
+    let mut ctx = Ctx {
+        pipe,
+        out,
+        key: *key,
+        base: *key,
+        packet_len,
+        action_set: ActionSet::new(),
+        resubmits: 0,
+        fatal: None,
+        note: None,
+        missed: false,
+        last_table: 0,
+    };
+    ctx.run_tables(0, None, 0);
+    if ctx.fatal.is_none() && !ctx.missed && !ctx.action_set.is_empty() {
+        ctx.execute_action_set();
+    }
+    let Ctx {
+        out, fatal, note, ..
+    } = ctx;
+    if let Some(reason) = fatal {
+        out.n_actions = 0;
+        out.drop_reason = Some(reason);
+    } else if out.n_actions == 0 {
+        out.drop_reason = Some(note.unwrap_or(DropReason::ExplicitDrop));
+    }
+}
+
+/// A fixed, replica-independent hash (splitmix64 finaliser over the
+/// fields), so every packet thread picks the same bucket for a flow.
+fn mix(mut h: u64, v: u64) -> u64 {
+    h ^= v;
+    h = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+impl Ctx<'_, '_> {
+    fn fail(&mut self, reason: DropReason) {
+        if self.fatal.is_none() {
+            self.fatal = Some(reason);
+        }
+    }
+
+    fn unwildcard(&mut self, field: Field, ofs: u32, nbits: u32) {
+        let bits = if nbits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << nbits) - 1
+        };
+        let old = self.out.wildcards.get(field);
+        self.out.wildcards.set(field, old | (bits << ofs));
+    }
+
+    /// Looks up `table` and runs the matching rule's instructions, following
+    /// goto_table within this frame. `lookup_in_port` replaces in_port for
+    /// the first lookup only (resubmit semantics).
+    fn run_tables(&mut self, mut table: u8, lookup_in_port: Option<u32>, depth: u32) {
+        let pipe = self.pipe;
+        let mut in_port_override = lookup_in_port;
+        loop {
+            let Some(cls) = pipe.tables.get(usize::from(table)) else {
+                return;
+            };
+            let counters = pipe.counters().table(table);
+            if let Some(c) = counters {
+                c.lookup.fetch_add(1, Relaxed);
+            }
+            let rule = match in_port_override.take() {
+                Some(p) => {
+                    let saved = self.key.get(Field::InPort);
+                    self.key.set(Field::InPort, u64::from(p));
+                    let r = cls.lookup(&self.key, &mut self.out.wildcards);
+                    self.key.set(Field::InPort, saved);
+                    r
+                }
+                None => cls.lookup(&self.key, &mut self.out.wildcards),
+            };
+            let Some(rule) = rule else {
+                if depth == 0 {
+                    self.missed = true;
+                    self.note = Some(DropReason::TableMiss);
+                }
+                return;
+            };
+            if let Some(c) = counters {
+                c.matched.fetch_add(1, Relaxed);
+            }
+            rule.stats.count(self.packet_len);
+            let ins = &rule.instructions;
+            if let Some(actions) = &ins.apply_actions {
+                self.execute(actions, table, depth);
+                if self.fatal.is_some() {
+                    return;
+                }
+            }
+            if ins.clear_actions {
+                self.action_set.clear();
+            }
+            if let Some(actions) = &ins.write_actions {
+                if !self.action_set.write(actions) {
+                    self.fail(DropReason::TooManyActions);
+                    return;
+                }
+            }
+            if let Some((value, mask)) = ins.write_metadata {
+                let old = self.key.get(Field::Metadata);
+                self.key
+                    .set(Field::Metadata, (old & !mask) | (value & mask));
+            }
+            match ins.goto_table {
+                Some(next) if next > table => table = next,
+                _ => {
+                    if depth == 0 {
+                        self.last_table = table;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn execute(&mut self, actions: &[Action], table: u8, depth: u32) {
+        for a in actions {
+            if self.fatal.is_some() {
+                return;
+            }
+            match a {
+                Action::Output { port, .. } => self.output(*port),
+                Action::Group(id) => self.group(*id, table, depth),
+                Action::SetField { field, value } => self.key.set(*field, *value),
+                Action::RegLoad { dst, value } => {
+                    if dst.is_valid() {
+                        self.key.set_bits(dst.field, dst.ofs, dst.nbits, *value);
+                    }
+                }
+                Action::RegMove { src, dst } => {
+                    if src.is_valid() && dst.is_valid() {
+                        let v = self.read(src);
+                        self.key.set_bits(dst.field, dst.ofs, dst.nbits, v);
+                    }
+                }
+                Action::OutputReg { src, .. } => {
+                    if src.is_valid() {
+                        let p = self.read(src);
+                        match u32::try_from(p) {
+                            Ok(p) => self.output(p),
+                            Err(_) => self.note = Some(DropReason::BadOutputPort),
+                        }
+                    }
+                }
+                Action::Resubmit { in_port, table: to } => {
+                    self.resubmits += 1;
+                    if depth >= MAX_RESUBMIT_DEPTH || self.resubmits > MAX_RESUBMITS {
+                        self.fail(DropReason::ResubmitDepth);
+                        return;
+                    }
+                    let lookup_in_port = (*in_port != port::IN_PORT).then_some(*in_port);
+                    self.run_tables(to.unwrap_or(table), lookup_in_port, depth + 1);
+                }
+                Action::Note(_) => {}
+                Action::Ct(_) => self.fail(DropReason::Unsupported("ct")),
+                Action::Nat(_) => self.fail(DropReason::Unsupported("nat")),
+            }
+        }
+    }
+
+    /// Reads a sub-field; the bits read become significant for the flow.
+    fn read(&mut self, sf: &SubField) -> u64 {
+        self.unwildcard(sf.field, sf.ofs, sf.nbits);
+        self.key.get_bits(sf.field, sf.ofs, sf.nbits)
+    }
+
+    fn push(&mut self, a: DpAction) {
+        if !self.out.push(a) {
+            self.fail(DropReason::TooManyActions);
+        }
+    }
+
+    /// Emits SetFields for every header field the actions changed since the
+    /// last output.
+    fn commit(&mut self) {
+        if HEADER_WORDS
+            .clone()
+            .all(|i| self.key.words.get(i) == self.base.words.get(i))
+        {
+            return;
+        }
+        let eth_type = self.key.get(Field::EthType) as u16;
+        let is_arp = eth_type == ETH_TYPE_ARP;
+        let is_icmp =
+            eth_type == ETH_TYPE_IPV4 && self.key.get(Field::IpProto) as u8 == IP_PROTO_ICMP;
+        for field in HEADER_FIELDS {
+            let value = self.key.get(field);
+            if value == self.base.get(field) {
+                continue;
+            }
+            let named = match field {
+                Field::IpSrc if is_arp => Field::ArpSpa,
+                Field::IpDst if is_arp => Field::ArpTpa,
+                Field::IpProto if is_arp => Field::ArpOp,
+                Field::TpSrc if is_icmp => Field::IcmpType,
+                Field::TpDst if is_icmp => Field::IcmpCode,
+                f => f,
+            };
+            self.push(DpAction::SetField {
+                field: named,
+                value,
+            });
+        }
+        for i in HEADER_WORDS {
+            if let (Some(b), Some(k)) = (self.base.words.get_mut(i), self.key.words.get(i)) {
+                *b = *k;
+            }
+        }
+    }
+
+    fn output(&mut self, p: u32) {
+        self.unwildcard(Field::InPort, 0, 32);
+        let in_port = self.key.get(Field::InPort) as u32;
+        let target = match p {
+            port::IN_PORT => in_port,
+            port::ALL | port::FLOOD => {
+                self.commit();
+                self.push(DpAction::Flood);
+                return;
+            }
+            port::LOCAL => return self.note = Some(DropReason::Unsupported("local")),
+            port::CONTROLLER => return self.note = Some(DropReason::Unsupported("controller")),
+            port::NORMAL => return self.note = Some(DropReason::Unsupported("normal")),
+            port::TABLE => return self.note = Some(DropReason::Unsupported("table")),
+            p if p > port::MAX => return self.note = Some(DropReason::BadOutputPort),
+            // OpenFlow never sends a packet back where it came from unless
+            // asked to with IN_PORT.
+            p if p == in_port => return,
+            p => p,
+        };
+        self.commit();
+        self.push(DpAction::Output {
+            port: target,
+            tun_id: self.key.get(Field::TunId),
+            tun_dst: self.key.get(Field::TunDst) as u32,
+        });
+    }
+
+    fn group(&mut self, id: u32, table: u8, depth: u32) {
+        let pipe = self.pipe;
+        let Some(g) = pipe.groups.get(&id) else {
+            // Validation keeps groups alive while flows use them.
+            return;
+        };
+        g.stats.count(self.packet_len);
+        match g.group_type {
+            GroupType::All => {
+                for b in &g.buckets {
+                    self.bucket(b, table, depth);
+                }
+            }
+            GroupType::Indirect | GroupType::FastFailover => {
+                if let Some(b) = g.buckets.first() {
+                    self.bucket(b, table, depth);
+                }
+            }
+            GroupType::Select => {
+                if let Some(b) = self.select_bucket(&g.buckets) {
+                    self.bucket(b, table, depth);
+                }
+            }
+        }
+    }
+
+    /// Weighted choice by flow hash; weight 0 buckets are never chosen.
+    fn select_bucket<'b>(&mut self, buckets: &'b [Bucket]) -> Option<&'b Bucket> {
+        let total: u64 = buckets.iter().map(|b| u64::from(b.weight)).sum();
+        if total == 0 {
+            return None;
+        }
+        let mut h = 0;
+        for f in HASH_FIELDS {
+            h = mix(h, self.key.get(f));
+            self.unwildcard(f, 0, f.bits());
+        }
+        let mut point = h % total;
+        for b in buckets {
+            let w = u64::from(b.weight);
+            if point < w {
+                return Some(b);
+            }
+            point -= w;
+        }
+        None
+    }
+
+    /// Runs a bucket as if on a clone of the packet: key changes do not
+    /// leak into the caller's later actions.
+    fn bucket(&mut self, b: &Bucket, table: u8, depth: u32) {
+        let saved = self.key;
+        self.execute(&b.actions, table, depth);
+        self.key = saved;
+    }
+
+    fn execute_action_set(&mut self) {
+        let n = self.action_set.n_sets;
+        for i in 0..n {
+            if let Some(&(field, value)) = self.action_set.sets.get(i) {
+                self.key.set(field, value);
+            }
+        }
+        let table = self.last_table;
+        if let Some(g) = self.action_set.group {
+            self.group(g, table, 0);
+        } else if let Some(p) = self.action_set.output {
+            self.output(p);
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! Packet translation through a `Pipeline` replica.
+
+mod common;
+
+use common::*;
+use flowtable::action::port;
+use flowtable::*;
+
+fn build(mods: Vec<PipelineMod>) -> (FlowTables, Pipeline) {
+    let mut ft = FlowTables::new();
+    let mut p = Pipeline::with_counters(ft.counters());
+    let changes = ft.apply_batch(&mods).unwrap();
+    p.apply(&changes);
+    (ft, p)
+}
+
+#[test]
+fn highest_priority_wins_and_counts() {
+    let (ft, p) = build(vec![
+        PipelineMod::Flow(add(0, 10, Match::catch_all(), vec![out(1)])),
+        PipelineMod::Flow(add(0, 20, m_ip_dst(0x0a00_0000, 0xff00_0000), vec![out(2)])),
+        PipelineMod::Flow(add(0, 30, m_ip_dst(0x0a00_0001, 0xffff_ffff), vec![out(3)])),
+    ]);
+    assert_eq!(
+        outputs(&xlate(&p, &tcp_key(9, 1, 0x0a00_0001, 1, 2))),
+        vec![3]
+    );
+    assert_eq!(
+        outputs(&xlate(&p, &tcp_key(9, 1, 0x0a00_0002, 1, 2))),
+        vec![2]
+    );
+    assert_eq!(
+        outputs(&xlate(&p, &tcp_key(9, 1, 0x0b00_0002, 1, 2))),
+        vec![1]
+    );
+    let flows = ft.flows(&FlowFilter::default());
+    assert!(flows.iter().all(|r| r.stats.read() == (1, 100)));
+    let t0 = ft.table_stats()[0];
+    assert_eq!((t0.lookup_count, t0.matched_count), (3, 3));
+}
+
+#[test]
+fn table_miss_and_empty_instructions_drop() {
+    let (ft, p) = build(vec![
+        PipelineMod::Flow(add(0, 10, m_in_port(1), vec![])),
+        PipelineMod::Flow({
+            let mut fm = add(0, 10, m_in_port(2), vec![out(5)]);
+            fm.instructions.goto_table = Some(3);
+            fm
+        }),
+    ]);
+    let x = xlate(&p, &tcp_key(3, 0, 0, 0, 0));
+    assert_eq!(x.drop_reason(), Some(DropReason::TableMiss));
+    assert!(x.actions().is_empty());
+    assert_eq!(
+        xlate(&p, &tcp_key(1, 0, 0, 0, 0)).drop_reason(),
+        Some(DropReason::ExplicitDrop)
+    );
+    // Outputs made before a later table misses still happen.
+    let x = xlate(&p, &tcp_key(2, 0, 0, 0, 0));
+    assert_eq!((outputs(&x), x.drop_reason()), (vec![5], None));
+    let stats = ft.table_stats();
+    assert_eq!((stats[0].lookup_count, stats[0].matched_count), (3, 2));
+    assert_eq!((stats[3].lookup_count, stats[3].matched_count), (1, 0));
+}
+
+#[test]
+fn goto_chain_with_metadata_and_action_set() {
+    let mut t0 = add(0, 1, Match::catch_all(), vec![]);
+    t0.instructions.write_metadata = Some((0xab00, 0xff00));
+    t0.instructions.write_actions = Some(vec![out(7)]);
+    t0.instructions.goto_table = Some(10);
+    let mut m10 = Match::catch_all();
+    m10.set_masked(Field::Metadata, 0xab00, 0xff00);
+    let mut t10 = add(10, 1, m10, vec![out(2)]);
+    t10.instructions.write_actions = Some(vec![out(8)]);
+    t10.instructions.goto_table = Some(20);
+    let mut t20 = add(20, 1, Match::catch_all(), vec![]);
+    t20.instructions.write_actions = Some(vec![Action::SetField {
+        field: Field::EthDst,
+        value: 0x0a58_0a80_0001,
+    }]);
+    let (_, p) = build(vec![
+        PipelineMod::Flow(t0),
+        PipelineMod::Flow(t10),
+        PipelineMod::Flow(t20),
+    ]);
+    let x = xlate(&p, &tcp_key(1, 0, 0, 0, 0));
+    assert_eq!(
+        x.actions(),
+        &[
+            DpAction::Output {
+                port: 2,
+                tun_id: 0,
+                tun_dst: 0
+            },
+            DpAction::SetField {
+                field: Field::EthDst,
+                value: 0x0a58_0a80_0001
+            },
+            DpAction::Output {
+                port: 8,
+                tun_id: 0,
+                tun_dst: 0
+            },
+        ]
+    );
+}
+
+#[test]
+fn clear_actions_empties_the_action_set() {
+    let mut t0 = add(0, 1, Match::catch_all(), vec![]);
+    t0.instructions.write_actions = Some(vec![out(7)]);
+    t0.instructions.goto_table = Some(1);
+    let mut t1 = add(1, 1, Match::catch_all(), vec![]);
+    t1.instructions.clear_actions = true;
+    let (_, p) = build(vec![PipelineMod::Flow(t0), PipelineMod::Flow(t1)]);
+    assert_eq!(
+        xlate(&p, &tcp_key(1, 0, 0, 0, 0)).drop_reason(),
+        Some(DropReason::ExplicitDrop)
+    );
+}
+
+#[test]
+fn resubmit_restores_in_port_and_returns() {
+    let (_, p) = build(vec![
+        PipelineMod::Flow(add(
+            0,
+            1,
+            m_in_port(1),
+            vec![
+                Action::Resubmit {
+                    in_port: 9,
+                    table: Some(5),
+                },
+                out(port::IN_PORT),
+                out(3),
+            ],
+        )),
+        // Matches on the substituted in_port; its own outputs see the real one.
+        PipelineMod::Flow(add(
+            5,
+            1,
+            m_in_port(9),
+            vec![out(1), out(4), out(port::IN_PORT)],
+        )),
+    ]);
+    let x = xlate(&p, &tcp_key(1, 0, 0, 0, 0));
+    // out(1) inside the resubmit is the packet's in_port: skipped.
+    assert_eq!(outputs(&x), vec![4, 1, 1, 3]);
+}
+
+#[test]
+fn resubmit_loop_hits_the_depth_limit() {
+    let (_, p) = build(vec![PipelineMod::Flow(add(
+        0,
+        1,
+        Match::catch_all(),
+        vec![
+            Action::Resubmit {
+                in_port: port::IN_PORT,
+                table: None,
+            },
+            out(2),
+        ],
+    ))]);
+    let x = xlate(&p, &tcp_key(1, 0, 0, 0, 0));
+    assert_eq!(x.drop_reason(), Some(DropReason::ResubmitDepth));
+    assert!(x.actions().is_empty());
+}
+
+#[test]
+fn too_many_outputs_drop() {
+    let actions = (2..2 + MAX_DP_ACTIONS as u32 + 1).map(out).collect();
+    let (_, p) = build(vec![PipelineMod::Flow(add(
+        0,
+        1,
+        Match::catch_all(),
+        actions,
+    ))]);
+    let x = xlate(&p, &tcp_key(1, 0, 0, 0, 0));
+    assert_eq!(x.drop_reason(), Some(DropReason::TooManyActions));
+}
+
+#[test]
+fn reg_load_move_and_output_reg() {
+    let reg = |n, ofs, nbits| SubField {
+        field: Field::Reg(n),
+        ofs,
+        nbits,
+    };
+    let (_, p) = build(vec![
+        PipelineMod::Flow({
+            let mut fm = add(
+                0,
+                1,
+                m_ip_dst(0, 0),
+                vec![
+                    Action::RegLoad {
+                        dst: reg(0, 0, 16),
+                        value: 0x1234,
+                    },
+                    Action::RegLoad {
+                        dst: reg(0, 16, 8),
+                        value: 0x56,
+                    },
+                    Action::RegMove {
+                        src: reg(0, 0, 24),
+                        dst: SubField {
+                            field: Field::TunId,
+                            ofs: 0,
+                            nbits: 24,
+                        },
+                    },
+                    Action::RegMove {
+                        src: reg(0, 8, 8),
+                        dst: SubField {
+                            field: Field::IpDst,
+                            ofs: 0,
+                            nbits: 8,
+                        },
+                    },
+                    Action::RegLoad {
+                        dst: reg(1, 0, 32),
+                        value: 6,
+                    },
+                    Action::OutputReg {
+                        src: reg(1, 0, 32),
+                        max_len: 0,
+                    },
+                ],
+            );
+            fm.instructions.goto_table = Some(1);
+            fm
+        }),
+        PipelineMod::Flow({
+            let mut m = Match::catch_all();
+            m.set_exact(Field::Reg(0), 0x56_1234);
+            add(1, 1, m, vec![out(7)])
+        }),
+    ]);
+    let x = xlate(&p, &tcp_key(1, 0, 0x0a00_0000, 0, 0));
+    assert_eq!(
+        x.actions(),
+        &[
+            DpAction::SetField {
+                field: Field::IpDst,
+                value: 0x0a00_0012
+            },
+            DpAction::Output {
+                port: 6,
+                tun_id: 0x56_1234,
+                tun_dst: 0
+            },
+            DpAction::Output {
+                port: 7,
+                tun_id: 0x56_1234,
+                tun_dst: 0
+            },
+        ]
+    );
+}
+
+#[test]
+fn output_to_in_port_is_skipped_unless_in_port_is_loaded() {
+    let (_, p) = build(vec![PipelineMod::Flow(add(
+        0,
+        1,
+        Match::catch_all(),
+        vec![
+            out(1),
+            Action::RegLoad {
+                dst: SubField::whole(Field::InPort),
+                value: 0,
+            },
+            out(1),
+        ],
+    ))]);
+    assert_eq!(outputs(&xlate(&p, &tcp_key(1, 0, 0, 0, 0))), vec![1]);
+    let (_, p) = build(vec![PipelineMod::Flow(add(
+        0,
+        1,
+        Match::catch_all(),
+        vec![out(1)],
+    ))]);
+    assert_eq!(
+        xlate(&p, &tcp_key(1, 0, 0, 0, 0)).drop_reason(),
+        Some(DropReason::ExplicitDrop)
+    );
+    let (_, p) = build(vec![PipelineMod::Flow(add(
+        0,
+        1,
+        Match::catch_all(),
+        vec![out(port::CONTROLLER)],
+    ))]);
+    assert_eq!(
+        xlate(&p, &tcp_key(1, 0, 0, 0, 0)).drop_reason(),
+        Some(DropReason::Unsupported("controller"))
+    );
+    let (_, p) = build(vec![PipelineMod::Flow(add(
+        0,
+        1,
+        Match::catch_all(),
+        vec![out(port::FLOOD)],
+    ))]);
+    assert_eq!(
+        xlate(&p, &tcp_key(1, 0, 0, 0, 0)).actions(),
+        &[DpAction::Flood]
+    );
+}
+
+#[test]
+fn all_group_buckets_run_on_copies() {
+    let set = |v| Action::SetField {
+        field: Field::EthDst,
+        value: v,
+    };
+    let (ft, p) = build(vec![
+        PipelineMod::Group(group_mod(
+            GroupModCommand::Add,
+            GroupType::All,
+            1,
+            vec![vec![set(0xaa), out(2)], vec![out(3)]],
+        )),
+        PipelineMod::Flow(add(
+            0,
+            1,
+            Match::catch_all(),
+            vec![Action::Group(1), out(4)],
+        )),
+    ]);
+    let x = xlate(&p, &tcp_key(1, 0, 0, 0, 0));
+    let o = |port| DpAction::Output {
+        port,
+        tun_id: 0,
+        tun_dst: 0,
+    };
+    assert_eq!(
+        x.actions(),
+        &[
+            DpAction::SetField {
+                field: Field::EthDst,
+                value: 0xaa
+            },
+            o(2),
+            DpAction::SetField {
+                field: Field::EthDst,
+                value: 0
+            },
+            o(3),
+            o(4),
+        ]
+    );
+    assert_eq!(ft.group(1).unwrap().stats.read(), (1, 100));
+}
+
+#[test]
+fn select_group_spreads_flows_and_respects_weights() {
+    let mut gm = group_mod(
+        GroupModCommand::Add,
+        GroupType::Select,
+        1,
+        vec![vec![out(2)], vec![out(3)], vec![out(4)]],
+    );
+    gm.buckets[2].weight = 0;
+    let (_, p) = build(vec![
+        PipelineMod::Group(gm),
+        PipelineMod::Flow(add(0, 1, Match::catch_all(), vec![Action::Group(1)])),
+    ]);
+    let mut hits = [0u32; 5];
+    for sport in 0..400u16 {
+        let k = tcp_key(1, 0x0a00_0001, 0x0a00_0002, 1000 + sport, 80);
+        let o = outputs(&xlate(&p, &k));
+        assert_eq!(o.len(), 1);
+        // The same flow always takes the same bucket.
+        assert_eq!(outputs(&xlate(&p, &k)), o);
+        hits[o[0] as usize] += 1;
+    }
+    assert_eq!(hits[4], 0, "weight 0 bucket never chosen");
+    assert!(hits[2] > 120 && hits[3] > 120, "{hits:?}");
+}
+
+#[test]
+fn ct_is_not_executable_yet() {
+    let ct = Action::Ct(CtAction {
+        flags: 0,
+        zone: CtZone::Immediate(1),
+        recirc_table: Some(5),
+        alg: 0,
+        actions: vec![],
+    });
+    let (_, p) = build(vec![PipelineMod::Flow(add(
+        0,
+        1,
+        Match::catch_all(),
+        vec![out(2), ct],
+    ))]);
+    let x = xlate(&p, &tcp_key(1, 0, 0, 0, 0));
+    assert_eq!(x.drop_reason(), Some(DropReason::Unsupported("ct")));
+    assert!(x.actions().is_empty());
+}
+
+#[test]
+fn replica_follows_modify_and_delete() {
+    let mut ft = FlowTables::new();
+    let mut p = Pipeline::new();
+    p.apply(&ft.flow_mod(&add(0, 1, m_in_port(1), vec![out(2)])).unwrap());
+    let mut m = cmd(FlowModCommand::Modify, 0, 0, Match::catch_all());
+    m.instructions = Instructions::apply(vec![out(3)]);
+    p.apply(&ft.flow_mod(&m).unwrap());
+    assert_eq!(outputs(&xlate(&p, &tcp_key(1, 0, 0, 0, 0))), vec![3]);
+    p.apply(
+        &ft.flow_mod(&cmd(FlowModCommand::Delete, 0, 0, Match::catch_all()))
+            .unwrap(),
+    );
+    assert_eq!(p.n_rules(), 0);
+}
