@@ -1,1 +1,21 @@
-//! OpenFlow 1.3 wire codec and connections.
+//! OpenFlow 1.3 wire codec and connection handling for xbr.
+//!
+//! [`wire`] encodes and decodes messages; [`Bridge`] holds the
+//! authoritative flow tables and applies decoded mods; [`Server`] accepts
+//! `ovs-ofctl` connections on the bridge's management socket and serves
+//! each on its own thread.
+
+#![forbid(unsafe_code)]
+
+mod bridge;
+mod bundle;
+mod connection;
+mod datapath;
+mod error;
+mod server;
+pub mod wire;
+
+pub use bridge::Bridge;
+pub use datapath::{Datapath, PortCounters, PortInfo, PortModError};
+pub use error::OfprotoError;
+pub use server::Server;

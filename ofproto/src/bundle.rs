@@ -1,0 +1,255 @@
+//! ONF bundles for OpenFlow 1.3 (experimenter 0x4F4E4600, types 2300
+//! BUNDLE_CONTROL and 2301 BUNDLE_ADD_MESSAGE): the agent's only write path.
+//!
+//! # Design
+//!
+//! Bundles belong to the connection that opened them ([`Bundles`] lives in
+//! the connection thread, no locking). ADD decodes the embedded FLOW_MOD or
+//! GROUP_MOD at once and queues it with its xid; COMMIT hands the whole
+//! queue to `FlowTables::apply_batch`, which applies all of it or nothing.
+//! A failed commit reports the failing embedded message's error with that
+//! message's xid, then OFPBFC_MSG_FAILED for the COMMIT itself, as OVS does.
+
+use crate::bridge::Bridge;
+use crate::wire::header::msg_type;
+use crate::wire::message::{split, ERROR_DATA_LEN};
+use crate::wire::{err, Message, Put, WireError, OFP_VERSION, ONF_VENDOR_ID};
+use flowtable::PipelineMod;
+use std::collections::HashMap;
+
+pub const ONFT_BUNDLE_CONTROL: u32 = 2300;
+pub const ONFT_BUNDLE_ADD_MESSAGE: u32 = 2301;
+
+/// ONF bundle control types.
+pub mod ctrl {
+    pub const OPEN_REQUEST: u16 = 0;
+    pub const OPEN_REPLY: u16 = 1;
+    pub const CLOSE_REQUEST: u16 = 2;
+    pub const CLOSE_REPLY: u16 = 3;
+    pub const COMMIT_REQUEST: u16 = 4;
+    pub const COMMIT_REPLY: u16 = 5;
+    pub const DISCARD_REQUEST: u16 = 6;
+    pub const DISCARD_REPLY: u16 = 7;
+}
+
+/// OFPBFC_* codes, as ONF experimenter error types in OpenFlow 1.3.
+pub mod bfc {
+    pub const UNKNOWN: u16 = 2300;
+    pub const BAD_ID: u16 = 2302;
+    pub const BUNDLE_EXIST: u16 = 2303;
+    pub const BUNDLE_CLOSED: u16 = 2304;
+    pub const BAD_TYPE: u16 = 2306;
+    pub const BAD_FLAGS: u16 = 2307;
+    pub const MSG_BAD_LEN: u16 = 2308;
+    pub const MSG_UNSUP: u16 = 2310;
+    pub const MSG_FAILED: u16 = 2313;
+}
+
+/// Upper bound on messages in one bundle, so a peer cannot grow memory
+/// without limit (the largest agent transaction is ~10k flows).
+const MAX_BUNDLE_MSGS: usize = 1 << 20;
+
+struct Bundle {
+    flags: u16,
+    closed: bool,
+    /// A message failed to decode: the commit must fail.
+    failed: bool,
+    /// (embedded xid, first bytes of the embedded message, decoded mod)
+    msgs: Vec<(u32, Vec<u8>, PipelineMod)>,
+}
+
+/// The open bundles of one connection.
+#[derive(Default)]
+pub(crate) struct Bundles {
+    open: HashMap<u32, Bundle>,
+}
+
+fn onf_error(code: u16, xid: u32, offending: &[u8]) -> Vec<u8> {
+    Message::ExperimenterError {
+        exp_type: code,
+        experimenter: ONF_VENDOR_ID,
+        data: offending[..offending.len().min(ERROR_DATA_LEN)].to_vec(),
+    }
+    .emit(xid)
+}
+
+fn control_reply(xid: u32, bundle_id: u32, ty: u16, flags: u16) -> Vec<u8> {
+    let mut data = Vec::with_capacity(8);
+    data.put_u32(bundle_id);
+    data.put_u16(ty);
+    data.put_u16(flags);
+    Message::Experimenter {
+        experimenter: ONF_VENDOR_ID,
+        exp_type: ONFT_BUNDLE_CONTROL,
+        data,
+    }
+    .emit(xid)
+}
+
+fn be_u32(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at + 4)
+        .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+fn be_u16(b: &[u8], at: usize) -> Option<u16> {
+    b.get(at..at + 2).map(|s| u16::from_be_bytes([s[0], s[1]]))
+}
+
+impl Bundles {
+    /// Handles one ONF experimenter message (`data` follows exp_type);
+    /// returns the messages to send, in order.
+    pub(crate) fn handle(
+        &mut self,
+        bridge: &Bridge,
+        xid: u32,
+        exp_type: u32,
+        data: &[u8],
+        raw: &[u8],
+    ) -> Vec<Vec<u8>> {
+        match exp_type {
+            ONFT_BUNDLE_CONTROL => self.control(bridge, xid, data, raw),
+            ONFT_BUNDLE_ADD_MESSAGE => self.add(xid, data, raw),
+            _ => {
+                let e =
+                    WireError::BadRequest(err::BRC_BAD_EXP_TYPE, format!("ONF type {exp_type}"));
+                vec![Message::error_for(&e, raw).emit(xid)]
+            }
+        }
+    }
+
+    fn control(&mut self, bridge: &Bridge, xid: u32, data: &[u8], raw: &[u8]) -> Vec<Vec<u8>> {
+        let (Some(id), Some(ty), Some(flags)) = (be_u32(data, 0), be_u16(data, 4), be_u16(data, 6))
+        else {
+            let e = WireError::BadRequest(err::BRC_BAD_LEN, "bundle control too short".into());
+            return vec![Message::error_for(&e, raw).emit(xid)];
+        };
+        match ty {
+            ctrl::OPEN_REQUEST => {
+                if self.open.contains_key(&id) {
+                    return vec![onf_error(bfc::BUNDLE_EXIST, xid, raw)];
+                }
+                self.open.insert(
+                    id,
+                    Bundle {
+                        flags,
+                        closed: false,
+                        failed: false,
+                        msgs: Vec::new(),
+                    },
+                );
+                vec![control_reply(xid, id, ctrl::OPEN_REPLY, flags)]
+            }
+            ctrl::CLOSE_REQUEST => match self.open.get_mut(&id) {
+                None => vec![onf_error(bfc::BAD_ID, xid, raw)],
+                Some(b) if b.closed => vec![onf_error(bfc::BUNDLE_CLOSED, xid, raw)],
+                Some(b) => {
+                    b.closed = true;
+                    vec![control_reply(xid, id, ctrl::CLOSE_REPLY, flags)]
+                }
+            },
+            ctrl::DISCARD_REQUEST => match self.open.remove(&id) {
+                None => vec![onf_error(bfc::BAD_ID, xid, raw)],
+                Some(_) => vec![control_reply(xid, id, ctrl::DISCARD_REPLY, flags)],
+            },
+            ctrl::COMMIT_REQUEST => {
+                let Some(b) = self.open.remove(&id) else {
+                    return vec![onf_error(bfc::BAD_ID, xid, raw)];
+                };
+                if b.flags != flags {
+                    return vec![onf_error(bfc::BAD_FLAGS, xid, raw)];
+                }
+                if b.failed {
+                    return vec![onf_error(bfc::MSG_FAILED, xid, raw)];
+                }
+                let (xids, mods): (Vec<(u32, Vec<u8>)>, Vec<PipelineMod>) = b
+                    .msgs
+                    .into_iter()
+                    .map(|(x, bytes, m)| ((x, bytes), m))
+                    .unzip();
+                match bridge.apply_batch(&mods) {
+                    Ok(()) => vec![control_reply(xid, id, ctrl::COMMIT_REPLY, flags)],
+                    Err((i, e)) => {
+                        let mut out = Vec::new();
+                        if let Some((mxid, bytes)) = xids.get(i) {
+                            let (ty, code) = e.ofp_error();
+                            out.push(
+                                Message::Error {
+                                    ty,
+                                    code,
+                                    data: bytes.clone(),
+                                }
+                                .emit(*mxid),
+                            );
+                        }
+                        out.push(onf_error(bfc::MSG_FAILED, xid, raw));
+                        out
+                    }
+                }
+            }
+            _ => vec![onf_error(bfc::BAD_TYPE, xid, raw)],
+        }
+    }
+
+    fn add(&mut self, xid: u32, data: &[u8], raw: &[u8]) -> Vec<Vec<u8>> {
+        let (Some(id), Some(flags), Some(inner)) =
+            (be_u32(data, 0), be_u16(data, 6), data.get(8..))
+        else {
+            return vec![onf_error(bfc::MSG_BAD_LEN, xid, raw)];
+        };
+        // The embedded message's own length delimits it; properties may follow.
+        let inner_len = be_u16(inner, 2).map(usize::from).unwrap_or(0);
+        let Some(inner) = inner.get(..inner_len).filter(|_| inner_len >= 8) else {
+            return vec![onf_error(bfc::MSG_BAD_LEN, xid, raw)];
+        };
+        let bundle = self.open.entry(id).or_insert_with(|| Bundle {
+            flags,
+            closed: false,
+            failed: false,
+            msgs: Vec::new(),
+        });
+        if bundle.closed {
+            return vec![onf_error(bfc::BUNDLE_CLOSED, xid, raw)];
+        }
+        if bundle.flags != flags {
+            return vec![onf_error(bfc::BAD_FLAGS, xid, raw)];
+        }
+        if bundle.msgs.len() >= MAX_BUNDLE_MSGS {
+            bundle.failed = true;
+            return vec![onf_error(bfc::UNKNOWN, xid, raw)];
+        }
+        let decoded = split(inner).and_then(|(h, body)| {
+            if h.version != OFP_VERSION {
+                return Err(WireError::BadRequest(
+                    err::BRC_BAD_VERSION,
+                    "embedded message version".into(),
+                ));
+            }
+            match h.msg_type {
+                msg_type::FLOW_MOD | msg_type::GROUP_MOD => Ok((h.xid, Message::parse(&h, body)?)),
+                t => Err(WireError::BadRequest(
+                    err::BRC_BAD_TYPE,
+                    format!("type {t} cannot be bundled"),
+                )),
+            }
+        });
+        let keep = inner[..inner.len().min(ERROR_DATA_LEN)].to_vec();
+        match decoded {
+            Ok((ixid, Message::FlowMod(fm))) => {
+                bundle.msgs.push((ixid, keep, PipelineMod::Flow(fm)))
+            }
+            Ok((ixid, Message::GroupMod(gm))) => {
+                bundle.msgs.push((ixid, keep, PipelineMod::Group(gm)))
+            }
+            Ok(_) => {
+                bundle.failed = true;
+                return vec![onf_error(bfc::MSG_UNSUP, xid, raw)];
+            }
+            Err(e) => {
+                bundle.failed = true;
+                let ixid = be_u32(inner, 4).unwrap_or(xid);
+                return vec![Message::error_for(&e, inner).emit(ixid)];
+            }
+        }
+        Vec::new()
+    }
+}

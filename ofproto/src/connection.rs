@@ -1,0 +1,386 @@
+//! One OpenFlow connection: framing, version negotiation and the handling
+//! of every request, each answered in order on the same thread.
+//!
+//! # Design
+//!
+//! A connection thread reads one framed message at a time with blocking
+//! I/O, handles it completely (including waiting for the datapath on a
+//! barrier) and writes the replies before reading the next message. That
+//! gives OpenFlow's ordering guarantees for free: an error for a FLOW_MOD
+//! is always written before the reply to a later BARRIER. Per-connection
+//! state is only the open ONF bundles.
+
+use crate::bridge::Bridge;
+use crate::bundle::Bundles;
+use crate::wire::header::msg_type;
+use crate::wire::message::{capabilities, hello_accepts_v4, Features, SwitchConfig};
+use crate::wire::multipart::{self, pack_replies, FlowStatsEntry, MultipartRequest};
+use crate::wire::{
+    err, table_features, HeaderRepr, Message, WireError, HEADER_LEN, NO_BUFFER, OFP_VERSION,
+    ONF_VENDOR_ID,
+};
+use flowtable::action::{group as group_no, port, N_TABLES};
+use flowtable::{FlowFilter, FlowMod};
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use tracing::{debug, warn};
+
+/// OFPC_FRAG_MASK: the only SET_CONFIG flags OpenFlow 1.3 defines (OVS's
+/// nx-match value 3 included).
+const FRAG_MASK: u16 = 3;
+
+/// What to do after handling a message.
+enum Next {
+    Continue,
+    Close,
+}
+
+pub(crate) struct Connection<R: Read, W: Write> {
+    reader: R,
+    writer: W,
+    bridge: Arc<Bridge>,
+    bundles: Bundles,
+    peer: String,
+}
+
+impl<R: Read, W: Write> Connection<R, W> {
+    pub(crate) fn new(reader: R, writer: W, bridge: Arc<Bridge>, peer: String) -> Self {
+        Connection {
+            reader,
+            writer,
+            bridge,
+            bundles: Bundles::default(),
+            peer,
+        }
+    }
+
+    /// Serves the connection until the peer closes it or framing fails.
+    pub(crate) fn run(mut self) {
+        if let Err(e) = self.serve() {
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::ConnectionReset
+            ) {
+                debug!(peer = %self.peer, error = %e, "OpenFlow connection ended");
+            }
+        }
+    }
+
+    fn serve(&mut self) -> io::Result<()> {
+        self.send(
+            &Message::Hello {
+                bitmap: Some(1 << OFP_VERSION),
+            }
+            .emit(0),
+        )?;
+        let mut buf = vec![0u8; HEADER_LEN];
+        loop {
+            buf.resize(HEADER_LEN, 0);
+            if !read_full_or_eof(&mut self.reader, &mut buf)? {
+                return Ok(());
+            }
+            let Ok(view) = crate::wire::Header::new_checked(&buf[..]) else {
+                return Ok(());
+            };
+            let h = HeaderRepr::parse(&view);
+            let len = usize::from(h.length);
+            if len < HEADER_LEN {
+                // Framing is lost: report and hang up.
+                let e = WireError::BadRequest(
+                    err::BRC_BAD_LEN,
+                    format!("message length {len} below 8"),
+                );
+                warn!(peer = %self.peer, error = %e, "closing OpenFlow connection");
+                self.send(&Message::error_for(&e, &buf).emit(h.xid))?;
+                return Ok(());
+            }
+            buf.resize(len, 0);
+            self.reader.read_exact(&mut buf[HEADER_LEN..])?;
+            if let Next::Close = self.handle(&h, &buf)? {
+                return Ok(());
+            }
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.writer.write_all(bytes)
+    }
+
+    fn send_error(&mut self, e: &WireError, xid: u32, offending: &[u8]) -> io::Result<()> {
+        debug!(peer = %self.peer, error = %e, "rejecting OpenFlow message");
+        self.send(&Message::error_for(e, offending).emit(xid))
+    }
+
+    /// Sends an OFPT_ERROR with an explicit (type, code).
+    fn send_ofp_error(
+        &mut self,
+        (ty, code): (u16, u16),
+        xid: u32,
+        offending: &[u8],
+    ) -> io::Result<()> {
+        let data = offending[..offending.len().min(crate::wire::message::ERROR_DATA_LEN)].to_vec();
+        self.send(&Message::Error { ty, code, data }.emit(xid))
+    }
+
+    fn handle(&mut self, h: &HeaderRepr, raw: &[u8]) -> io::Result<Next> {
+        let body = &raw[HEADER_LEN..];
+        if h.msg_type == msg_type::HELLO {
+            return match Message::parse(h, body) {
+                Ok(Message::Hello { bitmap }) if hello_accepts_v4(h.version, bitmap) => {
+                    Ok(Next::Continue)
+                }
+                Ok(_) => {
+                    let e = (err::HELLO_FAILED, err::HFC_INCOMPATIBLE);
+                    self.send_ofp_error(e, h.xid, raw)?;
+                    Ok(Next::Close)
+                }
+                Err(e) => {
+                    self.send_error(&e, h.xid, raw)?;
+                    Ok(Next::Close)
+                }
+            };
+        }
+        if h.version != OFP_VERSION {
+            let e =
+                WireError::BadRequest(err::BRC_BAD_VERSION, format!("version {:#x}", h.version));
+            self.send_error(&e, h.xid, raw)?;
+            return Ok(Next::Continue);
+        }
+        match Message::parse(h, body) {
+            Ok(m) => self.dispatch(h.xid, m, raw)?,
+            Err(e) => self.send_error(&e, h.xid, raw)?,
+        }
+        Ok(Next::Continue)
+    }
+
+    fn dispatch(&mut self, xid: u32, m: Message, raw: &[u8]) -> io::Result<()> {
+        match m {
+            Message::EchoRequest(data) => self.send(&Message::EchoReply(data).emit(xid)),
+            Message::EchoReply(_) | Message::Hello { .. } => Ok(()),
+            Message::Error { ty, code, .. } => {
+                debug!(peer = %self.peer, ty, code, "peer sent an error");
+                Ok(())
+            }
+            Message::ExperimenterError {
+                exp_type,
+                experimenter,
+                ..
+            } => {
+                debug!(peer = %self.peer, exp_type, experimenter, "peer sent an experimenter error");
+                Ok(())
+            }
+            Message::FeaturesRequest => {
+                let f = Features {
+                    datapath_id: self.bridge.datapath().datapath_id(),
+                    n_buffers: 0,
+                    n_tables: N_TABLES,
+                    capabilities: capabilities::FLOW_STATS
+                        | capabilities::TABLE_STATS
+                        | capabilities::PORT_STATS
+                        | capabilities::GROUP_STATS,
+                };
+                self.send(&Message::FeaturesReply(f).emit(xid))
+            }
+            Message::GetConfigRequest => {
+                let c = self.bridge.config();
+                self.send(&Message::GetConfigReply(c).emit(xid))
+            }
+            Message::SetConfig(c) => {
+                if c.flags & !FRAG_MASK != 0 {
+                    return self.send_ofp_error((err::SWITCH_CONFIG_FAILED, 0), xid, raw);
+                }
+                self.bridge.set_config(SwitchConfig {
+                    flags: c.flags,
+                    miss_send_len: c.miss_send_len,
+                });
+                Ok(())
+            }
+            Message::FlowMod(fm) => match check_buffer(&fm) {
+                Err(e) => self.send_error(&e, xid, raw),
+                Ok(()) => match self.bridge.flow_mod(&fm) {
+                    Ok(()) => Ok(()),
+                    Err(e) => {
+                        debug!(peer = %self.peer, error = %e, "flow mod failed");
+                        self.send_ofp_error(e.ofp_error(), xid, raw)
+                    }
+                },
+            },
+            Message::GroupMod(gm) => match self.bridge.group_mod(&gm) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    debug!(peer = %self.peer, error = %e, "group mod failed");
+                    self.send_ofp_error(e.ofp_error(), xid, raw)
+                }
+            },
+            Message::PortMod(pm) => {
+                match self
+                    .bridge
+                    .datapath()
+                    .port_mod(pm.port_no, pm.hw_addr, pm.config, pm.mask)
+                {
+                    Ok(()) => Ok(()),
+                    Err(e) => self.send_ofp_error(e.ofp_error(), xid, raw),
+                }
+            }
+            Message::BarrierRequest => {
+                self.bridge.barrier();
+                self.send(&Message::BarrierReply.emit(xid))
+            }
+            Message::MultipartRequest(req) => self.multipart(xid, req, raw),
+            Message::Experimenter {
+                experimenter,
+                exp_type,
+                data,
+            } => {
+                if experimenter != ONF_VENDOR_ID {
+                    let e = WireError::BadRequest(
+                        err::BRC_BAD_EXPERIMENTER,
+                        format!("experimenter {experimenter:#x}"),
+                    );
+                    return self.send_error(&e, xid, raw);
+                }
+                let out = self.bundles.handle(&self.bridge, xid, exp_type, &data, raw);
+                for m in out {
+                    self.send(&m)?;
+                }
+                Ok(())
+            }
+            // Switch-to-controller messages make no sense in this direction.
+            Message::FeaturesReply(_) | Message::GetConfigReply(_) | Message::BarrierReply => {
+                let e = WireError::BadRequest(err::BRC_BAD_TYPE, "reply sent to a switch".into());
+                self.send_error(&e, xid, raw)
+            }
+        }
+    }
+
+    fn multipart(&mut self, xid: u32, req: MultipartRequest, raw: &[u8]) -> io::Result<()> {
+        let ty = req.mp_type();
+        let entries: Vec<Vec<u8>> = match req {
+            MultipartRequest::Desc => vec![multipart::desc_entry(
+                "xbr",
+                "xbr userspace switch",
+                env!("CARGO_PKG_VERSION"),
+                "None",
+                "None",
+            )],
+            MultipartRequest::Flow(filter) => self.flow_stats(&filter),
+            MultipartRequest::Aggregate(filter) => {
+                let rules = self.bridge.with_tables(|t| t.flows(&filter));
+                let (p, b) = rules.iter().fold((0u64, 0u64), |(p, b), r| {
+                    let (rp, rb) = r.stats.read();
+                    (p.wrapping_add(rp), b.wrapping_add(rb))
+                });
+                let n = u32::try_from(rules.len()).unwrap_or(u32::MAX);
+                vec![multipart::aggregate_entry(p, b, n)]
+            }
+            MultipartRequest::Table => self
+                .bridge
+                .with_tables(|t| t.table_stats())
+                .iter()
+                .map(multipart::table_stats_entry)
+                .collect(),
+            MultipartRequest::PortStats(p) => {
+                let stats = self.bridge.datapath().port_stats(p);
+                if stats.is_empty() && p != port::ANY {
+                    let e = WireError::BadRequest(err::BRC_BAD_PORT, format!("no port {p}"));
+                    return self.send_error(&e, xid, raw);
+                }
+                stats.iter().map(multipart::port_stats_entry).collect()
+            }
+            MultipartRequest::PortDesc => self
+                .bridge
+                .datapath()
+                .ports()
+                .iter()
+                .map(multipart::port_desc_entry)
+                .collect(),
+            MultipartRequest::GroupDesc => self
+                .bridge
+                .with_tables(|t| t.groups())
+                .iter()
+                .map(|g| multipart::group_desc_entry(g.id, g.group_type, &g.buckets))
+                .collect(),
+            MultipartRequest::GroupStats(id) => self.group_stats(id),
+            MultipartRequest::TableFeatures => table_features::entries(),
+        };
+        for m in pack_replies(xid, ty, entries) {
+            self.send(&m)?;
+        }
+        Ok(())
+    }
+
+    fn flow_stats(&self, filter: &FlowFilter) -> Vec<Vec<u8>> {
+        let rules = self.bridge.with_tables(|t| t.flows(filter));
+        rules
+            .iter()
+            .map(|r| {
+                let (packet_count, byte_count) = r.stats.read();
+                let mut out = Vec::with_capacity(128);
+                FlowStatsEntry {
+                    table_id: r.table_id,
+                    duration: r.installed.elapsed(),
+                    priority: r.priority,
+                    idle_timeout: r.idle_timeout,
+                    hard_timeout: r.hard_timeout,
+                    flags: r.flags,
+                    cookie: r.cookie,
+                    packet_count,
+                    byte_count,
+                    matching: r.matching,
+                    instructions: r.instructions.clone(),
+                }
+                .emit(&mut out);
+                out
+            })
+            .collect()
+    }
+
+    /// Group counters. Per-bucket counters and group age are not tracked
+    /// by the pipeline, so bucket stats are omitted and the duration is 0.
+    fn group_stats(&self, id: u32) -> Vec<Vec<u8>> {
+        self.bridge.with_tables(|t| {
+            t.groups()
+                .iter()
+                .filter(|g| id == group_no::ALL || id == group_no::ANY || g.id == id)
+                .map(|g| {
+                    let users = t.flows(&FlowFilter {
+                        out_group: g.id,
+                        ..FlowFilter::default()
+                    });
+                    let (p, b) = g.stats.read();
+                    let refs = u32::try_from(users.len()).unwrap_or(u32::MAX);
+                    multipart::group_stats_entry(g.id, refs, p, b, std::time::Duration::ZERO, &[])
+                })
+                .collect()
+        })
+    }
+}
+
+/// xbr has no packet buffers (n_buffers 0).
+fn check_buffer(fm: &FlowMod) -> Result<(), WireError> {
+    if fm.buffer_id != NO_BUFFER {
+        return Err(WireError::BadRequest(
+            err::BRC_BUFFER_UNKNOWN,
+            format!("buffer {:#x} does not exist", fm.buffer_id),
+        ));
+    }
+    Ok(())
+}
+
+/// Fills `buf` completely. Returns false on a clean EOF before the first
+/// byte; an EOF after some bytes is an error (truncated message).
+fn read_full_or_eof(r: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}

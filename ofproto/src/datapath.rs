@@ -1,0 +1,87 @@
+//! The interface between the OpenFlow control plane and whatever forwards
+//! packets (the dataplane crate in xbr, an in-memory double in tests).
+//!
+//! The control plane owns the authoritative [`flowtable::FlowTables`]; a
+//! datapath only ever receives the [`Change`] lists those tables produce,
+//! tagged with a sequence number so that a barrier can wait for them.
+
+use flowtable::tables::Change;
+use std::time::Duration;
+use thiserror::Error;
+
+/// One port as OFPMP_PORT_DESC describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortInfo {
+    pub port_no: u32,
+    pub hw_addr: [u8; 6],
+    /// Truncated to 15 bytes on the wire (OFP_MAX_PORT_NAME_LEN - 1).
+    pub name: String,
+    /// OFPPC_* bits.
+    pub config: u32,
+    /// OFPPS_* bits.
+    pub state: u32,
+    /// kbps.
+    pub curr_speed: u32,
+    pub max_speed: u32,
+}
+
+/// One port's counters as OFPMP_PORT_STATS reports them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    pub port_no: u32,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    /// How long the port has existed.
+    pub duration: Duration,
+}
+
+/// Why a PORT_MOD failed; each maps to an OFPET_PORT_MOD_FAILED code.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum PortModError {
+    #[error("no such port")]
+    BadPort,
+    #[error("hardware address does not match the port's")]
+    BadHwAddr,
+    #[error("port mod failed: {0}")]
+    Failed(String),
+}
+
+impl PortModError {
+    /// OFPET_PORT_MOD_FAILED (7) and its code.
+    pub fn ofp_error(&self) -> (u16, u16) {
+        match self {
+            PortModError::BadPort => (7, 0),   // OFPPMFC_BAD_PORT
+            PortModError::BadHwAddr => (7, 1), // OFPPMFC_BAD_HW_ADDR
+            PortModError::Failed(_) => (7, 4), // OFPPMFC_EPERM
+        }
+    }
+}
+
+/// What the control plane needs from the forwarding side. Every method is
+/// called from connection threads, concurrently.
+pub trait Datapath: Send + Sync + 'static {
+    fn datapath_id(&self) -> u64;
+    fn ports(&self) -> Vec<PortInfo>;
+    /// Counters of one port, or of every port for `OFPP_ANY`. An unknown
+    /// port yields an empty list.
+    fn port_stats(&self, port_no: u32) -> Vec<PortCounters>;
+    fn port_mod(
+        &self,
+        port_no: u32,
+        hw_addr: [u8; 6],
+        config: u32,
+        mask: u32,
+    ) -> Result<(), PortModError>;
+    /// Hands pipeline changes to the packet threads; returns a sequence
+    /// number, increasing with every call.
+    fn publish(&self, changes: Vec<Change>) -> u64;
+    /// Blocks until every packet thread applied everything up to `seq`
+    /// (barrier semantics).
+    fn sync(&self, seq: u64);
+}

@@ -1,0 +1,252 @@
+//! Listeners: the bridge's unix management socket and an optional TCP
+//! port, with one thread per accepted connection.
+//!
+//! # Design
+//!
+//! Each listener runs a blocking `accept` loop on its own thread. The
+//! server keeps a clone of every live connection's socket so that
+//! [`Server::shutdown`] can shut them down, which makes their blocking
+//! reads return; listener threads are woken by a connection to themselves
+//! after the stop flag is set.
+
+use crate::bridge::Bridge;
+use crate::connection::Connection;
+use crate::error::OfprotoError;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use tracing::{info, warn};
+
+enum Stream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Stream {
+    fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+        })
+    }
+
+    fn shutdown(&self) {
+        // Shutting down an already closed socket fails harmlessly.
+        let _ = match self {
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tcp(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.flush(),
+            Stream::Tcp(s) => s.flush(),
+        }
+    }
+}
+
+/// A live connection: a handle to shut its socket down, and its thread
+/// (taken by whoever joins it).
+type ConnEntry = (Stream, Option<JoinHandle<()>>);
+
+/// State shared by listener and connection threads.
+struct Shared {
+    bridge: Arc<Bridge>,
+    stop: AtomicBool,
+    next_id: AtomicU64,
+    /// Live connections: a handle to shut each down, and its thread.
+    conns: Mutex<HashMap<u64, ConnEntry>>,
+}
+
+impl Shared {
+    fn spawn_connection(self: &Arc<Self>, stream: Stream, peer: String) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (reader, writer, handle) = match (stream.try_clone(), stream.try_clone()) {
+            (Ok(r), Ok(w)) => (r, w, stream),
+            (Err(e), _) | (_, Err(e)) => {
+                warn!(%peer, error = %e, "cannot clone connection socket");
+                return;
+            }
+        };
+        let shared = self.clone();
+        let mut conns = self.conns.lock();
+        let spawned = std::thread::Builder::new()
+            .name(format!("ofconn-{id}"))
+            .spawn(move || {
+                Connection::new(reader, writer, shared.bridge.clone(), peer).run();
+                shared.conns.lock().remove(&id);
+            });
+        match spawned {
+            Ok(t) => {
+                conns.insert(id, (handle, Some(t)));
+            }
+            Err(e) => warn!(error = %e, "cannot start connection thread"),
+        }
+    }
+}
+
+/// The OpenFlow listeners of one bridge.
+pub struct Server {
+    shared: Arc<Shared>,
+    unix_path: PathBuf,
+    tcp_addr: Option<SocketAddr>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Listens on `unix_path` (mode 0600, a stale socket file is replaced)
+    /// and, if given, on `tcp`.
+    pub fn start(
+        bridge: Arc<Bridge>,
+        unix_path: &Path,
+        tcp: Option<SocketAddr>,
+    ) -> Result<Server, OfprotoError> {
+        let unix_err = |source| OfprotoError::Unix {
+            path: unix_path.to_path_buf(),
+            source,
+        };
+        match std::fs::remove_file(unix_path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(unix_err(e)),
+        }
+        let unix = UnixListener::bind(unix_path).map_err(unix_err)?;
+        std::fs::set_permissions(unix_path, std::fs::Permissions::from_mode(0o600))
+            .map_err(unix_err)?;
+        let tcp_listener = match tcp {
+            Some(addr) => {
+                match TcpListener::bind(addr) {
+                    Ok(l) => Some(l),
+                    Err(source) => {
+                        // Do not leave a socket nobody serves.
+                        let _ = std::fs::remove_file(unix_path);
+                        return Err(OfprotoError::Tcp { addr, source });
+                    }
+                }
+            }
+            None => None,
+        };
+        let tcp_addr = match &tcp_listener {
+            Some(l) => Some(l.local_addr().map_err(|source| OfprotoError::Tcp {
+                addr: tcp.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+                source,
+            })?),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            bridge,
+            stop: AtomicBool::new(false),
+            next_id: AtomicU64::new(0),
+            conns: Mutex::new(HashMap::new()),
+        });
+        let mut threads = Vec::new();
+        let s = shared.clone();
+        let t = std::thread::Builder::new()
+            .name("of-unix".into())
+            .spawn(move || {
+                for conn in unix.incoming() {
+                    if s.stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    match conn {
+                        Ok(c) => s.spawn_connection(Stream::Unix(c), "unix".into()),
+                        Err(e) => warn!(error = %e, "unix accept failed"),
+                    }
+                }
+            })
+            .map_err(|source| OfprotoError::Thread {
+                what: "unix listener",
+                source,
+            })?;
+        threads.push(t);
+        if let Some(l) = tcp_listener {
+            let s = shared.clone();
+            let t = std::thread::Builder::new()
+                .name("of-tcp".into())
+                .spawn(move || {
+                    for conn in l.incoming() {
+                        if s.stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        match conn {
+                            Ok(c) => {
+                                let peer = c.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                                // Replies are small and latency matters (lock-step barriers).
+                                let _ = c.set_nodelay(true);
+                                s.spawn_connection(Stream::Tcp(c), peer);
+                            }
+                            Err(e) => warn!(error = %e, "tcp accept failed"),
+                        }
+                    }
+                })
+                .map_err(|source| OfprotoError::Thread {
+                    what: "tcp listener",
+                    source,
+                })?;
+            threads.push(t);
+        }
+        info!(path = %unix_path.display(), tcp = ?tcp_addr, "OpenFlow listening");
+        Ok(Server {
+            shared,
+            unix_path: unix_path.to_path_buf(),
+            tcp_addr,
+            threads,
+        })
+    }
+
+    pub fn local_tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp_addr
+    }
+
+    /// Stops the listeners and every connection, and unlinks the socket.
+    pub fn shutdown(self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loops.
+        let _ = UnixStream::connect(&self.unix_path);
+        if let Some(a) = self.tcp_addr {
+            let _ = TcpStream::connect(a);
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+        let threads: Vec<JoinHandle<()>> = {
+            let mut conns = self.shared.conns.lock();
+            conns
+                .values_mut()
+                .filter_map(|(s, t)| {
+                    s.shutdown();
+                    t.take()
+                })
+                .collect()
+        };
+        for t in threads {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.unix_path);
+    }
+}

@@ -1,0 +1,422 @@
+//! Action lists: OpenFlow 1.3 OUTPUT, GROUP and SET_FIELD, and the Nicira
+//! experimenter actions OVS sends (REG_MOVE, REG_LOAD, NOTE, RESUBMIT,
+//! RESUBMIT_TABLE, OUTPUT_REG, CT with nested actions, NAT).
+//!
+//! Each wire action decodes to exactly one [`Action`] variant and each
+//! variant has one encoding, so a flow dumps in the encoding it was added
+//! with. The exceptions are non-canonical inputs OVS never sends for these
+//! actions: NXAST_RESUBMIT comes back as NXAST_RESUBMIT_TABLE with table
+//! 255 (the same meaning), and operands named by a non-preferred header
+//! come back with the preferred one.
+
+use super::{err, oxm, Ctx, Put, Reader, WireError, NX_VENDOR_ID};
+use flowtable::action::{CtAction, CtZone, NatAction};
+use flowtable::{Action, SubField};
+
+pub const OFPAT_OUTPUT: u16 = 0;
+pub const OFPAT_GROUP: u16 = 22;
+pub const OFPAT_SET_FIELD: u16 = 25;
+pub const OFPAT_EXPERIMENTER: u16 = 0xffff;
+
+pub const NXAST_RESUBMIT: u16 = 1;
+pub const NXAST_REG_MOVE: u16 = 6;
+pub const NXAST_REG_LOAD: u16 = 7;
+pub const NXAST_NOTE: u16 = 8;
+pub const NXAST_RESUBMIT_TABLE: u16 = 14;
+pub const NXAST_OUTPUT_REG: u16 = 15;
+pub const NXAST_CT: u16 = 35;
+pub const NXAST_NAT: u16 = 36;
+
+/// NX_NAT_RANGE_* bits of `range_present`.
+mod nat_range {
+    pub const IPV4_MIN: u16 = 1 << 0;
+    pub const IPV4_MAX: u16 = 1 << 1;
+    pub const IPV6_MIN: u16 = 1 << 2;
+    pub const IPV6_MAX: u16 = 1 << 3;
+    pub const PROTO_MIN: u16 = 1 << 4;
+    pub const PROTO_MAX: u16 = 1 << 5;
+}
+
+/// Nesting limit for `ct()` actions: OVS allows only NAT and field writes
+/// inside `ct()`, so anything deeper is malformed.
+const MAX_DEPTH: u32 = 2;
+
+fn bad(code: u16, detail: impl Into<String>) -> WireError {
+    WireError::BadAction(code, detail.into())
+}
+
+/// OpenFlow 1.0-style 16-bit port numbers (used by NXAST_RESUBMIT) map
+/// their reserved range 0xff00.. onto OpenFlow 1.1+'s 0xffffff00...
+fn port_from_16(p: u16) -> u32 {
+    if p >= 0xff00 {
+        0xffff_0000 | u32::from(p)
+    } else {
+        u32::from(p)
+    }
+}
+
+fn port_to_16(p: u32) -> Option<u16> {
+    if p >= 0xffff_ff00 {
+        Some((p & 0xffff) as u16)
+    } else {
+        u16::try_from(p).ok().filter(|p| *p < 0xff00)
+    }
+}
+
+/// `ofs_nbits`: offset in the upper 10 bits, `nbits - 1` in the lower 6.
+fn split_ofs_nbits(v: u16) -> (u32, u32) {
+    (u32::from(v >> 6), u32::from(v & 0x3f) + 1)
+}
+
+fn join_ofs_nbits(ofs: u32, nbits: u32) -> u16 {
+    ((ofs << 6) | (nbits.saturating_sub(1) & 0x3f)) as u16
+}
+
+/// Decodes a whole action list.
+pub fn parse_actions(bytes: &[u8]) -> Result<Vec<Action>, WireError> {
+    parse_list(bytes, 0)
+}
+
+fn parse_list(bytes: &[u8], depth: u32) -> Result<Vec<Action>, WireError> {
+    let mut r = Reader::new(bytes, Ctx::Action, "action list");
+    let mut out = Vec::new();
+    while !r.is_empty() {
+        let head = r.bytes(4.min(r.remaining()))?;
+        let (ty, len) = match head {
+            [a, b, c, d] => (
+                u16::from_be_bytes([*a, *b]),
+                usize::from(u16::from_be_bytes([*c, *d])),
+            ),
+            _ => return Err(bad(err::BAC_BAD_LEN, "truncated action header")),
+        };
+        if len < 8 || len % 8 != 0 || len - 4 > r.remaining() {
+            return Err(bad(
+                err::BAC_BAD_LEN,
+                format!("action type {ty} has bad length {len}"),
+            ));
+        }
+        let body = r.bytes(len - 4)?;
+        out.push(parse_one(ty, body, depth)?);
+    }
+    Ok(out)
+}
+
+/// Decodes one action given its type and the bytes after type and length.
+fn parse_one(ty: u16, body: &[u8], depth: u32) -> Result<Action, WireError> {
+    let mut r = Reader::new(body, Ctx::Action, "action");
+    let want_len = |r: &Reader<'_>, n: usize| {
+        if r.remaining() == n {
+            Ok(())
+        } else {
+            Err(bad(
+                err::BAC_BAD_LEN,
+                format!(
+                    "action type {ty}: body of {} bytes, expected {n}",
+                    r.remaining()
+                ),
+            ))
+        }
+    };
+    match ty {
+        OFPAT_OUTPUT => {
+            want_len(&r, 12)?;
+            let port = r.u32()?;
+            let max_len = r.u16()?;
+            Ok(Action::Output { port, max_len })
+        }
+        OFPAT_GROUP => {
+            want_len(&r, 4)?;
+            Ok(Action::Group(r.u32()?))
+        }
+        OFPAT_SET_FIELD => {
+            let (field, value) = oxm::parse_set_field(&mut r)?;
+            if r.rest().iter().any(|b| *b != 0) {
+                return Err(bad(err::BAC_BAD_SET_LEN, "set_field padding is not zero"));
+            }
+            Ok(Action::SetField { field, value })
+        }
+        OFPAT_EXPERIMENTER => {
+            let vendor = r.u32()?;
+            if vendor != NX_VENDOR_ID {
+                return Err(bad(
+                    err::BAC_BAD_EXPERIMENTER,
+                    format!("experimenter {vendor:#010x}"),
+                ));
+            }
+            let subtype = r.u16()?;
+            parse_nx(subtype, &mut r, depth)
+        }
+        _ => Err(bad(
+            err::BAC_BAD_TYPE,
+            format!("action type {ty} is not supported"),
+        )),
+    }
+}
+
+/// Decodes a Nicira action body after its subtype.
+fn parse_nx(subtype: u16, r: &mut Reader<'_>, depth: u32) -> Result<Action, WireError> {
+    // Body lengths after vendor and subtype (action length minus 10).
+    let exact = |r: &Reader<'_>, n: usize| {
+        if r.remaining() == n {
+            Ok(())
+        } else {
+            Err(bad(
+                err::BAC_BAD_LEN,
+                format!(
+                    "NXAST subtype {subtype}: {} body bytes, expected {n}",
+                    r.remaining()
+                ),
+            ))
+        }
+    };
+    match subtype {
+        NXAST_RESUBMIT | NXAST_RESUBMIT_TABLE => {
+            exact(r, 6)?;
+            let in_port = port_from_16(r.u16()?);
+            let table = r.u8()?;
+            let table = (subtype == NXAST_RESUBMIT_TABLE && table != 255).then_some(table);
+            Ok(Action::Resubmit { in_port, table })
+        }
+        NXAST_REG_MOVE => {
+            exact(r, 14)?;
+            let nbits = u32::from(r.u16()?);
+            let src_ofs = u32::from(r.u16()?);
+            let dst_ofs = u32::from(r.u16()?);
+            let src = oxm::parse_operand(r.u32()?, src_ofs, nbits)?;
+            let dst = oxm::parse_operand(r.u32()?, dst_ofs, nbits)?;
+            Ok(Action::RegMove { src, dst })
+        }
+        NXAST_REG_LOAD => {
+            exact(r, 14)?;
+            let (ofs, nbits) = split_ofs_nbits(r.u16()?);
+            let dst = oxm::parse_operand(r.u32()?, ofs, nbits)?;
+            let value = r.u64()?;
+            if nbits < 64 && value >> nbits != 0 {
+                return Err(bad(
+                    err::BAC_BAD_ARGUMENT,
+                    format!("load value {value:#x} wider than {nbits} bits"),
+                ));
+            }
+            Ok(Action::RegLoad { dst, value })
+        }
+        NXAST_NOTE => Ok(Action::Note(r.rest().to_vec())),
+        NXAST_OUTPUT_REG => {
+            exact(r, 14)?;
+            let (ofs, nbits) = split_ofs_nbits(r.u16()?);
+            let src = oxm::parse_operand(r.u32()?, ofs, nbits)?;
+            let max_len = r.u16()?;
+            if r.rest().iter().any(|b| *b != 0) {
+                return Err(bad(err::BAC_BAD_ARGUMENT, "output_reg padding is not zero"));
+            }
+            Ok(Action::OutputReg { src, max_len })
+        }
+        NXAST_CT => parse_ct(r, depth),
+        NXAST_NAT => parse_nat(r),
+        _ => Err(bad(
+            err::BAC_BAD_EXP_TYPE,
+            format!("Nicira action subtype {subtype} is not supported"),
+        )),
+    }
+}
+
+fn parse_ct(r: &mut Reader<'_>, depth: u32) -> Result<Action, WireError> {
+    let flags = r.u16()?;
+    let zone_src = r.u32()?;
+    let zone_word = r.u16()?;
+    let recirc = r.u8()?;
+    r.skip(3)?;
+    let alg = r.u16()?;
+    let zone = if zone_src == 0 {
+        CtZone::Immediate(zone_word)
+    } else {
+        let (ofs, nbits) = split_ofs_nbits(zone_word);
+        CtZone::Field(oxm::parse_operand(zone_src, ofs, nbits)?)
+    };
+    if depth >= MAX_DEPTH {
+        return Err(bad(err::BAC_BAD_ARGUMENT, "ct() nested too deeply"));
+    }
+    let actions = parse_list(r.rest(), depth + 1)?;
+    Ok(Action::Ct(CtAction {
+        flags,
+        zone,
+        recirc_table: (recirc != 255).then_some(recirc),
+        alg,
+        actions,
+    }))
+}
+
+fn parse_nat(r: &mut Reader<'_>) -> Result<Action, WireError> {
+    r.skip(2)?;
+    let flags = r.u16()?;
+    let present = r.u16()?;
+    if present & (nat_range::IPV6_MIN | nat_range::IPV6_MAX) != 0 {
+        return Err(bad(
+            err::BAC_BAD_ARGUMENT,
+            "IPv6 NAT ranges are not supported",
+        ));
+    }
+    let mut nat = NatAction {
+        flags,
+        ..Default::default()
+    };
+    if present & nat_range::IPV4_MIN != 0 {
+        nat.ipv4_min = Some(r.u32()?);
+    }
+    if present & nat_range::IPV4_MAX != 0 {
+        nat.ipv4_max = Some(r.u32()?);
+    }
+    if present & nat_range::PROTO_MIN != 0 {
+        nat.proto_min = Some(r.u16()?);
+    }
+    if present & nat_range::PROTO_MAX != 0 {
+        nat.proto_max = Some(r.u16()?);
+    }
+    if r.rest().iter().any(|b| *b != 0) {
+        return Err(bad(err::BAC_BAD_LEN, "nat() has trailing bytes"));
+    }
+    Ok(Action::Nat(nat))
+}
+
+/// Encodes an action list.
+pub fn emit_actions(actions: &[Action], out: &mut Vec<u8>) {
+    for a in actions {
+        emit_one(a, out);
+    }
+}
+
+/// Starts a Nicira action; returns the offset of its length field.
+fn nx_start(out: &mut Vec<u8>, subtype: u16) -> usize {
+    out.put_u16(OFPAT_EXPERIMENTER);
+    let at = out.len();
+    out.put_u16(0);
+    out.put_u32(NX_VENDOR_ID);
+    out.put_u16(subtype);
+    at
+}
+
+/// Pads the action started at `len_at - 2` to 8 bytes and fills in its length.
+fn finish(out: &mut Vec<u8>, len_at: usize) {
+    let start = len_at - 2;
+    out.pad8_from(start);
+    let len = super::len16(out, start);
+    out.patch_u16(len_at, len);
+}
+
+fn emit_one(a: &Action, out: &mut Vec<u8>) {
+    match a {
+        Action::Output { port, max_len } => {
+            out.put_u16(OFPAT_OUTPUT);
+            out.put_u16(16);
+            out.put_u32(*port);
+            out.put_u16(*max_len);
+            out.put_zeros(6);
+        }
+        Action::Group(g) => {
+            out.put_u16(OFPAT_GROUP);
+            out.put_u16(8);
+            out.put_u32(*g);
+        }
+        Action::SetField { field, value } => {
+            out.put_u16(OFPAT_SET_FIELD);
+            let at = out.len();
+            out.put_u16(0);
+            oxm::emit_set_field(*field, *value, out);
+            finish(out, at);
+        }
+        Action::RegLoad { dst, value } => {
+            let at = nx_start(out, NXAST_REG_LOAD);
+            let (hdr, ofs) = oxm::emit_operand(dst);
+            out.put_u16(join_ofs_nbits(ofs, dst.nbits));
+            out.put_u32(hdr);
+            out.put_u64(*value);
+            finish(out, at);
+        }
+        Action::RegMove { src, dst } => {
+            let at = nx_start(out, NXAST_REG_MOVE);
+            let (sh, sofs) = oxm::emit_operand(src);
+            let (dh, dofs) = oxm::emit_operand(dst);
+            out.put_u16(src.nbits as u16);
+            out.put_u16(sofs as u16);
+            out.put_u16(dofs as u16);
+            out.put_u32(sh);
+            out.put_u32(dh);
+            finish(out, at);
+        }
+        Action::OutputReg { src, max_len } => {
+            let at = nx_start(out, NXAST_OUTPUT_REG);
+            let (hdr, ofs) = oxm::emit_operand(src);
+            out.put_u16(join_ofs_nbits(ofs, src.nbits));
+            out.put_u32(hdr);
+            out.put_u16(*max_len);
+            out.put_zeros(6);
+            finish(out, at);
+        }
+        Action::Resubmit { in_port, table } => {
+            let at = nx_start(out, NXAST_RESUBMIT_TABLE);
+            // Ports without a 16-bit form cannot be resubmitted to in
+            // OpenFlow; validation rejects them before they are stored.
+            out.put_u16(port_to_16(*in_port).unwrap_or(0xfff8));
+            out.put_u8(table.unwrap_or(255));
+            out.put_zeros(3);
+            finish(out, at);
+        }
+        Action::Note(bytes) => {
+            let at = nx_start(out, NXAST_NOTE);
+            out.extend_from_slice(bytes);
+            finish(out, at);
+        }
+        Action::Ct(ct) => {
+            let at = nx_start(out, NXAST_CT);
+            out.put_u16(ct.flags);
+            match ct.zone {
+                CtZone::Immediate(z) => {
+                    out.put_u32(0);
+                    out.put_u16(z);
+                }
+                CtZone::Field(sf) => {
+                    let (hdr, ofs) = oxm::emit_operand(&sf);
+                    out.put_u32(hdr);
+                    out.put_u16(join_ofs_nbits(ofs, sf.nbits));
+                }
+            }
+            out.put_u8(ct.recirc_table.unwrap_or(255));
+            out.put_zeros(3);
+            out.put_u16(ct.alg);
+            emit_actions(&ct.actions, out);
+            finish(out, at);
+        }
+        Action::Nat(nat) => {
+            let at = nx_start(out, NXAST_NAT);
+            out.put_zeros(2);
+            out.put_u16(nat.flags);
+            let mut present = 0;
+            for (set, bit) in [
+                (nat.ipv4_min.is_some(), nat_range::IPV4_MIN),
+                (nat.ipv4_max.is_some(), nat_range::IPV4_MAX),
+                (nat.proto_min.is_some(), nat_range::PROTO_MIN),
+                (nat.proto_max.is_some(), nat_range::PROTO_MAX),
+            ] {
+                if set {
+                    present |= bit;
+                }
+            }
+            out.put_u16(present);
+            for v in [nat.ipv4_min, nat.ipv4_max].into_iter().flatten() {
+                out.put_u32(v);
+            }
+            for v in [nat.proto_min, nat.proto_max].into_iter().flatten() {
+                out.put_u16(v);
+            }
+            finish(out, at);
+        }
+    }
+}
+
+/// Whether a sub-field is representable in a Nicira action (used by tests
+/// and callers that build actions programmatically).
+pub fn operand_is_encodable(sf: &SubField) -> bool {
+    sf.is_valid() && {
+        let fh = oxm::operand_header(sf);
+        fh.target == sf.field && sf.ofs >= fh.shift && sf.ofs + sf.nbits <= fh.shift + fh.bits
+    }
+}

@@ -1,0 +1,290 @@
+//! OpenFlow 1.3 wire codec (plus the Nicira and ONF extensions xbr needs).
+//!
+//! Every message is decoded once, into an owned `Repr` whose `parse`
+//! validates everything (lengths, padding, field ranges) and maps each
+//! failure to the OpenFlow error the switch must send for it
+//! ([`WireError::ofp_error`]). `emit` appends the encoding to a `Vec<u8>`;
+//! for everything that the decoder accepts in its canonical form (the form
+//! OVS sends), `emit(parse(bytes)) == bytes`.
+
+pub mod action;
+pub mod fields;
+pub mod header;
+pub mod instruction;
+pub mod message;
+pub mod mods;
+pub mod multipart;
+pub mod oxm;
+pub mod table_features;
+
+use thiserror::Error;
+
+pub use header::{Header, HeaderRepr};
+pub use message::Message;
+
+/// OpenFlow 1.3's version number.
+pub const OFP_VERSION: u8 = 0x04;
+/// Length of `ofp_header`.
+pub const HEADER_LEN: usize = 8;
+/// Nicira's experimenter id (actions, errors).
+pub const NX_VENDOR_ID: u32 = 0x0000_2320;
+/// The ONF experimenter id (bundles in OpenFlow 1.3).
+pub const ONF_VENDOR_ID: u32 = 0x4f4e_4600;
+/// `buffer_id` meaning "no buffered packet".
+pub const NO_BUFFER: u32 = 0xffff_ffff;
+
+/// OpenFlow 1.3 error types and codes (`ofp_error_type` and the per-type
+/// code enums of the specification, section A.4.4).
+pub mod err {
+    pub const HELLO_FAILED: u16 = 0;
+    pub const HFC_INCOMPATIBLE: u16 = 0;
+
+    pub const BAD_REQUEST: u16 = 1;
+    pub const BRC_BAD_VERSION: u16 = 0;
+    pub const BRC_BAD_TYPE: u16 = 1;
+    pub const BRC_BAD_MULTIPART: u16 = 2;
+    pub const BRC_BAD_EXPERIMENTER: u16 = 3;
+    pub const BRC_BAD_EXP_TYPE: u16 = 4;
+    pub const BRC_EPERM: u16 = 5;
+    pub const BRC_BAD_LEN: u16 = 6;
+    pub const BRC_BUFFER_UNKNOWN: u16 = 8;
+    pub const BRC_BAD_TABLE_ID: u16 = 9;
+    pub const BRC_BAD_PORT: u16 = 11;
+
+    pub const BAD_ACTION: u16 = 2;
+    pub const BAC_BAD_TYPE: u16 = 0;
+    pub const BAC_BAD_LEN: u16 = 1;
+    pub const BAC_BAD_EXPERIMENTER: u16 = 2;
+    pub const BAC_BAD_EXP_TYPE: u16 = 3;
+    pub const BAC_BAD_ARGUMENT: u16 = 5;
+    pub const BAC_BAD_SET_TYPE: u16 = 13;
+    pub const BAC_BAD_SET_LEN: u16 = 14;
+    pub const BAC_BAD_SET_ARGUMENT: u16 = 15;
+
+    pub const BAD_INSTRUCTION: u16 = 3;
+    pub const BIC_UNKNOWN_INST: u16 = 0;
+    pub const BIC_UNSUP_INST: u16 = 1;
+    pub const BIC_BAD_EXPERIMENTER: u16 = 5;
+    pub const BIC_BAD_LEN: u16 = 7;
+
+    pub const BAD_MATCH: u16 = 4;
+    pub const BMC_BAD_TYPE: u16 = 0;
+    pub const BMC_BAD_LEN: u16 = 1;
+    pub const BMC_BAD_WILDCARDS: u16 = 5;
+    pub const BMC_BAD_FIELD: u16 = 6;
+    pub const BMC_BAD_VALUE: u16 = 7;
+    pub const BMC_BAD_MASK: u16 = 8;
+    pub const BMC_BAD_PREREQ: u16 = 9;
+    pub const BMC_DUP_FIELD: u16 = 10;
+
+    pub const FLOW_MOD_FAILED: u16 = 5;
+    pub const FMFC_BAD_TABLE_ID: u16 = 2;
+    pub const FMFC_BAD_COMMAND: u16 = 6;
+
+    pub const GROUP_MOD_FAILED: u16 = 6;
+    pub const GMFC_BAD_TYPE: u16 = 10;
+    pub const GMFC_BAD_COMMAND: u16 = 11;
+    pub const GMFC_BAD_BUCKET: u16 = 12;
+
+    pub const PORT_MOD_FAILED: u16 = 7;
+
+    pub const SWITCH_CONFIG_FAILED: u16 = 10;
+
+    pub const TABLE_FEATURES_FAILED: u16 = 13;
+    pub const TFFC_EPERM: u16 = 5;
+
+    /// OF1.3 experimenter error: `exp_type` and an experimenter id follow.
+    pub const EXPERIMENTER: u16 = 0xffff;
+}
+
+/// A message the switch cannot accept, with the OpenFlow (type, code) it is
+/// reported as and a human-readable reason.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum WireError {
+    #[error("bad request: {1}")]
+    BadRequest(u16, String),
+    #[error("bad action: {1}")]
+    BadAction(u16, String),
+    #[error("bad instruction: {1}")]
+    BadInstruction(u16, String),
+    #[error("bad match: {1}")]
+    BadMatch(u16, String),
+    #[error("bad flow mod: {1}")]
+    FlowMod(u16, String),
+    #[error("bad group mod: {1}")]
+    GroupMod(u16, String),
+    #[error("bad table features request: {1}")]
+    TableFeatures(u16, String),
+}
+
+impl WireError {
+    /// The OpenFlow 1.3 (type, code) to report.
+    pub fn ofp_error(&self) -> (u16, u16) {
+        match self {
+            WireError::BadRequest(c, _) => (err::BAD_REQUEST, *c),
+            WireError::BadAction(c, _) => (err::BAD_ACTION, *c),
+            WireError::BadInstruction(c, _) => (err::BAD_INSTRUCTION, *c),
+            WireError::BadMatch(c, _) => (err::BAD_MATCH, *c),
+            WireError::FlowMod(c, _) => (err::FLOW_MOD_FAILED, *c),
+            WireError::GroupMod(c, _) => (err::GROUP_MOD_FAILED, *c),
+            WireError::TableFeatures(c, _) => (err::TABLE_FEATURES_FAILED, *c),
+        }
+    }
+}
+
+/// Which structure a length error belongs to; selects the BAD_LEN code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ctx {
+    Request,
+    Match,
+    Action,
+    Instruction,
+    GroupMod,
+}
+
+impl Ctx {
+    pub(crate) fn bad_len(self, detail: String) -> WireError {
+        match self {
+            Ctx::Request => WireError::BadRequest(err::BRC_BAD_LEN, detail),
+            Ctx::Match => WireError::BadMatch(err::BMC_BAD_LEN, detail),
+            Ctx::Action => WireError::BadAction(err::BAC_BAD_LEN, detail),
+            Ctx::Instruction => WireError::BadInstruction(err::BIC_BAD_LEN, detail),
+            Ctx::GroupMod => WireError::GroupMod(err::GMFC_BAD_BUCKET, detail),
+        }
+    }
+}
+
+/// A bounds-checked big-endian cursor. Every read either succeeds or
+/// yields the BAD_LEN error of the structure being decoded, so decoders
+/// never index out of range.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    ctx: Ctx,
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8], ctx: Ctx, what: &'static str) -> Self {
+        Reader {
+            buf,
+            pos: 0,
+            ctx,
+            what,
+        }
+    }
+
+    fn short(&self, want: usize) -> WireError {
+        self.ctx.bad_len(format!(
+            "{} truncated: need {} bytes at offset {}, have {}",
+            self.what,
+            want,
+            self.pos,
+            self.buf.len()
+        ))
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        let end = self.pos.checked_add(n).filter(|e| *e <= self.buf.len());
+        match end {
+            Some(end) => {
+                let out = &self.buf[self.pos..end];
+                self.pos = end;
+                Ok(out)
+            }
+            None => Err(self.short(n)),
+        }
+    }
+
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.bytes(N)?);
+        Ok(out)
+    }
+
+    pub(crate) fn skip(&mut self, n: usize) -> Result<(), WireError> {
+        self.bytes(n).map(|_| ())
+    }
+
+    pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    pub(crate) fn u16(&mut self) -> Result<u16, WireError> {
+        Ok(u16::from_be_bytes(self.array()?))
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32, WireError> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64, WireError> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+
+    /// The rest of the buffer.
+    pub(crate) fn rest(&mut self) -> &'a [u8] {
+        let out = &self.buf[self.pos..];
+        self.pos = self.buf.len();
+        out
+    }
+}
+
+/// Big-endian appends to an output buffer.
+pub(crate) trait Put {
+    fn put_u8(&mut self, v: u8);
+    fn put_u16(&mut self, v: u16);
+    fn put_u32(&mut self, v: u32);
+    fn put_u64(&mut self, v: u64);
+    fn put_zeros(&mut self, n: usize);
+    /// Pads with zeros to a multiple of 8 bytes counted from `start`.
+    fn pad8_from(&mut self, start: usize);
+    /// Overwrites a 16-bit length previously reserved at `at`.
+    fn patch_u16(&mut self, at: usize, v: u16);
+}
+
+impl Put for Vec<u8> {
+    fn put_u8(&mut self, v: u8) {
+        self.push(v);
+    }
+    fn put_u16(&mut self, v: u16) {
+        self.extend_from_slice(&v.to_be_bytes());
+    }
+    fn put_u32(&mut self, v: u32) {
+        self.extend_from_slice(&v.to_be_bytes());
+    }
+    fn put_u64(&mut self, v: u64) {
+        self.extend_from_slice(&v.to_be_bytes());
+    }
+    fn put_zeros(&mut self, n: usize) {
+        self.resize(self.len() + n, 0);
+    }
+    fn pad8_from(&mut self, start: usize) {
+        let len = self.len() - start;
+        self.put_zeros((8 - len % 8) % 8);
+    }
+    fn patch_u16(&mut self, at: usize, v: u16) {
+        if let Some(dst) = self.get_mut(at..at + 2) {
+            dst.copy_from_slice(&v.to_be_bytes());
+        }
+    }
+}
+
+/// The length of a structure emitted from `start` to the end of `buf`, as
+/// the u16 the wire needs. Encoders keep every structure below 64 KiB
+/// (callers split multipart replies), so saturation never happens in
+/// practice; it only keeps a bug from wrapping silently.
+pub(crate) fn len16(buf: &[u8], start: usize) -> u16 {
+    u16::try_from(buf.len() - start).unwrap_or(u16::MAX)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,172 @@
+//! A test double for the datapath: keeps a `Pipeline` replica that applies
+//! every published change list, and a fixed set of ports.
+
+#![allow(dead_code)]
+
+use flowtable::tables::Change;
+use flowtable::Pipeline;
+use ofproto::{Bridge, Datapath, PortCounters, PortInfo, PortModError, Server};
+use parking_lot::Mutex;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct MemDatapath {
+    pub replica: Mutex<Pipeline>,
+    pub seq: Mutex<u64>,
+    pub ports: Mutex<Vec<PortInfo>>,
+}
+
+impl MemDatapath {
+    pub fn new() -> Arc<Self> {
+        let ports = vec![port(1, "vxlan0"), port(2, "tun0"), port(3, "veth0001")];
+        Arc::new(MemDatapath {
+            replica: Mutex::new(Pipeline::new()),
+            seq: Mutex::new(0),
+            ports: Mutex::new(ports),
+        })
+    }
+}
+
+fn port(no: u32, name: &str) -> PortInfo {
+    PortInfo {
+        port_no: no,
+        hw_addr: [0x02, 0, 0, 0, 0, no as u8],
+        name: name.into(),
+        config: 0,
+        state: 4,
+        curr_speed: 10_000_000,
+        max_speed: 0,
+    }
+}
+
+impl Datapath for MemDatapath {
+    fn datapath_id(&self) -> u64 {
+        0x0000_2a2a_2a2a_2a2a
+    }
+    fn ports(&self) -> Vec<PortInfo> {
+        self.ports.lock().clone()
+    }
+    fn port_stats(&self, port_no: u32) -> Vec<PortCounters> {
+        self.ports
+            .lock()
+            .iter()
+            .filter(|p| port_no == u32::MAX || p.port_no == port_no)
+            .map(|p| PortCounters {
+                port_no: p.port_no,
+                rx_packets: 10 * u64::from(p.port_no),
+                tx_packets: 20 * u64::from(p.port_no),
+                rx_bytes: 1000,
+                tx_bytes: 2000,
+                duration: Duration::from_secs(5),
+                ..Default::default()
+            })
+            .collect()
+    }
+    fn port_mod(
+        &self,
+        port_no: u32,
+        hw_addr: [u8; 6],
+        config: u32,
+        mask: u32,
+    ) -> Result<(), PortModError> {
+        let mut ports = self.ports.lock();
+        let p = ports
+            .iter_mut()
+            .find(|p| p.port_no == port_no)
+            .ok_or(PortModError::BadPort)?;
+        if p.hw_addr != hw_addr {
+            return Err(PortModError::BadHwAddr);
+        }
+        p.config = (p.config & !mask) | (config & mask);
+        Ok(())
+    }
+    fn publish(&self, changes: Vec<Change>) -> u64 {
+        self.replica.lock().apply(&changes);
+        let mut s = self.seq.lock();
+        *s += 1;
+        *s
+    }
+    fn sync(&self, _seq: u64) {}
+}
+
+pub struct Harness {
+    pub dir: PathBuf,
+    pub sock: PathBuf,
+    pub dp: Arc<MemDatapath>,
+    pub bridge: Arc<Bridge>,
+    pub server: Option<Server>,
+}
+
+impl Harness {
+    pub fn start(name: &str) -> Harness {
+        let dir = std::env::temp_dir().join(format!("xbr-ofproto-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("br0.mgmt");
+        let dp = MemDatapath::new();
+        let bridge = Bridge::new(dp.clone());
+        let server = Server::start(bridge.clone(), &sock, None).unwrap();
+        Harness {
+            dir,
+            sock,
+            dp,
+            bridge,
+            server: Some(server),
+        }
+    }
+
+    pub fn target(&self) -> String {
+        format!("unix:{}", self.sock.display())
+    }
+
+    /// Runs `ovs-ofctl -O OpenFlow13 <args>` against the server; returns
+    /// (success, stdout, stderr).
+    pub fn ofctl(&self, args: &[&str]) -> (bool, String, String) {
+        let out = std::process::Command::new("ovs-ofctl")
+            .arg("-O")
+            .arg("OpenFlow13")
+            .args(args)
+            .output()
+            .expect("ovs-ofctl must be installed");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Like `ofctl` but panics on failure; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.ofctl(args);
+        assert!(ok, "ovs-ofctl {args:?} failed: {err}\n{out}");
+        out
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Flow lines of a dump without the per-run fields (duration, counters).
+pub fn normalise_dump(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with(' '))
+        .map(|l| {
+            l.trim()
+                .split(", ")
+                .filter(|p| {
+                    !p.starts_with("duration=")
+                        && !p.starts_with("n_packets=")
+                        && !p.starts_with("n_bytes=")
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect()
+}

@@ -1,0 +1,181 @@
+//! The real `ovs-ofctl -O OpenFlow13` against a Server on a temp socket.
+
+mod common;
+use common::{normalise_dump, Harness};
+
+#[test]
+fn show_and_ports_desc() {
+    let h = Harness::start("show");
+    let out = h.ok(&["show", &h.target()]);
+    assert!(out.contains("dpid:00002a2a2a2a2a2a"), "{out}");
+    assert!(out.contains("n_tables:254, n_buffers:0"), "{out}");
+    assert!(out.contains("1(vxlan0): addr:02:00:00:00:00:01"), "{out}");
+    let out = h.ok(&["dump-ports-desc", &h.target()]);
+    assert!(out.contains("2(tun0)"), "{out}");
+}
+
+#[test]
+fn add_dump_delete_flows() {
+    let h = Harness::start("flows");
+    let t = h.target();
+    h.ok(&["add-flow", &t, "in_port=1,actions=output:2"]);
+    h.ok(&["add-flow", &t, "table=10,priority=100,ip,nw_dst=10.128.0.0/14,actions=load:0x2a->NXM_NX_REG1[],move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:20"]);
+    h.ok(&["add-flow", &t, "table=253,actions=note:02.0d"]);
+    h.ok(&["add-flow", &t, "table=10,priority=50,actions=resubmit:10"]);
+    let dump = h.ok(&["dump-flows", &t]);
+    let lines = normalise_dump(&dump);
+    assert!(
+        lines.contains(&"cookie=0x0, table=0, in_port=1 actions=output:2".to_string()),
+        "{dump}"
+    );
+    assert!(
+        lines.contains(&"cookie=0x0, table=10, priority=100,ip,nw_dst=10.128.0.0/14 actions=load:0x2a->NXM_NX_REG1[],move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:20".to_string()),
+        "{dump}"
+    );
+    assert!(
+        lines.contains(&"cookie=0x0, table=253, actions=note:02.0d.00.00.00.00".to_string()),
+        "{dump}"
+    );
+    assert!(
+        lines.contains(&"cookie=0x0, table=10, priority=50 actions=resubmit:10".to_string()),
+        "{dump}"
+    );
+    assert_eq!(h.dp.replica.lock().n_rules(), 4);
+
+    h.ok(&["del-flows", &t, "table=10,ip"]);
+    let lines = normalise_dump(&h.ok(&["dump-flows", &t]));
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    h.ok(&["del-flows", &t]);
+    assert!(normalise_dump(&h.ok(&["dump-flows", &t])).is_empty());
+    assert_eq!(h.dp.replica.lock().n_rules(), 0);
+}
+
+#[test]
+fn unknown_group_is_rejected_with_bad_out_group() {
+    let h = Harness::start("badgroup");
+    let (ok, _, err) = h.ofctl(&["add-flow", &h.target(), "actions=group:7"]);
+    assert!(!ok);
+    assert!(err.contains("OFPBAC_BAD_OUT_GROUP"), "{err}");
+}
+
+#[test]
+fn set_frags_and_dump_ports() {
+    let h = Harness::start("frags");
+    let t = h.target();
+    h.ok(&["set-frags", &t, "nx-match"]);
+    let out = h.ok(&["get-frags", &t]);
+    assert!(out.contains("nx-match"), "{out}");
+    let out = h.ok(&["dump-ports", &t]);
+    assert!(out.contains("port  2: rx pkts=20"), "{out}");
+}
+
+#[test]
+fn subnet_flows_dump_like_ovs() {
+    let flows = "/work/shared/sdn/validation/flows-subnet.txt";
+    let expected = "/work/shared/sdn/validation/dump-flows-subnet.txt";
+    if !std::path::Path::new(flows).exists() {
+        eprintln!("reference flows not present; skipping");
+        return;
+    }
+    let h = Harness::start("subnet");
+    h.ok(&["add-flows", &h.target(), flows]);
+    let mut ours = normalise_dump(&h.ok(&["dump-flows", &h.target()]));
+    let mut theirs = normalise_dump(&std::fs::read_to_string(expected).unwrap());
+    ours.sort();
+    theirs.sort();
+    assert!(!theirs.is_empty());
+    assert_eq!(ours.len(), theirs.len());
+    for (a, b) in ours.iter().zip(theirs.iter()) {
+        assert_eq!(a, b);
+    }
+}
+
+#[test]
+fn bundle_commit_is_atomic() {
+    let h = Harness::start("bundle");
+    let t = h.target();
+    let dir = &h.dir;
+    let good = dir.join("good.txt");
+    std::fs::write(&good, "group add group_id=5,type=select,bucket=actions=output:2\nflow add table=0,priority=10,in_port=3,actions=group:5\nflow add table=0,priority=5,actions=drop\n").unwrap();
+    h.ok(&["bundle", &t, good.to_str().unwrap()]);
+    assert_eq!(normalise_dump(&h.ok(&["dump-flows", &t])).len(), 2);
+    assert_eq!(h.dp.replica.lock().n_rules(), 2);
+    let groups = h.ok(&["dump-groups", &t]);
+    assert!(
+        groups.contains("group_id=5,type=select,bucket=bucket_id:0,actions=output:2")
+            || groups.contains("group_id=5,type=select,bucket=actions=output:2"),
+        "{groups}"
+    );
+
+    // The second flow refers to a group that does not exist: nothing of
+    // the bundle may be applied.
+    let bad = dir.join("bad.txt");
+    std::fs::write(&bad, "flow add table=1,priority=10,actions=output:1\nflow add table=1,priority=11,actions=group:99\n").unwrap();
+    let (ok, _, err) = h.ofctl(&["bundle", &t, bad.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("OFPBAC_BAD_OUT_GROUP"), "{err}");
+    assert!(err.contains("OFPBFC_MSG_FAILED"), "{err}");
+    assert_eq!(normalise_dump(&h.ok(&["dump-flows", &t])).len(), 2);
+}
+
+#[test]
+fn mod_port_goes_to_the_datapath() {
+    let h = Harness::start("modport");
+    h.ok(&["mod-port", &h.target(), "tun0", "down"]);
+    assert_eq!(h.dp.ports.lock()[1].config & 1, 1);
+    h.ok(&["mod-port", &h.target(), "tun0", "up"]);
+    assert_eq!(h.dp.ports.lock()[1].config & 1, 0);
+}
+
+#[test]
+fn networkpolicy_flows_and_groups_dump_like_ovs() {
+    let base = "/work/shared/sdn/validation";
+    if !std::path::Path::new(base).exists() {
+        return;
+    }
+    let h = Harness::start("np");
+    let t = h.target();
+    h.ok(&[
+        "add-groups",
+        &t,
+        &format!("{base}/groups-networkpolicy.txt"),
+    ]);
+    h.ok(&["add-flows", &t, &format!("{base}/flows-networkpolicy.txt")]);
+    let mut ours = normalise_dump(&h.ok(&["dump-flows", &t]));
+    let mut theirs = normalise_dump(
+        &std::fs::read_to_string(format!("{base}/dump-flows-networkpolicy.txt")).unwrap(),
+    );
+    ours.sort();
+    theirs.sort();
+    assert!(!theirs.is_empty());
+    assert_eq!(ours, theirs);
+    let groups = h.ok(&["dump-groups", &t]);
+    let expected =
+        std::fs::read_to_string(format!("{base}/dump-groups-networkpolicy.txt")).unwrap();
+    let body = |s: &str| s.lines().skip(1).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(body(&groups), body(&expected));
+}
+
+#[test]
+fn statistics_commands() {
+    let h = Harness::start("stats");
+    let t = h.target();
+    h.ok(&[
+        "add-group",
+        &t,
+        "group_id=3,type=select,bucket=actions=output:1",
+    ]);
+    h.ok(&["add-flow", &t, "table=0,priority=5,actions=group:3"]);
+    h.ok(&["add-flow", &t, "table=1,priority=5,actions=drop"]);
+    let out = h.ok(&["dump-aggregate", &t]);
+    assert!(out.contains("flow_count=2"), "{out}");
+    let out = h.ok(&["dump-tables", &t]);
+    assert!(out.contains("active=1"), "{out}");
+    let out = h.ok(&["dump-group-stats", &t]);
+    assert!(out.contains("group_id=3,duration=0s,ref_count=1"), "{out}");
+    let out = h.ok(&["dump-table-features", &t]);
+    assert!(out.contains("next tables: 1-253"), "{out}");
+    assert!(out.contains("tables 1...253: ditto"), "{out}");
+    let out = h.ok(&["dump-desc", &t]);
+    assert!(out.contains("Manufacturer: xbr"), "{out}");
+}
