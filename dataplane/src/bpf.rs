@@ -1,0 +1,196 @@
+//! Loader of xbr's XDP program (bpf/xbr_xdp.c) and its XSKMAP.
+//!
+//! One [`XdpProgram`] per netdev: it owns a loaded copy of the object (so
+//! each netdev has its own XSKMAP, indexed by rx queue) and the bpf_link
+//! that attaches it. A link, unlike the legacy netlink attachment, belongs
+//! to its file descriptor: when xbr exits or crashes, the kernel closes the
+//! fd and detaches the program, so no stale program keeps redirecting a
+//! port's traffic to sockets that no longer exist. Dropping the value
+//! detaches as well.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder};
+
+/// The compiled XDP object, embedded so the binary is self-contained.
+static XDP_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xbr_xdp.bpf.o"));
+
+const PROG_NAME: &str = "xbr_xdp_rx";
+const XSKMAP_NAME: &str = "xsks";
+
+/// Where to run the XDP program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpModeRequest {
+    /// Native (driver) mode, falling back to generic (SKB) mode with a warning.
+    Auto,
+    /// Native mode only.
+    Native,
+    /// Generic (SKB) mode only.
+    Generic,
+}
+
+/// Mode the program was attached in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpAttachMode {
+    Native,
+    Generic,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BpfError {
+    #[error("loading the XDP object: {0}")]
+    Load(#[source] libbpf_rs::Error),
+    #[error("XDP object has no {0}")]
+    Missing(&'static str),
+    #[error("attaching XDP to ifindex {ifindex} in {mode:?} mode: {source}")]
+    Attach {
+        ifindex: u32,
+        mode: XdpAttachMode,
+        #[source]
+        source: io::Error,
+    },
+    #[error("XSKMAP {op} for queue {queue}: {source}")]
+    Map {
+        op: &'static str,
+        queue: u32,
+        #[source]
+        source: libbpf_rs::Error,
+    },
+}
+
+/// xbr's XDP program attached to one netdev.
+pub struct XdpProgram {
+    // Drop order: the link first (detaches), then the object (prog/map fds).
+    link: OwnedFd,
+    obj: Object,
+    ifindex: u32,
+    mode: XdpAttachMode,
+}
+
+impl XdpProgram {
+    /// Loads a fresh copy of the program and attaches it to `ifindex`.
+    pub fn attach(ifindex: u32, request: XdpModeRequest) -> Result<XdpProgram, BpfError> {
+        let obj = ObjectBuilder::default()
+            .open_memory(XDP_OBJECT)
+            .and_then(|o| o.load())
+            .map_err(BpfError::Load)?;
+        let prog_fd = {
+            let prog = obj
+                .progs()
+                .find(|p| p.name() == OsStr::new(PROG_NAME))
+                .ok_or(BpfError::Missing("program xbr_xdp_rx"))?;
+            prog.as_fd().as_raw_fd()
+        };
+        if !obj.maps().any(|m| m.name() == OsStr::new(XSKMAP_NAME)) {
+            return Err(BpfError::Missing("map xsks"));
+        }
+        let (link, mode) = match request {
+            XdpModeRequest::Native => (
+                link_create(prog_fd, ifindex, XdpAttachMode::Native)?,
+                XdpAttachMode::Native,
+            ),
+            XdpModeRequest::Generic => (
+                link_create(prog_fd, ifindex, XdpAttachMode::Generic)?,
+                XdpAttachMode::Generic,
+            ),
+            XdpModeRequest::Auto => match link_create(prog_fd, ifindex, XdpAttachMode::Native) {
+                Ok(link) => (link, XdpAttachMode::Native),
+                Err(native_err) => {
+                    tracing::warn!(ifindex, error = %native_err, "native XDP failed, using generic (SKB) mode");
+                    (
+                        link_create(prog_fd, ifindex, XdpAttachMode::Generic)?,
+                        XdpAttachMode::Generic,
+                    )
+                }
+            },
+        };
+        Ok(XdpProgram {
+            link,
+            obj,
+            ifindex,
+            mode,
+        })
+    }
+
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    pub fn mode(&self) -> XdpAttachMode {
+        self.mode
+    }
+
+    /// The bpf_link descriptor (e.g. to pin it, or to query it).
+    pub fn link_fd(&self) -> BorrowedFd<'_> {
+        self.link.as_fd()
+    }
+
+    /// Sends the packets of rx queue `queue` to the AF_XDP socket `xsk`.
+    pub fn insert_socket(&self, queue: u32, xsk: BorrowedFd<'_>) -> Result<(), BpfError> {
+        let fd = xsk.as_raw_fd() as u32;
+        self.with_map(queue, "insert", |m| {
+            m.update(&queue.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
+        })
+    }
+
+    /// Stops redirecting queue `queue` (its packets go to the kernel stack).
+    pub fn remove_socket(&self, queue: u32) -> Result<(), BpfError> {
+        self.with_map(queue, "remove", |m| m.delete(&queue.to_ne_bytes()))
+    }
+
+    fn with_map(
+        &self,
+        queue: u32,
+        op: &'static str,
+        f: impl FnOnce(&libbpf_rs::Map<'_>) -> Result<(), libbpf_rs::Error>,
+    ) -> Result<(), BpfError> {
+        let map = self
+            .obj
+            .maps()
+            .find(|m| m.name() == OsStr::new(XSKMAP_NAME))
+            .ok_or(BpfError::Missing("map xsks"))?;
+        f(&map).map_err(|source| BpfError::Map { op, queue, source })
+    }
+}
+
+impl std::fmt::Debug for XdpProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpProgram")
+            .field("ifindex", &self.ifindex)
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+fn link_create(prog_fd: i32, ifindex: u32, mode: XdpAttachMode) -> Result<OwnedFd, BpfError> {
+    let flags = match mode {
+        XdpAttachMode::Native => libbpf_sys::XDP_FLAGS_DRV_MODE,
+        XdpAttachMode::Generic => libbpf_sys::XDP_FLAGS_SKB_MODE,
+    };
+    let target = i32::try_from(ifindex).map_err(|_| BpfError::Attach {
+        ifindex,
+        mode,
+        source: io::Error::from_raw_os_error(libc::EINVAL),
+    })?;
+    let opts = libbpf_sys::bpf_link_create_opts {
+        sz: size_of::<libbpf_sys::bpf_link_create_opts>() as libbpf_sys::size_t,
+        flags,
+        ..Default::default()
+    };
+    // SAFETY: `opts` is a properly sized, initialised options struct that
+    // outlives the call; `prog_fd` is the loaded program's fd, kept open by
+    // the Object for the duration of the call.
+    let rc = unsafe { libbpf_sys::bpf_link_create(prog_fd, target, libbpf_sys::BPF_XDP, &opts) };
+    if rc < 0 {
+        // libbpf returns -errno (and sets errno).
+        return Err(BpfError::Attach {
+            ifindex,
+            mode,
+            source: io::Error::from_raw_os_error(-rc),
+        });
+    }
+    // SAFETY: on success `rc` is a new link fd owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc) })
+}

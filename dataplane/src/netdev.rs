@@ -1,0 +1,255 @@
+//! Netdev queries and settings over rtnetlink (no ioctls, no unsafe).
+//!
+//! Everything goes through a synchronous NETLINK_ROUTE request/ack
+//! exchange on a short-lived socket, so answers always describe the
+//! network namespace the calling thread is in (sysfs may be mounted for
+//! another one). These are control-path calls: one socket and a few
+//! allocations per call is fine.
+
+use std::io;
+
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_REQUEST,
+};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+/// Longest interface name the kernel accepts (IFNAMSIZ - 1).
+pub const MAX_IFNAME_LEN: usize = 15;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetdevError {
+    #[error("invalid interface name {0:?}")]
+    InvalidName(String),
+    #[error("no such interface {0:?}")]
+    NotFound(String),
+    #[error("netlink {op} for {dev}: {source}")]
+    Netlink {
+        op: &'static str,
+        dev: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("netlink {op} for {dev}: malformed reply: {detail}")]
+    Malformed {
+        op: &'static str,
+        dev: String,
+        detail: String,
+    },
+}
+
+/// What xbr needs to know about a netdev.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkInfo {
+    pub name: String,
+    pub ifindex: u32,
+    /// `None` for devices without a link-layer address (e.g. a TUN).
+    pub mac: Option<[u8; 6]>,
+    pub mtu: u32,
+    /// Administratively up (IFF_UP).
+    pub up: bool,
+    /// Carrier and lower layers up (IFF_LOWER_UP).
+    pub lower_up: bool,
+    pub rx_queues: u32,
+    pub tx_queues: u32,
+}
+
+/// Checks a name against the kernel's rules for interface names.
+pub fn validate_name(name: &str) -> Result<(), NetdevError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_IFNAME_LEN
+        && name != "."
+        && name != ".."
+        && !name
+            .bytes()
+            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0);
+    if ok {
+        Ok(())
+    } else {
+        Err(NetdevError::InvalidName(name.to_owned()))
+    }
+}
+
+/// Looks a netdev up by name.
+pub fn link_by_name(name: &str) -> Result<LinkInfo, NetdevError> {
+    validate_name(name)?;
+    let mut msg = LinkMessage::default();
+    msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
+    link_get(msg, name)
+}
+
+/// Looks a netdev up by index.
+pub fn link_by_index(ifindex: u32) -> Result<LinkInfo, NetdevError> {
+    let mut msg = LinkMessage::default();
+    msg.header.index = ifindex;
+    link_get(msg, &format!("ifindex {ifindex}"))
+}
+
+/// Interface index of `name`.
+pub fn ifindex(name: &str) -> Result<u32, NetdevError> {
+    link_by_name(name).map(|l| l.ifindex)
+}
+
+/// Sets the administrative state (IFF_UP).
+pub fn set_up(ifindex: u32, up: bool) -> Result<(), NetdevError> {
+    let mut msg = LinkMessage::default();
+    msg.header.index = ifindex;
+    msg.header.change_mask = LinkFlags::Up;
+    if up {
+        msg.header.flags = LinkFlags::Up;
+    }
+    link_set(msg, ifindex, "set up/down")
+}
+
+pub fn set_mtu(ifindex: u32, mtu: u32) -> Result<(), NetdevError> {
+    let mut msg = LinkMessage::default();
+    msg.header.index = ifindex;
+    msg.attributes.push(LinkAttribute::Mtu(mtu));
+    link_set(msg, ifindex, "set mtu")
+}
+
+pub fn set_mac(ifindex: u32, mac: [u8; 6]) -> Result<(), NetdevError> {
+    let mut msg = LinkMessage::default();
+    msg.header.index = ifindex;
+    msg.attributes.push(LinkAttribute::Address(mac.to_vec()));
+    link_set(msg, ifindex, "set mac")
+}
+
+fn link_get(msg: LinkMessage, dev: &str) -> Result<LinkInfo, NetdevError> {
+    let replies = request(RouteNetlinkMessage::GetLink(msg), "get link", dev)?;
+    let link = replies
+        .into_iter()
+        .find_map(|m| match m {
+            RouteNetlinkMessage::NewLink(l) => Some(l),
+            _ => None,
+        })
+        .ok_or_else(|| NetdevError::Malformed {
+            op: "get link",
+            dev: dev.to_owned(),
+            detail: "no link in reply".into(),
+        })?;
+    let mut info = LinkInfo {
+        name: String::new(),
+        ifindex: link.header.index,
+        mac: None,
+        mtu: 0,
+        up: link.header.flags.contains(LinkFlags::Up),
+        lower_up: link.header.flags.contains(LinkFlags::LowerUp),
+        rx_queues: 1,
+        tx_queues: 1,
+    };
+    for attr in link.attributes {
+        match attr {
+            LinkAttribute::IfName(n) => info.name = n,
+            LinkAttribute::Address(a) => info.mac = <[u8; 6]>::try_from(a.as_slice()).ok(),
+            LinkAttribute::Mtu(m) => info.mtu = m,
+            LinkAttribute::NumRxQueues(n) => info.rx_queues = n,
+            LinkAttribute::NumTxQueues(n) => info.tx_queues = n,
+            _ => {}
+        }
+    }
+    Ok(info)
+}
+
+fn link_set(msg: LinkMessage, ifindex: u32, op: &'static str) -> Result<(), NetdevError> {
+    request(
+        RouteNetlinkMessage::SetLink(msg),
+        op,
+        &format!("ifindex {ifindex}"),
+    )
+    .map(|_| ())
+}
+
+/// Sends one request and collects the replies up to the kernel's ack.
+fn request(
+    msg: RouteNetlinkMessage,
+    op: &'static str,
+    dev: &str,
+) -> Result<Vec<RouteNetlinkMessage>, NetdevError> {
+    let nl_err = |source: io::Error| NetdevError::Netlink {
+        op,
+        dev: dev.to_owned(),
+        source,
+    };
+    let malformed = |detail: String| NetdevError::Malformed {
+        op,
+        dev: dev.to_owned(),
+        detail,
+    };
+
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_ACK;
+    header.sequence_number = 1;
+    let mut packet = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
+    packet.finalize();
+    let mut buf = vec![0u8; packet.buffer_len()];
+    packet.serialize(&mut buf);
+
+    let mut socket = Socket::new(NETLINK_ROUTE).map_err(nl_err)?;
+    socket.bind_auto().map_err(nl_err)?;
+    socket.connect(&SocketAddr::new(0, 0)).map_err(nl_err)?;
+    socket.send(&buf, 0).map_err(nl_err)?;
+
+    let mut out = Vec::new();
+    loop {
+        let (data, _) = socket.recv_from_full().map_err(nl_err)?;
+        if data.is_empty() {
+            return Err(malformed("empty datagram".into()));
+        }
+        let mut offset = 0;
+        while offset < data.len() {
+            let rest = data.get(offset..).unwrap_or_default();
+            let reply = NetlinkMessage::<RouteNetlinkMessage>::deserialize(rest)
+                .map_err(|e| malformed(e.to_string()))?;
+            let len = reply.header.length as usize;
+            match reply.payload {
+                NetlinkPayload::Error(e) => {
+                    return match e.code {
+                        None => Ok(out),
+                        Some(code) if code.get() == -libc::ENODEV => {
+                            Err(NetdevError::NotFound(dev.to_owned()))
+                        }
+                        Some(_) => Err(nl_err(e.to_io())),
+                    };
+                }
+                NetlinkPayload::Done(_) => return Ok(out),
+                NetlinkPayload::InnerMessage(m) => out.push(m),
+                _ => {}
+            }
+            if len == 0 {
+                return Err(malformed("zero-length message".into()));
+            }
+            // Messages are 4-byte aligned inside a datagram.
+            offset += (len + 3) & !3;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_validated() {
+        assert!(validate_name("veth-a").is_ok());
+        assert!(validate_name("").is_err());
+        assert!(validate_name("abcdefghijklmnop").is_err());
+        assert!(validate_name("../etc").is_err());
+        assert!(validate_name("a b").is_err());
+    }
+
+    #[test]
+    fn loopback_is_found() {
+        // Every network namespace has `lo` at index 1; no privileges needed.
+        let lo = link_by_name("lo").expect("lo exists");
+        assert_eq!(lo.ifindex, 1);
+        assert_eq!(lo.name, "lo");
+        assert!(lo.mtu > 0);
+        assert_eq!(link_by_index(1).expect("by index").name, "lo");
+        assert!(matches!(
+            link_by_name("xbr-no-such0"),
+            Err(NetdevError::NotFound(_))
+        ));
+    }
+}

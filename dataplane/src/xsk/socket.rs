@@ -1,0 +1,499 @@
+//! One AF_XDP socket bound to (netdev, queue), with its four rings.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Weak};
+
+use super::ring::{ConsRing, ProdRing};
+use super::sys::{map_ring, mmap_offsets, ring_ptrs, set_tx_budget, set_u32, Mapping};
+use super::umem::{FramePool, Umem};
+use super::{XdpDesc, XdpStatistics, XskError, XskMode};
+
+/// Ring sizes and bind options of one socket.
+#[derive(Clone, Debug)]
+pub struct XskConfig {
+    pub rx_size: u32,
+    pub tx_size: u32,
+    pub fill_size: u32,
+    pub comp_size: u32,
+    pub mode: XskMode,
+    /// Bind with `XDP_USE_NEED_WAKEUP` (sockets sharing a UMEM inherit the
+    /// setting of the socket that registered it).
+    pub need_wakeup: bool,
+    /// Requested `XDP_MAX_TX_SKB_BUDGET` (clamped to `[32, tx_size]`);
+    /// silently unused on kernels older than 6.17. The kernel default of 32
+    /// makes `sendto()` stop half-way through a 64-packet batch.
+    pub tx_skb_budget: u32,
+}
+
+impl Default for XskConfig {
+    fn default() -> Self {
+        XskConfig {
+            rx_size: 2048,
+            tx_size: 2048,
+            fill_size: 2048,
+            comp_size: 2048,
+            mode: XskMode::Copy,
+            need_wakeup: true,
+            tx_skb_budget: 256,
+        }
+    }
+}
+
+/// Userspace counters of one socket (the kernel's are in [`XdpStatistics`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XskCounters {
+    pub rx_packets: u64,
+    pub tx_queued: u64,
+    pub tx_completed: u64,
+    /// `sendto()` calls made to start transmission.
+    pub tx_kicks: u64,
+    /// Kicks that returned EAGAIN/EBUSY/ENOBUFS: the descriptors stay in the
+    /// TX ring and go out with a later kick.
+    pub tx_kick_retries: u64,
+    /// `recvfrom()` calls made because the fill ring asked for a wakeup.
+    pub rx_wakeups: u64,
+    pub fill_posted: u64,
+}
+
+/// An AF_XDP socket with its RX, TX, fill and completion rings.
+///
+/// Not `Sync`: the ring cursors assume a single userspace producer/consumer.
+pub struct XskSocket {
+    // Field order is drop order: ring cursors, then mappings, then the fd.
+    rx: ConsRing<XdpDesc>,
+    tx: ProdRing<XdpDesc>,
+    fill: ProdRing<u64>,
+    comp: ConsRing<u64>,
+    _maps: [Mapping; 4],
+    fd: Arc<OwnedFd>,
+    umem: Arc<Umem>,
+    ifindex: u32,
+    queue: u32,
+    need_wakeup: bool,
+    /// Copy mode (or no need_wakeup): every TX batch needs a `sendto()`,
+    /// whatever the TX ring flag says.
+    always_kick: bool,
+    tx_skb_budget: Option<u32>,
+    counters: XskCounters,
+}
+
+// SAFETY: the raw ring pointers refer to mappings owned by this value; moving
+// it to another thread moves the sole userspace user of those rings.
+unsafe impl Send for XskSocket {}
+
+impl XskSocket {
+    /// Creates a socket and binds it to `queue` of `ifindex`, using `umem`
+    /// (registering it, or sharing it with a socket already bound).
+    ///
+    /// The fill ring starts empty: call [`refill`](Self::refill) before
+    /// expecting packets, and insert [`fd`](Self::fd) in the XSKMAP.
+    pub fn bind(
+        ifindex: u32,
+        queue: u32,
+        umem: &Arc<Umem>,
+        cfg: &XskConfig,
+    ) -> Result<XskSocket, XskError> {
+        for (what, n) in [
+            ("rx", cfg.rx_size),
+            ("tx", cfg.tx_size),
+            ("fill", cfg.fill_size),
+            ("comp", cfg.comp_size),
+        ] {
+            if !n.is_power_of_two() || n > 1 << 20 {
+                return Err(XskError::Config(format!(
+                    "{what} ring size {n} is not a power of two <= 2^20"
+                )));
+            }
+        }
+        // SAFETY: plain socket(2) call; the result is checked before use.
+        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(XskError::io("socket(AF_XDP)", io::Error::last_os_error()));
+        }
+        // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+        let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(raw) });
+
+        // The registration lock is held across bind so that two sockets binding
+        // at once agree on who registers and on the mode.
+        let mut reg = umem.registration.lock();
+        reg.bound.retain(|w| w.strong_count() > 0);
+        let share_with = reg.bound.iter().find_map(Weak::upgrade);
+        let (flags, shared_fd, need_wakeup) = match (&share_with, reg.mode) {
+            (Some(owner), Some((mode, wake))) => {
+                if mode != cfg.mode {
+                    return Err(XskError::ModeMismatch {
+                        existing: mode,
+                        requested: cfg.mode,
+                    });
+                }
+                (libc::XDP_SHARED_UMEM, owner.as_raw_fd() as u32, wake)
+            }
+            _ => {
+                umem.register(&fd)?;
+                let mut flags = match cfg.mode {
+                    XskMode::Copy => libc::XDP_COPY,
+                    XskMode::ZeroCopy => libc::XDP_ZEROCOPY,
+                };
+                if cfg.need_wakeup {
+                    flags |= libc::XDP_USE_NEED_WAKEUP;
+                }
+                (flags, 0, cfg.need_wakeup)
+            }
+        };
+
+        set_u32(
+            &fd,
+            libc::XDP_UMEM_FILL_RING,
+            cfg.fill_size,
+            "setsockopt(XDP_UMEM_FILL_RING)",
+        )?;
+        set_u32(
+            &fd,
+            libc::XDP_UMEM_COMPLETION_RING,
+            cfg.comp_size,
+            "setsockopt(XDP_UMEM_COMPLETION_RING)",
+        )?;
+        set_u32(
+            &fd,
+            libc::XDP_RX_RING,
+            cfg.rx_size,
+            "setsockopt(XDP_RX_RING)",
+        )?;
+        set_u32(
+            &fd,
+            libc::XDP_TX_RING,
+            cfg.tx_size,
+            "setsockopt(XDP_TX_RING)",
+        )?;
+        let tx_skb_budget = set_tx_budget(&fd, cfg.tx_skb_budget.clamp(32, cfg.tx_size.max(32)))?;
+
+        let off = mmap_offsets(&fd)?;
+        let desc_sz = size_of::<XdpDesc>();
+        let rx_map = map_ring(
+            &fd,
+            libc::XDP_PGOFF_RX_RING as u64,
+            &off.rx,
+            cfg.rx_size,
+            desc_sz,
+        )?;
+        let tx_map = map_ring(
+            &fd,
+            libc::XDP_PGOFF_TX_RING as u64,
+            &off.tx,
+            cfg.tx_size,
+            desc_sz,
+        )?;
+        let fill_map = map_ring(
+            &fd,
+            libc::XDP_UMEM_PGOFF_FILL_RING,
+            &off.fr,
+            cfg.fill_size,
+            8,
+        )?;
+        let comp_map = map_ring(
+            &fd,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+            &off.cr,
+            cfg.comp_size,
+            8,
+        )?;
+        // SAFETY: each mapping covers the offsets the kernel reported plus
+        // `size` entries (checked in `map_ring`), lives in `_maps` as long as
+        // the cursors, and this socket is the only userspace side.
+        let (rx, tx, fill, comp) = unsafe {
+            (
+                ConsRing::new(ring_ptrs(&rx_map, &off.rx), cfg.rx_size),
+                ProdRing::new(ring_ptrs(&tx_map, &off.tx), cfg.tx_size),
+                ProdRing::new(ring_ptrs(&fill_map, &off.fr), cfg.fill_size),
+                ConsRing::new(ring_ptrs(&comp_map, &off.cr), cfg.comp_size),
+            )
+        };
+
+        let sa = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: flags,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: shared_fd,
+        };
+        // SAFETY: `sa` is a valid sockaddr_xdp of the length passed.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sa as *const libc::sockaddr_xdp).cast(),
+                size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(XskError::io("bind(AF_XDP)", io::Error::last_os_error()));
+        }
+        drop(share_with);
+        reg.bound.push(Arc::downgrade(&fd));
+        if reg.mode.is_none() {
+            reg.mode = Some((cfg.mode, need_wakeup));
+        }
+        drop(reg);
+
+        Ok(XskSocket {
+            rx,
+            tx,
+            fill,
+            comp,
+            _maps: [rx_map, tx_map, fill_map, comp_map],
+            fd,
+            umem: Arc::clone(umem),
+            ifindex,
+            queue,
+            need_wakeup,
+            always_kick: cfg.mode == XskMode::Copy || !need_wakeup,
+            tx_skb_budget,
+            counters: XskCounters::default(),
+        })
+    }
+
+    /// The socket descriptor, to insert in the XSKMAP or to poll.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    pub fn umem(&self) -> &Arc<Umem> {
+        &self.umem
+    }
+
+    /// The TX skb budget in force, `None` if the kernel lacks the option.
+    pub fn tx_skb_budget(&self) -> Option<u32> {
+        self.tx_skb_budget
+    }
+
+    pub fn counters(&self) -> &XskCounters {
+        &self.counters
+    }
+
+    /// Receives up to `out.len()` descriptors; the frames now belong to the caller.
+    #[inline]
+    pub fn rx_burst(&mut self, out: &mut [XdpDesc]) -> usize {
+        let n = self.rx.consume(out);
+        self.counters.rx_packets += n as u64;
+        n
+    }
+
+    /// Queues descriptors for transmission; returns `n`: `descs[..n]` now
+    /// belong to the kernel (they come back through [`complete`](Self::complete)),
+    /// `descs[n..]` are still the caller's, because the ring was full or
+    /// because `descs[n]` is not a valid descriptor of this UMEM
+    /// ([`Umem::is_valid_desc`]; the kernel would silently drop it and leak
+    /// its frame). Call [`kick_tx`](Self::kick_tx) afterwards.
+    #[inline]
+    pub fn tx_burst(&mut self, descs: &[XdpDesc]) -> usize {
+        let valid = descs
+            .iter()
+            .position(|d| !self.umem.is_valid_desc(d))
+            .unwrap_or(descs.len());
+        let n = self.tx.produce(&descs[..valid]);
+        self.counters.tx_queued += n as u64;
+        n
+    }
+
+    /// Descriptors queued on TX that the kernel has not consumed yet.
+    #[inline]
+    pub fn tx_pending(&mut self) -> u32 {
+        self.tx.pending()
+    }
+
+    /// Asks the kernel to transmit what is in the TX ring. Returns `Ok(true)`
+    /// if a kick was made and accepted, `Ok(false)` if none was needed or the
+    /// kernel was busy (EAGAIN/EBUSY/ENOBUFS: the descriptors stay queued,
+    /// kick again later); errors are fatal conditions such as ENETDOWN.
+    pub fn kick_tx(&mut self) -> Result<bool, XskError> {
+        if self.tx.pending() == 0 || !(self.always_kick || self.tx.needs_wakeup()) {
+            return Ok(false);
+        }
+        self.counters.tx_kicks += 1;
+        // SAFETY: sendto with no buffer and no address only triggers TX.
+        let rc = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if rc >= 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::EINTR) => {
+                self.counters.tx_kick_retries += 1;
+                Ok(false)
+            }
+            _ => Err(XskError::io("sendto(AF_XDP tx kick)", err)),
+        }
+    }
+
+    /// Moves transmitted frames from the completion ring back to `pool`.
+    pub fn complete(&mut self, pool: &mut FramePool) -> usize {
+        let n = self.comp.peek(u32::MAX);
+        for i in 0..n {
+            pool.free(self.comp.get(i));
+        }
+        if n > 0 {
+            self.comp.release(n);
+        }
+        self.counters.tx_completed += u64::from(n);
+        n as usize
+    }
+
+    /// Posts free frames from `pool` to the fill ring, as many as fit.
+    pub fn refill(&mut self, pool: &mut FramePool) -> usize {
+        let want = u32::try_from(pool.len()).unwrap_or(u32::MAX);
+        let n = self.fill.reserve(want);
+        if n == 0 {
+            return 0;
+        }
+        for (i, addr) in (0..n).zip(pool.top(n as usize).iter()) {
+            self.fill.set(i, *addr);
+        }
+        self.fill.submit(n);
+        pool.take(n as usize);
+        self.counters.fill_posted += u64::from(n);
+        n as usize
+    }
+
+    /// Whether the kernel asked for a syscall to resume filling RX (only
+    /// with need_wakeup; in copy mode on veth it never does).
+    #[inline]
+    pub fn needs_rx_wakeup(&self) -> bool {
+        self.need_wakeup && self.fill.needs_wakeup()
+    }
+
+    /// Wakes the RX path up (non-blocking `recvfrom`).
+    pub fn wake_rx(&mut self) -> Result<(), XskError> {
+        self.counters.rx_wakeups += 1;
+        // SAFETY: recvfrom with no buffer only wakes the kernel's RX processing.
+        let rc = unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if !matches!(
+                err.raw_os_error(),
+                Some(libc::EAGAIN | libc::EBUSY | libc::EINTR)
+            ) {
+                return Err(XskError::io("recvfrom(AF_XDP rx wakeup)", err));
+            }
+        }
+        Ok(())
+    }
+
+    /// Kernel drop counters (`XDP_STATISTICS`).
+    pub fn statistics(&self) -> Result<XdpStatistics, XskError> {
+        let mut st = libc::xdp_statistics {
+            rx_dropped: 0,
+            rx_invalid_descs: 0,
+            tx_invalid_descs: 0,
+            rx_ring_full: 0,
+            rx_fill_ring_empty_descs: 0,
+            tx_ring_empty_descs: 0,
+        };
+        let mut len = size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // SAFETY: `st`/`len` are valid for writes of the option's size.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut st as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return Err(XskError::io(
+                "getsockopt(XDP_STATISTICS)",
+                io::Error::last_os_error(),
+            ));
+        }
+        Ok(XdpStatistics {
+            rx_dropped: st.rx_dropped,
+            rx_invalid_descs: st.rx_invalid_descs,
+            tx_invalid_descs: st.tx_invalid_descs,
+            rx_ring_full: st.rx_ring_full,
+            rx_fill_ring_empty_descs: st.rx_fill_ring_empty_descs,
+            tx_ring_empty_descs: st.tx_ring_empty_descs,
+        })
+    }
+
+    /// Closes the socket and gives back to `pool` the frames that were lent
+    /// to the kernel and never returned (fill and TX entries not consumed,
+    /// RX and completion entries not read). Dropping without `close` loses
+    /// those frames for the life of the pool.
+    ///
+    /// Frames still inside the kernel at close time (an skb in flight in
+    /// copy mode) are not recovered.
+    pub fn close(self, pool: &mut FramePool) -> usize {
+        let XskSocket {
+            mut rx,
+            tx,
+            fill,
+            mut comp,
+            _maps: maps,
+            fd,
+            ..
+        } = self;
+        // Releasing the last reference closes the socket: the kernel unbinds
+        // it, removes it from XSKMAPs and waits for in-flight NAPI
+        // (synchronize_net) before returning, so it no longer touches the
+        // rings, whose pages stay valid while we keep them mapped.
+        drop(fd);
+        let before = pool.len();
+        let mut buf = [XdpDesc::default(); 64];
+        loop {
+            let n = rx.consume(&mut buf);
+            if n == 0 {
+                break;
+            }
+            for d in &buf[..n] {
+                pool.free(d.addr);
+            }
+        }
+        let n = comp.peek(u32::MAX);
+        for i in 0..n {
+            pool.free(comp.get(i));
+        }
+        fill.unconsumed(|addr| pool.free(addr));
+        tx.unconsumed(|d| pool.free(d.addr));
+        // The cursors point into `maps`; they are plain data, so unmapping
+        // now is enough.
+        drop(maps);
+        pool.len() - before
+    }
+}
+
+impl std::fmt::Debug for XskSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XskSocket")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("ifindex", &self.ifindex)
+            .field("queue", &self.queue)
+            .field("counters", &self.counters)
+            .finish()
+    }
+}
