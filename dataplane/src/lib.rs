@@ -1,7 +1,16 @@
-//! xbr's dataplane: ports (AF_XDP sockets, TAP devices) and the XDP
-//! program with its loader.
+//! xbr's dataplane: ports (AF_XDP sockets, TAP devices), the XDP program
+//! and its loader, flow extraction, header rewrites, the poll-mode engine,
+//! and the bridge that ties them to the OpenFlow server.
 
 pub mod bpf;
+pub mod bridge;
+pub mod config;
+pub mod control;
+pub mod engine;
+pub mod memport;
 pub mod netdev;
+pub mod packet;
+pub mod ports;
+pub mod rewrite;
 pub mod tap;
 pub mod xsk;

@@ -1,3 +1,104 @@
-fn main() {
-    println!("xbr");
+//! `xbr`: a userspace OpenFlow switch that stands in for ovs-vswitchd.
+
+use clap::{Parser, Subcommand};
+use dataplane::bridge::{BridgeConfig, RunningBridge};
+use dataplane::config::{assign_ofports, parse_listen, PortSpec};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "xbr",
+    version,
+    about = "A userspace OpenFlow 1.3 switch on AF_XDP"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a bridge in the foreground until SIGINT/SIGTERM.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Bridge name; OpenFlow is served on RUNDIR/NAME.mgmt.
+    #[arg(long, default_value = "br0")]
+    bridge: String,
+    /// Directory for the management socket (ovs-ofctl looks in $OVS_RUNDIR).
+    #[arg(long, default_value = "/var/run/openvswitch")]
+    rundir: PathBuf,
+    /// Also serve OpenFlow on TCP: ptcp:PORT[:IP] (IP defaults to 127.0.0.1).
+    #[arg(long, value_name = "ptcp:PORT[:IP]", value_parser = listen_arg)]
+    listen: Vec<SocketAddr>,
+    /// A port: NAME[=OFPORT][,type=system|internal][,mtu_request=N][,mac=MAC].
+    #[arg(long = "port", value_name = "SPEC", value_parser = port_arg)]
+    ports: Vec<PortSpec>,
+    /// CPU to pin the packet thread to.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Datapath id (hex); defaults to one derived from the bridge name.
+    #[arg(long, value_parser = hex_u64)]
+    datapath_id: Option<u64>,
+}
+
+fn port_arg(s: &str) -> Result<PortSpec, String> {
+    s.parse()
+        .map_err(|e: dataplane::config::ConfigError| e.to_string())
+}
+
+fn listen_arg(s: &str) -> Result<SocketAddr, String> {
+    parse_listen(s).map_err(|e| e.to_string())
+}
+
+fn hex_u64(s: &str) -> Result<u64, String> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16)
+        .map_err(|_| format!("'{s}' is not a hexadecimal datapath id"))
+}
+
+/// Exit code for configuration errors (bad ports, addresses, names).
+const EXIT_CONFIG: u8 = 2;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("XBR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => run(args),
+    }
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let mut ports = args.ports;
+    if let Err(e) = assign_ofports(&mut ports) {
+        eprintln!("xbr: {e}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let config = BridgeConfig {
+        name: args.bridge,
+        rundir: args.rundir,
+        listen: args.listen,
+        ports,
+        cpu: args.cpu,
+        datapath_id: args.datapath_id,
+    };
+    let mut bridge = match RunningBridge::start(config) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("xbr: {e}");
+            return ExitCode::from(if e.is_config_error() { EXIT_CONFIG } else { 1 });
+        }
+    };
+    bridge.wait_for_signal();
+    bridge.shutdown();
+    ExitCode::SUCCESS
 }

@@ -1,0 +1,193 @@
+//! A running bridge: its ports, the packet thread and the OpenFlow server,
+//! started in an order that leaves nothing behind on failure and stopped in
+//! the reverse order.
+
+use crate::config::PortSpec;
+use crate::control::DpShared;
+use crate::engine::Engine;
+use crate::ports::{self, PortError};
+use ofproto::{Bridge, Server};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use thiserror::Error;
+
+pub struct BridgeConfig {
+    pub name: String,
+    pub rundir: PathBuf,
+    pub listen: Vec<SocketAddr>,
+    pub ports: Vec<PortSpec>,
+    pub cpu: Option<usize>,
+    pub datapath_id: Option<u64>,
+}
+
+#[derive(Debug, Error)]
+pub enum BridgeError {
+    #[error("bridge name '{0}' is not valid (1-15 characters, no '/')")]
+    BadName(String),
+    #[error(transparent)]
+    Port(#[from] PortError),
+    #[error("run directory {path}: {source}")]
+    Rundir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("OpenFlow server: {0}")]
+    Server(#[from] ofproto::OfprotoError),
+    #[error("cannot create the packet thread's wakeup eventfd: {0}")]
+    Eventfd(nix::Error),
+    #[error("signal handling: {0}")]
+    Signals(std::io::Error),
+    #[error("cannot start the packet thread: {0}")]
+    Thread(std::io::Error),
+    #[error("CPU {cpu} does not exist or is not allowed (available: {available})")]
+    BadCpu { cpu: usize, available: String },
+}
+
+impl BridgeError {
+    /// Errors caused by the configuration the user gave (exit code 2).
+    pub fn is_config_error(&self) -> bool {
+        match self {
+            BridgeError::BadName(_) | BridgeError::BadCpu { .. } => true,
+            BridgeError::Port(e) => e.is_config_error(),
+            _ => false,
+        }
+    }
+}
+
+/// A datapath id from the bridge name, stable across restarts (OVS derives
+/// it from a MAC; any stable value will do for a userspace bridge).
+fn default_datapath_id(name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h & 0x0000_ffff_ffff_ffff
+}
+
+pub struct RunningBridge {
+    server: Server,
+    stop: Arc<AtomicBool>,
+    shared: Arc<DpShared>,
+    engine: JoinHandle<()>,
+    signals: Signals,
+}
+
+impl RunningBridge {
+    pub fn start(config: BridgeConfig) -> Result<RunningBridge, BridgeError> {
+        if config.name.is_empty() || config.name.len() > 15 || config.name.contains('/') {
+            return Err(BridgeError::BadName(config.name));
+        }
+        let core = match config.cpu {
+            None => None,
+            Some(cpu) => {
+                let ids = core_affinity::get_core_ids().unwrap_or_default();
+                match ids.iter().find(|c| c.id == cpu) {
+                    Some(c) => Some(*c),
+                    None => {
+                        let available: Vec<String> = ids.iter().map(|c| c.id.to_string()).collect();
+                        return Err(BridgeError::BadCpu {
+                            cpu,
+                            available: available.join(","),
+                        });
+                    }
+                }
+            }
+        };
+        std::fs::create_dir_all(&config.rundir).map_err(|source| BridgeError::Rundir {
+            path: config.rundir.clone(),
+            source,
+        })?;
+        // Signals first, so a SIGTERM during start-up is not lost.
+        let signals = Signals::new([SIGINT, SIGTERM]).map_err(BridgeError::Signals)?;
+
+        // Ports: opened all or nothing (a failure drops the ones opened).
+        let opened = ports::open_ports(&config.ports)?;
+        let metas = opened.ports.iter().map(|(m, _)| m.clone()).collect();
+        let dpid = config
+            .datapath_id
+            .unwrap_or_else(|| default_datapath_id(&config.name));
+        let (shared, changes) = DpShared::new(dpid, metas).map_err(BridgeError::Eventfd)?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let engine = {
+            let stop = stop.clone();
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("xbr-pmd".into())
+                .spawn(move || {
+                    if let Some(core) = core {
+                        if !core_affinity::set_for_current(core) {
+                            tracing::warn!("could not pin the packet thread to CPU {}", core.id);
+                        }
+                    }
+                    let engine = Engine::new(opened.frames, opened.ports, shared, changes);
+                    let engine = engine.run(&stop);
+                    let d = engine.drops;
+                    tracing::info!(
+                        table_miss = d.table_miss,
+                        explicit = d.explicit,
+                        unsupported = d.unsupported,
+                        port_down = d.port_down,
+                        no_frames = d.no_frames,
+                        tx_full = d.tx_full,
+                        bad_output_port = d.bad_output_port,
+                        "packet thread stopped; drops"
+                    );
+                    // Ports detach here, on the thread that owned them.
+                    let (mut frames, ports) = engine.into_parts();
+                    for port in ports {
+                        port.close(&mut frames);
+                    }
+                })
+                .map_err(BridgeError::Thread)?
+        };
+
+        let bridge = Bridge::new(shared.clone());
+        let mgmt = config.rundir.join(format!("{}.mgmt", config.name));
+        let server = match Server::start(bridge, &mgmt, config.listen.first().copied()) {
+            Ok(s) => s,
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                shared.wake();
+                let _ = engine.join();
+                return Err(e.into());
+            }
+        };
+        tracing::info!(
+            bridge = %config.name,
+            mgmt = %mgmt.display(),
+            ports = config.ports.len(),
+            "xbr running"
+        );
+        Ok(RunningBridge {
+            server,
+            stop,
+            shared,
+            engine,
+            signals,
+        })
+    }
+
+    /// Blocks until SIGINT or SIGTERM.
+    pub fn wait_for_signal(&mut self) {
+        if let Some(sig) = self.signals.forever().next() {
+            tracing::info!(signal = sig, "shutting down");
+        }
+    }
+
+    /// Stops the server (unlinking the socket), then the packet thread, which
+    /// detaches XDP programs and removes TAP devices as its ports drop.
+    pub fn shutdown(self) {
+        self.server.shutdown();
+        self.stop.store(true, Ordering::Relaxed);
+        self.shared.wake();
+        if self.engine.join().is_err() {
+            tracing::error!("packet thread panicked");
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! Command-line configuration of a bridge: port specs and listen targets.
+//!
+//! `--port NAME[=OFPORT][,type=TYPE][,key=value...]` mirrors ovs-vsctl's
+//! Interface columns (`ofport_request`, `type`, `mtu_request`, `mac`), so a
+//! node's configuration reads the same in both tools. Everything is checked
+//! here, before anything is attached, so a bad spec never leaves state
+//! behind.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use thiserror::Error;
+
+/// Highest ofport OVS hands out (`ofp_port` 0xfeff; above are reserved).
+pub const MAX_OFPORT: u32 = 0xfeff;
+/// Linux interface names are at most 15 bytes.
+pub const IFNAME_MAX: usize = 15;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("port spec '{spec}': {reason}")]
+    BadPortSpec { spec: String, reason: String },
+    #[error("port '{0}' is given twice")]
+    DuplicatePort(String),
+    #[error("ofport {ofport} is requested by both '{first}' and '{second}'")]
+    DuplicateOfport {
+        ofport: u32,
+        first: String,
+        second: String,
+    },
+    #[error("--listen '{0}': expected ptcp:PORT[:IP]")]
+    BadListen(String),
+    #[error("no free ofport left")]
+    OfportsExhausted,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortType {
+    /// An existing netdev, attached through XDP and AF_XDP.
+    System,
+    /// A TAP device that xbr creates, like an OVS internal port.
+    Internal,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortSpec {
+    pub name: String,
+    /// Requested OpenFlow port number; resolved by [`assign_ofports`].
+    pub ofport: Option<u32>,
+    pub port_type: PortType,
+    pub mtu_request: Option<u32>,
+    pub mac: Option<[u8; 6]>,
+}
+
+fn bad(spec: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::BadPortSpec {
+        spec: spec.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = s.split(':');
+    for byte in out.iter_mut() {
+        let p = parts.next()?;
+        if p.is_empty() || p.len() > 2 {
+            return None;
+        }
+        *byte = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+impl std::str::FromStr for PortSpec {
+    type Err = ConfigError;
+
+    fn from_str(spec: &str) -> Result<Self, ConfigError> {
+        let mut items = spec.split(',');
+        let head = items.next().unwrap_or_default();
+        let (name, ofport) = match head.split_once('=') {
+            Some((n, p)) => {
+                let port: u32 = p
+                    .parse()
+                    .map_err(|_| bad(spec, format!("ofport '{p}' is not a number")))?;
+                if port == 0 || port > MAX_OFPORT {
+                    return Err(bad(
+                        spec,
+                        format!("ofport {port} is outside 1-{MAX_OFPORT}"),
+                    ));
+                }
+                (n, Some(port))
+            }
+            None => (head, None),
+        };
+        if name.is_empty() {
+            return Err(bad(spec, "missing interface name"));
+        }
+        if name.len() > IFNAME_MAX || name.contains(['/', ' ', ':']) || name == "." || name == ".."
+        {
+            return Err(bad(spec, format!("'{name}' is not a valid interface name")));
+        }
+        let mut port = PortSpec {
+            name: name.to_string(),
+            ofport,
+            port_type: PortType::System,
+            mtu_request: None,
+            mac: None,
+        };
+        for item in items {
+            let Some((key, value)) = item.split_once('=') else {
+                return Err(bad(spec, format!("'{item}' is not key=value")));
+            };
+            match key {
+                "type" => {
+                    port.port_type = match value {
+                        "" | "system" => PortType::System,
+                        "internal" => PortType::Internal,
+                        other => {
+                            return Err(bad(
+                                spec,
+                                format!(
+                                    "unknown port type '{other}' (supported: system, internal)"
+                                ),
+                            ))
+                        }
+                    }
+                }
+                "mtu_request" => {
+                    let mtu: u32 = value
+                        .parse()
+                        .ok()
+                        .filter(|m| (68..=9000).contains(m))
+                        .ok_or_else(|| {
+                            bad(spec, format!("mtu_request '{value}' not in 68-9000"))
+                        })?;
+                    port.mtu_request = Some(mtu);
+                }
+                "mac" => {
+                    let mac = parse_mac(value)
+                        .ok_or_else(|| bad(spec, format!("mac '{value}' is not a MAC address")))?;
+                    port.mac = Some(mac);
+                }
+                "ofport_request" => {
+                    return Err(bad(spec, "give the ofport as NAME=OFPORT"));
+                }
+                other => return Err(bad(spec, format!("unknown key '{other}'"))),
+            }
+        }
+        if port.port_type == PortType::System && (port.mac.is_some() || port.mtu_request.is_some())
+        {
+            return Err(bad(
+                spec,
+                "mac and mtu_request are only supported on type=internal ports",
+            ));
+        }
+        Ok(port)
+    }
+}
+
+/// Rejects duplicate names and ofports, then gives every port without a
+/// requested number the lowest free one from 1, in command-line order, as
+/// OVS does.
+pub fn assign_ofports(ports: &mut [PortSpec]) -> Result<(), ConfigError> {
+    let mut names = HashSet::new();
+    let mut taken: Vec<(u32, &str)> = Vec::new();
+    for p in ports.iter() {
+        if !names.insert(p.name.as_str()) {
+            return Err(ConfigError::DuplicatePort(p.name.clone()));
+        }
+        if let Some(n) = p.ofport {
+            if let Some((_, first)) = taken.iter().find(|(t, _)| *t == n) {
+                return Err(ConfigError::DuplicateOfport {
+                    ofport: n,
+                    first: first.to_string(),
+                    second: p.name.clone(),
+                });
+            }
+            taken.push((n, &p.name));
+        }
+    }
+    let mut used: HashSet<u32> = taken.iter().map(|(n, _)| *n).collect();
+    let mut next = 1;
+    for p in ports.iter_mut() {
+        if p.ofport.is_none() {
+            while used.contains(&next) {
+                next += 1;
+            }
+            if next > MAX_OFPORT {
+                return Err(ConfigError::OfportsExhausted);
+            }
+            p.ofport = Some(next);
+            used.insert(next);
+        }
+    }
+    Ok(())
+}
+
+/// Parses `ptcp:PORT[:IP]` (IP defaults to 127.0.0.1, as a node only needs
+/// local access).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, ConfigError> {
+    let err = || ConfigError::BadListen(s.to_string());
+    let rest = s.strip_prefix("ptcp:").ok_or_else(err)?;
+    let (port, ip) = match rest.split_once(':') {
+        Some((p, ip)) => (p, ip.parse::<IpAddr>().map_err(|_| err())?),
+        None => (rest, IpAddr::V4(Ipv4Addr::LOCALHOST)),
+    };
+    let port: u16 = port.parse().map_err(|_| err())?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(s: &str) -> Result<PortSpec, ConfigError> {
+        s.parse()
+    }
+
+    #[test]
+    fn parses_specs() {
+        let p = spec("veth1").unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.ofport, p.port_type),
+            ("veth1", None, PortType::System)
+        );
+        let p = spec("tun0=2,type=internal,mtu_request=1450,mac=0a:58:0a:80:00:01").unwrap();
+        assert_eq!(p.ofport, Some(2));
+        assert_eq!(p.port_type, PortType::Internal);
+        assert_eq!(p.mtu_request, Some(1450));
+        assert_eq!(p.mac, Some([0x0a, 0x58, 0x0a, 0x80, 0, 1]));
+    }
+
+    #[test]
+    fn rejects_bad_specs_with_a_reason() {
+        for (s, needle) in [
+            ("", "missing interface name"),
+            ("=3", "missing interface name"),
+            ("a=0", "outside"),
+            ("a=x", "not a number"),
+            ("a,type=geneve", "unknown port type 'geneve'"),
+            ("a,foo=1", "unknown key 'foo'"),
+            ("a,novalue", "not key=value"),
+            ("averyveryverylongname", "not a valid interface name"),
+            ("a,mac=zz", "not a MAC"),
+            ("a,mtu_request=9", "not in 68-9000"),
+            ("a,mac=00:11:22:33:44:55", "only supported on type=internal"),
+        ] {
+            let e = spec(s).unwrap_err().to_string();
+            assert!(e.contains(needle), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn ofports_lowest_free_and_conflicts() {
+        let mut ports: Vec<PortSpec> = ["a", "b=1", "c", "d=3", "e"]
+            .iter()
+            .map(|s| spec(s).unwrap())
+            .collect();
+        assign_ofports(&mut ports).unwrap();
+        let got: Vec<_> = ports.iter().map(|p| p.ofport.unwrap()).collect();
+        assert_eq!(got, vec![2, 1, 4, 3, 5]);
+        let mut dup = vec![spec("a=1").unwrap(), spec("b=1").unwrap()];
+        assert!(matches!(
+            assign_ofports(&mut dup),
+            Err(ConfigError::DuplicateOfport { ofport: 1, .. })
+        ));
+        let mut dup = vec![spec("a").unwrap(), spec("a=2").unwrap()];
+        assert_eq!(
+            assign_ofports(&mut dup),
+            Err(ConfigError::DuplicatePort("a".into()))
+        );
+    }
+
+    #[test]
+    fn listen_targets() {
+        assert_eq!(
+            parse_listen("ptcp:6653").unwrap().to_string(),
+            "127.0.0.1:6653"
+        );
+        assert_eq!(
+            parse_listen("ptcp:6653:0.0.0.0").unwrap().to_string(),
+            "0.0.0.0:6653"
+        );
+        assert!(parse_listen("tcp:1").is_err());
+        assert!(parse_listen("ptcp:99999").is_err());
+    }
+}

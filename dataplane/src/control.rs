@@ -1,0 +1,270 @@
+//! The seam between the OpenFlow control plane and the packet thread.
+//!
+//! # Design
+//!
+//! The control plane (ofproto connection threads) owns the authoritative
+//! `FlowTables`; the packet thread owns a `Pipeline` replica. Every flow or
+//! group change becomes a list of `Change`s, sent here with a sequence number
+//! over a channel. The packet thread drains the channel between batches, so a
+//! batch of packets always sees one consistent table and never takes a lock
+//! per packet; an ONF bundle commit arrives as one list and is applied in one
+//! step (atomic for packets).
+//!
+//! Barriers: `sync(seq)` blocks until the packet thread reports that it has
+//! applied `seq`. The packet thread may be asleep in `poll(2)`, so `publish`
+//! also writes an eventfd that is part of its poll set.
+//!
+//! Port counters are written only by the packet thread (plain stores of its
+//! private running totals once per batch) and read by the control plane.
+
+use crossbeam::channel::{Receiver, Sender};
+use flowtable::tables::Change;
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use ofproto::{Datapath, PortCounters, PortInfo, PortModError};
+use parking_lot::{Condvar, Mutex};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// OFPPC_* port config bits xbr honours.
+pub mod port_config {
+    pub const PORT_DOWN: u32 = 1 << 0;
+    pub const NO_RECV: u32 = 1 << 2;
+    pub const NO_FWD: u32 = 1 << 5;
+    pub const NO_PACKET_IN: u32 = 1 << 6;
+    pub const ALL: u32 = PORT_DOWN | NO_RECV | NO_FWD | NO_PACKET_IN;
+}
+
+/// OFPPS_LIVE and OFPPS_LINK_DOWN.
+const OFPPS_LINK_DOWN: u32 = 1 << 0;
+const OFPPS_LIVE: u32 = 1 << 2;
+
+/// Counters of one port, published by the packet thread.
+#[derive(Default)]
+pub struct PortStats {
+    pub rx_packets: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    pub rx_dropped: AtomicU64,
+    pub tx_packets: AtomicU64,
+    pub tx_bytes: AtomicU64,
+    pub tx_dropped: AtomicU64,
+    pub rx_errors: AtomicU64,
+    pub tx_errors: AtomicU64,
+}
+
+/// What the control plane knows about a port; shared with the packet thread.
+pub struct PortMeta {
+    pub ofport: u32,
+    pub name: String,
+    pub hw_addr: [u8; 6],
+    /// OFPPC_* bits, set by PORT_MOD, read by the packet thread per batch.
+    pub config: AtomicU32,
+    pub stats: PortStats,
+    pub created: Instant,
+}
+
+impl PortMeta {
+    pub fn new(ofport: u32, name: String, hw_addr: [u8; 6]) -> Self {
+        PortMeta {
+            ofport,
+            name,
+            hw_addr,
+            config: AtomicU32::new(0),
+            stats: PortStats::default(),
+            created: Instant::now(),
+        }
+    }
+}
+
+/// Sequence numbers of published and applied change lists.
+struct SeqState {
+    published: u64,
+    applied: u64,
+}
+
+/// Shared state between ofproto (through [`Datapath`]) and the packet thread.
+pub struct DpShared {
+    datapath_id: u64,
+    ports: Vec<Arc<PortMeta>>,
+    changes: Sender<(u64, Vec<Change>)>,
+    seq: Mutex<SeqState>,
+    applied: Condvar,
+    waker: EventFd,
+}
+
+/// The packet thread's end of the change channel.
+pub struct ChangeReceiver {
+    rx: Receiver<(u64, Vec<Change>)>,
+}
+
+impl ChangeReceiver {
+    /// Non-blocking: the next change list, if any.
+    pub fn try_next(&self) -> Option<(u64, Vec<Change>)> {
+        self.rx.try_recv().ok()
+    }
+}
+
+/// How long a barrier waits for the packet thread before giving up (it only
+/// times out if the packet thread is wedged, which is logged).
+const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl DpShared {
+    pub fn new(
+        datapath_id: u64,
+        ports: Vec<Arc<PortMeta>>,
+    ) -> Result<(Arc<DpShared>, ChangeReceiver), nix::Error> {
+        let (tx, rx) = crossbeam::channel::unbounded();
+        let waker = EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?;
+        let shared = Arc::new(DpShared {
+            datapath_id,
+            ports,
+            changes: tx,
+            seq: Mutex::new(SeqState {
+                published: 0,
+                applied: 0,
+            }),
+            applied: Condvar::new(),
+            waker,
+        });
+        Ok((shared, ChangeReceiver { rx }))
+    }
+
+    pub fn ports(&self) -> &[Arc<PortMeta>] {
+        &self.ports
+    }
+
+    /// The eventfd the packet thread polls to wake up for changes.
+    pub fn waker_fd(&self) -> BorrowedFd<'_> {
+        self.waker.as_fd()
+    }
+
+    /// Wakes the packet thread if it sleeps (changes or shutdown pending).
+    pub fn wake(&self) {
+        // EAGAIN means the counter is already non-zero: it is awake anyway.
+        let _ = self.waker.write(1);
+    }
+
+    /// Packet thread: clears the wakeup eventfd.
+    pub fn drain_waker(&self) {
+        // EAGAIN just means nothing was pending.
+        let _ = self.waker.read();
+    }
+
+    /// Packet thread: everything up to `seq` is now in its replica.
+    pub fn mark_applied(&self, seq: u64) {
+        let mut s = self.seq.lock();
+        if seq > s.applied {
+            s.applied = seq;
+            self.applied.notify_all();
+        }
+    }
+
+    fn port(&self, port_no: u32) -> Option<&Arc<PortMeta>> {
+        self.ports.iter().find(|p| p.ofport == port_no)
+    }
+}
+
+impl Datapath for DpShared {
+    fn datapath_id(&self) -> u64 {
+        self.datapath_id
+    }
+
+    fn ports(&self) -> Vec<PortInfo> {
+        self.ports
+            .iter()
+            .map(|p| {
+                let config = p.config.load(Relaxed);
+                let down = config & port_config::PORT_DOWN != 0;
+                PortInfo {
+                    port_no: p.ofport,
+                    hw_addr: p.hw_addr,
+                    name: p.name.clone(),
+                    config,
+                    state: if down { OFPPS_LINK_DOWN } else { OFPPS_LIVE },
+                    curr_speed: 10_000_000,
+                    max_speed: 0,
+                }
+            })
+            .collect()
+    }
+
+    fn port_stats(&self, port_no: u32) -> Vec<PortCounters> {
+        self.ports
+            .iter()
+            .filter(|p| port_no == flowtable::action::port::ANY || p.ofport == port_no)
+            .map(|p| {
+                let s = &p.stats;
+                PortCounters {
+                    port_no: p.ofport,
+                    rx_packets: s.rx_packets.load(Relaxed),
+                    tx_packets: s.tx_packets.load(Relaxed),
+                    rx_bytes: s.rx_bytes.load(Relaxed),
+                    tx_bytes: s.tx_bytes.load(Relaxed),
+                    rx_dropped: s.rx_dropped.load(Relaxed),
+                    tx_dropped: s.tx_dropped.load(Relaxed),
+                    rx_errors: s.rx_errors.load(Relaxed),
+                    tx_errors: s.tx_errors.load(Relaxed),
+                    duration: p.created.elapsed(),
+                }
+            })
+            .collect()
+    }
+
+    fn port_mod(
+        &self,
+        port_no: u32,
+        hw_addr: [u8; 6],
+        config: u32,
+        mask: u32,
+    ) -> Result<(), PortModError> {
+        let port = self.port(port_no).ok_or(PortModError::BadPort)?;
+        if port.hw_addr != hw_addr {
+            return Err(PortModError::BadHwAddr);
+        }
+        if mask & !port_config::ALL != 0 {
+            return Err(PortModError::Failed(format!(
+                "port config bits {:#x} are not supported",
+                mask & !port_config::ALL
+            )));
+        }
+        let old = port.config.load(Relaxed);
+        port.config.store((old & !mask) | (config & mask), Relaxed);
+        Ok(())
+    }
+
+    fn publish(&self, changes: Vec<Change>) -> u64 {
+        let mut s = self.seq.lock();
+        s.published += 1;
+        let seq = s.published;
+        if changes.is_empty() {
+            // Nothing for the packet thread; count it as applied so a later
+            // barrier does not wait for it.
+            if s.applied + 1 == seq {
+                s.applied = seq;
+            }
+        }
+        // Sending under the lock keeps the channel in sequence order.
+        if self.changes.send((seq, changes)).is_err() {
+            tracing::error!("packet thread is gone; pipeline change {seq} not applied");
+        }
+        drop(s);
+        self.wake();
+        seq
+    }
+
+    fn sync(&self, seq: u64) {
+        let deadline = Instant::now() + SYNC_TIMEOUT;
+        let mut s = self.seq.lock();
+        while s.applied < seq {
+            if self.applied.wait_until(&mut s, deadline).timed_out() {
+                tracing::error!(
+                    "barrier: packet thread has not applied change {seq} after {:?} (at {})",
+                    SYNC_TIMEOUT,
+                    s.applied
+                );
+                return;
+            }
+        }
+    }
+}

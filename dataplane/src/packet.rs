@@ -1,0 +1,266 @@
+//! Flow extraction: one pass over an Ethernet frame that fills a
+//! [`FlowKey`] with every header field the pipeline can match.
+//!
+//! The frame comes straight from a UMEM frame or a TAP read, so nothing in it
+//! is trusted: every read is bounds-checked once, a runt or truncated header
+//! simply ends extraction at the last complete layer (as OVS does: a
+//! truncated TCP header yields an IP flow with zero ports), and nothing here
+//! can panic. No allocation.
+
+use flowtable::key::{Field, FlowKey};
+use flowtable::matching::{
+    ETH_TYPE_ARP, ETH_TYPE_IPV4, IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
+};
+
+pub const ETH_HEADER_LEN: usize = 14;
+pub const ETH_TYPE_VLAN: u16 = 0x8100;
+/// OVS's "VLAN header present" bit in `vlan_tci` (the CFI/DEI position).
+pub const VLAN_CFI: u16 = 0x1000;
+
+/// `ip_frag` bits, as OVS defines them.
+pub const FRAG_ANY: u64 = 1;
+pub const FRAG_LATER: u64 = 2;
+
+/// Byte offsets of the layers found by [`extract`], for header rewrites.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Layers {
+    /// Offset of the L3 header (after Ethernet and an optional 802.1Q tag).
+    pub l3: u16,
+    /// Offset of the L4 header, 0 when there is none (non-IP, later fragment,
+    /// truncated).
+    pub l4: u16,
+}
+
+#[inline(always)]
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+#[inline(always)]
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    let s = b.get(at..at + 4)?;
+    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+#[inline(always)]
+fn mac(b: &[u8], at: usize) -> Option<u64> {
+    let s = b.get(at..at + 6)?;
+    Some(u64::from_be_bytes([
+        0, 0, s[0], s[1], s[2], s[3], s[4], s[5],
+    ]))
+}
+
+/// Fills `key` from `frame` for a packet received on `in_port`. Pipeline
+/// metadata (registers, tunnel, conntrack) is zeroed; a tunnel port sets
+/// `tun_*` after this call. Returns the layer offsets.
+pub fn extract(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
+    *key = FlowKey::zero();
+    key.set(Field::InPort, in_port as u64);
+    let mut layers = Layers::default();
+    let (Some(dst), Some(src), Some(mut eth_type)) =
+        (mac(frame, 0), mac(frame, 6), be16(frame, 12))
+    else {
+        return layers;
+    };
+    key.set(Field::EthDst, dst);
+    key.set(Field::EthSrc, src);
+    let mut l3 = ETH_HEADER_LEN;
+    if eth_type == ETH_TYPE_VLAN {
+        let (Some(tci), Some(inner)) = (be16(frame, 14), be16(frame, 16)) else {
+            return layers;
+        };
+        key.set(Field::VlanTci, (tci | VLAN_CFI) as u64);
+        eth_type = inner;
+        l3 += 4;
+    }
+    key.set(Field::EthType, eth_type as u64);
+    layers.l3 = l3 as u16;
+    match eth_type {
+        ETH_TYPE_IPV4 => extract_ipv4(frame, l3, key, &mut layers),
+        ETH_TYPE_ARP => extract_arp(frame, l3, key),
+        _ => {}
+    }
+    layers
+}
+
+fn extract_ipv4(frame: &[u8], l3: usize, key: &mut FlowKey, layers: &mut Layers) {
+    let Some(ip) = frame.get(l3..l3 + 20) else {
+        return;
+    };
+    if ip[0] >> 4 != 4 {
+        return;
+    }
+    let ihl = ((ip[0] & 0x0f) as usize) * 4;
+    if ihl < 20 || frame.len() < l3 + ihl {
+        return;
+    }
+    key.set(Field::IpDscp, (ip[1] >> 2) as u64);
+    key.set(Field::IpEcn, (ip[1] & 3) as u64);
+    key.set(Field::IpTtl, ip[8] as u64);
+    key.set(Field::IpProto, ip[9] as u64);
+    key.set(
+        Field::IpSrc,
+        u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]) as u64,
+    );
+    key.set(
+        Field::IpDst,
+        u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]) as u64,
+    );
+    let frag = u16::from_be_bytes([ip[6], ip[7]]);
+    let more_fragments = frag & 0x2000 != 0;
+    let offset = frag & 0x1fff;
+    if offset != 0 {
+        key.set(Field::IpFrag, FRAG_ANY | FRAG_LATER);
+        return;
+    }
+    if more_fragments {
+        key.set(Field::IpFrag, FRAG_ANY);
+    }
+    let l4 = l3 + ihl;
+    match ip[9] {
+        IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP => {
+            if let (Some(sp), Some(dp)) = (be16(frame, l4), be16(frame, l4 + 2)) {
+                key.set(Field::TpSrc, sp as u64);
+                key.set(Field::TpDst, dp as u64);
+                layers.l4 = l4 as u16;
+            }
+        }
+        IP_PROTO_ICMP => {
+            if let (Some(t), Some(c)) = (frame.get(l4), frame.get(l4 + 1)) {
+                key.set(Field::IcmpType, *t as u64);
+                key.set(Field::IcmpCode, *c as u64);
+                layers.l4 = l4 as u16;
+            }
+        }
+        _ => {}
+    }
+}
+
+fn extract_arp(frame: &[u8], l3: usize, key: &mut FlowKey) {
+    // Only Ethernet/IPv4 ARP has the fields OpenFlow names (htype 1, ptype
+    // 0x0800, hlen 6, plen 4).
+    let (Some(htype), Some(ptype)) = (be16(frame, l3), be16(frame, l3 + 2)) else {
+        return;
+    };
+    let (Some(&hlen), Some(&plen)) = (frame.get(l3 + 4), frame.get(l3 + 5)) else {
+        return;
+    };
+    if htype != 1 || ptype != ETH_TYPE_IPV4 || hlen != 6 || plen != 4 {
+        return;
+    }
+    let (Some(op), Some(sha), Some(spa), Some(tha), Some(tpa)) = (
+        be16(frame, l3 + 6),
+        mac(frame, l3 + 8),
+        be32(frame, l3 + 14),
+        mac(frame, l3 + 18),
+        be32(frame, l3 + 24),
+    ) else {
+        return;
+    };
+    // OVS keeps only the low byte of the opcode (it shares nw_proto).
+    if op <= 0xff {
+        key.set(Field::ArpOp, op as u64);
+    }
+    key.set(Field::ArpSha, sha);
+    key.set(Field::ArpSpa, spa as u64);
+    key.set(Field::ArpTha, tha);
+    key.set(Field::ArpTpa, tpa as u64);
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A UDP/IPv4 frame 0a:58:0a:80:00:02 -> :03, 10.128.0.2:1234 -> .3:5678.
+    pub(crate) fn udp_frame() -> Vec<u8> {
+        let mut f = vec![
+            0x0a, 0x58, 0x0a, 0x80, 0x00, 0x03, 0x0a, 0x58, 0x0a, 0x80, 0x00, 0x02, 0x08, 0x00,
+        ];
+        let payload = [0u8; 18];
+        let total = 20 + 8 + payload.len();
+        f.extend_from_slice(&[0x45, 0x00]);
+        f.extend_from_slice(&(total as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 1, 0x40, 0, 64, 17, 0, 0]);
+        f.extend_from_slice(&[10, 128, 0, 2, 10, 128, 0, 3]);
+        let csum = crate::rewrite::ipv4_header_checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&csum.to_be_bytes());
+        f.extend_from_slice(&1234u16.to_be_bytes());
+        f.extend_from_slice(&5678u16.to_be_bytes());
+        f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(&payload);
+        f
+    }
+
+    #[test]
+    fn udp_fields() {
+        let mut k = FlowKey::zero();
+        let l = extract(&udp_frame(), 7, &mut k);
+        assert_eq!(k.get(Field::InPort), 7);
+        assert_eq!(k.get(Field::EthType), 0x0800);
+        assert_eq!(k.get(Field::EthSrc), 0x0a58_0a80_0002);
+        assert_eq!(k.get(Field::IpSrc), 0x0a80_0002);
+        assert_eq!(k.get(Field::IpDst), 0x0a80_0003);
+        assert_eq!(k.get(Field::IpProto), 17);
+        assert_eq!(k.get(Field::IpTtl), 64);
+        assert_eq!(k.get(Field::TpSrc), 1234);
+        assert_eq!(k.get(Field::TpDst), 5678);
+        assert_eq!(l, Layers { l3: 14, l4: 34 });
+    }
+
+    #[test]
+    fn arp_fields() {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&[0x0a, 0x58, 0x0a, 0x80, 0x00, 0x02, 0x08, 0x06]);
+        f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+        f.extend_from_slice(&[0x0a, 0x58, 0x0a, 0x80, 0x00, 0x02, 10, 128, 0, 2]);
+        f.extend_from_slice(&[0, 0, 0, 0, 0, 0, 10, 128, 0, 1]);
+        let mut k = FlowKey::zero();
+        extract(&f, 3, &mut k);
+        assert_eq!(k.get(Field::EthType), 0x0806);
+        assert_eq!(k.get(Field::ArpOp), 1);
+        assert_eq!(k.get(Field::ArpSpa), 0x0a80_0002);
+        assert_eq!(k.get(Field::ArpTpa), 0x0a80_0001);
+        assert_eq!(k.get(Field::ArpSha), 0x0a58_0a80_0002);
+    }
+
+    #[test]
+    fn later_fragment_has_no_ports() {
+        let mut f = udp_frame();
+        f[20] = 0x00;
+        f[21] = 0x10; // offset 16*8
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert_eq!(k.get(Field::IpFrag), FRAG_ANY | FRAG_LATER);
+        assert_eq!(k.get(Field::TpSrc), 0);
+        assert_eq!(l.l4, 0);
+    }
+
+    #[test]
+    fn every_truncation_is_handled() {
+        let full = udp_frame();
+        for len in 0..full.len() {
+            let mut k = FlowKey::zero();
+            let l = extract(&full[..len], 1, &mut k);
+            if len < 34 {
+                assert_eq!(k.get(Field::IpSrc), 0, "len {len}");
+            }
+            if len < 38 {
+                assert_eq!(l.l4, 0, "len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn vlan_tag() {
+        let base = udp_frame();
+        let mut f = base[..12].to_vec();
+        f.extend_from_slice(&[0x81, 0x00, 0x00, 0x0a]);
+        f.extend_from_slice(&base[12..]);
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert_eq!(k.get(Field::VlanTci), 0x100a);
+        assert_eq!(k.get(Field::TpDst), 5678);
+        assert_eq!(l.l3, 18);
+    }
+}

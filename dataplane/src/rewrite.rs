@@ -1,0 +1,256 @@
+//! Header rewrites for `set_field`/`load`/`move` on packet fields, with
+//! incremental checksum updates (RFC 1624) so a rewrite costs a few adds
+//! instead of a pass over the payload.
+//!
+//! The frame was parsed by [`crate::packet::extract`], whose [`Layers`] say
+//! where each header starts; a field whose header the packet does not carry
+//! is left alone (OpenFlow prerequisites make that a controller error, not a
+//! packet error).
+
+use crate::packet::{Layers, ETH_TYPE_VLAN};
+use flowtable::key::Field;
+use flowtable::matching::{IP_PROTO_TCP, IP_PROTO_UDP};
+
+/// Folds a 32-bit one's-complement sum into 16 bits.
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Full IPv4 header checksum (the checksum field itself must be zero or is
+/// skipped by the caller).
+pub fn ipv4_header_checksum(header: &[u8]) -> u16 {
+    let mut sum = 0u32;
+    for (i, pair) in header.chunks(2).enumerate() {
+        if i == 5 {
+            continue;
+        }
+        let hi = pair[0] as u32;
+        let lo = pair.get(1).copied().unwrap_or(0) as u32;
+        sum += (hi << 8) | lo;
+    }
+    !fold(sum)
+}
+
+/// RFC 1624 eqn. 3: the new checksum after a 16-bit word changes from `old`
+/// to `new`.
+fn csum_replace16(csum: u16, old: u16, new: u16) -> u16 {
+    let sum = (!csum as u32) + (!old as u32) + (new as u32);
+    !fold(sum)
+}
+
+fn csum_replace32(csum: u16, old: u32, new: u32) -> u16 {
+    let c = csum_replace16(csum, (old >> 16) as u16, (new >> 16) as u16);
+    csum_replace16(c, old as u16, new as u16)
+}
+
+fn read16(f: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?]))
+}
+
+fn write16(f: &mut [u8], at: usize, v: u16) -> Option<()> {
+    f.get_mut(at..at + 2)?.copy_from_slice(&v.to_be_bytes());
+    Some(())
+}
+
+fn read32(f: &[u8], at: usize) -> Option<u32> {
+    let s = f.get(at..at + 4)?;
+    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+/// Where the L4 checksum lives, if the packet has one to maintain.
+fn l4_checksum_at(frame: &[u8], layers: Layers) -> Option<usize> {
+    if layers.l4 == 0 {
+        return None;
+    }
+    let proto = *frame.get(layers.l3 as usize + 9)?;
+    let l4 = layers.l4 as usize;
+    match proto {
+        IP_PROTO_TCP => Some(l4 + 16),
+        // A zero UDP checksum means "none" and must stay zero.
+        IP_PROTO_UDP if read16(frame, l4 + 6)? != 0 => Some(l4 + 6),
+        _ => None,
+    }
+}
+
+fn set_ipv4_addr(frame: &mut [u8], layers: Layers, at: usize, new: u32) -> Option<()> {
+    let l3 = layers.l3 as usize;
+    let old = read32(frame, l3 + at)?;
+    if old == new {
+        return Some(());
+    }
+    frame
+        .get_mut(l3 + at..l3 + at + 4)?
+        .copy_from_slice(&new.to_be_bytes());
+    let ip_csum = read16(frame, l3 + 10)?;
+    write16(frame, l3 + 10, csum_replace32(ip_csum, old, new))?;
+    // The pseudo-header covers the addresses.
+    if let Some(c) = l4_checksum_at(frame, layers) {
+        let l4c = read16(frame, c)?;
+        let mut updated = csum_replace32(l4c, old, new);
+        if updated == 0 && c == layers.l4 as usize + 6 {
+            updated = 0xffff; // UDP transmits a computed zero as all ones
+        }
+        write16(frame, c, updated)?;
+    }
+    Some(())
+}
+
+fn set_l4_port(frame: &mut [u8], layers: Layers, at: usize, new: u16) -> Option<()> {
+    if layers.l4 == 0 {
+        return None;
+    }
+    let pos = layers.l4 as usize + at;
+    let old = read16(frame, pos)?;
+    write16(frame, pos, new)?;
+    if let Some(c) = l4_checksum_at(frame, layers) {
+        let l4c = read16(frame, c)?;
+        write16(frame, c, csum_replace16(l4c, old, new))?;
+    }
+    Some(())
+}
+
+/// Rewrites byte 1 (TOS) or 8..9 (TTL/proto) of the IPv4 header, keeping
+/// the header checksum right.
+fn set_ipv4_word(frame: &mut [u8], layers: Layers, word_at: usize, new_word: u16) -> Option<()> {
+    let l3 = layers.l3 as usize;
+    let old = read16(frame, l3 + word_at)?;
+    write16(frame, l3 + word_at, new_word)?;
+    let ip_csum = read16(frame, l3 + 10)?;
+    write16(frame, l3 + 10, csum_replace16(ip_csum, old, new_word))
+}
+
+/// Applies one header rewrite. Returns `false` when the packet does not have
+/// the header the field lives in (the rewrite is skipped).
+pub fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u64) -> bool {
+    let mac = |v: u64| {
+        let b = v.to_be_bytes();
+        [b[2], b[3], b[4], b[5], b[6], b[7]]
+    };
+    let l3 = layers.l3 as usize;
+    let done = match field {
+        Field::EthDst => frame.get_mut(0..6).map(|d| d.copy_from_slice(&mac(value))),
+        Field::EthSrc => frame.get_mut(6..12).map(|d| d.copy_from_slice(&mac(value))),
+        Field::VlanTci => {
+            // Rewriting an existing tag only; push/pop are separate actions.
+            if read16(frame, 12) == Some(ETH_TYPE_VLAN) {
+                write16(frame, 14, (value as u16) & !crate::packet::VLAN_CFI)
+            } else {
+                None
+            }
+        }
+        Field::IpSrc | Field::IpDst | Field::IpDscp | Field::IpEcn | Field::IpTtl
+            if layers.l3 != 0 && read16(frame, l3 - 2) == Some(0x0800) =>
+        {
+            match field {
+                Field::IpSrc => set_ipv4_addr(frame, layers, 12, value as u32),
+                Field::IpDst => set_ipv4_addr(frame, layers, 16, value as u32),
+                Field::IpTtl => read16(frame, l3 + 8).and_then(|w| {
+                    set_ipv4_word(frame, layers, 8, (w & 0x00ff) | ((value as u16) << 8))
+                }),
+                Field::IpDscp => read16(frame, l3).and_then(|w| {
+                    set_ipv4_word(
+                        frame,
+                        layers,
+                        0,
+                        (w & 0xff03) | (((value as u16) & 0x3f) << 2),
+                    )
+                }),
+                _ => read16(frame, l3).and_then(|w| {
+                    set_ipv4_word(frame, layers, 0, (w & 0xfffc) | ((value as u16) & 3))
+                }),
+            }
+        }
+        Field::ArpSpa | Field::ArpTpa | Field::ArpSha | Field::ArpTha | Field::ArpOp
+            if layers.l3 != 0 && read16(frame, l3 - 2) == Some(0x0806) =>
+        {
+            match field {
+                Field::ArpOp => write16(frame, l3 + 6, value as u16),
+                Field::ArpSha => frame
+                    .get_mut(l3 + 8..l3 + 14)
+                    .map(|d| d.copy_from_slice(&mac(value))),
+                Field::ArpSpa => frame
+                    .get_mut(l3 + 14..l3 + 18)
+                    .map(|d| d.copy_from_slice(&(value as u32).to_be_bytes())),
+                Field::ArpTha => frame
+                    .get_mut(l3 + 18..l3 + 24)
+                    .map(|d| d.copy_from_slice(&mac(value))),
+                _ => frame
+                    .get_mut(l3 + 24..l3 + 28)
+                    .map(|d| d.copy_from_slice(&(value as u32).to_be_bytes())),
+            }
+        }
+        Field::TpSrc => set_l4_port(frame, layers, 0, value as u16),
+        Field::TpDst => set_l4_port(frame, layers, 2, value as u16),
+        _ => None,
+    };
+    done.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::{extract, tests::udp_frame};
+    use flowtable::key::FlowKey;
+
+    /// Full UDP checksum over pseudo-header and datagram, for checking the
+    /// incremental updates.
+    fn udp_checksum(f: &[u8]) -> u16 {
+        let mut sum = 0u32;
+        let mut add = |b: &[u8]| {
+            for pair in b.chunks(2) {
+                sum += ((pair[0] as u32) << 8) | pair.get(1).copied().unwrap_or(0) as u32;
+            }
+        };
+        add(&f[26..34]);
+        add(&[0, 17]);
+        add(&f[38..40]);
+        let mut seg = f[34..].to_vec();
+        seg[6] = 0;
+        seg[7] = 0;
+        add(&seg);
+        !fold(sum)
+    }
+
+    #[test]
+    fn address_and_port_rewrites_keep_checksums_valid() {
+        let mut f = udp_frame();
+        let c = udp_checksum(&f);
+        f[40..42].copy_from_slice(&c.to_be_bytes());
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert!(set_field(&mut f, l, Field::IpDst, 0xac1e_0001));
+        assert!(set_field(&mut f, l, Field::TpDst, 80));
+        assert!(set_field(&mut f, l, Field::IpTtl, 3));
+        assert!(set_field(&mut f, l, Field::EthDst, 0x0a58_0000_0001));
+        assert_eq!(ipv4_header_checksum(&f[14..34]), read16(&f, 24).unwrap());
+        assert_eq!(udp_checksum(&f), read16(&f, 40).unwrap());
+        extract(&f, 1, &mut k);
+        assert_eq!(k.get(Field::IpDst), 0xac1e_0001);
+        assert_eq!(k.get(Field::TpDst), 80);
+        assert_eq!(k.get(Field::IpTtl), 3);
+        assert_eq!(k.get(Field::EthDst), 0x0a58_0000_0001);
+    }
+
+    #[test]
+    fn zero_udp_checksum_stays_zero() {
+        let mut f = udp_frame();
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert!(set_field(&mut f, l, Field::IpSrc, 0x0101_0101));
+        assert_eq!(read16(&f, 40), Some(0));
+    }
+
+    #[test]
+    fn missing_headers_are_skipped() {
+        let mut f = udp_frame();
+        f.truncate(20);
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert!(!set_field(&mut f, l, Field::IpDst, 1));
+        assert!(!set_field(&mut f, l, Field::TpDst, 1));
+        assert!(set_field(&mut f, l, Field::EthSrc, 1));
+    }
+}
