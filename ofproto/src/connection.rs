@@ -282,7 +282,10 @@ impl<R: Read, W: Write> Connection<R, W> {
                 .map(multipart::table_stats_entry)
                 .collect(),
             MultipartRequest::PortStats(p) => {
-                let stats = self.bridge.datapath().port_stats(p);
+                let mut stats = self.bridge.datapath().port_stats(p);
+                for s in &mut stats {
+                    s.duration = millisecond_duration(s.duration);
+                }
                 if stats.is_empty() && p != port::ANY {
                     let e = WireError::BadRequest(err::BRC_BAD_PORT, format!("no port {p}"));
                     return self.send_error(&e, xid, raw);
@@ -320,7 +323,7 @@ impl<R: Read, W: Write> Connection<R, W> {
                 let mut out = Vec::with_capacity(128);
                 FlowStatsEntry {
                     table_id: r.table_id,
-                    duration: r.installed.elapsed(),
+                    duration: millisecond_duration(r.installed.elapsed()),
                     priority: r.priority,
                     idle_timeout: r.idle_timeout,
                     hard_timeout: r.hard_timeout,
@@ -383,4 +386,10 @@ fn read_full_or_eof(r: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// Durations as OVS reports them: whole milliseconds, so `dump-flows`
+/// prints `duration=1.234s` as it does against ovs-vswitchd.
+pub(crate) fn millisecond_duration(d: std::time::Duration) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -23,6 +23,15 @@ fn add_dump_delete_flows() {
     h.ok(&["add-flow", &t, "table=253,actions=note:02.0d"]);
     h.ok(&["add-flow", &t, "table=10,priority=50,actions=resubmit:10"]);
     let dump = h.ok(&["dump-flows", &t]);
+    // OVS reports durations in whole milliseconds.
+    for line in dump.lines().filter(|l| l.contains("duration=")) {
+        let d = line
+            .split("duration=")
+            .nth(1)
+            .and_then(|r| r.split('s').next());
+        let decimals = d.and_then(|d| d.split('.').nth(1)).map_or(0, str::len);
+        assert!(decimals <= 3, "{line}");
+    }
     let lines = normalise_dump(&dump);
     assert!(
         lines.contains(&"cookie=0x0, table=0, in_port=1 actions=output:2".to_string()),
