@@ -105,6 +105,13 @@ impl RunningBridge {
         // Signals first, so a SIGTERM during start-up is not lost.
         let signals = Signals::new([SIGINT, SIGTERM]).map_err(BridgeError::Signals)?;
 
+        // Refuse before attaching anything if a live switch owns the socket
+        // (Server::start checks again, race-free enough for one host).
+        let mgmt = config.rundir.join(format!("{}.mgmt", config.name));
+        if std::os::unix::net::UnixStream::connect(&mgmt).is_ok() {
+            return Err(BridgeError::Server(ofproto::OfprotoError::InUse(mgmt)));
+        }
+
         // Ports: opened all or nothing (a failure drops the ones opened).
         let opened = ports::open_ports(&config.ports)?;
         let metas = opened.ports.iter().map(|(m, _)| m.clone()).collect();
@@ -148,7 +155,6 @@ impl RunningBridge {
         };
 
         let bridge = Bridge::new(shared.clone());
-        let mgmt = config.rundir.join(format!("{}.mgmt", config.name));
         let server = match Server::start(bridge, &mgmt, config.listen.first().copied()) {
             Ok(s) => s,
             Err(e) => {

@@ -10,6 +10,8 @@ pub enum OfprotoError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{0} is served by another running switch")]
+    InUse(PathBuf),
     #[error("cannot listen on tcp {addr}: {source}")]
     Tcp {
         addr: std::net::SocketAddr,

@@ -119,7 +119,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Listens on `unix_path` (mode 0600, a stale socket file is replaced)
+    /// Listens on `unix_path` (mode 0600; a stale socket file is replaced, a live one is
+    /// an error)
     /// and, if given, on `tcp`.
     pub fn start(
         bridge: Arc<Bridge>,
@@ -130,6 +131,12 @@ impl Server {
             path: unix_path.to_path_buf(),
             source,
         };
+        // A socket file someone still accepts on belongs to a live switch
+        // (another xbr, or ovs-vswitchd): taking it over would cut that
+        // switch off from its controller.
+        if std::os::unix::net::UnixStream::connect(unix_path).is_ok() {
+            return Err(OfprotoError::InUse(unix_path.to_path_buf()));
+        }
         match std::fs::remove_file(unix_path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
