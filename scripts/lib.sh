@@ -1,0 +1,32 @@
+# shellcheck shell=bash
+# Shared by .ci/run and scripts/*. Source it; do not run it.
+
+# Everything building and testing xbr needs on Debian 12, besides a Rust
+# toolchain: clang/llvm/libelf/zlib/pkg-config/make build the XDP program
+# and libbpf; ovs-ofctl is the OpenFlow client under test; the rest are the
+# tools the tests and the demo drive.
+XBR_PACKAGES=(
+    clang llvm libelf-dev zlib1g-dev pkg-config make
+    openvswitch-common iproute2 tcpdump ethtool iputils-ping python3
+)
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+require_root() {
+    [ "$(id -u)" -eq 0 ] || die "$1 needs root (network namespaces, veth pairs, XDP); try: sudo $1"
+}
+
+install_packages() {
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y "${XBR_PACKAGES[@]}"
+}
+
+# The cargo target directory (honours CARGO_TARGET_DIR like cargo does).
+target_dir() {
+    local dir=${CARGO_TARGET_DIR:-target}
+    case $dir in
+        /*) echo "$dir" ;;
+        *) echo "$PWD/$dir" ;;
+    esac
+}

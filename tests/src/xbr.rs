@@ -1,0 +1,395 @@
+//! Running the `xbr` binary under test, and talking to it with `ovs-ofctl`.
+
+use crate::cmd::{describe, run_timeout, CmdOutput};
+use crate::netns::{unique_tag, NAME_PREFIX};
+use crate::{require_root, require_tool, HarnessError, Result, CMD_TIMEOUT};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::fs::{DirBuilder, File};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The bridge name every test uses; ovs-ofctl finds `RUNDIR/br0.mgmt`.
+pub const BRIDGE: &str = "br0";
+/// Bound on xbr's start-up (loading BPF, attaching XDP, AF_XDP sockets),
+/// generous because the test machine is small and shared.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// Bound on a clean shutdown after SIGTERM/SIGINT before SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_millis(20);
+
+/// A private directory `/tmp/xbrt-run-<tag>` (mode 0700), removed on drop.
+pub struct RunDir {
+    path: PathBuf,
+}
+
+impl RunDir {
+    pub fn new() -> Result<Self> {
+        let path = std::env::temp_dir().join(format!("{NAME_PREFIX}-run-{}", unique_tag()));
+        DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| HarnessError::io(format!("creating {}", path.display()), e))?;
+        Ok(RunDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where xbr serves OpenFlow for [`BRIDGE`].
+    pub fn mgmt_path(&self) -> PathBuf {
+        self.path.join(format!("{BRIDGE}.mgmt"))
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            eprintln!("warning: removing {}: {e}", self.path.display());
+        }
+    }
+}
+
+/// A running `xbr run --bridge br0 --rundir <private dir> ...`.
+///
+/// Its stdout and stderr go to a log file in the run directory, shown in
+/// start-up errors, by [`Xbr::log`], and on stderr when a test panics while
+/// the guard is alive. Drop stops it with SIGTERM (SIGKILL after a bound).
+pub struct Xbr {
+    child: Option<Child>,
+    command: String,
+    log_path: PathBuf,
+    // Dropped last: the log lives in it.
+    rundir: RunDir,
+}
+
+fn is_socket(path: &Path) -> bool {
+    std::fs::symlink_metadata(path)
+        .map(|m| m.file_type().is_socket())
+        .unwrap_or(false)
+}
+
+fn signal_child(child: &Child, signal: Signal) -> Result<()> {
+    let pid = i32::try_from(child.id())
+        .map_err(|_| HarnessError::Unexpected(format!("pid {} out of range", child.id())))?;
+    kill(Pid::from_raw(pid), signal)
+        .map_err(|e| HarnessError::io(format!("sending {signal} to xbr ({pid})"), e.into()))
+}
+
+/// Waits at most `timeout` for `child` to exit.
+fn wait_bounded(child: &mut Child, timeout: Duration) -> Result<Option<ExitStatus>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| HarnessError::io("waiting for xbr", e))?
+        {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Spawns `cmd` with stdout and stderr appended to `log_path`.
+fn spawn_logged(cmd: &mut Command, command: &str, log_path: &Path) -> Result<Child> {
+    let log = File::options()
+        .create(true)
+        .append(true)
+        .open(log_path)
+        .map_err(|e| HarnessError::io(format!("opening {}", log_path.display()), e))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| HarnessError::io("duplicating the log file", e))?;
+    cmd.stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .spawn()
+        .map_err(|source| HarnessError::Spawn {
+            command: command.to_string(),
+            source,
+        })
+}
+
+impl Xbr {
+    /// The binary under test: `$XBR_BIN`, else `xbr` next to the running
+    /// test's profile directory (`<target>/<profile>/deps/<test>` ->
+    /// `<target>/<profile>/xbr`), where `cargo build -p dataplane --bin xbr`
+    /// puts it. A test cannot make cargo build another package's binary,
+    /// so the build is a separate step (see `scripts/test`).
+    pub fn binary() -> Result<PathBuf> {
+        if let Some(p) = std::env::var_os("XBR_BIN") {
+            let path = PathBuf::from(p);
+            return if path.is_file() {
+                Ok(path)
+            } else {
+                Err(HarnessError::XbrNotBuilt { path })
+            };
+        }
+        let exe = std::env::current_exe()
+            .map_err(|e| HarnessError::io("locating the test executable", e))?;
+        let profile_dir = exe
+            .parent()
+            .filter(|d| d.ends_with("deps"))
+            .and_then(Path::parent)
+            .or_else(|| exe.parent())
+            .ok_or_else(|| HarnessError::Unexpected(format!("{} has no parent", exe.display())))?;
+        let path = profile_dir.join("xbr");
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(HarnessError::XbrNotBuilt { path })
+        }
+    }
+
+    fn base_command(rundir: &RunDir) -> Result<Command> {
+        require_root()?;
+        let mut cmd = Command::new(Self::binary()?);
+        cmd.arg("run")
+            .arg("--bridge")
+            .arg(BRIDGE)
+            .arg("--rundir")
+            .arg(rundir.path());
+        Ok(cmd)
+    }
+
+    /// Starts xbr with `args` after `run --bridge br0 --rundir DIR` and
+    /// waits until its management socket exists.
+    pub fn start(args: &[&str]) -> Result<Self> {
+        let rundir = RunDir::new()?;
+        let mut cmd = Self::base_command(&rundir)?;
+        cmd.args(args);
+        let command = describe(&cmd);
+        let log_path = rundir.path().join("xbr.log");
+        let child = spawn_logged(&mut cmd, &command, &log_path)?;
+        let mut xbr = Xbr {
+            child: Some(child),
+            command,
+            log_path,
+            rundir,
+        };
+        xbr.wait_ready()?;
+        Ok(xbr)
+    }
+
+    /// Starts xbr again with `args`, in the same run directory (where a
+    /// killed xbr may have left its socket file), once the previous one
+    /// has exited. Its output is appended to the same log.
+    pub fn restart(&mut self, args: &[&str]) -> Result<()> {
+        if self.is_running() {
+            return Err(HarnessError::Unexpected(
+                "restart while xbr is still running".into(),
+            ));
+        }
+        self.child = None;
+        let mut cmd = Self::base_command(&self.rundir)?;
+        cmd.args(args);
+        self.command = describe(&cmd);
+        self.child = Some(spawn_logged(&mut cmd, &self.command, &self.log_path)?);
+        self.wait_ready()
+    }
+
+    /// A second xbr on this one's run directory, for arguments that should
+    /// make it exit (bounded by `timeout`).
+    pub fn run_beside(&self, args: &[&str], timeout: Duration) -> Result<CmdOutput> {
+        let mut cmd = Self::base_command(&self.rundir)?;
+        cmd.args(args);
+        run_timeout(&mut cmd, timeout)
+    }
+
+    /// Starts xbr with one `--port NAME=OFPORT` per entry.
+    pub fn with_ports(ports: &[(&str, u32)]) -> Result<Self> {
+        let specs: Vec<String> = ports.iter().map(|(n, p)| format!("{n}={p}")).collect();
+        let mut args = Vec::with_capacity(specs.len() * 2);
+        for spec in &specs {
+            args.push("--port");
+            args.push(spec.as_str());
+        }
+        Self::start(&args)
+    }
+
+    fn wait_ready(&mut self) -> Result<()> {
+        let mgmt = self.mgmt_path();
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let Some(child) = self.child.as_mut() else {
+                return Err(HarnessError::Unexpected("xbr was already stopped".into()));
+            };
+            if let Some(status) = child.try_wait().ok().flatten() {
+                self.child = None;
+                return Err(HarnessError::XbrStart {
+                    reason: format!("`{}` exited early ({status})", self.command),
+                    log: self.log(),
+                });
+            }
+            // Accepting, not merely present: a killed xbr leaves a stale
+            // socket file behind.
+            if is_socket(&mgmt) && UnixStream::connect(&mgmt).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(HarnessError::XbrStart {
+                    reason: format!(
+                        "{} did not appear within {} s of `{}`",
+                        mgmt.display(),
+                        START_TIMEOUT.as_secs(),
+                        self.command
+                    ),
+                    log: self.log(),
+                });
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Runs `xbr run --bridge br0 --rundir DIR args...` in a fresh run
+    /// directory, for arguments that should make it exit (bounded by
+    /// `timeout`). The run directory is returned so the caller can check
+    /// what xbr left in it.
+    pub fn run_once(args: &[&str], timeout: Duration) -> Result<(CmdOutput, RunDir)> {
+        let rundir = RunDir::new()?;
+        let mut cmd = Self::base_command(&rundir)?;
+        cmd.args(args);
+        let out = run_timeout(&mut cmd, timeout)?;
+        Ok((out, rundir))
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    pub fn rundir(&self) -> &Path {
+        self.rundir.path()
+    }
+
+    pub fn mgmt_path(&self) -> PathBuf {
+        self.rundir.mgmt_path()
+    }
+
+    /// Everything xbr wrote to stdout and stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read(&self.log_path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_else(|e| format!("(cannot read {}: {e})", self.log_path.display()))
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Sends `signal` and waits (bounded) for xbr to exit; SIGKILLs it and
+    /// fails if it does not.
+    pub fn stop(&mut self, signal: Signal) -> Result<ExitStatus> {
+        let mut child = self
+            .child
+            .take()
+            .ok_or_else(|| HarnessError::Unexpected("xbr was already stopped".into()))?;
+        if let Some(status) = child.try_wait().ok().flatten() {
+            return Ok(status);
+        }
+        signal_child(&child, signal)?;
+        if let Some(status) = wait_bounded(&mut child, STOP_TIMEOUT)? {
+            return Ok(status);
+        }
+        // Fails only if it exited in between; wait() reaps it either way.
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(HarnessError::Unexpected(format!(
+            "xbr did not exit within {} s of {signal}; killed it. Log:\n{}",
+            STOP_TIMEOUT.as_secs(),
+            self.log()
+        )))
+    }
+
+    /// Runs `ovs-ofctl -O OpenFlow13 args...` against this xbr.
+    pub fn ofctl(&self, args: &[&str]) -> Result<CmdOutput> {
+        require_tool("ovs-ofctl")?;
+        let mut cmd = Command::new("ovs-ofctl");
+        cmd.args(["-O", "OpenFlow13"])
+            .args(args)
+            .env("OVS_RUNDIR", self.rundir.path());
+        run_timeout(&mut cmd, CMD_TIMEOUT)
+    }
+
+    /// Like [`Xbr::ofctl`], but a failure is an error that includes xbr's
+    /// log; returns stdout.
+    pub fn ofctl_ok(&self, args: &[&str]) -> Result<String> {
+        let out = self.ofctl(args)?;
+        if out.success() {
+            return Ok(out.stdout);
+        }
+        let mut out = out;
+        out.stderr.push_str("\n--- xbr log:\n");
+        out.stderr.push_str(&self.log());
+        Err(out.into_error())
+    }
+
+    /// `ovs-ofctl add-flow br0 FLOW`.
+    pub fn add_flow(&self, flow: &str) -> Result<()> {
+        self.ofctl_ok(&["add-flow", BRIDGE, flow]).map(drop)
+    }
+
+    /// `ovs-ofctl dump-flows br0`.
+    pub fn dump_flows(&self) -> Result<String> {
+        self.ofctl_ok(&["dump-flows", BRIDGE])
+    }
+}
+
+impl Drop for Xbr {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- log of `{}`:\n{}--- end of xbr log",
+                self.command,
+                self.log()
+            );
+        }
+        if self.child.is_some() {
+            if let Err(e) = self.stop(Signal::SIGTERM) {
+                eprintln!("warning: {e}");
+            }
+        }
+    }
+}
+
+/// `n_packets` of the flow in `ovs-ofctl dump-flows` output whose line has
+/// `token` (e.g. `in_port=1`) as a whole comma/space separated item; `None`
+/// if no line has it.
+pub fn flow_n_packets(dump: &str, token: &str) -> Option<u64> {
+    dump.lines()
+        .find(|line| line.split([',', ' ']).any(|item| item == token))
+        .and_then(|line| {
+            line.split([',', ' '])
+                .find_map(|item| item.strip_prefix("n_packets="))
+                .and_then(|n| n.parse().ok())
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flow_n_packets;
+
+    const DUMP: &str = "\
+ cookie=0x0, duration=3.1s, table=0, n_packets=10002, n_bytes=980196, in_port=1 actions=output:2
+ cookie=0x0, duration=3.1s, table=0, n_packets=7, n_bytes=294, in_port=10 actions=output:1
+ cookie=0x0, duration=3.1s, table=0, n_packets=3, n_bytes=126, priority=5,in_port=2 actions=output:1
+";
+
+    #[test]
+    fn finds_the_flow_by_whole_token() {
+        assert_eq!(flow_n_packets(DUMP, "in_port=1"), Some(10002));
+        assert_eq!(flow_n_packets(DUMP, "in_port=10"), Some(7));
+        assert_eq!(flow_n_packets(DUMP, "in_port=2"), Some(3));
+        assert_eq!(flow_n_packets(DUMP, "in_port=3"), None);
+        assert_eq!(flow_n_packets("", "in_port=1"), None);
+    }
+}
