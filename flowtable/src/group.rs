@@ -3,29 +3,10 @@
 
 use crate::action::Bucket;
 use crate::flow_mod::GroupType;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-#[derive(Debug, Default)]
-pub struct GroupStats {
-    pub packets: AtomicU64,
-    pub bytes: AtomicU64,
-}
-
-impl GroupStats {
-    /// `(packets, bytes)` as of now.
-    pub fn read(&self) -> (u64, u64) {
-        (
-            self.packets.load(Ordering::Relaxed),
-            self.bytes.load(Ordering::Relaxed),
-        )
-    }
-
-    pub(crate) fn count(&self, bytes: u32) {
-        self.packets.fetch_add(1, Ordering::Relaxed);
-        self.bytes.fetch_add(u64::from(bytes), Ordering::Relaxed);
-    }
-}
+/// A group's counters: the same packet/byte pair as a flow's.
+pub type GroupStats = crate::rule::RuleStats;
 
 #[derive(Debug)]
 pub struct Group {

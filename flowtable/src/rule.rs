@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Per-flow counters. Packet threads add with `Relaxed` ordering: the
+/// Packet and byte counters of a flow or a group. Packet threads add with
+/// `Relaxed` ordering: the
 /// counters are statistics, never used to order other memory accesses.
 #[derive(Debug, Default)]
 pub struct RuleStats {
