@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Packet and byte counters of a flow or a group. Packet threads add with
-/// `Relaxed` ordering: the
-/// counters are statistics, never used to order other memory accesses.
+/// `Relaxed` ordering: the counters are statistics, never used to order
+/// other memory accesses.
 #[derive(Debug, Default)]
 pub struct RuleStats {
     pub packets: AtomicU64,
