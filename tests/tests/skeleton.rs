@@ -466,3 +466,54 @@ fn cli_refuses_garbage_port_specs() -> Result<()> {
     }
     Ok(())
 }
+
+// ------------------------------------------------------ TCP and concurrency
+
+/// A TCP port nobody listens on right now (bound, then released).
+fn free_tcp_port() -> Result<u16> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| xbr_tests::HarnessError::Unexpected(format!("finding a free port: {e}")))
+}
+
+#[test]
+fn ptcp_listener_serves_ovs_ofctl_on_loopback() -> Result<()> {
+    let a = Pod::new(IP_A, PREFIX_LEN, MAC_A)?;
+    let port = free_tcp_port()?;
+    let listen = format!("ptcp:{port}");
+    let spec = format!("{}=1", a.host_if());
+    let xbr = Xbr::start(&["--listen", &listen, "--port", &spec])?;
+    let target = format!("tcp:127.0.0.1:{port}");
+    xbr.ofctl_ok(&["add-flow", &target, "in_port=1,actions=drop"])?;
+    // The flow added over TCP is the one the unix socket shows.
+    let dump = xbr.dump_flows()?;
+    assert!(
+        flow_n_packets(&dump, "in_port=1").is_some(),
+        "flow added over {target} missing from the unix socket's dump:\n{dump}"
+    );
+    let show = xbr.ofctl_ok(&["show", &target])?;
+    assert!(show.contains(&format!(" 1({}): ", a.host_if())), "{show}");
+    Ok(())
+}
+
+#[test]
+fn several_connections_are_served_at_once() -> Result<()> {
+    let (xbr, _a) = one_port_xbr()?;
+    let mgmt = xbr.mgmt_path();
+    let mut conns = (0..4)
+        .map(|_| OfConn::connect_hello(&mgmt))
+        .collect::<Result<Vec<_>>>()?;
+    // While all four are open (and idle), ovs-ofctl still gets through,
+    // and every connection answers in turn, in any order.
+    xbr.add_flow("in_port=1,actions=drop")?;
+    for (i, conn) in conns.iter_mut().enumerate().rev() {
+        conn.echo(100 + i as u32)?;
+    }
+    drop(conns.remove(1));
+    for (i, conn) in conns.iter_mut().enumerate() {
+        conn.echo(200 + i as u32)?;
+    }
+    assert!(flow_n_packets(&xbr.dump_flows()?, "in_port=1").is_some());
+    Ok(())
+}
