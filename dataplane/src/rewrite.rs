@@ -9,7 +9,7 @@
 
 use crate::packet::{Layers, ETH_TYPE_VLAN};
 use flowtable::key::Field;
-use flowtable::matching::{IP_PROTO_TCP, IP_PROTO_UDP};
+use flowtable::matching::{IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP};
 
 /// Folds a 32-bit one's-complement sum into 16 bits.
 fn fold(mut sum: u32) -> u16 {
@@ -67,12 +67,15 @@ fn l4_checksum_at(frame: &[u8], layers: Layers) -> Option<usize> {
     }
     let proto = *frame.get(layers.l3 as usize + 9)?;
     let l4 = layers.l4 as usize;
-    match proto {
-        IP_PROTO_TCP => Some(l4 + 16),
+    let at = match proto {
+        IP_PROTO_TCP => l4 + 16,
         // A zero UDP checksum means "none" and must stay zero.
-        IP_PROTO_UDP if read16(frame, l4 + 6)? != 0 => Some(l4 + 6),
-        _ => None,
-    }
+        IP_PROTO_UDP if read16(frame, l4 + 6)? != 0 => l4 + 6,
+        _ => return None,
+    };
+    // A segment cut short before its checksum has none to maintain; the
+    // rewrite itself still happens (and is reported as done).
+    read16(frame, at).map(|_| at)
 }
 
 fn set_ipv4_addr(frame: &mut [u8], layers: Layers, at: usize, new: u32) -> Option<()> {
@@ -102,6 +105,14 @@ fn set_l4_port(frame: &mut [u8], layers: Layers, at: usize, new: u16) -> Option<
     if layers.l4 == 0 {
         return None;
     }
+    // Only TCP, UDP and SCTP have ports; in an ICMP header the same bytes
+    // are type, code and checksum. Group buckets carry no match to check
+    // prerequisites against, so a port rewrite can meet any packet; OVS
+    // skips a set_field whose prerequisites the packet does not meet.
+    let proto = *frame.get(layers.l3 as usize + 9)?;
+    if !matches!(proto, IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP) {
+        return None;
+    }
     let pos = layers.l4 as usize + at;
     let old = read16(frame, pos)?;
     write16(frame, pos, new)?;
@@ -117,8 +128,10 @@ fn set_l4_port(frame: &mut [u8], layers: Layers, at: usize, new: u16) -> Option<
 fn set_ipv4_word(frame: &mut [u8], layers: Layers, word_at: usize, new_word: u16) -> Option<()> {
     let l3 = layers.l3 as usize;
     let old = read16(frame, l3 + word_at)?;
-    write16(frame, l3 + word_at, new_word)?;
+    // Both words are read before either is written, so a header cut short
+    // is left untouched rather than half rewritten.
     let ip_csum = read16(frame, l3 + 10)?;
+    write16(frame, l3 + word_at, new_word)?;
     write16(frame, l3 + 10, csum_replace16(ip_csum, old, new_word))
 }
 
@@ -241,6 +254,50 @@ mod tests {
         let l = extract(&f, 1, &mut k);
         assert!(set_field(&mut f, l, Field::IpSrc, 0x0101_0101));
         assert_eq!(read16(&f, 40), Some(0));
+    }
+
+    /// Found by the packet_rewrite fuzz target: a port rewrite on an ICMP
+    /// packet overwrote the ICMP checksum.
+    #[test]
+    fn port_rewrite_skips_icmp() {
+        let mut f = udp_frame();
+        f[23] = 1; // ICMP
+        let c = ipv4_header_checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        let orig = f.clone();
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert_ne!(l.l4, 0);
+        assert!(!set_field(&mut f, l, Field::TpDst, 4113));
+        assert!(!set_field(&mut f, l, Field::TpSrc, 4113));
+        assert_eq!(f, orig);
+    }
+
+    /// Found by the packet_rewrite fuzz target: on a TCP segment cut
+    /// before its checksum, an address rewrite changed the frame but
+    /// reported itself skipped; a TTL rewrite on an IPv4 header cut before
+    /// its checksum did the same.
+    #[test]
+    fn truncated_headers_are_rewritten_whole_or_not_at_all() {
+        let mut f = udp_frame();
+        f[23] = 6; // TCP, cut after the ports
+        let c = ipv4_header_checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f.truncate(44);
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert!(set_field(&mut f, l, Field::IpDst, 0x0a80_0050));
+        assert_eq!(read32(&f, 30), Some(0x0a80_0050));
+        assert_eq!(ipv4_header_checksum(&f[14..34]), read16(&f, 24).unwrap());
+        assert!(set_field(&mut f, l, Field::TpDst, 80));
+        assert_eq!(read16(&f, 36), Some(80));
+
+        let mut f = udp_frame();
+        f.truncate(24); // IPv4 header ends before its checksum
+        let orig = f.clone();
+        let l = extract(&f, 1, &mut k);
+        assert!(!set_field(&mut f, l, Field::IpTtl, 3));
+        assert_eq!(f, orig);
     }
 
     #[test]

@@ -29,6 +29,10 @@ use tracing::{debug, warn};
 /// nx-match value 3 included).
 const FRAG_MASK: u16 = 3;
 
+/// Bytes read from the socket at a time (at least one maximum-size
+/// OpenFlow message).
+const READ_BUFFER: usize = 1 << 16;
+
 /// What to do after handling a message.
 enum Next {
     Continue,
@@ -36,7 +40,10 @@ enum Next {
 }
 
 pub(crate) struct Connection<R: Read, W: Write> {
-    reader: R,
+    /// Buffered: ovs-ofctl streams a bundle as thousands of small messages
+    /// back to back, and reading each header and body straight from the
+    /// socket cost two syscalls per message.
+    reader: io::BufReader<R>,
     writer: W,
     bridge: Arc<Bridge>,
     bundles: Bundles,
@@ -46,7 +53,7 @@ pub(crate) struct Connection<R: Read, W: Write> {
 impl<R: Read, W: Write> Connection<R, W> {
     pub(crate) fn new(reader: R, writer: W, bridge: Arc<Bridge>, peer: String) -> Self {
         Connection {
-            reader,
+            reader: io::BufReader::with_capacity(READ_BUFFER, reader),
             writer,
             bridge,
             bundles: Bundles::default(),
