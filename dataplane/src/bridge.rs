@@ -44,6 +44,8 @@ pub enum BridgeError {
     Signals(std::io::Error),
     #[error("cannot start the packet thread: {0}")]
     Thread(std::io::Error),
+    #[error(transparent)]
+    Ctl(#[from] crate::ctl::CtlError),
     #[error("CPU {cpu} does not exist or is not allowed (available: {available})")]
     BadCpu { cpu: usize, available: String },
 }
@@ -71,6 +73,7 @@ fn default_datapath_id(name: &str) -> u64 {
 
 pub struct RunningBridge {
     server: Server,
+    ctl: crate::ctl::CtlServer,
     stop: Arc<AtomicBool>,
     shared: Arc<DpShared>,
     engine: JoinHandle<()>,
@@ -155,9 +158,20 @@ impl RunningBridge {
         };
 
         let bridge = Bridge::new(shared.clone());
-        let server = match Server::start(bridge, &mgmt, config.listen.first().copied()) {
+        let server = match Server::start(bridge.clone(), &mgmt, config.listen.first().copied()) {
             Ok(s) => s,
             Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                shared.wake();
+                let _ = engine.join();
+                return Err(e.into());
+            }
+        };
+        let ctl_path = crate::ctl::socket_path(&config.rundir, &config.name);
+        let ctl = match crate::ctl::CtlServer::start(&ctl_path, &config.name, bridge) {
+            Ok(c) => c,
+            Err(e) => {
+                server.shutdown();
                 stop.store(true, Ordering::Relaxed);
                 shared.wake();
                 let _ = engine.join();
@@ -167,11 +181,13 @@ impl RunningBridge {
         tracing::info!(
             bridge = %config.name,
             mgmt = %mgmt.display(),
+            ctl = %ctl_path.display(),
             ports = config.ports.len(),
             "xbr running"
         );
         Ok(RunningBridge {
             server,
+            ctl,
             stop,
             shared,
             engine,
@@ -189,6 +205,7 @@ impl RunningBridge {
     /// Stops the server (unlinking the socket), then the packet thread, which
     /// detaches XDP programs and removes TAP devices as its ports drop.
     pub fn shutdown(self) {
+        self.ctl.shutdown();
         self.server.shutdown();
         self.stop.store(true, Ordering::Relaxed);
         self.shared.wake();

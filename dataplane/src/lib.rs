@@ -6,6 +6,7 @@ pub mod bpf;
 pub mod bridge;
 pub mod config;
 pub mod control;
+pub mod ctl;
 pub mod engine;
 pub mod memport;
 pub mod netdev;

@@ -22,6 +22,22 @@ struct Cli {
 enum Command {
     /// Run a bridge in the foreground until SIGINT/SIGTERM.
     Run(RunArgs),
+    /// Trace a packet through a running bridge's pipeline (like
+    /// `ovs-appctl ofproto/trace`).
+    Trace(TraceArgs),
+}
+
+#[derive(clap::Args)]
+struct TraceArgs {
+    /// Directory of the running bridge's sockets.
+    #[arg(long, default_value = "/var/run/openvswitch")]
+    rundir: PathBuf,
+    /// Bridge name.
+    bridge: String,
+    /// Packet: field=value pairs in ovs-ofctl syntax, e.g.
+    /// in_port=3,tcp,nw_src=10.128.0.2,nw_dst=10.129.0.5,tp_dst=80
+    #[arg(required = true, num_args = 1..)]
+    flow: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -74,6 +90,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(args),
+        Command::Trace(args) => trace(args),
     }
 }
 
@@ -101,4 +118,26 @@ fn run(args: RunArgs) -> ExitCode {
     bridge.wait_for_signal();
     bridge.shutdown();
     ExitCode::SUCCESS
+}
+
+fn trace(args: TraceArgs) -> ExitCode {
+    let path = dataplane::ctl::socket_path(&args.rundir, &args.bridge);
+    match dataplane::ctl::request(&path, &format!("trace {}", args.flow.join(" "))) {
+        Ok(reply) if reply.ok => {
+            print!("{}", reply.text);
+            ExitCode::SUCCESS
+        }
+        Ok(reply) => {
+            eprintln!("xbr trace: {}", reply.text);
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Err(e @ dataplane::ctl::CtlError::Connect { .. }) => {
+            eprintln!("xbr trace: {e}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Err(e) => {
+            eprintln!("xbr trace: {e}");
+            ExitCode::from(1)
+        }
+    }
 }

@@ -13,6 +13,8 @@ pub mod matching;
 pub mod pipeline;
 pub mod rule;
 pub mod tables;
+pub mod text;
+pub mod trace;
 mod validate;
 mod xlate;
 

@@ -208,6 +208,19 @@ impl Pipeline {
     /// resets `out` first. Never allocates.
     pub fn xlate(&self, key: &FlowKey, packet_len: u32, out: &mut Xlate) {
         out.reset();
-        crate::xlate::run(self, key, packet_len, out);
+        crate::xlate::run(self, key, packet_len, out, crate::trace::NoTrace);
+    }
+
+    /// [`Pipeline::xlate`] reporting every step to `sink` (for `xbr
+    /// trace`), without touching any counter. Same result in `out`.
+    pub fn xlate_traced(
+        &self,
+        key: &FlowKey,
+        packet_len: u32,
+        out: &mut Xlate,
+        sink: &mut dyn crate::trace::TraceSink,
+    ) {
+        out.reset();
+        crate::xlate::run(self, key, packet_len, out, crate::trace::Traced(sink));
     }
 }

@@ -9,6 +9,7 @@ use crate::flow_mod::GroupType;
 use crate::key::{Field, FlowKey};
 use crate::matching::{ETH_TYPE_ARP, ETH_TYPE_IPV4, IP_PROTO_ICMP};
 use crate::pipeline::{DpAction, DropReason, Pipeline, Xlate, MAX_RESUBMITS, MAX_RESUBMIT_DEPTH};
+use crate::trace::Tracer;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Header fields the datapath can rewrite, in the order rewrites are
@@ -100,8 +101,11 @@ impl ActionSet {
     }
 }
 
-struct Ctx<'p, 'o> {
+struct Ctx<'p, 'o, T: Tracer> {
     pipe: &'p Pipeline,
+    /// Observer of the walk; `NoTrace` (a no-op that compiles away) for
+    /// packets, a recorder for `xbr trace`.
+    tracer: T,
     out: &'o mut Xlate,
     /// The key as the actions see it.
     key: FlowKey,
@@ -121,9 +125,16 @@ struct Ctx<'p, 'o> {
     last_table: u8,
 }
 
-pub(crate) fn run(pipe: &Pipeline, key: &FlowKey, packet_len: u32, out: &mut Xlate) {
+pub(crate) fn run<T: Tracer>(
+    pipe: &Pipeline,
+    key: &FlowKey,
+    packet_len: u32,
+    out: &mut Xlate,
+    tracer: T,
+) {
     let mut ctx = Ctx {
         pipe,
+        tracer,
         out,
         key: *key,
         base: *key,
@@ -160,7 +171,7 @@ fn mix(mut h: u64, v: u64) -> u64 {
     h ^ (h >> 31)
 }
 
-impl Ctx<'_, '_> {
+impl<T: Tracer> Ctx<'_, '_, T> {
     fn fail(&mut self, reason: DropReason) {
         if self.fatal.is_none() {
             self.fatal = Some(reason);
@@ -187,7 +198,13 @@ impl Ctx<'_, '_> {
             let Some(cls) = pipe.tables.get(usize::from(table)) else {
                 return;
             };
-            let counters = pipe.counters().table(table);
+            // A trace must not show up in the statistics it may be
+            // debugging.
+            let counters = if T::COUNTS {
+                pipe.counters().table(table)
+            } else {
+                None
+            };
             if let Some(c) = counters {
                 c.lookup.fetch_add(1, Relaxed);
             }
@@ -201,6 +218,7 @@ impl Ctx<'_, '_> {
                 }
                 None => cls.lookup(&self.key, &mut self.out.wildcards),
             };
+            self.tracer.lookup(table, rule, depth);
             let Some(rule) = rule else {
                 if depth == 0 {
                     self.missed = true;
@@ -211,7 +229,9 @@ impl Ctx<'_, '_> {
             if let Some(c) = counters {
                 c.matched.fetch_add(1, Relaxed);
             }
-            rule.stats.count(self.packet_len);
+            if T::COUNTS {
+                rule.stats.count(self.packet_len);
+            }
             let ins = &rule.instructions;
             if let Some(actions) = &ins.apply_actions {
                 self.execute(actions, table, depth);
@@ -234,7 +254,10 @@ impl Ctx<'_, '_> {
                     .set(Field::Metadata, (old & !mask) | (value & mask));
             }
             match ins.goto_table {
-                Some(next) if next > table => table = next,
+                Some(next) if next > table => {
+                    self.tracer.goto_table(next, depth);
+                    table = next;
+                }
                 _ => {
                     if depth == 0 {
                         self.last_table = table;
@@ -250,6 +273,7 @@ impl Ctx<'_, '_> {
             if self.fatal.is_some() {
                 return;
             }
+            self.tracer.action(a, depth);
             match a {
                 Action::Output { port, .. } => self.output(*port),
                 Action::Group(id) => self.group(*id, table, depth),
@@ -374,7 +398,9 @@ impl Ctx<'_, '_> {
             // Validation keeps groups alive while flows use them.
             return;
         };
-        g.stats.count(self.packet_len);
+        if T::COUNTS {
+            g.stats.count(self.packet_len);
+        }
         match g.group_type {
             GroupType::All => {
                 for b in &g.buckets {
@@ -419,6 +445,7 @@ impl Ctx<'_, '_> {
     /// Runs a bucket as if on a clone of the packet: key changes do not
     /// leak into the caller's later actions.
     fn bucket(&mut self, b: &Bucket, table: u8, depth: u32) {
+        self.tracer.bucket(b, depth);
         let saved = self.key;
         self.execute(&b.actions, table, depth);
         self.key = saved;
@@ -432,6 +459,7 @@ impl Ctx<'_, '_> {
             }
         }
         let table = self.last_table;
+        self.tracer.action_set();
         if let Some(g) = self.action_set.group {
             self.group(g, table, 0);
         } else if let Some(p) = self.action_set.output {

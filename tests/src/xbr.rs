@@ -1,7 +1,7 @@
 //! Running the `xbr` binary under test, and talking to it with `ovs-ofctl`.
 
 use crate::cmd::{describe, run_timeout, CmdOutput};
-use crate::netns::{unique_tag, NAME_PREFIX};
+use crate::netns::{unique_tag, Netns, NAME_PREFIX};
 use crate::{require_root, require_tool, HarnessError, Result, CMD_TIMEOUT};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -63,6 +63,9 @@ pub struct Xbr {
     child: Option<Child>,
     command: String,
     log_path: PathBuf,
+    /// The namespace xbr runs in (`None`: the root namespace). Dropped
+    /// after the process is stopped.
+    netns: Option<Netns>,
     // Dropped last: the log lives in it.
     rundir: RunDir,
 }
@@ -148,9 +151,15 @@ impl Xbr {
         }
     }
 
-    fn base_command(rundir: &RunDir) -> Result<Command> {
+    fn base_command(rundir: &RunDir, netns: Option<&Netns>) -> Result<Command> {
         require_root()?;
-        let mut cmd = Command::new(Self::binary()?);
+        let binary = Self::binary()?;
+        let mut cmd = match netns {
+            // `ip netns exec` execs the program itself (no fork), so the
+            // child's pid is xbr's and signals reach it directly.
+            Some(ns) => ns.command(&binary.to_string_lossy(), &[]),
+            None => Command::new(binary),
+        };
         cmd.arg("run")
             .arg("--bridge")
             .arg(BRIDGE)
@@ -162,8 +171,20 @@ impl Xbr {
     /// Starts xbr with `args` after `run --bridge br0 --rundir DIR` and
     /// waits until its management socket exists.
     pub fn start(args: &[&str]) -> Result<Self> {
+        Self::start_with(None, args)
+    }
+
+    /// Like [`Xbr::start`], but xbr runs inside `ns` (`ip netns exec NS
+    /// xbr run ...`), so its ports (TAP devices it creates, or interfaces
+    /// already in `ns`) can have any names without clashing with the host
+    /// or with parallel tests. The namespace is kept until xbr stopped.
+    pub fn start_in(ns: Netns, args: &[&str]) -> Result<Self> {
+        Self::start_with(Some(ns), args)
+    }
+
+    fn start_with(netns: Option<Netns>, args: &[&str]) -> Result<Self> {
         let rundir = RunDir::new()?;
-        let mut cmd = Self::base_command(&rundir)?;
+        let mut cmd = Self::base_command(&rundir, netns.as_ref())?;
         cmd.args(args);
         let command = describe(&cmd);
         let log_path = rundir.path().join("xbr.log");
@@ -172,6 +193,7 @@ impl Xbr {
             child: Some(child),
             command,
             log_path,
+            netns,
             rundir,
         };
         xbr.wait_ready()?;
@@ -188,7 +210,7 @@ impl Xbr {
             ));
         }
         self.child = None;
-        let mut cmd = Self::base_command(&self.rundir)?;
+        let mut cmd = Self::base_command(&self.rundir, self.netns.as_ref())?;
         cmd.args(args);
         self.command = describe(&cmd);
         self.child = Some(spawn_logged(&mut cmd, &self.command, &self.log_path)?);
@@ -198,7 +220,7 @@ impl Xbr {
     /// A second xbr on this one's run directory, for arguments that should
     /// make it exit (bounded by `timeout`).
     pub fn run_beside(&self, args: &[&str], timeout: Duration) -> Result<CmdOutput> {
-        let mut cmd = Self::base_command(&self.rundir)?;
+        let mut cmd = Self::base_command(&self.rundir, self.netns.as_ref())?;
         cmd.args(args);
         run_timeout(&mut cmd, timeout)
     }
@@ -254,7 +276,7 @@ impl Xbr {
     /// what xbr left in it.
     pub fn run_once(args: &[&str], timeout: Duration) -> Result<(CmdOutput, RunDir)> {
         let rundir = RunDir::new()?;
-        let mut cmd = Self::base_command(&rundir)?;
+        let mut cmd = Self::base_command(&rundir, None)?;
         cmd.args(args);
         let out = run_timeout(&mut cmd, timeout)?;
         Ok((out, rundir))
@@ -266,6 +288,11 @@ impl Xbr {
 
     pub fn rundir(&self) -> &Path {
         self.rundir.path()
+    }
+
+    /// The namespace xbr runs in, if it was started with [`Xbr::start_in`].
+    pub fn netns(&self) -> Option<&Netns> {
+        self.netns.as_ref()
     }
 
     pub fn mgmt_path(&self) -> PathBuf {
@@ -312,12 +339,17 @@ impl Xbr {
 
     /// Runs `ovs-ofctl -O OpenFlow13 args...` against this xbr.
     pub fn ofctl(&self, args: &[&str]) -> Result<CmdOutput> {
+        self.ofctl_timeout(args, CMD_TIMEOUT)
+    }
+
+    /// [`Xbr::ofctl`] with another bound, for big flow sets.
+    pub fn ofctl_timeout(&self, args: &[&str], timeout: Duration) -> Result<CmdOutput> {
         require_tool("ovs-ofctl")?;
         let mut cmd = Command::new("ovs-ofctl");
         cmd.args(["-O", "OpenFlow13"])
             .args(args)
             .env("OVS_RUNDIR", self.rundir.path());
-        run_timeout(&mut cmd, CMD_TIMEOUT)
+        run_timeout(&mut cmd, timeout)
     }
 
     /// Like [`Xbr::ofctl`], but a failure is an error that includes xbr's

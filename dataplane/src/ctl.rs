@@ -1,0 +1,246 @@
+//! The control socket: `<rundir>/xbr.<bridge>.ctl`, for commands that are
+//! not OpenFlow (`xbr trace` now; conntrack and cache dumps later), like
+//! `ovs-appctl`'s unixctl socket.
+//!
+//! # Protocol
+//!
+//! One request per connection. The client sends one line (at most
+//! [`MAX_REQUEST`] bytes, UTF-8, ended by `\n` or by closing its write
+//! side): a command word and its arguments, separated by whitespace. The
+//! server answers with a status line, `ok` or `error`, then free text, and
+//! closes the connection, so the reply ends at EOF. A new command is one
+//! more arm in [`dispatch`]; `help` lists them.
+//!
+//! # Design
+//!
+//! One thread accepts and serves connections one at a time: commands are
+//! short (a trace is one pipeline walk) and rare, and a client that stalls
+//! is cut off by [`IO_TIMEOUT`]. The socket file is created mode 0600 (only
+//! root may trace), replaced if stale, and removed on shutdown. Commands
+//! read the authoritative flow tables through [`ofproto::Bridge`] and never
+//! touch the packet thread: a trace builds its own replica of the pipeline
+//! under the tables' lock and walks it after releasing the lock.
+
+use flowtable::text::{self, PortNames};
+use ofproto::Bridge;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Longest request line accepted.
+pub const MAX_REQUEST: usize = 64 * 1024;
+/// Bound on reading a request and writing a reply.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Packet length assumed by `trace` (only counters use it, and a trace
+/// counts nothing).
+const TRACE_PACKET_LEN: u32 = 64;
+
+#[derive(Debug, Error)]
+pub enum CtlError {
+    #[error("control socket {path}: {source}")]
+    Socket {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("control socket {0} is served by another live process")]
+    InUse(PathBuf),
+    #[error("cannot start the control thread: {0}")]
+    Thread(std::io::Error),
+    #[error("cannot connect to {path} (is xbr running for this bridge?): {source}")]
+    Connect {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("talking to {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} sent a reply without a status line")]
+    BadReply { path: PathBuf },
+}
+
+/// The control socket's path for a bridge.
+pub fn socket_path(rundir: &Path, bridge: &str) -> PathBuf {
+    rundir.join(format!("xbr.{bridge}.ctl"))
+}
+
+/// A running control-socket server.
+pub struct CtlServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl CtlServer {
+    /// Binds `path` and serves `bridge` (named `name` in replies).
+    pub fn start(path: &Path, name: &str, bridge: Arc<Bridge>) -> Result<CtlServer, CtlError> {
+        let sock_err = |source| CtlError::Socket {
+            path: path.to_path_buf(),
+            source,
+        };
+        if path.exists() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(CtlError::InUse(path.to_path_buf()));
+            }
+            std::fs::remove_file(path).map_err(sock_err)?;
+        }
+        let listener = UnixListener::bind(path).map_err(sock_err)?;
+        if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+            let _ = std::fs::remove_file(path);
+            return Err(sock_err(e));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            let name = name.to_string();
+            std::thread::Builder::new()
+                .name("xbr-ctl".into())
+                .spawn(move || serve(&listener, &stop, &name, &bridge))
+                .map_err(|e| {
+                    let _ = std::fs::remove_file(path);
+                    CtlError::Thread(e)
+                })?
+        };
+        Ok(CtlServer {
+            path: path.to_path_buf(),
+            stop,
+            thread,
+        })
+    }
+
+    /// Stops the thread and removes the socket file.
+    pub fn shutdown(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wake the blocking accept; failure means it is not accepting.
+        let _ = UnixStream::connect(&self.path);
+        if self.thread.join().is_err() {
+            tracing::error!("control thread panicked");
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn serve(listener: &UnixListener, stop: &AtomicBool, name: &str, bridge: &Bridge) {
+    for conn in listener.incoming() {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        match conn {
+            Ok(stream) => {
+                if let Err(e) = handle(stream, name, bridge) {
+                    tracing::debug!("control connection: {e}");
+                }
+            }
+            Err(e) => {
+                tracing::warn!("control socket accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+fn handle(stream: UnixStream, name: &str, bridge: &Bridge) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let mut line = String::new();
+    let mut reader = BufReader::new((&stream).take(MAX_REQUEST as u64 + 1));
+    reader.read_line(&mut line)?;
+    let reply = if line.len() > MAX_REQUEST {
+        Err(format!("request longer than {MAX_REQUEST} bytes"))
+    } else {
+        dispatch(line.trim(), name, bridge)
+    };
+    let mut w = &stream;
+    match reply {
+        Ok(text) => write!(w, "ok\n{text}")?,
+        Err(text) => write!(w, "error\n{text}\n")?,
+    }
+    w.flush()
+}
+
+/// Runs one command line; `Ok` text or `Err` message.
+pub fn dispatch(line: &str, name: &str, bridge: &Bridge) -> Result<String, String> {
+    let (command, args) = match line.split_once(char::is_whitespace) {
+        Some((c, a)) => (c, a.trim()),
+        None => (line, ""),
+    };
+    match command {
+        "trace" => trace(args, name, bridge),
+        "help" => {
+            Ok("commands:\n  trace FLOW   trace a packet through the pipeline\n  help\n".into())
+        }
+        "" => Err("empty request".into()),
+        other => Err(format!("unknown command `{other}` (try `help`)")),
+    }
+}
+
+/// `trace FLOW`: the walk of the packet FLOW describes.
+fn trace(flow: &str, name: &str, bridge: &Bridge) -> Result<String, String> {
+    if flow.is_empty() {
+        return Err(
+            "bad FLOW: trace needs a packet description, e.g. in_port=1,ip,nw_dst=10.0.0.1".into(),
+        );
+    }
+    let ports: PortNames = bridge
+        .datapath()
+        .ports()
+        .into_iter()
+        .map(|p| (p.name, p.port_no))
+        .collect();
+    let m = text::parse_match_with(flow, Some(&ports)).map_err(|e| format!("bad FLOW: {e}"))?;
+    let pipe = bridge.with_tables(|t| t.pipeline());
+    let walk = flowtable::trace::trace_text(&pipe, m.value(), TRACE_PACKET_LEN);
+    let header = format!("bridge(\"{name}\")");
+    Ok(format!(
+        "Flow: {}\n\n{header}\n{}\n{walk}",
+        text::format_match(&m, 0x8000),
+        "-".repeat(header.len())
+    ))
+}
+
+/// A reply from the control socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub ok: bool,
+    pub text: String,
+}
+
+/// Sends one request line to the control socket at `path`.
+pub fn request(path: &Path, line: &str) -> Result<Reply, CtlError> {
+    let io = |source| CtlError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut stream = UnixStream::connect(path).map_err(|source| CtlError::Connect {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(io)?;
+    stream.set_write_timeout(Some(IO_TIMEOUT)).map_err(io)?;
+    writeln!(stream, "{line}").map_err(io)?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).map_err(io)?;
+    let (status, text) = reply.split_once('\n').unwrap_or((reply.as_str(), ""));
+    match status {
+        "ok" => Ok(Reply {
+            ok: true,
+            text: text.to_string(),
+        }),
+        "error" => Ok(Reply {
+            ok: false,
+            text: text.trim_end().to_string(),
+        }),
+        _ => Err(CtlError::BadReply {
+            path: path.to_path_buf(),
+        }),
+    }
+}

@@ -1,0 +1,263 @@
+//! Parsing of a flow's match and flow-mod parameters (everything before
+//! `actions=`).
+
+use super::actions::parse_instructions;
+use super::fields::{self, parse_port, parse_uint, parse_uint_bits, parse_value};
+use super::{split_top, PortNames, TextError};
+use crate::action::{group, port, Instructions, TABLE_ALL};
+use crate::flow_mod::{flow_mod_flags, FlowMod, FlowModCommand};
+use crate::key::{Field, FlowKey};
+use crate::matching::{
+    Match, ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP,
+    IP_PROTO_UDP,
+};
+
+/// Protocol shorthands: (name, eth_type, ip_proto).
+const PROTOCOLS: [(&str, u16, Option<u8>); 7] = [
+    ("ip", ETH_TYPE_IPV4, None),
+    ("arp", ETH_TYPE_ARP, None),
+    ("ipv6", ETH_TYPE_IPV6, None),
+    ("tcp", ETH_TYPE_IPV4, Some(IP_PROTO_TCP)),
+    ("udp", ETH_TYPE_IPV4, Some(IP_PROTO_UDP)),
+    ("sctp", ETH_TYPE_IPV4, Some(IP_PROTO_SCTP)),
+    ("icmp", ETH_TYPE_IPV4, Some(IP_PROTO_ICMP)),
+];
+
+/// What a field name demands beyond `Match::check_prerequisites`: the
+/// protocol-specific port names need that very protocol, as in OVS.
+fn name_prerequisite(name: &str) -> Option<(u8, &'static str)> {
+    match name.split('_').next() {
+        Some("tcp") => Some((IP_PROTO_TCP, "tcp")),
+        Some("udp") => Some((IP_PROTO_UDP, "udp")),
+        Some("sctp") => Some((IP_PROTO_SCTP, "sctp")),
+        Some("icmp") | Some("icmpv4") => Some((IP_PROTO_ICMP, "icmp")),
+        _ => None,
+    }
+}
+
+/// Accumulates match tokens.
+struct MatchBuilder {
+    m: Match,
+    /// Names used, to check name-specific prerequisites at the end.
+    named: Vec<(String, Field)>,
+}
+
+impl MatchBuilder {
+    fn new() -> Self {
+        MatchBuilder {
+            m: Match::catch_all(),
+            named: Vec::new(),
+        }
+    }
+
+    /// Applies one token if it is a protocol or field; `Ok(false)` if it
+    /// is neither.
+    fn token(
+        &mut self,
+        token: &str,
+        name: &str,
+        value: Option<&str>,
+        ports: Option<&PortNames>,
+    ) -> Result<bool, TextError> {
+        if value.is_none() {
+            if let Some((_, eth, proto)) = PROTOCOLS.iter().find(|(n, _, _)| *n == name) {
+                self.m.set_exact(Field::EthType, u64::from(*eth));
+                if let Some(p) = proto {
+                    self.m.set_exact(Field::IpProto, u64::from(*p));
+                }
+                return Ok(true);
+            }
+        }
+        let Some((field, syntax)) = fields::lookup(name) else {
+            return Ok(false);
+        };
+        let v = value.ok_or_else(|| TextError::MissingValue(name.to_string()))?;
+        let (value, mask) = parse_value(token, field, syntax, v, ports)?;
+        if mask == 0 {
+            return Ok(true);
+        }
+        // A repeated field replaces the earlier value: the last one wins,
+        // as in ovs-ofctl.
+        self.m.set_masked(field, value, mask);
+        self.named.push((name.to_string(), field));
+        Ok(true)
+    }
+
+    fn finish(self) -> Result<Match, TextError> {
+        let proto = self.m.exact(Field::IpProto).map(|p| p as u8);
+        for (name, field) in &self.named {
+            if let Some((want, kw)) = name_prerequisite(name) {
+                if proto != Some(want) {
+                    return Err(TextError::MissingPrerequisite {
+                        field: name.clone(),
+                        needs: kw,
+                    });
+                }
+            }
+            if !self.m.prerequisites_met(*field) {
+                let needs = match field {
+                    Field::ArpSha | Field::ArpTha | Field::ArpOp => "arp",
+                    Field::TpSrc | Field::TpDst => "tcp, udp or sctp",
+                    Field::IcmpType | Field::IcmpCode => "icmp",
+                    Field::IpSrc | Field::IpDst | Field::ArpSpa | Field::ArpTpa => "ip or arp",
+                    _ => "ip",
+                };
+                return Err(TextError::MissingPrerequisite {
+                    field: name.clone(),
+                    needs,
+                });
+            }
+        }
+        Ok(self.m)
+    }
+}
+
+/// Splits `key=value`; also `key:value` is not a match syntax, so only `=`.
+fn kv(token: &str) -> (&str, Option<&str>) {
+    match token.split_once('=') {
+        Some((k, v)) => (k.trim(), Some(v.trim())),
+        None => (token, None),
+    }
+}
+
+/// Parses a bare match (`ip,nw_dst=10.0.0.0/8`), with prerequisites checked.
+pub fn parse_match(s: &str) -> Result<Match, TextError> {
+    parse_match_with(s, None)
+}
+
+/// [`parse_match`] resolving port names (`in_port=veth1`) through `ports`.
+pub fn parse_match_with(s: &str, ports: Option<&PortNames>) -> Result<Match, TextError> {
+    let mut b = MatchBuilder::new();
+    for token in split_top(s)? {
+        let (k, v) = kv(token);
+        if !b.token(token, k, v, ports)? {
+            return Err(TextError::UnknownField(k.to_string()));
+        }
+    }
+    b.finish()
+}
+
+/// Parses a packet description for tracing (`in_port=3,tcp,nw_dst=...`)
+/// into the flow key it denotes: given fields set, all others zero.
+pub fn parse_packet(s: &str) -> Result<FlowKey, TextError> {
+    let m = parse_match(s)?;
+    Ok(*m.value())
+}
+
+/// Parses a whole flow line for `command`.
+pub(crate) fn parse_flow_mod(
+    line: &str,
+    command: FlowModCommand,
+    ports: Option<&PortNames>,
+) -> Result<FlowMod, TextError> {
+    let (head, actions) = match find_actions(line) {
+        Some(i) => (&line[..i], Some(&line[i + "actions=".len()..])),
+        None => (line, None),
+    };
+    let mut fm = FlowMod {
+        cookie: 0,
+        cookie_mask: 0,
+        table_id: TABLE_ALL,
+        command,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority: 0x8000,
+        buffer_id: u32::MAX,
+        out_port: port::ANY,
+        out_group: group::ANY,
+        flags: 0,
+        matching: Match::catch_all(),
+        instructions: Instructions::default(),
+    };
+    let is_add = command == FlowModCommand::Add;
+    let sets_actions = matches!(
+        command,
+        FlowModCommand::Add | FlowModCommand::Modify | FlowModCommand::ModifyStrict
+    );
+    let mut b = MatchBuilder::new();
+    let mut table_given = false;
+    for token in split_top(head)? {
+        let (k, v) = kv(token);
+        let val = || v.ok_or_else(|| TextError::MissingValue(k.to_string()));
+        match k {
+            "table" => {
+                fm.table_id = parse_uint_bits(token, val()?, 8)? as u8;
+                table_given = true;
+            }
+            "priority" => fm.priority = parse_uint_bits(token, val()?, 16)? as u16,
+            "idle_timeout" => fm.idle_timeout = parse_uint_bits(token, val()?, 16)? as u16,
+            "hard_timeout" => fm.hard_timeout = parse_uint_bits(token, val()?, 16)? as u16,
+            "cookie" => {
+                let v = val()?;
+                match v.split_once('/') {
+                    Some((c, m)) => {
+                        if is_add {
+                            return Err(TextError::Invalid {
+                                token: token.to_string(),
+                                reason: "flow additions cannot use a cookie mask".into(),
+                            });
+                        }
+                        fm.cookie = parse_uint(token, c)?;
+                        fm.cookie_mask = parse_uint(token, m)?;
+                    }
+                    None => {
+                        if !sets_actions {
+                            return Err(TextError::Invalid {
+                                token: token.to_string(),
+                                reason: "a delete cannot set a cookie; use cookie=VALUE/MASK"
+                                    .into(),
+                            });
+                        }
+                        fm.cookie = parse_uint(token, v)?;
+                    }
+                }
+            }
+            "out_port" => fm.out_port = parse_port(token, val()?, ports)?,
+            "out_group" => fm.out_group = parse_uint_bits(token, val()?, 32)? as u32,
+            "send_flow_rem" if v.is_none() => fm.flags |= flow_mod_flags::SEND_FLOW_REM,
+            "check_overlap" if v.is_none() => fm.flags |= flow_mod_flags::CHECK_OVERLAP,
+            "reset_counts" if v.is_none() => fm.flags |= flow_mod_flags::RESET_COUNTS,
+            "no_packet_counts" if v.is_none() => fm.flags |= flow_mod_flags::NO_PKT_COUNTS,
+            "no_byte_counts" if v.is_none() => fm.flags |= flow_mod_flags::NO_BYT_COUNTS,
+            // dump-flows statistics, ignored so that a dump can be fed back.
+            "duration" | "n_packets" | "n_bytes" | "idle_age" | "hard_age" if v.is_some() => {}
+            _ => {
+                if !b.token(token, k, v, ports)? {
+                    return Err(TextError::UnknownField(k.to_string()));
+                }
+            }
+        }
+    }
+    if !table_given && is_add {
+        fm.table_id = 0;
+    }
+    if is_add && fm.table_id == TABLE_ALL {
+        return Err(TextError::Invalid {
+            token: "table=255".into(),
+            reason: "a flow cannot be added to all tables".into(),
+        });
+    }
+    fm.matching = b.finish()?;
+    match (actions, sets_actions) {
+        (Some(a), true) => fm.instructions = parse_instructions(a, ports)?,
+        (None, true) => return Err(TextError::MissingActions),
+        (Some(_), false) => return Err(TextError::UnexpectedActions("delete")),
+        (None, false) => {}
+    }
+    Ok(fm)
+}
+
+/// Byte offset of the `actions=` keyword at a token start (not inside a
+/// field value).
+fn find_actions(line: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = line[from..].find("actions=") {
+        let at = from + i;
+        let before = line[..at].chars().next_back();
+        if before.is_none_or(|c| c == ',' || c.is_whitespace()) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
