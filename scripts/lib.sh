@@ -4,10 +4,11 @@
 # Everything building and testing xbr needs on Debian 12, besides a Rust
 # toolchain: clang/llvm/libelf/zlib/pkg-config/make build the XDP program
 # and libbpf; ovs-ofctl is the OpenFlow client under test; the rest are the
-# tools the tests and the demo drive.
+# tools the tests and the demo drive (iptables: the lab's MASQUERADE).
 XBR_PACKAGES=(
     clang llvm libelf-dev zlib1g-dev pkg-config make
-    openvswitch-common iproute2 tcpdump ethtool iputils-ping python3
+    openvswitch-common openvswitch-switch iproute2 tcpdump ethtool iputils-ping python3
+    iptables
 )
 
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }

@@ -1,1 +1,6 @@
 //! xbr benchmarks.
+//!
+//! [`ovs`] runs a private Open vSwitch, the peer the benchmarks and the
+//! end-to-end comparison tests measure xbr against.
+
+pub mod ovs;

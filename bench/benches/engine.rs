@@ -1,0 +1,195 @@
+//! Per-packet cost of the AF_XDP engine's own work (flow extraction,
+//! pipeline, batching, frame accounting) without the kernel: ports are
+//! in-memory loops that copy a template frame in on receive, as copy-mode
+//! AF_XDP does, and free frames on transmit.
+//!
+//! The in-run peer is `plumbing`: the same ports and frame store driven by
+//! a forwarder that sends every received frame to the other port with no
+//! parsing or lookup, i.e. the floor of the engine's loop. Read the engine
+//! figures as ratios to it.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use dataplane::control::{DpShared, PortMeta};
+use dataplane::engine::{Desc, Engine, Frames, PortIo, BATCH};
+use dataplane::memport::ArenaFrames;
+use flowtable::matching::ETH_TYPE_IPV4;
+use flowtable::{Action, Field, FlowMod, FlowTables, Instructions, Match, SubField};
+use ofproto::Datapath;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+/// Distinct destination addresses the traffic cycles through.
+const DESTINATIONS: u32 = 1024;
+
+/// A 64-byte Ethernet/IPv4/UDP frame to 10.0.x.y.
+fn frame(dst: u32) -> [u8; 64] {
+    let mut f = [0u8; 64];
+    f[..6].copy_from_slice(&[0x0a, 0x58, 0x0a, 0x80, 0x00, 0x03]);
+    f[6..12].copy_from_slice(&[0x0a, 0x58, 0x0a, 0x80, 0x00, 0x02]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&50u16.to_be_bytes());
+    f[22] = 64;
+    f[23] = 17;
+    f[26..30].copy_from_slice(&[10, 128, 0, 2]);
+    f[30..34].copy_from_slice(&(0x0a00_0000 | dst).to_be_bytes());
+    f[34..36].copy_from_slice(&1234u16.to_be_bytes());
+    f[36..38].copy_from_slice(&5678u16.to_be_bytes());
+    f[38..40].copy_from_slice(&30u16.to_be_bytes());
+    f
+}
+
+/// Receives a full batch of template frames on every call (copying each
+/// into a fresh frame, like copy-mode RX) and frees whatever it transmits.
+struct LoopPort {
+    templates: Vec<[u8; 64]>,
+    next: usize,
+    receives: bool,
+}
+
+impl PortIo<ArenaFrames> for LoopPort {
+    fn recv(&mut self, frames: &mut ArenaFrames, out: &mut [Desc]) -> usize {
+        if !self.receives {
+            return 0;
+        }
+        let mut n = 0;
+        for slot in out.iter_mut() {
+            let t = &self.templates[self.next % self.templates.len()];
+            let Some(d) = frames.load(t) else { break };
+            self.next = self.next.wrapping_add(1);
+            *slot = d;
+            n += 1;
+        }
+        n
+    }
+
+    fn send(&mut self, frames: &mut ArenaFrames, descs: &[Desc]) -> usize {
+        for d in descs {
+            frames.free(d.addr);
+        }
+        descs.len()
+    }
+
+    fn maintain(&mut self, _frames: &mut ArenaFrames) {}
+
+    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+}
+
+fn ports(destinations: u32) -> Vec<(Arc<PortMeta>, LoopPort)> {
+    let templates: Vec<[u8; 64]> = (0..destinations).map(frame).collect();
+    (1..=2u32)
+        .map(|p| {
+            (
+                Arc::new(PortMeta::new(p, format!("p{p}"), [2, 0, 0, 0, 0, p as u8])),
+                LoopPort {
+                    templates: templates.clone(),
+                    next: 0,
+                    receives: p == 1,
+                },
+            )
+        })
+        .collect()
+}
+
+fn out(port: u32) -> Action {
+    Action::Output { port, max_len: 0 }
+}
+
+/// One flow: in_port=1 -> output:2.
+fn p2p_flows() -> Vec<FlowMod> {
+    let mut m = Match::catch_all();
+    m.set_exact(Field::InPort, 1);
+    vec![FlowMod::add(0, 100, m, Instructions::apply(vec![out(2)]))]
+}
+
+/// Three tables like the agent's: classify the port, look the destination
+/// up among `n` exact IPv4 flows that load a register, output on it.
+fn pipeline_flows(n: u32) -> Vec<FlowMod> {
+    let mut mods = Vec::new();
+    let mut m = Match::catch_all();
+    m.set_exact(Field::InPort, 1);
+    let to1 = Instructions {
+        goto_table: Some(1),
+        ..Instructions::default()
+    };
+    mods.push(FlowMod::add(0, 100, m, to1));
+    for i in 0..n {
+        let mut m = Match::catch_all();
+        m.set_exact(Field::EthType, u64::from(ETH_TYPE_IPV4));
+        m.set_exact(Field::IpDst, u64::from(0x0a00_0000 | i));
+        let mut ins = Instructions::apply(vec![Action::RegLoad {
+            dst: SubField {
+                field: Field::Reg(1),
+                ofs: 0,
+                nbits: 32,
+            },
+            value: 2,
+        }]);
+        ins.goto_table = Some(2);
+        mods.push(FlowMod::add(1, 100, m, ins));
+    }
+    let mut m = Match::catch_all();
+    m.set_exact(Field::Reg(1), 2);
+    mods.push(FlowMod::add(2, 100, m, Instructions::apply(vec![out(2)])));
+    mods
+}
+
+fn engine(flows: &[FlowMod], destinations: u32) -> Engine<ArenaFrames, LoopPort> {
+    let ports = ports(destinations);
+    let metas = ports.iter().map(|(m, _)| m.clone()).collect();
+    let (shared, changes) = DpShared::new(1, metas).expect("eventfd");
+    let mut engine = Engine::new(
+        ArenaFrames::new(4 * BATCH as u32, 2048),
+        ports,
+        shared.clone(),
+        changes,
+    );
+    let mut tables = FlowTables::new();
+    for fm in flows {
+        let changes = tables.flow_mod(fm).expect("valid flow");
+        shared.publish(changes);
+    }
+    engine.apply_changes();
+    engine
+}
+
+/// The peer: receive a batch, hand it to the other port, nothing else.
+fn plumbing_round(frames: &mut ArenaFrames, rx: &mut LoopPort, tx: &mut LoopPort) -> usize {
+    let mut batch = [Desc::default(); BATCH];
+    let n = rx.recv(frames, &mut batch);
+    tx.send(frames, &batch[..n]);
+    n
+}
+
+fn bench_engine(c: &mut Criterion) {
+    let mut group = c.benchmark_group("engine");
+    group.throughput(Throughput::Elements(BATCH as u64));
+
+    let mut frames = ArenaFrames::new(4 * BATCH as u32, 2048);
+    let mut loops = ports(DESTINATIONS);
+    let (_, mut tx) = loops.pop().expect("port 2");
+    let (_, mut rx) = loops.pop().expect("port 1");
+    group.bench_function("plumbing", |b| {
+        b.iter(|| assert_eq!(plumbing_round(&mut frames, &mut rx, &mut tx), BATCH))
+    });
+
+    let mut e = engine(&p2p_flows(), DESTINATIONS);
+    group.bench_function("p2p_1flow", |b| b.iter(|| assert_eq!(e.round(), BATCH)));
+
+    for n in [1_000u32, 10_000] {
+        let mut e = engine(&pipeline_flows(n), DESTINATIONS.min(n));
+        group.bench_with_input(BenchmarkId::new("pipeline_3tables", n), &n, |b, _| {
+            b.iter(|| assert_eq!(e.round(), BATCH))
+        });
+        assert_eq!(
+            e.drops.table_miss, 0,
+            "every packet must hit the pipeline's flows"
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_engine);
+criterion_main!(benches);

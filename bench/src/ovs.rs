@@ -1,0 +1,684 @@
+//! A private Open vSwitch 3.1 instance, the peer xbr is compared with.
+//!
+//! [`Ovs::start`] runs Debian's `ovsdb-server` and `ovs-vswitchd` (package
+//! `openvswitch-switch`) with every piece of state in a fresh directory
+//! `/tmp/xbrt-ovs-<tag>` (run, db, log, etc), inside a fresh network
+//! namespace `xbrt-ovs-<tag>`, and builds `br0` the way the OpenShift SDN
+//! agent's `SetupOVS()` does, plus `datapath_type=netdev` (no kernel
+//! module is needed or loaded).
+//!
+//! Why a namespace: the userspace datapath creates tap devices named
+//! `ovs-netdev` and `br0`, and internal ports are tap devices too. In a
+//! namespace of its own an instance can use the agent's real port names
+//! (`vxlan0`, `tun0`, `veth...`) without clashing with the host, with a
+//! system OVS, or with tests running in parallel. The system service (if
+//! the package started one) is never contacted: every client gets the
+//! private socket paths explicitly.
+//!
+//! [`Ovs`] is a guard: dropping it stops both daemons (by the pids from
+//! their pidfiles, never by name), deletes the namespace (and with it the
+//! tap devices) and the directory. Every external command runs with a
+//! deadline.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// Prefix of every namespace and directory made here (the test scripts'
+/// clean-up removes leftovers by it).
+pub const NAME_PREFIX: &str = "xbrt";
+/// The bridge, as the agent names it.
+pub const BRIDGE: &str = "br0";
+/// Bound on quick commands (`ip`, `ovs-vsctl` without reconfiguration).
+pub const CMD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound on adding the bridge and its ports: the daemon creates one tap
+/// device per internal port, on a small shared machine.
+const BRIDGE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Bound on a daemon's exit after being asked to.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_millis(10);
+
+/// Errors of the OVS runner; each names the command or file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum OvsError {
+    #[error("could not start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("`{command}` {status}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}")]
+    Failed {
+        command: String,
+        status: String,
+        stdout: String,
+        stderr: String,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "Open vSwitch is not installed: `{0}` is not in PATH (apt-get install openvswitch-switch)"
+    )]
+    NotInstalled(String),
+    #[error("Open vSwitch did not come up: {reason}\n--- ovs-vswitchd.log:\n{log}")]
+    Setup { reason: String, log: String },
+}
+
+fn io_err(context: impl Into<String>, source: std::io::Error) -> OvsError {
+    OvsError::Io {
+        context: context.into(),
+        source,
+    }
+}
+
+/// The outcome of a command run by [`run_bounded`].
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub command: String,
+    /// `None` if the deadline passed (the process was killed).
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn success(&self) -> bool {
+        self.status.is_some_and(|s| s.success())
+    }
+
+    fn describe_status(&self) -> String {
+        match self.status {
+            None => "timed out and was killed".to_string(),
+            Some(s) => match s.code() {
+                Some(c) => format!("exited with code {c}"),
+                None => format!("ended with {s}"),
+            },
+        }
+    }
+
+    /// `self` if the command succeeded, else an error with its output.
+    pub fn ok(self) -> Result<Self, OvsError> {
+        if self.success() {
+            Ok(self)
+        } else {
+            Err(self.into_error())
+        }
+    }
+
+    pub fn into_error(self) -> OvsError {
+        OvsError::Failed {
+            status: self.describe_status(),
+            command: self.command,
+            stdout: self.stdout,
+            stderr: self.stderr,
+        }
+    }
+}
+
+fn describe(cmd: &Command) -> String {
+    let mut line = cmd.get_program().to_string_lossy().into_owned();
+    for arg in cmd.get_args() {
+        line.push(' ');
+        line.push_str(&arg.to_string_lossy());
+    }
+    line
+}
+
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut p) = pipe {
+            // A read error ends the capture; what was read is kept.
+            let _ = p.read_to_end(&mut buf);
+        }
+        let _ = tx.send(String::from_utf8_lossy(&buf).into_owned());
+    });
+    rx
+}
+
+fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+            _ => {
+                // Fails only if it already exited; wait() reaps it either way.
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// Runs `cmd` (stdin closed, output captured) and kills it after `timeout`.
+/// Output is drained by threads so a chatty child never blocks on a pipe.
+pub fn run_bounded(cmd: &mut Command, timeout: Duration) -> Result<Output, OvsError> {
+    let command = describe(cmd);
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| OvsError::Spawn {
+            command: command.clone(),
+            source,
+        })?;
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let status = wait_child(&mut child, timeout);
+    // A daemonised grandchild may hold the pipes open: collecting is bounded.
+    let grace = Duration::from_secs(2);
+    Ok(Output {
+        command,
+        status,
+        stdout: out.recv_timeout(grace).unwrap_or_default(),
+        stderr: err.recv_timeout(grace).unwrap_or_default(),
+    })
+}
+
+/// An 8-character name tag, unique across processes and threads: pid,
+/// a per-process counter and the clock, in base 36.
+pub fn unique_tag() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut tag = String::with_capacity(8);
+    for (mut v, width) in [
+        (u64::from(std::process::id()), 3),
+        (n, 2),
+        (nanos.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40, 3),
+    ] {
+        let mut part = Vec::with_capacity(width);
+        for _ in 0..width {
+            part.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(v % 36) as usize]);
+            v /= 36;
+        }
+        part.reverse();
+        tag.push_str(&String::from_utf8_lossy(&part));
+    }
+    tag
+}
+
+/// Resident set size of process `pid` in KiB (`VmRSS` of /proc/PID/status).
+pub fn rss_kib(pid: u32) -> Result<u64, OvsError> {
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).map_err(|e| io_err(format!("reading {path}"), e))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| io_err(path, std::io::Error::other("no VmRSS line")))
+}
+
+/// CPU time (user + system, all threads) process `pid` has used so far,
+/// from /proc/PID/stat.
+pub fn cpu_time(pid: u32) -> Result<Duration, OvsError> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).map_err(|e| io_err(format!("reading {path}"), e))?;
+    // Fields after the parenthesised command name (which may hold spaces):
+    // state is field 3, utime 14 and stime 15, in clock ticks.
+    let ticks: Option<u64> = text.rsplit_once(')').and_then(|(_, rest)| {
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let utime = f.get(11)?.parse::<u64>().ok()?;
+        let stime = f.get(12)?.parse::<u64>().ok()?;
+        Some(utime + stime)
+    });
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .and_then(|v| u64::try_from(v).ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(100);
+    ticks
+        .map(|t| Duration::from_micros(t * 1_000_000 / hz))
+        .ok_or_else(|| io_err(path, std::io::Error::other("unexpected format")))
+}
+
+fn in_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file()))
+        .unwrap_or(false)
+}
+
+/// What kind of interface a bridge port is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortKind {
+    /// A tap device the daemon creates (`type=internal`).
+    Internal,
+    /// A flow-based VXLAN tunnel as the agent's `vxlan0`
+    /// (`remote_ip=flow`, `key=flow`, `dst_port=4789`).
+    Vxlan,
+}
+
+/// One port of `br0`, with the OpenFlow port number it must get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSpec {
+    pub name: String,
+    pub ofport: u32,
+    pub kind: PortKind,
+}
+
+impl PortSpec {
+    pub fn new(name: impl Into<String>, ofport: u32, kind: PortKind) -> Self {
+        PortSpec {
+            name: name.into(),
+            ofport,
+            kind,
+        }
+    }
+
+    fn vsctl_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--".into(),
+            "add-port".into(),
+            BRIDGE.into(),
+            self.name.clone(),
+            "--".into(),
+            "set".into(),
+            "Interface".into(),
+            self.name.clone(),
+            format!("ofport_request={}", self.ofport),
+        ];
+        match self.kind {
+            PortKind::Internal => args.push("type=internal".into()),
+            PortKind::Vxlan => args.extend([
+                "type=vxlan".into(),
+                "options:remote_ip=flow".into(),
+                "options:key=flow".into(),
+                "options:dst_port=4789".into(),
+            ]),
+        }
+        args
+    }
+}
+
+/// The agent's node ports: `vxlan0`=1, `tun0`=2 and `pods` pod ports
+/// `veth00001000`.. from 3 (the names `lab.sh` gives them).
+pub fn agent_ports(pods: u32) -> Vec<PortSpec> {
+    let mut ports = vec![
+        PortSpec::new("vxlan0", 1, PortKind::Vxlan),
+        PortSpec::new("tun0", 2, PortKind::Internal),
+    ];
+    ports.extend((0..pods).map(|i| PortSpec::new(pod_port_name(i), i + 3, PortKind::Internal)));
+    ports
+}
+
+/// The name of the `i`th pod port (`veth` and 8 hex digits, like the
+/// agent's host-side veths).
+pub fn pod_port_name(i: u32) -> String {
+    format!("veth{:08x}", 0x1000 + i)
+}
+
+/// A running private ovsdb-server + ovs-vswitchd with `br0`; see the
+/// module comment. Stopped and removed on drop.
+pub struct Ovs {
+    netns: String,
+    dir: PathBuf,
+    vswitchd_pid: Option<u32>,
+    ovsdb_pid: Option<u32>,
+    netns_made: bool,
+}
+
+impl Ovs {
+    /// Starts the daemons and creates `br0` (netdev datapath, fail_mode
+    /// secure, OpenFlow13, `set-frags nx-match`) with `ports`; returns
+    /// once every port has its requested OpenFlow number.
+    pub fn start(ports: &[PortSpec]) -> Result<Self, OvsError> {
+        for tool in [
+            "ovsdb-server",
+            "ovs-vswitchd",
+            "ovs-vsctl",
+            "ovs-ofctl",
+            "ip",
+        ] {
+            if !in_path(tool) {
+                return Err(OvsError::NotInstalled(tool.to_string()));
+            }
+        }
+        let tag = unique_tag();
+        let dir = std::env::temp_dir().join(format!("{NAME_PREFIX}-ovs-{tag}"));
+        let mut ovs = Ovs {
+            netns: format!("{NAME_PREFIX}-ovs-{tag}"),
+            dir,
+            vswitchd_pid: None,
+            ovsdb_pid: None,
+            netns_made: false,
+        };
+        for sub in ["run", "db", "log", "etc"] {
+            let p = ovs.dir.join(sub);
+            std::fs::create_dir_all(&p)
+                .map_err(|e| io_err(format!("creating {}", p.display()), e))?;
+        }
+        run_bounded(
+            Command::new("ip").args(["netns", "add", &ovs.netns]),
+            CMD_TIMEOUT,
+        )?
+        .ok()?;
+        ovs.netns_made = true;
+        ovs.in_netns("ip", &["link", "set", "lo", "up"])?.ok()?;
+        ovs.start_daemons()?;
+        ovs.add_bridge(ports)?;
+        Ok(ovs)
+    }
+
+    fn run_dir(&self) -> PathBuf {
+        self.dir.join("run")
+    }
+
+    fn db_sock(&self) -> String {
+        format!("unix:{}", self.run_dir().join("db.sock").display())
+    }
+
+    /// The private state directories, for every OVS program.
+    fn env(&self, cmd: &mut Command) {
+        cmd.env("OVS_RUNDIR", self.run_dir())
+            .env("OVS_DBDIR", self.dir.join("db"))
+            .env("OVS_LOGDIR", self.dir.join("log"))
+            .env("OVS_SYSCONFDIR", self.dir.join("etc"));
+    }
+
+    fn netns_command(&self, program: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.netns, program]).args(args);
+        self.env(&mut cmd);
+        cmd
+    }
+
+    fn in_netns(&self, program: &str, args: &[&str]) -> Result<Output, OvsError> {
+        run_bounded(&mut self.netns_command(program, args), CMD_TIMEOUT)
+    }
+
+    fn read_pid(&self, name: &str) -> Result<u32, OvsError> {
+        let path = self.run_dir().join(format!("{name}.pid"));
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| io_err(format!("reading {}", path.display()), e))?;
+        text.trim().parse().map_err(|_| {
+            io_err(
+                format!("{} holds {text:?}", path.display()),
+                std::io::Error::other("not a pid"),
+            )
+        })
+    }
+
+    fn start_daemons(&mut self) -> Result<(), OvsError> {
+        let db = self.dir.join("db/conf.db");
+        let db_s = db.to_string_lossy().into_owned();
+        let mut create = Command::new("ovsdb-tool");
+        create.args(["create", &db_s, "/usr/share/openvswitch/vswitch.ovsschema"]);
+        run_bounded(&mut create, CMD_TIMEOUT)?.ok()?;
+        let run = self.run_dir();
+        let arg = |flag: &str, file: &str| format!("--{flag}={}", run.join(file).display());
+        let log = |file: &str| format!("--log-file={}", self.dir.join("log").join(file).display());
+        let remote = format!("--remote=p{}", self.db_sock());
+        // --detach returns once the daemon is ready; its pid is in the pidfile.
+        self.in_netns(
+            "ovsdb-server",
+            &[
+                &db_s,
+                &remote,
+                &arg("unixctl", "ovsdb-server.ctl"),
+                &arg("pidfile", "ovsdb-server.pid"),
+                &log("ovsdb-server.log"),
+                "--detach",
+                "--no-chdir",
+                "-vconsole:off",
+            ],
+        )?
+        .ok()?;
+        self.ovsdb_pid = Some(self.read_pid("ovsdb-server")?);
+        self.vsctl(&["--no-wait", "init"])?.ok()?;
+        self.in_netns(
+            "ovs-vswitchd",
+            &[
+                &self.db_sock(),
+                &arg("unixctl", "ovs-vswitchd.ctl"),
+                &arg("pidfile", "ovs-vswitchd.pid"),
+                &log("ovs-vswitchd.log"),
+                "--detach",
+                "--no-chdir",
+                "-vconsole:off",
+            ],
+        )?
+        .ok()?;
+        self.vswitchd_pid = Some(self.read_pid("ovs-vswitchd")?);
+        Ok(())
+    }
+
+    fn add_bridge(&self, ports: &[PortSpec]) -> Result<(), OvsError> {
+        let mut args: Vec<String> = [
+            "--",
+            "add-br",
+            BRIDGE,
+            "--",
+            "set",
+            "Bridge",
+            BRIDGE,
+            "fail_mode=secure",
+            "protocols=OpenFlow13",
+            "datapath_type=netdev",
+        ]
+        .map(String::from)
+        .to_vec();
+        for p in ports {
+            args.extend(p.vsctl_args());
+        }
+        let timeout = format!("--timeout={}", BRIDGE_TIMEOUT.as_secs());
+        let mut all = vec![timeout.as_str()];
+        all.extend(args.iter().map(String::as_str));
+        let out = run_bounded(
+            &mut self.vsctl_command(&all),
+            BRIDGE_TIMEOUT + Duration::from_secs(5),
+        )?;
+        if !out.success() {
+            return Err(self.setup_error(format!("adding {BRIDGE}: {}", out.into_error())));
+        }
+        let listing = self
+            .vsctl(&[
+                "--format=csv",
+                "--no-headings",
+                "--columns=name,ofport,error",
+                "list",
+                "Interface",
+            ])?
+            .ok()?;
+        for p in ports {
+            let want = format!("{},{},", p.name, p.ofport);
+            if !listing.stdout.lines().any(|l| l.starts_with(&want)) {
+                return Err(self.setup_error(format!(
+                    "port {} did not get ofport {}; interfaces (name,ofport,error):\n{}",
+                    p.name, p.ofport, listing.stdout
+                )));
+            }
+        }
+        self.ofctl(&["set-frags", BRIDGE, "nx-match"])?.ok()?;
+        Ok(())
+    }
+
+    fn setup_error(&self, reason: String) -> OvsError {
+        OvsError::Setup {
+            reason,
+            log: self.log(),
+        }
+    }
+
+    /// The last 40 lines of ovs-vswitchd's log.
+    pub fn log(&self) -> String {
+        let path = self.dir.join("log/ovs-vswitchd.log");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let lines: Vec<&str> = text.lines().collect();
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            }
+            Err(e) => format!("(cannot read {}: {e})", path.display()),
+        }
+    }
+
+    fn vsctl_command(&self, args: &[&str]) -> Command {
+        let db = format!("--db={}", self.db_sock());
+        let mut cmd = Command::new("ovs-vsctl");
+        cmd.arg(db).args(args);
+        self.env(&mut cmd);
+        cmd
+    }
+
+    /// `ovs-vsctl --db=<private socket> args...`.
+    pub fn vsctl(&self, args: &[&str]) -> Result<Output, OvsError> {
+        run_bounded(&mut self.vsctl_command(args), CMD_TIMEOUT)
+    }
+
+    /// `ovs-ofctl -O OpenFlow13 args...` with `OVS_RUNDIR` pointing at this
+    /// instance (so `br0` means its `br0.mgmt`), bounded by `timeout`.
+    pub fn ofctl_timeout(&self, args: &[&str], timeout: Duration) -> Result<Output, OvsError> {
+        let mut cmd = self.ofctl_command(args);
+        run_bounded(&mut cmd, timeout)
+    }
+
+    /// [`Ovs::ofctl_timeout`] with [`CMD_TIMEOUT`].
+    pub fn ofctl(&self, args: &[&str]) -> Result<Output, OvsError> {
+        self.ofctl_timeout(args, CMD_TIMEOUT)
+    }
+
+    /// The `ovs-ofctl -O OpenFlow13 args...` command for this instance,
+    /// for callers that run it themselves (e.g. to time it).
+    pub fn ofctl_command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("ovs-ofctl");
+        cmd.args(["-O", "OpenFlow13"]).args(args);
+        self.env(&mut cmd);
+        cmd
+    }
+
+    /// The directory holding `br0.mgmt` (what `OVS_RUNDIR` must be).
+    pub fn rundir(&self) -> PathBuf {
+        self.run_dir()
+    }
+
+    /// The namespace the daemons and their tap devices live in.
+    pub fn netns(&self) -> &str {
+        &self.netns
+    }
+
+    /// The pid of ovs-vswitchd (for its RSS).
+    pub fn vswitchd_pid(&self) -> Option<u32> {
+        self.vswitchd_pid
+    }
+
+    fn stop_daemon(&mut self, pid: Option<u32>, ctl: &str) {
+        let Some(pid) = pid else { return };
+        let Ok(raw) = i32::try_from(pid) else { return };
+        let pid = Pid::from_raw(raw);
+        let ctl = self.run_dir().join(ctl);
+        let ctl = ctl.to_string_lossy().into_owned();
+        let mut cmd = Command::new("ovs-appctl");
+        cmd.args(["-t", &ctl, "exit", "--cleanup"]);
+        let asked = run_bounded(&mut cmd, STOP_TIMEOUT).is_ok_and(|o| o.success());
+        if !asked {
+            let _ = kill(pid, Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        // The daemons are not our children (they detached): poll for the pid.
+        while kill(pid, None).is_ok() && Instant::now() < deadline {
+            std::thread::sleep(POLL);
+        }
+        if kill(pid, None).is_ok() {
+            eprintln!("warning: {ctl}: pid {pid} still alive after exit, sending SIGKILL");
+            let _ = kill(pid, Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for Ovs {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- ovs-vswitchd.log (tail):\n{}\n---", self.log());
+        }
+        let vswitchd = self.vswitchd_pid.take();
+        self.stop_daemon(vswitchd, "ovs-vswitchd.ctl");
+        let ovsdb = self.ovsdb_pid.take();
+        self.stop_daemon(ovsdb, "ovsdb-server.ctl");
+        if self.netns_made {
+            match run_bounded(
+                Command::new("ip").args(["netns", "del", &self.netns]),
+                CMD_TIMEOUT,
+            ) {
+                Ok(o) if o.success() => {}
+                Ok(o) => eprintln!("warning: {}", o.into_error()),
+                Err(e) => eprintln!("warning: {e}"),
+            }
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            eprintln!("warning: removing {}: {e}", self.dir.display());
+        }
+    }
+}
+
+/// Drops the parts of an `ovs-ofctl dump-flows` / `dump-groups` line that
+/// change with time and traffic (`duration=`, `n_packets=`, `n_bytes=`,
+/// `idle_age=`, `hard_age=`), and the reply header lines, so dumps of two
+/// switches compare line by line.
+pub fn normalise_dump(dump: &str) -> Vec<String> {
+    dump.lines()
+        // Entries are indented; header lines (`OFPST_FLOW reply (OF1.3)
+        // (xid=..): flags=[more]`) vary with xids and reply splitting.
+        .filter(|l| l.starts_with(' ') && !l.trim().is_empty())
+        .map(|l| {
+            l.trim()
+                .split(", ")
+                .filter(|item| {
+                    ![
+                        "duration=",
+                        "n_packets=",
+                        "n_bytes=",
+                        "idle_age=",
+                        "hard_age=",
+                    ]
+                    .iter()
+                    .any(|p| item.starts_with(p))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalise_drops_counters_and_headers() {
+        let dump = "OFPST_FLOW reply (OF1.3) (xid=0x2):\n cookie=0x0, duration=3.1s, table=0, n_packets=10, n_bytes=980, idle_age=2, priority=5,in_port=1 actions=output:2\n";
+        assert_eq!(
+            normalise_dump(dump),
+            vec!["cookie=0x0, table=0, priority=5,in_port=1 actions=output:2".to_string()]
+        );
+    }
+
+    #[test]
+    fn tags_are_distinct_and_short() {
+        let a = unique_tag();
+        let b = unique_tag();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 8);
+    }
+
+    #[test]
+    fn agent_ports_are_numbered_from_vxlan0() {
+        let p = agent_ports(2);
+        assert_eq!(p[0], PortSpec::new("vxlan0", 1, PortKind::Vxlan));
+        assert_eq!(p[3].name, "veth00001001");
+        assert_eq!(p[3].ofport, 4);
+    }
+}
