@@ -8,6 +8,7 @@ pub mod config;
 pub mod control;
 pub mod ctl;
 pub mod engine;
+pub mod lab;
 pub mod memport;
 pub mod netdev;
 pub mod packet;

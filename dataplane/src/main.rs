@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Run a bridge in the foreground until SIGINT/SIGTERM.
     Run(RunArgs),
+    /// Build, check and remove an OpenShift SDN cluster in network namespaces.
+    Lab(dataplane::lab::cli::LabArgs),
     /// Trace a packet through a running bridge's pipeline (like
     /// `ovs-appctl ofproto/trace`).
     Trace(TraceArgs),
@@ -90,6 +92,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(args),
+        Command::Lab(args) => dataplane::lab::cli::run(args),
         Command::Trace(args) => trace(args),
     }
 }

@@ -1,0 +1,206 @@
+//! The `xbr lab` command line.
+
+use super::check;
+use super::down;
+use super::flows::Mode;
+use super::plan::{self, Options};
+use super::state::LabState;
+use super::sys;
+use super::up;
+use super::LabError;
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Exit code of a bad command line or impossible lab.
+const EXIT_USAGE: u8 = 2;
+
+#[derive(Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    command: LabCommand,
+}
+
+#[derive(Subcommand)]
+enum LabCommand {
+    /// Build a cluster of nodes and pods in network namespaces, one xbr per
+    /// node, programmed with the SDN agent's flows.
+    Up(UpArgs),
+    /// Ping every pair (pods, gateways, external host) and compare with what
+    /// the mode allows; exit 1 on any mismatch.
+    Check(DirArgs),
+    /// Remove a lab (also a half-built or crashed one).
+    Down(DownArgs),
+}
+
+#[derive(Args)]
+struct UpArgs {
+    /// The SDN plugin whose flows are installed.
+    #[arg(long, default_value = "subnet", value_parser = mode_arg)]
+    mode: Mode,
+    #[arg(long, default_value_t = 2)]
+    nodes: u32,
+    #[arg(long, default_value_t = 4)]
+    pods_per_node: u32,
+    /// Namespaces the pods are spread over (the first is `default`, VNID 0).
+    #[arg(long, default_value_t = 3)]
+    namespaces: u32,
+    /// Lab directory (lab.json, run directories, logs); default: a new
+    /// /tmp/xbr-lab-XXXXXX.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Name prefix of the lab's namespaces; default: xbrlab-XXXXXX.
+    #[arg(long)]
+    prefix: Option<String>,
+}
+
+#[derive(Args)]
+struct DirArgs {
+    /// The lab directory `up` printed.
+    #[arg(long)]
+    dir: PathBuf,
+}
+
+#[derive(Args)]
+struct DownArgs {
+    /// The lab directory `up` printed.
+    #[arg(long)]
+    dir: PathBuf,
+    /// Also remove namespaces of this lab prefix (when the directory is gone).
+    #[arg(long)]
+    prefix: Option<String>,
+}
+
+fn mode_arg(s: &str) -> Result<Mode, String> {
+    s.parse()
+}
+
+fn absolute(p: &Path) -> Result<PathBuf, LabError> {
+    std::path::absolute(p).map_err(|source| LabError::Io {
+        context: format!("resolving {}", p.display()),
+        source,
+    })
+}
+
+fn require_root() -> Result<(), LabError> {
+    if nix::unistd::geteuid().is_root() {
+        Ok(())
+    } else {
+        Err(LabError::NotRoot)
+    }
+}
+
+fn finish(r: Result<ExitCode, LabError>) -> ExitCode {
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xbr lab: {e}");
+            ExitCode::from(if e.is_usage() { EXIT_USAGE } else { 1 })
+        }
+    }
+}
+
+pub fn run(args: LabArgs) -> ExitCode {
+    finish(match args.command {
+        LabCommand::Up(a) => run_up(a),
+        LabCommand::Check(a) => run_check(&a.dir),
+        LabCommand::Down(a) => run_down(&a.dir, a.prefix.as_deref()),
+    })
+}
+
+fn run_up(a: UpArgs) -> Result<ExitCode, LabError> {
+    require_root()?;
+    let seed = sys::random_u64()?;
+    let dir = match a.dir {
+        Some(d) => absolute(&d)?,
+        None => plan::default_dir(seed),
+    };
+    let prefix = a
+        .prefix
+        .unwrap_or_else(|| format!("xbrlab-{:06x}", (seed >> 24) & 0xff_ffff));
+    let vxlan = up::vxlan_supported();
+    let opts = Options {
+        mode: a.mode,
+        nodes: a.nodes,
+        pods_per_node: a.pods_per_node,
+        namespaces: a.namespaces,
+        prefix,
+        dir,
+        vxlan,
+    };
+    if !vxlan && opts.nodes > 1 {
+        eprintln!(
+            "xbr lab: warning: this xbr has no VXLAN port type yet; vxlan0 is a placeholder \
+             internal port and traffic between nodes will not arrive"
+        );
+    }
+    let state = up::up(&opts, seed)?;
+    println!(
+        "lab up: mode {}, {} node(s), {} pod(s), flows {}, prefix {}",
+        state.mode,
+        state.nodes.len(),
+        state.pods.len(),
+        state.flows,
+        state.prefix
+    );
+    for n in &state.nodes {
+        println!(
+            "  {} netns {} uplink {} subnet {} xbr pid {} (OVS_RUNDIR={})",
+            n.name,
+            n.netns,
+            n.uplink_ip,
+            n.subnet,
+            n.xbr_pid,
+            n.rundir.display()
+        );
+    }
+    println!(
+        "  external host netns {} ip {}",
+        state.external.netns, state.external.ip
+    );
+    println!("{}", state.dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load(dir: &Path) -> Result<LabState, LabError> {
+    LabState::read(dir)?.ok_or_else(|| {
+        LabError::Usage(format!(
+            "no lab in {} (no {})",
+            dir.display(),
+            super::state::LAB_JSON
+        ))
+    })
+}
+
+fn run_check(dir: &Path) -> Result<ExitCode, LabError> {
+    require_root()?;
+    let state = load(&absolute(dir)?)?;
+    let report = check::check(&state)?;
+    print!("{}", check::render(&state, &report));
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn run_down(dir: &Path, prefix: Option<&str>) -> Result<ExitCode, LabError> {
+    require_root()?;
+    let r = down::down(&absolute(dir)?, prefix)?;
+    if r.prefix.is_none() && !r.removed_dir {
+        println!("no lab at {} (nothing to do)", dir.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "lab down: {} xbr stopped, {} killed, {} namespace(s) deleted{}",
+        r.stopped.len(),
+        r.killed.len(),
+        r.namespaces.len(),
+        if r.removed_dir {
+            format!(", {} removed", dir.display())
+        } else {
+            String::new()
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,616 @@
+//! `xbr lab up`: builds the planned lab out of network namespaces, starts
+//! one xbr per node and programs it the way the node agent does.
+//!
+//! Order matters in two places: pods' veths exist before their node's xbr
+//! starts (xbr takes its ports on the command line, there is no OVSDB to
+//! add them later), and tun0 is configured after xbr created it, as the
+//! agent configures it after OVS created the internal port. Any failure
+//! tears down everything made so far (see `down`), and shows the tail of
+//! the failing xbr's log.
+
+use super::addr::{format_mac, Cidr};
+use super::flows::{LocalPod, Mode, NodeFlows, RemoteNode, Variant};
+use super::plan::{self, Options, OVERLAY_MTU, UNDERLAY_BRIDGE, UNDERLAY_PREFIX_LEN, VXLAN_PORT};
+use super::state::{LabState, Node, PREFIX_FILE};
+use super::sys::{self, in_ns, ip};
+use super::LabError;
+use std::fs::File;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Bound on an xbr's start-up (BPF load, XDP attach, AF_XDP sockets) on a
+/// small shared machine.
+const XBR_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// `ovs-ofctl bundle` of a few hundred flows.
+const OFCTL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The agent retries a failed transaction up to 4 attempts, backoff from 10 ms.
+const OFCTL_ATTEMPTS: u32 = 4;
+/// Longest path a unix socket address holds (sun_path minus the NUL).
+const SUN_PATH_MAX: usize = 107;
+
+/// Whether this build's `--port` parser knows `type=vxlan` (the real
+/// tunnel port); until it does, vxlan0 is an internal port that leads
+/// nowhere and cross-node traffic is honestly lost.
+pub fn vxlan_supported() -> bool {
+    vxlan_port_spec(std::net::Ipv4Addr::new(10, 0, 0, 11))
+        .parse::<crate::config::PortSpec>()
+        .is_ok()
+}
+
+fn vxlan_port_spec(local_ip: std::net::Ipv4Addr) -> String {
+    format!("vxlan0=1,type=vxlan,dst_port={VXLAN_PORT},local_ip={local_ip},uplink=eth0")
+}
+
+/// The agent's flows for node `node` of the lab.
+pub fn node_flows(state: &LabState, node: &Node) -> Result<NodeFlows, LabError> {
+    let parse = |s: &str| -> Result<Cidr, LabError> {
+        s.parse()
+            .map_err(|e: super::addr::BadCidr| LabError::Unexpected(e.to_string()))
+    };
+    let mode: Mode = state.mode.parse().map_err(LabError::Usage)?;
+    let mut remote_nodes = Vec::new();
+    for other in state.nodes.iter().filter(|n| n.name != node.name) {
+        remote_nodes.push(RemoteNode {
+            subnet: parse(&other.subnet)?,
+            node_ip: other.uplink_ip,
+            cookie: other.hostsubnet_cookie,
+        });
+    }
+    let pods: Vec<LocalPod> = state
+        .pods
+        .iter()
+        .filter(|p| p.node == node.name)
+        .map(|p| LocalPod {
+            ip: p.ip,
+            ofport: p.ofport,
+            vnid: p.vnid,
+        })
+        .collect();
+    let namespace_vnids = state
+        .namespaces
+        .iter()
+        .filter(|ns| {
+            state
+                .pods
+                .iter()
+                .any(|p| p.node == node.name && p.namespace == ns.name)
+        })
+        .map(|ns| ns.vnid)
+        .collect();
+    let mac = |s: &str| crate::config::parse_mac(s).unwrap_or_default();
+    Ok(NodeFlows {
+        mode,
+        variant: Variant::LegacyNonConntrack,
+        cluster_networks: vec![parse(&state.cluster_network)?],
+        service_network: parse(&state.service_network)?,
+        local_subnet: parse(&node.subnet)?,
+        node_ip: node.uplink_ip,
+        local_mac: mac(&node.uplink_mac),
+        tun_mac: mac(&node.tun0_mac),
+        vxlan_port: state.vxlan_port,
+        namespace_vnids,
+        pods,
+        remote_nodes,
+    })
+}
+
+/// Creates the lab directory: it must not exist, or be empty.
+fn make_dir(dir: &Path) -> Result<(), LabError> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(LabError::Usage(format!(
+                    "--dir {}: not empty (a lab there? `xbr lab down --dir {}` first)",
+                    dir.display(),
+                    dir.display()
+                )));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| LabError::Io {
+                context: format!("creating {}", dir.display()),
+                source,
+            }),
+        Err(source) => Err(LabError::Io {
+            context: format!("reading {}", dir.display()),
+            source,
+        }),
+    }
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), LabError> {
+    std::fs::write(path, text).map_err(|source| LabError::Io {
+        context: format!("writing {}", path.display()),
+        source,
+    })
+}
+
+/// Builds the lab. On error everything created is removed again.
+pub fn up(opts: &Options, seed: u64) -> Result<LabState, LabError> {
+    let mut state = plan::plan(opts, seed)?;
+    if state.mode == Mode::NetworkPolicy.name() {
+        return Err(LabError::Usage(
+            "--mode networkpolicy: the networkpolicy plugin's flows need conntrack \
+             (ct(commit), ct_state=+rpl), which xbr does not implement yet; \
+             use subnet or multitenant"
+                .into(),
+        ));
+    }
+    let mgmt = opts.dir.join("node000").join("br0.mgmt");
+    if mgmt.as_os_str().len() > SUN_PATH_MAX {
+        return Err(LabError::Usage(format!(
+            "--dir {}: too long for a unix socket path inside it",
+            opts.dir.display()
+        )));
+    }
+    let taken: Vec<String> = sys::list_netns()?
+        .into_iter()
+        .filter(|n| plan::is_lab_netns(&state.prefix, n))
+        .collect();
+    if !taken.is_empty() {
+        return Err(LabError::Usage(format!(
+            "a lab with prefix '{}' exists already (namespaces {})",
+            state.prefix,
+            taken.join(", ")
+        )));
+    }
+    make_dir(&opts.dir)?;
+    write_file(&opts.dir.join(PREFIX_FILE), &format!("{}\n", state.prefix))?;
+    match build(&mut state) {
+        Ok(()) => Ok(state),
+        Err(e) => {
+            eprintln!("xbr lab: up failed: {e}");
+            eprintln!("xbr lab: removing what was built");
+            if let Err(d) = super::down::down(&opts.dir, Some(&state.prefix)) {
+                eprintln!("xbr lab: cleanup after the failure: {d}");
+            }
+            Err(e)
+        }
+    }
+}
+
+fn build(state: &mut LabState) -> Result<(), LabError> {
+    let prefix_len = UNDERLAY_PREFIX_LEN.to_string();
+    let ul = state.underlay.netns.clone();
+    let mtu = OVERLAY_MTU.to_string();
+    let cn = state.cluster_network.clone();
+
+    // Underlay: a bridge in its own namespace; nothing in the caller's.
+    new_netns(&ul)?;
+    ip(&["-n", &ul, "link", "add", UNDERLAY_BRIDGE, "type", "bridge"])?;
+    ip(&["-n", &ul, "link", "set", UNDERLAY_BRIDGE, "up"])?;
+
+    // The external host.
+    let ext = state.external.netns.clone();
+    new_netns(&ext)?;
+    uplink(&ul, "ext", &ext)?;
+    let ext_addr = format!("{}/{prefix_len}", state.external.ip);
+    ip(&["-n", &ext, "addr", "add", &ext_addr, "dev", "eth0"])?;
+    ip(&["-n", &ext, "link", "set", "eth0", "up"])?;
+
+    for node in &mut state.nodes {
+        let ns = node.netns.clone();
+        new_netns(&ns)?;
+        in_ns(&ns, "sysctl", &["-qw", "net.ipv4.ip_forward=1"])?;
+        uplink(&ul, &node.name, &ns)?;
+        let addr = format!("{}/{prefix_len}", node.uplink_ip);
+        ip(&["-n", &ns, "addr", "add", &addr, "dev", "eth0"])?;
+        ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
+        node.uplink_mac = format_mac(sys::link_mac(&ns, "eth0")?);
+        masquerade(&ns, &cn)?;
+    }
+
+    for pod in &state.pods {
+        let node = state
+            .node(&pod.node)
+            .ok_or_else(|| LabError::Unexpected(format!("pod {} has no node", pod.name)))?;
+        let pn = &pod.netns;
+        new_netns(pn)?;
+        // CNI: a veth pair with the overlay MTU on both ends; the pod end
+        // is eth0 with the 0a:58 MAC, the host end stays in the node.
+        ip(&[
+            "-n",
+            &node.netns,
+            "link",
+            "add",
+            &pod.host_if,
+            "mtu",
+            &mtu,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            pn,
+            "address",
+            &pod.mac,
+            "mtu",
+            &mtu,
+        ])?;
+        ip(&["-n", &node.netns, "link", "set", &pod.host_if, "up"])?;
+        let subnet: Cidr = node
+            .subnet
+            .parse()
+            .map_err(|e: super::addr::BadCidr| LabError::Unexpected(e.to_string()))?;
+        let addr = format!("{}/{}", pod.ip, subnet.prefix_len());
+        ip(&["-n", pn, "addr", "add", &addr, "dev", "eth0"])?;
+        ip(&["-n", pn, "link", "set", "eth0", "up"])?;
+        // The routes of the agent's IPAM config: default via the gateway,
+        // the cluster network and multicast on-link.
+        let gw = node.gateway.to_string();
+        ip(&["-n", pn, "route", "add", "default", "via", &gw])?;
+        ip(&["-n", pn, "route", "add", &cn, "dev", "eth0"])?;
+        ip(&["-n", pn, "route", "add", "224.0.0.0/4", "dev", "eth0"])?;
+        // AF_XDP copy mode loses the skb's checksum-offload state (README).
+        in_ns(pn, "ethtool", &["-K", "eth0", "tx", "off"])?;
+    }
+
+    // Start every node's xbr, then wait for all of them: the start-ups
+    // overlap instead of adding up.
+    for i in 0..state.nodes.len() {
+        let pid = start_xbr(state, i)?;
+        if let Some(node) = state.nodes.get_mut(i) {
+            node.xbr_pid = pid;
+        }
+    }
+    for node in &state.nodes {
+        wait_for_xbr(node)?;
+    }
+
+    for i in 0..state.nodes.len() {
+        let Some(node) = state.nodes.get(i) else {
+            continue;
+        };
+        let ns = node.netns.clone();
+        setup_tun0(node, &cn, &state.service_network)?;
+        let tun_mac = format_mac(sys::link_mac(&ns, "tun0")?);
+        if let Some(n) = state.nodes.get_mut(i) {
+            n.tun0_mac = tun_mac;
+        }
+    }
+    for node in &state.nodes {
+        program(state, node)?;
+    }
+    state.write(&state.dir.clone())?;
+    Ok(())
+}
+
+fn new_netns(name: &str) -> Result<(), LabError> {
+    ip(&["netns", "add", name])?;
+    ip(&["-n", name, "link", "set", "lo", "up"])?;
+    // IPv6 autoconfiguration would only add noise to captures.
+    in_ns(
+        name,
+        "sysctl",
+        &[
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ],
+    )?;
+    Ok(())
+}
+
+/// A veth from the underlay bridge (port `name`) to `eth0` in `ns`.
+fn uplink(ul: &str, name: &str, ns: &str) -> Result<(), LabError> {
+    ip(&[
+        "-n", ul, "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", ns,
+    ])?;
+    ip(&[
+        "-n",
+        ul,
+        "link",
+        "set",
+        name,
+        "master",
+        UNDERLAY_BRIDGE,
+        "up",
+    ])?;
+    Ok(())
+}
+
+/// The agent's egress NAT: POSTROUTING jumps to OPENSHIFT-MASQUERADE,
+/// which masquerades everything sourced from the cluster network (traffic
+/// between pods never reaches the host's POSTROUTING: it stays in br0).
+fn masquerade(ns: &str, cluster_network: &str) -> Result<(), LabError> {
+    let ipt = |args: &[&str]| -> Result<String, LabError> {
+        let mut full = vec!["-w", "5", "-t", "nat"];
+        full.extend_from_slice(args);
+        in_ns(ns, "iptables", &full)
+    };
+    ipt(&["-N", "OPENSHIFT-MASQUERADE"])?;
+    ipt(&[
+        "-A",
+        "POSTROUTING",
+        "-m",
+        "comment",
+        "--comment",
+        "rules for masquerading OpenShift traffic",
+        "-j",
+        "OPENSHIFT-MASQUERADE",
+    ])?;
+    ipt(&[
+        "-A",
+        "OPENSHIFT-MASQUERADE",
+        "-s",
+        cluster_network,
+        "-m",
+        "comment",
+        "--comment",
+        "masquerade pod-to-service and pod-to-external traffic",
+        "-j",
+        "MASQUERADE",
+    ])?;
+    Ok(())
+}
+
+fn xbr_args(state: &LabState, node: &Node) -> Vec<String> {
+    let mut args = vec![
+        "run".to_string(),
+        "--bridge".into(),
+        "br0".into(),
+        "--rundir".into(),
+        node.rundir.display().to_string(),
+    ];
+    let vxlan0 = if state.vxlan {
+        vxlan_port_spec(node.uplink_ip)
+    } else {
+        // Holds ofport 1 so the agent's flows (output:1) stay valid.
+        "vxlan0=1,type=internal".to_string()
+    };
+    for port in [
+        vxlan0,
+        format!("tun0=2,type=internal,mtu_request={}", state.mtu),
+    ] {
+        args.push("--port".into());
+        args.push(port);
+    }
+    for pod in state.pods.iter().filter(|p| p.node == node.name) {
+        args.push("--port".into());
+        args.push(format!("{}={}", pod.host_if, pod.ofport));
+    }
+    args
+}
+
+/// Starts `ip netns exec NODE xbr run ...` detached (own process group,
+/// output to the log in its run directory) and records its pid. `ip netns
+/// exec` execs xbr, so the pid is xbr's.
+fn start_xbr(state: &LabState, i: usize) -> Result<u32, LabError> {
+    let node = state
+        .nodes
+        .get(i)
+        .ok_or_else(|| LabError::Unexpected(format!("node index {i}")))?;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&node.rundir)
+        .map_err(|source| LabError::Io {
+            context: format!("creating {}", node.rundir.display()),
+            source,
+        })?;
+    let exe = std::env::current_exe().map_err(|source| LabError::Io {
+        context: "locating the xbr binary".into(),
+        source,
+    })?;
+    let log_path = node.rundir.join("xbr.log");
+    let log = File::create(&log_path).map_err(|source| LabError::Io {
+        context: format!("creating {}", log_path.display()),
+        source,
+    })?;
+    let log2 = log.try_clone().map_err(|source| LabError::Io {
+        context: "duplicating the log file".into(),
+        source,
+    })?;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &node.netns])
+        .arg(&exe)
+        .args(xbr_args(state, node))
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        // Out of the caller's process group: a Ctrl-C at the terminal
+        // after `up` returned must not stop the lab's switches.
+        .process_group(0);
+    let child = cmd.spawn().map_err(|source| LabError::Spawn {
+        command: format!("ip netns exec {} {} run ...", node.netns, exe.display()),
+        source,
+    })?;
+    let pid = child.id();
+    // Not waited for: the switch outlives `up`; init reaps it later.
+    drop(child);
+    write_file(&node.rundir.join("xbr.pid"), &format!("{pid}\n"))?;
+    Ok(pid)
+}
+
+fn is_socket(path: &Path) -> bool {
+    std::fs::symlink_metadata(path)
+        .map(|m| m.file_type().is_socket())
+        .unwrap_or(false)
+}
+
+pub fn process_alive(pid: u32) -> bool {
+    // A zombie (exited, not yet reaped) counts as dead.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit_once(") ")
+                .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn wait_for_xbr(node: &Node) -> Result<(), LabError> {
+    let mgmt = node.rundir.join("br0.mgmt");
+    let log = node.rundir.join("xbr.log");
+    let deadline = Instant::now() + XBR_START_TIMEOUT;
+    loop {
+        if is_socket(&mgmt) {
+            return Ok(());
+        }
+        if !process_alive(node.xbr_pid) {
+            return Err(LabError::Xbr {
+                node: node.name.clone(),
+                reason: "exited during start-up".into(),
+                log: log_tail(&log, 20),
+            });
+        }
+        if Instant::now() >= deadline {
+            return Err(LabError::Xbr {
+                node: node.name.clone(),
+                reason: format!("no {} after {:?}", mgmt.display(), XBR_START_TIMEOUT),
+                log: log_tail(&log, 20),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What the agent does to tun0 after OVS created it (`setup()`): gateway
+/// address, MTU, up, the cluster network and the service network routed to
+/// it, and the kernel's local-subnet route removed (the cluster route
+/// covers it).
+fn setup_tun0(node: &Node, cluster_network: &str, service_network: &str) -> Result<(), LabError> {
+    let ns = node.netns.as_str();
+    let subnet: Cidr = node
+        .subnet
+        .parse()
+        .map_err(|e: super::addr::BadCidr| LabError::Unexpected(e.to_string()))?;
+    let gw = format!("{}/{}", node.gateway, subnet.prefix_len());
+    let mtu = OVERLAY_MTU.to_string();
+    ip(&["-n", ns, "addr", "add", &gw, "dev", "tun0"])?;
+    ip(&["-n", ns, "link", "set", "tun0", "mtu", &mtu])?;
+    ip(&["-n", ns, "link", "set", "tun0", "up"])?;
+    ip(&[
+        "-n",
+        ns,
+        "route",
+        "add",
+        cluster_network,
+        "dev",
+        "tun0",
+        "scope",
+        "link",
+    ])?;
+    ip(&["-n", ns, "route", "add", service_network, "dev", "tun0"])?;
+    let ls = subnet.to_string();
+    ip(&[
+        "-n", ns, "route", "del", &ls, "dev", "tun0", "proto", "kernel",
+    ])?;
+    Ok(())
+}
+
+fn ofctl(node: &Node, args: &[&str]) -> Result<String, LabError> {
+    let rundir = node.rundir.display().to_string();
+    let mut full = vec!["-O", "OpenFlow13"];
+    full.extend_from_slice(args);
+    let mut backoff = Duration::from_millis(10);
+    let mut attempt = 1;
+    loop {
+        let out = sys::run_env(
+            "ovs-ofctl",
+            &full,
+            &[("OVS_RUNDIR", rundir.as_str())],
+            OFCTL_TIMEOUT,
+        )?;
+        if out.success() || attempt >= OFCTL_ATTEMPTS {
+            return out.ok();
+        }
+        std::thread::sleep(backoff);
+        backoff *= 2;
+        attempt += 1;
+    }
+}
+
+/// Programs a node's xbr like the agent: `set-frags br0 nx-match`, then one
+/// `bundle` with all flows (the file stays in the run directory).
+fn program(state: &LabState, node: &Node) -> Result<(), LabError> {
+    let bundle = node_flows(state, node)?.bundle()?;
+    let path: PathBuf = node.rundir.join("flows.bundle");
+    write_file(&path, &bundle)?;
+    ofctl(node, &["set-frags", "br0", "nx-match"])?;
+    let p = path.display().to_string();
+    ofctl(node, &["bundle", "br0", &p])?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lab(mode: Mode, vxlan: bool) -> LabState {
+        let opts = Options {
+            mode,
+            nodes: 3,
+            pods_per_node: 2,
+            namespaces: 2,
+            prefix: "t".into(),
+            dir: "/tmp/t".into(),
+            vxlan,
+        };
+        plan::plan(&opts, 11).unwrap()
+    }
+
+    #[test]
+    fn each_node_gets_its_pods_and_the_other_nodes() {
+        let s = lab(Mode::Multitenant, false);
+        let node2 = &s.nodes[1];
+        let f = node_flows(&s, node2).unwrap();
+        assert_eq!(f.local_subnet.to_string(), "10.128.2.0/23");
+        assert_eq!(f.node_ip, node2.uplink_ip);
+        let ips: Vec<String> = f.pods.iter().map(|p| p.ip.to_string()).collect();
+        assert_eq!(ips, ["10.128.2.2", "10.128.2.3"]);
+        let remote: Vec<String> = f
+            .remote_nodes
+            .iter()
+            .map(|r| r.subnet.to_string())
+            .collect();
+        assert_eq!(remote, ["10.128.0.0/23", "10.128.4.0/23"]);
+        assert_eq!(f.remote_nodes[0].cookie, s.nodes[0].hostsubnet_cookie);
+        assert_eq!(f.namespace_vnids, [0, s.namespaces[1].vnid]);
+        let flows = f.generate().unwrap();
+        assert!(flows.iter().all(|l| !l.contains("ct(")));
+        assert!(flows.contains(&format!(
+            "table=90, priority=100, cookie=0x{:08x}, ip, nw_dst=10.128.4.0/23, actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:10.0.0.13->tun_dst,output:1",
+            s.nodes[2].hostsubnet_cookie
+        )));
+    }
+
+    #[test]
+    fn ports_follow_the_agent_numbering() {
+        let s = lab(Mode::Subnet, false);
+        let args = xbr_args(&s, &s.nodes[0]);
+        let ports: Vec<&str> = args
+            .windows(2)
+            .filter(|w| w[0] == "--port")
+            .map(|w| w[1].as_str())
+            .collect();
+        assert_eq!(
+            ports,
+            [
+                "vxlan0=1,type=internal",
+                "tun0=2,type=internal,mtu_request=1450",
+                "veth0a800002=3",
+                "veth0a800003=4",
+            ]
+        );
+        for p in &ports {
+            assert!(p.parse::<crate::config::PortSpec>().is_ok(), "{p}");
+        }
+        let s = lab(Mode::Subnet, true);
+        let args = xbr_args(&s, &s.nodes[1]);
+        assert!(args.contains(
+            &"vxlan0=1,type=vxlan,dst_port=4789,local_ip=10.0.0.12,uplink=eth0".to_string()
+        ));
+    }
+}
