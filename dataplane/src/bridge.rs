@@ -23,6 +23,8 @@ pub struct BridgeConfig {
     pub ports: Vec<PortSpec>,
     pub cpu: Option<usize>,
     pub datapath_id: Option<u64>,
+    /// Entries of the packet thread's translation cache; 0 turns it off.
+    pub flow_cache_entries: usize,
 }
 
 #[derive(Debug, Error)]
@@ -127,6 +129,7 @@ impl RunningBridge {
         let engine = {
             let stop = stop.clone();
             let shared = shared.clone();
+            let flow_cache_entries = config.flow_cache_entries;
             std::thread::Builder::new()
                 .name("xbr-pmd".into())
                 .spawn(move || {
@@ -135,7 +138,8 @@ impl RunningBridge {
                             tracing::warn!("could not pin the packet thread to CPU {}", core.id);
                         }
                     }
-                    let engine = Engine::new(opened.frames, opened.ports, shared, changes);
+                    let mut engine = Engine::new(opened.frames, opened.ports, shared, changes);
+                    engine.set_flow_cache(flow_cache_entries);
                     let engine = engine.run(&stop);
                     let d = engine.drops;
                     tracing::info!(

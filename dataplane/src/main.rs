@@ -62,6 +62,10 @@ struct RunArgs {
     /// Datapath id (hex); defaults to one derived from the bridge name.
     #[arg(long, value_parser = hex_u64)]
     datapath_id: Option<u64>,
+    /// Entries of the packet thread's exact-match translation cache
+    /// (rounded up to a power of two); 0 turns it off.
+    #[arg(long, default_value_t = flowtable::cache::DEFAULT_ENTRIES, value_parser = clap::value_parser!(usize))]
+    flow_cache: usize,
 }
 
 fn port_arg(s: &str) -> Result<PortSpec, String> {
@@ -110,6 +114,7 @@ fn run(args: RunArgs) -> ExitCode {
         ports,
         cpu: args.cpu,
         datapath_id: args.datapath_id,
+        flow_cache_entries: args.flow_cache,
     };
     let mut bridge = match RunningBridge::start(config) {
         Ok(b) => b,

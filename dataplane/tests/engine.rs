@@ -134,8 +134,17 @@ fn forwards_unchanged_and_counts_ports_and_rule() {
     assert_eq!(s1.rx_packets.load(Ordering::Relaxed), 10);
     assert_eq!(s1.rx_bytes.load(Ordering::Relaxed), 10 * frame.len() as u64);
     assert_eq!(s2.tx_packets.load(Ordering::Relaxed), 10);
+    // The first packet was translated (and counted) by the pipeline, the
+    // other nine came from the translation cache, whose counts reach the
+    // flow when the thread goes idle.
     let rules = rig.tables.flows(&FlowFilter::default());
+    assert_eq!(rules[0].stats.read(), (1, frame.len() as u64));
+    assert_eq!(rig.engine.round(), 0);
     assert_eq!(rules[0].stats.read(), (10, 10 * frame.len() as u64));
+    assert_eq!(
+        rig.engine.flow_cache_stats().map(|s| (s.hits, s.misses)),
+        Some((9, 1))
+    );
 }
 
 #[test]

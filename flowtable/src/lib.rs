@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod action;
+pub mod cache;
 pub mod classifier;
 pub mod error;
 pub mod flow_mod;

@@ -136,6 +136,9 @@ pub struct Pipeline {
     pub(crate) tables: Vec<Classifier>,
     pub(crate) counters: Arc<PipelineCounters>,
     pub(crate) groups: HashMap<u32, Arc<Group>, RandomState>,
+    /// Bumped by every [`Pipeline::apply`]: caches of translations
+    /// (`crate::cache::FlowCache`) are valid for one generation only.
+    generation: u64,
 }
 
 impl Default for Pipeline {
@@ -160,6 +163,7 @@ impl Pipeline {
             tables: (0..N_TABLES).map(|_| Classifier::new()).collect(),
             counters,
             groups: HashMap::default(),
+            generation: 0,
         }
     }
 
@@ -167,8 +171,18 @@ impl Pipeline {
         &self.counters
     }
 
+    pub(crate) fn counters_arc(&self) -> Arc<PipelineCounters> {
+        self.counters.clone()
+    }
+
+    /// Changes every time [`Pipeline::apply`] runs.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Applies a change list in order.
     pub fn apply(&mut self, changes: &[Change]) {
+        self.generation = self.generation.wrapping_add(1);
         for c in changes {
             match c {
                 Change::AddRule(r) => {

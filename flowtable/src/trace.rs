@@ -16,6 +16,7 @@
 //! and appends the datapath actions or the drop reason.
 
 use crate::action::{Action, Bucket};
+use crate::group::Group;
 use crate::key::FlowKey;
 use crate::pipeline::{DpAction, Pipeline, Xlate};
 use crate::rule::Rule;
@@ -32,6 +33,9 @@ pub(crate) trait Tracer {
     fn goto_table(&mut self, table: u8, depth: u32);
     fn bucket(&mut self, bucket: &Bucket, depth: u32);
     fn action_set(&mut self);
+    /// A group about to run its buckets (after the lookup hook of the
+    /// flow that named it).
+    fn group(&mut self, _group: &Arc<Group>) {}
 }
 
 /// The packet path's tracer: does nothing, counts.

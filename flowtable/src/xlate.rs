@@ -398,6 +398,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             // Validation keeps groups alive while flows use them.
             return;
         };
+        self.tracer.group(g);
         if T::COUNTS {
             g.stats.count(self.packet_len);
         }

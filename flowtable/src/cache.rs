@@ -1,0 +1,365 @@
+//! A packet thread's exact-match cache of translations.
+//!
+//! # Design
+//!
+//! Stores: for recently seen packet keys, the result of
+//! [`Pipeline::xlate`] (datapath actions or drop reason) together with
+//! references to every counter that translation moved: the flows it
+//! matched, the groups it ran, and the tables it looked up (with whether
+//! each lookup matched). A hit copies the actions out instead of walking
+//! the tables, and adds the packet to per-entry pending counts instead of
+//! touching shared atomics.
+//!
+//! Layout: a power-of-two array of entries, each key hashed once with
+//! ahash; a key may live in one of two slots taken from different bits of
+//! its hash (like OVS's EMC), so two hot flows rarely evict each other.
+//! Lookup compares the stored hash, then the whole key (17 words).
+//!
+//! Invariants:
+//! - An entry is only valid for the pipeline generation it was filled in;
+//!   [`Pipeline::apply`] bumps the generation, and the next lookup flushes
+//!   pending counts and empties the cache before anything else. So a hit
+//!   never returns a result that a flow-mod or group-mod has changed, and
+//!   counters of rules removed meanwhile get the packets they really saw.
+//! - A translation is cached only if everything it produced fits: at most
+//!   [`CACHED_ACTIONS`] actions, [`MAX_COUNTERS`] flow/group counters and
+//!   [`MAX_TABLE_VISITS`] table lookups. Anything bigger is translated
+//!   every time, which is correct, only slower.
+//! - The result depends on the key alone: translation reads nothing else
+//!   of the packet (the length only feeds counters), and select-group
+//!   bucket choice hashes the key.
+//!
+//! Counters: the miss itself is counted by the walk. Hits accumulate in
+//! the entry and reach the shared atomics in [`FlowCache::flush`] (the
+//! engine calls it once per batch), on eviction, and on invalidation. A
+//! reader of flow statistics therefore lags by at most one batch.
+//!
+//! Cost: a hit is one hash of the key, up to two key compares and a copy
+//! of a few actions; no allocation, no atomic operation. A miss is the full
+//! walk plus cloning the recorded `Arc`s (atomic increments, miss path
+//! only). Memory: about half a kilobyte per entry.
+//!
+//! Concurrency: none. Each packet thread owns its cache, as it owns its
+//! [`Pipeline`] replica.
+
+use crate::group::Group;
+use crate::key::FlowKey;
+use crate::pipeline::{DpAction, DropReason, Pipeline, Xlate};
+use crate::rule::{PipelineCounters, Rule, RuleStats};
+use crate::trace::Tracer;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// Most datapath actions an entry holds.
+pub const CACHED_ACTIONS: usize = 8;
+/// Most flow and group counters one translation may touch and be cached.
+pub const MAX_COUNTERS: usize = 16;
+/// Most table lookups one translation may make and be cached.
+pub const MAX_TABLE_VISITS: usize = 16;
+/// Entries of a cache made with [`FlowCache::default`].
+pub const DEFAULT_ENTRIES: usize = 8192;
+
+/// One table lookup a translation made: the table and whether it matched.
+#[derive(Clone, Copy, Default)]
+struct TableVisit {
+    table: u8,
+    matched: bool,
+}
+
+struct Entry {
+    /// Never 0 for a used entry (0 marks a free slot).
+    hash: u64,
+    key: FlowKey,
+    actions: [DpAction; CACHED_ACTIONS],
+    n_actions: u8,
+    drop_reason: Option<DropReason>,
+    counters: [Option<Arc<RuleStats>>; MAX_COUNTERS],
+    visits: [TableVisit; MAX_TABLE_VISITS],
+    n_visits: u8,
+    /// Hits not yet added to the shared counters.
+    pending_packets: u64,
+    pending_bytes: u64,
+    /// Listed in `FlowCache::dirty`.
+    dirty: bool,
+}
+
+impl Entry {
+    fn empty() -> Self {
+        Entry {
+            hash: 0,
+            key: FlowKey::zero(),
+            actions: [DpAction::Flood; CACHED_ACTIONS],
+            n_actions: 0,
+            drop_reason: None,
+            counters: [const { None }; MAX_COUNTERS],
+            visits: [TableVisit::default(); MAX_TABLE_VISITS],
+            n_visits: 0,
+            pending_packets: 0,
+            pending_bytes: 0,
+            dirty: false,
+        }
+    }
+
+    /// Adds the pending hits to the shared counters.
+    fn flush(&mut self, tables: &PipelineCounters) {
+        if self.pending_packets == 0 {
+            return;
+        }
+        let (packets, bytes) = (self.pending_packets, self.pending_bytes);
+        for c in self.counters.iter().flatten() {
+            c.packets.fetch_add(packets, Relaxed);
+            c.bytes.fetch_add(bytes, Relaxed);
+        }
+        for v in self.visits.iter().take(usize::from(self.n_visits)) {
+            if let Some(t) = tables.table(v.table) {
+                t.lookup.fetch_add(packets, Relaxed);
+                if v.matched {
+                    t.matched.fetch_add(packets, Relaxed);
+                }
+            }
+        }
+        self.pending_packets = 0;
+        self.pending_bytes = 0;
+    }
+
+    fn clear(&mut self) {
+        self.hash = 0;
+        self.n_actions = 0;
+        self.n_visits = 0;
+        self.counters.iter_mut().for_each(|c| *c = None);
+    }
+}
+
+/// Hit/miss statistics of one cache (for benchmarks and diagnostics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    /// Translations too big to cache.
+    pub uncacheable: u64,
+    /// Times the cache was emptied because the pipeline changed.
+    pub invalidations: u64,
+}
+
+/// A packet thread's exact-match translation cache; see the module
+/// documentation.
+pub struct FlowCache {
+    entries: Vec<Entry>,
+    mask: usize,
+    hasher: ahash::RandomState,
+    /// The pipeline generation the entries belong to.
+    generation: u64,
+    /// Where table lookups of pending hits are counted: the counters of
+    /// the pipeline the entries were filled from.
+    tables: Arc<PipelineCounters>,
+    /// Entries with pending hits; capacity reserved up front.
+    dirty: Vec<u32>,
+    stats: CacheStats,
+}
+
+impl Default for FlowCache {
+    fn default() -> Self {
+        Self::new(DEFAULT_ENTRIES)
+    }
+}
+
+impl std::fmt::Debug for FlowCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowCache")
+            .field("entries", &self.entries.len())
+            .field("generation", &self.generation)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl FlowCache {
+    /// A cache of `entries` slots, rounded up to a power of two (at least
+    /// 2). `FlowCache::new(0)` is a valid, tiny cache; use
+    /// [`FlowCache::disabled`] to translate every packet.
+    pub fn new(entries: usize) -> Self {
+        let n = entries.max(2).next_power_of_two();
+        FlowCache {
+            entries: (0..n).map(|_| Entry::empty()).collect(),
+            mask: n - 1,
+            // Fixed seeds: the cache's behaviour is reproducible; keys are
+            // packet headers an attacker controls either way, and the
+            // two-slot layout bounds what a collision costs (a miss).
+            hasher: ahash::RandomState::with_seeds(
+                0x243f_6a88_85a3_08d3,
+                0x1319_8a2e_0370_7344,
+                0xa409_3822_299f_31d0,
+                0x082e_fa98_ec4e_6c89,
+            ),
+            generation: u64::MAX,
+            tables: Arc::default(),
+            dirty: Vec::with_capacity(n),
+            stats: CacheStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        self.stats
+    }
+
+    fn slots(&self, hash: u64) -> (usize, usize) {
+        let a = (hash as usize) & self.mask;
+        let b = ((hash >> 32) as usize) & self.mask;
+        (a, b)
+    }
+
+    /// Translates `key` like [`Pipeline::xlate`], from the cache when it
+    /// can. On a hit `out` holds the actions and drop reason but not the
+    /// wildcards.
+    pub fn xlate(&mut self, pipe: &Pipeline, key: &FlowKey, packet_len: u32, out: &mut Xlate) {
+        if self.generation != pipe.generation() {
+            self.invalidate(pipe);
+        }
+        let hash = self.hasher.hash_one(key) | 1;
+        let (a, b) = self.slots(hash);
+        for idx in [a, b] {
+            let Some(e) = self.entries.get_mut(idx) else {
+                continue;
+            };
+            if e.hash == hash && e.key == *key {
+                let n = usize::from(e.n_actions);
+                if let (Some(dst), Some(src)) = (out.actions.get_mut(..n), e.actions.get(..n)) {
+                    dst.copy_from_slice(src);
+                }
+                out.n_actions = n;
+                out.drop_reason = e.drop_reason;
+                e.pending_packets += 1;
+                e.pending_bytes += u64::from(packet_len);
+                if !e.dirty {
+                    e.dirty = true;
+                    self.dirty.push(idx as u32);
+                }
+                self.stats.hits += 1;
+                return;
+            }
+        }
+        self.stats.misses += 1;
+        self.fill(pipe, key, hash, (a, b), packet_len, out);
+    }
+
+    /// The miss path: walks the pipeline (which counts this packet) while
+    /// recording the counters, then stores the result if it fits.
+    fn fill(
+        &mut self,
+        pipe: &Pipeline,
+        key: &FlowKey,
+        hash: u64,
+        (a, b): (usize, usize),
+        packet_len: u32,
+        out: &mut Xlate,
+    ) {
+        // Victim: a free slot, else the one with the smaller hash (an
+        // arbitrary but stateless choice).
+        let victim = match (self.entries.get(a), self.entries.get(b)) {
+            (Some(ea), _) if ea.hash == 0 => a,
+            (_, Some(eb)) if eb.hash == 0 => b,
+            (Some(ea), Some(eb)) if eb.hash < ea.hash => b,
+            _ => a,
+        };
+        let tables = &self.tables;
+        let Some(e) = self.entries.get_mut(victim) else {
+            pipe.xlate(key, packet_len, out);
+            return;
+        };
+        e.flush(tables);
+        e.clear();
+        out.reset();
+        let mut rec = Recorder {
+            entry: e,
+            n_counters: 0,
+            overflow: false,
+        };
+        crate::xlate::run(pipe, key, packet_len, out, &mut rec);
+        let overflow = rec.overflow;
+        let n = out.n_actions;
+        if overflow || n > CACHED_ACTIONS {
+            e.clear();
+            self.stats.uncacheable += 1;
+            return;
+        }
+        if let (Some(dst), Some(src)) = (e.actions.get_mut(..n), out.actions.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        e.n_actions = n as u8;
+        e.drop_reason = out.drop_reason;
+        e.key = *key;
+        e.hash = hash;
+    }
+
+    /// Adds every entry's pending hits to the shared counters.
+    pub fn flush(&mut self) {
+        for idx in self.dirty.drain(..) {
+            if let Some(e) = self.entries.get_mut(idx as usize) {
+                e.flush(&self.tables);
+                e.dirty = false;
+            }
+        }
+    }
+
+    /// Flushes, then empties the cache and adopts `pipe`'s generation.
+    fn invalidate(&mut self, pipe: &Pipeline) {
+        self.flush();
+        for e in &mut self.entries {
+            if e.hash != 0 {
+                e.clear();
+            }
+        }
+        self.generation = pipe.generation();
+        self.tables = pipe.counters_arc();
+        self.stats.invalidations += 1;
+    }
+}
+
+/// Collects the counters a walk touches into the entry being filled.
+struct Recorder<'e> {
+    entry: &'e mut Entry,
+    n_counters: usize,
+    overflow: bool,
+}
+
+impl Recorder<'_> {
+    fn record(&mut self, stats: &Arc<RuleStats>) {
+        match self.entry.counters.get_mut(self.n_counters) {
+            Some(slot) => {
+                *slot = Some(stats.clone());
+                self.n_counters += 1;
+            }
+            None => self.overflow = true,
+        }
+    }
+}
+
+impl Tracer for &mut Recorder<'_> {
+    const COUNTS: bool = true;
+
+    fn lookup(&mut self, table: u8, rule: Option<&Arc<Rule>>, _depth: u32) {
+        let n = usize::from(self.entry.n_visits);
+        match self.entry.visits.get_mut(n) {
+            Some(v) => {
+                *v = TableVisit {
+                    table,
+                    matched: rule.is_some(),
+                };
+                self.entry.n_visits += 1;
+            }
+            None => self.overflow = true,
+        }
+        if let Some(r) = rule {
+            self.record(&r.stats);
+        }
+    }
+
+    fn group(&mut self, group: &Arc<Group>) {
+        self.record(&group.stats);
+    }
+
+    fn action(&mut self, _: &crate::action::Action, _: u32) {}
+    fn goto_table(&mut self, _: u8, _: u32) {}
+    fn bucket(&mut self, _: &crate::action::Bucket, _: u32) {}
+    fn action_set(&mut self) {}
+}
