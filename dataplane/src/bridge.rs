@@ -25,6 +25,11 @@ pub struct BridgeConfig {
     pub datapath_id: Option<u64>,
     /// Entries of the packet thread's translation cache; 0 turns it off.
     pub flow_cache_entries: usize,
+    /// OpenFlow controllers to stay connected to.
+    pub controllers: Vec<SocketAddr>,
+    /// Idle time after which a controller is probed (and, after as much
+    /// again, dropped and reconnected).
+    pub inactivity_probe: std::time::Duration,
 }
 
 #[derive(Debug, Error)]
@@ -162,7 +167,16 @@ impl RunningBridge {
         };
 
         let bridge = Bridge::new(shared.clone());
-        let server = match Server::start(bridge.clone(), &mgmt, config.listen.first().copied()) {
+        let server = match Server::start(bridge.clone(), &mgmt, config.listen.first().copied())
+            .and_then(|mut s| {
+                for c in &config.controllers {
+                    if let Err(e) = s.add_controller(*c, config.inactivity_probe) {
+                        s.shutdown();
+                        return Err(e);
+                    }
+                }
+                Ok(s)
+            }) {
             Ok(s) => s,
             Err(e) => {
                 stop.store(true, Ordering::Relaxed);

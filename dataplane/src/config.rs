@@ -29,6 +29,8 @@ pub enum ConfigError {
     },
     #[error("--listen '{0}': expected ptcp:PORT[:IP]")]
     BadListen(String),
+    #[error("--controller '{0}': expected tcp:IP[:PORT]")]
+    BadController(String),
     #[error("no free ofport left")]
     OfportsExhausted,
 }
@@ -209,6 +211,20 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, ConfigError> {
     Ok(SocketAddr::new(ip, port))
 }
 
+/// OpenFlow's IANA port, OVS's default for `tcp:IP` controller targets.
+pub const OFP_TCP_PORT: u16 = 6653;
+
+/// Parses a controller target as OVS writes it: `tcp:IP[:PORT]` (IPv6 in
+/// brackets when a port follows).
+pub fn parse_controller(s: &str) -> Result<SocketAddr, ConfigError> {
+    let err = || ConfigError::BadController(s.to_string());
+    let rest = s.strip_prefix("tcp:").ok_or_else(err)?;
+    if let Ok(ip) = rest.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, OFP_TCP_PORT));
+    }
+    rest.parse::<SocketAddr>().map_err(|_| err())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,5 +300,33 @@ mod tests {
         );
         assert!(parse_listen("tcp:1").is_err());
         assert!(parse_listen("ptcp:99999").is_err());
+    }
+
+    #[test]
+    fn controller_targets() {
+        assert_eq!(
+            parse_controller("tcp:10.0.0.1").unwrap().to_string(),
+            "10.0.0.1:6653"
+        );
+        assert_eq!(
+            parse_controller("tcp:10.0.0.1:6633").unwrap().to_string(),
+            "10.0.0.1:6633"
+        );
+        assert_eq!(
+            parse_controller("tcp:[::1]:6633").unwrap().to_string(),
+            "[::1]:6633"
+        );
+        for bad in [
+            "10.0.0.1:6633",
+            "ssl:10.0.0.1",
+            "tcp:",
+            "tcp:host:1",
+            "tcp:1.2.3.4:x",
+        ] {
+            assert_eq!(
+                parse_controller(bad),
+                Err(ConfigError::BadController(bad.to_string()))
+            );
+        }
     }
 }

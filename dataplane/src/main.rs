@@ -62,6 +62,15 @@ struct RunArgs {
     /// Datapath id (hex); defaults to one derived from the bridge name.
     #[arg(long, value_parser = hex_u64)]
     datapath_id: Option<u64>,
+    /// An OpenFlow controller to connect to: tcp:IP[:PORT] (default port
+    /// 6653). Repeatable. Flows stay when a controller goes away (fail
+    /// mode secure).
+    #[arg(long = "controller", value_name = "tcp:IP[:PORT]", value_parser = controller_arg)]
+    controllers: Vec<SocketAddr>,
+    /// Seconds a controller connection may stay silent before it is sent
+    /// an echo request, and again before it is dropped and reconnected.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    inactivity_probe: u64,
     /// Entries of the packet thread's exact-match translation cache
     /// (rounded up to a power of two); 0 turns it off.
     #[arg(long, default_value_t = flowtable::cache::DEFAULT_ENTRIES, value_parser = clap::value_parser!(usize))]
@@ -71,6 +80,10 @@ struct RunArgs {
 fn port_arg(s: &str) -> Result<PortSpec, String> {
     s.parse()
         .map_err(|e: dataplane::config::ConfigError| e.to_string())
+}
+
+fn controller_arg(s: &str) -> Result<SocketAddr, String> {
+    dataplane::config::parse_controller(s).map_err(|e| e.to_string())
 }
 
 fn listen_arg(s: &str) -> Result<SocketAddr, String> {
@@ -115,6 +128,8 @@ fn run(args: RunArgs) -> ExitCode {
         cpu: args.cpu,
         datapath_id: args.datapath_id,
         flow_cache_entries: args.flow_cache,
+        controllers: args.controllers,
+        inactivity_probe: std::time::Duration::from_secs(args.inactivity_probe),
     };
     let mut bridge = match RunningBridge::start(config) {
         Ok(b) => b,

@@ -15,6 +15,7 @@
 //! encode outside it.
 
 use crate::datapath::Datapath;
+use crate::roles::Roles;
 use crate::wire::message::SwitchConfig;
 use flowtable::tables::Change;
 use flowtable::{
@@ -34,6 +35,7 @@ pub struct Bridge {
     dp: Arc<dyn Datapath>,
     /// Highest sequence number returned by `Datapath::publish`.
     last_seq: AtomicU64,
+    roles: Arc<Roles>,
 }
 
 impl Bridge {
@@ -48,7 +50,13 @@ impl Bridge {
             }),
             dp,
             last_seq: AtomicU64::new(0),
+            roles: Arc::default(),
         })
+    }
+
+    /// The controller roles of this bridge's connections.
+    pub fn roles(&self) -> &Arc<Roles> {
+        &self.roles
     }
 
     pub fn datapath(&self) -> &Arc<dyn Datapath> {

@@ -8,12 +8,22 @@
 //! barrier) and writes the replies before reading the next message. That
 //! gives OpenFlow's ordering guarantees for free: an error for a FLOW_MOD
 //! is always written before the reply to a later BARRIER. Per-connection
-//! state is only the open ONF bundles.
+//! state is the open ONF bundles, the controller role and the async
+//! configuration.
+//!
+//! Connections to a controller (active, `--controller`) are probed: the
+//! socket has a read timeout of the inactivity-probe interval; when it
+//! expires between two messages the switch sends an ECHO_REQUEST, and if
+//! another interval passes without any message it hangs up (the caller
+//! reconnects), as OVS's rconn does.
 
 use crate::bridge::Bridge;
 use crate::bundle::Bundles;
+use crate::roles::ConnRole;
 use crate::wire::header::msg_type;
-use crate::wire::message::{capabilities, hello_accepts_v4, Features, SwitchConfig};
+use crate::wire::message::{
+    capabilities, hello_accepts_v4, AsyncConfig, Features, RoleMsg, SwitchConfig,
+};
 use crate::wire::multipart::{self, pack_replies, FlowStatsEntry, MultipartRequest};
 use crate::wire::{
     err, table_features, HeaderRepr, Message, WireError, HEADER_LEN, NO_BUFFER, OFP_VERSION,
@@ -33,6 +43,9 @@ const FRAG_MASK: u16 = 3;
 /// OpenFlow message).
 const READ_BUFFER: usize = 1 << 16;
 
+/// Transaction id of the inactivity probe's ECHO_REQUEST.
+const PROBE_XID: u32 = 0;
+
 /// What to do after handling a message.
 enum Next {
     Continue,
@@ -48,6 +61,10 @@ pub(crate) struct Connection<R: Read, W: Write> {
     bridge: Arc<Bridge>,
     bundles: Bundles,
     peer: String,
+    role: ConnRole,
+    async_config: AsyncConfig,
+    /// Whether the socket has a read timeout to probe the peer with.
+    probed: bool,
 }
 
 impl<R: Read, W: Write> Connection<R, W> {
@@ -55,6 +72,9 @@ impl<R: Read, W: Write> Connection<R, W> {
         Connection {
             reader: io::BufReader::with_capacity(READ_BUFFER, reader),
             writer,
+            role: bridge.roles().register(),
+            async_config: AsyncConfig::default(),
+            probed: false,
             bridge,
             bundles: Bundles::default(),
             peer,
@@ -75,6 +95,13 @@ impl<R: Read, W: Write> Connection<R, W> {
         }
     }
 
+    /// Marks the connection as probed: its reader has a read timeout (the
+    /// inactivity-probe interval), see the module documentation.
+    pub(crate) fn with_probe(mut self) -> Self {
+        self.probed = true;
+        self
+    }
+
     fn serve(&mut self) -> io::Result<()> {
         self.send(
             &Message::Hello {
@@ -83,10 +110,22 @@ impl<R: Read, W: Write> Connection<R, W> {
             .emit(0),
         )?;
         let mut buf = vec![0u8; HEADER_LEN];
+        let mut probe_sent = false;
         loop {
             buf.resize(HEADER_LEN, 0);
-            if !read_full_or_eof(&mut self.reader, &mut buf)? {
-                return Ok(());
+            match read_full(&mut self.reader, &mut buf)? {
+                Filled::Eof => return Ok(()),
+                Filled::Idle if !self.probed => continue,
+                Filled::Idle if probe_sent => {
+                    warn!(peer = %self.peer, "no answer to the inactivity probe; disconnecting");
+                    return Ok(());
+                }
+                Filled::Idle => {
+                    self.send(&Message::EchoRequest(Vec::new()).emit(PROBE_XID))?;
+                    probe_sent = true;
+                    continue;
+                }
+                Filled::Full => probe_sent = false,
             }
             let Ok(view) = crate::wire::Header::new_checked(&buf[..]) else {
                 return Ok(());
@@ -104,7 +143,11 @@ impl<R: Read, W: Write> Connection<R, W> {
                 return Ok(());
             }
             buf.resize(len, 0);
-            self.reader.read_exact(&mut buf[HEADER_LEN..])?;
+            if let Some(body) = buf.get_mut(HEADER_LEN..) {
+                if read_full(&mut self.reader, body)? != Filled::Full {
+                    return Err(io::ErrorKind::UnexpectedEof.into());
+                }
+            }
             if let Next::Close = self.handle(&h, &buf)? {
                 return Ok(());
             }
@@ -204,6 +247,32 @@ impl<R: Read, W: Write> Connection<R, W> {
                 });
                 Ok(())
             }
+            Message::RoleRequest(m) => match self.role.request(m.role, m.generation_id) {
+                Ok((role, generation_id)) => self.send(
+                    &Message::RoleReply(RoleMsg {
+                        role,
+                        generation_id,
+                    })
+                    .emit(xid),
+                ),
+                Err(e) => self.send_ofp_error(e, xid, raw),
+            },
+            Message::GetAsyncRequest => {
+                self.send(&Message::GetAsyncReply(self.async_config).emit(xid))
+            }
+            Message::SetAsync(c) => {
+                self.async_config = c;
+                Ok(())
+            }
+            // A slave controller may read but not change the switch.
+            Message::FlowMod(_)
+            | Message::GroupMod(_)
+            | Message::PortMod(_)
+            | Message::Experimenter { .. }
+                if self.role.is_slave() =>
+            {
+                self.send_ofp_error((err::BAD_REQUEST, err::BRC_IS_SLAVE), xid, raw)
+            }
             Message::FlowMod(fm) => match check_buffer(&fm) {
                 Err(e) => self.send_error(&e, xid, raw),
                 Ok(()) => match self.bridge.flow_mod(&fm) {
@@ -255,7 +324,11 @@ impl<R: Read, W: Write> Connection<R, W> {
                 Ok(())
             }
             // Switch-to-controller messages make no sense in this direction.
-            Message::FeaturesReply(_) | Message::GetConfigReply(_) | Message::BarrierReply => {
+            Message::FeaturesReply(_)
+            | Message::GetConfigReply(_)
+            | Message::BarrierReply
+            | Message::RoleReply(_)
+            | Message::GetAsyncReply(_) => {
                 let e = WireError::BadRequest(err::BRC_BAD_TYPE, "reply sent to a switch".into());
                 self.send_error(&e, xid, raw)
             }
@@ -381,18 +454,50 @@ fn check_buffer(fm: &FlowMod) -> Result<(), WireError> {
 
 /// Fills `buf` completely. Returns false on a clean EOF before the first
 /// byte; an EOF after some bytes is an error (truncated message).
-fn read_full_or_eof(r: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
+/// How a [`read_full`] ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Filled {
+    Full,
+    /// End of stream before the first byte.
+    Eof,
+    /// The read timeout expired before the first byte.
+    Idle,
+}
+
+/// Read timeouts a peer may let pass in the middle of a message before
+/// the connection gives up on it.
+const STALLS_MID_MESSAGE: u32 = 2;
+
+/// Fills `buf` completely. A timeout before the first byte is reported as
+/// `Idle`; in the middle of a message the read is retried (bytes already
+/// read are kept), up to [`STALLS_MID_MESSAGE`] times.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<Filled> {
     let mut got = 0;
-    while got < buf.len() {
-        match r.read(&mut buf[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
+    let mut stalls = 0;
+    while let Some(rest) = buf.get_mut(got..).filter(|b| !b.is_empty()) {
+        match r.read(rest) {
+            Ok(0) if got == 0 => return Ok(Filled::Eof),
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                if got == 0 {
+                    return Ok(Filled::Idle);
+                }
+                stalls += 1;
+                if stalls > STALLS_MID_MESSAGE {
+                    return Err(e);
+                }
+            }
             Err(e) => return Err(e),
         }
     }
-    Ok(true)
+    Ok(Filled::Full)
 }
 
 /// Durations as OVS reports them: whole milliseconds, so `dump-flows`

@@ -12,6 +12,7 @@ mod bundle;
 mod connection;
 mod datapath;
 mod error;
+pub mod roles;
 mod server;
 pub mod wire;
 

@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use tracing::{info, warn};
+use std::time::{Duration, Instant};
+use tracing::{debug, info, warn};
 
 enum Stream {
     Unix(UnixStream),
@@ -110,13 +111,93 @@ impl Shared {
     }
 }
 
+impl Shared {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps `d`, or less if the server stops meanwhile.
+    fn wait(&self, d: Duration) {
+        let until = Instant::now() + d;
+        while !self.stopped() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(STOP_POLL));
+        }
+    }
+
+    /// A controller thread: connect, serve, reconnect, until shutdown.
+    fn controller_loop(self: Arc<Self>, target: SocketAddr, probe: Duration) {
+        let mut backoff = BACKOFF_MIN;
+        while !self.stopped() {
+            match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
+                Ok(c) => {
+                    info!(%target, "connected to controller");
+                    backoff = BACKOFF_MIN;
+                    self.serve_controller(c, target, probe);
+                    if self.stopped() {
+                        break;
+                    }
+                    info!(%target, "controller connection closed");
+                }
+                Err(e) => debug!(%target, error = %e, "controller connection failed"),
+            }
+            self.wait(backoff);
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    fn serve_controller(&self, c: TcpStream, target: SocketAddr, probe: Duration) {
+        let _ = c.set_nodelay(true);
+        if let Err(e) = c.set_read_timeout(Some(probe.max(Duration::from_millis(1)))) {
+            warn!(%target, error = %e, "cannot set the inactivity probe");
+            return;
+        }
+        let (reader, writer) = match (c.try_clone(), c.try_clone()) {
+            (Ok(r), Ok(w)) => (r, w),
+            (Err(e), _) | (_, Err(e)) => {
+                warn!(%target, error = %e, "cannot clone controller socket");
+                return;
+            }
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            // Checked under the lock shutdown sweeps with, so a connection
+            // made while stopping is never left unswept.
+            let mut conns = self.conns.lock();
+            if self.stopped() {
+                return;
+            }
+            conns.insert(id, (Stream::Tcp(c), None));
+        }
+        Connection::new(reader, writer, self.bridge.clone(), target.to_string())
+            .with_probe()
+            .run();
+        self.conns.lock().remove(&id);
+    }
+}
+
 /// The OpenFlow listeners of one bridge.
 pub struct Server {
     shared: Arc<Shared>,
     unix_path: PathBuf,
     tcp_addr: Option<SocketAddr>,
     threads: Vec<JoinHandle<()>>,
+    /// Active connections to controllers, one thread per target; each
+    /// serves its connection itself and reconnects when it drops.
+    controllers: Vec<JoinHandle<()>>,
 }
+
+/// Bound on one TCP connection attempt to a controller.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// First and longest wait between two connection attempts (doubling in
+/// between, like OVS's rconn backoff).
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(8);
+/// Granularity at which a waiting controller thread notices shutdown.
+const STOP_POLL: Duration = Duration::from_millis(100);
 
 impl Server {
     /// Listens on `unix_path` (mode 0600; a stale socket file is replaced, a live one is
@@ -223,7 +304,32 @@ impl Server {
             unix_path: unix_path.to_path_buf(),
             tcp_addr,
             threads,
+            controllers: Vec::new(),
         })
+    }
+
+    /// Connects to an OpenFlow controller at `target` (OVS's
+    /// `tcp:IP:PORT`) and stays connected: a dropped connection is retried
+    /// with exponential backoff, and one idle for `probe` gets an
+    /// ECHO_REQUEST and is dropped if another `probe` passes in silence.
+    /// The flow tables are not touched when a controller goes away (fail
+    /// mode secure).
+    pub fn add_controller(
+        &mut self,
+        target: SocketAddr,
+        probe: Duration,
+    ) -> Result<(), OfprotoError> {
+        let shared = self.shared.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("of-ctl-{target}"))
+            .spawn(move || shared.controller_loop(target, probe))
+            .map_err(|source| OfprotoError::Thread {
+                what: "controller connection",
+                source,
+            })?;
+        self.controllers.push(t);
+        info!(%target, "OpenFlow controller configured");
+        Ok(())
     }
 
     pub fn local_tcp_addr(&self) -> Option<SocketAddr> {
@@ -252,6 +358,11 @@ impl Server {
                 .collect()
         };
         for t in threads {
+            let _ = t.join();
+        }
+        // Their connections were shut down with the others above; a
+        // thread waiting to reconnect sees the stop flag.
+        for t in self.controllers {
             let _ = t.join();
         }
         let _ = std::fs::remove_file(&self.unix_path);

@@ -21,6 +21,11 @@ pub mod msg_type {
     pub const MULTIPART_REPLY: u8 = 19;
     pub const BARRIER_REQUEST: u8 = 20;
     pub const BARRIER_REPLY: u8 = 21;
+    pub const ROLE_REQUEST: u8 = 24;
+    pub const ROLE_REPLY: u8 = 25;
+    pub const GET_ASYNC_REQUEST: u8 = 26;
+    pub const GET_ASYNC_REPLY: u8 = 27;
+    pub const SET_ASYNC: u8 = 28;
 }
 
 /// A read-only view of an `ofp_header` at the start of a buffer.

@@ -29,6 +29,45 @@ pub struct Features {
     pub capabilities: u32,
 }
 
+/// OFPT_ROLE_REQUEST / OFPT_ROLE_REPLY body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoleMsg {
+    /// OFPCR_ROLE_* (see [`role`]).
+    pub role: u32,
+    pub generation_id: u64,
+}
+
+/// OFPCR_ROLE_* controller roles.
+pub mod role {
+    pub const NOCHANGE: u32 = 0;
+    pub const EQUAL: u32 = 1;
+    pub const MASTER: u32 = 2;
+    pub const SLAVE: u32 = 3;
+}
+
+/// OFPT_GET_ASYNC_REPLY / OFPT_SET_ASYNC body: which asynchronous messages
+/// a connection wants, per reason bit; index 0 applies while the
+/// connection is MASTER or EQUAL, index 1 while it is SLAVE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AsyncConfig {
+    pub packet_in_mask: [u32; 2],
+    pub port_status_mask: [u32; 2],
+    pub flow_removed_mask: [u32; 2],
+}
+
+impl Default for AsyncConfig {
+    /// The specification's defaults (OF1.3 §7.3.10): packet-ins for table
+    /// misses and `controller` actions, every port status and every flow
+    /// removal to masters and equals; slaves only get port status.
+    fn default() -> Self {
+        AsyncConfig {
+            packet_in_mask: [0b11, 0],
+            port_status_mask: [0b111, 0b111],
+            flow_removed_mask: [0b1111, 0],
+        }
+    }
+}
+
 /// OFPC_* capability bits.
 pub mod capabilities {
     pub const FLOW_STATS: u32 = 1 << 0;
@@ -75,6 +114,11 @@ pub enum Message {
     MultipartRequest(MultipartRequest),
     BarrierRequest,
     BarrierReply,
+    RoleRequest(RoleMsg),
+    RoleReply(RoleMsg),
+    GetAsyncRequest,
+    GetAsyncReply(AsyncConfig),
+    SetAsync(AsyncConfig),
 }
 
 fn expect_empty(r: &Reader<'_>, what: &str) -> Result<(), WireError> {
@@ -95,6 +139,31 @@ fn parse_config(r: &mut Reader<'_>) -> Result<SwitchConfig, WireError> {
     };
     expect_empty(r, "switch config")?;
     Ok(c)
+}
+
+fn parse_role(r: &mut Reader<'_>) -> Result<RoleMsg, WireError> {
+    let role = r.u32()?;
+    r.skip(4)?;
+    let generation_id = r.u64()?;
+    expect_empty(r, "role message")?;
+    Ok(RoleMsg {
+        role,
+        generation_id,
+    })
+}
+
+fn parse_async(r: &mut Reader<'_>) -> Result<AsyncConfig, WireError> {
+    let mut words = [0u32; 6];
+    for w in &mut words {
+        *w = r.u32()?;
+    }
+    expect_empty(r, "async config")?;
+    let [a, b, c, d, e, f] = words;
+    Ok(AsyncConfig {
+        packet_in_mask: [a, b],
+        port_status_mask: [c, d],
+        flow_removed_mask: [e, f],
+    })
 }
 
 /// The version bitmap of a HELLO body, if present. Unknown elements are
@@ -194,6 +263,14 @@ impl Message {
                 Message::BarrierRequest
             }
             t::BARRIER_REPLY => Message::BarrierReply,
+            t::ROLE_REQUEST => Message::RoleRequest(parse_role(&mut r)?),
+            t::ROLE_REPLY => Message::RoleReply(parse_role(&mut r)?),
+            t::GET_ASYNC_REQUEST => {
+                expect_empty(&r, "get async request")?;
+                Message::GetAsyncRequest
+            }
+            t::GET_ASYNC_REPLY => Message::GetAsyncReply(parse_async(&mut r)?),
+            t::SET_ASYNC => Message::SetAsync(parse_async(&mut r)?),
             other => {
                 return Err(WireError::BadRequest(
                     err::BRC_BAD_TYPE,
@@ -222,6 +299,11 @@ impl Message {
             Message::MultipartRequest(_) => t::MULTIPART_REQUEST,
             Message::BarrierRequest => t::BARRIER_REQUEST,
             Message::BarrierReply => t::BARRIER_REPLY,
+            Message::RoleRequest(_) => t::ROLE_REQUEST,
+            Message::RoleReply(_) => t::ROLE_REPLY,
+            Message::GetAsyncRequest => t::GET_ASYNC_REQUEST,
+            Message::GetAsyncReply(_) => t::GET_ASYNC_REPLY,
+            Message::SetAsync(_) => t::SET_ASYNC,
         }
     }
 
@@ -284,10 +366,26 @@ impl Message {
             Message::GroupMod(gm) => emit_group_mod(gm, &mut out),
             Message::PortMod(pm) => pm.emit(&mut out),
             Message::MultipartRequest(m) => m.emit(&mut out),
+            Message::RoleRequest(m) | Message::RoleReply(m) => {
+                out.put_u32(m.role);
+                out.put_zeros(4);
+                out.put_u64(m.generation_id);
+            }
+            Message::GetAsyncReply(c) | Message::SetAsync(c) => {
+                for m in c
+                    .packet_in_mask
+                    .iter()
+                    .chain(&c.port_status_mask)
+                    .chain(&c.flow_removed_mask)
+                {
+                    out.put_u32(*m);
+                }
+            }
             Message::FeaturesRequest
             | Message::GetConfigRequest
             | Message::BarrierRequest
-            | Message::BarrierReply => {}
+            | Message::BarrierReply
+            | Message::GetAsyncRequest => {}
         }
         let len = super::len16(&out, 0);
         out.patch_u16(2, len);

@@ -49,6 +49,7 @@ pub mod err {
     pub const BRC_BAD_LEN: u16 = 6;
     pub const BRC_BUFFER_UNKNOWN: u16 = 8;
     pub const BRC_BAD_TABLE_ID: u16 = 9;
+    pub const BRC_IS_SLAVE: u16 = 10;
     pub const BRC_BAD_PORT: u16 = 11;
 
     pub const BAD_ACTION: u16 = 2;
@@ -89,6 +90,11 @@ pub mod err {
     pub const PORT_MOD_FAILED: u16 = 7;
 
     pub const SWITCH_CONFIG_FAILED: u16 = 10;
+
+    pub const ROLE_REQUEST_FAILED: u16 = 11;
+    pub const RRFC_STALE: u16 = 0;
+    pub const RRFC_UNSUP: u16 = 1;
+    pub const RRFC_BAD_ROLE: u16 = 2;
 
     pub const TABLE_FEATURES_FAILED: u16 = 13;
     pub const TFFC_EPERM: u16 = 5;

@@ -1,0 +1,248 @@
+//! Controllers: the switch's active connection to a controller
+//! (reconnection, inactivity probe, fail-secure tables) and controller
+//! roles and async configuration on any connection.
+
+mod common;
+use common::Harness;
+use flowtable::{FlowMod, Instructions, Match};
+use ofproto::wire::err;
+use ofproto::wire::message::{role, split, AsyncConfig, RoleMsg};
+use ofproto::wire::Message;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+/// Bound on any single wait in these tests.
+const WAIT: Duration = Duration::from_secs(10);
+
+fn read_msg(s: &mut impl Read) -> Option<Vec<u8>> {
+    let mut h = [0u8; 8];
+    s.read_exact(&mut h).ok()?;
+    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let mut m = h.to_vec();
+    m.resize(len, 0);
+    s.read_exact(&mut m[8..]).ok()?;
+    Some(m)
+}
+
+fn recv(s: &mut impl Read) -> (u32, Message) {
+    let m = read_msg(s).expect("a message from the switch");
+    let (h, body) = split(&m).unwrap();
+    (h.xid, Message::parse(&h, body).unwrap())
+}
+
+fn hello(s: &mut (impl Read + Write)) {
+    s.write_all(&Message::Hello { bitmap: Some(0x10) }.emit(1))
+        .unwrap();
+    assert!(matches!(recv(s).1, Message::Hello { .. }));
+}
+
+fn unix(h: &Harness) -> UnixStream {
+    let mut s = UnixStream::connect(&h.sock).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    hello(&mut s);
+    s
+}
+
+/// Waits (bounded) for the switch to connect to `l`.
+fn accept(l: &TcpListener) -> TcpStream {
+    l.set_nonblocking(true).unwrap();
+    let start = Instant::now();
+    loop {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(WAIT)).unwrap();
+                return s;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(start.elapsed() < WAIT, "the switch did not connect");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+fn drop_all_flow() -> Message {
+    Message::FlowMod(FlowMod::add(
+        0,
+        7,
+        Match::catch_all(),
+        Instructions::default(),
+    ))
+}
+
+fn role_request(s: &mut (impl Read + Write), xid: u32, wanted: u32, generation_id: u64) -> Message {
+    s.write_all(
+        &Message::RoleRequest(RoleMsg {
+            role: wanted,
+            generation_id,
+        })
+        .emit(xid),
+    )
+    .unwrap();
+    let (x, m) = recv(s);
+    assert_eq!(x, xid);
+    m
+}
+
+#[test]
+fn switch_connects_to_its_controller_and_reconnects_keeping_flows() {
+    let mut h = Harness::start("ctl-reconnect");
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = l.local_addr().unwrap();
+    h.server
+        .as_mut()
+        .unwrap()
+        .add_controller(target, Duration::from_secs(5))
+        .unwrap();
+
+    let mut c = accept(&l);
+    hello(&mut c);
+    c.write_all(&Message::FeaturesRequest.emit(2)).unwrap();
+    assert!(matches!(recv(&mut c), (2, Message::FeaturesReply(_))));
+    c.write_all(&drop_all_flow().emit(3)).unwrap();
+    c.write_all(&Message::BarrierRequest.emit(4)).unwrap();
+    assert_eq!(recv(&mut c), (4, Message::BarrierReply));
+    drop(c);
+
+    // Fail mode secure: the controller's flow stays; the switch comes back.
+    let mut c = accept(&l);
+    hello(&mut c);
+    assert_eq!(h.bridge.with_tables(|t| t.n_rules()), 1);
+}
+
+#[test]
+fn an_idle_controller_is_probed_then_dropped() {
+    let mut h = Harness::start("ctl-probe");
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let probe = Duration::from_millis(300);
+    h.server
+        .as_mut()
+        .unwrap()
+        .add_controller(l.local_addr().unwrap(), probe)
+        .unwrap();
+    let mut c = accept(&l);
+    hello(&mut c);
+    // Answering the first probe keeps the connection.
+    let (xid, m) = recv(&mut c);
+    assert_eq!(m, Message::EchoRequest(Vec::new()));
+    c.write_all(&Message::EchoReply(Vec::new()).emit(xid))
+        .unwrap();
+    // Silence through the second probe: the switch hangs up...
+    let start = Instant::now();
+    assert_eq!(recv(&mut c).1, Message::EchoRequest(Vec::new()));
+    assert!(read_msg(&mut c).is_none(), "the switch must hang up");
+    assert!(start.elapsed() < WAIT);
+    // ...and connects again.
+    let mut c = accept(&l);
+    hello(&mut c);
+}
+
+#[test]
+fn a_slave_may_read_but_not_write() {
+    let h = Harness::start("ctl-roles");
+    let mut a = unix(&h);
+    let mut b = unix(&h);
+    assert_eq!(
+        role_request(&mut a, 10, role::NOCHANGE, 0),
+        Message::RoleReply(RoleMsg {
+            role: role::EQUAL,
+            generation_id: u64::MAX
+        })
+    );
+    assert_eq!(
+        role_request(&mut a, 11, role::MASTER, 1),
+        Message::RoleReply(RoleMsg {
+            role: role::MASTER,
+            generation_id: 1
+        })
+    );
+    assert_eq!(
+        role_request(&mut b, 12, role::MASTER, 2),
+        Message::RoleReply(RoleMsg {
+            role: role::MASTER,
+            generation_id: 2
+        })
+    );
+    // a was demoted: its writes are refused, its reads answered.
+    a.write_all(&drop_all_flow().emit(13)).unwrap();
+    match recv(&mut a) {
+        (13, Message::Error { ty, code, .. }) => {
+            assert_eq!((ty, code), (err::BAD_REQUEST, err::BRC_IS_SLAVE))
+        }
+        other => panic!("expected IS_SLAVE, got {other:?}"),
+    }
+    assert_eq!(h.bridge.with_tables(|t| t.n_rules()), 0);
+    a.write_all(&Message::EchoRequest(b"x".to_vec()).emit(14))
+        .unwrap();
+    assert_eq!(recv(&mut a), (14, Message::EchoReply(b"x".to_vec())));
+    // A stale generation id is refused.
+    match role_request(&mut a, 15, role::MASTER, 1) {
+        Message::Error { ty, code, .. } => {
+            assert_eq!((ty, code), (err::ROLE_REQUEST_FAILED, err::RRFC_STALE))
+        }
+        other => panic!("expected STALE, got {other:?}"),
+    }
+    // The master writes.
+    b.write_all(&drop_all_flow().emit(16)).unwrap();
+    b.write_all(&Message::BarrierRequest.emit(17)).unwrap();
+    assert_eq!(recv(&mut b), (17, Message::BarrierReply));
+    assert_eq!(h.bridge.with_tables(|t| t.n_rules()), 1);
+}
+
+#[test]
+fn async_configuration_round_trips() {
+    let h = Harness::start("ctl-async");
+    let mut a = unix(&h);
+    a.write_all(&Message::GetAsyncRequest.emit(20)).unwrap();
+    assert_eq!(
+        recv(&mut a),
+        (20, Message::GetAsyncReply(AsyncConfig::default()))
+    );
+    let c = AsyncConfig {
+        packet_in_mask: [1, 2],
+        port_status_mask: [3, 4],
+        flow_removed_mask: [5, 6],
+    };
+    a.write_all(&Message::SetAsync(c).emit(21)).unwrap();
+    a.write_all(&Message::GetAsyncRequest.emit(22)).unwrap();
+    assert_eq!(recv(&mut a), (22, Message::GetAsyncReply(c)));
+    // Another connection has its own configuration.
+    let mut b = unix(&h);
+    b.write_all(&Message::GetAsyncRequest.emit(23)).unwrap();
+    assert_eq!(
+        recv(&mut b),
+        (23, Message::GetAsyncReply(AsyncConfig::default()))
+    );
+}
+
+#[test]
+fn a_short_role_request_is_refused_and_the_connection_survives() {
+    let h = Harness::start("ctl-short-role");
+    let mut a = unix(&h);
+    // A ROLE_REQUEST with 8 of its 16 body bytes.
+    let mut m = Message::RoleRequest(RoleMsg {
+        role: role::MASTER,
+        generation_id: 1,
+    })
+    .emit(30);
+    m.truncate(16);
+    m[3] = 16;
+    a.write_all(&m).unwrap();
+    match recv(&mut a) {
+        (30, Message::Error { ty, code, .. }) => {
+            assert_eq!((ty, code), (err::BAD_REQUEST, err::BRC_BAD_LEN))
+        }
+        other => panic!("expected BAD_LEN, got {other:?}"),
+    }
+    assert_eq!(
+        role_request(&mut a, 31, role::NOCHANGE, 0),
+        Message::RoleReply(RoleMsg {
+            role: role::EQUAL,
+            generation_id: u64::MAX
+        })
+    );
+}

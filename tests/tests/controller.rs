@@ -1,0 +1,156 @@
+//! xbr under an OpenFlow controller (`--controller tcp:IP:PORT`): the
+//! controller programs it, is killed while traffic flows (fail mode
+//! secure: forwarding goes on with the flows it installed), and is
+//! reconnected to when it comes back.
+//!
+//! The controller is this test, speaking OpenFlow 1.3 with the project's
+//! codec on loopback; xbr runs in the root namespace on the host sides of
+//! two pods' veths. Needs root and a built `xbr` (`./scripts/test`).
+
+use flowtable::{Action, Field, FlowMod, Instructions, Match};
+use ofproto::wire::message::split;
+use ofproto::wire::Message;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+use xbr_tests::{flow_n_packets, HarnessError, Pod, Result, Xbr};
+
+/// Bound on each wait for xbr to (re)connect: its backoff tops out at 8 s.
+const CONNECT_WAIT: Duration = Duration::from_secs(20);
+
+fn fail(what: impl Into<String>) -> HarnessError {
+    HarnessError::Unexpected(what.into())
+}
+
+fn read_msg(s: &mut TcpStream) -> Result<Message> {
+    let mut h = [0u8; 8];
+    s.read_exact(&mut h)
+        .map_err(|e| fail(format!("reading from xbr: {e}")))?;
+    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let mut m = h.to_vec();
+    m.resize(len.max(8), 0);
+    s.read_exact(&mut m[8..])
+        .map_err(|e| fail(format!("reading from xbr: {e}")))?;
+    let (hdr, body) = split(&m).map_err(|e| fail(format!("bad framing from xbr: {e}")))?;
+    Message::parse(&hdr, body).map_err(|e| fail(format!("bad message from xbr: {e}")))
+}
+
+fn send(s: &mut TcpStream, m: &Message, xid: u32) -> Result<()> {
+    s.write_all(&m.emit(xid))
+        .map_err(|e| fail(format!("writing to xbr: {e}")))
+}
+
+/// Waits (bounded) for xbr to connect, and exchanges HELLOs.
+fn accept(l: &TcpListener) -> Result<TcpStream> {
+    l.set_nonblocking(true)
+        .map_err(|e| fail(format!("listener: {e}")))?;
+    let start = Instant::now();
+    let mut s = loop {
+        match l.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if start.elapsed() > CONNECT_WAIT {
+                    return Err(fail("xbr did not connect to the controller"));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(fail(format!("accept: {e}"))),
+        }
+    };
+    s.set_nonblocking(false)
+        .and_then(|()| s.set_read_timeout(Some(Duration::from_secs(10))))
+        .map_err(|e| fail(format!("controller socket: {e}")))?;
+    send(&mut s, &Message::Hello { bitmap: Some(0x10) }, 1)?;
+    match read_msg(&mut s)? {
+        Message::Hello { .. } => Ok(s),
+        other => Err(fail(format!("expected HELLO, got {other:?}"))),
+    }
+}
+
+/// Reads until the reply with `xid` (skipping echo requests, answered).
+fn reply(s: &mut TcpStream, xid: u32) -> Result<Message> {
+    loop {
+        let mut h = [0u8; 8];
+        s.peek(&mut h)
+            .map_err(|e| fail(format!("reading from xbr: {e}")))?;
+        let this_xid = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        match read_msg(s)? {
+            Message::EchoRequest(d) => send(s, &Message::EchoReply(d), this_xid)?,
+            m if this_xid == xid => return Ok(m),
+            other => return Err(fail(format!("unexpected {other:?}"))),
+        }
+    }
+}
+
+fn patch_flow(from: u32, to: u32) -> Message {
+    let mut m = Match::catch_all();
+    m.set_exact(Field::InPort, u64::from(from));
+    Message::FlowMod(FlowMod::add(
+        0,
+        100,
+        m,
+        Instructions::apply(vec![Action::Output {
+            port: to,
+            max_len: 0,
+        }]),
+    ))
+}
+
+fn pings(a: &Pod, b: &Pod, count: u32) -> Result<()> {
+    a.ping(b.ip(), count)?.ok().map(|_| ())
+}
+
+#[test]
+fn forwarding_survives_the_controller_and_xbr_reconnects() -> Result<()> {
+    let a = Pod::new(Ipv4Addr::new(10, 128, 0, 2), 24, "0a:58:0a:80:00:02")?;
+    let b = Pod::new(Ipv4Addr::new(10, 128, 0, 3), 24, "0a:58:0a:80:00:03")?;
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| fail(format!("controller bind: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| fail(format!("controller address: {e}")))?;
+    let target = format!("tcp:{addr}");
+    let port_a = format!("{}=1", a.host_if());
+    let port_b = format!("{}=2", b.host_if());
+    let xbr = Xbr::start(&[
+        "--port",
+        &port_a,
+        "--port",
+        &port_b,
+        "--controller",
+        &target,
+        "--inactivity-probe",
+        "1",
+    ])?;
+
+    let mut ctl = accept(&listener)?;
+    send(&mut ctl, &patch_flow(1, 2), 2)?;
+    send(&mut ctl, &patch_flow(2, 1), 3)?;
+    send(&mut ctl, &Message::BarrierRequest, 4)?;
+    match reply(&mut ctl, 4)? {
+        Message::BarrierReply => {}
+        other => return Err(fail(format!("expected BARRIER_REPLY, got {other:?}"))),
+    }
+    pings(&a, &b, 3)?;
+
+    // The controller dies: the flows it installed keep forwarding.
+    drop(ctl);
+    drop(listener);
+    pings(&a, &b, 5)?;
+    let dump = xbr.ofctl_ok(&["dump-flows", "br0"])?;
+    let n = flow_n_packets(&dump, "in_port=1").ok_or_else(|| fail(dump.clone()))?;
+    if n < 8 {
+        return Err(fail(format!("in_port=1 counted {n} packets:\n{dump}")));
+    }
+
+    // It comes back on the same address: xbr reconnects by itself.
+    let listener = TcpListener::bind(addr).map_err(|e| fail(format!("controller rebind: {e}")))?;
+    let mut ctl = accept(&listener)?;
+    send(&mut ctl, &Message::FeaturesRequest, 5)?;
+    match reply(&mut ctl, 5)? {
+        Message::FeaturesReply(_) => {}
+        other => return Err(fail(format!("expected FEATURES_REPLY, got {other:?}"))),
+    }
+    pings(&a, &b, 2)?;
+    Ok(())
+}
