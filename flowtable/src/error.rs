@@ -12,6 +12,7 @@ pub mod ofp {
     pub const BAD_MATCH: u16 = 4;
     pub const FLOW_MOD_FAILED: u16 = 5;
     pub const GROUP_MOD_FAILED: u16 = 6;
+    pub const METER_MOD_FAILED: u16 = 12;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -40,6 +41,10 @@ pub enum FlowModError {
     TableFull(u8),
     #[error("unsupported: {0}")]
     Unsupported(&'static str),
+    /// xbr has no meters (its METER_FEATURES advertise none), so every
+    /// meter a flow names is unknown.
+    #[error("meter {0} does not exist (this switch has no meters)")]
+    NoSuchMeter(u32),
 }
 
 impl FlowModError {
@@ -56,6 +61,8 @@ impl FlowModError {
             FlowModError::Overlap => (FLOW_MOD_FAILED, 3),       // OVERLAP
             FlowModError::TableFull(_) => (FLOW_MOD_FAILED, 1),  // TABLE_FULL
             FlowModError::Unsupported(_) => (BAD_ACTION, 0),     // BAD_TYPE
+            // As OVS answers when its datapath has no meters.
+            FlowModError::NoSuchMeter(_) => (METER_MOD_FAILED, 2), // INVALID_METER
         }
     }
 }

@@ -43,8 +43,8 @@ pub(crate) fn check_instructions(
     ins: &Instructions,
     group_exists: &dyn Fn(u32) -> bool,
 ) -> Result<(), FlowModError> {
-    if ins.meter.is_some() {
-        return Err(FlowModError::Unsupported("meter instruction"));
+    if let Some(m) = ins.meter {
+        return Err(FlowModError::NoSuchMeter(m));
     }
     check_goto(table_id, ins)?;
     for a in ins.apply_actions.iter().flatten() {

@@ -26,8 +26,8 @@ use crate::wire::message::{
 };
 use crate::wire::multipart::{self, pack_replies, FlowStatsEntry, MultipartRequest};
 use crate::wire::{
-    err, table_features, HeaderRepr, Message, WireError, HEADER_LEN, NO_BUFFER, OFP_VERSION,
-    ONF_VENDOR_ID,
+    err, features, table_features, HeaderRepr, Message, WireError, HEADER_LEN, NO_BUFFER,
+    OFP_VERSION, ONF_VENDOR_ID,
 };
 use flowtable::action::{group as group_no, port, N_TABLES};
 use flowtable::{FlowFilter, FlowMod};
@@ -268,10 +268,30 @@ impl<R: Read, W: Write> Connection<R, W> {
             Message::FlowMod(_)
             | Message::GroupMod(_)
             | Message::PortMod(_)
+            | Message::TableMod(_)
+            | Message::MeterMod(_)
             | Message::Experimenter { .. }
                 if self.role.is_slave() =>
             {
                 self.send_ofp_error((err::BAD_REQUEST, err::BRC_IS_SLAVE), xid, raw)
+            }
+            Message::TableMod(tm) => match tm.check() {
+                Ok(()) => Ok(()),
+                Err(e) => self.send_ofp_error(e, xid, raw),
+            },
+            Message::MeterMod(mm) => match mm.outcome() {
+                Ok(()) => Ok(()),
+                Err(e) => self.send_ofp_error(e, xid, raw),
+            },
+            Message::QueueGetConfigRequest(p) => {
+                if p != port::ANY && !self.port_exists(p) {
+                    return self.send_ofp_error(
+                        (err::QUEUE_OP_FAILED, err::QOFC_BAD_PORT),
+                        xid,
+                        raw,
+                    );
+                }
+                self.send(&Message::QueueGetConfigReply(p).emit(xid))
             }
             Message::FlowMod(fm) => match check_buffer(&fm) {
                 Err(e) => self.send_error(&e, xid, raw),
@@ -328,7 +348,8 @@ impl<R: Read, W: Write> Connection<R, W> {
             | Message::GetConfigReply(_)
             | Message::BarrierReply
             | Message::RoleReply(_)
-            | Message::GetAsyncReply(_) => {
+            | Message::GetAsyncReply(_)
+            | Message::QueueGetConfigReply(_) => {
                 let e = WireError::BadRequest(err::BRC_BAD_TYPE, "reply sent to a switch".into());
                 self.send_error(&e, xid, raw)
             }
@@ -387,11 +408,50 @@ impl<R: Read, W: Write> Connection<R, W> {
                 .collect(),
             MultipartRequest::GroupStats(id) => self.group_stats(id),
             MultipartRequest::TableFeatures => table_features::entries(),
+            MultipartRequest::GroupFeatures => vec![features::group_features_entry()],
+            MultipartRequest::MeterFeatures => vec![features::meter_features_entry()],
+            // No meters: all of them is none, any one is unknown.
+            MultipartRequest::Meter(id) | MultipartRequest::MeterConfig(id) => {
+                if id != features::METER_ALL {
+                    return self.send_ofp_error(
+                        (err::METER_MOD_FAILED, err::MMFC_UNKNOWN_METER),
+                        xid,
+                        raw,
+                    );
+                }
+                Vec::new()
+            }
+            // Ports have only their default queue, which is not listed.
+            MultipartRequest::Queue(p, q) => {
+                if p != port::ANY && !self.port_exists(p) {
+                    return self.send_ofp_error(
+                        (err::QUEUE_OP_FAILED, err::QOFC_BAD_PORT),
+                        xid,
+                        raw,
+                    );
+                }
+                if q != features::QUEUE_ALL {
+                    return self.send_ofp_error(
+                        (err::QUEUE_OP_FAILED, err::QOFC_BAD_QUEUE),
+                        xid,
+                        raw,
+                    );
+                }
+                Vec::new()
+            }
         };
         for m in pack_replies(xid, ty, entries) {
             self.send(&m)?;
         }
         Ok(())
+    }
+
+    fn port_exists(&self, port_no: u32) -> bool {
+        self.bridge
+            .datapath()
+            .ports()
+            .iter()
+            .any(|p| p.port_no == port_no)
     }
 
     fn flow_stats(&self, filter: &FlowFilter) -> Vec<Vec<u8>> {

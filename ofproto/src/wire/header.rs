@@ -17,15 +17,19 @@ pub mod msg_type {
     pub const FLOW_MOD: u8 = 14;
     pub const GROUP_MOD: u8 = 15;
     pub const PORT_MOD: u8 = 16;
+    pub const TABLE_MOD: u8 = 17;
     pub const MULTIPART_REQUEST: u8 = 18;
     pub const MULTIPART_REPLY: u8 = 19;
     pub const BARRIER_REQUEST: u8 = 20;
     pub const BARRIER_REPLY: u8 = 21;
+    pub const QUEUE_GET_CONFIG_REQUEST: u8 = 22;
+    pub const QUEUE_GET_CONFIG_REPLY: u8 = 23;
     pub const ROLE_REQUEST: u8 = 24;
     pub const ROLE_REPLY: u8 = 25;
     pub const GET_ASYNC_REQUEST: u8 = 26;
     pub const GET_ASYNC_REPLY: u8 = 27;
     pub const SET_ASYNC: u8 = 28;
+    pub const METER_MOD: u8 = 29;
 }
 
 /// A read-only view of an `ofp_header` at the start of a buffer.

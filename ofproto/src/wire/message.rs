@@ -1,5 +1,6 @@
 //! Whole OpenFlow messages: `ofp_header` plus a decoded body.
 
+use super::features::{MeterMod, TableMod};
 use super::header::msg_type as t;
 use super::mods::{emit_flow_mod, emit_group_mod, parse_flow_mod, parse_group_mod, PortMod};
 use super::multipart::MultipartRequest;
@@ -119,6 +120,12 @@ pub enum Message {
     GetAsyncRequest,
     GetAsyncReply(AsyncConfig),
     SetAsync(AsyncConfig),
+    TableMod(TableMod),
+    MeterMod(MeterMod),
+    /// The port whose queues are asked for.
+    QueueGetConfigRequest(u32),
+    /// The port whose queues are listed (always none).
+    QueueGetConfigReply(u32),
 }
 
 fn expect_empty(r: &Reader<'_>, what: &str) -> Result<(), WireError> {
@@ -271,6 +278,18 @@ impl Message {
             }
             t::GET_ASYNC_REPLY => Message::GetAsyncReply(parse_async(&mut r)?),
             t::SET_ASYNC => Message::SetAsync(parse_async(&mut r)?),
+            t::TABLE_MOD => Message::TableMod(TableMod::parse(body)?),
+            t::METER_MOD => Message::MeterMod(MeterMod::parse(body)?),
+            t::QUEUE_GET_CONFIG_REQUEST | t::QUEUE_GET_CONFIG_REPLY => {
+                let port = r.u32()?;
+                r.skip(4)?;
+                if h.msg_type == t::QUEUE_GET_CONFIG_REQUEST {
+                    expect_empty(&r, "queue get config request")?;
+                    Message::QueueGetConfigRequest(port)
+                } else {
+                    Message::QueueGetConfigReply(port)
+                }
+            }
             other => {
                 return Err(WireError::BadRequest(
                     err::BRC_BAD_TYPE,
@@ -304,6 +323,10 @@ impl Message {
             Message::GetAsyncRequest => t::GET_ASYNC_REQUEST,
             Message::GetAsyncReply(_) => t::GET_ASYNC_REPLY,
             Message::SetAsync(_) => t::SET_ASYNC,
+            Message::TableMod(_) => t::TABLE_MOD,
+            Message::MeterMod(_) => t::METER_MOD,
+            Message::QueueGetConfigRequest(_) => t::QUEUE_GET_CONFIG_REQUEST,
+            Message::QueueGetConfigReply(_) => t::QUEUE_GET_CONFIG_REPLY,
         }
     }
 
@@ -380,6 +403,15 @@ impl Message {
                 {
                     out.put_u32(*m);
                 }
+            }
+            Message::TableMod(m) => m.emit(&mut out),
+            Message::MeterMod(m) => m.emit(&mut out),
+            Message::QueueGetConfigRequest(port) => {
+                out.put_u32(*port);
+                out.put_zeros(4);
+            }
+            Message::QueueGetConfigReply(port) => {
+                out.extend_from_slice(&super::features::queue_config_reply_body(*port))
             }
             Message::FeaturesRequest
             | Message::GetConfigRequest

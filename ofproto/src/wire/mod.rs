@@ -8,6 +8,7 @@
 //! OVS sends), `emit(parse(bytes)) == bytes`.
 
 pub mod action;
+pub mod features;
 pub mod fields;
 pub mod header;
 pub mod instruction;
@@ -90,6 +91,20 @@ pub mod err {
     pub const PORT_MOD_FAILED: u16 = 7;
 
     pub const SWITCH_CONFIG_FAILED: u16 = 10;
+
+    pub const QUEUE_OP_FAILED: u16 = 9;
+    pub const QOFC_BAD_PORT: u16 = 0;
+    pub const QOFC_BAD_QUEUE: u16 = 1;
+
+    pub const TABLE_MOD_FAILED: u16 = 8;
+    pub const TMFC_BAD_TABLE: u16 = 0;
+    pub const TMFC_BAD_CONFIG: u16 = 1;
+
+    pub const METER_MOD_FAILED: u16 = 12;
+    pub const MMFC_INVALID_METER: u16 = 2;
+    pub const MMFC_UNKNOWN_METER: u16 = 3;
+    pub const MMFC_BAD_COMMAND: u16 = 4;
+    pub const MMFC_OUT_OF_METERS: u16 = 10;
 
     pub const ROLE_REQUEST_FAILED: u16 = 11;
     pub const RRFC_STALE: u16 = 0;

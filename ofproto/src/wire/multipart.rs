@@ -16,7 +16,12 @@ pub mod mp_type {
     pub const TABLE: u16 = 3;
     pub const PORT_STATS: u16 = 4;
     pub const GROUP: u16 = 6;
+    pub const QUEUE: u16 = 5;
     pub const GROUP_DESC: u16 = 7;
+    pub const GROUP_FEATURES: u16 = 8;
+    pub const METER: u16 = 9;
+    pub const METER_CONFIG: u16 = 10;
+    pub const METER_FEATURES: u16 = 11;
     pub const TABLE_FEATURES: u16 = 12;
     pub const PORT_DESC: u16 = 13;
 }
@@ -42,6 +47,14 @@ pub enum MultipartRequest {
     GroupDesc,
     TableFeatures,
     PortDesc,
+    GroupFeatures,
+    MeterFeatures,
+    /// Meter statistics of one meter or OFPM_ALL.
+    Meter(u32),
+    /// Meter configuration of one meter or OFPM_ALL.
+    MeterConfig(u32),
+    /// Queue statistics: (port or OFPP_ANY, queue or OFPQ_ALL).
+    Queue(u32, u32),
 }
 
 impl MultipartRequest {
@@ -57,6 +70,11 @@ impl MultipartRequest {
             MultipartRequest::GroupDesc => mp_type::GROUP_DESC,
             MultipartRequest::TableFeatures => mp_type::TABLE_FEATURES,
             MultipartRequest::PortDesc => mp_type::PORT_DESC,
+            MultipartRequest::GroupFeatures => mp_type::GROUP_FEATURES,
+            MultipartRequest::MeterFeatures => mp_type::METER_FEATURES,
+            MultipartRequest::Meter(_) => mp_type::METER,
+            MultipartRequest::MeterConfig(_) => mp_type::METER_CONFIG,
+            MultipartRequest::Queue(..) => mp_type::QUEUE,
         }
     }
 
@@ -96,6 +114,24 @@ impl MultipartRequest {
             }
             mp_type::GROUP_DESC => empty(&r).map(|_| MultipartRequest::GroupDesc)?,
             mp_type::PORT_DESC => empty(&r).map(|_| MultipartRequest::PortDesc)?,
+            mp_type::GROUP_FEATURES => empty(&r).map(|_| MultipartRequest::GroupFeatures)?,
+            mp_type::METER_FEATURES => empty(&r).map(|_| MultipartRequest::MeterFeatures)?,
+            mp_type::METER | mp_type::METER_CONFIG => {
+                let id = r.u32()?;
+                r.skip(4)?;
+                empty(&r)?;
+                if ty == mp_type::METER {
+                    MultipartRequest::Meter(id)
+                } else {
+                    MultipartRequest::MeterConfig(id)
+                }
+            }
+            mp_type::QUEUE => {
+                let port = r.u32()?;
+                let queue = r.u32()?;
+                empty(&r)?;
+                MultipartRequest::Queue(port, queue)
+            }
             mp_type::TABLE_FEATURES => {
                 if !r.is_empty() {
                     return Err(WireError::TableFeatures(
@@ -131,9 +167,16 @@ impl MultipartRequest {
                 out.put_u64(f.cookie_mask);
                 emit_match(&f.matching, out);
             }
-            MultipartRequest::PortStats(id) | MultipartRequest::GroupStats(id) => {
+            MultipartRequest::PortStats(id)
+            | MultipartRequest::GroupStats(id)
+            | MultipartRequest::Meter(id)
+            | MultipartRequest::MeterConfig(id) => {
                 out.put_u32(*id);
                 out.put_zeros(4);
+            }
+            MultipartRequest::Queue(port, queue) => {
+                out.put_u32(*port);
+                out.put_u32(*queue);
             }
             _ => {}
         }
