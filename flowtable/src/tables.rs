@@ -110,6 +110,9 @@ pub struct FlowTables {
     group_users: HashMap<u32, HashMap<u64, Arc<Rule>, RandomState>, RandomState>,
     next_id: u64,
     n_rules: usize,
+    /// Rules with an idle or hard timeout, by id: what expiry scans, so
+    /// a table of permanent flows costs it nothing.
+    timed: HashMap<u64, Arc<Rule>, RandomState>,
     /// `Some` while `apply_batch` runs.
     journal: Option<Vec<Undo>>,
 }
@@ -146,6 +149,7 @@ impl FlowTables {
             group_users: HashMap::default(),
             next_id: 1,
             n_rules: 0,
+            timed: HashMap::default(),
             journal: None,
         }
     }
@@ -243,6 +247,9 @@ impl FlowTables {
         };
         t.insert(rule.clone());
         self.n_rules += 1;
+        if rule.idle_timeout != 0 || rule.hard_timeout != 0 {
+            self.timed.insert(rule.id, rule.clone());
+        }
         for g in self.groups_used(&rule) {
             self.group_users
                 .entry(g)
@@ -263,6 +270,7 @@ impl FlowTables {
             return;
         };
         self.n_rules -= 1;
+        self.timed.remove(&removed.id);
         for g in self.groups_used(&removed) {
             if let Some(users) = self.group_users.get_mut(&g) {
                 users.remove(&removed.id);
@@ -275,6 +283,19 @@ impl FlowTables {
             j.push(Undo::Removed(removed.clone()));
         }
         changes.push(Change::RemoveRule(removed));
+    }
+
+    /// The rules that have an idle or hard timeout, in no order.
+    pub fn timed_rules(&self) -> impl Iterator<Item = &Arc<Rule>> {
+        self.timed.values()
+    }
+
+    /// Removes `rule` (found by id) because it expired; nothing if it is
+    /// gone already. Returns the change list to publish.
+    pub fn expire(&mut self, rule: &Rule) -> Vec<Change> {
+        let mut changes = Vec::new();
+        self.remove_rule(rule, &mut changes);
+        changes
     }
 
     fn set_group(&mut self, group: Arc<Group>, changes: &mut Vec<Change>) {

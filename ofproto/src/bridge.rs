@@ -15,13 +15,18 @@
 //! encode outside it.
 
 use crate::datapath::Datapath;
+use crate::notify::Notifier;
 use crate::roles::Roles;
+use crate::wire::flow_removed::reason;
 use crate::wire::message::SwitchConfig;
+use flowtable::flow_mod::flow_mod_flags;
 use flowtable::tables::Change;
+use flowtable::Rule;
 use flowtable::{
     FlowMod, FlowModError, FlowTables, GroupMod, GroupModError, ModError, PipelineMod,
 };
 use parking_lot::Mutex;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -36,6 +41,7 @@ pub struct Bridge {
     /// Highest sequence number returned by `Datapath::publish`.
     last_seq: AtomicU64,
     roles: Arc<Roles>,
+    notifier: Arc<Notifier>,
 }
 
 impl Bridge {
@@ -51,7 +57,13 @@ impl Bridge {
             dp,
             last_seq: AtomicU64::new(0),
             roles: Arc::default(),
+            notifier: Arc::default(),
         })
+    }
+
+    /// Where asynchronous messages to this bridge's connections go.
+    pub fn notifier(&self) -> &Arc<Notifier> {
+        &self.notifier
     }
 
     /// The controller roles of this bridge's connections.
@@ -73,14 +85,20 @@ impl Bridge {
     pub fn flow_mod(&self, fm: &FlowMod) -> Result<(), FlowModError> {
         let mut st = self.state.lock();
         let changes = st.tables.flow_mod(fm)?;
+        let gone = deleted(&changes);
         self.publish(changes);
+        drop(st);
+        self.report_removed(&gone, reason::DELETE);
         Ok(())
     }
 
     pub fn group_mod(&self, gm: &GroupMod) -> Result<(), GroupModError> {
         let mut st = self.state.lock();
         let changes = st.tables.group_mod(gm)?;
+        let gone = deleted(&changes);
         self.publish(changes);
+        drop(st);
+        self.report_removed(&gone, reason::GROUP_DELETE);
         Ok(())
     }
 
@@ -88,8 +106,41 @@ impl Bridge {
     pub fn apply_batch(&self, mods: &[PipelineMod]) -> Result<(), (usize, ModError)> {
         let mut st = self.state.lock();
         let changes = st.tables.apply_batch(mods)?;
+        let gone = deleted(&changes);
         self.publish(changes);
+        drop(st);
+        self.report_removed(&gone, reason::DELETE);
         Ok(())
+    }
+
+    /// Removes every timed flow for which `expired` gives a reason
+    /// (OFPRR_IDLE_TIMEOUT or OFPRR_HARD_TIMEOUT), as one change list, and
+    /// reports them (FLOW_REMOVED).
+    pub(crate) fn expire_flows(&self, mut expired: impl FnMut(&Rule) -> Option<u8>) {
+        let mut st = self.state.lock();
+        let doomed: Vec<(Arc<Rule>, u8)> = st
+            .tables
+            .timed_rules()
+            .filter_map(|r| expired(r).map(|why| (r.clone(), why)))
+            .collect();
+        if doomed.is_empty() {
+            return;
+        }
+        let mut changes = Vec::new();
+        for (r, _) in &doomed {
+            changes.extend(st.tables.expire(r));
+        }
+        self.publish(changes);
+        drop(st);
+        for (r, why) in &doomed {
+            self.notifier.flow_removed(r, *why);
+        }
+    }
+
+    fn report_removed(&self, rules: &[Arc<Rule>], why: u8) {
+        for r in rules {
+            self.notifier.flow_removed(r, why);
+        }
     }
 
     /// Waits until the datapath applied every change published so far.
@@ -112,4 +163,30 @@ impl Bridge {
     pub fn with_tables<R>(&self, f: impl FnOnce(&FlowTables) -> R) -> R {
         f(&self.state.lock().tables)
     }
+}
+
+/// Flows a change list took out of the tables for good and that asked to
+/// be reported (a MODIFY removes and re-adds the same id: not a removal).
+fn deleted(changes: &[Change]) -> Vec<Arc<Rule>> {
+    let wanted = |r: &Rule| r.flags & flow_mod_flags::SEND_FLOW_REM != 0;
+    if !changes
+        .iter()
+        .any(|c| matches!(c, Change::RemoveRule(r) if wanted(r)))
+    {
+        return Vec::new();
+    }
+    let readded: HashSet<u64> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::AddRule(r) => Some(r.id),
+            _ => None,
+        })
+        .collect();
+    changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::RemoveRule(r) if wanted(r) && !readded.contains(&r.id) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
 }

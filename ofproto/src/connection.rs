@@ -19,6 +19,7 @@
 
 use crate::bridge::Bridge;
 use crate::bundle::Bundles;
+use crate::notify::{SharedWriter, Subscription};
 use crate::roles::ConnRole;
 use crate::wire::header::msg_type;
 use crate::wire::message::{
@@ -31,6 +32,7 @@ use crate::wire::{
 };
 use flowtable::action::{group as group_no, port, N_TABLES};
 use flowtable::{FlowFilter, FlowMod};
+use parking_lot::Mutex;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 use tracing::{debug, warn};
@@ -52,28 +54,46 @@ enum Next {
     Close,
 }
 
-pub(crate) struct Connection<R: Read, W: Write> {
+pub(crate) struct Connection<R: Read> {
     /// Buffered: ovs-ofctl streams a bundle as thousands of small messages
     /// back to back, and reading each header and body straight from the
     /// socket cost two syscalls per message.
     reader: io::BufReader<R>,
-    writer: W,
+    /// Shared with the bridge's [`crate::notify::Notifier`], which writes
+    /// asynchronous messages through the same lock.
+    writer: SharedWriter,
     bridge: Arc<Bridge>,
     bundles: Bundles,
     peer: String,
     role: ConnRole,
-    async_config: AsyncConfig,
+    async_config: Arc<Mutex<AsyncConfig>>,
+    _subscription: Subscription,
     /// Whether the socket has a read timeout to probe the peer with.
     probed: bool,
 }
 
-impl<R: Read, W: Write> Connection<R, W> {
-    pub(crate) fn new(reader: R, writer: W, bridge: Arc<Bridge>, peer: String) -> Self {
+impl<R: Read> Connection<R> {
+    /// A connection someone opened to the switch (ovs-ofctl, a passive
+    /// controller): no asynchronous messages until it asks with SET_ASYNC,
+    /// as OVS treats its service connections.
+    pub(crate) fn new<W: Write + Send + 'static>(
+        reader: R,
+        writer: W,
+        bridge: Arc<Bridge>,
+        peer: String,
+    ) -> Self {
+        let writer: SharedWriter = Arc::new(Mutex::new(Box::new(writer)));
+        let role = bridge.roles().register();
+        let async_config = Arc::new(Mutex::new(AsyncConfig::NONE));
+        let subscription = bridge
+            .notifier()
+            .subscribe(writer.clone(), &role, async_config.clone());
         Connection {
             reader: io::BufReader::with_capacity(READ_BUFFER, reader),
             writer,
-            role: bridge.roles().register(),
-            async_config: AsyncConfig::default(),
+            role,
+            async_config,
+            _subscription: subscription,
             probed: false,
             bridge,
             bundles: Bundles::default(),
@@ -95,10 +115,13 @@ impl<R: Read, W: Write> Connection<R, W> {
         }
     }
 
-    /// Marks the connection as probed: its reader has a read timeout (the
-    /// inactivity-probe interval), see the module documentation.
-    pub(crate) fn with_probe(mut self) -> Self {
+    /// Makes this the switch's connection to a controller: probed (its
+    /// reader has a read timeout, the inactivity-probe interval; see the
+    /// module documentation) and sent the specification's default
+    /// asynchronous messages.
+    pub(crate) fn for_controller(mut self) -> Self {
         self.probed = true;
+        *self.async_config.lock() = AsyncConfig::default();
         self
     }
 
@@ -155,7 +178,7 @@ impl<R: Read, W: Write> Connection<R, W> {
     }
 
     fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.writer.write_all(bytes)
+        self.writer.lock().write_all(bytes)
     }
 
     fn send_error(&mut self, e: &WireError, xid: u32, offending: &[u8]) -> io::Result<()> {
@@ -258,10 +281,11 @@ impl<R: Read, W: Write> Connection<R, W> {
                 Err(e) => self.send_ofp_error(e, xid, raw),
             },
             Message::GetAsyncRequest => {
-                self.send(&Message::GetAsyncReply(self.async_config).emit(xid))
+                let c = *self.async_config.lock();
+                self.send(&Message::GetAsyncReply(c).emit(xid))
             }
             Message::SetAsync(c) => {
-                self.async_config = c;
+                *self.async_config.lock() = c;
                 Ok(())
             }
             // A slave controller may read but not change the switch.
@@ -349,7 +373,8 @@ impl<R: Read, W: Write> Connection<R, W> {
             | Message::BarrierReply
             | Message::RoleReply(_)
             | Message::GetAsyncReply(_)
-            | Message::QueueGetConfigReply(_) => {
+            | Message::QueueGetConfigReply(_)
+            | Message::FlowRemoved(_) => {
                 let e = WireError::BadRequest(err::BRC_BAD_TYPE, "reply sent to a switch".into());
                 self.send_error(&e, xid, raw)
             }

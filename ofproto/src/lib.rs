@@ -12,6 +12,8 @@ mod bundle;
 mod connection;
 mod datapath;
 mod error;
+mod expiry;
+pub mod notify;
 pub mod roles;
 mod server;
 pub mod wire;

@@ -39,6 +39,11 @@ impl ConnRole {
         self.role.load(Ordering::Acquire)
     }
 
+    /// The atomic other parties read this connection's role from.
+    pub(crate) fn shared(&self) -> Arc<AtomicU32> {
+        self.role.clone()
+    }
+
     pub fn is_slave(&self) -> bool {
         self.get() == role::SLAVE
     }

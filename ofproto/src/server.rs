@@ -12,6 +12,7 @@
 use crate::bridge::Bridge;
 use crate::connection::Connection;
 use crate::error::OfprotoError;
+use crate::expiry::{Expiry, EXPIRY_INTERVAL};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -151,7 +152,13 @@ impl Shared {
 
     fn serve_controller(&self, c: TcpStream, target: SocketAddr, probe: Duration) {
         let _ = c.set_nodelay(true);
-        if let Err(e) = c.set_read_timeout(Some(probe.max(Duration::from_millis(1)))) {
+        let probe = probe.max(Duration::from_millis(1));
+        // The write timeout bounds how long a stuck controller can hold up
+        // the notifier (see notify.rs).
+        if let Err(e) = c
+            .set_read_timeout(Some(probe))
+            .and_then(|()| c.set_write_timeout(Some(probe)))
+        {
             warn!(%target, error = %e, "cannot set the inactivity probe");
             return;
         }
@@ -173,7 +180,7 @@ impl Shared {
             conns.insert(id, (Stream::Tcp(c), None));
         }
         Connection::new(reader, writer, self.bridge.clone(), target.to_string())
-            .with_probe()
+            .for_controller()
             .run();
         self.conns.lock().remove(&id);
     }
@@ -298,6 +305,22 @@ impl Server {
                 })?;
             threads.push(t);
         }
+        // Last, so that no failure above leaves it running.
+        let s = shared.clone();
+        let t = std::thread::Builder::new()
+            .name("of-expiry".into())
+            .spawn(move || {
+                let mut expiry = Expiry::default();
+                while !s.stopped() {
+                    expiry.run(&s.bridge, Instant::now());
+                    s.wait(EXPIRY_INTERVAL);
+                }
+            })
+            .map_err(|source| OfprotoError::Thread {
+                what: "flow expiry",
+                source,
+            })?;
+        threads.push(t);
         info!(path = %unix_path.display(), tcp = ?tcp_addr, "OpenFlow listening");
         Ok(Server {
             shared,

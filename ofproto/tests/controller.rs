@@ -4,8 +4,11 @@
 
 mod common;
 use common::Harness;
-use flowtable::{FlowMod, Instructions, Match};
+use flowtable::flow_mod::flow_mod_flags::SEND_FLOW_REM;
+use flowtable::{FlowMod, FlowModCommand, Instructions, Match};
 use ofproto::wire::err;
+use ofproto::wire::flow_removed::reason::{DELETE, HARD_TIMEOUT, IDLE_TIMEOUT};
+use ofproto::wire::flow_removed::FlowRemoved;
 use ofproto::wire::message::{role, split, AsyncConfig, RoleMsg};
 use ofproto::wire::Message;
 use std::io::{Read, Write};
@@ -197,10 +200,12 @@ fn a_slave_may_read_but_not_write() {
 fn async_configuration_round_trips() {
     let h = Harness::start("ctl-async");
     let mut a = unix(&h);
+    // A connection to the management socket gets nothing unasked, as
+    // OVS's service connections.
     a.write_all(&Message::GetAsyncRequest.emit(20)).unwrap();
     assert_eq!(
         recv(&mut a),
-        (20, Message::GetAsyncReply(AsyncConfig::default()))
+        (20, Message::GetAsyncReply(AsyncConfig::NONE))
     );
     let c = AsyncConfig {
         packet_in_mask: [1, 2],
@@ -215,8 +220,97 @@ fn async_configuration_round_trips() {
     b.write_all(&Message::GetAsyncRequest.emit(23)).unwrap();
     assert_eq!(
         recv(&mut b),
-        (23, Message::GetAsyncReply(AsyncConfig::default()))
+        (23, Message::GetAsyncReply(AsyncConfig::NONE))
     );
+}
+
+/// A flow on in_port `p` with the given flags and timeouts.
+fn timed_flow(p: u64, flags: u16, idle: u16, hard: u16) -> FlowMod {
+    let mut m = Match::catch_all();
+    m.set_exact(flowtable::Field::InPort, p);
+    let mut fm = FlowMod::add(0, 5, m, Instructions::default());
+    fm.flags = flags;
+    fm.idle_timeout = idle;
+    fm.hard_timeout = hard;
+    fm
+}
+
+fn flow_removed(s: &mut impl Read) -> FlowRemoved {
+    match recv(s) {
+        (_, Message::FlowRemoved(fr)) => fr,
+        other => panic!("expected FLOW_REMOVED, got {other:?}"),
+    }
+}
+
+#[test]
+fn timeouts_remove_flows_and_report_them_to_who_asked() {
+    let h = Harness::start("ctl-timeouts");
+    let mut a = unix(&h);
+    let mut quiet = unix(&h);
+    let mut wants = AsyncConfig::NONE;
+    wants.flow_removed_mask = [0b1111, 0];
+    a.write_all(&Message::SetAsync(wants).emit(40)).unwrap();
+    let start = Instant::now();
+    a.write_all(&Message::FlowMod(timed_flow(1, SEND_FLOW_REM, 0, 1)).emit(41))
+        .unwrap();
+    a.write_all(&Message::FlowMod(timed_flow(2, SEND_FLOW_REM, 1, 0)).emit(42))
+        .unwrap();
+    // Permanent, and timed but not asking to be reported.
+    a.write_all(&Message::FlowMod(timed_flow(3, SEND_FLOW_REM, 0, 0)).emit(43))
+        .unwrap();
+    a.write_all(&Message::FlowMod(timed_flow(4, 0, 1, 0)).emit(44))
+        .unwrap();
+    let mut reasons = [flow_removed(&mut a), flow_removed(&mut a)];
+    assert!(start.elapsed() >= Duration::from_secs(1));
+    reasons.sort_by_key(|f| f.reason);
+    assert_eq!(
+        reasons
+            .iter()
+            .map(|f| (f.reason, f.idle_timeout, f.hard_timeout, f.priority))
+            .collect::<Vec<_>>(),
+        vec![(IDLE_TIMEOUT, 1, 0, 5), (HARD_TIMEOUT, 0, 1, 5)]
+    );
+    // The unreported timed flow went too; the permanent one stays.
+    let wait = Instant::now();
+    while h.bridge.with_tables(|t| t.n_rules()) != 1 {
+        assert!(wait.elapsed() < WAIT, "flows did not expire");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A connection that did not ask heard nothing: its next message is
+    // the answer to its own request.
+    quiet
+        .write_all(&Message::EchoRequest(Vec::new()).emit(45))
+        .unwrap();
+    assert_eq!(recv(&mut quiet), (45, Message::EchoReply(Vec::new())));
+}
+
+#[test]
+fn deleted_flows_are_reported_to_controllers_modified_ones_are_not() {
+    let mut h = Harness::start("ctl-delete");
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    h.server
+        .as_mut()
+        .unwrap()
+        .add_controller(l.local_addr().unwrap(), Duration::from_secs(5))
+        .unwrap();
+    let mut ctl = accept(&l);
+    hello(&mut ctl);
+    let mut a = unix(&h);
+    a.write_all(&Message::FlowMod(timed_flow(1, SEND_FLOW_REM, 0, 0)).emit(50))
+        .unwrap();
+    let mut modify = timed_flow(1, SEND_FLOW_REM, 0, 0);
+    modify.command = FlowModCommand::ModifyStrict;
+    a.write_all(&Message::FlowMod(modify).emit(51)).unwrap();
+    let mut delete = timed_flow(1, 0, 0, 0);
+    delete.command = FlowModCommand::Delete;
+    a.write_all(&Message::FlowMod(delete).emit(52)).unwrap();
+    let fr = flow_removed(&mut ctl);
+    assert_eq!((fr.reason, fr.table_id, fr.priority), (DELETE, 0, 5));
+    assert_eq!(fr.matching, timed_flow(1, 0, 0, 0).matching);
+    // Nothing else was reported (the modify was not a removal).
+    ctl.write_all(&Message::EchoRequest(Vec::new()).emit(53))
+        .unwrap();
+    assert_eq!(recv(&mut ctl), (53, Message::EchoReply(Vec::new())));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Whole OpenFlow messages: `ofp_header` plus a decoded body.
 
 use super::features::{MeterMod, TableMod};
+use super::flow_removed::FlowRemoved;
 use super::header::msg_type as t;
 use super::mods::{emit_flow_mod, emit_group_mod, parse_flow_mod, parse_group_mod, PortMod};
 use super::multipart::MultipartRequest;
@@ -54,6 +55,15 @@ pub struct AsyncConfig {
     pub packet_in_mask: [u32; 2],
     pub port_status_mask: [u32; 2],
     pub flow_removed_mask: [u32; 2],
+}
+
+impl AsyncConfig {
+    /// Nothing asynchronous at all.
+    pub const NONE: AsyncConfig = AsyncConfig {
+        packet_in_mask: [0, 0],
+        port_status_mask: [0, 0],
+        flow_removed_mask: [0, 0],
+    };
 }
 
 impl Default for AsyncConfig {
@@ -126,6 +136,7 @@ pub enum Message {
     QueueGetConfigRequest(u32),
     /// The port whose queues are listed (always none).
     QueueGetConfigReply(u32),
+    FlowRemoved(FlowRemoved),
 }
 
 fn expect_empty(r: &Reader<'_>, what: &str) -> Result<(), WireError> {
@@ -279,6 +290,7 @@ impl Message {
             t::GET_ASYNC_REPLY => Message::GetAsyncReply(parse_async(&mut r)?),
             t::SET_ASYNC => Message::SetAsync(parse_async(&mut r)?),
             t::TABLE_MOD => Message::TableMod(TableMod::parse(body)?),
+            t::FLOW_REMOVED => Message::FlowRemoved(FlowRemoved::parse(body)?),
             t::METER_MOD => Message::MeterMod(MeterMod::parse(body)?),
             t::QUEUE_GET_CONFIG_REQUEST | t::QUEUE_GET_CONFIG_REPLY => {
                 let port = r.u32()?;
@@ -324,6 +336,7 @@ impl Message {
             Message::GetAsyncReply(_) => t::GET_ASYNC_REPLY,
             Message::SetAsync(_) => t::SET_ASYNC,
             Message::TableMod(_) => t::TABLE_MOD,
+            Message::FlowRemoved(_) => t::FLOW_REMOVED,
             Message::MeterMod(_) => t::METER_MOD,
             Message::QueueGetConfigRequest(_) => t::QUEUE_GET_CONFIG_REQUEST,
             Message::QueueGetConfigReply(_) => t::QUEUE_GET_CONFIG_REPLY,
@@ -405,6 +418,7 @@ impl Message {
                 }
             }
             Message::TableMod(m) => m.emit(&mut out),
+            Message::FlowRemoved(m) => m.emit(&mut out),
             Message::MeterMod(m) => m.emit(&mut out),
             Message::QueueGetConfigRequest(port) => {
                 out.put_u32(*port);

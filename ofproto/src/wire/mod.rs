@@ -10,6 +10,7 @@
 pub mod action;
 pub mod features;
 pub mod fields;
+pub mod flow_removed;
 pub mod header;
 pub mod instruction;
 pub mod message;
