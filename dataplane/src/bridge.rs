@@ -84,6 +84,9 @@ pub struct RunningBridge {
     stop: Arc<AtomicBool>,
     shared: Arc<DpShared>,
     engine: JoinHandle<()>,
+    /// Hands packets for the controllers to the OpenFlow side; ends when
+    /// the packet thread does (`None` if it could not be started).
+    upcalls: Option<JoinHandle<()>>,
     signals: Signals,
 }
 
@@ -167,6 +170,7 @@ impl RunningBridge {
         };
 
         let bridge = Bridge::new(shared.clone());
+        let upcalls = spawn_upcall_thread(shared.upcalls(), bridge.clone());
         let server = match Server::start(bridge.clone(), &mgmt, config.listen.first().copied())
             .and_then(|mut s| {
                 for c in &config.controllers {
@@ -209,6 +213,7 @@ impl RunningBridge {
             stop,
             shared,
             engine,
+            upcalls,
             signals,
         })
     }
@@ -229,6 +234,41 @@ impl RunningBridge {
         self.shared.wake();
         if self.engine.join().is_err() {
             tracing::error!("packet thread panicked");
+        }
+        if let Some(t) = self.upcalls {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The thread that turns upcalls from the packet thread into PACKET_INs.
+/// It ends when the packet thread drops its end of the queue. Without it
+/// (the OS refused a thread) controller packets are dropped and counted by
+/// the packet thread, and the switch still forwards.
+fn spawn_upcall_thread(
+    rx: crossbeam::channel::Receiver<crate::control::Upcall>,
+    bridge: Arc<Bridge>,
+) -> Option<JoinHandle<()>> {
+    let spawned = std::thread::Builder::new()
+        .name("xbr-upcall".into())
+        .spawn(move || {
+            for u in rx.iter() {
+                bridge.packet_in(ofproto::wire::packet_io::PacketIn::new(
+                    u.in_port,
+                    u.tun_id,
+                    u.reason,
+                    u.table_id,
+                    u.cookie,
+                    u.total_len,
+                    u.data,
+                ));
+            }
+        });
+    match spawned {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start the upcall thread; packets to controllers will be dropped");
+            None
         }
     }
 }

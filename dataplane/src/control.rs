@@ -14,13 +14,20 @@
 //! applied `seq`. The packet thread may be asleep in `poll(2)`, so `publish`
 //! also writes an eventfd that is part of its poll set.
 //!
+//! Controller traffic: a PACKET_OUT is queued here (bounded) for the
+//! packet thread, which runs it between batches; packets for the
+//! controllers (`controller` action) go the other way through a bounded
+//! queue to the bridge's upcall thread. Both are slow paths: a full queue
+//! drops and counts rather than blocking either side.
+//!
 //! Port counters are written only by the packet thread (plain stores of its
 //! private running totals once per batch) and read by the control plane.
 
 use crossbeam::channel::{Receiver, Sender};
 use flowtable::tables::Change;
+use flowtable::Action;
 use nix::sys::eventfd::{EfdFlags, EventFd};
-use ofproto::{Datapath, PortCounters, PortInfo, PortModError};
+use ofproto::{Datapath, PacketOutError, PortCounters, PortInfo, PortModError};
 use parking_lot::{Condvar, Mutex};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -91,17 +98,59 @@ pub struct DpShared {
     seq: Mutex<SeqState>,
     applied: Condvar,
     waker: EventFd,
+    packet_outs: Sender<PacketOutRequest>,
+    upcalls: Receiver<Upcall>,
 }
 
-/// The packet thread's end of the change channel.
+/// A controller's packet to inject (PACKET_OUT).
+pub struct PacketOutRequest {
+    pub in_port: u32,
+    pub actions: Vec<Action>,
+    pub data: Vec<u8>,
+}
+
+/// A packet for the controllers (`controller` action).
+pub struct Upcall {
+    pub in_port: u32,
+    pub tun_id: u64,
+    pub reason: u8,
+    pub table_id: u8,
+    pub cookie: u64,
+    /// Length of the whole packet; `data` may be cut to the action's
+    /// max_len.
+    pub total_len: u16,
+    pub data: Vec<u8>,
+}
+
+/// Queue bounds: PACKET_OUTs waiting for the packet thread, packets
+/// waiting for the controllers.
+const PACKET_OUT_QUEUE: usize = 1024;
+const UPCALL_QUEUE: usize = 1024;
+/// Largest PACKET_OUT payload: what fits a frame after its headroom.
+pub const MAX_PACKET_OUT: usize = 3072;
+
+/// The packet thread's end of the channels to and from the control plane.
 pub struct ChangeReceiver {
     rx: Receiver<(u64, Vec<Change>)>,
+    packet_outs: Receiver<PacketOutRequest>,
+    upcalls: Sender<Upcall>,
 }
 
 impl ChangeReceiver {
     /// Non-blocking: the next change list, if any.
     pub fn try_next(&self) -> Option<(u64, Vec<Change>)> {
         self.rx.try_recv().ok()
+    }
+
+    /// Non-blocking: the next PACKET_OUT to run, if any.
+    pub fn try_packet_out(&self) -> Option<PacketOutRequest> {
+        self.packet_outs.try_recv().ok()
+    }
+
+    /// Queues a packet for the controllers; `false` (dropped) when the
+    /// queue is full or nobody listens.
+    pub fn upcall(&self, u: Upcall) -> bool {
+        self.upcalls.try_send(u).is_ok()
     }
 }
 
@@ -115,6 +164,8 @@ impl DpShared {
         ports: Vec<Arc<PortMeta>>,
     ) -> Result<(Arc<DpShared>, ChangeReceiver), nix::Error> {
         let (tx, rx) = crossbeam::channel::unbounded();
+        let (po_tx, po_rx) = crossbeam::channel::bounded(PACKET_OUT_QUEUE);
+        let (up_tx, up_rx) = crossbeam::channel::bounded(UPCALL_QUEUE);
         let waker = EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?;
         let shared = Arc::new(DpShared {
             datapath_id,
@@ -126,8 +177,17 @@ impl DpShared {
             }),
             applied: Condvar::new(),
             waker,
+            packet_outs: po_tx,
+            upcalls: up_rx,
         });
-        Ok((shared, ChangeReceiver { rx }))
+        Ok((
+            shared,
+            ChangeReceiver {
+                rx,
+                packet_outs: po_rx,
+                upcalls: up_tx,
+            },
+        ))
     }
 
     pub fn ports(&self) -> &[Arc<PortMeta>] {
@@ -158,6 +218,12 @@ impl DpShared {
             s.applied = seq;
             self.applied.notify_all();
         }
+    }
+
+    /// Packets for the controllers; disconnected once the packet thread
+    /// is gone.
+    pub fn upcalls(&self) -> Receiver<Upcall> {
+        self.upcalls.clone()
     }
 
     fn port(&self, port_no: u32) -> Option<&Arc<PortMeta>> {
@@ -266,5 +332,25 @@ impl Datapath for DpShared {
                 return;
             }
         }
+    }
+
+    fn packet_out(
+        &self,
+        in_port: u32,
+        actions: Vec<Action>,
+        data: Vec<u8>,
+    ) -> Result<(), PacketOutError> {
+        if data.len() > MAX_PACKET_OUT {
+            return Err(PacketOutError::TooBig(data.len()));
+        }
+        self.packet_outs
+            .try_send(PacketOutRequest {
+                in_port,
+                actions,
+                data,
+            })
+            .map_err(|_| PacketOutError::Busy)?;
+        self.wake();
+        Ok(())
     }
 }

@@ -21,12 +21,12 @@
 //! switch costs nothing; the first packet or pipeline change wakes it and it
 //! busy-polls again.
 
-use crate::control::{port_config, ChangeReceiver, DpShared, PortMeta};
-use crate::packet;
+use crate::control::{port_config, ChangeReceiver, DpShared, PortMeta, Upcall};
+use crate::packet::{self, Layers};
 use crate::rewrite;
 use flowtable::action::port as ofpp;
 use flowtable::cache::{CacheStats, FlowCache};
-use flowtable::key::FlowKey;
+use flowtable::key::{Field, FlowKey};
 use flowtable::pipeline::{DpAction, DropReason, Pipeline, Xlate};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::os::fd::BorrowedFd;
@@ -85,6 +85,10 @@ pub struct EngineDrops {
     pub port_down: u64,
     pub no_frames: u64,
     pub tx_full: u64,
+    /// Packets for the controllers dropped because their queue was full.
+    pub upcall_queue_full: u64,
+    /// PACKET_OUTs whose data did not fit a frame.
+    pub packet_out_too_big: u64,
 }
 
 impl EngineDrops {
@@ -119,6 +123,9 @@ struct EnginePort<P> {
     /// OFPPC_* bits, refreshed once per round.
     config: u32,
 }
+
+/// OFPCML_NO_BUFFER: a `controller` action's "send the whole packet".
+const CONTROLLER_MAX_LEN_ALL: u16 = 0xffff;
 
 /// Busy rounds between two flushes of the translation cache's pending
 /// counts (a few milliseconds under load).
@@ -254,6 +261,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         for port in &mut self.ports {
             port.config = port.meta.config.load(Ordering::Relaxed);
         }
+        // Controllers' packets first: they were queued before this round.
+        received += self.run_packet_outs();
         for i in 0..self.ports.len() {
             let config = self.ports[i].config;
             let n = self.ports[i].io.recv(&mut self.frames, &mut batch);
@@ -297,16 +306,25 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             Some(c) => c.xlate(&self.pipeline, &key, desc.len, &mut self.xlate),
             None => self.pipeline.xlate(&key, desc.len, &mut self.xlate),
         }
+        self.execute(in_port, desc, layers, key.get(Field::TunId));
+    }
+
+    /// Carries out the translation in `self.xlate` on the frame `desc`
+    /// (parsed as `layers`), which it consumes.
+    fn execute(&mut self, in_port: u32, desc: Desc, layers: Layers, tun_id: u64) {
         let actions = self.xlate.actions();
         let outputs = actions
             .iter()
             .map(|a| match a {
                 DpAction::Output { .. } => 1,
                 DpAction::Flood => self.ports.len(),
-                DpAction::SetField { .. } => 0,
+                DpAction::SetField { .. } | DpAction::Controller { .. } => 0,
             })
             .sum::<usize>();
-        if outputs == 0 {
+        let to_controller = actions
+            .iter()
+            .any(|a| matches!(a, DpAction::Controller { .. }));
+        if outputs == 0 && !to_controller {
             self.drops
                 .count(self.xlate.drop_reason().unwrap_or(DropReason::ExplicitDrop));
             self.frames.free(desc.addr);
@@ -320,6 +338,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     let frame = self.frames.bytes(desc.addr, desc.len);
                     rewrite::set_field(frame, layers, field, value);
                 }
+                a @ DpAction::Controller { .. } => self.upcall(in_port, desc, tun_id, a),
                 DpAction::Output { port, .. } => {
                     remaining -= 1;
                     self.output(in_port, port, desc, remaining == 0);
@@ -339,6 +358,71 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 }
             }
         }
+        if outputs == 0 {
+            // Only the controller took a copy.
+            self.frames.free(desc.addr);
+        }
+    }
+
+    /// Queues a copy of the frame (cut to the action's max_len) for the
+    /// controllers.
+    fn upcall(&mut self, in_port: u32, desc: Desc, tun_id: u64, action: DpAction) {
+        let DpAction::Controller {
+            max_len,
+            reason,
+            table_id,
+            cookie,
+        } = action
+        else {
+            return;
+        };
+        let frame = self.frames.bytes(desc.addr, desc.len);
+        let keep = if max_len == CONTROLLER_MAX_LEN_ALL {
+            frame.len()
+        } else {
+            frame.len().min(usize::from(max_len))
+        };
+        let up = Upcall {
+            in_port,
+            tun_id,
+            reason,
+            table_id,
+            cookie,
+            total_len: u16::try_from(desc.len).unwrap_or(u16::MAX),
+            data: frame.get(..keep).unwrap_or_default().to_vec(),
+        };
+        if !self.changes.upcall(up) {
+            self.drops.upcall_queue_full += 1;
+        }
+    }
+
+    /// Runs up to a batch of queued PACKET_OUTs; returns how many.
+    fn run_packet_outs(&mut self) -> usize {
+        let mut n = 0;
+        while n < BATCH {
+            let Some(req) = self.changes.try_packet_out() else {
+                break;
+            };
+            n += 1;
+            let Some(addr) = self.frames.alloc() else {
+                self.drops.no_frames += 1;
+                continue;
+            };
+            let len = u32::try_from(req.data.len()).unwrap_or(u32::MAX);
+            let buf = self.frames.bytes(addr, len);
+            if buf.len() != req.data.len() {
+                self.drops.packet_out_too_big += 1;
+                self.frames.free(addr);
+                continue;
+            }
+            buf.copy_from_slice(&req.data);
+            let mut key = FlowKey::zero();
+            let layers = packet::extract(self.frames.bytes(addr, len), req.in_port, &mut key);
+            self.pipeline
+                .xlate_actions(&key, len, &req.actions, &mut self.xlate);
+            self.execute(req.in_port, Desc { addr, len }, layers, 0);
+        }
+        n
     }
 
     /// Queues `desc` (or a copy, unless `last`) on the TX batch of `port`.

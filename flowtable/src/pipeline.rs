@@ -57,6 +57,23 @@ pub enum DpAction {
     },
     /// Output to all ports except the input port (OFPP_ALL / FLOOD).
     Flood,
+    /// Send the packet (as rewritten so far) to the controllers
+    /// (OFPP_CONTROLLER): a PACKET_IN with these fields.
+    Controller {
+        /// Bytes of the packet to include (OFPCML_NO_BUFFER: all).
+        max_len: u16,
+        /// OFPR_NO_MATCH for a table-miss flow, else OFPR_ACTION.
+        reason: u8,
+        table_id: u8,
+        /// The cookie of the flow whose action this is.
+        cookie: u64,
+    },
+}
+
+/// OFPR_* packet-in reasons.
+pub mod packet_in_reason {
+    pub const NO_MATCH: u8 = 0;
+    pub const ACTION: u8 = 1;
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,6 +240,20 @@ impl Pipeline {
     pub fn xlate(&self, key: &FlowKey, packet_len: u32, out: &mut Xlate) {
         out.reset();
         crate::xlate::run(self, key, packet_len, out, crate::trace::NoTrace);
+    }
+
+    /// Translates a PACKET_OUT: `actions` run on the packet as if they
+    /// were a flow's; `output:TABLE` among them sends it through the
+    /// tables from table 0 (once). Counts like [`Pipeline::xlate`].
+    pub fn xlate_actions(
+        &self,
+        key: &FlowKey,
+        packet_len: u32,
+        actions: &[crate::action::Action],
+        out: &mut Xlate,
+    ) {
+        out.reset();
+        crate::xlate::run_actions(self, key, packet_len, actions, out, crate::trace::NoTrace);
     }
 
     /// [`Pipeline::xlate`] reporting every step to `sink` (for `xbr

@@ -182,6 +182,16 @@ pub fn format_datapath(out: &Xlate) -> String {
                 }
             }
             DpAction::Flood => "flood".to_string(),
+            DpAction::Controller {
+                max_len, reason, ..
+            } => format!(
+                "controller(reason={},max_len={max_len})",
+                if *reason == crate::pipeline::packet_in_reason::NO_MATCH {
+                    "no_match"
+                } else {
+                    "action"
+                }
+            ),
         })
         .collect();
     parts.join(",")

@@ -8,7 +8,9 @@ use crate::action::{port, Action, Bucket, SubField};
 use crate::flow_mod::GroupType;
 use crate::key::{Field, FlowKey};
 use crate::matching::{ETH_TYPE_ARP, ETH_TYPE_IPV4, IP_PROTO_ICMP};
-use crate::pipeline::{DpAction, DropReason, Pipeline, Xlate, MAX_RESUBMITS, MAX_RESUBMIT_DEPTH};
+use crate::pipeline::{
+    packet_in_reason, DpAction, DropReason, Pipeline, Xlate, MAX_RESUBMITS, MAX_RESUBMIT_DEPTH,
+};
 use crate::trace::Tracer;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -123,6 +125,19 @@ struct Ctx<'p, 'o, T: Tracer> {
     missed: bool,
     /// The table the top-level pipeline ended in.
     last_table: u8,
+    /// The flow whose actions run: what a packet-in reports.
+    current: CurrentFlow,
+    /// Translating a PACKET_OUT, where `output:TABLE` is meaningful.
+    packet_out: bool,
+}
+
+/// Identity of the flow whose actions are running, for packet-ins.
+#[derive(Clone, Copy, Default)]
+struct CurrentFlow {
+    table_id: u8,
+    cookie: u64,
+    /// Priority 0 and no match at all: OpenFlow's table-miss flow.
+    table_miss: bool,
 }
 
 pub(crate) fn run<T: Tracer>(
@@ -131,6 +146,35 @@ pub(crate) fn run<T: Tracer>(
     packet_len: u32,
     out: &mut Xlate,
     tracer: T,
+) {
+    run_with(pipe, key, packet_len, out, tracer, |ctx| {
+        ctx.run_tables(0, None, 0)
+    });
+}
+
+/// Translates a PACKET_OUT's action list instead of a table walk;
+/// `output:TABLE` in it sends the packet through the tables from 0.
+pub(crate) fn run_actions<T: Tracer>(
+    pipe: &Pipeline,
+    key: &FlowKey,
+    packet_len: u32,
+    actions: &[Action],
+    out: &mut Xlate,
+    tracer: T,
+) {
+    run_with(pipe, key, packet_len, out, tracer, |ctx| {
+        ctx.packet_out = true;
+        ctx.execute(actions, 0, 0);
+    });
+}
+
+fn run_with<'p, 'o, T: Tracer>(
+    pipe: &'p Pipeline,
+    key: &FlowKey,
+    packet_len: u32,
+    out: &'o mut Xlate,
+    tracer: T,
+    body: impl FnOnce(&mut Ctx<'p, 'o, T>),
 ) {
     let mut ctx = Ctx {
         pipe,
@@ -145,8 +189,10 @@ pub(crate) fn run<T: Tracer>(
         note: None,
         missed: false,
         last_table: 0,
+        current: CurrentFlow::default(),
+        packet_out: false,
     };
-    ctx.run_tables(0, None, 0);
+    body(&mut ctx);
     if ctx.fatal.is_none() && !ctx.missed && !ctx.action_set.is_empty() {
         ctx.execute_action_set();
     }
@@ -232,6 +278,11 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             if T::COUNTS {
                 rule.stats.count(self.packet_len);
             }
+            self.current = CurrentFlow {
+                table_id: table,
+                cookie: rule.cookie,
+                table_miss: rule.priority == 0 && rule.matching.mask() == &FlowKey::zero(),
+            };
             let ins = &rule.instructions;
             if let Some(actions) = &ins.apply_actions {
                 self.execute(actions, table, depth);
@@ -275,6 +326,10 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             }
             self.tracer.action(a, depth);
             match a {
+                Action::Output {
+                    port: port::CONTROLLER,
+                    max_len,
+                } => self.controller(*max_len),
                 Action::Output { port, .. } => self.output(*port),
                 Action::Group(id) => self.group(*id, table, depth),
                 Action::SetField { field, value } => self.key.set(*field, *value),
@@ -375,9 +430,13 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 return;
             }
             port::LOCAL => return self.note = Some(DropReason::Unsupported("local")),
-            port::CONTROLLER => return self.note = Some(DropReason::Unsupported("controller")),
+            port::CONTROLLER => return self.controller(u16::MAX),
             port::NORMAL => return self.note = Some(DropReason::Unsupported("normal")),
-            port::TABLE => return self.note = Some(DropReason::Unsupported("table")),
+            port::TABLE if self.packet_out => {
+                self.packet_out = false;
+                return self.run_tables(0, None, 0);
+            }
+            port::TABLE => return self.note = Some(DropReason::BadOutputPort),
             p if p > port::MAX => return self.note = Some(DropReason::BadOutputPort),
             // OpenFlow never sends a packet back where it came from unless
             // asked to with IN_PORT.
@@ -389,6 +448,22 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             port: target,
             tun_id: self.key.get(Field::TunId),
             tun_dst: self.key.get(Field::TunDst) as u32,
+        });
+    }
+
+    fn controller(&mut self, max_len: u16) {
+        self.unwildcard(Field::InPort, 0, 32);
+        self.commit();
+        let c = self.current;
+        self.push(DpAction::Controller {
+            max_len,
+            reason: if c.table_miss {
+                packet_in_reason::NO_MATCH
+            } else {
+                packet_in_reason::ACTION
+            },
+            table_id: c.table_id,
+            cookie: c.cookie,
         });
     }
 

@@ -293,9 +293,16 @@ fn output_to_in_port_is_skipped_unless_in_port_is_loaded() {
         Match::catch_all(),
         vec![out(port::CONTROLLER)],
     ))]);
+    let x = xlate(&p, &tcp_key(1, 0, 0, 0, 0));
+    assert_eq!(x.drop_reason(), None);
     assert_eq!(
-        xlate(&p, &tcp_key(1, 0, 0, 0, 0)).drop_reason(),
-        Some(DropReason::Unsupported("controller"))
+        x.actions(),
+        [DpAction::Controller {
+            max_len: 0,
+            reason: flowtable::pipeline::packet_in_reason::ACTION,
+            table_id: 0,
+            cookie: 0
+        }]
     );
     let (_, p) = build(vec![PipelineMod::Flow(add(
         0,
@@ -414,4 +421,65 @@ fn replica_follows_modify_and_delete() {
             .unwrap(),
     );
     assert_eq!(p.n_rules(), 0);
+}
+
+#[test]
+fn controller_output_reports_table_flow_and_reason() {
+    let mut miss = add(
+        3,
+        0,
+        Match::catch_all(),
+        vec![Action::Output {
+            port: port::CONTROLLER,
+            max_len: 128,
+        }],
+    );
+    miss.cookie = 0xc0;
+    let mut to3 = add(0, 5, m_in_port(1), vec![]);
+    to3.instructions.goto_table = Some(3);
+    let mut explicit = add(0, 9, m_in_port(2), vec![out(port::CONTROLLER), out(7)]);
+    explicit.cookie = 0xe1;
+    let (_, p) = build(vec![
+        PipelineMod::Flow(miss),
+        PipelineMod::Flow(to3),
+        PipelineMod::Flow(explicit),
+    ]);
+    assert_eq!(
+        xlate(&p, &tcp_key(1, 0, 0, 0, 0)).actions(),
+        [DpAction::Controller {
+            max_len: 128,
+            reason: flowtable::pipeline::packet_in_reason::NO_MATCH,
+            table_id: 3,
+            cookie: 0xc0
+        }]
+    );
+    let x = xlate(&p, &tcp_key(2, 0, 0, 0, 0));
+    assert_eq!(
+        x.actions().first(),
+        Some(&DpAction::Controller {
+            max_len: 0,
+            reason: flowtable::pipeline::packet_in_reason::ACTION,
+            table_id: 0,
+            cookie: 0xe1
+        })
+    );
+    assert_eq!(outputs(&x), vec![7]);
+}
+
+#[test]
+fn packet_out_actions_and_output_table() {
+    let (ft, p) = build(vec![PipelineMod::Flow(add(
+        0,
+        1,
+        m_in_port(1),
+        vec![out(2)],
+    ))]);
+    let key = tcp_key(1, 0, 0, 0, 0);
+    let mut x = Xlate::new();
+    p.xlate_actions(&key, 60, &[out(5), out(port::TABLE)], &mut x);
+    assert_eq!(outputs(&x), vec![5, 2]);
+    assert_eq!(ft.flows(&FlowFilter::default())[0].stats.read(), (1, 60));
+    // Without a flow for the packet, output:TABLE is a table miss.
+    p.xlate_actions(&tcp_key(9, 0, 0, 0, 0), 60, &[out(port::TABLE)], &mut x);
+    assert_eq!(x.drop_reason(), Some(DropReason::TableMiss));
 }

@@ -19,6 +19,7 @@ use crate::notify::Notifier;
 use crate::roles::Roles;
 use crate::wire::flow_removed::reason;
 use crate::wire::message::SwitchConfig;
+use crate::wire::packet_io::PacketIn;
 use flowtable::flow_mod::flow_mod_flags;
 use flowtable::tables::Change;
 use flowtable::Rule;
@@ -135,6 +136,11 @@ impl Bridge {
         for (r, why) in &doomed {
             self.notifier.flow_removed(r, *why);
         }
+    }
+
+    /// Hands a packet from the datapath to the controllers (PACKET_IN).
+    pub fn packet_in(&self, pi: PacketIn) {
+        self.notifier.packet_in(pi);
     }
 
     fn report_removed(&self, rules: &[Arc<Rule>], why: u8) {

@@ -26,6 +26,7 @@ use crate::wire::message::{
     capabilities, hello_accepts_v4, AsyncConfig, Features, RoleMsg, SwitchConfig,
 };
 use crate::wire::multipart::{self, pack_replies, FlowStatsEntry, MultipartRequest};
+use crate::wire::packet_io::PacketOut;
 use crate::wire::{
     err, features, table_features, HeaderRepr, Message, WireError, HEADER_LEN, NO_BUFFER,
     OFP_VERSION, ONF_VENDOR_ID,
@@ -294,11 +295,13 @@ impl<R: Read> Connection<R> {
             | Message::PortMod(_)
             | Message::TableMod(_)
             | Message::MeterMod(_)
+            | Message::PacketOut(_)
             | Message::Experimenter { .. }
                 if self.role.is_slave() =>
             {
                 self.send_ofp_error((err::BAD_REQUEST, err::BRC_IS_SLAVE), xid, raw)
             }
+            Message::PacketOut(po) => self.packet_out(xid, po, raw),
             Message::TableMod(tm) => match tm.check() {
                 Ok(()) => Ok(()),
                 Err(e) => self.send_ofp_error(e, xid, raw),
@@ -374,7 +377,8 @@ impl<R: Read> Connection<R> {
             | Message::RoleReply(_)
             | Message::GetAsyncReply(_)
             | Message::QueueGetConfigReply(_)
-            | Message::FlowRemoved(_) => {
+            | Message::FlowRemoved(_)
+            | Message::PacketIn(_) => {
                 let e = WireError::BadRequest(err::BRC_BAD_TYPE, "reply sent to a switch".into());
                 self.send_error(&e, xid, raw)
             }
@@ -469,6 +473,30 @@ impl<R: Read> Connection<R> {
             self.send(&m)?;
         }
         Ok(())
+    }
+
+    fn packet_out(&mut self, xid: u32, po: PacketOut, raw: &[u8]) -> io::Result<()> {
+        // xbr never buffers packets, so no buffer id can be valid.
+        if po.buffer_id != NO_BUFFER {
+            let e = (err::BAD_REQUEST, err::BRC_BUFFER_UNKNOWN);
+            return self.send_ofp_error(e, xid, raw);
+        }
+        let in_port_ok = matches!(po.in_port, port::CONTROLLER | port::LOCAL | port::ANY)
+            || self.port_exists(po.in_port);
+        if !in_port_ok {
+            return self.send_ofp_error((err::BAD_REQUEST, err::BRC_BAD_PORT), xid, raw);
+        }
+        match self
+            .bridge
+            .datapath()
+            .packet_out(po.in_port, po.actions, po.data)
+        {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                debug!(peer = %self.peer, error = %e, "packet out refused");
+                self.send_ofp_error(e.ofp_error(), xid, raw)
+            }
+        }
     }
 
     fn port_exists(&self, port_no: u32) -> bool {

@@ -5,7 +5,9 @@
 //! datapath only ever receives the [`Change`] lists those tables produce,
 //! tagged with a sequence number so that a barrier can wait for them.
 
+use crate::wire::err;
 use flowtable::tables::Change;
+use flowtable::Action;
 use std::time::Duration;
 use thiserror::Error;
 
@@ -84,4 +86,33 @@ pub trait Datapath: Send + Sync + 'static {
     /// Blocks until every packet thread applied everything up to `seq`
     /// (barrier semantics).
     fn sync(&self, seq: u64);
+    /// Injects a controller's packet (PACKET_OUT): `data` as if received
+    /// on `in_port`, run through `actions`. Returns when it is queued;
+    /// the packet threads execute it between batches.
+    fn packet_out(
+        &self,
+        in_port: u32,
+        actions: Vec<Action>,
+        data: Vec<u8>,
+    ) -> Result<(), PacketOutError>;
+}
+
+/// Why a PACKET_OUT could not be taken.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PacketOutError {
+    #[error("packet of {0} bytes does not fit a frame")]
+    TooBig(usize),
+    #[error("the packet threads' queue is full")]
+    Busy,
+}
+
+impl PacketOutError {
+    pub fn ofp_error(&self) -> (u16, u16) {
+        match self {
+            // OFPBRC_BAD_LEN: the data cannot be carried.
+            PacketOutError::TooBig(_) => (err::BAD_REQUEST, err::BRC_BAD_LEN),
+            // OFPBRC_EPERM is what OVS answers when it cannot take more.
+            PacketOutError::Busy => (err::BAD_REQUEST, err::BRC_EPERM),
+        }
+    }
 }

@@ -19,6 +19,6 @@ mod server;
 pub mod wire;
 
 pub use bridge::Bridge;
-pub use datapath::{Datapath, PortCounters, PortInfo, PortModError};
+pub use datapath::{Datapath, PacketOutError, PortCounters, PortInfo, PortModError};
 pub use error::OfprotoError;
 pub use server::Server;

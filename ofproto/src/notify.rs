@@ -1,5 +1,5 @@
 //! Asynchronous messages: what the switch sends to connections without
-//! being asked (FLOW_REMOVED today).
+//! being asked (FLOW_REMOVED, PACKET_IN).
 //!
 //! # Design
 //!
@@ -22,6 +22,7 @@
 use crate::roles::ConnRole;
 use crate::wire::flow_removed::FlowRemoved;
 use crate::wire::message::{role, AsyncConfig};
+use crate::wire::packet_io::PacketIn;
 use crate::wire::Message;
 use flowtable::flow_mod::flow_mod_flags;
 use flowtable::Rule;
@@ -109,12 +110,27 @@ impl Notifier {
             matching: rule.matching,
         })
         .emit(0);
+        self.send(&msg, reason, |c| c.flow_removed_mask);
+    }
+
+    /// Sends a packet to the controllers that want packet-ins of its
+    /// reason.
+    pub fn packet_in(&self, pi: PacketIn) {
+        let reason = pi.reason;
+        let msg = Message::PacketIn(pi).emit(0);
+        self.send(&msg, reason, |c| c.packet_in_mask);
+    }
+
+    /// Writes `msg` to every connection whose `mask` (for its role) has
+    /// the `reason` bit.
+    fn send(&self, msg: &[u8], reason: u8, mask: impl Fn(&AsyncConfig) -> [u32; 2]) {
+        let bit = 1u32.checked_shl(u32::from(reason)).unwrap_or(0);
         for s in self.subs.lock().values() {
             let slave = s.role.load(Ordering::Acquire) == role::SLAVE;
-            let mask = s.config.lock().flow_removed_mask[usize::from(slave)];
-            if mask & (1 << reason) != 0 {
+            let m = mask(&s.config.lock())[usize::from(slave)];
+            if m & bit != 0 {
                 // A failed write is the connection's to notice and report.
-                let _ = s.writer.lock().write_all(&msg);
+                let _ = s.writer.lock().write_all(msg);
             }
         }
     }

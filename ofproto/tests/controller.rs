@@ -10,6 +10,7 @@ use ofproto::wire::err;
 use ofproto::wire::flow_removed::reason::{DELETE, HARD_TIMEOUT, IDLE_TIMEOUT};
 use ofproto::wire::flow_removed::FlowRemoved;
 use ofproto::wire::message::{role, split, AsyncConfig, RoleMsg};
+use ofproto::wire::packet_io::{PacketIn, PacketOut};
 use ofproto::wire::Message;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -339,4 +340,104 @@ fn a_short_role_request_is_refused_and_the_connection_survives() {
             generation_id: u64::MAX
         })
     );
+}
+
+#[test]
+fn packet_ins_reach_controllers_that_want_them() {
+    let mut h = Harness::start("ctl-packet-in");
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    h.server
+        .as_mut()
+        .unwrap()
+        .add_controller(l.local_addr().unwrap(), Duration::from_secs(5))
+        .unwrap();
+    let mut ctl = accept(&l);
+    hello(&mut ctl);
+    // Make sure the switch has registered the connection before the
+    // packet-in is raised.
+    ctl.write_all(&Message::BarrierRequest.emit(60)).unwrap();
+    assert_eq!(recv(&mut ctl), (60, Message::BarrierReply));
+    let mut quiet = unix(&h);
+    let data = vec![0xab; 60];
+    h.bridge
+        .packet_in(PacketIn::new(3, 0x55, 1, 4, 0xc00c1e, 60, data.clone()));
+    match recv(&mut ctl) {
+        (_, Message::PacketIn(pi)) => {
+            assert_eq!(
+                (
+                    pi.buffer_id,
+                    pi.total_len,
+                    pi.reason,
+                    pi.table_id,
+                    pi.cookie
+                ),
+                (ofproto::wire::NO_BUFFER, 60, 1, 4, 0xc00c1e)
+            );
+            assert_eq!(pi.matching.exact(flowtable::Field::InPort), Some(3));
+            assert_eq!(pi.matching.exact(flowtable::Field::TunId), Some(0x55));
+            assert_eq!(pi.data, data);
+        }
+        other => panic!("expected PACKET_IN, got {other:?}"),
+    }
+    quiet
+        .write_all(&Message::EchoRequest(Vec::new()).emit(61))
+        .unwrap();
+    assert_eq!(recv(&mut quiet), (61, Message::EchoReply(Vec::new())));
+}
+
+#[test]
+fn packet_out_from_ovs_ofctl_runs_its_actions() {
+    let h = Harness::start("ctl-packet-out");
+    h.ok(&["add-flow", &h.target(), "in_port=1,actions=output:2"]);
+    let frame =
+        "0a580a8000030a580a80000208004500001c0001000040117b660a8000020a800003000a0014000800ac";
+    h.ok(&[
+        "packet-out",
+        &h.target(),
+        &format!("in_port=1,packet={frame},actions=output:3,output:TABLE"),
+    ]);
+    let outs = h.dp.packet_outs.lock().clone();
+    assert_eq!(outs.len(), 1);
+    let (in_port, data, actions) = &outs[0];
+    assert_eq!(*in_port, 1);
+    assert_eq!(data.len(), frame.len() / 2);
+    let ports: Vec<u32> = actions
+        .iter()
+        .filter_map(|a| match a {
+            flowtable::DpAction::Output { port, .. } => Some(*port),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ports, vec![3, 2]);
+}
+
+#[test]
+fn bad_packet_outs_are_refused() {
+    let h = Harness::start("ctl-packet-out-bad");
+    let mut a = unix(&h);
+    let po = |buffer_id, in_port| {
+        Message::PacketOut(PacketOut {
+            buffer_id,
+            in_port,
+            actions: vec![],
+            data: vec![0; 60],
+        })
+    };
+    let expect = |s: &mut UnixStream, xid, ty, code| match recv(s) {
+        (x, Message::Error { ty: t, code: c, .. }) => assert_eq!((x, t, c), (xid, ty, code)),
+        other => panic!("expected an error, got {other:?}"),
+    };
+    a.write_all(&po(7, 1).emit(70)).unwrap();
+    expect(&mut a, 70, err::BAD_REQUEST, err::BRC_BUFFER_UNKNOWN);
+    a.write_all(&po(ofproto::wire::NO_BUFFER, 99).emit(71))
+        .unwrap();
+    expect(&mut a, 71, err::BAD_REQUEST, err::BRC_BAD_PORT);
+    // A slave may not send packets.
+    let mut b = unix(&h);
+    role_request(&mut b, 72, role::MASTER, 1);
+    role_request(&mut a, 73, role::SLAVE, 1);
+    a.write_all(&po(ofproto::wire::NO_BUFFER, 1).emit(74))
+        .unwrap();
+    expect(&mut a, 74, err::BAD_REQUEST, err::BRC_IS_SLAVE);
+    assert!(h.dp.packet_outs.lock().is_empty());
 }

@@ -154,3 +154,115 @@ fn forwarding_survives_the_controller_and_xbr_reconnects() -> Result<()> {
     pings(&a, &b, 2)?;
     Ok(())
 }
+
+/// The controller as a hub: every packet comes to it (PACKET_IN) and it
+/// sends it out of the other pod's port (PACKET_OUT). Pings only work if
+/// both directions of controller traffic do.
+#[test]
+fn a_controller_forwards_through_packet_in_and_packet_out() -> Result<()> {
+    use ofproto::wire::packet_io::PacketOut;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let a = Pod::new(Ipv4Addr::new(10, 128, 0, 2), 24, "0a:58:0a:80:00:02")?;
+    let b = Pod::new(Ipv4Addr::new(10, 128, 0, 3), 24, "0a:58:0a:80:00:03")?;
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| fail(format!("controller bind: {e}")))?;
+    let target = format!(
+        "tcp:{}",
+        listener
+            .local_addr()
+            .map_err(|e| fail(format!("controller address: {e}")))?
+    );
+    let port_a = format!("{}=1", a.host_if());
+    let port_b = format!("{}=2", b.host_if());
+    let xbr = Xbr::start(&[
+        "--port",
+        &port_a,
+        "--port",
+        &port_b,
+        "--controller",
+        &target,
+    ])?;
+    let mut ctl = accept(&listener)?;
+    // Table-miss flow to the controller, whole packets.
+    let mut miss = FlowMod::add(
+        0,
+        0,
+        Match::catch_all(),
+        Instructions::apply(vec![Action::Output {
+            port: flowtable::action::port::CONTROLLER,
+            max_len: 0xffff,
+        }]),
+    );
+    miss.cookie = 0x77;
+    send(&mut ctl, &Message::FlowMod(miss), 2)?;
+    send(&mut ctl, &Message::BarrierRequest, 3)?;
+    match reply(&mut ctl, 3)? {
+        Message::BarrierReply => {}
+        other => return Err(fail(format!("expected BARRIER_REPLY, got {other:?}"))),
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let relayed = Arc::new(AtomicU64::new(0));
+    ctl.set_read_timeout(Some(Duration::from_millis(200)))
+        .map_err(|e| fail(format!("controller socket: {e}")))?;
+    let hub = {
+        let (stop, relayed) = (stop.clone(), relayed.clone());
+        std::thread::spawn(move || -> Result<()> {
+            let mut xid = 100;
+            while !stop.load(Ordering::Relaxed) {
+                let m = match read_msg(&mut ctl) {
+                    Ok(m) => m,
+                    // Read timeouts just poll the stop flag.
+                    Err(_) => continue,
+                };
+                let Message::PacketIn(pi) = m else { continue };
+                if pi.cookie != 0x77 || pi.reason != 0 {
+                    return Err(fail(format!("unexpected packet-in {pi:?}")));
+                }
+                let in_port = pi
+                    .matching
+                    .exact(Field::InPort)
+                    .ok_or_else(|| fail("packet-in without in_port"))?
+                    as u32;
+                let out = if in_port == 1 { 2 } else { 1 };
+                xid += 1;
+                let po = PacketOut {
+                    buffer_id: ofproto::wire::NO_BUFFER,
+                    in_port,
+                    actions: vec![Action::Output {
+                        port: out,
+                        max_len: 0,
+                    }],
+                    data: pi.data,
+                };
+                send(&mut ctl, &Message::PacketOut(po), xid)?;
+                relayed.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        })
+    };
+    let pinged = pings(&a, &b, 3);
+    stop.store(true, Ordering::Relaxed);
+    let hub_result = hub
+        .join()
+        .map_err(|_| fail("the controller thread panicked"))?;
+    pinged?;
+    hub_result?;
+    // ARP both ways and three echo requests and replies at least.
+    let n = relayed.load(Ordering::Relaxed);
+    if n < 8 {
+        return Err(fail(format!(
+            "only {n} packets went through the controller"
+        )));
+    }
+    let dump = xbr.ofctl_ok(&["dump-flows", "br0"])?;
+    let hits = flow_n_packets(&dump, "priority=0").ok_or_else(|| fail(dump.clone()))?;
+    if hits < n {
+        return Err(fail(format!(
+            "{n} relayed but the miss flow counted {hits}:\n{dump}"
+        )));
+    }
+    Ok(())
+}

@@ -14,7 +14,9 @@ pub mod msg_type {
     pub const GET_CONFIG_REQUEST: u8 = 7;
     pub const GET_CONFIG_REPLY: u8 = 8;
     pub const SET_CONFIG: u8 = 9;
+    pub const PACKET_IN: u8 = 10;
     pub const FLOW_REMOVED: u8 = 11;
+    pub const PACKET_OUT: u8 = 13;
     pub const FLOW_MOD: u8 = 14;
     pub const GROUP_MOD: u8 = 15;
     pub const PORT_MOD: u8 = 16;

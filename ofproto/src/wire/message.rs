@@ -5,6 +5,7 @@ use super::flow_removed::FlowRemoved;
 use super::header::msg_type as t;
 use super::mods::{emit_flow_mod, emit_group_mod, parse_flow_mod, parse_group_mod, PortMod};
 use super::multipart::MultipartRequest;
+use super::packet_io::{PacketIn, PacketOut};
 use super::{err, Ctx, HeaderRepr, Put, Reader, WireError, HEADER_LEN, OFP_VERSION};
 use flowtable::{FlowMod, GroupMod};
 
@@ -137,6 +138,8 @@ pub enum Message {
     /// The port whose queues are listed (always none).
     QueueGetConfigReply(u32),
     FlowRemoved(FlowRemoved),
+    PacketIn(PacketIn),
+    PacketOut(PacketOut),
 }
 
 fn expect_empty(r: &Reader<'_>, what: &str) -> Result<(), WireError> {
@@ -291,6 +294,8 @@ impl Message {
             t::SET_ASYNC => Message::SetAsync(parse_async(&mut r)?),
             t::TABLE_MOD => Message::TableMod(TableMod::parse(body)?),
             t::FLOW_REMOVED => Message::FlowRemoved(FlowRemoved::parse(body)?),
+            t::PACKET_IN => Message::PacketIn(PacketIn::parse(body)?),
+            t::PACKET_OUT => Message::PacketOut(PacketOut::parse(body)?),
             t::METER_MOD => Message::MeterMod(MeterMod::parse(body)?),
             t::QUEUE_GET_CONFIG_REQUEST | t::QUEUE_GET_CONFIG_REPLY => {
                 let port = r.u32()?;
@@ -337,6 +342,8 @@ impl Message {
             Message::SetAsync(_) => t::SET_ASYNC,
             Message::TableMod(_) => t::TABLE_MOD,
             Message::FlowRemoved(_) => t::FLOW_REMOVED,
+            Message::PacketIn(_) => t::PACKET_IN,
+            Message::PacketOut(_) => t::PACKET_OUT,
             Message::MeterMod(_) => t::METER_MOD,
             Message::QueueGetConfigRequest(_) => t::QUEUE_GET_CONFIG_REQUEST,
             Message::QueueGetConfigReply(_) => t::QUEUE_GET_CONFIG_REPLY,
@@ -419,6 +426,8 @@ impl Message {
             }
             Message::TableMod(m) => m.emit(&mut out),
             Message::FlowRemoved(m) => m.emit(&mut out),
+            Message::PacketIn(m) => m.emit(&mut out),
+            Message::PacketOut(m) => m.emit(&mut out),
             Message::MeterMod(m) => m.emit(&mut out),
             Message::QueueGetConfigRequest(port) => {
                 out.put_u32(*port);

@@ -17,6 +17,7 @@ pub mod message;
 pub mod mods;
 pub mod multipart;
 pub mod oxm;
+pub mod packet_io;
 pub mod table_features;
 
 use thiserror::Error;

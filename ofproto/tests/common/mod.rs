@@ -4,15 +4,21 @@
 #![allow(dead_code)]
 
 use flowtable::tables::Change;
-use flowtable::Pipeline;
-use ofproto::{Bridge, Datapath, PortCounters, PortInfo, PortModError, Server};
+use flowtable::{Action, DpAction, Field, FlowKey, Pipeline, Xlate};
+use ofproto::{Bridge, Datapath, PacketOutError, PortCounters, PortInfo, PortModError, Server};
 use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A PACKET_OUT as the double saw it: in_port, data, datapath actions.
+pub type PacketOutRecord = (u32, Vec<u8>, Vec<DpAction>);
+
 pub struct MemDatapath {
     pub replica: Mutex<Pipeline>,
+    /// Every PACKET_OUT: its in_port, data, and what the replica made of
+    /// its actions (the key holds only in_port: no packet parser here).
+    pub packet_outs: Mutex<Vec<PacketOutRecord>>,
     pub seq: Mutex<u64>,
     pub ports: Mutex<Vec<PortInfo>>,
 }
@@ -22,6 +28,7 @@ impl MemDatapath {
         let ports = vec![port(1, "vxlan0"), port(2, "tun0"), port(3, "veth0001")];
         Arc::new(MemDatapath {
             replica: Mutex::new(Pipeline::new()),
+            packet_outs: Mutex::new(Vec::new()),
             seq: Mutex::new(0),
             ports: Mutex::new(ports),
         })
@@ -88,6 +95,23 @@ impl Datapath for MemDatapath {
         *s
     }
     fn sync(&self, _seq: u64) {}
+    fn packet_out(
+        &self,
+        in_port: u32,
+        actions: Vec<Action>,
+        data: Vec<u8>,
+    ) -> Result<(), PacketOutError> {
+        let mut key = FlowKey::zero();
+        key.set(Field::InPort, u64::from(in_port));
+        let mut x = Xlate::new();
+        self.replica
+            .lock()
+            .xlate_actions(&key, data.len() as u32, &actions, &mut x);
+        self.packet_outs
+            .lock()
+            .push((in_port, data, x.actions().to_vec()));
+        Ok(())
+    }
 }
 
 pub struct Harness {
