@@ -25,6 +25,9 @@ pub struct BridgeConfig {
     pub datapath_id: Option<u64>,
     /// Entries of the packet thread's translation cache; 0 turns it off.
     pub flow_cache_entries: usize,
+    /// Fail mode standalone: NORMAL forwarding while no controller is
+    /// connected. False: secure (flows only).
+    pub standalone: bool,
     /// OpenFlow controllers to stay connected to.
     pub controllers: Vec<SocketAddr>,
     /// Idle time after which a controller is probed (and, after as much
@@ -173,6 +176,7 @@ impl RunningBridge {
         let upcalls = spawn_upcall_thread(shared.upcalls(), bridge.clone());
         let server = match Server::start(bridge.clone(), &mgmt, config.listen.first().copied())
             .and_then(|mut s| {
+                s.set_fail_mode(config.standalone);
                 for c in &config.controllers {
                     if let Err(e) = s.add_controller(*c, config.inactivity_probe) {
                         s.shutdown();

@@ -30,7 +30,7 @@ use nix::sys::eventfd::{EfdFlags, EventFd};
 use ofproto::{Datapath, PacketOutError, PortCounters, PortInfo, PortModError};
 use parking_lot::{Condvar, Mutex};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -100,6 +100,8 @@ pub struct DpShared {
     waker: EventFd,
     packet_outs: Sender<PacketOutRequest>,
     upcalls: Receiver<Upcall>,
+    /// Standalone mode without a controller: forward by NORMAL.
+    fail_open: AtomicBool,
 }
 
 /// A controller's packet to inject (PACKET_OUT).
@@ -179,6 +181,7 @@ impl DpShared {
             waker,
             packet_outs: po_tx,
             upcalls: up_rx,
+            fail_open: AtomicBool::new(false),
         });
         Ok((
             shared,
@@ -218,6 +221,11 @@ impl DpShared {
             s.applied = seq;
             self.applied.notify_all();
         }
+    }
+
+    /// Packet thread: whether to forward everything by NORMAL.
+    pub fn fail_open(&self) -> bool {
+        self.fail_open.load(Relaxed)
     }
 
     /// Packets for the controllers; disconnected once the packet thread
@@ -352,5 +360,16 @@ impl Datapath for DpShared {
             .map_err(|_| PacketOutError::Busy)?;
         self.wake();
         Ok(())
+    }
+
+    fn set_fail_open(&self, on: bool) {
+        if self.fail_open.swap(on, Relaxed) != on {
+            tracing::info!(
+                fail_open = on,
+                "fail mode standalone: forwarding by NORMAL {}",
+                if on { "on" } else { "off" }
+            );
+            self.wake();
+        }
     }
 }

@@ -22,6 +22,7 @@
 //! busy-polls again.
 
 use crate::control::{port_config, ChangeReceiver, DpShared, PortMeta, Upcall};
+use crate::normal::{MacTable, DEFAULT_AGEING_SECS};
 use crate::packet::{self, Layers};
 use crate::rewrite;
 use flowtable::action::port as ofpp;
@@ -32,6 +33,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Packets taken from one port per round.
 pub const BATCH: usize = 64;
@@ -124,6 +126,9 @@ struct EnginePort<P> {
     config: u32,
 }
 
+/// Stations NORMAL remembers per packet thread.
+const MAC_TABLE_SIZE: usize = 8192;
+
 /// OFPCML_NO_BUFFER: a `controller` action's "send the whole packet".
 const CONTROLLER_MAX_LEN_ALL: u16 = 0xffff;
 
@@ -145,6 +150,14 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     cache: Option<FlowCache>,
     rounds_since_flush: u32,
     pub drops: EngineDrops,
+    /// NORMAL's learned stations.
+    macs: MacTable,
+    /// Seconds since the engine started, read once per round (MAC ageing).
+    now_secs: u64,
+    started: Instant,
+    /// Fail-open (standalone mode without a controller): every packet is
+    /// forwarded by NORMAL, whatever the flows say. Read once per round.
+    fail_open: bool,
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
@@ -180,6 +193,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             cache: Some(FlowCache::default()),
             rounds_since_flush: 0,
             drops: EngineDrops::default(),
+            macs: MacTable::new(MAC_TABLE_SIZE, DEFAULT_AGEING_SECS),
+            now_secs: 0,
+            started: Instant::now(),
+            fail_open: false,
         }
     }
 
@@ -261,6 +278,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         for port in &mut self.ports {
             port.config = port.meta.config.load(Ordering::Relaxed);
         }
+        self.now_secs = self.started.elapsed().as_secs();
+        self.fail_open = self.shared.fail_open();
         // Controllers' packets first: they were queued before this round.
         received += self.run_packet_outs();
         for i in 0..self.ports.len() {
@@ -303,6 +322,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             packet::extract(frame, in_port, &mut key)
         };
         match &mut self.cache {
+            _ if self.fail_open => self.xlate.set_normal(),
             Some(c) => c.xlate(&self.pipeline, &key, desc.len, &mut self.xlate),
             None => self.pipeline.xlate(&key, desc.len, &mut self.xlate),
         }
@@ -317,7 +337,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             .iter()
             .map(|a| match a {
                 DpAction::Output { .. } => 1,
-                DpAction::Flood => self.ports.len(),
+                DpAction::Flood | DpAction::Normal => self.ports.len(),
                 DpAction::SetField { .. } | DpAction::Controller { .. } => 0,
             })
             .sum::<usize>();
@@ -339,6 +359,21 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     rewrite::set_field(frame, layers, field, value);
                 }
                 a @ DpAction::Controller { .. } => self.upcall(in_port, desc, tun_id, a),
+                DpAction::Normal => {
+                    // Learned destination: that port only; else flood.
+                    let target = self.normal_target(in_port, desc);
+                    for p in 0..self.ports.len() {
+                        remaining -= 1;
+                        let port = self.ports[p].meta.ofport;
+                        if port == in_port || target.is_some_and(|t| t != port) {
+                            if remaining == 0 {
+                                self.frames.free(desc.addr);
+                            }
+                            continue;
+                        }
+                        self.output(in_port, port, desc, remaining == 0);
+                    }
+                }
                 DpAction::Output { port, .. } => {
                     remaining -= 1;
                     self.output(in_port, port, desc, remaining == 0);
@@ -362,6 +397,21 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             // Only the controller took a copy.
             self.frames.free(desc.addr);
         }
+    }
+
+    /// NORMAL's forwarding decision: learns the source MAC on `in_port`
+    /// and returns the port the destination was learned on (`None`:
+    /// flood).
+    fn normal_target(&mut self, in_port: u32, desc: Desc) -> Option<u32> {
+        let frame = self.frames.bytes(desc.addr, desc.len);
+        let mac = |at: usize| {
+            frame
+                .get(at..at + 6)
+                .map(|b| b.iter().fold(0u64, |m, x| (m << 8) | u64::from(*x)))
+        };
+        let (dst, src) = (mac(0)?, mac(6)?);
+        self.macs.learn(src, in_port, self.now_secs);
+        self.macs.lookup(dst, self.now_secs)
     }
 
     /// Queues a copy of the frame (cut to the action's max_len) for the

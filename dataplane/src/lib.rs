@@ -11,6 +11,7 @@ pub mod engine;
 pub mod lab;
 pub mod memport;
 pub mod netdev;
+pub mod normal;
 pub mod packet;
 pub mod ports;
 pub mod rewrite;

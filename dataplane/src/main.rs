@@ -42,6 +42,12 @@ struct TraceArgs {
     flow: Vec<String>,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FailMode {
+    Secure,
+    Standalone,
+}
+
 #[derive(clap::Args)]
 struct RunArgs {
     /// Bridge name; OpenFlow is served on RUNDIR/NAME.mgmt.
@@ -67,6 +73,11 @@ struct RunArgs {
     /// mode secure).
     #[arg(long = "controller", value_name = "tcp:IP[:PORT]", value_parser = controller_arg)]
     controllers: Vec<SocketAddr>,
+    /// What to do without a controller: `secure` forwards by the flows
+    /// only (the OpenShift agent's setting); `standalone` forwards as a
+    /// MAC-learning switch while no controller is connected.
+    #[arg(long, value_enum, default_value_t = FailMode::Secure)]
+    fail_mode: FailMode,
     /// Seconds a controller connection may stay silent before it is sent
     /// an echo request, and again before it is dropped and reconnected.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -129,6 +140,7 @@ fn run(args: RunArgs) -> ExitCode {
         datapath_id: args.datapath_id,
         flow_cache_entries: args.flow_cache,
         controllers: args.controllers,
+        standalone: args.fail_mode == FailMode::Standalone,
         inactivity_probe: std::time::Duration::from_secs(args.inactivity_probe),
     };
     let mut bridge = match RunningBridge::start(config) {

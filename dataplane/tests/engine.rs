@@ -328,3 +328,106 @@ fn flows_removed_between_rounds_take_effect_on_the_next_round() {
     assert!(rig.sent(2).is_empty());
     assert_eq!(rig.engine.drops.table_miss, 1);
 }
+
+/// A frame from MAC `src` to MAC `dst` (the UDP test frame, re-addressed).
+fn frame_between(src: [u8; 6], dst: [u8; 6]) -> Vec<u8> {
+    let mut f = udp_frame(18);
+    f[0..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f
+}
+
+const BROADCAST: [u8; 6] = [0xff; 6];
+
+#[test]
+fn normal_learns_and_stops_flooding() {
+    let mut rig = Rig::new(3);
+    rig.flow(0, None, vec![out(flowtable::action::port::NORMAL)]);
+    // Unknown destinations flood (not back out of the input port).
+    rig.inject(1, &frame_between(MAC_A, BROADCAST));
+    rig.engine.round();
+    assert_eq!(
+        (rig.sent(1).len(), rig.sent(2).len(), rig.sent(3).len()),
+        (0, 1, 1)
+    );
+    // A was learned on 1: B's reply goes there only, and B is learned.
+    rig.inject(2, &frame_between(MAC_B, MAC_A));
+    rig.engine.round();
+    assert_eq!(
+        (rig.sent(1).len(), rig.sent(2).len(), rig.sent(3).len()),
+        (1, 0, 0)
+    );
+    rig.inject(1, &frame_between(MAC_A, MAC_B));
+    rig.engine.round();
+    assert_eq!(
+        (rig.sent(1).len(), rig.sent(2).len(), rig.sent(3).len()),
+        (0, 1, 0)
+    );
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
+}
+
+#[test]
+fn fail_open_forwards_by_normal_whatever_the_flows() {
+    use ofproto::Datapath;
+    let mut rig = Rig::new(2);
+    rig.flow(100, None, vec![]); // drop everything
+    rig.inject(1, &frame_between(MAC_A, BROADCAST));
+    rig.engine.round();
+    assert!(rig.sent(2).is_empty());
+    rig.shared.set_fail_open(true);
+    rig.inject(1, &frame_between(MAC_A, BROADCAST));
+    rig.engine.round();
+    assert_eq!(rig.sent(2).len(), 1);
+    rig.shared.set_fail_open(false);
+    rig.inject(1, &frame_between(MAC_A, BROADCAST));
+    rig.engine.round();
+    assert!(rig.sent(2).is_empty(), "back to the flows");
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
+}
+
+#[test]
+fn packet_out_runs_its_actions_and_controller_copies_are_queued() {
+    use ofproto::Datapath;
+    let mut rig = Rig::new(2);
+    rig.flow(
+        5,
+        Some(1),
+        vec![
+            Action::Output {
+                port: flowtable::action::port::CONTROLLER,
+                max_len: 20,
+            },
+            out(2),
+        ],
+    );
+    let upcalls = rig.shared.upcalls();
+    let frame = udp_frame(18);
+    rig.inject(1, &frame);
+    rig.engine.round();
+    assert_eq!(rig.sent(2), vec![frame.clone()]);
+    let up = upcalls.try_recv().expect("an upcall");
+    assert_eq!(
+        (up.in_port, up.reason, up.total_len),
+        (1, 1, frame.len() as u16)
+    );
+    assert_eq!(up.data, frame[..20]);
+    // A controller's packet, through the tables (in_port=1 flow) and to 1.
+    rig.shared
+        .packet_out(
+            1,
+            vec![
+                out(flowtable::action::port::TABLE),
+                out(flowtable::action::port::IN_PORT),
+            ],
+            frame.clone(),
+        )
+        .expect("queued");
+    rig.engine.round();
+    assert_eq!(rig.sent(2), vec![frame.clone()]);
+    assert_eq!(rig.sent(1), vec![frame.clone()]);
+    assert!(
+        upcalls.try_recv().is_ok(),
+        "the table's controller action ran too"
+    );
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
+}

@@ -57,6 +57,8 @@ pub enum DpAction {
     },
     /// Output to all ports except the input port (OFPP_ALL / FLOOD).
     Flood,
+    /// OFPP_NORMAL: the datapath's own MAC-learning forwarding.
+    Normal,
     /// Send the packet (as rewritten so far) to the controllers
     /// (OFPP_CONTROLLER): a PACKET_IN with these fields.
     Controller {
@@ -126,6 +128,13 @@ impl Xlate {
     /// Union of the masks consulted (for a future megaflow cache).
     pub fn wildcards(&self) -> &FlowKey {
         &self.wildcards
+    }
+
+    /// Replaces the result with a lone NORMAL (a switch failing open
+    /// forwards every packet this way, whatever its flows say).
+    pub fn set_normal(&mut self) {
+        self.reset();
+        self.push(DpAction::Normal);
     }
 
     pub(crate) fn reset(&mut self) {

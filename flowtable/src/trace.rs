@@ -182,6 +182,7 @@ pub fn format_datapath(out: &Xlate) -> String {
                 }
             }
             DpAction::Flood => "flood".to_string(),
+            DpAction::Normal => "normal".to_string(),
             DpAction::Controller {
                 max_len, reason, ..
             } => format!(

@@ -431,7 +431,12 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             }
             port::LOCAL => return self.note = Some(DropReason::Unsupported("local")),
             port::CONTROLLER => return self.controller(u16::MAX),
-            port::NORMAL => return self.note = Some(DropReason::Unsupported("normal")),
+            port::NORMAL => {
+                self.unwildcard(Field::EthSrc, 0, 48);
+                self.unwildcard(Field::EthDst, 0, 48);
+                self.commit();
+                return self.push(DpAction::Normal);
+            }
             port::TABLE if self.packet_out => {
                 self.packet_out = false;
                 return self.run_tables(0, None, 0);

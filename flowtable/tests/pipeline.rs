@@ -483,3 +483,19 @@ fn packet_out_actions_and_output_table() {
     p.xlate_actions(&tcp_key(9, 0, 0, 0, 0), 60, &[out(port::TABLE)], &mut x);
     assert_eq!(x.drop_reason(), Some(DropReason::TableMiss));
 }
+
+#[test]
+fn normal_output_is_a_datapath_action() {
+    let (_, p) = build(vec![PipelineMod::Flow(add(
+        0,
+        1,
+        Match::catch_all(),
+        vec![out(port::NORMAL)],
+    ))]);
+    let x = xlate(&p, &tcp_key(1, 0, 0, 0, 0));
+    assert_eq!(x.actions(), [DpAction::Normal]);
+    let mut y = Xlate::new();
+    y.set_normal();
+    assert_eq!(y.actions(), [DpAction::Normal]);
+    assert_eq!(y.drop_reason(), None);
+}

@@ -95,6 +95,10 @@ pub trait Datapath: Send + Sync + 'static {
         actions: Vec<Action>,
         data: Vec<u8>,
     ) -> Result<(), PacketOutError>;
+    /// Fail mode standalone with no controller connected: forward every
+    /// packet as a MAC-learning switch (NORMAL) instead of by the flows,
+    /// which are kept. `false` returns to the flows.
+    fn set_fail_open(&self, on: bool);
 }
 
 /// Why a PACKET_OUT could not be taken.

@@ -20,7 +20,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -81,6 +81,10 @@ struct Shared {
     bridge: Arc<Bridge>,
     stop: AtomicBool,
     next_id: AtomicU64,
+    /// Fail mode standalone (else secure).
+    standalone: AtomicBool,
+    /// Controller connections currently up.
+    controllers_up: AtomicUsize,
     /// Live connections: a handle to shut each down, and its thread.
     conns: Mutex<HashMap<u64, ConnEntry>>,
 }
@@ -113,6 +117,14 @@ impl Shared {
 }
 
 impl Shared {
+    /// Fails open (NORMAL forwarding) exactly while the bridge is
+    /// standalone and no controller is connected, as OVS's fail-open does.
+    fn update_fail_open(&self) {
+        let open = self.standalone.load(Ordering::SeqCst)
+            && self.controllers_up.load(Ordering::SeqCst) == 0;
+        self.bridge.datapath().set_fail_open(open);
+    }
+
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
@@ -179,10 +191,14 @@ impl Shared {
             }
             conns.insert(id, (Stream::Tcp(c), None));
         }
+        self.controllers_up.fetch_add(1, Ordering::SeqCst);
+        self.update_fail_open();
         Connection::new(reader, writer, self.bridge.clone(), target.to_string())
             .for_controller()
             .run();
         self.conns.lock().remove(&id);
+        self.controllers_up.fetch_sub(1, Ordering::SeqCst);
+        self.update_fail_open();
     }
 }
 
@@ -257,6 +273,8 @@ impl Server {
             bridge,
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
+            standalone: AtomicBool::new(false),
+            controllers_up: AtomicUsize::new(0),
             conns: Mutex::new(HashMap::new()),
         });
         let mut threads = Vec::new();
@@ -329,6 +347,15 @@ impl Server {
             threads,
             controllers: Vec::new(),
         })
+    }
+
+    /// Sets the fail mode: `standalone` forwards as a MAC-learning switch
+    /// whenever no controller is connected (including when none is
+    /// configured); secure (the default, and the agent's setting) keeps
+    /// forwarding by the flows alone.
+    pub fn set_fail_mode(&self, standalone: bool) {
+        self.shared.standalone.store(standalone, Ordering::SeqCst);
+        self.shared.update_fail_open();
     }
 
     /// Connects to an OpenFlow controller at `target` (OVS's

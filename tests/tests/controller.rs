@@ -266,3 +266,54 @@ fn a_controller_forwards_through_packet_in_and_packet_out() -> Result<()> {
     }
     Ok(())
 }
+
+/// `--fail-mode standalone`: a learning switch while no controller is
+/// connected, the controller's flows (none here: nothing passes) while
+/// one is.
+#[test]
+fn standalone_fails_open_without_its_controller() -> Result<()> {
+    let a = Pod::new(Ipv4Addr::new(10, 128, 0, 2), 24, "0a:58:0a:80:00:02")?;
+    let b = Pod::new(Ipv4Addr::new(10, 128, 0, 3), 24, "0a:58:0a:80:00:03")?;
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| fail(format!("controller bind: {e}")))?;
+    let target = format!(
+        "tcp:{}",
+        listener
+            .local_addr()
+            .map_err(|e| fail(format!("controller address: {e}")))?
+    );
+    let port_a = format!("{}=1", a.host_if());
+    let port_b = format!("{}=2", b.host_if());
+    let _xbr = Xbr::start(&[
+        "--port",
+        &port_a,
+        "--port",
+        &port_b,
+        "--fail-mode",
+        "standalone",
+        "--controller",
+        &target,
+    ])?;
+    // Static neighbours: a failed ARP would otherwise make the next pings
+    // fail fast for a while.
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let mut ctl = accept(&listener)?;
+    send(&mut ctl, &Message::BarrierRequest, 2)?;
+    reply(&mut ctl, 2)?;
+    if a.ping(b.ip(), 2)?.success() {
+        return Err(fail("packets passed with a controller and no flows"));
+    }
+    drop(ctl);
+    drop(listener);
+    // Fail-open once xbr has seen the connection go (at once: EOF).
+    let start = Instant::now();
+    loop {
+        if a.ping(b.ip(), 2)?.success() {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            return Err(fail("standalone xbr did not fail open"));
+        }
+    }
+}

@@ -19,6 +19,7 @@ pub struct MemDatapath {
     /// Every PACKET_OUT: its in_port, data, and what the replica made of
     /// its actions (the key holds only in_port: no packet parser here).
     pub packet_outs: Mutex<Vec<PacketOutRecord>>,
+    pub fail_open: Mutex<bool>,
     pub seq: Mutex<u64>,
     pub ports: Mutex<Vec<PortInfo>>,
 }
@@ -29,6 +30,7 @@ impl MemDatapath {
         Arc::new(MemDatapath {
             replica: Mutex::new(Pipeline::new()),
             packet_outs: Mutex::new(Vec::new()),
+            fail_open: Mutex::new(false),
             seq: Mutex::new(0),
             ports: Mutex::new(ports),
         })
@@ -95,6 +97,9 @@ impl Datapath for MemDatapath {
         *s
     }
     fn sync(&self, _seq: u64) {}
+    fn set_fail_open(&self, on: bool) {
+        *self.fail_open.lock() = on;
+    }
     fn packet_out(
         &self,
         in_port: u32,

@@ -1,0 +1,158 @@
+//! The NORMAL action: a MAC-learning switch, as OVS's `actions=NORMAL` and
+//! its fail-open mode behave (without VLANs or bonds).
+//!
+//! # Design
+//!
+//! Stores: which port each recently seen source MAC address arrived on,
+//! and when. [`MacTable`] is an open-addressing hash table of fixed
+//! capacity, allocated once: learning never allocates, so the packet
+//! thread can learn per packet. Lookups probe at most [`PROBES`] slots;
+//! a MAC that finds none free and none stale is simply not learned (its
+//! packets are flooded, which is correct, only slower), so a flood of
+//! random source addresses cannot grow memory or evict the busy stations.
+//!
+//! Invariants: an entry older than the ageing time is treated as absent
+//! and may be overwritten; a station that moves is relearned on its new
+//! port at its first packet. Multicast/broadcast source addresses are
+//! never learned.
+//!
+//! Cost: one hash and up to [`PROBES`] compares per learn or lookup.
+//! Concurrency: none; one table per packet thread.
+
+/// Slots probed per operation.
+const PROBES: usize = 8;
+/// OVS's default MAC ageing time.
+pub const DEFAULT_AGEING_SECS: u64 = 300;
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    /// 48-bit MAC in the low bits; 0 marks a free slot (the all-zero MAC
+    /// is not a valid station address and is never learned).
+    mac: u64,
+    port: u32,
+    /// Seconds on the caller's clock when last seen.
+    seen: u64,
+}
+
+pub struct MacTable {
+    slots: Box<[Slot]>,
+    mask: usize,
+    ageing: u64,
+}
+
+/// Whether the first octet has the group (multicast/broadcast) bit.
+pub fn is_group(mac: u64) -> bool {
+    mac & (1 << 40) != 0
+}
+
+impl MacTable {
+    /// A table of `capacity` slots (rounded up to a power of two, at least
+    /// [`PROBES`]), forgetting stations silent for `ageing_secs`.
+    pub fn new(capacity: usize, ageing_secs: u64) -> Self {
+        let n = capacity.max(PROBES).next_power_of_two();
+        MacTable {
+            slots: vec![Slot::default(); n].into_boxed_slice(),
+            mask: n - 1,
+            ageing: ageing_secs,
+        }
+    }
+
+    fn home(&self, mac: u64) -> usize {
+        // Fibonacci hashing spreads consecutive MACs (one vendor's range).
+        (mac.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & self.mask
+    }
+
+    fn live(&self, s: &Slot, now: u64) -> bool {
+        s.mac != 0 && now.saturating_sub(s.seen) < self.ageing
+    }
+
+    /// Records that `mac` was seen on `port` at `now` (seconds).
+    pub fn learn(&mut self, mac: u64, port: u32, now: u64) {
+        if mac == 0 || is_group(mac) {
+            return;
+        }
+        let home = self.home(mac);
+        let mut free = None;
+        for i in 0..PROBES {
+            let idx = (home + i) & self.mask;
+            let Some(s) = self.slots.get(idx) else {
+                return;
+            };
+            if s.mac == mac {
+                free = Some(idx);
+                break;
+            }
+            if free.is_none() && !self.live(s, now) {
+                free = Some(idx);
+            }
+        }
+        if let Some(s) = free.and_then(|idx| self.slots.get_mut(idx)) {
+            *s = Slot {
+                mac,
+                port,
+                seen: now,
+            };
+        }
+    }
+
+    /// The port `mac` was last seen on, if recently.
+    pub fn lookup(&self, mac: u64, now: u64) -> Option<u32> {
+        if mac == 0 || is_group(mac) {
+            return None;
+        }
+        let home = self.home(mac);
+        (0..PROBES)
+            .filter_map(|i| self.slots.get((home + i) & self.mask))
+            .find(|s| s.mac == mac)
+            .filter(|s| self.live(s, now))
+            .map(|s| s.port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: u64 = 0x0a58_0a80_0002;
+    const B: u64 = 0x0a58_0a80_0003;
+
+    #[test]
+    fn learns_moves_and_ages() {
+        let mut t = MacTable::new(64, 300);
+        assert_eq!(t.lookup(A, 0), None);
+        t.learn(A, 1, 0);
+        t.learn(B, 2, 0);
+        assert_eq!((t.lookup(A, 10), t.lookup(B, 10)), (Some(1), Some(2)));
+        t.learn(A, 3, 20);
+        assert_eq!(t.lookup(A, 20), Some(3), "a station that moved");
+        assert_eq!(t.lookup(B, 300), None, "aged out");
+        assert_eq!(t.lookup(A, 300), Some(3));
+    }
+
+    #[test]
+    fn group_and_zero_addresses_are_never_learned() {
+        let mut t = MacTable::new(64, 300);
+        t.learn(0xffff_ffff_ffff, 1, 0);
+        t.learn(0x0100_5e00_0001, 1, 0);
+        t.learn(0, 1, 0);
+        assert_eq!(t.lookup(0xffff_ffff_ffff, 0), None);
+        assert_eq!(t.lookup(0x0100_5e00_0001, 0), None);
+        assert!(t.slots.iter().all(|s| s.mac == 0));
+    }
+
+    #[test]
+    fn a_full_table_keeps_what_it_has() {
+        let mut t = MacTable::new(8, 300);
+        for m in 1..=100u64 {
+            t.learn(m << 8, 1, 0);
+        }
+        let learned = t.slots.iter().filter(|s| s.mac != 0).count();
+        assert_eq!(learned, 8);
+        let first: Vec<u64> = t.slots.iter().map(|s| s.mac).collect();
+        for m in 101..=200u64 {
+            t.learn(m << 8, 2, 1);
+        }
+        let after: Vec<u64> = t.slots.iter().map(|s| s.mac).collect();
+        assert_eq!(first, after, "live entries are not evicted");
+    }
+}
