@@ -27,6 +27,7 @@ use crate::wire::message::{
 };
 use crate::wire::multipart::{self, pack_replies, FlowStatsEntry, MultipartRequest};
 use crate::wire::packet_io::PacketOut;
+use crate::wire::port_status::reason as port_reason;
 use crate::wire::{
     err, features, table_features, HeaderRepr, Message, WireError, HEADER_LEN, NO_BUFFER,
     OFP_VERSION, ONF_VENDOR_ID,
@@ -343,7 +344,18 @@ impl<R: Read> Connection<R> {
                     .datapath()
                     .port_mod(pm.port_no, pm.hw_addr, pm.config, pm.mask)
                 {
-                    Ok(()) => Ok(()),
+                    Ok(()) => {
+                        let changed = self
+                            .bridge
+                            .datapath()
+                            .ports()
+                            .into_iter()
+                            .find(|p| p.port_no == pm.port_no);
+                        if let Some(p) = changed {
+                            self.bridge.notifier().port_status(port_reason::MODIFY, p);
+                        }
+                        Ok(())
+                    }
                     Err(e) => self.send_ofp_error(e.ofp_error(), xid, raw),
                 }
             }
@@ -378,7 +390,8 @@ impl<R: Read> Connection<R> {
             | Message::GetAsyncReply(_)
             | Message::QueueGetConfigReply(_)
             | Message::FlowRemoved(_)
-            | Message::PacketIn(_) => {
+            | Message::PacketIn(_)
+            | Message::PortStatus(_) => {
                 let e = WireError::BadRequest(err::BRC_BAD_TYPE, "reply sent to a switch".into());
                 self.send_error(&e, xid, raw)
             }

@@ -1,5 +1,5 @@
 //! Asynchronous messages: what the switch sends to connections without
-//! being asked (FLOW_REMOVED, PACKET_IN).
+//! being asked (FLOW_REMOVED, PACKET_IN, PORT_STATUS).
 //!
 //! # Design
 //!
@@ -19,10 +19,12 @@
 //! interested connection. Active controller sockets have a write timeout,
 //! so a stuck controller delays notifications by at most that long.
 
+use crate::datapath::PortInfo;
 use crate::roles::ConnRole;
 use crate::wire::flow_removed::FlowRemoved;
 use crate::wire::message::{role, AsyncConfig};
 use crate::wire::packet_io::PacketIn;
+use crate::wire::port_status::PortStatus;
 use crate::wire::Message;
 use flowtable::flow_mod::flow_mod_flags;
 use flowtable::Rule;
@@ -119,6 +121,12 @@ impl Notifier {
         let reason = pi.reason;
         let msg = Message::PacketIn(pi).emit(0);
         self.send(&msg, reason, |c| c.packet_in_mask);
+    }
+
+    /// Reports a port added, removed or changed (OFPPR_*).
+    pub fn port_status(&self, reason: u8, port: PortInfo) {
+        let msg = Message::PortStatus(PortStatus { reason, port }).emit(0);
+        self.send(&msg, reason, |c| c.port_status_mask);
     }
 
     /// Writes `msg` to every connection whose `mask` (for its role) has

@@ -441,3 +441,27 @@ fn bad_packet_outs_are_refused() {
     expect(&mut a, 74, err::BAD_REQUEST, err::BRC_IS_SLAVE);
     assert!(h.dp.packet_outs.lock().is_empty());
 }
+
+#[test]
+fn port_mods_are_reported_as_port_status() {
+    let mut h = Harness::start("ctl-port-status");
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    h.server
+        .as_mut()
+        .unwrap()
+        .add_controller(l.local_addr().unwrap(), Duration::from_secs(5))
+        .unwrap();
+    let mut ctl = accept(&l);
+    hello(&mut ctl);
+    ctl.write_all(&Message::BarrierRequest.emit(80)).unwrap();
+    assert_eq!(recv(&mut ctl), (80, Message::BarrierReply));
+    h.ok(&["mod-port", &h.target(), "3", "down"]);
+    match recv(&mut ctl) {
+        (_, Message::PortStatus(ps)) => {
+            assert_eq!(ps.reason, ofproto::wire::port_status::reason::MODIFY);
+            assert_eq!((ps.port.port_no, ps.port.name.as_str()), (3, "veth0001"));
+            assert_eq!(ps.port.config & 1, 1, "OFPPC_PORT_DOWN");
+        }
+        other => panic!("expected PORT_STATUS, got {other:?}"),
+    }
+}

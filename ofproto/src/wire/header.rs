@@ -16,6 +16,7 @@ pub mod msg_type {
     pub const SET_CONFIG: u8 = 9;
     pub const PACKET_IN: u8 = 10;
     pub const FLOW_REMOVED: u8 = 11;
+    pub const PORT_STATUS: u8 = 12;
     pub const PACKET_OUT: u8 = 13;
     pub const FLOW_MOD: u8 = 14;
     pub const GROUP_MOD: u8 = 15;

@@ -6,6 +6,7 @@ use super::header::msg_type as t;
 use super::mods::{emit_flow_mod, emit_group_mod, parse_flow_mod, parse_group_mod, PortMod};
 use super::multipart::MultipartRequest;
 use super::packet_io::{PacketIn, PacketOut};
+use super::port_status::PortStatus;
 use super::{err, Ctx, HeaderRepr, Put, Reader, WireError, HEADER_LEN, OFP_VERSION};
 use flowtable::{FlowMod, GroupMod};
 
@@ -140,6 +141,7 @@ pub enum Message {
     FlowRemoved(FlowRemoved),
     PacketIn(PacketIn),
     PacketOut(PacketOut),
+    PortStatus(PortStatus),
 }
 
 fn expect_empty(r: &Reader<'_>, what: &str) -> Result<(), WireError> {
@@ -296,6 +298,7 @@ impl Message {
             t::FLOW_REMOVED => Message::FlowRemoved(FlowRemoved::parse(body)?),
             t::PACKET_IN => Message::PacketIn(PacketIn::parse(body)?),
             t::PACKET_OUT => Message::PacketOut(PacketOut::parse(body)?),
+            t::PORT_STATUS => Message::PortStatus(PortStatus::parse(body)?),
             t::METER_MOD => Message::MeterMod(MeterMod::parse(body)?),
             t::QUEUE_GET_CONFIG_REQUEST | t::QUEUE_GET_CONFIG_REPLY => {
                 let port = r.u32()?;
@@ -344,6 +347,7 @@ impl Message {
             Message::FlowRemoved(_) => t::FLOW_REMOVED,
             Message::PacketIn(_) => t::PACKET_IN,
             Message::PacketOut(_) => t::PACKET_OUT,
+            Message::PortStatus(_) => t::PORT_STATUS,
             Message::MeterMod(_) => t::METER_MOD,
             Message::QueueGetConfigRequest(_) => t::QUEUE_GET_CONFIG_REQUEST,
             Message::QueueGetConfigReply(_) => t::QUEUE_GET_CONFIG_REPLY,
@@ -428,6 +432,7 @@ impl Message {
             Message::FlowRemoved(m) => m.emit(&mut out),
             Message::PacketIn(m) => m.emit(&mut out),
             Message::PacketOut(m) => m.emit(&mut out),
+            Message::PortStatus(m) => m.emit(&mut out),
             Message::MeterMod(m) => m.emit(&mut out),
             Message::QueueGetConfigRequest(port) => {
                 out.put_u32(*port);

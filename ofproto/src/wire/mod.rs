@@ -18,6 +18,7 @@ pub mod mods;
 pub mod multipart;
 pub mod oxm;
 pub mod packet_io;
+pub mod port_status;
 pub mod table_features;
 
 use thiserror::Error;
