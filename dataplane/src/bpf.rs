@@ -18,6 +18,9 @@ use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder};
 static XDP_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xbr_xdp.bpf.o"));
 
 const PROG_NAME: &str = "xbr_xdp_rx";
+/// The uplink program of a VXLAN port: only VXLAN to this node goes to xbr.
+const VXLAN_PROG_NAME: &str = "xbr_xdp_vxlan";
+const VXLAN_CFG_NAME: &str = "vxlan_cfg";
 const XSKMAP_NAME: &str = "xsks";
 
 /// Where to run the XDP program.
@@ -76,11 +79,53 @@ impl XdpProgram {
             .open_memory(XDP_OBJECT)
             .and_then(|o| o.load())
             .map_err(BpfError::Load)?;
+        Self::attach_loaded(obj, PROG_NAME, ifindex, request)
+    }
+
+    /// Attaches the uplink program of a VXLAN port to `ifindex`: IPv4/UDP
+    /// to `local_ip:dst_port` (no options, no fragments) goes to the
+    /// socket, the rest to the kernel. The address and port are written
+    /// before the program is attached, so it never runs unconfigured.
+    pub fn attach_vxlan(
+        ifindex: u32,
+        request: XdpModeRequest,
+        local_ip: std::net::Ipv4Addr,
+        dst_port: u16,
+    ) -> Result<XdpProgram, BpfError> {
+        let obj = ObjectBuilder::default()
+            .open_memory(XDP_OBJECT)
+            .and_then(|o| o.load())
+            .map_err(BpfError::Load)?;
+        {
+            let map = obj
+                .maps()
+                .find(|m| m.name() == OsStr::new(VXLAN_CFG_NAME))
+                .ok_or(BpfError::Missing("map vxlan_cfg"))?;
+            // struct xbr_vxlan_cfg: __be32 local_ip, __be16 dst_port, pad.
+            let mut value = [0u8; 8];
+            value[..4].copy_from_slice(&local_ip.octets());
+            value[4..6].copy_from_slice(&dst_port.to_be_bytes());
+            map.update(&0u32.to_ne_bytes(), &value, MapFlags::ANY)
+                .map_err(|source| BpfError::Map {
+                    op: "configure",
+                    queue: 0,
+                    source,
+                })?;
+        }
+        Self::attach_loaded(obj, VXLAN_PROG_NAME, ifindex, request)
+    }
+
+    fn attach_loaded(
+        obj: Object,
+        prog_name: &'static str,
+        ifindex: u32,
+        request: XdpModeRequest,
+    ) -> Result<XdpProgram, BpfError> {
         let prog_fd = {
             let prog = obj
                 .progs()
-                .find(|p| p.name() == OsStr::new(PROG_NAME))
-                .ok_or(BpfError::Missing("program xbr_xdp_rx"))?;
+                .find(|p| p.name() == OsStr::new(prog_name))
+                .ok_or(BpfError::Missing(prog_name))?;
             prog.as_fd().as_raw_fd()
         };
         if !obj.maps().any(|m| m.name() == OsStr::new(XSKMAP_NAME)) {

@@ -163,6 +163,9 @@ impl RunningBridge {
                         bad_output_port = d.bad_output_port,
                         "packet thread stopped; drops"
                     );
+                    if d.tunnel != crate::vxlan::TunnelDrops::default() {
+                        tracing::info!(tunnel = ?d.tunnel, "tunnel drops");
+                    }
                     // Ports detach here, on the thread that owned them.
                     let (mut frames, ports) = engine.into_parts();
                     for port in ports {

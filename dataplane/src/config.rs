@@ -31,6 +31,10 @@ pub enum ConfigError {
     BadListen(String),
     #[error("--controller '{0}': expected tcp:IP[:PORT]")]
     BadController(String),
+    #[error("uplink '{0}' is also given as a --port; an uplink is not an OpenFlow port")]
+    UplinkIsPort(String),
+    #[error("uplink '{0}' serves two vxlan ports; give each its own uplink")]
+    UplinkShared(String),
     #[error("no free ofport left")]
     OfportsExhausted,
 }
@@ -41,6 +45,22 @@ pub enum PortType {
     System,
     /// A TAP device that xbr creates, like an OVS internal port.
     Internal,
+    /// A flow-based VXLAN tunnel (`options:remote_ip=flow key=flow`) over
+    /// an uplink netdev; see [`VxlanSpec`].
+    Vxlan,
+}
+
+/// VXLAN's IANA UDP port (RFC 7348), OVS's default `dst_port`.
+pub const VXLAN_DEFAULT_PORT: u16 = 4789;
+
+/// The settings of a `type=vxlan` port. The uplink is attached with XDP
+/// and AF_XDP like a system port, but it is not an OpenFlow port: only
+/// VXLAN to `local_ip:dst_port` goes to xbr, the rest stays with the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VxlanSpec {
+    pub dst_port: u16,
+    pub local_ip: Ipv4Addr,
+    pub uplink: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +71,8 @@ pub struct PortSpec {
     pub port_type: PortType,
     pub mtu_request: Option<u32>,
     pub mac: Option<[u8; 6]>,
+    /// Set exactly when `port_type` is [`PortType::Vxlan`].
+    pub vxlan: Option<VxlanSpec>,
 }
 
 fn bad(spec: &str, reason: impl Into<String>) -> ConfigError {
@@ -108,7 +130,9 @@ impl std::str::FromStr for PortSpec {
             port_type: PortType::System,
             mtu_request: None,
             mac: None,
+            vxlan: None,
         };
+        let (mut dst_port, mut local_ip, mut uplink) = (None, None, None);
         for item in items {
             let Some((key, value)) = item.split_once('=') else {
                 return Err(bad(spec, format!("'{item}' is not key=value")));
@@ -118,12 +142,13 @@ impl std::str::FromStr for PortSpec {
                     port.port_type = match value {
                         "" | "system" => PortType::System,
                         "internal" => PortType::Internal,
+                        "vxlan" => PortType::Vxlan,
                         other => {
                             return Err(bad(
                                 spec,
                                 format!(
-                                    "unknown port type '{other}' (supported: system, internal)"
-                                ),
+                                "unknown port type '{other}' (supported: system, internal, vxlan)"
+                            ),
                             ))
                         }
                     }
@@ -146,8 +171,61 @@ impl std::str::FromStr for PortSpec {
                 "ofport_request" => {
                     return Err(bad(spec, "give the ofport as NAME=OFPORT"));
                 }
+                "dst_port" => {
+                    let p: u16 =
+                        value.parse().ok().filter(|p| *p != 0).ok_or_else(|| {
+                            bad(spec, format!("dst_port '{value}' not in 1-65535"))
+                        })?;
+                    dst_port = Some(p);
+                }
+                "local_ip" => {
+                    let ip: Ipv4Addr = value.parse().map_err(|_| {
+                        bad(spec, format!("local_ip '{value}' is not an IPv4 address"))
+                    })?;
+                    if ip.is_unspecified() || ip.is_multicast() || ip.is_broadcast() {
+                        return Err(bad(spec, format!("local_ip {ip} is not a unicast address")));
+                    }
+                    local_ip = Some(ip);
+                }
+                "uplink" => {
+                    if value.is_empty()
+                        || value.len() > IFNAME_MAX
+                        || value.contains(['/', ' ', ':'])
+                        || value == "."
+                        || value == ".."
+                    {
+                        return Err(bad(
+                            spec,
+                            format!("uplink '{value}' is not a valid interface name"),
+                        ));
+                    }
+                    uplink = Some(value.to_string());
+                }
                 other => return Err(bad(spec, format!("unknown key '{other}'"))),
             }
+        }
+        if port.port_type == PortType::Vxlan {
+            if port.mac.is_some() || port.mtu_request.is_some() {
+                return Err(bad(
+                    spec,
+                    "mac and mtu_request do not apply to type=vxlan (the uplink's are used)",
+                ));
+            }
+            let local_ip = local_ip.ok_or_else(|| bad(spec, "type=vxlan needs local_ip=IPV4"))?;
+            let uplink = uplink.ok_or_else(|| bad(spec, "type=vxlan needs uplink=IFNAME"))?;
+            if uplink == port.name {
+                return Err(bad(spec, "the uplink must be another interface"));
+            }
+            port.vxlan = Some(VxlanSpec {
+                dst_port: dst_port.unwrap_or(VXLAN_DEFAULT_PORT),
+                local_ip,
+                uplink,
+            });
+        } else if dst_port.is_some() || local_ip.is_some() || uplink.is_some() {
+            return Err(bad(
+                spec,
+                "dst_port, local_ip and uplink are only supported on type=vxlan ports",
+            ));
         }
         if port.port_type == PortType::System && (port.mac.is_some() || port.mtu_request.is_some())
         {
@@ -179,6 +257,15 @@ pub fn assign_ofports(ports: &mut [PortSpec]) -> Result<(), ConfigError> {
                 });
             }
             taken.push((n, &p.name));
+        }
+    }
+    let mut uplinks = HashSet::new();
+    for v in ports.iter().filter_map(|p| p.vxlan.as_ref()) {
+        if names.contains(v.uplink.as_str()) {
+            return Err(ConfigError::UplinkIsPort(v.uplink.clone()));
+        }
+        if !uplinks.insert(v.uplink.as_str()) {
+            return Err(ConfigError::UplinkShared(v.uplink.clone()));
         }
     }
     let mut used: HashSet<u32> = taken.iter().map(|(n, _)| *n).collect();
@@ -245,6 +332,18 @@ mod tests {
         assert_eq!(p.port_type, PortType::Internal);
         assert_eq!(p.mtu_request, Some(1450));
         assert_eq!(p.mac, Some([0x0a, 0x58, 0x0a, 0x80, 0, 1]));
+        let p = spec("vxlan0=1,type=vxlan,dst_port=4790,local_ip=10.0.0.11,uplink=eth0").unwrap();
+        assert_eq!(p.port_type, PortType::Vxlan);
+        assert_eq!(
+            p.vxlan,
+            Some(VxlanSpec {
+                dst_port: 4790,
+                local_ip: Ipv4Addr::new(10, 0, 0, 11),
+                uplink: "eth0".into()
+            })
+        );
+        let p = spec("vxlan0,type=vxlan,local_ip=10.0.0.11,uplink=eth0").unwrap();
+        assert_eq!(p.vxlan.map(|v| v.dst_port), Some(VXLAN_DEFAULT_PORT));
     }
 
     #[test]
@@ -261,6 +360,34 @@ mod tests {
             ("a,mac=zz", "not a MAC"),
             ("a,mtu_request=9", "not in 68-9000"),
             ("a,mac=00:11:22:33:44:55", "only supported on type=internal"),
+            ("v,type=vxlan,uplink=eth0", "needs local_ip"),
+            ("v,type=vxlan,local_ip=10.0.0.1", "needs uplink"),
+            (
+                "v,type=vxlan,local_ip=10.0.0.300,uplink=eth0",
+                "not an IPv4",
+            ),
+            ("v,type=vxlan,local_ip=0.0.0.0,uplink=eth0", "not a unicast"),
+            (
+                "v,type=vxlan,local_ip=10.0.0.1,uplink=eth0,dst_port=0",
+                "not in 1-65535",
+            ),
+            (
+                "v,type=vxlan,local_ip=10.0.0.1,uplink=eth0,dst_port=70000",
+                "not in 1-65535",
+            ),
+            (
+                "v,type=vxlan,local_ip=10.0.0.1,uplink=v",
+                "another interface",
+            ),
+            (
+                "v,type=vxlan,local_ip=10.0.0.1,uplink=a/b",
+                "not a valid interface",
+            ),
+            (
+                "v,type=vxlan,local_ip=10.0.0.1,uplink=e,mtu_request=1400",
+                "do not apply",
+            ),
+            ("a,uplink=eth0", "only supported on type=vxlan"),
         ] {
             let e = spec(s).unwrap_err().to_string();
             assert!(e.contains(needle), "{s}: {e}");
@@ -281,6 +408,17 @@ mod tests {
             assign_ofports(&mut dup),
             Err(ConfigError::DuplicateOfport { ofport: 1, .. })
         ));
+        let v = |s: &str| spec(&format!("{s},type=vxlan,local_ip=10.0.0.1,uplink=eth0")).unwrap();
+        let mut both = vec![v("vx"), spec("eth0").unwrap()];
+        assert_eq!(
+            assign_ofports(&mut both),
+            Err(ConfigError::UplinkIsPort("eth0".into()))
+        );
+        let mut shared = vec![v("vx1"), v("vx2")];
+        assert_eq!(
+            assign_ofports(&mut shared),
+            Err(ConfigError::UplinkShared("eth0".into()))
+        );
         let mut dup = vec![spec("a").unwrap(), spec("a=2").unwrap()];
         assert_eq!(
             assign_ofports(&mut dup),

@@ -25,6 +25,7 @@ use crate::control::{port_config, ChangeReceiver, DpShared, PortMeta, Upcall};
 use crate::normal::{MacTable, DEFAULT_AGEING_SECS};
 use crate::packet::{self, Layers};
 use crate::rewrite;
+use crate::vxlan::{TunnelDrop, TunnelDrops, TunnelMeta};
 use flowtable::action::port as ofpp;
 use flowtable::cache::{CacheStats, FlowCache};
 use flowtable::key::{Field, FlowKey};
@@ -60,6 +61,8 @@ pub trait Frames {
     /// Copies a packet into a newly allocated frame; `None` when no frame is
     /// free.
     fn copy(&mut self, src: Desc) -> Option<Desc>;
+    /// Bytes of the frame in front of `addr`, room to prepend headers into.
+    fn headroom(&self, addr: u64) -> u32;
 }
 
 /// One port's packet I/O, driven only by the engine thread.
@@ -73,6 +76,21 @@ pub trait PortIo<F: Frames> {
     fn maintain(&mut self, frames: &mut F);
     /// The fd to sleep on when idle, if the port has one.
     fn poll_fd(&self) -> Option<BorrowedFd<'_>>;
+    /// Tunnel ports (asked once, when the engine is built): the engine
+    /// then calls `decap` on every received and `encap` on every output
+    /// frame.
+    fn is_tunnel(&self) -> bool {
+        false
+    }
+    /// Strips a received frame's outer headers (moving the descriptor,
+    /// not the bytes) and returns the inner frame and its tunnel metadata.
+    fn decap(&mut self, _frames: &mut F, desc: Desc) -> Result<(Desc, TunnelMeta), TunnelDrop> {
+        Ok((desc, TunnelMeta::default()))
+    }
+    /// Prepends the outer headers for `tun` in the frame's headroom.
+    fn encap(&mut self, _frames: &mut F, desc: Desc, _tun: TunnelMeta) -> Result<Desc, TunnelDrop> {
+        Ok(desc)
+    }
 }
 
 /// Drop reasons the engine counts, beyond the pipeline's own.
@@ -91,6 +109,8 @@ pub struct EngineDrops {
     pub upcall_queue_full: u64,
     /// PACKET_OUTs whose data did not fit a frame.
     pub packet_out_too_big: u64,
+    /// Tunnel ports' drops, per reason.
+    pub tunnel: TunnelDrops,
 }
 
 impl EngineDrops {
@@ -124,6 +144,8 @@ struct EnginePort<P> {
     totals: Totals,
     /// OFPPC_* bits, refreshed once per round.
     config: u32,
+    /// `io.is_tunnel()`, cached.
+    tunnel: bool,
 }
 
 /// Stations NORMAL remembers per packet thread.
@@ -158,6 +180,9 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     /// Fail-open (standalone mode without a controller): every packet is
     /// forwarded by NORMAL, whatever the flows say. Read once per round.
     fail_open: bool,
+    /// Tunnel metadata of the packet `process` is about to handle, when it
+    /// came from a tunnel port.
+    rx_tunnel: Option<TunnelMeta>,
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
@@ -179,6 +204,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 .into_iter()
                 .map(|(meta, io)| EnginePort {
                     meta,
+                    tunnel: io.is_tunnel(),
                     io,
                     tx: Vec::with_capacity(BATCH * 4),
                     totals: Totals::default(),
@@ -197,6 +223,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             now_secs: 0,
             started: Instant::now(),
             fail_open: false,
+            rx_tunnel: None,
         }
     }
 
@@ -301,7 +328,22 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     self.frames.free(desc.addr);
                     continue;
                 }
-                self.process(in_port, *desc);
+                let mut desc = *desc;
+                if self.ports[i].tunnel {
+                    match self.ports[i].io.decap(&mut self.frames, desc) {
+                        Ok((inner, meta)) => {
+                            desc = inner;
+                            self.rx_tunnel = Some(meta);
+                        }
+                        Err(reason) => {
+                            self.ports[i].totals.rx_dropped += 1;
+                            self.drops.tunnel.count(reason);
+                            self.frames.free(desc.addr);
+                            continue;
+                        }
+                    }
+                }
+                self.process(in_port, desc);
             }
         }
         self.flush();
@@ -321,6 +363,11 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             let frame = self.frames.bytes(desc.addr, desc.len);
             packet::extract(frame, in_port, &mut key)
         };
+        if let Some(t) = self.rx_tunnel.take() {
+            key.set(Field::TunId, t.tun_id);
+            key.set(Field::TunSrc, u64::from(t.tun_src));
+            key.set(Field::TunDst, u64::from(t.tun_dst));
+        }
         match &mut self.cache {
             _ if self.fail_open => self.xlate.set_normal(),
             Some(c) => c.xlate(&self.pipeline, &key, desc.len, &mut self.xlate),
@@ -371,12 +418,21 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                             }
                             continue;
                         }
-                        self.output(in_port, port, desc, remaining == 0);
+                        self.output(in_port, port, desc, remaining == 0, TunnelMeta::default());
                     }
                 }
-                DpAction::Output { port, .. } => {
+                DpAction::Output {
+                    port,
+                    tun_id,
+                    tun_dst,
+                } => {
                     remaining -= 1;
-                    self.output(in_port, port, desc, remaining == 0);
+                    let tun = TunnelMeta {
+                        tun_id,
+                        tun_src: 0,
+                        tun_dst,
+                    };
+                    self.output(in_port, port, desc, remaining == 0, tun);
                 }
                 DpAction::Flood => {
                     for p in 0..self.ports.len() {
@@ -388,7 +444,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                             }
                             continue;
                         }
-                        self.output(in_port, port, desc, remaining == 0);
+                        self.output(in_port, port, desc, remaining == 0, TunnelMeta::default());
                     }
                 }
             }
@@ -475,8 +531,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         n
     }
 
-    /// Queues `desc` (or a copy, unless `last`) on the TX batch of `port`.
-    fn output(&mut self, in_port: u32, port: u32, desc: Desc, last: bool) {
+    /// Queues `desc` (or a copy, unless `last`) on the TX batch of `port`;
+    /// a tunnel port encapsulates it with `tun` first.
+    fn output(&mut self, in_port: u32, port: u32, desc: Desc, last: bool, tun: TunnelMeta) {
         let port = if port == ofpp::IN_PORT { in_port } else { port };
         let Some(&idx) = self.port_index.get(port as usize) else {
             self.drops.bad_output_port += 1;
@@ -501,7 +558,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             }
             return;
         }
-        let out = if last {
+        let mut out = if last {
             desc
         } else {
             match self.frames.copy(desc) {
@@ -513,6 +570,17 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 }
             }
         };
+        if self.ports[idx].tunnel {
+            match self.ports[idx].io.encap(&mut self.frames, out, tun) {
+                Ok(d) => out = d,
+                Err(reason) => {
+                    self.drops.tunnel.count(reason);
+                    self.ports[idx].totals.tx_dropped += 1;
+                    self.frames.free(out.addr);
+                    return;
+                }
+            }
+        }
         self.ports[idx].tx.push(out);
         if self.ports[idx].tx.len() >= BATCH * 4 {
             self.flush_port(idx);

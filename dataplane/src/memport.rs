@@ -30,8 +30,15 @@ impl ArenaFrames {
 
     /// Copies `bytes` into a new frame.
     pub fn load(&mut self, bytes: &[u8]) -> Option<Desc> {
-        let addr = self.alloc()?;
-        let len = bytes.len().min(self.frame_size as usize);
+        self.load_at(bytes, 0)
+    }
+
+    /// Copies `bytes` into a new frame after `headroom` bytes, as the
+    /// kernel places received packets.
+    pub fn load_at(&mut self, bytes: &[u8], headroom: u32) -> Option<Desc> {
+        let headroom = headroom.min(self.frame_size);
+        let addr = self.alloc()? + u64::from(headroom);
+        let len = bytes.len().min((self.frame_size - headroom) as usize);
         self.bytes(addr, len as u32).copy_from_slice(&bytes[..len]);
         Some(Desc {
             addr,
@@ -58,8 +65,13 @@ impl Frames for ArenaFrames {
         &mut self.mem[start..end]
     }
 
+    fn headroom(&self, addr: u64) -> u32 {
+        (addr % u64::from(self.frame_size)) as u32
+    }
+
     fn copy(&mut self, src: Desc) -> Option<Desc> {
-        let addr = self.alloc()?;
+        // Same offset in the new frame, so its headroom is kept.
+        let addr = self.alloc()? + src.addr % u64::from(self.frame_size);
         let len = src.len.min(self.frame_size);
         self.mem.copy_within(
             src.addr as usize..src.addr as usize + len as usize,

@@ -167,6 +167,17 @@ fn request(
     op: &'static str,
     dev: &str,
 ) -> Result<Vec<RouteNetlinkMessage>, NetdevError> {
+    request_flags(msg, NLM_F_REQUEST | NLM_F_ACK, op, dev)
+}
+
+/// Sends one request with netlink `flags` (e.g. NLM_F_DUMP) and collects
+/// the replies up to the kernel's ack or end of dump.
+pub(crate) fn request_flags(
+    msg: RouteNetlinkMessage,
+    flags: u16,
+    op: &'static str,
+    dev: &str,
+) -> Result<Vec<RouteNetlinkMessage>, NetdevError> {
     let nl_err = |source: io::Error| NetdevError::Netlink {
         op,
         dev: dev.to_owned(),
@@ -179,7 +190,7 @@ fn request(
     };
 
     let mut header = NetlinkHeader::default();
-    header.flags = NLM_F_REQUEST | NLM_F_ACK;
+    header.flags = flags;
     header.sequence_number = 1;
     let mut packet = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
     packet.finalize();

@@ -24,6 +24,7 @@ use crate::control::PortMeta;
 use crate::engine::{Desc, Frames, PortIo, BATCH};
 use crate::netdev::{self, NetdevError};
 use crate::tap::{TapError, TapPort};
+use crate::vxlan::VxlanPort;
 use crate::xsk::{FramePool, Umem, XdpDesc, XskConfig, XskError, XskSocket, XDP_PACKET_HEADROOM};
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
@@ -73,6 +74,16 @@ pub enum PortError {
     },
     #[error("packet buffer memory: {0}")]
     Umem(#[source] XskError),
+    #[error("port '{0}': type=vxlan needs local_ip and uplink")]
+    NoVxlanSettings(String),
+    #[error("port '{port}': uplink '{uplink}': no such network interface")]
+    NoSuchUplink { port: String, uplink: String },
+    #[error("port '{port}': cannot start the neighbour resolver: {source}")]
+    Resolver {
+        port: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl PortError {
@@ -81,6 +92,8 @@ impl PortError {
         matches!(
             self,
             PortError::NoSuchInterface(_)
+                | PortError::NoSuchUplink { .. }
+                | PortError::NoVxlanSettings(_)
                 | PortError::InterfaceExists(_)
                 | PortError::BadMtu { .. }
                 | PortError::Netdev {
@@ -143,6 +156,11 @@ impl Frames for UmemFrames {
     }
 
     #[inline]
+    fn headroom(&self, addr: u64) -> u32 {
+        (addr % self.frame_size) as u32
+    }
+
+    #[inline]
     fn copy(&mut self, src: Desc) -> Option<Desc> {
         self.pool.clone_packet(&xdp_desc(src)).map(|d| Desc {
             addr: d.addr,
@@ -175,6 +193,8 @@ pub struct InternalPort {
 pub enum Port {
     Xsk(XskPort),
     Internal(InternalPort),
+    /// A VXLAN port; its uplink is an AF_XDP socket on the same UMEM.
+    Vxlan(VxlanPort<XskPort>),
 }
 
 impl Port {
@@ -192,6 +212,7 @@ impl Port {
             Port::Internal(p) => {
                 tracing::debug!(port = %p.tap.name(), "TAP device removed");
             }
+            Port::Vxlan(v) => Port::Xsk(v.into_uplink()).close(frames),
         }
     }
 }
@@ -200,8 +221,17 @@ impl PortIo<UmemFrames> for Port {
     #[inline]
     fn recv(&mut self, frames: &mut UmemFrames, out: &mut [Desc]) -> usize {
         match self {
-            Port::Xsk(p) => p.recv(out),
+            Port::Xsk(p) => {
+                let n = p.recv(out);
+                // A pod's veth hands over TCP/UDP checksums its kernel left
+                // to offload (see csum.rs).
+                for d in &out[..n] {
+                    crate::csum::complete_partial(frames.bytes(d.addr, d.len));
+                }
+                n
+            }
             Port::Internal(p) => p.recv(frames, out),
+            Port::Vxlan(v) => v.recv(frames, out),
         }
     }
 
@@ -210,13 +240,16 @@ impl PortIo<UmemFrames> for Port {
         match self {
             Port::Xsk(p) => p.send(descs),
             Port::Internal(p) => p.send(frames, descs),
+            Port::Vxlan(v) => v.send(frames, descs),
         }
     }
 
     #[inline]
     fn maintain(&mut self, frames: &mut UmemFrames) {
-        if let Port::Xsk(p) = self {
-            p.maintain(frames);
+        match self {
+            Port::Xsk(p) => p.maintain(frames),
+            Port::Internal(_) => {}
+            Port::Vxlan(v) => v.maintain(frames),
         }
     }
 
@@ -224,7 +257,59 @@ impl PortIo<UmemFrames> for Port {
         match self {
             Port::Xsk(p) => p.sock.as_ref().map(|s| s.fd()),
             Port::Internal(p) => Some(p.tap.fd()),
+            Port::Vxlan(v) => v.poll_fd(),
         }
+    }
+
+    fn is_tunnel(&self) -> bool {
+        matches!(self, Port::Vxlan(_))
+    }
+
+    #[inline]
+    fn decap(
+        &mut self,
+        frames: &mut UmemFrames,
+        desc: Desc,
+    ) -> Result<(Desc, crate::vxlan::TunnelMeta), crate::vxlan::TunnelDrop> {
+        match self {
+            Port::Vxlan(v) => v.decap(frames, desc),
+            _ => Ok((desc, crate::vxlan::TunnelMeta::default())),
+        }
+    }
+
+    #[inline]
+    fn encap(
+        &mut self,
+        frames: &mut UmemFrames,
+        desc: Desc,
+        tun: crate::vxlan::TunnelMeta,
+    ) -> Result<Desc, crate::vxlan::TunnelDrop> {
+        match self {
+            Port::Vxlan(v) => v.encap(frames, desc, tun),
+            _ => Ok(desc),
+        }
+    }
+}
+
+/// The uplink of a VXLAN port: the same AF_XDP socket as a system port,
+/// without checksum completion (frames from the wire are complete).
+impl PortIo<UmemFrames> for XskPort {
+    #[inline]
+    fn recv(&mut self, _frames: &mut UmemFrames, out: &mut [Desc]) -> usize {
+        XskPort::recv(self, out)
+    }
+
+    #[inline]
+    fn send(&mut self, _frames: &mut UmemFrames, descs: &[Desc]) -> usize {
+        XskPort::send(self, descs)
+    }
+
+    fn maintain(&mut self, frames: &mut UmemFrames) {
+        XskPort::maintain(self, frames)
+    }
+
+    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.sock.as_ref().map(|s| s.fd())
     }
 }
 
@@ -396,6 +481,23 @@ pub fn open_ports(specs: &[PortSpec]) -> Result<OpenedPorts, PortError> {
             }
             _ => {}
         }
+        if let Some(v) = &spec.vxlan {
+            match netdev::link_by_name(&v.uplink) {
+                Ok(_) => {}
+                Err(NetdevError::NotFound(_)) => {
+                    return Err(PortError::NoSuchUplink {
+                        port: spec.name.clone(),
+                        uplink: v.uplink.clone(),
+                    })
+                }
+                Err(source) => {
+                    return Err(PortError::Netdev {
+                        name: v.uplink.clone(),
+                        source,
+                    })
+                }
+            }
+        }
         if let Some(mtu) = spec.mtu_request {
             if !(68..=65535).contains(&mtu) {
                 return Err(PortError::BadMtu {
@@ -408,7 +510,7 @@ pub fn open_ports(specs: &[PortSpec]) -> Result<OpenedPorts, PortError> {
 
     let n_xsk = specs
         .iter()
-        .filter(|s| s.port_type == PortType::System)
+        .filter(|s| matches!(s.port_type, PortType::System | PortType::Vxlan))
         .count() as u32;
     let n_frames = n_xsk * 2 * RING_SIZE + SPARE_FRAMES;
     let umem = Umem::new(n_frames, FRAME_SIZE, false).map_err(PortError::Umem)?;
@@ -445,13 +547,6 @@ fn open_one(
                     source,
                 },
             })?;
-            if link.rx_queues > 1 {
-                tracing::warn!(
-                    port = %name,
-                    queues = link.rx_queues,
-                    "only rx queue 0 is served; steer traffic to it (ethtool -L {name} combined 1)"
-                );
-            }
             let prog =
                 XdpProgram::attach(link.ifindex, XdpModeRequest::Auto).map_err(|source| {
                     PortError::Xdp {
@@ -459,43 +554,14 @@ fn open_one(
                         source,
                     }
                 })?;
-            let xsk_err = |source| PortError::Xsk {
-                name: name.clone(),
-                source,
-            };
-            let config = XskConfig {
-                rx_size: RING_SIZE,
-                tx_size: RING_SIZE,
-                fill_size: RING_SIZE,
-                comp_size: RING_SIZE,
-                ..XskConfig::default()
-            };
-            let mut sock = XskSocket::bind(link.ifindex, 0, umem, &config).map_err(xsk_err)?;
-            sock.refill(&mut frames.pool);
-            if let Err(source) = prog.insert_socket(0, sock.fd()) {
-                sock.close(&mut frames.pool);
-                return Err(PortError::Xdp { name, source });
-            }
-            tracing::info!(
-                port = %name,
-                ofport,
-                ifindex = link.ifindex,
-                xdp = match prog.mode() {
-                    XdpAttachMode::Native => "native",
-                    XdpAttachMode::Generic => "generic",
-                },
-                "attached"
-            );
-            let meta = PortMeta::new(ofport, name.clone(), link.mac.unwrap_or_default());
-            Ok((
-                Arc::new(meta),
-                Port::Xsk(XskPort {
-                    name,
-                    sock: Some(sock),
-                    prog,
-                    tx_error_logged: false,
-                }),
-            ))
+            let port = open_xsk(&name, &link, prog, umem, frames)?;
+            tracing::info!(port = %name, ofport, ifindex = link.ifindex, "attached");
+            let meta = PortMeta::new(ofport, name, link.mac.unwrap_or_default());
+            Ok((Arc::new(meta), Port::Xsk(port)))
+        }
+        PortType::Vxlan => {
+            let (meta, port) = crate::vxlan::port::open(spec, umem, frames)?;
+            Ok((meta, Port::Vxlan(port)))
         }
         PortType::Internal => {
             let tap_err = |source| PortError::Tap {
@@ -516,4 +582,56 @@ fn open_one(
             ))
         }
     }
+}
+
+/// Binds an AF_XDP socket to queue 0 of `link`, on the shared UMEM, and
+/// points `prog`'s XSKMAP at it.
+pub(crate) fn open_xsk(
+    name: &str,
+    link: &netdev::LinkInfo,
+    prog: XdpProgram,
+    umem: &Arc<Umem>,
+    frames: &mut UmemFrames,
+) -> Result<XskPort, PortError> {
+    if link.rx_queues > 1 {
+        tracing::warn!(
+            port = %name,
+            queues = link.rx_queues,
+            "only rx queue 0 is served; steer traffic to it (ethtool -L {name} combined 1)"
+        );
+    }
+    let xsk_err = |source| PortError::Xsk {
+        name: name.to_string(),
+        source,
+    };
+    let config = XskConfig {
+        rx_size: RING_SIZE,
+        tx_size: RING_SIZE,
+        fill_size: RING_SIZE,
+        comp_size: RING_SIZE,
+        ..XskConfig::default()
+    };
+    let mut sock = XskSocket::bind(link.ifindex, 0, umem, &config).map_err(xsk_err)?;
+    sock.refill(&mut frames.pool);
+    if let Err(source) = prog.insert_socket(0, sock.fd()) {
+        sock.close(&mut frames.pool);
+        return Err(PortError::Xdp {
+            name: name.to_string(),
+            source,
+        });
+    }
+    tracing::debug!(
+        port = %name,
+        xdp = match prog.mode() {
+            XdpAttachMode::Native => "native",
+            XdpAttachMode::Generic => "generic",
+        },
+        "AF_XDP socket bound"
+    );
+    Ok(XskPort {
+        name: name.to_string(),
+        sock: Some(sock),
+        prog,
+        tx_error_logged: false,
+    })
 }

@@ -233,7 +233,6 @@ pub const POD_IF: &str = "eth0";
 impl Pod {
     /// `ip`/`prefix_len` and `mac` (`aa:bb:cc:dd:ee:ff`) go on `eth0`.
     pub fn new(ip: Ipv4Addr, prefix_len: u8, mac: &str) -> Result<Self> {
-        require_tool("ethtool")?;
         let ns = Netns::new()?;
         for knob in [
             "net.ipv6.conf.all.disable_ipv6=1",
@@ -250,15 +249,9 @@ impl Pod {
                 cidr: Some(&cidr),
             },
         )?;
-        // With tx checksum offload the pod's stack leaves TCP/UDP checksums
-        // for the "hardware" (CHECKSUM_PARTIAL: only a pseudo-header sum
-        // plus csum_start/csum_offset in the skb). veth passes that state
-        // along, but AF_XDP copy mode copies just the frame bytes into UMEM
-        // and transmits a fresh skb without it, so the receiver would see
-        // an unfinished checksum and drop the packet. With tx offload off
-        // the pod computes full checksums in software.
-        ns.exec(&["ethtool", "-K", POD_IF, "tx", "off"], CMD_TIMEOUT)?
-            .ok()?;
+        // TX checksum offload stays on, as in a real pod: the pod's stack
+        // leaves TCP/UDP checksums partial (pseudo-header sum only) and
+        // xbr completes them (dataplane/src/csum.rs).
         Ok(Pod {
             veth,
             ns,

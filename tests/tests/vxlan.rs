@@ -1,0 +1,402 @@
+//! The `type=vxlan` port end to end (issue 4), in two-node labs built by
+//! `xbr lab up`: pod traffic across the underlay (ping, UDP, iperf3 TCP
+//! from pods that keep TX checksum offload on), the node's own traffic on
+//! the uplink next to xbr's, and the drops the agent's flows ask for
+//! (VXLAN from an address that is not a node, VXLAN sent by a pod).
+//!
+//! Needs root, a built `xbr`, `iperf3` and `python3` (to write VXLAN
+//! packets by hand). Labs are named `xbrt-lab-<tag>` and removed on drop.
+
+mod lab_common;
+
+use lab_common::*;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+use xbr_tests::{link_has_xdp, run_timeout, unique_tag, Background, Pod, Xbr, NAME_PREFIX};
+
+const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
+/// A receiver waits this long for its packets.
+const RECV_TIMEOUT_MS: u64 = 4000;
+
+/// A running `xbr-testtool udp-recv` in a lab namespace.
+struct Receiver {
+    proc: Background,
+    ready: std::path::PathBuf,
+}
+
+impl Receiver {
+    fn start(netns: &str, bind: &str, count: u64) -> Receiver {
+        let ready = std::env::temp_dir().join(format!("{NAME_PREFIX}-ready-{}", unique_tag()));
+        let count_s = count.to_string();
+        let timeout_s = RECV_TIMEOUT_MS.to_string();
+        let ready_s = ready.display().to_string();
+        let proc = Background::spawn(Command::new("ip").args([
+            "netns",
+            "exec",
+            netns,
+            TOOL,
+            "udp-recv",
+            "--bind",
+            bind,
+            "--count",
+            &count_s,
+            "--timeout-ms",
+            &timeout_s,
+            "--ready-file",
+            &ready_s,
+        ]))
+        .expect("udp-recv");
+        let mut rx = Receiver { proc, ready };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !rx.ready.exists() {
+            assert!(
+                rx.proc.try_status().is_none() && std::time::Instant::now() < deadline,
+                "receiver in {netns} never became ready"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        rx
+    }
+
+    /// Distinct test packets that arrived.
+    fn finish(self) -> u64 {
+        let out = self
+            .proc
+            .wait(Duration::from_millis(RECV_TIMEOUT_MS) + Duration::from_secs(5));
+        let _ = std::fs::remove_file(&self.ready);
+        assert!(
+            matches!(out.code(), Some(0) | Some(1)),
+            "udp-recv: {}\n{}",
+            out.describe_status(),
+            out.stderr
+        );
+        out.stdout
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or_else(|| panic!("udp-recv printed no count: {}", out.stdout))
+    }
+}
+
+fn udp_send(netns: &str, dst: &str, count: u64) -> u64 {
+    let count_s = count.to_string();
+    let out = run_timeout(
+        Command::new("ip").args([
+            "netns", "exec", netns, TOOL, "udp-send", "--dst", dst, "--count", &count_s, "--rate",
+            "2000",
+        ]),
+        Duration::from_secs(15),
+    )
+    .expect("udp-send");
+    assert!(out.success(), "udp-send: {}", out.stderr);
+    out.stdout.trim().parse().expect("sent count")
+}
+
+/// Sends `count` VXLAN packets from `netns` to `dst:4789` with VNI `vni`,
+/// each carrying an xbr-testtool UDP packet (port 7777) from `src_pod` to
+/// `dst_pod` (with their MACs): what a node's VTEP would send. The outer
+/// UDP checksum is off (SO_NO_CHECK), as VTEPs send it.
+const VXLAN_SENDER: &str = r#"
+import socket, struct, sys
+dst, vni, dmac, smac, sip, dip, count = sys.argv[1:8]
+def csum(b):
+    s = sum(struct.unpack('!%dH' % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return (~s) & 0xffff
+mac = lambda m: bytes.fromhex(m.replace(':', ''))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 11, 1)
+for seq in range(int(count)):
+    payload = b'XBRTTOOL' + struct.pack('!Q', seq) + bytes(48)
+    udp = struct.pack('!HHHH', 40000, 7777, 8 + len(payload), 0) + payload
+    ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(udp), seq, 0x4000, 64, 17, 0,
+                     socket.inet_aton(sip), socket.inet_aton(dip))
+    ip = ip[:10] + struct.pack('!H', csum(ip)) + ip[12:]
+    inner = mac(dmac) + mac(smac) + b'\x08\x00' + ip + udp
+    s.sendto(struct.pack('!II', 0x08000000, int(vni) << 8) + inner, (dst, 4789))
+"#;
+
+fn send_vxlan(
+    netns: &str,
+    dst: &str,
+    vni: u64,
+    from: &serde_json::Value,
+    to: &serde_json::Value,
+    count: u64,
+) {
+    let vni_s = vni.to_string();
+    let count_s = count.to_string();
+    let out = run_timeout(
+        Command::new("ip").args([
+            "netns",
+            "exec",
+            netns,
+            "python3",
+            "-c",
+            VXLAN_SENDER,
+            dst,
+            &vni_s,
+            s(to, "mac"),
+            s(from, "mac"),
+            s(from, "ip"),
+            s(to, "ip"),
+            &count_s,
+        ]),
+        Duration::from_secs(15),
+    )
+    .expect("python3");
+    assert!(out.success(), "VXLAN sender: {}", out.stderr);
+}
+
+fn iperf3_tcp(client_ns: &str, server_ns: &str, server_ip: &str) -> f64 {
+    let server = Background::spawn(Command::new("ip").args([
+        "netns", "exec", server_ns, "iperf3", "-s", "-1", "-p", "5201",
+    ]))
+    .expect("iperf3 server");
+    // The server listens within moments; the client retries briefly.
+    let mut last = String::new();
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(200));
+        let out = run_timeout(
+            Command::new("ip").args([
+                "netns", "exec", client_ns, "iperf3", "-c", server_ip, "-p", "5201", "-t", "3",
+                "-J",
+            ]),
+            Duration::from_secs(20),
+        )
+        .expect("iperf3 client");
+        if out.success() {
+            let _ = server.wait(Duration::from_secs(5));
+            let j: serde_json::Value = serde_json::from_str(&out.stdout).expect("iperf3 -J");
+            return j["end"]["sum_received"]["bits_per_second"]
+                .as_f64()
+                .expect("bits_per_second");
+        }
+        last = format!("{}\n{}", out.stdout, out.stderr);
+        if !last.contains("Connection refused") {
+            break;
+        }
+    }
+    let _ = server.wait(Duration::ZERO);
+    panic!("iperf3 failed:\n{last}");
+}
+
+fn tx_checksumming_on(netns: &str) -> bool {
+    let out = sh("ip", &["netns", "exec", netns, "ethtool", "-k", "eth0"]);
+    out.stdout.contains("tx-checksumming: on")
+}
+
+#[test]
+fn pods_talk_across_nodes_with_offload_on_and_the_uplink_stays_the_nodes() {
+    let lab = Lab::up(&["--mode", "subnet", "--nodes", "2", "--pods-per-node", "2"]);
+    assert_eq!(lab.json["vxlan"].as_bool(), Some(true));
+    let a = lab.pod(|p| s(p, "name") == "node1-pod1");
+    let b = lab.pod(|p| s(p, "name") == "node2-pod2");
+    // Pods keep the kernel's default TX checksum offload: xbr completes
+    // the checksums (no `ethtool -K tx off` anywhere).
+    assert!(tx_checksumming_on(s(a, "netns")));
+    assert!(tx_checksumming_on(s(b, "netns")));
+    for n in lab.nodes() {
+        let link = sh("ip", &["-n", s(n, "netns"), "link", "show", "dev", "eth0"]);
+        assert!(link.stdout.contains("prog/xdp"), "{}", link.stdout);
+    }
+
+    assert!(ping(s(a, "netns"), s(b, "ip")), "ping across nodes");
+
+    let rx = Receiver::start(s(b, "netns"), &format!("{}:7000", s(b, "ip")), 300);
+    assert_eq!(
+        udp_send(s(a, "netns"), &format!("{}:7000", s(b, "ip")), 300),
+        300
+    );
+    assert_eq!(rx.finish(), 300, "UDP across nodes");
+
+    let bps = iperf3_tcp(s(a, "netns"), s(b, "netns"), s(b, "ip"));
+    eprintln!(
+        "iperf3 TCP node1-pod1 -> node2-pod2: {:.2} Gbit/s",
+        bps / 1e9
+    );
+    assert!(bps > 0.0);
+
+    // The node's own traffic on the uplink still goes through its kernel.
+    let (n1, n2) = (&lab.nodes()[0], &lab.nodes()[1]);
+    assert!(
+        ping(s(n1, "netns"), s(n2, "uplink_ip")),
+        "node-to-node ping"
+    );
+    assert!(
+        ping(s(n1, "netns"), s(&lab.json["external"], "ip")),
+        "node to external host"
+    );
+    // The uplink MTU is followed: below what a 1300-byte ping needs once
+    // encapsulated, such pings are dropped (small ones still pass), and
+    // they pass again once it is back.
+    let big_ping = |size: &str| {
+        let out = sh(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                s(a, "netns"),
+                "ping",
+                "-n",
+                "-q",
+                "-c",
+                "3",
+                "-i",
+                "0.2",
+                "-w",
+                "3",
+                "-s",
+                size,
+                s(b, "ip"),
+            ],
+        );
+        out.stdout.contains(" 0% packet loss") || out.stdout.contains(" 33% packet loss")
+    };
+    let set_mtu = |mtu: &str| {
+        assert!(sh(
+            "ip",
+            &["-n", s(n1, "netns"), "link", "set", "eth0", "mtu", mtu]
+        )
+        .success());
+        // The resolver hears of the change at once; leave it a moment.
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(big_ping("1300"));
+    set_mtu("1350");
+    assert!(!big_ping("1300"), "oversized VXLAN was sent");
+    assert!(
+        ping(s(a, "netns"), s(b, "ip")),
+        "small packets must still pass"
+    );
+    set_mtu("1500");
+    assert!(big_ping("1300"));
+
+    // The pod traffic entered node2's xbr through vxlan0 and left node1's.
+    let rundir2 = s(n2, "rundir");
+    let ports = ofctl(rundir2, &["dump-ports", "br0", "1"]);
+    let rx_pkts: u64 = ports
+        .split("rx pkts=")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no rx pkts in {ports}"));
+    assert!(rx_pkts >= 300, "vxlan0 rx {rx_pkts}:\n{ports}");
+}
+
+#[test]
+fn vxlan_from_a_stranger_and_vxlan_from_pods_are_dropped() {
+    let lab = Lab::up(&["--mode", "subnet", "--nodes", "2", "--pods-per-node", "1"]);
+    let a = lab.pod(|p| s(p, "name") == "node1-pod1");
+    let b = lab.pod(|p| s(p, "name") == "node2-pod1");
+    let (n1, n2) = (&lab.nodes()[0], &lab.nodes()[1]);
+    let rundir1 = s(n1, "rundir");
+    let ext = s(&lab.json["external"], "netns");
+    let bind = format!("{}:7777", s(a, "ip"));
+
+    // Control: the same packets from a known node (node2's address) are
+    // delivered, so the drop below is about the source alone.
+    let rx = Receiver::start(s(a, "netns"), &bind, 20);
+    send_vxlan(s(n2, "netns"), s(n1, "uplink_ip"), 0, b, a, 20);
+    assert_eq!(rx.finish(), 20, "VXLAN from node2 was not delivered");
+
+    let table10 = |rundir: &str| {
+        n_packets(
+            &ofctl(rundir, &["dump-flows", "br0", "table=10"]),
+            &["priority=0 "],
+        )
+    };
+    let before = table10(rundir1);
+    let rx = Receiver::start(s(a, "netns"), &bind, 20);
+    send_vxlan(ext, s(n1, "uplink_ip"), 0, b, a, 20);
+    assert_eq!(rx.finish(), 0, "VXLAN from the external host was delivered");
+    let after = table10(rundir1);
+    assert!(after >= before + 20, "table 10 drops {before} -> {after}");
+
+    // A pod may not send VXLAN: table 20 drops UDP to 4789 from pods.
+    let table20 = |rundir: &str| {
+        n_packets(
+            &ofctl(rundir, &["dump-flows", "br0", "table=20"]),
+            &["priority=300"],
+        )
+    };
+    let before = table20(rundir1);
+    let rx = Receiver::start(s(b, "netns"), &format!("{}:4789", s(b, "ip")), 20);
+    assert_eq!(
+        udp_send(s(a, "netns"), &format!("{}:4789", s(b, "ip")), 20),
+        20
+    );
+    assert_eq!(rx.finish(), 0, "a pod's UDP 4789 crossed the bridge");
+    let after = table20(rundir1);
+    assert!(after >= before + 20, "table 20 drops {before} -> {after}");
+    assert!(Path::new(rundir1).exists());
+}
+
+/// `xbr run` with a bad vxlan port: exit 2, the reason on stderr, no
+/// management socket and no XDP program left on the would-be uplink.
+#[test]
+fn bad_vxlan_ports_are_refused_and_leave_nothing() {
+    let pod = Pod::new(Ipv4Addr::new(10, 128, 0, 2), 23, "0a:58:0a:80:00:02").expect("pod");
+    let up = pod.host_if();
+    let spec = |extra: &str| format!("vxlan0=1,type=vxlan,local_ip=10.0.0.11{extra}");
+    let cases: [(Vec<String>, &[&str]); 5] = [
+        (
+            vec!["--port".into(), format!("vxlan0=1,type=vxlan,uplink={up}")],
+            &["needs local_ip"],
+        ),
+        (
+            vec!["--port".into(), spec(",uplink=xbrt-nope0")],
+            &["xbrt-nope0", "no such network interface"],
+        ),
+        (
+            vec![
+                "--port".into(),
+                spec(&format!(",uplink={up}")),
+                "--port".into(),
+                format!("{up}=2"),
+            ],
+            &["also given as a --port"],
+        ),
+        (
+            vec!["--port".into(), spec(&format!(",uplink={up},dst_port=0"))],
+            &["dst_port"],
+        ),
+        // A later port that does not exist: refused before the uplink is
+        // attached.
+        (
+            vec![
+                "--port".into(),
+                spec(&format!(",uplink={up}")),
+                "--port".into(),
+                "xbrt-nope1=2".into(),
+            ],
+            &["xbrt-nope1"],
+        ),
+    ];
+    for (args, mention) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (out, rundir) = Xbr::run_once(&args, Duration::from_secs(20)).expect("xbr run");
+        assert_eq!(
+            out.code(),
+            Some(2),
+            "{args:?}: {}\n{}",
+            out.describe_status(),
+            out.stderr
+        );
+        for m in mention {
+            assert!(
+                out.stderr.contains(m),
+                "{args:?}: no `{m}` in\n{}",
+                out.stderr
+            );
+        }
+        assert!(!rundir.mgmt_path().exists(), "{args:?} left a socket");
+        assert!(
+            !link_has_xdp(up).expect("ip link"),
+            "{args:?} left XDP on {up}"
+        );
+    }
+}
