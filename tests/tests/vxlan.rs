@@ -400,3 +400,69 @@ fn bad_vxlan_ports_are_refused_and_leave_nothing() {
         );
     }
 }
+
+/// `ping -c 2` from `netns` to `dst` with source address `src`; true when
+/// any reply came back.
+fn ping_from(netns: &str, src: &str, dst: &str) -> bool {
+    sh(
+        "ip",
+        &[
+            "netns", "exec", netns, "ping", "-n", "-q", "-c", "2", "-i", "0.2", "-w", "3", "-I",
+            src, dst,
+        ],
+    )
+    .stdout
+    .contains(" 0% packet loss")
+}
+
+/// The agent's table 20 pins each pod port to its IP and MAC: a pod that
+/// sends with another pod's address gets nothing delivered, across nodes.
+#[test]
+fn a_pod_spoofing_another_pods_ip_or_mac_gets_nothing_delivered() {
+    let lab = Lab::up(&[
+        "--mode",
+        "multitenant",
+        "--nodes",
+        "2",
+        "--pods-per-node",
+        "2",
+        "--namespaces",
+        "1",
+    ]);
+    let attacker = lab.pod(|p| s(p, "name") == "node1-pod1");
+    let victim = lab.pod(|p| s(p, "name") == "node1-pod2");
+    let target = lab.pod(|p| s(p, "name") == "node2-pod1");
+    let (ans, tip) = (s(attacker, "netns"), s(target, "ip"));
+    assert!(
+        ping_from(ans, s(attacker, "ip"), tip),
+        "the attacker reaches the target with its own address"
+    );
+    let vip = format!("{}/32", s(victim, "ip"));
+    let out = sh("ip", &["-n", ans, "addr", "add", &vip, "dev", "eth0"]);
+    assert!(out.success(), "{}", out.stderr);
+    assert!(
+        !ping_from(ans, s(victim, "ip"), tip),
+        "a spoofed source IP got through"
+    );
+    let out = sh("ip", &["-n", ans, "addr", "del", &vip, "dev", "eth0"]);
+    assert!(out.success(), "{}", out.stderr);
+    let out = sh(
+        "ip",
+        &[
+            "-n",
+            ans,
+            "link",
+            "set",
+            "eth0",
+            "address",
+            s(victim, "mac"),
+        ],
+    );
+    assert!(out.success(), "{}", out.stderr);
+    // The target's neighbour entry for the attacker may still hold the
+    // right MAC; the spoofed frames themselves must not pass.
+    assert!(
+        !ping_from(ans, s(attacker, "ip"), tip),
+        "frames with a spoofed source MAC got through"
+    );
+}
