@@ -90,6 +90,8 @@ pub struct RunningBridge {
     /// Hands packets for the controllers to the OpenFlow side; ends when
     /// the packet thread does (`None` if it could not be started).
     upcalls: Option<JoinHandle<()>>,
+    /// Set by a packet thread that panicked.
+    failed: Arc<AtomicBool>,
     signals: Signals,
 }
 
@@ -137,8 +139,10 @@ impl RunningBridge {
         let (shared, changes) = DpShared::new(dpid, metas).map_err(BridgeError::Eventfd)?;
 
         let stop = Arc::new(AtomicBool::new(false));
+        let failed = Arc::new(AtomicBool::new(false));
         let engine = {
             let stop = stop.clone();
+            let failed = failed.clone();
             let shared = shared.clone();
             let flow_cache_entries = config.flow_cache_entries;
             std::thread::Builder::new()
@@ -151,7 +155,22 @@ impl RunningBridge {
                     }
                     let mut engine = Engine::new(opened.frames, opened.ports, shared, changes);
                     engine.set_flow_cache(flow_cache_entries);
-                    let engine = engine.run(&stop);
+                    // A packet thread that died must not leave a process
+                    // that still answers OpenFlow but forwards nothing:
+                    // stop the whole switch (the ports detach as the
+                    // engine unwinds) and exit non-zero.
+                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        engine.run(&stop)
+                    }));
+                    let engine = match run {
+                        Ok(e) => e,
+                        Err(_) => {
+                            tracing::error!("the packet thread panicked; stopping xbr");
+                            failed.store(true, Ordering::SeqCst);
+                            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
+                            return;
+                        }
+                    };
                     let d = engine.drops;
                     tracing::info!(
                         table_miss = d.table_miss,
@@ -221,6 +240,7 @@ impl RunningBridge {
             shared,
             engine,
             upcalls,
+            failed,
             signals,
         })
     }
@@ -234,7 +254,8 @@ impl RunningBridge {
 
     /// Stops the server (unlinking the socket), then the packet thread, which
     /// detaches XDP programs and removes TAP devices as its ports drop.
-    pub fn shutdown(self) {
+    /// Returns false if the packet thread had failed (panicked).
+    pub fn shutdown(self) -> bool {
         self.ctl.shutdown();
         self.server.shutdown();
         self.stop.store(true, Ordering::Relaxed);
@@ -245,6 +266,7 @@ impl RunningBridge {
         if let Some(t) = self.upcalls {
             let _ = t.join();
         }
+        !self.failed.load(Ordering::SeqCst)
     }
 }
 

@@ -151,8 +151,11 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     bridge.wait_for_signal();
-    bridge.shutdown();
-    ExitCode::SUCCESS
+    if bridge.shutdown() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn trace(args: TraceArgs) -> ExitCode {
