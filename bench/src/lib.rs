@@ -4,3 +4,4 @@
 //! end-to-end comparison tests measure xbr against.
 
 pub mod ovs;
+pub mod ovs_node;

@@ -1,0 +1,340 @@
+//! labbench: pod-to-pod across nodes (VXLAN encap + decap) with xbr and
+//! with Open vSwitch 3.1 in the same run (issue 4's benchmark).
+//!
+//! For each switch a fresh two-node `xbr lab` (subnet mode, one pod per
+//! node) is built. For `ovs`, each node's xbr is then stopped and replaced
+//! by OVS with the userspace datapath and AF_XDP ports (see
+//! `bench::ovs_node`), loaded with the very same agent flows
+//! (`ovs-ofctl bundle` of the node's `flows.bundle`). Pods turn TX checksum
+//! offload off for both switches: OVS's AF_XDP ports need it, and the same
+//! pods make the comparison fair (xbr also works with it on).
+//!
+//! Measured with iperf3 from node1's pod to node2's pod, each run
+//! `--seconds` long, median of `--runs`: TCP throughput, and UDP packet
+//! rate of 64-byte datagrams sent as fast as the pod can (`-b 0`), counted
+//! at the receiver. Reports both switches and the ratio xbr/ovs. The
+//! machine is shared: read the ratios, not the absolute figures.
+//!
+//! Usage (root): `labbench [--runs N] [--seconds S] [--json]`; the xbr
+//! binary is `$XBR_BIN`, else `xbr` next to this program (build both with
+//! `cargo build --release -p dataplane --bin xbr -p bench`).
+
+use bench::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT};
+use bench::ovs_node::{NodeSpec, OvsNode};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+enum BenchError {
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Ovs(#[from] OvsError),
+    #[error("{0}")]
+    Failed(String),
+}
+
+struct Args {
+    runs: usize,
+    seconds: u32,
+    json: bool,
+}
+
+fn parse_args() -> Result<Args, BenchError> {
+    let mut a = Args {
+        runs: 3,
+        seconds: 5,
+        json: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut num = |name: &str| -> Result<u64, BenchError> {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .filter(|n| *n > 0)
+                .ok_or_else(|| BenchError::Usage(format!("{name} needs a positive number")))
+        };
+        match arg.as_str() {
+            "--runs" => a.runs = num("--runs")? as usize,
+            "--seconds" => a.seconds = num("--seconds")?.min(600) as u32,
+            "--json" => a.json = true,
+            other => {
+                return Err(BenchError::Usage(format!(
+                    "unknown argument '{other}' (usage: labbench [--runs N] [--seconds S] [--json])"
+                )))
+            }
+        }
+    }
+    Ok(a)
+}
+
+fn xbr_bin() -> PathBuf {
+    std::env::var_os("XBR_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|p| p.parent().map(|d| d.join("xbr")))
+                .unwrap_or_else(|| PathBuf::from("xbr"))
+        })
+}
+
+fn run(cmd: &mut Command, timeout: Duration) -> Result<String, BenchError> {
+    Ok(run_bounded(cmd, timeout)?.ok()?.stdout)
+}
+
+fn in_ns(ns: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).args(args);
+    c
+}
+
+fn field<'a>(v: &'a Value, key: &str) -> Result<&'a str, BenchError> {
+    v[key]
+        .as_str()
+        .ok_or_else(|| BenchError::Failed(format!("lab.json: no '{key}'")))
+}
+
+/// A lab built for one switch; `lab down` on drop.
+struct LabRun {
+    dir: PathBuf,
+    prefix: String,
+    json: Value,
+    ovs: Vec<OvsNode>,
+}
+
+impl LabRun {
+    fn up() -> Result<LabRun, BenchError> {
+        let tag = unique_tag();
+        let dir = std::env::temp_dir().join(format!("xbrb-lab-{tag}"));
+        let prefix = format!("xbrb-{tag}");
+        let mut lab = LabRun {
+            dir: dir.clone(),
+            prefix: prefix.clone(),
+            json: Value::Null,
+            ovs: Vec::new(),
+        };
+        run(
+            Command::new(xbr_bin()).args([
+                "lab",
+                "up",
+                "--mode",
+                "subnet",
+                "--nodes",
+                "2",
+                "--pods-per-node",
+                "1",
+                "--dir",
+                &dir.display().to_string(),
+                "--prefix",
+                &prefix,
+            ]),
+            Duration::from_secs(180),
+        )?;
+        let text = std::fs::read_to_string(dir.join("lab.json"))
+            .map_err(|e| BenchError::Failed(format!("reading lab.json: {e}")))?;
+        lab.json = serde_json::from_str(&text)
+            .map_err(|e| BenchError::Failed(format!("lab.json: {e}")))?;
+        for p in lab.pods() {
+            run(
+                &mut in_ns(field(p, "netns")?, &["ethtool", "-K", "eth0", "tx", "off"]),
+                CMD_TIMEOUT,
+            )?;
+        }
+        Ok(lab)
+    }
+
+    fn pods(&self) -> Vec<&Value> {
+        self.json["pods"]
+            .as_array()
+            .map_or(Vec::new(), |a| a.iter().collect())
+    }
+
+    /// Replaces every node's xbr with OVS and loads the same flows.
+    fn switch_to_ovs(&mut self) -> Result<(), BenchError> {
+        let j = self.json.clone();
+        let underlay_prefix = field(&j["underlay"], "cidr")?
+            .split('/')
+            .nth(1)
+            .unwrap_or("24")
+            .to_string();
+        let routes = vec![
+            field(&j, "cluster_network")?.to_string(),
+            field(&j, "service_network")?.to_string(),
+        ];
+        let mtu = j["mtu"].as_u64().unwrap_or(1450) as u32;
+        for node in j["nodes"].as_array().into_iter().flatten() {
+            let name = field(node, "name")?;
+            stop_pid(node["xbr_pid"].as_i64().unwrap_or(0) as i32);
+            let subnet_prefix = field(node, "subnet")?.split('/').nth(1).unwrap_or("23");
+            let pod_ports = self
+                .pods()
+                .iter()
+                .filter(|p| p["node"].as_str() == Some(name))
+                .map(|p| field(p, "host_if").map(str::to_string))
+                .collect::<Result<Vec<_>, _>>()?;
+            let spec = NodeSpec {
+                netns: field(node, "netns")?.to_string(),
+                uplink_cidr: format!("{}/{underlay_prefix}", field(node, "uplink_ip")?),
+                gateway_cidr: format!("{}/{subnet_prefix}", field(node, "gateway")?),
+                tun0_routes: routes.clone(),
+                mtu,
+                pod_ports,
+            };
+            let ovs = OvsNode::start(spec, &self.dir.join(format!("ovs-{name}")))?;
+            let flows = Path::new(field(node, "rundir")?).join("flows.bundle");
+            ovs.ofctl(&["bundle", "br0", &flows.display().to_string()])?;
+            self.ovs.push(ovs);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LabRun {
+    fn drop(&mut self) {
+        self.ovs.clear();
+        let _ = run_bounded(
+            Command::new(xbr_bin()).args([
+                "lab",
+                "down",
+                "--dir",
+                &self.dir.display().to_string(),
+                "--prefix",
+                &self.prefix,
+            ]),
+            Duration::from_secs(60),
+        );
+    }
+}
+
+fn stop_pid(pid: i32) {
+    if pid <= 0 {
+        return;
+    }
+    let pid = Pid::from_raw(pid);
+    let _ = kill(pid, Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while kill(pid, None).is_ok() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One iperf3 run from pod `a` to pod `b`; returns the receiver's JSON
+/// summary.
+fn iperf3(a: &Value, b: &Value, udp: bool, seconds: u32, port: u16) -> Result<Value, BenchError> {
+    let (ans, bns, bip) = (field(a, "netns")?, field(b, "netns")?, field(b, "ip")?);
+    let port_s = port.to_string();
+    run(
+        &mut in_ns(bns, &["iperf3", "-s", "-D", "-1", "-p", &port_s]),
+        CMD_TIMEOUT,
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    let t = seconds.to_string();
+    let mut args = vec!["iperf3", "-c", bip, "-p", &port_s, "-t", &t, "-J"];
+    if udp {
+        args.extend(["-u", "-b", "0", "-l", "64"]);
+    }
+    let out = run(
+        &mut in_ns(ans, &args),
+        Duration::from_secs(u64::from(seconds) + 30),
+    )?;
+    serde_json::from_str(&out).map_err(|e| BenchError::Failed(format!("iperf3 output: {e}")))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// (TCP Gbit/s, UDP kpps delivered), medians.
+fn measure(lab: &LabRun, args: &Args) -> Result<(f64, f64), BenchError> {
+    let pods = lab.pods();
+    let (Some(a), Some(b)) = (pods.first(), pods.get(1)) else {
+        return Err(BenchError::Failed("the lab has fewer than two pods".into()));
+    };
+    // The first packets resolve neighbours; do not time them.
+    let _ = run_bounded(
+        &mut in_ns(
+            field(a, "netns")?,
+            &["ping", "-c", "3", "-i", "0.2", "-W", "1", field(b, "ip")?],
+        ),
+        CMD_TIMEOUT,
+    );
+    let (mut tcp, mut udp) = (Vec::new(), Vec::new());
+    for i in 0..args.runs {
+        let port = 5300 + (i as u16) * 2;
+        let t = iperf3(a, b, false, args.seconds, port)?;
+        tcp.push(
+            t["end"]["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap_or(0.0)
+                / 1e9,
+        );
+        let u = iperf3(a, b, true, args.seconds, port + 1)?;
+        let sum = &u["end"]["sum"];
+        let sent = sum["packets"].as_f64().unwrap_or(0.0);
+        let lost = sum["lost_packets"].as_f64().unwrap_or(0.0);
+        let secs = sum["seconds"].as_f64().filter(|s| *s > 0.0).unwrap_or(1.0);
+        udp.push((sent - lost).max(0.0) / secs / 1e3);
+    }
+    Ok((median(tcp), median(udp)))
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("labbench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match bench(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("labbench: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn bench(args: &Args) -> Result<(), BenchError> {
+    let xbr = {
+        let lab = LabRun::up()?;
+        measure(&lab, args)?
+    };
+    let ovs = {
+        let mut lab = LabRun::up()?;
+        lab.switch_to_ovs()?;
+        measure(&lab, args)?
+    };
+    let ratio = |x: f64, o: f64| if o > 0.0 { x / o } else { f64::INFINITY };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "runs": args.runs, "seconds": args.seconds,
+                "xbr": {"tcp_gbps": xbr.0, "udp64_kpps": xbr.1},
+                "ovs": {"tcp_gbps": ovs.0, "udp64_kpps": ovs.1},
+                "ratio": {"tcp": ratio(xbr.0, ovs.0), "udp64": ratio(xbr.1, ovs.1)},
+            })
+        );
+    } else {
+        println!(
+            "pod to pod across nodes (VXLAN), median of {} x {} s",
+            args.runs, args.seconds
+        );
+        println!("switch   TCP Gbit/s   UDP 64B kpps");
+        println!("xbr      {:>10.2}   {:>12.1}", xbr.0, xbr.1);
+        println!("ovs      {:>10.2}   {:>12.1}", ovs.0, ovs.1);
+        println!(
+            "xbr/ovs  {:>10.2}x  {:>12.2}x",
+            ratio(xbr.0, ovs.0),
+            ratio(xbr.1, ovs.1)
+        );
+    }
+    Ok(())
+}

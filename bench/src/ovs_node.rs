@@ -1,0 +1,270 @@
+//! Open vSwitch 3.1 in place of xbr on one node of an `xbr lab`, set up
+//! as a node running OVS's userspace datapath with AF_XDP ports does it.
+//!
+//! The agent's `br0` gets the same ports and OpenFlow numbers as xbr had:
+//! `vxlan0`=1 (flow-based VXLAN), `tun0`=2 (internal, the gateway address
+//! and routes re-applied), the pods' host veths from 3 (`type=afxdp`). The
+//! userspace datapath carries VXLAN only through a bridge that owns the
+//! underlay address, so `eth0` moves into `br-phy` (`type=afxdp`) and the
+//! node's address moves to the `br-phy` internal port; OVS then resolves
+//! tunnel next hops itself from the kernel's routes. Everything lives in
+//! the node's namespace and a private directory; dropping the guard stops
+//! both daemons (by their pidfiles) and removes the directory. The lab's
+//! own `lab down` removes the namespace afterwards.
+
+use crate::ovs::{run_bounded, OvsError, CMD_TIMEOUT};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Bound on adding ports (each AF_XDP port loads an XDP program).
+const VSCTL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What OVS needs to know of a lab node (from `lab.json`).
+#[derive(Debug, Clone)]
+pub struct NodeSpec {
+    pub netns: String,
+    /// The node's underlay address with its prefix, e.g. `10.0.0.11/24`.
+    pub uplink_cidr: String,
+    /// The gateway address on `tun0` with its prefix, e.g. `10.128.0.1/23`.
+    pub gateway_cidr: String,
+    /// Routed to `tun0` (cluster and service networks).
+    pub tun0_routes: Vec<String>,
+    pub mtu: u32,
+    /// Pod host veths, in OpenFlow port order from 3.
+    pub pod_ports: Vec<String>,
+}
+
+/// OVS running on one node; see the module documentation.
+pub struct OvsNode {
+    spec: NodeSpec,
+    dir: PathBuf,
+}
+
+impl OvsNode {
+    /// Starts ovsdb-server and ovs-vswitchd in the node's namespace and
+    /// builds `br-phy` and `br0`. The node's xbr must be stopped first
+    /// (its `tun0` and XDP programs gone).
+    pub fn start(spec: NodeSpec, dir: &Path) -> Result<OvsNode, OvsError> {
+        std::fs::create_dir_all(dir.join("run"))
+            .and_then(|()| std::fs::create_dir_all(dir.join("log")))
+            .map_err(|e| io(format!("creating {}", dir.display()), e))?;
+        let node = OvsNode {
+            spec,
+            dir: dir.to_path_buf(),
+        };
+        node.daemons()?;
+        node.bridges()?;
+        Ok(node)
+    }
+
+    fn p(&self, rel: &str) -> String {
+        self.dir.join(rel).display().to_string()
+    }
+
+    /// A command run inside the node's namespace with this instance's
+    /// directories.
+    fn ns(&self, program: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.spec.netns, program])
+            .args(args)
+            .env("OVS_RUNDIR", self.p("run"))
+            .env("OVS_DBDIR", self.p("run"))
+            .env("OVS_LOGDIR", self.p("log"));
+        c
+    }
+
+    fn run(&self, program: &str, args: &[&str], timeout: Duration) -> Result<String, OvsError> {
+        Ok(run_bounded(&mut self.ns(program, args), timeout)?
+            .ok()?
+            .stdout)
+    }
+
+    fn vsctl(&self, args: &[&str]) -> Result<String, OvsError> {
+        let db = format!("--db=unix:{}", self.p("run/db.sock"));
+        let mut all = vec![db.as_str(), "--timeout=60"];
+        all.extend_from_slice(args);
+        self.run("ovs-vsctl", &all, VSCTL_TIMEOUT)
+    }
+
+    fn ip(&self, args: &[&str]) -> Result<String, OvsError> {
+        self.run("ip", args, CMD_TIMEOUT)
+    }
+
+    fn daemons(&self) -> Result<(), OvsError> {
+        let db = self.p("run/conf.db");
+        run_bounded(
+            Command::new("ovsdb-tool").args([
+                "create",
+                &db,
+                "/usr/share/openvswitch/vswitch.ovsschema",
+            ]),
+            CMD_TIMEOUT,
+        )?
+        .ok()?;
+        let remote = format!("--remote=punix:{}", self.p("run/db.sock"));
+        let ctl = |f: &str| format!("--unixctl={}", self.p(&format!("run/{f}.ctl")));
+        let pid = |f: &str| format!("--pidfile={}", self.p(&format!("run/{f}.pid")));
+        let log = |f: &str| format!("--log-file={}", self.p(&format!("log/{f}.log")));
+        self.run(
+            "ovsdb-server",
+            &[
+                &db,
+                &remote,
+                &ctl("ovsdb-server"),
+                &pid("ovsdb-server"),
+                &log("ovsdb-server"),
+                "--detach",
+                "--no-chdir",
+            ],
+            CMD_TIMEOUT,
+        )?;
+        self.vsctl(&["--no-wait", "init"])?;
+        let db_sock = format!("unix:{}", self.p("run/db.sock"));
+        self.run(
+            "ovs-vswitchd",
+            &[
+                &db_sock,
+                &ctl("ovs-vswitchd"),
+                &pid("ovs-vswitchd"),
+                &log("ovs-vswitchd"),
+                "--detach",
+                "--no-chdir",
+            ],
+            CMD_TIMEOUT,
+        )?;
+        Ok(())
+    }
+
+    fn bridges(&self) -> Result<(), OvsError> {
+        let s = &self.spec;
+        self.vsctl(&[
+            "add-br",
+            "br-phy",
+            "--",
+            "set",
+            "bridge",
+            "br-phy",
+            "datapath_type=netdev",
+            "--",
+            "add-port",
+            "br-phy",
+            "eth0",
+            "--",
+            "set",
+            "interface",
+            "eth0",
+            "type=afxdp",
+        ])?;
+        self.ip(&["addr", "flush", "dev", "eth0"])?;
+        self.ip(&["addr", "add", &s.uplink_cidr, "dev", "br-phy"])?;
+        self.ip(&["link", "set", "br-phy", "up"])?;
+        let mtu = format!("mtu_request={}", s.mtu);
+        self.vsctl(&[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "bridge",
+            "br0",
+            "datapath_type=netdev",
+            "fail_mode=secure",
+            "protocols=OpenFlow13",
+            "--",
+            "add-port",
+            "br0",
+            "vxlan0",
+            "--",
+            "set",
+            "interface",
+            "vxlan0",
+            "ofport_request=1",
+            "type=vxlan",
+            "options:remote_ip=flow",
+            "options:key=flow",
+            "options:dst_port=4789",
+            "--",
+            "add-port",
+            "br0",
+            "tun0",
+            "--",
+            "set",
+            "interface",
+            "tun0",
+            "ofport_request=2",
+            "type=internal",
+            &mtu,
+        ])?;
+        for (i, pod) in s.pod_ports.iter().enumerate() {
+            let ofport = format!("ofport_request={}", i + 3);
+            self.vsctl(&[
+                "add-port",
+                "br0",
+                pod,
+                "--",
+                "set",
+                "interface",
+                pod,
+                &ofport,
+                "type=afxdp",
+            ])?;
+        }
+        // tun0 is a new tap: give it back the gateway's address and routes.
+        let deadline = Instant::now() + CMD_TIMEOUT;
+        while self.ip(&["link", "show", "tun0"]).is_err() {
+            if Instant::now() > deadline {
+                return Err(OvsError::Setup {
+                    reason: "tun0 did not appear".into(),
+                    log: String::new(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.ip(&["link", "set", "tun0", "up"])?;
+        self.ip(&["addr", "add", &s.gateway_cidr, "dev", "tun0"])?;
+        for r in &s.tun0_routes {
+            self.ip(&["route", "replace", r, "dev", "tun0"])?;
+        }
+        Ok(())
+    }
+
+    /// `ovs-ofctl -O OpenFlow13 args...` against this node's `br0`.
+    pub fn ofctl(&self, args: &[&str]) -> Result<String, OvsError> {
+        let mut c = Command::new("ovs-ofctl");
+        c.args(["-O", "OpenFlow13"])
+            .args(args)
+            .env("OVS_RUNDIR", self.p("run"));
+        Ok(run_bounded(&mut c, CMD_TIMEOUT)?.ok()?.stdout)
+    }
+
+    fn stop(&self, daemon: &str) {
+        let pidfile = self.dir.join(format!("run/{daemon}.pid"));
+        let Some(pid) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        else {
+            return;
+        };
+        let pid = Pid::from_raw(pid);
+        let _ = kill(pid, Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while kill(pid, None).is_ok() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+}
+
+impl Drop for OvsNode {
+    fn drop(&mut self) {
+        self.stop("ovs-vswitchd");
+        self.stop("ovsdb-server");
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn io(context: String, source: std::io::Error) -> OvsError {
+    OvsError::Io { context, source }
+}
