@@ -114,6 +114,10 @@ static NAMES: &[Name] = &[
     n("NXM_OF_ARP_TPA", Field::ArpTpa, Ipv4), n("OXM_OF_ARP_TPA", Field::ArpTpa, Ipv4),
     n("NXM_NX_ARP_SHA", Field::ArpSha, Mac), n("OXM_OF_ARP_SHA", Field::ArpSha, Mac),
     n("NXM_NX_ARP_THA", Field::ArpTha, Mac), n("OXM_OF_ARP_THA", Field::ArpTha, Mac),
+    n("OXM_OF_IP_DSCP", Field::IpDscp, Dec),
+    n("NXM_NX_IP_ECN", Field::IpEcn, Dec), n("OXM_OF_IP_ECN", Field::IpEcn, Dec),
+    n("NXM_OF_ICMP_TYPE", Field::IcmpType, Dec), n("OXM_OF_ICMPV4_TYPE", Field::IcmpType, Dec),
+    n("NXM_OF_ICMP_CODE", Field::IcmpCode, Dec), n("OXM_OF_ICMPV4_CODE", Field::IcmpCode, Dec),
 ];
 
 /// The field a name denotes, with its value syntax.

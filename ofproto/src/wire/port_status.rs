@@ -29,9 +29,15 @@ impl PortStatus {
         let mut hw_addr = [0u8; 6];
         hw_addr.copy_from_slice(r.bytes(6)?);
         r.skip(2)?;
-        let name = r.bytes(16)?;
-        let name_len = name.iter().position(|b| *b == 0).unwrap_or(name.len());
-        let name = String::from_utf8_lossy(name.get(..name_len).unwrap_or_default()).into_owned();
+        // At most 15 bytes before the NUL (OFP_MAX_PORT_NAME_LEN); bytes
+        // outside ASCII become '?', so the name re-encodes to what it was.
+        let name: String = r
+            .bytes(16)?
+            .iter()
+            .take(15)
+            .take_while(|b| **b != 0)
+            .map(|b| if b.is_ascii() { char::from(*b) } else { '?' })
+            .collect();
         let config = r.u32()?;
         let state = r.u32()?;
         r.skip(16)?;
@@ -58,5 +64,30 @@ impl PortStatus {
         out.put_u8(self.reason);
         out.put_zeros(7);
         out.extend_from_slice(&port_desc_entry(&self.port));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the wire_decode fuzz target: a 16-byte name without its
+    /// NUL decoded to 16 characters and re-encoded to 15.
+    #[test]
+    fn names_decode_to_what_encodes_back() {
+        let mut body = vec![reason::MODIFY, 0, 0, 0, 0, 0, 0, 0];
+        let mut port = Vec::new();
+        port.put_u32(7);
+        port.put_zeros(4);
+        port.extend_from_slice(&[2, 0, 0, 0, 0, 7]);
+        port.put_zeros(2);
+        port.extend_from_slice(b"abcdefghijklm\xc3\xa9p"); // 16 bytes, no NUL
+        port.put_zeros(32);
+        body.extend_from_slice(&port);
+        let ps = PortStatus::parse(&body).unwrap();
+        assert_eq!(ps.port.name, "abcdefghijklm??");
+        let mut again = Vec::new();
+        ps.emit(&mut again);
+        assert_eq!(PortStatus::parse(&again).unwrap(), ps);
     }
 }
