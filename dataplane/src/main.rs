@@ -1,5 +1,12 @@
 //! `xbr`: a userspace OpenFlow switch that stands in for ovs-vswitchd.
 
+/// glibc malloc kept the memory of large flow-table loads (bundles of
+/// 100k flows are decoded, validated and freed on the connection thread)
+/// in per-thread arenas; mimalloc returns it, so RSS follows the flows the
+/// switch actually holds.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 use dataplane::bridge::{BridgeConfig, RunningBridge};
 use dataplane::config::{assign_ofports, parse_listen, PortSpec};
