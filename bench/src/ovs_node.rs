@@ -241,20 +241,27 @@ impl OvsNode {
 
     fn stop(&self, daemon: &str) {
         let pidfile = self.dir.join(format!("run/{daemon}.pid"));
-        let Some(pid) = std::fs::read_to_string(&pidfile)
+        if let Some(pid) = std::fs::read_to_string(&pidfile)
             .ok()
             .and_then(|s| s.trim().parse::<i32>().ok())
-        else {
-            return;
-        };
-        let pid = Pid::from_raw(pid);
-        let _ = kill(pid, Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while kill(pid, None).is_ok() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
+        {
+            stop_pid(pid);
         }
-        let _ = kill(pid, Signal::SIGKILL);
     }
+}
+
+/// SIGTERM to `pid`, a bounded wait for it to go, then SIGKILL.
+pub fn stop_pid(pid: i32) {
+    if pid <= 0 {
+        return;
+    }
+    let pid = Pid::from_raw(pid);
+    let _ = kill(pid, Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while kill(pid, None).is_ok() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = kill(pid, Signal::SIGKILL);
 }
 
 impl Drop for OvsNode {

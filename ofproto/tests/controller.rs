@@ -3,7 +3,7 @@
 //! roles and async configuration on any connection.
 
 mod common;
-use common::Harness;
+use common::{read_msg, Harness};
 use flowtable::flow_mod::flow_mod_flags::SEND_FLOW_REM;
 use flowtable::{FlowMod, FlowModCommand, Instructions, Match};
 use ofproto::wire::err;
@@ -19,16 +19,6 @@ use std::time::{Duration, Instant};
 
 /// Bound on any single wait in these tests.
 const WAIT: Duration = Duration::from_secs(10);
-
-fn read_msg(s: &mut impl Read) -> Option<Vec<u8>> {
-    let mut h = [0u8; 8];
-    s.read_exact(&mut h).ok()?;
-    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    let mut m = h.to_vec();
-    m.resize(len, 0);
-    s.read_exact(&mut m[8..]).ok()?;
-    Some(m)
-}
 
 fn recv(s: &mut impl Read) -> (u32, Message) {
     let m = read_msg(s).expect("a message from the switch");
@@ -67,6 +57,23 @@ fn accept(l: &TcpListener) -> TcpStream {
             Err(e) => panic!("accept: {e}"),
         }
     }
+}
+
+/// A controller the harness's switch connects to (probe `probe`), with
+/// HELLOs exchanged and a barrier answered, so the switch has registered
+/// the connection for asynchronous messages.
+fn controller(h: &mut Harness, probe: Duration) -> (TcpListener, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    h.server
+        .as_mut()
+        .unwrap()
+        .add_controller(l.local_addr().unwrap(), probe)
+        .unwrap();
+    let mut c = accept(&l);
+    hello(&mut c);
+    c.write_all(&Message::BarrierRequest.emit(0xbb)).unwrap();
+    assert_eq!(recv(&mut c), (0xbb, Message::BarrierReply));
+    (l, c)
 }
 
 fn drop_all_flow() -> Message {
@@ -288,14 +295,7 @@ fn timeouts_remove_flows_and_report_them_to_who_asked() {
 #[test]
 fn deleted_flows_are_reported_to_controllers_modified_ones_are_not() {
     let mut h = Harness::start("ctl-delete");
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    h.server
-        .as_mut()
-        .unwrap()
-        .add_controller(l.local_addr().unwrap(), Duration::from_secs(5))
-        .unwrap();
-    let mut ctl = accept(&l);
-    hello(&mut ctl);
+    let (_l, mut ctl) = controller(&mut h, Duration::from_secs(5));
     let mut a = unix(&h);
     a.write_all(&Message::FlowMod(timed_flow(1, SEND_FLOW_REM, 0, 0)).emit(50))
         .unwrap();
@@ -345,18 +345,7 @@ fn a_short_role_request_is_refused_and_the_connection_survives() {
 #[test]
 fn packet_ins_reach_controllers_that_want_them() {
     let mut h = Harness::start("ctl-packet-in");
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    h.server
-        .as_mut()
-        .unwrap()
-        .add_controller(l.local_addr().unwrap(), Duration::from_secs(5))
-        .unwrap();
-    let mut ctl = accept(&l);
-    hello(&mut ctl);
-    // Make sure the switch has registered the connection before the
-    // packet-in is raised.
-    ctl.write_all(&Message::BarrierRequest.emit(60)).unwrap();
-    assert_eq!(recv(&mut ctl), (60, Message::BarrierReply));
+    let (_l, mut ctl) = controller(&mut h, Duration::from_secs(5));
     let mut quiet = unix(&h);
     let data = vec![0xab; 60];
     h.bridge
@@ -445,16 +434,7 @@ fn bad_packet_outs_are_refused() {
 #[test]
 fn port_mods_are_reported_as_port_status() {
     let mut h = Harness::start("ctl-port-status");
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    h.server
-        .as_mut()
-        .unwrap()
-        .add_controller(l.local_addr().unwrap(), Duration::from_secs(5))
-        .unwrap();
-    let mut ctl = accept(&l);
-    hello(&mut ctl);
-    ctl.write_all(&Message::BarrierRequest.emit(80)).unwrap();
-    assert_eq!(recv(&mut ctl), (80, Message::BarrierReply));
+    let (_l, mut ctl) = controller(&mut h, Duration::from_secs(5));
     h.ok(&["mod-port", &h.target(), "3", "down"]);
     match recv(&mut ctl) {
         (_, Message::PortStatus(ps)) => {

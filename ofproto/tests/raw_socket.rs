@@ -3,23 +3,13 @@
 //! where the error is recoverable, keep answering afterwards.
 
 mod common;
-use common::Harness;
+use common::{read_msg, Harness};
 use ofproto::wire::message::split;
 use ofproto::wire::multipart::MultipartRequest;
 use ofproto::wire::Message;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
-
-fn read_msg(s: &mut UnixStream) -> Option<Vec<u8>> {
-    let mut h = [0u8; 8];
-    s.read_exact(&mut h).ok()?;
-    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    let mut m = h.to_vec();
-    m.resize(len, 0);
-    s.read_exact(&mut m[8..]).ok()?;
-    Some(m)
-}
 
 fn decode(m: &[u8]) -> (u32, Message) {
     let (h, body) = split(m).unwrap();

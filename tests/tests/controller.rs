@@ -100,8 +100,17 @@ fn pings(a: &Pod, b: &Pod, count: u32) -> Result<()> {
     a.ping(b.ip(), count)?.ok().map(|_| ())
 }
 
-#[test]
-fn forwarding_survives_the_controller_and_xbr_reconnects() -> Result<()> {
+/// Two pods on an xbr (their host veths ofports 1 and 2) that connects
+/// to a controller listening on loopback; `extra` goes to `xbr run`.
+struct Setup {
+    xbr: Xbr,
+    listener: TcpListener,
+    addr: std::net::SocketAddr,
+    a: Pod,
+    b: Pod,
+}
+
+fn setup(extra: &[&str]) -> Result<Setup> {
     let a = Pod::new(Ipv4Addr::new(10, 128, 0, 2), 24, "0a:58:0a:80:00:02")?;
     let b = Pod::new(Ipv4Addr::new(10, 128, 0, 3), 24, "0a:58:0a:80:00:03")?;
     let listener =
@@ -112,17 +121,34 @@ fn forwarding_survives_the_controller_and_xbr_reconnects() -> Result<()> {
     let target = format!("tcp:{addr}");
     let port_a = format!("{}=1", a.host_if());
     let port_b = format!("{}=2", b.host_if());
-    let xbr = Xbr::start(&[
+    let mut args = vec![
         "--port",
         &port_a,
         "--port",
         &port_b,
         "--controller",
         &target,
-        "--inactivity-probe",
-        "1",
-    ])?;
+    ];
+    args.extend_from_slice(extra);
+    let xbr = Xbr::start(&args)?;
+    Ok(Setup {
+        xbr,
+        listener,
+        addr,
+        a,
+        b,
+    })
+}
 
+#[test]
+fn forwarding_survives_the_controller_and_xbr_reconnects() -> Result<()> {
+    let Setup {
+        xbr,
+        listener,
+        addr,
+        a,
+        b,
+    } = setup(&["--inactivity-probe", "1"])?;
     let mut ctl = accept(&listener)?;
     send(&mut ctl, &patch_flow(1, 2), 2)?;
     send(&mut ctl, &patch_flow(2, 1), 3)?;
@@ -164,26 +190,13 @@ fn a_controller_forwards_through_packet_in_and_packet_out() -> Result<()> {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Arc;
 
-    let a = Pod::new(Ipv4Addr::new(10, 128, 0, 2), 24, "0a:58:0a:80:00:02")?;
-    let b = Pod::new(Ipv4Addr::new(10, 128, 0, 3), 24, "0a:58:0a:80:00:03")?;
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| fail(format!("controller bind: {e}")))?;
-    let target = format!(
-        "tcp:{}",
-        listener
-            .local_addr()
-            .map_err(|e| fail(format!("controller address: {e}")))?
-    );
-    let port_a = format!("{}=1", a.host_if());
-    let port_b = format!("{}=2", b.host_if());
-    let xbr = Xbr::start(&[
-        "--port",
-        &port_a,
-        "--port",
-        &port_b,
-        "--controller",
-        &target,
-    ])?;
+    let Setup {
+        xbr,
+        listener,
+        a,
+        b,
+        ..
+    } = setup(&[])?;
     let mut ctl = accept(&listener)?;
     // Table-miss flow to the controller, whole packets.
     let mut miss = FlowMod::add(
@@ -272,28 +285,13 @@ fn a_controller_forwards_through_packet_in_and_packet_out() -> Result<()> {
 /// one is.
 #[test]
 fn standalone_fails_open_without_its_controller() -> Result<()> {
-    let a = Pod::new(Ipv4Addr::new(10, 128, 0, 2), 24, "0a:58:0a:80:00:02")?;
-    let b = Pod::new(Ipv4Addr::new(10, 128, 0, 3), 24, "0a:58:0a:80:00:03")?;
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| fail(format!("controller bind: {e}")))?;
-    let target = format!(
-        "tcp:{}",
-        listener
-            .local_addr()
-            .map_err(|e| fail(format!("controller address: {e}")))?
-    );
-    let port_a = format!("{}=1", a.host_if());
-    let port_b = format!("{}=2", b.host_if());
-    let _xbr = Xbr::start(&[
-        "--port",
-        &port_a,
-        "--port",
-        &port_b,
-        "--fail-mode",
-        "standalone",
-        "--controller",
-        &target,
-    ])?;
+    let Setup {
+        xbr: _xbr,
+        listener,
+        a,
+        b,
+        ..
+    } = setup(&["--fail-mode", "standalone"])?;
     // Static neighbours: a failed ARP would otherwise make the next pings
     // fail fast for a while.
     a.add_neighbor(&b)?;

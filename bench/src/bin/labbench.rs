@@ -20,13 +20,11 @@
 //! `cargo build --release -p dataplane --bin xbr -p bench`).
 
 use bench::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT};
-use bench::ovs_node::{NodeSpec, OvsNode};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use bench::ovs_node::{stop_pid, NodeSpec, OvsNode};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 enum BenchError {
@@ -208,18 +206,6 @@ impl Drop for LabRun {
             ]),
             Duration::from_secs(60),
         );
-    }
-}
-
-fn stop_pid(pid: i32) {
-    if pid <= 0 {
-        return;
-    }
-    let pid = Pid::from_raw(pid);
-    let _ = kill(pid, Signal::SIGTERM);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while kill(pid, None).is_ok() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -199,3 +199,14 @@ pub fn normalise_dump(text: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// One whole OpenFlow message from `s` (`None` at EOF or on a timeout).
+pub fn read_msg(s: &mut impl std::io::Read) -> Option<Vec<u8>> {
+    let mut h = [0u8; 8];
+    s.read_exact(&mut h).ok()?;
+    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let mut m = h.to_vec();
+    m.resize(len.max(8), 0);
+    s.read_exact(&mut m[8..]).ok()?;
+    Some(m)
+}
