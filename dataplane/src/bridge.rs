@@ -281,8 +281,9 @@ fn spawn_upcall_thread(
     let spawned = std::thread::Builder::new()
         .name("xbr-upcall".into())
         .spawn(move || {
+            let mut undelivered = 0u64;
             for u in rx.iter() {
-                bridge.packet_in(ofproto::wire::packet_io::PacketIn::new(
+                let delivered = bridge.packet_in(ofproto::wire::packet_io::PacketIn::new(
                     u.in_port,
                     u.tun_id,
                     u.reason,
@@ -291,6 +292,23 @@ fn spawn_upcall_thread(
                     u.total_len,
                     u.data,
                 ));
+                if !delivered {
+                    // output:CONTROLLER with no controller connected: the
+                    // packet is dropped; say so once, count the rest.
+                    if undelivered == 0 {
+                        tracing::warn!(
+                            "a flow sends packets to the controller but none is connected; \
+                             dropping them"
+                        );
+                    }
+                    undelivered += 1;
+                }
+            }
+            if undelivered > 0 {
+                tracing::info!(
+                    undelivered,
+                    "packets for the controller dropped: none connected"
+                );
             }
         });
     match spawned {

@@ -138,9 +138,10 @@ impl Bridge {
         }
     }
 
-    /// Hands a packet from the datapath to the controllers (PACKET_IN).
-    pub fn packet_in(&self, pi: PacketIn) {
-        self.notifier.packet_in(pi);
+    /// Hands a packet from the datapath to the controllers (PACKET_IN);
+    /// false when no connection wanted it (no controller connected).
+    pub fn packet_in(&self, pi: PacketIn) -> bool {
+        self.notifier.packet_in(pi) > 0
     }
 
     fn report_removed(&self, rules: &[Arc<Rule>], why: u8) {

@@ -117,10 +117,11 @@ impl Notifier {
 
     /// Sends a packet to the controllers that want packet-ins of its
     /// reason.
-    pub fn packet_in(&self, pi: PacketIn) {
+    /// Returns how many connections it was sent to.
+    pub fn packet_in(&self, pi: PacketIn) -> usize {
         let reason = pi.reason;
         let msg = Message::PacketIn(pi).emit(0);
-        self.send(&msg, reason, |c| c.packet_in_mask);
+        self.send(&msg, reason, |c| c.packet_in_mask)
     }
 
     /// Reports a port added, removed or changed (OFPPR_*).
@@ -131,15 +132,17 @@ impl Notifier {
 
     /// Writes `msg` to every connection whose `mask` (for its role) has
     /// the `reason` bit.
-    fn send(&self, msg: &[u8], reason: u8, mask: impl Fn(&AsyncConfig) -> [u32; 2]) {
+    fn send(&self, msg: &[u8], reason: u8, mask: impl Fn(&AsyncConfig) -> [u32; 2]) -> usize {
         let bit = 1u32.checked_shl(u32::from(reason)).unwrap_or(0);
+        let mut sent = 0;
         for s in self.subs.lock().values() {
             let slave = s.role.load(Ordering::Acquire) == role::SLAVE;
             let m = mask(&s.config.lock())[usize::from(slave)];
-            if m & bit != 0 {
-                // A failed write is the connection's to notice and report.
-                let _ = s.writer.lock().write_all(msg);
+            // A failed write is the connection's to notice and report.
+            if m & bit != 0 && s.writer.lock().write_all(msg).is_ok() {
+                sent += 1;
             }
         }
+        sent
     }
 }

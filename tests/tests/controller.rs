@@ -315,3 +315,25 @@ fn standalone_fails_open_without_its_controller() -> Result<()> {
         }
     }
 }
+
+/// output:CONTROLLER with no controller connected: the packets are
+/// dropped, said once in the log and counted when xbr stops.
+#[test]
+fn packets_for_an_absent_controller_are_dropped_and_reported() -> Result<()> {
+    let a = Pod::new(Ipv4Addr::new(10, 128, 0, 2), 24, "0a:58:0a:80:00:02")?;
+    let b = Pod::new(Ipv4Addr::new(10, 128, 0, 3), 24, "0a:58:0a:80:00:03")?;
+    let mut xbr = Xbr::with_ports(&[(a.host_if(), 1), (b.host_if(), 2)])?;
+    xbr.add_flow("priority=0,actions=CONTROLLER:65535")?;
+    a.add_neighbor(&b)?;
+    if a.ping(b.ip(), 2)?.success() {
+        return Err(fail("packets went somewhere with no controller"));
+    }
+    xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
+    let log = xbr.log();
+    if !log.contains("none is connected")
+        || !log.contains("packets for the controller dropped: none connected")
+    {
+        return Err(fail(format!("the drops were not reported:\n{log}")));
+    }
+    Ok(())
+}
