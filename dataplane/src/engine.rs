@@ -380,12 +380,19 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// (parsed as `layers`), which it consumes.
     fn execute(&mut self, in_port: u32, desc: Desc, layers: Layers, tun_id: u64) {
         let actions = self.xlate.actions();
+        // Connection tracking is not carried out yet: such a packet is
+        // dropped and counted, as the translation did before it had ct.
+        if actions.iter().any(|a| matches!(a, DpAction::Ct { .. })) {
+            self.drops.count(DropReason::Unsupported("ct"));
+            self.frames.free(desc.addr);
+            return;
+        }
         let outputs = actions
             .iter()
             .map(|a| match a {
                 DpAction::Output { .. } => 1,
                 DpAction::Flood | DpAction::Normal => self.ports.len(),
-                DpAction::SetField { .. } | DpAction::Controller { .. } => 0,
+                DpAction::SetField { .. } | DpAction::Controller { .. } | DpAction::Ct { .. } => 0,
             })
             .sum::<usize>();
         let to_controller = actions
@@ -406,6 +413,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     rewrite::set_field(frame, layers, field, value);
                 }
                 a @ DpAction::Controller { .. } => self.upcall(in_port, desc, tun_id, a),
+                DpAction::Ct { .. } => {}
                 DpAction::Normal => {
                     // Learned destination: that port only; else flood.
                     let target = self.normal_target(in_port, desc);

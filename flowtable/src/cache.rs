@@ -27,7 +27,10 @@
 //!   every time, which is correct, only slower.
 //! - The result depends on the key alone: translation reads nothing else
 //!   of the packet (the length only feeds counters), and select-group
-//!   bucket choice hashes the key.
+//!   bucket choice hashes the key. That includes the key a `ct(table=N)`
+//!   fork resumes with (`Xlate::recirc`), stored with the entry; a
+//!   recirculated packet's key differs from the fresh one (its ct_* fields
+//!   and `FlowKey::recirc_table`), so each pass has its own entry.
 //!
 //! Counters: the miss itself is counted by the walk. Hits accumulate in
 //! the entry and reach the shared atomics in [`FlowCache::flush`] (the
@@ -73,6 +76,8 @@ struct Entry {
     actions: [DpAction; CACHED_ACTIONS],
     n_actions: u8,
     drop_reason: Option<DropReason>,
+    /// `Xlate::recirc`: the key a `ct(table=N)` fork resumes with.
+    recirc: Option<FlowKey>,
     counters: [Option<Arc<RuleStats>>; MAX_COUNTERS],
     visits: [TableVisit; MAX_TABLE_VISITS],
     n_visits: u8,
@@ -91,6 +96,7 @@ impl Entry {
             actions: [DpAction::Flood; CACHED_ACTIONS],
             n_actions: 0,
             drop_reason: None,
+            recirc: None,
             counters: [const { None }; MAX_COUNTERS],
             visits: [TableVisit::default(); MAX_TABLE_VISITS],
             n_visits: 0,
@@ -106,22 +112,75 @@ impl Entry {
             return;
         }
         let (packets, bytes) = (self.pending_packets, self.pending_bytes);
-        for c in self.counters.iter().flatten() {
-            c.packets.fetch_add(packets, Relaxed);
-            c.bytes.fetch_add(bytes, Relaxed);
-        }
-        for v in self.visits.iter().take(usize::from(self.n_visits)) {
-            if let Some(t) = tables.table(v.table) {
-                t.lookup.fetch_add(packets, Relaxed);
-                if v.matched {
-                    t.matched.fetch_add(packets, Relaxed);
-                }
-            }
-        }
+        credit(&self.counters, self.visits(), tables, packets, bytes);
         self.pending_packets = 0;
         self.pending_bytes = 0;
     }
 
+    fn visits(&self) -> &[TableVisit] {
+        self.visits.get(..usize::from(self.n_visits)).unwrap_or(&[])
+    }
+}
+
+/// Adds `packets` translated like one entry to every counter it moved.
+fn credit(
+    counters: &[Option<Arc<RuleStats>>],
+    visits: &[TableVisit],
+    tables: &PipelineCounters,
+    packets: u64,
+    bytes: u64,
+) {
+    for c in counters.iter().flatten() {
+        c.packets.fetch_add(packets, Relaxed);
+        c.bytes.fetch_add(bytes, Relaxed);
+    }
+    for v in visits {
+        if let Some(t) = tables.table(v.table) {
+            t.lookup.fetch_add(packets, Relaxed);
+            if v.matched {
+                t.matched.fetch_add(packets, Relaxed);
+            }
+        }
+    }
+}
+
+/// The counters one cached translation moves (flows, groups, table
+/// lookups), detached from the cache so that packets the translation was
+/// applied to elsewhere (the XDP flow cache in front of the packet thread)
+/// can be credited to them later. Holding one keeps removed rules' counter
+/// blocks alive, nothing else; crediting a removed rule is harmless.
+#[derive(Clone)]
+pub struct Attribution {
+    counters: Vec<Arc<RuleStats>>,
+    visits: Vec<TableVisit>,
+    tables: Arc<PipelineCounters>,
+}
+
+impl Attribution {
+    /// Adds `packets` packets of `bytes` bytes in total, as if each had
+    /// been translated.
+    pub fn credit(&self, packets: u64, bytes: u64) {
+        if packets == 0 {
+            return;
+        }
+        for c in &self.counters {
+            c.packets.fetch_add(packets, Relaxed);
+            c.bytes.fetch_add(bytes, Relaxed);
+        }
+        credit(&[], &self.visits, &self.tables, packets, bytes);
+    }
+}
+
+impl std::fmt::Debug for Attribution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attribution")
+            .field("counters", &self.counters.len())
+            .field("visits", &self.visits.len())
+            .finish()
+    }
+}
+
+impl Entry {
     fn clear(&mut self) {
         self.hash = 0;
         self.n_actions = 0;
@@ -228,6 +287,7 @@ impl FlowCache {
                 }
                 out.n_actions = n;
                 out.drop_reason = e.drop_reason;
+                out.recirc = e.recirc;
                 e.pending_packets += 1;
                 e.pending_bytes += u64::from(packet_len);
                 if !e.dirty {
@@ -287,8 +347,30 @@ impl FlowCache {
         }
         e.n_actions = n as u8;
         e.drop_reason = out.drop_reason;
+        e.recirc = out.recirc;
         e.key = *key;
         e.hash = hash;
+    }
+
+    /// The counters the cached translation of `key` moves, if `key` is
+    /// cached for `pipe`'s current generation (so it is exactly what
+    /// translating `key` now would count). Allocates: for the miss path
+    /// of callers that install translations elsewhere, not per packet.
+    pub fn attribution(&self, pipe: &Pipeline, key: &FlowKey) -> Option<Attribution> {
+        if self.generation != pipe.generation() {
+            return None;
+        }
+        let hash = self.hasher.hash_one(key) | 1;
+        let (a, b) = self.slots(hash);
+        let e = [a, b]
+            .into_iter()
+            .filter_map(|i| self.entries.get(i))
+            .find(|e| e.hash == hash && e.key == *key)?;
+        Some(Attribution {
+            counters: e.counters.iter().flatten().cloned().collect(),
+            visits: e.visits().to_vec(),
+            tables: self.tables.clone(),
+        })
     }
 
     /// Adds every entry's pending hits to the shared counters.

@@ -306,7 +306,39 @@ impl FlowKey {
     pub fn is_zero(&self) -> bool {
         self.words.iter().all(|w| *w == 0)
     }
+
+    /// The table a packet recirculated after `ct(table=N)` resumes in
+    /// (`None` for a packet that just arrived). Kept in the key's last
+    /// word, which no [`Field`] uses and no flow can match, so caches keyed
+    /// on the whole key tell a recirculated packet from a fresh one, like
+    /// OVS's `recirc_id`.
+    pub fn recirc_table(&self) -> Option<u8> {
+        let w = self.words[RECIRC_WORD];
+        (w & RECIRC_VALID != 0).then_some(w as u8)
+    }
+
+    /// Copies the packet header fields (Ethernet through L4, the words
+    /// `packet::extract` fills) from `pkt`, keeping this key's metadata:
+    /// how a recirculated packet gets its post-conntrack (NATed) headers.
+    pub fn set_headers_from(&mut self, pkt: &FlowKey) {
+        for i in HEADER_WORDS {
+            self.words[i] = pkt.words[i];
+        }
+    }
+
+    /// Marks the key as recirculated to `table` (`None`: fresh packet).
+    pub fn set_recirc_table(&mut self, table: Option<u8>) {
+        self.words[RECIRC_WORD] = table.map_or(0, |t| RECIRC_VALID | u64::from(t));
+    }
 }
+
+/// Words of a key holding packet headers (EthSrc..ArpTha); the others are
+/// pipeline metadata.
+pub const HEADER_WORDS: std::ops::RangeInclusive<usize> = 9..=14;
+
+/// The word holding [`FlowKey::recirc_table`].
+const RECIRC_WORD: usize = KEY_WORDS - 1;
+const RECIRC_VALID: u64 = 1 << 63;
 
 /// Packs a MAC address into the low 48 bits of a u64.
 pub fn mac_to_u64(mac: [u8; 6]) -> u64 {

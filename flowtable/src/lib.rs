@@ -26,6 +26,6 @@ pub use flow_mod::{FlowFilter, FlowMod, FlowModCommand, GroupMod, GroupModComman
 pub use group::{Group, GroupStats};
 pub use key::{Field, FlowKey, KEY_WORDS};
 pub use matching::Match;
-pub use pipeline::{DpAction, DropReason, Pipeline, Xlate, MAX_DP_ACTIONS};
+pub use pipeline::{DpAction, DropReason, NatSpec, Pipeline, Xlate, MAX_DP_ACTIONS};
 pub use rule::{PipelineCounters, Rule, RuleStats, TableCounters};
 pub use tables::{Change, FlowTables, ModError, PipelineMod, TableStats};

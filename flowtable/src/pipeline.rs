@@ -70,6 +70,71 @@ pub enum DpAction {
         /// The cookie of the flow whose action this is.
         cookie: u64,
     },
+    /// `ct(...)`: send the packet (with the SetFields so far applied)
+    /// through the connection tracker. Without `table` the packet goes on
+    /// with the next action, NAT applied in place; with `table` the
+    /// tracked packet is a fork that re-enters the pipeline at that table
+    /// with the key in [`Xlate::recirc`] (metadata as the actions left it)
+    /// plus the new ct_state/ct_zone/ct_mark, while the original instance
+    /// continues with the next action, untracked (OVS semantics).
+    Ct {
+        zone: u16,
+        commit: bool,
+        /// NX_CT_F_FORCE: a connection tracked in the reply direction is
+        /// ended first, and this packet starts a new one.
+        force: bool,
+        table: Option<u8>,
+        nat: Option<NatSpec>,
+        /// ct_mark write from `exec(...)`: (value, mask); applies only with
+        /// `commit`.
+        mark: Option<(u32, u32)>,
+    },
+}
+
+/// `nat(...)` nested in `ct()`, flattened to a fixed-size value. Neither
+/// [`NatSpec::SRC`] nor [`NatSpec::DST`] in `flags` is the bare `nat`:
+/// apply the connection's existing translation (un-NAT of replies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct NatSpec {
+    /// NX_NAT_F_* bits (see [`crate::action::nat_flags`]).
+    pub flags: u16,
+    /// Address range, host byte order; `ip_min == 0` means "keep the
+    /// address" (only a port range was given).
+    pub ip_min: u32,
+    pub ip_max: u32,
+    /// Port range; `port_min == 0` means no range: keep the port if it is
+    /// free, else pick one.
+    pub port_min: u16,
+    pub port_max: u16,
+}
+
+impl NatSpec {
+    pub const SRC: u16 = crate::action::nat_flags::SRC;
+    pub const DST: u16 = crate::action::nat_flags::DST;
+
+    /// Source NAT with a range (`nat(src=...)`).
+    pub fn is_snat(&self) -> bool {
+        self.flags & Self::SRC != 0
+    }
+
+    /// Destination NAT with a range (`nat(dst=...)`).
+    pub fn is_dnat(&self) -> bool {
+        self.flags & Self::DST != 0
+    }
+
+    /// Converts the flow-table form; ranges with only a minimum become
+    /// single values.
+    pub fn from_action(n: &crate::action::NatAction) -> Self {
+        let ip_min = n.ipv4_min.unwrap_or(0);
+        let port_min = n.proto_min.unwrap_or(0);
+        NatSpec {
+            flags: n.flags,
+            ip_min,
+            ip_max: n.ipv4_max.unwrap_or(ip_min).max(ip_min),
+            port_min,
+            port_max: n.proto_max.unwrap_or(port_min).max(port_min),
+        }
+    }
 }
 
 /// OFPR_* packet-in reasons.
@@ -98,6 +163,10 @@ pub struct Xlate {
     pub(crate) n_actions: usize,
     pub(crate) drop_reason: Option<DropReason>,
     pub(crate) wildcards: FlowKey,
+    /// The key a `ct(table=N)` fork re-enters the pipeline with (its
+    /// recirculation table set, see [`FlowKey::recirc_table`]); at most one
+    /// per translation.
+    pub(crate) recirc: Option<FlowKey>,
 }
 
 impl Default for Xlate {
@@ -113,7 +182,17 @@ impl Xlate {
             n_actions: 0,
             drop_reason: None,
             wildcards: FlowKey::zero(),
+            recirc: None,
         }
+    }
+
+    /// For a translation with a `DpAction::Ct` that has a table: the key
+    /// its tracked fork continues with (registers, metadata and tunnel
+    /// fields as the actions left them). The datapath replaces the header
+    /// fields with the packet's after conntrack (NAT may change them) and
+    /// sets ct_state, ct_zone and ct_mark.
+    pub fn recirc(&self) -> Option<&FlowKey> {
+        self.recirc.as_ref()
     }
 
     pub fn actions(&self) -> &[DpAction] {
@@ -141,6 +220,7 @@ impl Xlate {
         self.n_actions = 0;
         self.drop_reason = None;
         self.wildcards = FlowKey::zero();
+        self.recirc = None;
     }
 
     /// Appends an action; `false` when full.
@@ -243,9 +323,10 @@ impl Pipeline {
         self.tables.iter().map(|t| t.len()).sum()
     }
 
-    /// Runs the whole pipeline from table 0 for one packet; counts matched
-    /// rules (packets += 1, bytes += packet_len) with Relaxed atomics;
-    /// resets `out` first. Never allocates.
+    /// Runs the pipeline for one packet, from table 0, or for a packet
+    /// recirculated after conntrack from its [`FlowKey::recirc_table`];
+    /// counts matched rules (packets += 1, bytes += packet_len) with
+    /// Relaxed atomics; resets `out` first. Never allocates.
     pub fn xlate(&self, key: &FlowKey, packet_len: u32, out: &mut Xlate) {
         out.reset();
         crate::xlate::run(self, key, packet_len, out, crate::trace::NoTrace);

@@ -183,6 +183,14 @@ pub fn format_datapath(out: &Xlate) -> String {
             }
             DpAction::Flood => "flood".to_string(),
             DpAction::Normal => "normal".to_string(),
+            DpAction::Ct {
+                zone,
+                commit,
+                force,
+                table,
+                nat,
+                mark,
+            } => format_ct(*zone, *commit, *force, *table, nat.as_ref(), *mark),
             DpAction::Controller {
                 max_len, reason, ..
             } => format!(
@@ -196,6 +204,72 @@ pub fn format_datapath(out: &Xlate) -> String {
         })
         .collect();
     parts.join(",")
+}
+
+/// A datapath conntrack step, in the style of OVS's `ct(...)` datapath
+/// action, with `recirc(table=N)` for the fork that resumes in table N.
+fn format_ct(
+    zone: u16,
+    commit: bool,
+    force: bool,
+    table: Option<u8>,
+    nat: Option<&crate::pipeline::NatSpec>,
+    mark: Option<(u32, u32)>,
+) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if commit {
+        parts.push("commit".into());
+    }
+    if force {
+        parts.push("force".into());
+    }
+    if zone != 0 {
+        parts.push(format!("zone={zone}"));
+    }
+    if let Some((v, m)) = mark {
+        if m == u32::MAX {
+            parts.push(format!("mark={v:#x}"));
+        } else {
+            parts.push(format!("mark={v:#x}/{m:#x}"));
+        }
+    }
+    if let Some(n) = nat {
+        let kind = if n.is_snat() {
+            "src"
+        } else if n.is_dnat() {
+            "dst"
+        } else {
+            ""
+        };
+        if kind.is_empty() {
+            parts.push("nat".into());
+        } else {
+            let mut r = format!("nat({kind}");
+            if n.ip_min != 0 {
+                r.push_str(&format!("={}", std::net::Ipv4Addr::from(n.ip_min)));
+                if n.ip_max != n.ip_min {
+                    r.push_str(&format!("-{}", std::net::Ipv4Addr::from(n.ip_max)));
+                }
+            }
+            if n.port_min != 0 {
+                r.push_str(&format!(":{}", n.port_min));
+                if n.port_max != n.port_min {
+                    r.push_str(&format!("-{}", n.port_max));
+                }
+            }
+            r.push(')');
+            parts.push(r);
+        }
+    }
+    let ct = if parts.is_empty() {
+        "ct".to_string()
+    } else {
+        format!("ct({})", parts.join(","))
+    };
+    match table {
+        Some(t) => format!("{ct},recirc(table={t})"),
+        None => ct,
+    }
 }
 
 fn drop_reason_text(r: crate::pipeline::DropReason) -> String {
@@ -218,6 +292,13 @@ pub fn trace_text(pipe: &Pipeline, key: &FlowKey, packet_len: u32) -> String {
     let mut s = sink.text;
     let _ = writeln!(s);
     let _ = writeln!(s, "Datapath actions: {}", format_datapath(&out));
+    if let Some(t) = out.recirc().and_then(FlowKey::recirc_table) {
+        let _ = writeln!(
+            s,
+            "The tracked packet resumes in table {t} with the connection's ct_state \
+             (trace it again with ct_state=... and the same fields)."
+        );
+    }
     s
 }
 
@@ -286,5 +367,28 @@ mod tests {
             text.contains("Datapath actions: drop (table miss)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn trace_shows_the_conntrack_step_and_where_it_resumes() {
+        let t = tables(&[
+            "table=0, priority=1000, ip, ct_state=-trk, actions=ct(table=0)",
+            "table=0, priority=100, ip, actions=ct(commit,zone=3,exec(set_field:0x1->ct_mark)),output:2",
+        ]);
+        let pipe = t.pipeline();
+        let key = parse_packet("in_port=1,tcp,nw_src=10.0.0.1,nw_dst=10.0.0.2").unwrap();
+        let text = trace_text(&pipe, &key, 60);
+        assert!(
+            text.contains("Datapath actions: ct,recirc(table=0)\n"),
+            "{text}"
+        );
+        assert!(text.contains("resumes in table 0"), "{text}");
+        let key = parse_packet("in_port=1,tcp,ct_state=+trk+new,nw_src=10.0.0.1").unwrap();
+        let text = trace_text(&pipe, &key, 60);
+        assert!(
+            text.contains("Datapath actions: ct(commit,zone=3,mark=0x1),output:2\n"),
+            "{text}"
+        );
+        assert!(!text.contains("resumes"), "{text}");
     }
 }

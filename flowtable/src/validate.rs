@@ -164,6 +164,11 @@ pub(crate) fn check_action(
             if ctx == Context::Ct {
                 return Err(FlowModError::Unsupported("ct() nested in ct()"));
             }
+            if ct.alg != 0 {
+                // The datapath has no application-layer gateways; refusing
+                // the flow beats tracking FTP or TFTP without one.
+                return Err(FlowModError::Unsupported("ct(alg=...): conntrack ALGs"));
+            }
             if let CtZone::Field(sf) = &ct.zone {
                 check_sub_field(sf)?;
             }

@@ -31,8 +31,7 @@ const HEADER_FIELDS: [Field; 13] = [
     Field::ArpSha,
     Field::ArpTha,
 ];
-/// Words of a `FlowKey` holding packet headers (EthSrc..ArpTha).
-const HEADER_WORDS: std::ops::RangeInclusive<usize> = 9..=14;
+use crate::key::HEADER_WORDS;
 
 /// Fields a select group hashes to pick a bucket.
 const HASH_FIELDS: [Field; 8] = [
@@ -147,8 +146,9 @@ pub(crate) fn run<T: Tracer>(
     out: &mut Xlate,
     tracer: T,
 ) {
+    let start = key.recirc_table().unwrap_or(0);
     run_with(pipe, key, packet_len, out, tracer, |ctx| {
-        ctx.run_tables(0, None, 0)
+        ctx.run_tables(start, None, 0)
     });
 }
 
@@ -201,6 +201,7 @@ fn run_with<'p, 'o, T: Tracer>(
     } = ctx;
     if let Some(reason) = fatal {
         out.n_actions = 0;
+        out.recirc = None;
         out.drop_reason = Some(reason);
     } else if out.n_actions == 0 {
         out.drop_reason = Some(note.unwrap_or(DropReason::ExplicitDrop));
@@ -363,8 +364,9 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                     self.run_tables(to.unwrap_or(table), lookup_in_port, depth + 1);
                 }
                 Action::Note(_) => {}
-                Action::Ct(_) => self.fail(DropReason::Unsupported("ct")),
-                Action::Nat(_) => self.fail(DropReason::Unsupported("nat")),
+                Action::Ct(ct) => self.conntrack(ct),
+                // Validation admits `nat` only nested in `ct()`.
+                Action::Nat(_) => self.fail(DropReason::Unsupported("nat outside ct()")),
             }
         }
     }
@@ -429,7 +431,10 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 self.push(DpAction::Flood);
                 return;
             }
-            port::LOCAL => return self.note = Some(DropReason::Unsupported("local")),
+            // The bridge's own port (OVSDB mode makes one); a bridge
+            // without it drops the packet as a bad output.
+            port::LOCAL if in_port != port::LOCAL => port::LOCAL,
+            port::LOCAL => return,
             port::CONTROLLER => return self.controller(u16::MAX),
             port::NORMAL => {
                 self.unwildcard(Field::EthSrc, 0, 48);
@@ -548,3 +553,6 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         }
     }
 }
+
+#[path = "xlate_ct.rs"]
+mod ct;

@@ -272,3 +272,39 @@ fn translations_too_big_are_not_cached_but_stay_correct() {
         (3, 192)
     );
 }
+
+#[test]
+fn an_attribution_credits_what_a_translation_would() {
+    let mut sw = Switch::new();
+    sw.step(&Step::Add {
+        table: 0,
+        prio: 1,
+        m: m_in_port(1),
+        kind: 0,
+        o: 2,
+    });
+    let mut cache = FlowCache::default();
+    let mut x = Xlate::new();
+    let key = tcp_key(1, 1, 2, 3, 4);
+    assert!(
+        cache.attribution(&sw.pipe, &key).is_none(),
+        "not cached yet"
+    );
+    cache.xlate(&sw.pipe, &key, 100, &mut x);
+    let attr = cache.attribution(&sw.pipe, &key).expect("cached");
+    // 5 packets handled elsewhere count like 5 translations.
+    attr.credit(5, 500);
+    let rule = &sw.ft.flows(&FlowFilter::default())[0];
+    assert_eq!(rule.stats.read(), (6, 600));
+    assert_eq!(sw.ft.table_stats()[0].lookup_count, 6);
+    assert_eq!(sw.ft.table_stats()[0].matched_count, 6);
+    // After a change the attribution is no longer handed out.
+    sw.step(&Step::Add {
+        table: 0,
+        prio: 2,
+        m: m_in_port(1),
+        kind: 0,
+        o: 3,
+    });
+    assert!(cache.attribution(&sw.pipe, &key).is_none());
+}

@@ -387,24 +387,180 @@ fn select_group_spreads_flows_and_respects_weights() {
     assert!(hits[2] > 120 && hits[3] > 120, "{hits:?}");
 }
 
+fn text_pipeline(flows: &[&str]) -> Pipeline {
+    let mods: Vec<PipelineMod> = flows
+        .iter()
+        .map(|f| PipelineMod::Flow(flowtable::text::parse_flow(f).unwrap()))
+        .collect();
+    build(mods).1
+}
+
 #[test]
-fn ct_is_not_executable_yet() {
-    let ct = Action::Ct(CtAction {
-        flags: 0,
-        zone: CtZone::Immediate(1),
-        recirc_table: Some(5),
-        alg: 0,
-        actions: vec![],
-    });
+fn ct_with_table_forks_a_recirculation_with_the_metadata_so_far() {
+    let p = text_pipeline(&[
+        "table=0, priority=1000, ip, ct_state=-trk, actions=ct(table=0)",
+        "table=0, priority=100, ip, actions=load:0x2a->NXM_NX_REG0[],goto_table:30",
+        "table=30, priority=100, ip, ct_state=-rpl, actions=set_field:0a:58:0a:80:00:05->eth_dst,ct(commit,zone=7,exec(set_field:0x5->ct_mark),table=31),output:9",
+        "table=31, priority=100, ip, actions=output:3",
+    ]);
+    // A fresh packet: untracked, so table 0 sends it to conntrack and
+    // resumes in table 0; nothing else happens to the original.
+    let k =
+        flowtable::text::parse_packet("in_port=1,tcp,nw_src=10.128.0.2,nw_dst=10.128.0.5").unwrap();
+    let x = xlate(&p, &k);
+    assert_eq!(
+        x.actions(),
+        &[DpAction::Ct {
+            zone: 0,
+            commit: false,
+            force: false,
+            table: Some(0),
+            nat: None,
+            mark: None
+        }]
+    );
+    assert_eq!(x.drop_reason(), None);
+    let r = x.recirc().copied().unwrap();
+    assert_eq!(r.recirc_table(), Some(0));
+    assert_eq!(r.get(Field::IpDst), k.get(Field::IpDst));
+
+    // The recirculated packet (the datapath set +trk+new) goes on from
+    // table 0; table 30 rewrites, commits with a mark and forks to 31,
+    // while the original instance continues to output:9.
+    let mut k2 = r;
+    k2.set(Field::CtState, 0x21);
+    let x = xlate(&p, &k2);
+    let acts = x.actions();
+    assert_eq!(acts.len(), 3, "{acts:?}");
+    assert!(matches!(
+        acts[0],
+        DpAction::SetField {
+            field: Field::EthDst,
+            ..
+        }
+    ));
+    assert_eq!(
+        acts[1],
+        DpAction::Ct {
+            zone: 7,
+            commit: true,
+            force: false,
+            table: Some(31),
+            nat: None,
+            mark: Some((5, u32::MAX))
+        }
+    );
+    assert!(matches!(acts[2], DpAction::Output { port: 9, .. }));
+    let r = x.recirc().copied().unwrap();
+    assert_eq!(r.recirc_table(), Some(31));
+    assert_eq!(
+        r.get(Field::Reg(0)),
+        0x2a,
+        "registers survive recirculation"
+    );
+    assert_eq!(r.get(Field::EthDst), 0x0a58_0a80_0005);
+
+    // After the commit the packet resumes in table 31 only.
+    let mut k3 = r;
+    k3.set(Field::CtState, 0x21);
+    let x = xlate(&p, &k3);
+    assert_eq!(outputs(&x), vec![3]);
+    assert!(x.recirc().is_none());
+}
+
+#[test]
+fn ct_without_table_continues_and_carries_nat() {
+    let p = text_pipeline(&[
+        "table=0, priority=10, ip, actions=ct(commit,nat(src=10.0.0.10-10.0.0.11:1024-2047)),output:2",
+        "table=0, priority=20, ip, nw_dst=10.128.0.5, actions=ct(nat,table=70)",
+        "table=70, priority=0, actions=output:5",
+    ]);
+    let k =
+        flowtable::text::parse_packet("in_port=1,udp,nw_src=10.128.0.2,nw_dst=1.1.1.1").unwrap();
+    let x = xlate(&p, &k);
+    assert_eq!(
+        x.actions()[0],
+        DpAction::Ct {
+            zone: 0,
+            commit: true,
+            force: false,
+            table: None,
+            nat: Some(NatSpec {
+                flags: NatSpec::SRC,
+                ip_min: 0x0a00_000a,
+                ip_max: 0x0a00_000b,
+                port_min: 1024,
+                port_max: 2047
+            }),
+            mark: None
+        }
+    );
+    assert_eq!(outputs(&x), vec![2]);
+    assert!(x.recirc().is_none());
+    assert_eq!(
+        flowtable::trace::format_datapath(&x),
+        "ct(commit,nat(src=10.0.0.10-10.0.0.11:1024-2047)),output:2"
+    );
+    let k =
+        flowtable::text::parse_packet("in_port=1,udp,nw_src=1.1.1.1,nw_dst=10.128.0.5").unwrap();
+    let x = xlate(&p, &k);
+    assert_eq!(
+        flowtable::trace::format_datapath(&x),
+        "ct(nat),recirc(table=70)"
+    );
+}
+
+#[test]
+fn ct_alg_is_refused_and_a_second_recirculation_drops_by_name() {
+    let ct = |table, alg| {
+        Action::Ct(CtAction {
+            flags: 0,
+            zone: CtZone::Immediate(1),
+            recirc_table: table,
+            alg,
+            actions: vec![],
+        })
+    };
     let (_, p) = build(vec![PipelineMod::Flow(add(
         0,
         1,
         Match::catch_all(),
-        vec![out(2), ct],
+        vec![ct(Some(3), 0), ct(Some(5), 0), out(2)],
     ))]);
     let x = xlate(&p, &tcp_key(1, 0, 0, 0, 0));
-    assert_eq!(x.drop_reason(), Some(DropReason::Unsupported("ct")));
+    assert_eq!(
+        x.drop_reason(),
+        Some(DropReason::Unsupported("two ct(table=N) in one pass"))
+    );
     assert!(x.actions().is_empty());
+    assert!(x.recirc().is_none());
+    // No ALGs: a flow asking for one is refused with BAD_ACTION.
+    let mut ft = FlowTables::new();
+    let err = ft
+        .flow_mod(&add(0, 1, Match::catch_all(), vec![ct(None, 21), out(2)]))
+        .unwrap_err();
+    assert_eq!(err.ofp_error(), (2, 0), "{err}");
+}
+
+#[test]
+fn the_cache_returns_the_recirculation_key() {
+    let p =
+        text_pipeline(&["table=0, priority=100, ip, actions=load:0x7->NXM_NX_REG3[],ct(table=4)"]);
+    let k = flowtable::text::parse_packet("in_port=1,tcp,nw_src=10.0.0.1,nw_dst=10.0.0.2").unwrap();
+    let mut cache = flowtable::cache::FlowCache::new(16);
+    let mut first = Xlate::new();
+    cache.xlate(&p, &k, 60, &mut first);
+    let mut hit = Xlate::new();
+    cache.xlate(&p, &k, 60, &mut hit);
+    assert_eq!(cache.stats().hits, 1);
+    assert_eq!(hit.actions(), first.actions());
+    let r = hit.recirc().copied().unwrap();
+    assert_eq!(r.get(Field::Reg(3)), 7);
+    assert_eq!(r.recirc_table(), Some(4));
+    // A recirculated key is a different cache key than the fresh one.
+    let mut again = Xlate::new();
+    cache.xlate(&p, &r, 60, &mut again);
+    assert_eq!(cache.stats().misses, 2);
 }
 
 #[test]

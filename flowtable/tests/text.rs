@@ -1,5 +1,5 @@
 //! The flow-text parser and printer against what OVS 3.1 printed for the
-//! agent's reference flow sets (`/work/shared/sdn/validation`): parse the
+//! agent's reference flow sets (`shared/sdn/validation` beside the repository): parse the
 //! input files, install them, print every flow and group, and compare with
 //! the stored `dump-flows` / `dump-groups` output (statistics normalised).
 
@@ -10,9 +10,19 @@ use flowtable::{FlowFilter, FlowTables, PipelineMod};
 use std::path::{Path, PathBuf};
 
 fn validation_dir() -> PathBuf {
-    let dir =
-        PathBuf::from(std::env::var("XBR_SDN_DIR").unwrap_or_else(|_| "/work/shared/sdn".into()))
-            .join("validation");
+    // `$XBR_SDN_DIR`, else `shared/sdn` beside the repository, else
+    // `/work/shared/sdn` (where the development machines and CI have it).
+    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/sdn");
+    let dir = std::env::var_os("XBR_SDN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            if beside.is_dir() {
+                beside
+            } else {
+                PathBuf::from("/work/shared/sdn")
+            }
+        })
+        .join("validation");
     assert!(
         dir.is_dir(),
         "{} is missing; set XBR_SDN_DIR to the sdn reference directory",
