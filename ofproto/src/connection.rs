@@ -400,6 +400,7 @@ impl<R: Read> Connection<R> {
 
     fn multipart(&mut self, xid: u32, req: MultipartRequest, raw: &[u8]) -> io::Result<()> {
         let ty = req.mp_type();
+        self.bridge.datapath().collect_stats();
         let entries: Vec<Vec<u8>> = match req {
             MultipartRequest::Desc => vec![multipart::desc_entry(
                 "xbr",

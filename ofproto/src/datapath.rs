@@ -99,6 +99,10 @@ pub trait Datapath: Send + Sync + 'static {
     /// packet as a MAC-learning switch (NORMAL) instead of by the flows,
     /// which are kept. `false` returns to the flows.
     fn set_fail_open(&self, on: bool);
+    /// Brings counters kept outside the shared atomics (e.g. a kernel
+    /// flow cache's) into them, before a statistics reply is built.
+    /// Bounded; the default has nothing to collect.
+    fn collect_stats(&self) {}
 }
 
 /// Why a PACKET_OUT could not be taken.

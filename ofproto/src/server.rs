@@ -6,8 +6,9 @@
 //! Each listener runs a blocking `accept` loop on its own thread. The
 //! server keeps a clone of every live connection's socket so that
 //! [`Server::shutdown`] can shut them down, which makes their blocking
-//! reads return; listener threads are woken by a connection to themselves
-//! after the stop flag is set.
+//! reads return; listener threads are woken by shutting their listening
+//! socket down after the stop flag is set (not by connecting to it: the
+//! socket file may be gone by then).
 
 use crate::bridge::Bridge;
 use crate::connection::Connection;
@@ -17,6 +18,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -207,10 +209,15 @@ pub struct Server {
     shared: Arc<Shared>,
     unix_path: PathBuf,
     tcp_addr: Option<SocketAddr>,
+    /// Duplicates of the listening sockets, shut down to wake the accept
+    /// loops (a wake-up connection would fail once the socket file is gone).
+    listeners: Vec<OwnedFd>,
     threads: Vec<JoinHandle<()>>,
     /// Active connections to controllers, one thread per target; each
     /// serves its connection itself and reconnects when it drops.
     controllers: Vec<JoinHandle<()>>,
+    /// Their targets, in the same order.
+    targets: Vec<SocketAddr>,
 }
 
 /// Bound on one TCP connection attempt to a controller.
@@ -249,10 +256,20 @@ impl Server {
         let unix = UnixListener::bind(unix_path).map_err(unix_err)?;
         std::fs::set_permissions(unix_path, std::fs::Permissions::from_mode(0o600))
             .map_err(unix_err)?;
+        let mut listeners = vec![OwnedFd::from(unix.try_clone().map_err(unix_err)?)];
         let tcp_listener = match tcp {
             Some(addr) => {
                 match TcpListener::bind(addr) {
-                    Ok(l) => Some(l),
+                    Ok(l) => match l.try_clone() {
+                        Ok(dup) => {
+                            listeners.push(OwnedFd::from(dup));
+                            Some(l)
+                        }
+                        Err(source) => {
+                            let _ = std::fs::remove_file(unix_path);
+                            return Err(OfprotoError::Tcp { addr, source });
+                        }
+                    },
                     Err(source) => {
                         // Do not leave a socket nobody serves.
                         let _ = std::fs::remove_file(unix_path);
@@ -344,8 +361,10 @@ impl Server {
             shared,
             unix_path: unix_path.to_path_buf(),
             tcp_addr,
+            listeners,
             threads,
             controllers: Vec::new(),
+            targets: Vec::new(),
         })
     }
 
@@ -378,6 +397,7 @@ impl Server {
                 source,
             })?;
         self.controllers.push(t);
+        self.targets.push(target);
         info!(%target, "OpenFlow controller configured");
         Ok(())
     }
@@ -386,13 +406,22 @@ impl Server {
         self.tcp_addr
     }
 
+    /// The controllers [`Server::add_controller`] was given.
+    pub fn controller_targets(&self) -> Vec<SocketAddr> {
+        self.targets.clone()
+    }
+
     /// Stops the listeners and every connection, and unlinks the socket.
     pub fn shutdown(self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loops.
-        let _ = UnixStream::connect(&self.unix_path);
-        if let Some(a) = self.tcp_addr {
-            let _ = TcpStream::connect(a);
+        // Wake the accept loops: on Linux, shutting a listening socket down
+        // makes a blocked accept() fail at once.
+        for fd in &self.listeners {
+            if let Err(e) =
+                nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Both)
+            {
+                warn!(error = %e, "cannot shut a listening socket down");
+            }
         }
         for t in self.threads {
             let _ = t.join();

@@ -5,58 +5,9 @@
 use ofproto::wire::header::msg_type;
 use ofproto::wire::message::split;
 use ofproto::wire::Message;
-use std::collections::BTreeMap;
-use std::path::Path;
 
-const PCAP_DIR: &str = "/work/shared/sdn/pcap";
-const OF_PORT: u16 = 16653;
-
-fn u16be(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
-fn u32le(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// Controller-to-switch TCP streams of a gzipped Ethernet pcap, keyed by
-/// client port, in capture order (the captures have no gaps or reordering).
-fn client_streams(path: &Path) -> BTreeMap<u16, Vec<u8>> {
-    let out = std::process::Command::new("gzip")
-        .arg("-dc")
-        .arg(path)
-        .output()
-        .unwrap();
-    let data = out.stdout;
-    assert_eq!(u32le(&data, 0), 0xa1b2_c3d4, "little-endian pcap expected");
-    assert_eq!(u32le(&data, 20), 1, "Ethernet link type expected");
-    let mut streams: BTreeMap<u16, Vec<u8>> = BTreeMap::new();
-    let mut pos = 24;
-    while pos + 16 <= data.len() {
-        let incl = u32le(&data, pos + 8) as usize;
-        let pkt = &data[pos + 16..pos + 16 + incl];
-        pos += 16 + incl;
-        if pkt.len() < 14 || u16be(pkt, 12) != 0x0800 {
-            continue;
-        }
-        let ip = &pkt[14..];
-        let ihl = usize::from(ip[0] & 0xf) * 4;
-        let total = usize::from(u16be(ip, 2));
-        if ip[9] != 6 {
-            continue;
-        }
-        let tcp = &ip[ihl..total];
-        let (sport, dport) = (u16be(tcp, 0), u16be(tcp, 2));
-        let doff = usize::from(tcp[12] >> 4) * 4;
-        if dport == OF_PORT && tcp.len() > doff {
-            streams
-                .entry(sport)
-                .or_default()
-                .extend_from_slice(&tcp[doff..]);
-        }
-    }
-    streams
-}
+mod common;
+use common::sdn::{client_streams, sdn_dir, u16be};
 
 fn messages(stream: &[u8]) -> Vec<&[u8]> {
     let mut out = Vec::new();
@@ -89,11 +40,7 @@ fn check(msg: &[u8]) -> usize {
 
 #[test]
 fn captured_mods_round_trip_byte_for_byte() {
-    let dir = Path::new(PCAP_DIR);
-    if !dir.exists() {
-        eprintln!("captures not present; skipping");
-        return;
-    }
+    let dir = sdn_dir().join("pcap");
     let mut total = 0;
     for name in [
         "03-add-groups-networkpolicy.pcap.gz",

@@ -9,63 +9,11 @@ use flowtable::{FlowModCommand, PipelineMod};
 use ofproto::wire::header::msg_type;
 use ofproto::wire::message::split;
 use ofproto::wire::Message;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-const OF_PORT: u16 = 16653;
 const ONFT_BUNDLE_ADD_MESSAGE: u32 = 2301;
 
-fn sdn_dir() -> PathBuf {
-    let dir =
-        PathBuf::from(std::env::var("XBR_SDN_DIR").unwrap_or_else(|_| "/work/shared/sdn".into()));
-    assert!(
-        dir.join("pcap").is_dir(),
-        "{} has no pcap/; set XBR_SDN_DIR to the sdn reference directory",
-        dir.display()
-    );
-    dir
-}
-
-fn u16be(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
-fn u32le(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// Controller-to-switch TCP payload of a gzipped Ethernet pcap, per client
-/// port (the captures have no loss or reordering; see pcap/README.md).
-fn client_streams(path: &Path) -> BTreeMap<u16, Vec<u8>> {
-    let out = std::process::Command::new("gzip")
-        .arg("-dc")
-        .arg(path)
-        .output()
-        .expect("gzip runs");
-    let data = out.stdout;
-    assert_eq!(u32le(&data, 0), 0xa1b2_c3d4, "little-endian pcap expected");
-    let mut streams: BTreeMap<u16, Vec<u8>> = BTreeMap::new();
-    let mut pos = 24;
-    while pos + 16 <= data.len() {
-        let incl = u32le(&data, pos + 8) as usize;
-        let pkt = &data[pos + 16..pos + 16 + incl];
-        pos += 16 + incl;
-        if pkt.len() < 34 || u16be(pkt, 12) != 0x0800 || pkt[23] != 6 {
-            continue;
-        }
-        let ip = &pkt[14..];
-        let ihl = usize::from(ip[0] & 0xf) * 4;
-        let tcp = &ip[ihl..usize::from(u16be(ip, 2))];
-        let doff = usize::from(tcp[12] >> 4) * 4;
-        if u16be(tcp, 2) == OF_PORT && tcp.len() > doff {
-            streams
-                .entry(u16be(tcp, 0))
-                .or_default()
-                .extend_from_slice(&tcp[doff..]);
-        }
-    }
-    streams
-}
+mod common;
+use common::sdn::{client_streams, sdn_dir, u16be};
 
 /// Every FLOW_MOD / GROUP_MOD in a message, unwrapping bundle adds.
 fn collect_mods(msg: &[u8], out: &mut Vec<PipelineMod>) {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod sdn;
+
 use flowtable::tables::Change;
 use flowtable::{Action, DpAction, Field, FlowKey, Pipeline, Xlate};
 use ofproto::{Bridge, Datapath, PacketOutError, PortCounters, PortInfo, PortModError, Server};
