@@ -74,9 +74,7 @@ impl PortIo<ArenaFrames> for LoopPort {
 
     fn maintain(&mut self, _frames: &mut ArenaFrames) {}
 
-    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
-        None
-    }
+    fn poll_fds<'a>(&'a self, _out: &mut Vec<BorrowedFd<'a>>) {}
 }
 
 fn ports(destinations: u32) -> Vec<(Arc<PortMeta>, LoopPort)> {

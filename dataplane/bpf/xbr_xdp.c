@@ -8,8 +8,9 @@
  * bpf_redirect_map() return the fallback action, XDP_PASS, so traffic keeps
  * flowing through the kernel while xbr starts or restarts a port.
  *
- * Later versions grow a flow cache here that redirects hot flows directly to
- * the destination device; the socket redirect stays the slow path.
+ * In front of the socket sits the flow cache (xbr_fc_*, below): frames
+ * whose exact headers xbr has translated before, into actions the kernel
+ * can carry out, are forwarded or dropped here; the socket is the slow path.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -29,9 +30,186 @@ struct {
 	__type(value, __u32);
 } xsks SEC(".maps");
 
+/*
+ * The flow cache (see dataplane/src/xdpcache/mod.rs for the full design).
+ *
+ * fc_flows maps the exact headers of a frame (ingress ifindex, Ethernet
+ * addresses, IPv4 addresses, protocol, TOS, TTL, L4 ports or ICMP
+ * type/code) to what xbr's pipeline did with it: redirect to a device
+ * (through fc_devs, optionally rewriting the Ethernet addresses) or drop.
+ * Only frames whose flow key those fields determine completely are looked
+ * up: untagged IPv4 without options, not a fragment, TCP/UDP/ICMP with the
+ * L4 fields present. Everything else, and every miss, goes to xbr.
+ *
+ * Invalidation: fc_gen[0] is the current generation; xbr bumps it on every
+ * flow, group or port change before it acknowledges the change (barrier
+ * reply), and an entry is used only if it carries that generation. 0
+ * means the cache is off: nothing is looked up.
+ *
+ * Counters: the value is per CPU, so hits add to it without atomics; xbr
+ * sums the CPUs and credits the flows and ports the entry stands for.
+ *
+ * Layouts must match src/xdpcache/entry.rs byte for byte.
+ */
+struct xbr_fc_key {
+	__u32 ifindex;
+	__u8 eth_dst[6];
+	__u8 eth_src[6];
+	__be32 ip_src;
+	__be32 ip_dst;
+	__u8 proto;
+	__u8 tos;
+	__u8 ttl;
+	__u8 pad;
+	__be16 tp_src; /* ICMP: type, code */
+	__be16 tp_dst;
+};
+
+#define XBR_FC_REDIRECT 1
+#define XBR_FC_DROP 2
+#define XBR_FC_SET_DST 1
+#define XBR_FC_SET_SRC 2
+
+struct xbr_fc_val {
+	__u64 gen;
+	__u64 packets;
+	__u64 bytes;
+	__u32 out_ifindex;
+	__u8 action;
+	__u8 flags;
+	__u8 eth_dst[6];
+	__u8 eth_src[6];
+	__u8 pad[6];
+};
+
+/* Sized by xbr when it creates the maps (--xdp-cache-size); these are the
+ * sizes of the unused copies a program without the cache gets. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct xbr_fc_key);
+	__type(value, struct xbr_fc_val);
+} fc_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} fc_devs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} fc_gen SEC(".maps");
+
+#define IPPROTO_ICMP_ 1
+
+static __always_inline __u16 fold16(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)sum;
+}
+
+/* Returns the XDP action for a hit, or -1 for "ask xbr". */
+static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip;
+	__u8 *l4;
+	struct xbr_fc_key key;
+	struct xbr_fc_val *v;
+
+	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return -1;
+	ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl != 5)
+		return -1;
+	if (ip->frag_off & bpf_htons(0x3fff))
+		return -1;
+	l4 = (void *)(ip + 1);
+	if (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) {
+		/* The checksum must be in the frame: a sender that left it to
+		 * offload (it equals the pseudo-header sum) needs xbr to
+		 * complete it, which XDP cannot do for the whole payload. */
+		__u16 stored, l4_len = bpf_ntohs(ip->tot_len);
+		__u32 sum;
+
+		if (ip->protocol == IPPROTO_TCP) {
+			if (l4 + 18 > (__u8 *)end)
+				return -1;
+			stored = (__u16)l4[16] << 8 | l4[17];
+		} else {
+			if (l4 + 8 > (__u8 *)end)
+				return -1;
+			stored = (__u16)l4[6] << 8 | l4[7];
+		}
+		if (l4_len < 20)
+			return -1;
+		l4_len -= 20;
+		sum = (bpf_ntohl(ip->saddr) >> 16) + (bpf_ntohl(ip->saddr) & 0xffff) +
+		      (bpf_ntohl(ip->daddr) >> 16) + (bpf_ntohl(ip->daddr) & 0xffff) +
+		      ip->protocol + l4_len;
+		if (stored == fold16(sum) && !(stored == 0 && ip->protocol == IPPROTO_UDP))
+			return -1;
+	} else if (ip->protocol == IPPROTO_ICMP_) {
+		if (l4 + 2 > (__u8 *)end)
+			return -1;
+	} else {
+		return -1;
+	}
+
+	__builtin_memset(&key, 0, sizeof(key));
+	key.ifindex = ctx->ingress_ifindex;
+	__builtin_memcpy(key.eth_dst, eth->h_dest, 6);
+	__builtin_memcpy(key.eth_src, eth->h_source, 6);
+	key.ip_src = ip->saddr;
+	key.ip_dst = ip->daddr;
+	key.proto = ip->protocol;
+	key.tos = ip->tos;
+	key.ttl = ip->ttl;
+	if (ip->protocol == IPPROTO_ICMP_) {
+		key.tp_src = bpf_htons(l4[0]);
+		key.tp_dst = bpf_htons(l4[1]);
+	} else {
+		/* Checked above, but the compiler may merge the paths. */
+		if (l4 + 4 > (__u8 *)end)
+			return -1;
+		__builtin_memcpy(&key.tp_src, l4, 2);
+		__builtin_memcpy(&key.tp_dst, l4 + 2, 2);
+	}
+
+	v = bpf_map_lookup_elem(&fc_flows, &key);
+	if (!v || v->gen != gen)
+		return -1;
+	v->packets++;
+	v->bytes += (__u64)(end - data);
+	if (v->action == XBR_FC_DROP)
+		return XDP_DROP;
+	if (v->flags & XBR_FC_SET_DST)
+		__builtin_memcpy(eth->h_dest, v->eth_dst, 6);
+	if (v->flags & XBR_FC_SET_SRC)
+		__builtin_memcpy(eth->h_source, v->eth_src, 6);
+	return bpf_redirect_map(&fc_devs, v->out_ifindex, 0);
+}
+
 SEC("xdp")
 int xbr_xdp_rx(struct xdp_md *ctx)
 {
+	__u32 zero = 0;
+	__u64 *gen = bpf_map_lookup_elem(&fc_gen, &zero);
+
+	if (gen && *gen) {
+		int act = fc_lookup(ctx, *gen);
+
+		if (act >= 0)
+			return act;
+	}
 	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 }
 

@@ -74,11 +74,33 @@ pub struct XdpProgram {
 
 impl XdpProgram {
     /// Loads a fresh copy of the program and attaches it to `ifindex`.
-    pub fn attach(ifindex: u32, request: XdpModeRequest) -> Result<XdpProgram, BpfError> {
-        let obj = ObjectBuilder::default()
+    /// With `cache`, the program's flow cache maps are the bridge's shared
+    /// ones; without, it gets private empty ones (generation 0: the cache
+    /// is off and never looked up).
+    pub fn attach(
+        ifindex: u32,
+        request: XdpModeRequest,
+        cache: Option<&crate::xdpcache::CacheMaps>,
+    ) -> Result<XdpProgram, BpfError> {
+        let mut open = ObjectBuilder::default()
             .open_memory(XDP_OBJECT)
-            .and_then(|o| o.load())
             .map_err(BpfError::Load)?;
+        if let Some(cache) = cache {
+            let mut reused = 0;
+            for mut map in open.maps_mut() {
+                let Some(name) = map.name().to_str() else {
+                    continue;
+                };
+                if let Some(fd) = cache.fd_of(name) {
+                    map.reuse_fd(fd).map_err(BpfError::Load)?;
+                    reused += 1;
+                }
+            }
+            if reused != 3 {
+                return Err(BpfError::Missing("flow cache maps"));
+            }
+        }
+        let obj = open.load().map_err(BpfError::Load)?;
         Self::attach_loaded(obj, PROG_NAME, ifindex, request)
     }
 

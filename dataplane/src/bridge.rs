@@ -5,10 +5,10 @@
 use crate::config::PortSpec;
 use crate::control::DpShared;
 use crate::engine::Engine;
+use crate::live::LivePorts;
 use crate::ports::{self, PortError};
+use crate::xdpcache::{CacheMaps, XdpCache};
 use ofproto::{Bridge, Server};
-use signal_hook::consts::{SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +33,14 @@ pub struct BridgeConfig {
     /// Idle time after which a controller is probed (and, after as much
     /// again, dropped and reconnected).
     pub inactivity_probe: std::time::Duration,
+    /// Most connections conntrack holds (`--ct-limit`).
+    pub ct_limit: usize,
+    /// AF_XDP ports beyond `ports` the frame pool is sized for, so ports
+    /// added while running get full rings.
+    pub spare_xsk_ports: u32,
+    /// Entries of the XDP flow cache in front of the sockets; `None`
+    /// turns it off (`--xdp-cache off`).
+    pub xdp_cache_entries: Option<u32>,
 }
 
 #[derive(Debug, Error)]
@@ -50,10 +58,12 @@ pub enum BridgeError {
     Server(#[from] ofproto::OfprotoError),
     #[error("cannot create the packet thread's wakeup eventfd: {0}")]
     Eventfd(nix::Error),
-    #[error("signal handling: {0}")]
-    Signals(std::io::Error),
+    #[error("XDP flow cache: {0}")]
+    XdpCache(#[source] crate::xdpcache::XdpCacheError),
     #[error("cannot start the packet thread: {0}")]
     Thread(std::io::Error),
+    #[error("cannot start the conntrack expiry thread: {0}")]
+    CtSweeper(std::io::Error),
     #[error(transparent)]
     Ctl(#[from] crate::ctl::CtlError),
     #[error("CPU {cpu} does not exist or is not allowed (available: {available})")]
@@ -82,7 +92,13 @@ fn default_datapath_id(name: &str) -> u64 {
 }
 
 pub struct RunningBridge {
-    server: Server,
+    name: String,
+    /// `None` only while [`RunningBridge::restart_openflow`] swaps it, or
+    /// after a failed restart.
+    server: Option<Server>,
+    /// The OpenFlow state the server serves, kept across server restarts.
+    bridge: Arc<Bridge>,
+    mgmt: PathBuf,
     ctl: crate::ctl::CtlServer,
     stop: Arc<AtomicBool>,
     shared: Arc<DpShared>,
@@ -92,7 +108,8 @@ pub struct RunningBridge {
     upcalls: Option<JoinHandle<()>>,
     /// Set by a packet thread that panicked.
     failed: Arc<AtomicBool>,
-    signals: Signals,
+    ct_sweeper: crate::conntrack::Sweeper,
+    live: Arc<LivePorts>,
 }
 
 impl RunningBridge {
@@ -120,8 +137,6 @@ impl RunningBridge {
             path: config.rundir.clone(),
             source,
         })?;
-        // Signals first, so a SIGTERM during start-up is not lost.
-        let signals = Signals::new([SIGINT, SIGTERM]).map_err(BridgeError::Signals)?;
 
         // Refuse before attaching anything if a live switch owns the socket
         // (Server::start checks again, race-free enough for one host).
@@ -131,16 +146,50 @@ impl RunningBridge {
         }
 
         // Ports: opened all or nothing (a failure drops the ones opened).
-        let opened = ports::open_ports(&config.ports)?;
+        let xdp_maps = match config.xdp_cache_entries {
+            Some(n) => Some(Arc::new(
+                CacheMaps::new(n, crate::xdpcache::MAX_TARGETS).map_err(BridgeError::XdpCache)?,
+            )),
+            None => None,
+        };
+        let opened = ports::open_ports(&config.ports, config.spare_xsk_ports, xdp_maps.as_deref())?;
+        let umem = opened.umem.clone();
         let metas = opened.ports.iter().map(|(m, _)| m.clone()).collect();
+        let (port_ops, port_ops_rx) = crossbeam::channel::unbounded();
         let dpid = config
             .datapath_id
             .unwrap_or_else(|| default_datapath_id(&config.name));
         let (shared, changes) = DpShared::new(dpid, metas).map_err(BridgeError::Eventfd)?;
+        if let Some(m) = &xdp_maps {
+            shared.set_xdp_gen(m.generation().clone());
+        }
+        let live_cache = xdp_maps.clone();
 
         let stop = Arc::new(AtomicBool::new(false));
         let failed = Arc::new(AtomicBool::new(false));
+        let conntrack = crate::conntrack::Conntrack::new(crate::conntrack::CtConfig {
+            limit: config.ct_limit,
+            ..Default::default()
+        });
+        // The host's conntrack, for connections entering from internal
+        // ports (conntrack/host.rs). Without it those are simply new.
+        let conntrack = match crate::conntrack::ctnetlink::Ctnetlink::open() {
+            Ok(host) => conntrack.with_host(Box::new(host)),
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "cannot reach the host's conntrack (ctnetlink); connections the host \
+                     translated will not be recognised"
+                );
+                conntrack
+            }
+        };
+        let conntrack = Arc::new(conntrack);
+        // Stops with the bridge, or on any early return below.
+        let ct_sweeper = crate::conntrack::Conntrack::spawn_sweeper(&conntrack)
+            .map_err(BridgeError::CtSweeper)?;
         let engine = {
+            let conntrack = conntrack.clone();
             let stop = stop.clone();
             let failed = failed.clone();
             let shared = shared.clone();
@@ -155,6 +204,9 @@ impl RunningBridge {
                     }
                     let mut engine = Engine::new(opened.frames, opened.ports, shared, changes);
                     engine.set_flow_cache(flow_cache_entries);
+                    engine.set_port_ops(port_ops_rx);
+                    engine.set_conntrack(conntrack);
+                    engine.set_xdp_cache(xdp_maps.map(XdpCache::new));
                     // A packet thread that died must not leave a process
                     // that still answers OpenFlow but forwards nothing:
                     // stop the whole switch (the ports detach as the
@@ -180,8 +232,30 @@ impl RunningBridge {
                         no_frames = d.no_frames,
                         tx_full = d.tx_full,
                         bad_output_port = d.bad_output_port,
+                        qos_policed = d.qos_policed,
                         "packet thread stopped; drops"
                     );
+                    let cs = &engine.conntrack().stats;
+                    tracing::info!(
+                        recirc_depth = d.ct_recirc_depth,
+                        connections = engine.conntrack().len(),
+                        committed = cs.committed.load(Ordering::Relaxed),
+                        invalid = cs.invalid.load(Ordering::Relaxed),
+                        table_full = cs.table_full.load(Ordering::Relaxed),
+                        nat_exhausted = cs.nat_exhausted.load(Ordering::Relaxed),
+                        "conntrack"
+                    );
+                    if let Some(x) = engine.xdp_cache_stats() {
+                        tracing::info!(
+                            installs = x.installs,
+                            hit_packets = x.hit_packets,
+                            expired = x.expired,
+                            invalidated = x.invalidated,
+                            full = x.full,
+                            install_errors = x.install_errors,
+                            "XDP flow cache"
+                        );
+                    }
                     if d.tunnel != crate::vxlan::TunnelDrops::default() {
                         tracing::info!(tunnel = ?d.tunnel, "tunnel drops");
                     }
@@ -195,18 +269,22 @@ impl RunningBridge {
         };
 
         let bridge = Bridge::new(shared.clone());
+        let live = Arc::new(LivePorts::new(
+            umem,
+            live_cache,
+            port_ops,
+            shared.clone(),
+            bridge.clone(),
+        ));
         let upcalls = spawn_upcall_thread(shared.upcalls(), bridge.clone());
-        let server = match Server::start(bridge.clone(), &mgmt, config.listen.first().copied())
-            .and_then(|mut s| {
-                s.set_fail_mode(config.standalone);
-                for c in &config.controllers {
-                    if let Err(e) = s.add_controller(*c, config.inactivity_probe) {
-                        s.shutdown();
-                        return Err(e);
-                    }
-                }
-                Ok(s)
-            }) {
+        let server = match start_server(
+            &bridge,
+            &mgmt,
+            config.listen.first().copied(),
+            &config.controllers,
+            config.standalone,
+            config.inactivity_probe,
+        ) {
             Ok(s) => s,
             Err(e) => {
                 stop.store(true, Ordering::Relaxed);
@@ -216,7 +294,14 @@ impl RunningBridge {
             }
         };
         let ctl_path = crate::ctl::socket_path(&config.rundir, &config.name);
-        let ctl = match crate::ctl::CtlServer::start(&ctl_path, &config.name, bridge) {
+        let of_bridge = bridge.clone();
+        let ctl = match crate::ctl::CtlServer::start(
+            &ctl_path,
+            &config.name,
+            bridge,
+            conntrack,
+            live.clone(),
+        ) {
             Ok(c) => c,
             Err(e) => {
                 server.shutdown();
@@ -234,21 +319,95 @@ impl RunningBridge {
             "xbr running"
         );
         Ok(RunningBridge {
-            server,
+            name: config.name.clone(),
+            server: Some(server),
+            bridge: of_bridge,
+            mgmt,
             ctl,
             stop,
             shared,
             engine,
             upcalls,
             failed,
-            signals,
+            ct_sweeper,
+            live,
         })
     }
 
-    /// Blocks until SIGINT or SIGTERM.
-    pub fn wait_for_signal(&mut self) {
-        if let Some(sig) = self.signals.forever().next() {
-            tracing::info!(signal = sig, "shutting down");
+    /// Adds and removes ports while the bridge runs.
+    pub fn live(&self) -> &Arc<LivePorts> {
+        &self.live
+    }
+
+    /// The bridge's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The datapath id OpenFlow reports.
+    pub fn datapath_id(&self) -> u64 {
+        ofproto::Datapath::datapath_id(&*self.shared)
+    }
+
+    /// The OpenFlow server (fail mode, controllers).
+    /// The OpenFlow server; `None` if a restart failed (logged).
+    pub fn server(&self) -> Option<&Server> {
+        self.server.as_ref()
+    }
+
+    pub fn server_mut(&mut self) -> Option<&mut Server> {
+        self.server.as_mut()
+    }
+
+    /// Restarts the OpenFlow server with other controllers and TCP
+    /// listener, on the same flow tables and packet thread (so forwarding
+    /// goes on): the way to drop a controller or change a passive target.
+    /// Connections to the management socket are cut; `ovs-ofctl` opens a
+    /// new one per command anyway. If the new listener cannot be set up,
+    /// the server comes back as it was and the error is returned.
+    pub fn restart_openflow(
+        &mut self,
+        listen: Option<SocketAddr>,
+        controllers: &[SocketAddr],
+        standalone: bool,
+        probe: std::time::Duration,
+    ) -> Result<(), BridgeError> {
+        let old = self.server.take().map(|s| {
+            let prev = (s.local_tcp_addr(), s.controller_targets());
+            s.shutdown();
+            prev
+        });
+        match start_server(
+            &self.bridge,
+            &self.mgmt,
+            listen,
+            controllers,
+            standalone,
+            probe,
+        ) {
+            Ok(s) => {
+                self.server = Some(s);
+                Ok(())
+            }
+            Err(e) => {
+                if let Some((listen, targets)) = old {
+                    match start_server(
+                        &self.bridge,
+                        &self.mgmt,
+                        listen,
+                        &targets,
+                        standalone,
+                        probe,
+                    ) {
+                        Ok(s) => self.server = Some(s),
+                        Err(e2) => tracing::error!(
+                            bridge = %self.name,
+                            "OpenFlow server could not be restarted: {e2}"
+                        ),
+                    }
+                }
+                Err(e.into())
+            }
         }
     }
 
@@ -257,7 +416,9 @@ impl RunningBridge {
     /// Returns false if the packet thread had failed (panicked).
     pub fn shutdown(self) -> bool {
         self.ctl.shutdown();
-        self.server.shutdown();
+        if let Some(s) = self.server {
+            s.shutdown();
+        }
         self.stop.store(true, Ordering::Relaxed);
         self.shared.wake();
         if self.engine.join().is_err() {
@@ -266,8 +427,30 @@ impl RunningBridge {
         if let Some(t) = self.upcalls {
             let _ = t.join();
         }
+        drop(self.ct_sweeper);
         !self.failed.load(Ordering::SeqCst)
     }
+}
+
+/// Starts the OpenFlow server of `bridge` with its fail mode and
+/// controllers.
+fn start_server(
+    bridge: &Arc<Bridge>,
+    mgmt: &std::path::Path,
+    listen: Option<SocketAddr>,
+    controllers: &[SocketAddr],
+    standalone: bool,
+    probe: std::time::Duration,
+) -> Result<Server, ofproto::OfprotoError> {
+    let mut s = Server::start(bridge.clone(), mgmt, listen)?;
+    s.set_fail_mode(standalone);
+    for c in controllers {
+        if let Err(e) = s.add_controller(*c, probe) {
+            s.shutdown();
+            return Err(e);
+        }
+    }
+    Ok(s)
 }
 
 /// The thread that turns upcalls from the packet thread into PACKET_INs.

@@ -73,6 +73,12 @@ pub struct PortSpec {
     pub mac: Option<[u8; 6]>,
     /// Set exactly when `port_type` is [`PortType::Vxlan`].
     pub vxlan: Option<VxlanSpec>,
+    /// `xdp_redirect=on` (system ports): the interface's peer accepts
+    /// frames redirected in XDP, so the XDP flow cache may forward to it.
+    /// A veth does only if its peer has GRO enabled or an XDP program;
+    /// otherwise the kernel drops such frames without a trace, so xbr
+    /// never assumes it.
+    pub xdp_redirect: bool,
 }
 
 fn bad(spec: &str, reason: impl Into<String>) -> ConfigError {
@@ -131,6 +137,7 @@ impl std::str::FromStr for PortSpec {
             mtu_request: None,
             mac: None,
             vxlan: None,
+            xdp_redirect: false,
         };
         let (mut dst_port, mut local_ip, mut uplink) = (None, None, None);
         for item in items {
@@ -149,6 +156,18 @@ impl std::str::FromStr for PortSpec {
                                 format!(
                                 "unknown port type '{other}' (supported: system, internal, vxlan)"
                             ),
+                            ))
+                        }
+                    }
+                }
+                "xdp_redirect" => {
+                    port.xdp_redirect = match value {
+                        "on" | "true" => true,
+                        "off" | "false" => false,
+                        other => {
+                            return Err(bad(
+                                spec,
+                                format!("xdp_redirect '{other}' is not on or off"),
                             ))
                         }
                     }
@@ -226,6 +245,9 @@ impl std::str::FromStr for PortSpec {
                 spec,
                 "dst_port, local_ip and uplink are only supported on type=vxlan ports",
             ));
+        }
+        if port.xdp_redirect && port.port_type != PortType::System {
+            return Err(bad(spec, "xdp_redirect applies to type=system ports only"));
         }
         if port.port_type == PortType::System && (port.mac.is_some() || port.mtu_request.is_some())
         {
@@ -359,6 +381,8 @@ mod tests {
             ("averyveryverylongname", "not a valid interface name"),
             ("a,mac=zz", "not a MAC"),
             ("a,mtu_request=9", "not in 68-9000"),
+            ("a,xdp_redirect=maybe", "not on or off"),
+            ("a,type=internal,xdp_redirect=on", "type=system ports only"),
             ("a,mac=00:11:22:33:44:55", "only supported on type=internal"),
             ("v,type=vxlan,uplink=eth0", "needs local_ip"),
             ("v,type=vxlan,local_ip=10.0.0.1", "needs uplink"),

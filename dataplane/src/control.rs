@@ -23,15 +23,16 @@
 //! Port counters are written only by the packet thread (plain stores of its
 //! private running totals once per batch) and read by the control plane.
 
+use crate::xdpcache::XdpGen;
 use crossbeam::channel::{Receiver, Sender};
 use flowtable::tables::Change;
 use flowtable::Action;
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use ofproto::{Datapath, PacketOutError, PortCounters, PortInfo, PortModError};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// OFPPC_* port config bits xbr honours.
@@ -69,6 +70,8 @@ pub struct PortMeta {
     pub config: AtomicU32,
     pub stats: PortStats,
     pub created: Instant,
+    /// Rate limits, set by the control plane (OVSDB), read per round.
+    pub qos: crate::qos::QosConfig,
 }
 
 impl PortMeta {
@@ -80,6 +83,24 @@ impl PortMeta {
             config: AtomicU32::new(0),
             stats: PortStats::default(),
             created: Instant::now(),
+            qos: Default::default(),
+        }
+    }
+}
+
+impl PortMeta {
+    /// The port as OpenFlow describes it (features, PORT_STATUS).
+    pub fn info(&self) -> PortInfo {
+        let config = self.config.load(Relaxed);
+        let down = config & port_config::PORT_DOWN != 0;
+        PortInfo {
+            port_no: self.ofport,
+            hw_addr: self.hw_addr,
+            name: self.name.clone(),
+            config,
+            state: if down { OFPPS_LINK_DOWN } else { OFPPS_LIVE },
+            curr_speed: 10_000_000,
+            max_speed: 0,
         }
     }
 }
@@ -88,12 +109,16 @@ impl PortMeta {
 struct SeqState {
     published: u64,
     applied: u64,
+    /// The last statistics collection the packet thread finished.
+    stats_done: u64,
 }
 
 /// Shared state between ofproto (through [`Datapath`]) and the packet thread.
 pub struct DpShared {
     datapath_id: u64,
-    ports: Vec<Arc<PortMeta>>,
+    /// The bridge's ports as the control plane sees them; changed only by
+    /// live port add/remove (`crate::live`), read by OpenFlow requests.
+    ports: RwLock<Vec<Arc<PortMeta>>>,
     changes: Sender<(u64, Vec<Change>)>,
     seq: Mutex<SeqState>,
     applied: Condvar,
@@ -102,6 +127,11 @@ pub struct DpShared {
     upcalls: Receiver<Upcall>,
     /// Standalone mode without a controller: forward by NORMAL.
     fail_open: AtomicBool,
+    /// The XDP flow cache's generation, when the cache is on: bumped on
+    /// port and fail-mode changes before they are acknowledged.
+    xdp_gen: OnceLock<Arc<XdpGen>>,
+    /// Statistics collections requested (see `Datapath::collect_stats`).
+    stats_requested: AtomicU64,
 }
 
 /// A controller's packet to inject (PACKET_OUT).
@@ -159,6 +189,9 @@ impl ChangeReceiver {
 /// How long a barrier waits for the packet thread before giving up (it only
 /// times out if the packet thread is wedged, which is logged).
 const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on waiting for the packet thread to collect the XDP flow cache's
+/// counters before a statistics reply.
+const STATS_TIMEOUT: Duration = Duration::from_millis(500);
 
 impl DpShared {
     pub fn new(
@@ -171,17 +204,20 @@ impl DpShared {
         let waker = EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?;
         let shared = Arc::new(DpShared {
             datapath_id,
-            ports,
+            ports: RwLock::new(ports),
             changes: tx,
             seq: Mutex::new(SeqState {
                 published: 0,
                 applied: 0,
+                stats_done: 0,
             }),
             applied: Condvar::new(),
             waker,
             packet_outs: po_tx,
             upcalls: up_rx,
             fail_open: AtomicBool::new(false),
+            xdp_gen: OnceLock::new(),
+            stats_requested: AtomicU64::new(0),
         });
         Ok((
             shared,
@@ -193,8 +229,46 @@ impl DpShared {
         ))
     }
 
-    pub fn ports(&self) -> &[Arc<PortMeta>] {
-        &self.ports
+    pub fn ports(&self) -> Vec<Arc<PortMeta>> {
+        self.ports.read().clone()
+    }
+
+    /// Lists a port the packet thread has been (or is about to be) given.
+    pub fn insert_port(&self, meta: Arc<PortMeta>) {
+        self.ports.write().push(meta);
+    }
+
+    /// Forgets the port numbered `ofport`; returns it if it was there.
+    pub fn remove_port(&self, ofport: u32) -> Option<Arc<PortMeta>> {
+        let mut ports = self.ports.write();
+        let i = ports.iter().position(|p| p.ofport == ofport)?;
+        Some(ports.remove(i))
+    }
+
+    /// Makes port and fail-mode changes invalidate the XDP flow cache
+    /// whose generation `gen` is (set once, before serving OpenFlow).
+    pub fn set_xdp_gen(&self, gen: Arc<XdpGen>) {
+        let _ = self.xdp_gen.set(gen);
+    }
+
+    /// Packet thread: the latest statistics collection requested.
+    pub fn stats_requested(&self) -> u64 {
+        self.stats_requested.load(Relaxed)
+    }
+
+    /// Packet thread: collections up to `n` are done.
+    pub fn mark_stats_collected(&self, n: u64) {
+        let mut s = self.seq.lock();
+        if n > s.stats_done {
+            s.stats_done = n;
+            self.applied.notify_all();
+        }
+    }
+
+    fn invalidate_xdp_cache(&self) {
+        if let Some(g) = self.xdp_gen.get() {
+            g.bump();
+        }
     }
 
     /// The eventfd the packet thread polls to wake up for changes.
@@ -234,8 +308,12 @@ impl DpShared {
         self.upcalls.clone()
     }
 
-    fn port(&self, port_no: u32) -> Option<&Arc<PortMeta>> {
-        self.ports.iter().find(|p| p.ofport == port_no)
+    fn port(&self, port_no: u32) -> Option<Arc<PortMeta>> {
+        self.ports
+            .read()
+            .iter()
+            .find(|p| p.ofport == port_no)
+            .cloned()
     }
 }
 
@@ -245,26 +323,12 @@ impl Datapath for DpShared {
     }
 
     fn ports(&self) -> Vec<PortInfo> {
-        self.ports
-            .iter()
-            .map(|p| {
-                let config = p.config.load(Relaxed);
-                let down = config & port_config::PORT_DOWN != 0;
-                PortInfo {
-                    port_no: p.ofport,
-                    hw_addr: p.hw_addr,
-                    name: p.name.clone(),
-                    config,
-                    state: if down { OFPPS_LINK_DOWN } else { OFPPS_LIVE },
-                    curr_speed: 10_000_000,
-                    max_speed: 0,
-                }
-            })
-            .collect()
+        self.ports.read().iter().map(|p| p.info()).collect()
     }
 
     fn port_stats(&self, port_no: u32) -> Vec<PortCounters> {
         self.ports
+            .read()
             .iter()
             .filter(|p| port_no == flowtable::action::port::ANY || p.ofport == port_no)
             .map(|p| {
@@ -304,6 +368,10 @@ impl Datapath for DpShared {
         }
         let old = port.config.load(Relaxed);
         port.config.store((old & !mask) | (config & mask), Relaxed);
+        // After the store (XdpGen publishes with Release), before the
+        // reply: no XDP cache entry made under the old config is used
+        // once the controller hears back.
+        self.invalidate_xdp_cache();
         Ok(())
     }
 
@@ -362,8 +430,27 @@ impl Datapath for DpShared {
         Ok(())
     }
 
+    fn collect_stats(&self) {
+        // Only the XDP flow cache keeps counts outside the atomics (the
+        // translation cache's lag is one batch).
+        if self.xdp_gen.get().is_none() {
+            return;
+        }
+        let target = self.stats_requested.fetch_add(1, Relaxed) + 1;
+        self.wake();
+        let deadline = Instant::now() + STATS_TIMEOUT;
+        let mut s = self.seq.lock();
+        while s.stats_done < target {
+            if self.applied.wait_until(&mut s, deadline).timed_out() {
+                tracing::debug!("statistics collection timed out; replying with older counts");
+                return;
+            }
+        }
+    }
+
     fn set_fail_open(&self, on: bool) {
         if self.fail_open.swap(on, Relaxed) != on {
+            self.invalidate_xdp_cache();
             tracing::info!(
                 fail_open = on,
                 "fail mode standalone: forwarding by NORMAL {}",

@@ -1,5 +1,5 @@
 //! The control socket: `<rundir>/xbr.<bridge>.ctl`, for commands that are
-//! not OpenFlow (`xbr trace` now; conntrack and cache dumps later), like
+//! not OpenFlow (`xbr trace`, `xbr conntrack dump|flush|stats`), like
 //! `ovs-appctl`'s unixctl socket.
 //!
 //! # Protocol
@@ -21,9 +21,12 @@
 //! touch the packet thread: a trace builds its own replica of the pipeline
 //! under the tables' lock and walks it after releasing the lock.
 
+use crate::conntrack::Conntrack;
+use crate::live::LivePorts;
 use flowtable::text::{self, PortNames};
 use ofproto::Bridge;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -75,12 +78,21 @@ pub fn socket_path(rundir: &Path, bridge: &str) -> PathBuf {
 pub struct CtlServer {
     path: PathBuf,
     stop: Arc<AtomicBool>,
+    /// A duplicate of the listening socket, shut down to wake the accept
+    /// loop (connecting to wake it fails once the socket file is gone).
+    listener: OwnedFd,
     thread: JoinHandle<()>,
 }
 
 impl CtlServer {
     /// Binds `path` and serves `bridge` (named `name` in replies).
-    pub fn start(path: &Path, name: &str, bridge: Arc<Bridge>) -> Result<CtlServer, CtlError> {
+    pub fn start(
+        path: &Path,
+        name: &str,
+        bridge: Arc<Bridge>,
+        conntrack: Arc<Conntrack>,
+        live: Arc<LivePorts>,
+    ) -> Result<CtlServer, CtlError> {
         let sock_err = |source| CtlError::Socket {
             path: path.to_path_buf(),
             source,
@@ -96,13 +108,20 @@ impl CtlServer {
             let _ = std::fs::remove_file(path);
             return Err(sock_err(e));
         }
+        let wake = match listener.try_clone() {
+            Ok(l) => OwnedFd::from(l),
+            Err(e) => {
+                let _ = std::fs::remove_file(path);
+                return Err(sock_err(e));
+            }
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
             let name = name.to_string();
             std::thread::Builder::new()
                 .name("xbr-ctl".into())
-                .spawn(move || serve(&listener, &stop, &name, &bridge))
+                .spawn(move || serve(&listener, &stop, &name, &bridge, &conntrack, &live))
                 .map_err(|e| {
                     let _ = std::fs::remove_file(path);
                     CtlError::Thread(e)
@@ -111,6 +130,7 @@ impl CtlServer {
         Ok(CtlServer {
             path: path.to_path_buf(),
             stop,
+            listener: wake,
             thread,
         })
     }
@@ -118,8 +138,13 @@ impl CtlServer {
     /// Stops the thread and removes the socket file.
     pub fn shutdown(self) {
         self.stop.store(true, Ordering::Relaxed);
-        // Wake the blocking accept; failure means it is not accepting.
-        let _ = UnixStream::connect(&self.path);
+        // On Linux, shutting a listening socket down makes a blocked
+        // accept() fail at once.
+        if let Err(e) =
+            nix::sys::socket::shutdown(self.listener.as_raw_fd(), nix::sys::socket::Shutdown::Both)
+        {
+            tracing::warn!("cannot shut the control socket down: {e}");
+        }
         if self.thread.join().is_err() {
             tracing::error!("control thread panicked");
         }
@@ -127,14 +152,21 @@ impl CtlServer {
     }
 }
 
-fn serve(listener: &UnixListener, stop: &AtomicBool, name: &str, bridge: &Bridge) {
+fn serve(
+    listener: &UnixListener,
+    stop: &AtomicBool,
+    name: &str,
+    bridge: &Bridge,
+    conntrack: &Conntrack,
+    live: &LivePorts,
+) {
     for conn in listener.incoming() {
         if stop.load(Ordering::Relaxed) {
             return;
         }
         match conn {
             Ok(stream) => {
-                if let Err(e) = handle(stream, name, bridge) {
+                if let Err(e) = handle(stream, name, bridge, conntrack, live) {
                     tracing::debug!("control connection: {e}");
                 }
             }
@@ -146,7 +178,13 @@ fn serve(listener: &UnixListener, stop: &AtomicBool, name: &str, bridge: &Bridge
     }
 }
 
-fn handle(stream: UnixStream, name: &str, bridge: &Bridge) -> std::io::Result<()> {
+fn handle(
+    stream: UnixStream,
+    name: &str,
+    bridge: &Bridge,
+    conntrack: &Conntrack,
+    live: &LivePorts,
+) -> std::io::Result<()> {
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut line = String::new();
@@ -155,7 +193,7 @@ fn handle(stream: UnixStream, name: &str, bridge: &Bridge) -> std::io::Result<()
     let reply = if line.len() > MAX_REQUEST {
         Err(format!("request longer than {MAX_REQUEST} bytes"))
     } else {
-        dispatch(line.trim(), name, bridge)
+        dispatch(line.trim(), name, bridge, conntrack, live)
     };
     let mut w = &stream;
     match reply {
@@ -166,16 +204,29 @@ fn handle(stream: UnixStream, name: &str, bridge: &Bridge) -> std::io::Result<()
 }
 
 /// Runs one command line; `Ok` text or `Err` message.
-pub fn dispatch(line: &str, name: &str, bridge: &Bridge) -> Result<String, String> {
+pub fn dispatch(
+    line: &str,
+    name: &str,
+    bridge: &Bridge,
+    conntrack: &Conntrack,
+    live: &LivePorts,
+) -> Result<String, String> {
     let (command, args) = match line.split_once(char::is_whitespace) {
         Some((c, a)) => (c, a.trim()),
         None => (line, ""),
     };
     match command {
         "trace" => trace(args, name, bridge),
-        "help" => {
-            Ok("commands:\n  trace FLOW   trace a packet through the pipeline\n  help\n".into())
-        }
+        "conntrack" => conntrack_cmd(args, conntrack),
+        "port" => port_cmd(args, live),
+        "help" => Ok(
+            "commands:\n  trace FLOW   trace a packet through the pipeline\n  \
+                      conntrack dump|flush [--zone N]   list or remove tracked connections\n  \
+                      conntrack stats   connection count, limit and event counters\n  \
+                      port add SPEC   add a port (NAME[=OFPORT][,type=...]) while running\n  \
+                      port del NAME   remove a port while running\n  help\n"
+                .into(),
+        ),
         "" => Err("empty request".into()),
         other => Err(format!("unknown command `{other}` (try `help`)")),
     }
@@ -203,6 +254,73 @@ fn trace(flow: &str, name: &str, bridge: &Bridge) -> Result<String, String> {
         text::format_match(&m, 0x8000),
         "-".repeat(header.len())
     ))
+}
+
+/// `conntrack dump|flush [--zone N]`, `conntrack stats`: the connection
+/// table, one connection per line as `ovs-appctl dpctl/dump-conntrack`
+/// prints it, emptied (all zones, or one), or its counters.
+fn conntrack_cmd(args: &str, ct: &Conntrack) -> Result<String, String> {
+    let mut words = args.split_whitespace();
+    let verb = words.next();
+    let mut zone = None;
+    while let Some(w) = words.next() {
+        let value = match w.strip_prefix("--zone") {
+            Some("") => words.next(),
+            Some(v) => v.strip_prefix('='),
+            None => return Err(format!("conntrack: unexpected argument `{w}`")),
+        };
+        let v = value.ok_or("conntrack: --zone needs a number (0-65535)")?;
+        zone = Some(
+            v.parse::<u16>()
+                .map_err(|_| format!("conntrack: bad zone `{v}` (0-65535)"))?,
+        );
+    }
+    match verb {
+        Some("dump") => {
+            let mut out = String::new();
+            for e in ct.dump(zone, ct.now_ms()) {
+                out.push_str(&crate::conntrack::format_entry(&e));
+                out.push('\n');
+            }
+            Ok(out)
+        }
+        Some("flush") => {
+            ct.flush(zone);
+            Ok(String::new())
+        }
+        Some("stats") if zone.is_none() => Ok(ct.stats_text()),
+        Some("stats") => Err("conntrack: stats covers every zone (no --zone)".into()),
+        Some(other) => Err(format!(
+            "conntrack: unknown command `{other}` (dump, flush or stats)"
+        )),
+        None => Err("conntrack: dump, flush or stats?".into()),
+    }
+}
+
+/// `port add SPEC`, `port del NAME`: live port changes; `add` answers
+/// the port number given.
+fn port_cmd(args: &str, live: &LivePorts) -> Result<String, String> {
+    let (verb, arg) = match args.split_once(char::is_whitespace) {
+        Some((v, a)) => (v, a.trim()),
+        None => (args, ""),
+    };
+    match (verb, arg) {
+        ("add", "") => Err("port add: needs a port spec, NAME[=OFPORT][,type=...]".into()),
+        ("add", spec) => {
+            let spec: crate::config::PortSpec =
+                spec.parse().map_err(|e| format!("port add: {e}"))?;
+            let meta = live.add(&spec).map_err(|e| format!("port add: {e}"))?;
+            Ok(format!("{}\n", meta.ofport))
+        }
+        ("del", "") => Err("port del: needs a port name".into()),
+        ("del", name) => {
+            live.remove(name).map_err(|e| format!("port del: {e}"))?;
+            Ok(String::new())
+        }
+        _ => Err(format!(
+            "port: unknown command `{args}` (add SPEC or del NAME)"
+        )),
+    }
 }
 
 /// A reply from the control socket.

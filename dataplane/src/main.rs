@@ -10,6 +10,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::{Parser, Subcommand};
 use dataplane::bridge::{BridgeConfig, RunningBridge};
 use dataplane::config::{assign_ofports, parse_listen, PortSpec};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +36,65 @@ enum Command {
     /// Trace a packet through a running bridge's pipeline (like
     /// `ovs-appctl ofproto/trace`).
     Trace(TraceArgs),
+    /// Show or empty a running bridge's connection tracker (like
+    /// `ovs-appctl dpctl/dump-conntrack` and `dpctl/flush-conntrack`).
+    Conntrack(ConntrackArgs),
+    /// Add or remove a port of a running bridge (like `ovs-vsctl add-port`
+    /// and `del-port`).
+    Port(PortArgs),
+}
+
+#[derive(clap::Args)]
+struct PortArgs {
+    /// Directory of the running bridge's sockets.
+    #[arg(long, global = true, default_value = "/var/run/openvswitch")]
+    rundir: PathBuf,
+    #[command(subcommand)]
+    action: PortAction,
+}
+
+#[derive(Subcommand)]
+enum PortAction {
+    /// Add a port: NAME[=OFPORT][,type=system|internal|vxlan][,key=value...]
+    /// as for `xbr run --port`; prints the port number it got.
+    Add { bridge: String, spec: String },
+    /// Remove a port.
+    Del { bridge: String, name: String },
+}
+
+#[derive(clap::Args)]
+struct ConntrackArgs {
+    /// Directory of the running bridge's sockets.
+    #[arg(long, global = true, default_value = "/var/run/openvswitch")]
+    rundir: PathBuf,
+    #[command(subcommand)]
+    action: ConntrackAction,
+}
+
+#[derive(Subcommand)]
+enum ConntrackAction {
+    /// List the tracked connections, one per line.
+    Dump(ConntrackTarget),
+    /// Remove the tracked connections.
+    Flush(ConntrackTarget),
+    /// Connection count, limit and counters (invalid packets, table full,
+    /// NAT exhausted, expired).
+    Stats(StatsTarget),
+}
+
+#[derive(clap::Args)]
+struct StatsTarget {
+    /// Bridge name.
+    bridge: String,
+}
+
+#[derive(clap::Args)]
+struct ConntrackTarget {
+    /// Bridge name.
+    bridge: String,
+    /// Only this conntrack zone.
+    #[arg(long)]
+    zone: Option<u16>,
 }
 
 #[derive(clap::Args)]
@@ -66,7 +127,8 @@ struct RunArgs {
     /// Also serve OpenFlow on TCP: ptcp:PORT[:IP] (IP defaults to 127.0.0.1).
     #[arg(long, value_name = "ptcp:PORT[:IP]", value_parser = listen_arg)]
     listen: Vec<SocketAddr>,
-    /// A port: NAME[=OFPORT][,type=system|internal][,mtu_request=N][,mac=MAC].
+    /// A port: NAME[=OFPORT][,type=system|internal|vxlan][,mtu_request=N][,mac=MAC]
+    /// [,xdp_redirect=on] (the XDP flow cache may forward to it; see README).
     #[arg(long = "port", value_name = "SPEC", value_parser = port_arg)]
     ports: Vec<PortSpec>,
     /// CPU to pin the packet thread to.
@@ -93,6 +155,37 @@ struct RunArgs {
     /// (rounded up to a power of two); 0 turns it off.
     #[arg(long, default_value_t = flowtable::cache::DEFAULT_ENTRIES, value_parser = clap::value_parser!(usize))]
     flow_cache: usize,
+    /// Most connections the connection tracker holds; new connections
+    /// beyond it are +inv (and counted).
+    #[arg(long, default_value_t = dataplane::conntrack::DEFAULT_LIMIT, value_parser = clap::value_parser!(usize))]
+    ct_limit: usize,
+    /// AF_XDP ports that may be added while running with full rings (8 MiB
+    /// of packet memory each); more still work, sharing the frames.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    spare_ports: u32,
+    /// Take bridges and ports from ovsdb-server, like ovs-vswitchd, so
+    /// that `ovs-vsctl` manages them (`unix:PATH`; without a value the
+    /// system's database socket). Bridges, ports, fail modes and
+    /// controllers then come from the database only.
+    #[arg(long, value_name = "unix:PATH", num_args = 0..=1,
+          default_missing_value = "unix:/var/run/openvswitch/db.sock",
+          conflicts_with_all = ["ports", "listen", "controllers", "datapath_id"])]
+    ovsdb: Option<String>,
+    /// The XDP flow cache: system ports' XDP programs forward the
+    /// packets of flows the pipeline already translated (into actions
+    /// the kernel can carry out) without the packet thread.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    xdp_cache: OnOff,
+    /// Entries of the XDP flow cache.
+    #[arg(long, default_value_t = dataplane::xdpcache::DEFAULT_ENTRIES,
+          value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    xdp_cache_size: u32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
 }
 
 fn port_arg(s: &str) -> Result<PortSpec, String> {
@@ -129,10 +222,15 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Lab(args) => dataplane::lab::cli::run(args),
         Command::Trace(args) => trace(args),
+        Command::Conntrack(args) => conntrack(args),
+        Command::Port(args) => port(args),
     }
 }
 
 fn run(args: RunArgs) -> ExitCode {
+    if let Some(target) = &args.ovsdb {
+        return run_ovsdb(target, &args);
+    }
     let mut ports = args.ports;
     if let Err(e) = assign_ofports(&mut ports) {
         eprintln!("xbr: {e}");
@@ -149,16 +247,77 @@ fn run(args: RunArgs) -> ExitCode {
         controllers: args.controllers,
         standalone: args.fail_mode == FailMode::Standalone,
         inactivity_probe: std::time::Duration::from_secs(args.inactivity_probe),
+        ct_limit: args.ct_limit,
+        spare_xsk_ports: args.spare_ports,
+        xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
     };
-    let mut bridge = match RunningBridge::start(config) {
+    // Signals first, so a SIGTERM during start-up is not lost.
+    let mut signals = match Signals::new([SIGINT, SIGTERM]) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("xbr: signal handling: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let bridge = match RunningBridge::start(config) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("xbr: {e}");
             return ExitCode::from(if e.is_config_error() { EXIT_CONFIG } else { 1 });
         }
     };
-    bridge.wait_for_signal();
+    if let Some(sig) = signals.forever().next() {
+        tracing::info!(signal = sig, "shutting down");
+    }
     if bridge.shutdown() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// `xbr run --ovsdb`: serve every bridge of the database until a signal.
+fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
+    let path = match dataplane::ovsdb::parse_target(target) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("xbr: --ovsdb: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut signals = match Signals::new([SIGINT, SIGTERM]) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("xbr: signal handling: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    {
+        let stop = stop.clone();
+        let spawned = std::thread::Builder::new()
+            .name("xbr-signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    tracing::info!(signal = sig, "shutting down");
+                }
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+        if let Err(e) = spawned {
+            eprintln!("xbr: cannot start the signal thread: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    let settings = dataplane::ovsdb::Settings {
+        rundir: args.rundir.clone(),
+        cpu: args.cpu,
+        flow_cache_entries: args.flow_cache,
+        ct_limit: args.ct_limit,
+        inactivity_probe: std::time::Duration::from_secs(args.inactivity_probe),
+        spare_xsk_ports: args.spare_ports,
+        xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
+    };
+    if dataplane::ovsdb::run(&path, settings, &stop) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -167,21 +326,53 @@ fn run(args: RunArgs) -> ExitCode {
 
 fn trace(args: TraceArgs) -> ExitCode {
     let path = dataplane::ctl::socket_path(&args.rundir, &args.bridge);
-    match dataplane::ctl::request(&path, &format!("trace {}", args.flow.join(" "))) {
+    ctl_request(
+        "xbr trace",
+        &path,
+        &format!("trace {}", args.flow.join(" ")),
+    )
+}
+
+fn port(args: PortArgs) -> ExitCode {
+    let (bridge, line) = match &args.action {
+        PortAction::Add { bridge, spec } => (bridge, format!("port add {spec}")),
+        PortAction::Del { bridge, name } => (bridge, format!("port del {name}")),
+    };
+    let path = dataplane::ctl::socket_path(&args.rundir, bridge);
+    ctl_request("xbr port", &path, &line)
+}
+
+fn conntrack(args: ConntrackArgs) -> ExitCode {
+    let (verb, bridge, zone) = match &args.action {
+        ConntrackAction::Dump(t) => ("dump", &t.bridge, t.zone),
+        ConntrackAction::Flush(t) => ("flush", &t.bridge, t.zone),
+        ConntrackAction::Stats(t) => ("stats", &t.bridge, None),
+    };
+    let path = dataplane::ctl::socket_path(&args.rundir, bridge);
+    let mut line = format!("conntrack {verb}");
+    if let Some(z) = zone {
+        line.push_str(&format!(" --zone {z}"));
+    }
+    ctl_request("xbr conntrack", &path, &line)
+}
+
+/// Sends one control-socket request and prints its reply.
+fn ctl_request(what: &str, path: &std::path::Path, line: &str) -> ExitCode {
+    match dataplane::ctl::request(path, line) {
         Ok(reply) if reply.ok => {
             print!("{}", reply.text);
             ExitCode::SUCCESS
         }
         Ok(reply) => {
-            eprintln!("xbr trace: {}", reply.text);
+            eprintln!("{what}: {}", reply.text);
             ExitCode::from(EXIT_CONFIG)
         }
         Err(e @ dataplane::ctl::CtlError::Connect { .. }) => {
-            eprintln!("xbr trace: {e}");
+            eprintln!("{what}: {e}");
             ExitCode::from(EXIT_CONFIG)
         }
         Err(e) => {
-            eprintln!("xbr trace: {e}");
+            eprintln!("{what}: {e}");
             ExitCode::from(1)
         }
     }

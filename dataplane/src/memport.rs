@@ -113,7 +113,5 @@ impl PortIo<ArenaFrames> for MemPort {
 
     fn maintain(&mut self, _frames: &mut ArenaFrames) {}
 
-    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
-        None
-    }
+    fn poll_fds<'a>(&'a self, _out: &mut Vec<BorrowedFd<'a>>) {}
 }

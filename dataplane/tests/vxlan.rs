@@ -55,9 +55,7 @@ impl PortIo<ArenaFrames> for TestPort {
         }
     }
     fn maintain(&mut self, _f: &mut ArenaFrames) {}
-    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
-        None
-    }
+    fn poll_fds<'a>(&'a self, _out: &mut Vec<BorrowedFd<'a>>) {}
     fn is_tunnel(&self) -> bool {
         matches!(self, TestPort::Vxlan(_))
     }

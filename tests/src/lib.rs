@@ -23,6 +23,7 @@ mod cmd;
 mod error;
 mod netns;
 pub mod openflow;
+pub mod ovsdb;
 mod tool;
 mod xbr;
 
@@ -31,7 +32,7 @@ pub use error::HarnessError;
 pub use netns::{
     link_exists, link_has_xdp, unique_tag, Netns, PeerConfig, Pod, VethPair, NAME_PREFIX, POD_IF,
 };
-pub use tool::{udp_send, UdpReceiver};
+pub use tool::{udp_send, udp_send_flows, udp_send_from, UdpReceiver};
 pub use xbr::{flow_n_packets, RunDir, Xbr, BRIDGE};
 
 use std::time::Duration;
@@ -41,6 +42,21 @@ pub const CMD_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Result type of the harness and of the tests that use it.
 pub type Result<T> = std::result::Result<T, HarnessError>;
+
+/// The agent's reference directory (`gen_flows.py`, `validation/`,
+/// `pcap/`): `$XBR_SDN_DIR`, else `shared/sdn` beside the repository, else
+/// `/work/shared/sdn` (where the development machines and CI have it).
+pub fn sdn_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("XBR_SDN_DIR") {
+        return dir.into();
+    }
+    let beside = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/sdn");
+    if beside.is_dir() {
+        beside
+    } else {
+        "/work/shared/sdn".into()
+    }
+}
 
 /// Fails with [`HarnessError::NotRoot`] unless the effective uid is 0.
 ///

@@ -146,6 +146,8 @@ pub struct PeerConfig<'a> {
     pub mac: Option<&'a str>,
     /// `ADDR/PREFIX`.
     pub cidr: Option<&'a str>,
+    /// Transmit and receive queues of both ends (veth's default is one).
+    pub queues: Option<u32>,
 }
 
 impl VethPair {
@@ -154,9 +156,15 @@ impl VethPair {
         let mut last = None;
         for _ in 0..CREATE_ATTEMPTS {
             let host = format!("{NAME_PREFIX}{}", unique_tag());
-            let mut args = vec![
-                "link", "add", &host, "type", "veth", "peer", "name", peer.name,
-            ];
+            let queues = peer.queues.map(|q| q.to_string());
+            let mut args = vec!["link", "add", &host];
+            if let Some(q) = &queues {
+                args.extend(["numtxqueues", q, "numrxqueues", q]);
+            }
+            args.extend(["type", "veth", "peer", "name", peer.name]);
+            if let Some(q) = &queues {
+                args.extend(["numtxqueues", q, "numrxqueues", q]);
+            }
             args.extend(["netns", ns.name()]);
             if let Some(mac) = peer.mac {
                 args.extend(["address", mac]);
@@ -233,6 +241,16 @@ pub const POD_IF: &str = "eth0";
 impl Pod {
     /// `ip`/`prefix_len` and `mac` (`aa:bb:cc:dd:ee:ff`) go on `eth0`.
     pub fn new(ip: Ipv4Addr, prefix_len: u8, mac: &str) -> Result<Self> {
+        Self::build(ip, prefix_len, mac, None)
+    }
+
+    /// A pod whose veth has `queues` transmit and receive queues at both
+    /// ends, so its flows spread over the switch-side receive queues.
+    pub fn with_queues(ip: Ipv4Addr, prefix_len: u8, mac: &str, queues: u32) -> Result<Self> {
+        Self::build(ip, prefix_len, mac, Some(queues))
+    }
+
+    fn build(ip: Ipv4Addr, prefix_len: u8, mac: &str, queues: Option<u32>) -> Result<Self> {
         let ns = Netns::new()?;
         for knob in [
             "net.ipv6.conf.all.disable_ipv6=1",
@@ -247,6 +265,7 @@ impl Pod {
                 name: POD_IF,
                 mac: Some(mac),
                 cidr: Some(&cidr),
+                queues,
             },
         )?;
         // TX checksum offload stays on, as in a real pod: the pod's stack
@@ -305,12 +324,20 @@ impl Pod {
     /// `ping -c count` to `dst` from this pod, 0.2 s apart, each reply
     /// waited for at most 1 s, the whole run bounded by a deadline.
     pub fn ping(&self, dst: Ipv4Addr, count: u32) -> Result<CmdOutput> {
+        self.ping_sized(dst, count, 56)
+    }
+
+    /// [`ping`](Self::ping) with `size` bytes of ICMP payload (over the
+    /// MTU, each echo is a fragmented datagram).
+    pub fn ping_sized(&self, dst: Ipv4Addr, count: u32, size: u32) -> Result<CmdOutput> {
         require_tool("ping")?;
         let count_s = count.to_string();
+        let size_s = size.to_string();
         let deadline = (count / 5 + 3).to_string();
         let dst = dst.to_string();
         let argv = [
-            "ping", "-n", "-q", "-c", &count_s, "-i", "0.2", "-W", "1", "-w", &deadline, &dst,
+            "ping", "-n", "-q", "-c", &count_s, "-s", &size_s, "-i", "0.2", "-W", "1", "-w",
+            &deadline, &dst,
         ];
         let timeout = Duration::from_secs(u64::from(count / 5 + 8));
         self.ns.exec(&argv, timeout)

@@ -108,9 +108,49 @@ impl UdpReceiver {
 /// Sends `count` test packets to `dst` from inside `ns`, at most `rate`
 /// packets per second; returns how many were sent.
 pub fn udp_send(tool: &Path, ns: &Netns, dst: SocketAddrV4, count: u64, rate: u64) -> Result<u64> {
+    udp_send_flows(tool, ns, dst, count, rate, 1)
+}
+
+/// [`udp_send`] from source port `src_port` (0: any free one), so that
+/// two calls send the same 5-tuple.
+pub fn udp_send_from(
+    tool: &Path,
+    ns: &Netns,
+    src_port: u16,
+    dst: SocketAddrV4,
+    count: u64,
+    rate: u64,
+) -> Result<u64> {
+    send(tool, ns, dst, count, rate, 1, src_port)
+}
+
+/// [`udp_send`] from `sources` sockets in turn (that many flows, by
+/// source port).
+pub fn udp_send_flows(
+    tool: &Path,
+    ns: &Netns,
+    dst: SocketAddrV4,
+    count: u64,
+    rate: u64,
+    sources: usize,
+) -> Result<u64> {
+    send(tool, ns, dst, count, rate, sources, 0)
+}
+
+fn send(
+    tool: &Path,
+    ns: &Netns,
+    dst: SocketAddrV4,
+    count: u64,
+    rate: u64,
+    sources: usize,
+    src_port: u16,
+) -> Result<u64> {
     let dst_s = dst.to_string();
     let count_s = count.to_string();
     let rate_s = rate.to_string();
+    let sources_s = sources.to_string();
+    let src_s = src_port.to_string();
     let argv = [
         &*tool.to_string_lossy(),
         "udp-send",
@@ -120,6 +160,10 @@ pub fn udp_send(tool: &Path, ns: &Netns, dst: SocketAddrV4, count: u64, rate: u6
         &count_s,
         "--rate",
         &rate_s,
+        "--sources",
+        &sources_s,
+        "--src-port",
+        &src_s,
     ];
     // At `rate`, sending takes count/rate seconds; allow as much again.
     let secs = count.saturating_mul(2) / rate.max(1);

@@ -365,6 +365,14 @@ impl Xbr {
         Err(out.into_error())
     }
 
+    /// Runs `xbr ARGS... --rundir DIR` (a client command such as `port
+    /// add br0 SPEC`) against this xbr.
+    pub fn client(&self, args: &[&str]) -> Result<CmdOutput> {
+        let mut cmd = Command::new(Self::binary()?);
+        cmd.args(args).arg("--rundir").arg(self.rundir.path());
+        run_timeout(&mut cmd, CMD_TIMEOUT)
+    }
+
     /// `ovs-ofctl add-flow br0 FLOW`.
     pub fn add_flow(&self, flow: &str) -> Result<()> {
         self.ofctl_ok(&["add-flow", BRIDGE, flow]).map(drop)

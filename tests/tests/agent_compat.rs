@@ -11,7 +11,7 @@
 //! `dump-groups` output, apart from durations and counters.
 //!
 //! The flow sets come from `gen_flows.py` (the faithful generator of the
-//! agent's tables), found in `$XBR_SDN_DIR` (default `/work/shared/sdn`);
+//! agent's tables), found in `$XBR_SDN_DIR` (default `shared/sdn` beside the repository);
 //! without it the tests fail with a message saying so.
 //!
 //! Cost (2-core machine): starting OVS with 102 internal ports and xbr with
@@ -45,8 +45,7 @@ fn ovs_err(e: OvsError) -> HarnessError {
 }
 
 fn gen_flows_py() -> Result<PathBuf> {
-    let dir = std::env::var_os("XBR_SDN_DIR").unwrap_or_else(|| "/work/shared/sdn".into());
-    let path = Path::new(&dir).join("gen_flows.py");
+    let path = xbr_tests::sdn_dir().join("gen_flows.py");
     if path.is_file() {
         Ok(path)
     } else {

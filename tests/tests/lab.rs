@@ -21,13 +21,14 @@ use xbr_tests::{require_root, run_timeout, unique_tag, Background, Xbr, NAME_PRE
 
 #[test]
 fn subnet_single_node_everything_reaches() {
-    let lab = Lab::up(&["--mode", "subnet", "--nodes", "1"]);
+    let lab = Lab::up(&["--mode", "subnet", "--nodes", "1", "--legacy"]);
     let out = lab.check();
     assert!(out.success(), "check:\n{}\n{}", out.stdout, out.stderr);
-    // 4 pods: 12 pod pairs + 4 gateway + 4 external + 1 uplink.
+    // 4 pods: 12 pod pairs + 4 gateway + 4 external + the Service + 1
+    // uplink.
     assert!(
         out.stdout
-            .contains("21 probes, 21 as expected, 0 mismatched"),
+            .contains("22 probes, 22 as expected, 0 mismatched"),
         "{}",
         out.stdout
     );
@@ -123,6 +124,81 @@ fn multitenant_single_node_isolates_vnids() {
     );
 }
 
+/// The agent's pipeline with the XDP flow cache forwarding between local
+/// pods (`--xdp-redirect`): isolation holds on the kernel path too, and
+/// the kernel path is really taken.
+#[test]
+fn multitenant_with_the_xdp_cache_forwarding_still_isolates_vnids() {
+    let lab = Lab::up(&[
+        "--mode",
+        "multitenant",
+        "--nodes",
+        "1",
+        "--legacy",
+        "--xdp-redirect",
+    ]);
+    let out = lab.check();
+    assert!(out.success(), "check:\n{}\n{}", out.stdout, out.stderr);
+    // pod1/pod4 default (VNID 0), pod2 ns1, pod3 ns2.
+    let by_name = |n: &str| lab.pod(|p| s(p, "name") == n);
+    let (d1, a, b, d2) = (
+        by_name("node1-pod1"),
+        by_name("node1-pod2"),
+        by_name("node1-pod3"),
+        by_name("node1-pod4"),
+    );
+    assert_ne!(u(a, "vnid"), u(b, "vnid"));
+    // Twice each: the second time the entries the first installed are
+    // in place (forwarding for VNID 0, drops for ns1 -> ns2).
+    for _ in 0..2 {
+        assert!(!ping(s(a, "netns"), s(b, "ip")), "ns1 reached ns2");
+        assert!(!ping(s(b, "netns"), s(a, "ip")), "ns2 reached ns1");
+        assert!(ping(s(d1, "netns"), s(d2, "ip")), "VNID 0 pods lost");
+        assert!(ping(s(a, "netns"), s(d1, "ip")), "ns1 did not reach VNID 0");
+    }
+    // xbr's own account when it stops: entries installed and used.
+    let node = &lab.nodes()[0];
+    let pid = u(node, "xbr_pid");
+    sh("kill", &[&pid.to_string()]);
+    let log_path = Path::new(s(node, "rundir")).join("xbr.log");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if let Some(l) = log.lines().find(|l| l.contains("XDP flow cache")) {
+            break strip_ansi(l);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no XDP flow cache line in\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let hits: u64 = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("hit_packets="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no hit count in {line}"));
+    assert!(hits >= 4, "the XDP cache forwarded {hits} packets: {line}");
+}
+
+/// `s` without terminal colour escapes (ESC [ ... letter).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for e in chars.by_ref() {
+                if e.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[test]
 fn lab_json_schema() {
     let lab = Lab::up(&[
@@ -135,7 +211,8 @@ fn lab_json_schema() {
     ]);
     let j = &lab.json;
     assert_eq!(s(j, "mode"), "multitenant");
-    assert_eq!(s(j, "flows"), "legacy-nonconntrack");
+    // The current (conntrack) agent flows unless --legacy.
+    assert_eq!(s(j, "flows"), "conntrack");
     assert_eq!(s(j, "prefix"), lab.prefix);
     let nodes = lab.nodes();
     assert_eq!(nodes.len(), 1);
@@ -297,7 +374,7 @@ fn bad_options_exit_2_and_leave_nothing() {
             "lab", "up", "--dir", &d, "--prefix", &prefix, "--mode", "flat",
         ],
         vec!["lab", "up", "--dir", &d, "--prefix", "Bad_Prefix"],
-        // Needs conntrack, which xbr does not have yet.
+        // The networkpolicy plugin never had a non-conntrack flow set.
         vec![
             "lab",
             "up",
@@ -307,6 +384,7 @@ fn bad_options_exit_2_and_leave_nothing() {
             &prefix,
             "--mode",
             "networkpolicy",
+            "--legacy",
         ],
     ] {
         let out = xbr(&args, UP_TIMEOUT);
@@ -432,9 +510,270 @@ fn two_nodes_multitenant_across_the_underlay() {
     assert!(out.success(), "check:\n{}\n{}", out.stdout, out.stderr);
 }
 
+/// `--ovsdb`: each node's ovsdb-server, xbr as its ovs-vswitchd, br0 and
+/// its ports made with the agent's `ovs-vsctl` commands (issue 7).
 #[test]
-fn two_nodes_subnet_check_passes() {
-    let lab = Lab::up(&["--mode", "subnet", "--nodes", "2", "--pods-per-node", "2"]);
+fn two_nodes_subnet_over_ovsdb_check_passes() {
+    let lab = Lab::up(&[
+        "--mode",
+        "subnet",
+        "--nodes",
+        "2",
+        "--pods-per-node",
+        "2",
+        "--ovsdb",
+    ]);
     let out = lab.check();
     assert!(out.success(), "check:\n{}\n{}", out.stdout, out.stderr);
+    // The database has the agent's configuration, and the numbers xbr
+    // gave the pods' ports are the ones lab.json (and the flows) use.
+    for pod in lab.pods() {
+        let node = lab
+            .nodes()
+            .iter()
+            .find(|n| s(n, "name") == s(pod, "node"))
+            .unwrap();
+        let db = format!("--db=unix:{}/db.sock", s(node, "rundir"));
+        let got = sh(
+            "ovs-vsctl",
+            &[&db, "get", "Interface", s(pod, "host_if"), "ofport"],
+        );
+        assert_eq!(
+            got.stdout.trim(),
+            u(pod, "ofport").to_string(),
+            "{}",
+            got.stderr
+        );
+        let sandbox = format!("external_ids:sandbox={}", s(pod, "name"));
+        let found = sh(
+            "ovs-vsctl",
+            &[
+                &db,
+                "--bare",
+                "--columns=name",
+                "find",
+                "interface",
+                &sandbox,
+            ],
+        );
+        assert_eq!(found.stdout.trim(), s(pod, "host_if"));
+    }
+    let node = &lab.nodes()[0];
+    let db = format!("--db=unix:{}/db.sock", s(node, "rundir"));
+    let vxlan = sh(
+        "ovs-vsctl",
+        &[&db, "get", "Interface", "vxlan0", "ofport", "error"],
+    );
+    assert_eq!(vxlan.stdout, "1\n[]\n", "{}", vxlan.stderr);
+}
+
+/// A one-connection TCP server in namespace `netns` on `ip`:8080 that
+/// greets its client; returns once it listens.
+fn tcp_server(netns: &str, ip: &str) -> Background {
+    let ready = std::env::temp_dir().join(format!("{NAME_PREFIX}-ready-{}", unique_tag()));
+    let script = format!(
+        "import socket\n\
+         s = socket.socket()\n\
+         s.bind(('{ip}', 8080))\n\
+         s.listen(4)\n\
+         open('{ready}', 'w').close()\n\
+         s.settimeout(15)\n\
+         c, _ = s.accept()\n\
+         c.sendall(b'hello from {ip}\\n')\n\
+         c.recv(100)\n",
+        ready = ready.display()
+    );
+    let server = Background::spawn(
+        Command::new("ip").args(["netns", "exec", netns, "python3", "-c", &script]),
+    )
+    .expect("python3 TCP server");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "TCP server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(&ready);
+    server
+}
+
+/// Connects from `netns` to `ip`:8080 and reads the greeting; `None` when
+/// no connection is made within 3 s.
+fn tcp_greeting(netns: &str, ip: &str) -> Option<String> {
+    let script = format!(
+        "exec 3<>/dev/tcp/{ip}/8080 && read -t 3 line <&3 && echo \"$line\" && echo bye >&3"
+    );
+    let out = sh(
+        "ip",
+        &[
+            "netns", "exec", netns, "timeout", "3", "bash", "-c", &script,
+        ],
+    );
+    out.success().then(|| out.stdout.trim().to_string())
+}
+
+#[test]
+fn networkpolicy_conntrack_lab_reaches_and_tracks_connections() {
+    let lab = Lab::up(&[
+        "--mode",
+        "networkpolicy",
+        "--nodes",
+        "2",
+        "--pods-per-node",
+        "3",
+    ]);
+    assert_eq!(s(&lab.json, "flows"), "conntrack");
+    let out = lab.check();
+    assert!(out.success(), "check:\n{}\n{}", out.stdout, out.stderr);
+    // 6 pods: 30 pod pairs + 6 gateway + 6 external; the Service from a
+    // client on each node; 2 nodes: 4 uplink.
+    assert!(
+        out.stdout
+            .contains("48 probes, 48 as expected, 0 mismatched"),
+        "{}",
+        out.stdout
+    );
+    // ns1 -> the isolated ns2 is denied, on each node and across; the
+    // other way round (and its replies) passes.
+    let denied = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("isolated  isolated  ok"))
+        .count();
+    assert_eq!(denied, 4, "{}", out.stdout);
+    let pod = |name: &str| {
+        lab.json["pods"]
+            .as_array()
+            .expect("pods")
+            .iter()
+            .find(|p| s(p, "name") == name)
+            .unwrap_or_else(|| panic!("no pod {name}"))
+            .clone()
+    };
+    let (ns1_a, ns2_b) = (pod("node1-pod2"), pod("node2-pod3"));
+    assert_eq!(s(&ns2_b, "namespace"), "ns2");
+    // TCP: into the isolated namespace only from its own namespace (or
+    // VNID 0); out of it to anyone, the replies passing.
+    let server = tcp_server(s(&ns2_b, "netns"), s(&ns2_b, "ip"));
+    assert_eq!(tcp_greeting(s(&ns1_a, "netns"), s(&ns2_b, "ip")), None);
+    let same_ns = pod("node1-pod3");
+    assert_eq!(
+        tcp_greeting(s(&same_ns, "netns"), s(&ns2_b, "ip")).as_deref(),
+        Some(format!("hello from {}", s(&ns2_b, "ip")).as_str())
+    );
+    let _ = server.wait(Duration::from_secs(5));
+    let server = tcp_server(s(&ns1_a, "netns"), s(&ns1_a, "ip"));
+    assert_eq!(
+        tcp_greeting(s(&ns2_b, "netns"), s(&ns1_a, "ip")).as_deref(),
+        Some(format!("hello from {}", s(&ns1_a, "ip")).as_str())
+    );
+    let _ = server.wait(Duration::from_secs(5));
+
+    let node = &lab.nodes()[0];
+    let rundir = s(node, "rundir");
+    // Every untracked IP packet went through conntrack, pod-network
+    // connections were committed in table 30, and replies to local pods
+    // took table 31's ct(nat,table=70).
+    let all = ofctl(rundir, &["dump-flows", "br0"]);
+    for tokens in [
+        &["priority=1000", "actions=ct(table=0)"][..],
+        &["table=30", "actions=ct(commit,table=31)"][..],
+        &["table=31", "priority=250", "ct(table=70,nat)"][..],
+    ] {
+        assert!(n_packets(&all, tokens) >= 6, "{tokens:?}:\n{all}");
+    }
+    let dump = xbr(
+        &["conntrack", "dump", "br0", "--rundir", rundir],
+        CMD_TIMEOUT,
+    );
+    assert!(dump.success(), "{}", dump.stderr);
+    let tcp = format!(
+        "tcp,orig=(src={},dst={},sport=",
+        s(&same_ns, "ip"),
+        s(&ns2_b, "ip")
+    );
+    assert!(
+        dump.stdout.lines().any(|l| l.starts_with(&tcp)),
+        "no {tcp}... in:\n{}",
+        dump.stdout
+    );
+    let stats = xbr(
+        &["conntrack", "stats", "br0", "--rundir", rundir],
+        CMD_TIMEOUT,
+    );
+    assert!(
+        stats.stdout.contains("\ntable_full: 0\n"),
+        "{}",
+        stats.stdout
+    );
+}
+
+/// The lab's Service: a client pod connects to the ClusterIP over TCP;
+/// the nodes' iptables DNAT it to a backend on the same node and on the
+/// other in turn, and each backend's answer comes back from the ClusterIP
+/// (the TCP connection could not be made otherwise): xbr learned the
+/// host's DNAT and undid it in table 31's ct(nat).
+#[test]
+fn service_answers_from_backends_on_both_nodes_via_the_cluster_ip() {
+    let lab = Lab::up(&[
+        "--mode",
+        "multitenant",
+        "--nodes",
+        "2",
+        "--pods-per-node",
+        "2",
+    ]);
+    let svc = &lab.json["services"][0];
+    let ip = s(svc, "ip");
+    assert!(ip.starts_with("172.30."), "{svc}");
+    let port = svc["port"].as_u64().expect("port");
+    let backends: Vec<&str> = svc["backends"]
+        .as_array()
+        .expect("backends")
+        .iter()
+        .map(|b| b.as_str().expect("a pod name"))
+        .collect();
+    let backend_nodes: std::collections::BTreeSet<&str> = backends
+        .iter()
+        .map(|b| s(lab.pod(|p| s(p, "name") == *b), "node"))
+        .collect();
+    assert_eq!(backend_nodes.len(), 2, "a backend on each node: {svc}");
+    let client = lab.pod(|p| !backends.contains(&s(p, "name")) && s(p, "node") == "node1");
+    let dst = format!("{ip}:{port}");
+    let exe = Xbr::binary().expect("xbr binary");
+    let mut answers = Vec::new();
+    for _ in 0..4 {
+        let out = sh(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                s(client, "netns"),
+                &exe.display().to_string(),
+                "lab",
+                "fetch",
+                "--dst",
+                &dst,
+            ],
+        );
+        assert!(out.success(), "fetch {dst}: {}", out.stderr);
+        answers.push(out.stdout.trim().to_string());
+    }
+    for b in &backends {
+        assert!(
+            answers.iter().any(|a| a == b),
+            "{b} never answered: {answers:?}"
+        );
+    }
+    let rundir = s(&lab.nodes()[0], "rundir");
+    let stats = xbr(
+        &["conntrack", "stats", "br0", "--rundir", rundir],
+        CMD_TIMEOUT,
+    );
+    let learned: u64 = stats
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("learned_from_host: "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no learned_from_host in {}", stats.stdout));
+    assert!(learned >= 4, "{}", stats.stdout);
 }

@@ -217,3 +217,26 @@ fn idle_xbr_sleeps_instead_of_spinning() -> Result<()> {
     );
     Ok(())
 }
+
+/// Someone (a cleanup script, a careless operator) removed the socket
+/// files: xbr must still stop promptly on SIGTERM, which needs its accept
+/// loops woken without connecting to those files.
+#[test]
+fn sigterm_stops_xbr_whose_socket_files_were_removed() -> Result<()> {
+    let a = Pod::new(IP_A, 24, MAC_A)?;
+    let mut xbr = Xbr::start(&[
+        "--port",
+        &format!("{}=1", a.host_if()),
+        "--listen",
+        "ptcp:0:127.0.0.1",
+    ])?;
+    let ctl = xbr.rundir().join(format!("xbr.{BRIDGE}.ctl"));
+    for file in [xbr.mgmt_path(), ctl] {
+        std::fs::remove_file(&file)
+            .map_err(|e| HarnessError::Unexpected(format!("removing {}: {e}", file.display())))?;
+    }
+    // stop() fails if xbr has not exited within its bound.
+    let status = xbr.stop(Signal::SIGTERM)?;
+    assert!(status.success(), "xbr exited with {status}\n{}", xbr.log());
+    Ok(())
+}

@@ -13,6 +13,13 @@
 //! Each probe is a bounded `ping` (3 echo requests, 3 s deadline) in the
 //! source namespace; "reached" means at least one reply. Probes run in
 //! parallel, a bounded number at a time.
+//!
+//! Services: from one client pod per node, two TCP connections per
+//! backend to the ClusterIP (`xbr lab fetch`); "reached" means every
+//! connection was answered, from the ClusterIP (a connection is only
+//! established if the backend's replies carry the ClusterIP as their
+//! source), and every backend answered at least once (the nodes' rules
+//! take the backends in turn).
 
 use super::flows::Mode;
 use super::state::{LabState, Pod};
@@ -32,6 +39,7 @@ pub enum Kind {
     Gateway,
     External,
     Uplink,
+    Service,
 }
 
 impl Kind {
@@ -42,6 +50,7 @@ impl Kind {
             Kind::Gateway => "gateway",
             Kind::External => "external",
             Kind::Uplink => "uplink",
+            Kind::Service => "service",
         }
     }
 }
@@ -90,9 +99,13 @@ impl CheckReport {
 }
 
 /// Whether the mode's flows let `a` reach `b` (and `b` answer).
-pub fn pods_may_talk(mode: Mode, a: &Pod, b: &Pod) -> bool {
+/// `b_isolated`: networkpolicy, `b`'s namespace has the lab's
+/// `allow-same-namespace` policies (ingress from its own namespace and
+/// VNID 0 only; replies to its own connections always pass).
+pub fn pods_may_talk(mode: Mode, a: &Pod, b: &Pod, b_isolated: bool) -> bool {
     match mode {
-        Mode::Subnet | Mode::NetworkPolicy => true,
+        Mode::Subnet => true,
+        Mode::NetworkPolicy => !b_isolated || a.vnid == b.vnid || a.vnid == 0,
         Mode::Multitenant => a.vnid == b.vnid || a.vnid == 0 || b.vnid == 0,
     }
 }
@@ -100,6 +113,11 @@ pub fn pods_may_talk(mode: Mode, a: &Pod, b: &Pod) -> bool {
 /// The probes for a lab, in table order.
 pub fn probes(state: &LabState) -> Result<Vec<Probe>, LabError> {
     let mode: Mode = state.mode.parse().map_err(LabError::Usage)?;
+    let isolated = |ns: &str| {
+        state.namespaces.iter().any(|n| {
+            n.name == ns && n.policy.as_deref() == Some(super::flows::POLICY_SAME_NAMESPACE)
+        })
+    };
     let mut out = Vec::new();
     for a in &state.pods {
         for b in state.pods.iter().filter(|b| b.name != a.name) {
@@ -113,7 +131,7 @@ pub fn probes(state: &LabState) -> Result<Vec<Probe>, LabError> {
                 } else {
                     Kind::CrossNode
                 },
-                expected: pods_may_talk(mode, a, b),
+                expected: pods_may_talk(mode, a, b, isolated(&b.namespace)),
             });
         }
         let node = state
@@ -135,6 +153,32 @@ pub fn probes(state: &LabState) -> Result<Vec<Probe>, LabError> {
             kind: Kind::External,
             expected: true,
         });
+    }
+    for svc in &state.services {
+        let backends: Vec<&Pod> = state
+            .pods
+            .iter()
+            .filter(|p| svc.backends.contains(&p.name))
+            .collect();
+        for n in &state.nodes {
+            let Some(client) = state
+                .pods
+                .iter()
+                .find(|p| p.node == n.name && !svc.backends.contains(&p.name))
+            else {
+                continue;
+            };
+            out.push(Probe {
+                src: client.name.clone(),
+                src_netns: client.netns.clone(),
+                dst: format!("svc-{}", svc.namespace),
+                dst_ip: svc.ip,
+                kind: Kind::Service,
+                expected: backends
+                    .iter()
+                    .all(|b| pods_may_talk(mode, client, b, isolated(&b.namespace))),
+            });
+        }
     }
     for n in &state.nodes {
         out.push(Probe {
@@ -165,6 +209,56 @@ fn received(ping_output: &str) -> Option<u32> {
     let mut words = line.split(", ");
     words.next()?;
     words.next()?.split_whitespace().next()?.parse().ok()
+}
+
+/// Connects to a Service twice per backend; see the module documentation.
+fn service(state: &LabState, p: &Probe) -> Result<bool, String> {
+    let svc = state
+        .services
+        .iter()
+        .find(|s| s.ip == p.dst_ip)
+        .ok_or_else(|| format!("no service at {}", p.dst_ip))?;
+    let exe = std::env::current_exe().map_err(|e| format!("locating xbr: {e}"))?;
+    let exe = exe.to_string_lossy();
+    let dst = format!("{}:{}", svc.ip, svc.port);
+    let timeout = super::service::FETCH_TIMEOUT * 3;
+    let mut answers = Vec::new();
+    let mut failures = 0;
+    for _ in 0..svc.backends.len() * 2 {
+        let out = sys::run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &p.src_netns,
+                &exe,
+                "lab",
+                "fetch",
+                "--dst",
+                &dst,
+            ],
+            timeout,
+        )
+        .map_err(|e| e.to_string())?;
+        match (out.timed_out, out.success()) {
+            (false, true) => answers.push(out.stdout.trim().to_string()),
+            _ => failures += 1,
+        }
+    }
+    if answers.is_empty() {
+        return Ok(false);
+    }
+    let missing: Vec<&String> = svc
+        .backends
+        .iter()
+        .filter(|b| !answers.contains(b))
+        .collect();
+    if failures > 0 || !missing.is_empty() {
+        return Err(format!(
+            "{failures} connection(s) failed, answers {answers:?}, backends not heard {missing:?}"
+        ));
+    }
+    Ok(true)
 }
 
 fn ping(p: &Probe) -> Result<bool, String> {
@@ -204,7 +298,15 @@ pub fn check(state: &LabState) -> Result<CheckReport, LabError> {
     let mut outcomes = Vec::with_capacity(probes.len());
     for chunk in probes.chunks(PARALLEL) {
         let results: Vec<Outcome> = std::thread::scope(|s| {
-            let handles: Vec<_> = chunk.iter().map(|p| s.spawn(move || ping(p))).collect();
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|p| {
+                    s.spawn(move || match p.kind {
+                        Kind::Service => service(state, p),
+                        _ => ping(p),
+                    })
+                })
+                .collect();
             handles
                 .into_iter()
                 .zip(chunk)
@@ -335,11 +437,15 @@ mod tests {
             prefix: "t".into(),
             dir: "/tmp/t".into(),
             vxlan: false,
+            variant: crate::lab::flows::Variant::LegacyNonConntrack,
+            ovsdb: false,
+            xdp_redirect: false,
         };
         let s = plan(&o, 5).unwrap();
         let ps = probes(&s).unwrap();
-        // 6 pods: 30 pod pairs, 6 gateway, 6 external; 2 nodes: 2 + 2 uplink.
-        assert_eq!(ps.len(), 30 + 6 + 6 + 4);
+        // 6 pods: 30 pod pairs, 6 gateway, 6 external; the Service from a
+        // client on each of the 2 nodes; 2 nodes: 2 + 2 uplink.
+        assert_eq!(ps.len(), 30 + 6 + 6 + 2 + 4);
         let find = |a: &str, b: &str| ps.iter().find(|p| p.src == a && p.dst == b).unwrap();
         // pod1 is in default (VNID 0), pod2 in ns1, pod3 in ns2.
         assert!(find("node1-pod1", "node1-pod2").expected);
@@ -350,5 +456,46 @@ mod tests {
         assert!(!find("node1-pod3", "node2-pod2").expected);
         assert!(find("node1-pod3", "node1-tun0").expected);
         assert!(find("node1-pod3", "external").expected);
+        // The Service is in default (VNID 0): everyone may use it.
+        let svc = find("node1-pod2", "svc-default");
+        assert_eq!((svc.kind, svc.expected), (Kind::Service, true));
+        assert_eq!(s.services[0].backends, ["node1-pod1", "node2-pod1"]);
+    }
+
+    #[test]
+    fn networkpolicy_expectations() {
+        let o = Options {
+            mode: Mode::NetworkPolicy,
+            nodes: 2,
+            pods_per_node: 3,
+            namespaces: 3,
+            prefix: "t".into(),
+            dir: "/tmp/t".into(),
+            vxlan: true,
+            variant: crate::lab::flows::Variant::Conntrack,
+            ovsdb: false,
+            xdp_redirect: false,
+        };
+        let s = plan(&o, 5).unwrap();
+        // Only the last namespace has policies.
+        let policies: Vec<Option<&str>> =
+            s.namespaces.iter().map(|n| n.policy.as_deref()).collect();
+        assert_eq!(policies, [None, None, Some("allow-same-namespace")]);
+        let ps = probes(&s).unwrap();
+        let find = |a: &str, b: &str| ps.iter().find(|p| p.src == a && p.dst == b).unwrap();
+        // pod1: default (VNID 0), pod2: ns1, pod3: ns2 (isolated).
+        assert!(
+            !find("node1-pod2", "node1-pod3").expected,
+            "ns1 -> ns2 denied"
+        );
+        assert!(!find("node1-pod2", "node2-pod3").expected);
+        assert!(find("node1-pod3", "node1-pod2").expected, "ns2 -> ns1 open");
+        assert!(
+            find("node1-pod1", "node2-pod3").expected,
+            "VNID 0 allowed in"
+        );
+        assert!(find("node2-pod3", "node1-pod3").expected, "same namespace");
+        assert!(find("node1-pod3", "external").expected);
+        assert!(find("node1-pod3", "node1-tun0").expected);
     }
 }

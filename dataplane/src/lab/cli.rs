@@ -31,6 +31,28 @@ enum LabCommand {
     Check(DirArgs),
     /// Remove a lab (also a half-built or crashed one).
     Down(DownArgs),
+    /// A Service backend: answer every TCP connection on PORT with TEXT
+    /// (run by `up` inside backend pods).
+    #[command(hide = true)]
+    Respond(RespondArgs),
+    /// Connect to DST and print the first line of its answer (run by
+    /// `check` inside client pods); exit 1 if that fails.
+    #[command(hide = true)]
+    Fetch(FetchArgs),
+}
+
+#[derive(Args)]
+struct RespondArgs {
+    #[arg(long)]
+    port: u16,
+    #[arg(long)]
+    text: String,
+}
+
+#[derive(Args)]
+struct FetchArgs {
+    #[arg(long)]
+    dst: std::net::SocketAddrV4,
 }
 
 #[derive(Args)]
@@ -52,6 +74,20 @@ struct UpArgs {
     /// Name prefix of the lab's namespaces; default: xbrlab-XXXXXX.
     #[arg(long)]
     prefix: Option<String>,
+    /// Install the agent's pre-4.13 flows without conntrack (subnet and
+    /// multitenant only) instead of the current conntrack ones.
+    #[arg(long)]
+    legacy: bool,
+    /// Run Debian's ovsdb-server on every node, with xbr as its
+    /// ovs-vswitchd (`xbr run --ovsdb`), and configure the bridges and
+    /// ports with `ovs-vsctl` as the agent does.
+    #[arg(long)]
+    ovsdb: bool,
+    /// Pods turn GRO on and their ports get `xdp_redirect=on`, so local
+    /// pod-to-pod traffic the flows allow is forwarded by the XDP flow
+    /// cache.
+    #[arg(long)]
+    xdp_redirect: bool,
 }
 
 #[derive(Args)]
@@ -105,6 +141,19 @@ pub fn run(args: LabArgs) -> ExitCode {
         LabCommand::Up(a) => run_up(a),
         LabCommand::Check(a) => run_check(&a.dir),
         LabCommand::Down(a) => run_down(&a.dir, a.prefix.as_deref()),
+        LabCommand::Respond(a) => {
+            super::service::respond(a.port, &a.text).map(|()| ExitCode::SUCCESS)
+        }
+        LabCommand::Fetch(a) => Ok(match super::service::fetch(a.dst) {
+            Ok(answer) => {
+                println!("{answer}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("xbr lab fetch: {e}");
+                ExitCode::from(1)
+            }
+        }),
     })
 }
 
@@ -127,6 +176,13 @@ fn run_up(a: UpArgs) -> Result<ExitCode, LabError> {
         prefix,
         dir,
         vxlan,
+        variant: if a.legacy {
+            super::flows::Variant::LegacyNonConntrack
+        } else {
+            super::flows::Variant::Conntrack
+        },
+        ovsdb: a.ovsdb,
+        xdp_redirect: a.xdp_redirect,
     };
     if !vxlan && opts.nodes > 1 {
         eprintln!(

@@ -12,14 +12,22 @@
 //!
 //! What the lab topology has no use for is not generated: Services (the
 //! 4.13+ agent has no per-Service flows; the lab runs no ≤4.12 userspace
-//! proxy), EgressNetworkPolicies, egress IPs, multicast namespaces and
-//! NetworkPolicy objects (every networkpolicy namespace is unrestricted).
+//! proxy), EgressNetworkPolicies, egress IPs, multicast namespaces, and
+//! NetworkPolicy objects beyond one set ([`POLICY_SAME_NAMESPACE`]) that
+//! isolates a namespace's ingress.
 //! The tests compare this output with `gen_flows.py` for the same topology.
 
 use super::addr::Cidr;
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
+
+/// The lab's one kind of NetworkPolicy set, by its `lab.json` name: the
+/// policies `allow-same-namespace` (ingress from `podSelector: {}`) and
+/// `allow-from-host-network` (ingress from the namespaces labelled
+/// `policy-group.network.openshift.io/host-network`, i.e. VNID 0), as
+/// OpenShift documents them for multitenant-like isolation.
+pub const POLICY_SAME_NAMESPACE: &str = "allow-same-namespace";
 
 /// The agent's `ruleVersion` (master, 4.10-4.15, 4.17, 4.18).
 const RULE_VERSION: u8 = 13;
@@ -105,6 +113,15 @@ pub struct RemoteNode {
     pub cookie: u32,
 }
 
+/// A Service port, for the pre-4.13 per-Service flows of table 60.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServicePort {
+    pub ip: Ipv4Addr,
+    pub tcp_port: u16,
+    /// The Service's namespace's VNID.
+    pub vnid: u32,
+}
+
 /// Everything the agent's flows on one node depend on.
 #[derive(Clone, Debug)]
 pub struct NodeFlows {
@@ -122,8 +139,14 @@ pub struct NodeFlows {
     /// VNIDs of the namespaces with pods on this node, in namespace order
     /// (networkpolicy installs per-namespace flows only for those).
     pub namespace_vnids: Vec<u32>,
+    /// networkpolicy: VNIDs of the namespaces with the
+    /// [`POLICY_SAME_NAMESPACE`] policies (the others have none).
+    pub isolated_vnids: Vec<u32>,
     pub pods: Vec<LocalPod>,
     pub remote_nodes: Vec<RemoteNode>,
+    /// Services; only the pre-4.13 variant has flows for them (since
+    /// 4.13 table 60 sends all Service traffic to the host).
+    pub services: Vec<ServicePort>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -303,6 +326,17 @@ impl NodeFlows {
             f.add("table=60, priority=200, actions=output:2".into());
         } else {
             f.add("table=60, priority=200, reg0=0, actions=output:2".into());
+            // AddServiceRules (removed in 4.13): to tun0 through table
+            // 80's policy for the Service's VNID.
+            for s in &self.services {
+                let (ip, port, vnid) = (s.ip, s.tcp_port, s.vnid);
+                f.add(format!(
+                    "table=60, ip, nw_dst={ip}, ip_frag=later, priority=100, actions=load:{vnid}->NXM_NX_REG1[], load:2->NXM_NX_REG2[], goto_table:80"
+                ));
+                f.add(format!(
+                    "table=60, ip, nw_dst={ip}, tcp, tcp_dst={port}, priority=100, actions=load:{vnid}->NXM_NX_REG1[], load:2->NXM_NX_REG2[], goto_table:80"
+                ));
+            }
             f.add("table=60, priority=0, actions=drop".into());
         }
         // Tables 70, 80, 90
@@ -412,11 +446,23 @@ impl NodeFlows {
             }
         }
         if self.mode == Mode::NetworkPolicy {
-            // A namespace without NetworkPolicies: everything allowed, both ways.
             for v in &self.namespace_vnids {
-                f.add(format!(
-                    "table=80, priority=50, reg1={v}, actions=output:NXM_NX_REG2[]"
-                ));
+                if self.isolated_vnids.contains(v) {
+                    // generateNamespaceIngressFlows: one flow per ingress
+                    // peer, sorted; every pod is selected, so no default.
+                    let mut peers = [format!("reg0={v}, "), "reg0=0, ".to_string()];
+                    peers.sort();
+                    for peer in peers {
+                        f.add(format!(
+                            "table=80, priority=150, reg1={v}, {peer} actions=output:NXM_NX_REG2[]"
+                        ));
+                    }
+                } else {
+                    // No NetworkPolicies: everything allowed, both ways.
+                    f.add(format!(
+                        "table=80, priority=50, reg1={v}, actions=output:NXM_NX_REG2[]"
+                    ));
+                }
                 f.add(format!(
                     "table=27, priority=50, reg0={v}, actions=goto_table:30"
                 ));

@@ -54,6 +54,8 @@ fn topology(case: &str) -> NodeFlows {
         local_mac: mac_of(s(&t, "local_mac")),
         tun_mac: mac_of(s(&t, "tun_mac")),
         vxlan_port: u16::try_from(n(&t, "vxlan_port")).unwrap(),
+        isolated_vnids: Vec::new(),
+        services: Vec::new(),
         namespace_vnids: t["namespace_vnids"]
             .as_array()
             .unwrap()

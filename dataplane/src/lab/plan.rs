@@ -48,6 +48,14 @@ pub struct Options {
     pub prefix: String,
     pub dir: PathBuf,
     pub vxlan: bool,
+    /// The agent flow set: the current conntrack one, or the pre-4.13
+    /// non-conntrack one (`--legacy`).
+    pub variant: super::flows::Variant,
+    /// Configure each node through its own ovsdb-server.
+    pub ovsdb: bool,
+    /// Pods turn GRO on and their ports are `xdp_redirect=on`, so xbr's
+    /// XDP flow cache forwards between local pods in the kernel.
+    pub xdp_redirect: bool,
 }
 
 /// splitmix64: a tiny, well-mixed generator; cryptographic strength is not
@@ -161,7 +169,12 @@ pub fn plan(opts: &Options, seed: u64) -> Result<LabState, LabError> {
             } else {
                 format!("ns{i}")
             };
-            Namespace { name, vnid }
+            // In networkpolicy mode the last namespace (never `default`)
+            // is isolated, so the lab has denied pairs and replies that
+            // must pass where the reverse direction is denied.
+            let policy = (opts.mode == Mode::NetworkPolicy && i > 0 && i + 1 == opts.namespaces)
+                .then(|| super::flows::POLICY_SAME_NAMESPACE.to_string());
+            Namespace { name, vnid, policy }
         })
         .collect();
 
@@ -222,13 +235,20 @@ pub fn plan(opts: &Options, seed: u64) -> Result<LabState, LabError> {
         });
     }
 
+    let services = namespaces
+        .first()
+        .and_then(|ns| super::service::plan(&ns.name, &pods))
+        .into_iter()
+        .collect();
     Ok(LabState {
         schema_version: SCHEMA_VERSION,
         mode: opts.mode.name().to_string(),
-        flows: super::flows::Variant::LegacyNonConntrack.name().to_string(),
+        flows: opts.variant.name().to_string(),
         prefix: prefix.to_string(),
         dir: opts.dir.clone(),
         vxlan: opts.vxlan,
+        ovsdb: opts.ovsdb,
+        xdp_redirect: opts.xdp_redirect,
         cluster_network: CLUSTER_NETWORK.to_string(),
         service_network: SERVICE_NETWORK.to_string(),
         vxlan_port: VXLAN_PORT,
@@ -245,6 +265,7 @@ pub fn plan(opts: &Options, seed: u64) -> Result<LabState, LabError> {
             netns: format!("{prefix}-ext"),
             ip: EXTERNAL_IP,
         },
+        services,
     })
 }
 
@@ -266,6 +287,9 @@ mod tests {
             prefix: "xbrlab-t".into(),
             dir: "/tmp/x".into(),
             vxlan: false,
+            variant: crate::lab::flows::Variant::LegacyNonConntrack,
+            ovsdb: false,
+            xdp_redirect: false,
         }
     }
 

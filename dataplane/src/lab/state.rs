@@ -32,6 +32,14 @@ pub struct LabState {
     /// `vxlan0` is a real VXLAN port; without it cross-node traffic has
     /// nowhere to go and `check` reports it as failing.
     pub vxlan: bool,
+    /// Each node runs ovsdb-server and is configured with `ovs-vsctl`
+    /// (`up --ovsdb`).
+    #[serde(default)]
+    pub ovsdb: bool,
+    /// Pods accept XDP-redirected frames (GRO on) and their ports are
+    /// `xdp_redirect=on` (`--xdp-redirect`).
+    #[serde(default)]
+    pub xdp_redirect: bool,
     pub cluster_network: String,
     pub service_network: String,
     pub vxlan_port: u16,
@@ -42,6 +50,9 @@ pub struct LabState {
     pub namespaces: Vec<Namespace>,
     pub pods: Vec<Pod>,
     pub external: External,
+    /// ClusterIP Services the nodes' iptables DNAT to backend pods.
+    #[serde(default)]
+    pub services: Vec<Service>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -74,6 +85,11 @@ pub struct Node {
 pub struct Namespace {
     pub name: String,
     pub vnid: u32,
+    /// networkpolicy mode: the NetworkPolicies of the namespace, if any
+    /// ([`super::flows::POLICY_SAME_NAMESPACE`]: ingress only from the
+    /// namespace itself and from VNID 0, egress open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -90,6 +106,18 @@ pub struct Pod {
     pub ofport: u32,
     /// The host-side veth, in the node's namespace.
     pub host_if: String,
+}
+
+/// A ClusterIP Service: each node's iptables DNATs `ip`:`port` (TCP) to
+/// the backends, which answer every connection with their pod name.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Service {
+    pub ip: Ipv4Addr,
+    pub port: u16,
+    /// Name of the namespace (see [`Namespace::name`]).
+    pub namespace: String,
+    /// Pod names (see [`Pod::name`]).
+    pub backends: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]

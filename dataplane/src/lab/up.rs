@@ -9,7 +9,7 @@
 //! the failing xbr's log.
 
 use super::addr::{format_mac, Cidr};
-use super::flows::{LocalPod, Mode, NodeFlows, RemoteNode, Variant};
+use super::flows::{LocalPod, Mode, NodeFlows, RemoteNode, ServicePort, Variant};
 use super::plan::{self, Options, OVERLAY_MTU, UNDERLAY_BRIDGE, UNDERLAY_PREFIX_LEN, VXLAN_PORT};
 use super::state::{LabState, Node, PREFIX_FILE};
 use super::sys::{self, in_ns, ip};
@@ -80,10 +80,33 @@ pub fn node_flows(state: &LabState, node: &Node) -> Result<NodeFlows, LabError> 
         })
         .map(|ns| ns.vnid)
         .collect();
+    let isolated_vnids = state
+        .namespaces
+        .iter()
+        .filter(|ns| ns.policy.as_deref() == Some(super::flows::POLICY_SAME_NAMESPACE))
+        .map(|ns| ns.vnid)
+        .collect();
+    let services = state
+        .services
+        .iter()
+        .map(|svc| ServicePort {
+            ip: svc.ip,
+            tcp_port: svc.port,
+            vnid: state
+                .namespaces
+                .iter()
+                .find(|ns| ns.name == svc.namespace)
+                .map_or(0, |ns| ns.vnid),
+        })
+        .collect();
     let mac = |s: &str| crate::config::parse_mac(s).unwrap_or_default();
     Ok(NodeFlows {
         mode,
-        variant: Variant::LegacyNonConntrack,
+        variant: if state.flows == Variant::Conntrack.name() {
+            Variant::Conntrack
+        } else {
+            Variant::LegacyNonConntrack
+        },
         cluster_networks: vec![parse(&state.cluster_network)?],
         service_network: parse(&state.service_network)?,
         local_subnet: parse(&node.subnet)?,
@@ -92,8 +115,10 @@ pub fn node_flows(state: &LabState, node: &Node) -> Result<NodeFlows, LabError> 
         tun_mac: mac(&node.tun0_mac),
         vxlan_port: state.vxlan_port,
         namespace_vnids,
+        isolated_vnids,
         pods,
         remote_nodes,
+        services,
     })
 }
 
@@ -134,11 +159,10 @@ fn write_file(path: &Path, text: &str) -> Result<(), LabError> {
 /// Builds the lab. On error everything created is removed again.
 pub fn up(opts: &Options, seed: u64) -> Result<LabState, LabError> {
     let mut state = plan::plan(opts, seed)?;
-    if state.mode == Mode::NetworkPolicy.name() {
+    if state.mode == Mode::NetworkPolicy.name() && opts.variant == Variant::LegacyNonConntrack {
         return Err(LabError::Usage(
-            "--mode networkpolicy: the networkpolicy plugin's flows need conntrack \
-             (ct(commit), ct_state=+rpl), which xbr does not implement yet; \
-             use subnet or multitenant"
+            "--mode networkpolicy --legacy: the networkpolicy plugin always used conntrack; \
+             it has no pre-4.13 non-conntrack flow set"
                 .into(),
         ));
     }
@@ -180,6 +204,7 @@ fn build(state: &mut LabState) -> Result<(), LabError> {
     let ul = state.underlay.netns.clone();
     let mtu = OVERLAY_MTU.to_string();
     let cn = state.cluster_network.clone();
+    let legacy = state.flows == Variant::LegacyNonConntrack.name();
 
     // Underlay: a bridge in its own namespace; nothing in the caller's.
     new_netns(&ul)?;
@@ -203,7 +228,7 @@ fn build(state: &mut LabState) -> Result<(), LabError> {
         ip(&["-n", &ns, "addr", "add", &addr, "dev", "eth0"])?;
         ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
         node.uplink_mac = format_mac(sys::link_mac(&ns, "eth0")?);
-        masquerade(&ns, &cn)?;
+        masquerade(&ns, &cn, legacy)?;
     }
 
     for pod in &state.pods {
@@ -250,6 +275,11 @@ fn build(state: &mut LabState) -> Result<(), LabError> {
         ip(&["-n", pn, "route", "add", "224.0.0.0/4", "dev", "eth0"])?;
         // Pods keep the kernel's default offloads, as with the agent's CNI
         // plugin: xbr completes checksums left to offload (csum.rs).
+        if state.xdp_redirect {
+            // A veth accepts XDP-redirected frames only with GRO (or an
+            // XDP program) on its peer.
+            in_ns(pn, "ethtool", &["-K", "eth0", "gro", "on"])?;
+        }
     }
 
     // Start every node's xbr, then wait for all of them: the start-ups
@@ -261,6 +291,11 @@ fn build(state: &mut LabState) -> Result<(), LabError> {
         }
     }
     for node in &state.nodes {
+        if state.ovsdb {
+            // The bridge (and its socket) exists once the agent's
+            // ovs-vsctl commands returned.
+            super::ovsdb::configure(state, node)?;
+        }
         wait_for_xbr(node)?;
     }
 
@@ -278,6 +313,7 @@ fn build(state: &mut LabState) -> Result<(), LabError> {
     for node in &state.nodes {
         program(state, node)?;
     }
+    super::service::install(state)?;
     state.write(&state.dir.clone())?;
     Ok(())
 }
@@ -319,7 +355,11 @@ fn uplink(ul: &str, name: &str, ns: &str) -> Result<(), LabError> {
 /// The agent's egress NAT: POSTROUTING jumps to OPENSHIFT-MASQUERADE,
 /// which masquerades everything sourced from the cluster network (traffic
 /// between pods never reaches the host's POSTROUTING: it stays in br0).
-fn masquerade(ns: &str, cluster_network: &str) -> Result<(), LabError> {
+/// The node's OPENSHIFT-MASQUERADE rules. `legacy`: before 4.13 every
+/// pod's traffic leaving through the host was masqueraded, Service
+/// traffic too, so that backends' replies came back through the host (the
+/// flows had no `ct(nat)` to undo kube-proxy's DNAT).
+fn masquerade(ns: &str, cluster_network: &str, legacy: bool) -> Result<(), LabError> {
     let ipt = |args: &[&str]| -> Result<String, LabError> {
         let mut full = vec!["-w", "5", "-t", "nat"];
         full.extend_from_slice(args);
@@ -336,6 +376,25 @@ fn masquerade(ns: &str, cluster_network: &str) -> Result<(), LabError> {
         "-j",
         "OPENSHIFT-MASQUERADE",
     ])?;
+    if legacy {
+        ipt(&[
+            "-A",
+            "OPENSHIFT-MASQUERADE",
+            "-s",
+            cluster_network,
+            "-m",
+            "comment",
+            "--comment",
+            "masquerade pod-to-service and pod-to-external traffic",
+            "-j",
+            "MASQUERADE",
+        ])?;
+        return Ok(());
+    }
+    // As the agent has it: pods' traffic to the outside is masqueraded,
+    // their traffic to pods (also through a Service) keeps its source, so
+    // a backend's reply goes straight back through br0 to the client.
+    ipt(&["-N", "OPENSHIFT-MASQUERADE-2"])?;
     ipt(&[
         "-A",
         "OPENSHIFT-MASQUERADE",
@@ -346,8 +405,21 @@ fn masquerade(ns: &str, cluster_network: &str) -> Result<(), LabError> {
         "--comment",
         "masquerade pod-to-service and pod-to-external traffic",
         "-j",
-        "MASQUERADE",
+        "OPENSHIFT-MASQUERADE-2",
     ])?;
+    ipt(&[
+        "-A",
+        "OPENSHIFT-MASQUERADE-2",
+        "-d",
+        cluster_network,
+        "-m",
+        "comment",
+        "--comment",
+        "masquerade pod-to-external traffic",
+        "-j",
+        "RETURN",
+    ])?;
+    ipt(&["-A", "OPENSHIFT-MASQUERADE-2", "-j", "MASQUERADE"])?;
     Ok(())
 }
 
@@ -374,7 +446,12 @@ fn xbr_args(state: &LabState, node: &Node) -> Vec<String> {
     }
     for pod in state.pods.iter().filter(|p| p.node == node.name) {
         args.push("--port".into());
-        args.push(format!("{}={}", pod.host_if, pod.ofport));
+        let redirect = if state.xdp_redirect {
+            ",xdp_redirect=on"
+        } else {
+            ""
+        };
+        args.push(format!("{}={}{redirect}", pod.host_if, pod.ofport));
     }
     args
 }
@@ -407,10 +484,16 @@ fn start_xbr(state: &LabState, i: usize) -> Result<u32, LabError> {
         context: "duplicating the log file".into(),
         source,
     })?;
+    let args = if state.ovsdb {
+        super::ovsdb::start_db(node)?;
+        super::ovsdb::xbr_args(node)
+    } else {
+        xbr_args(state, node)
+    };
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &node.netns])
         .arg(&exe)
-        .args(xbr_args(state, node))
+        .args(args)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2)
@@ -557,6 +640,9 @@ mod tests {
             prefix: "t".into(),
             dir: "/tmp/t".into(),
             vxlan,
+            variant: crate::lab::flows::Variant::LegacyNonConntrack,
+            ovsdb: false,
+            xdp_redirect: false,
         };
         plan::plan(&opts, 11).unwrap()
     }
@@ -612,5 +698,48 @@ mod tests {
         assert!(args.contains(
             &"vxlan0=1,type=vxlan,dst_port=4789,local_ip=10.0.0.12,uplink=eth0".to_string()
         ));
+    }
+
+    #[test]
+    fn the_conntrack_variant_is_what_lab_json_names() {
+        let mut s = lab(Mode::NetworkPolicy, false);
+        s.flows = Variant::Conntrack.name().to_string();
+        let f = node_flows(&s, &s.nodes[0]).unwrap();
+        assert_eq!(f.variant, Variant::Conntrack);
+        let flows = f.generate().unwrap();
+        assert!(flows
+            .iter()
+            .any(|l| l == "table=0, priority=1000, ip, ct_state=-trk, actions=ct(table=0)"));
+        assert!(flows
+            .iter()
+            .any(|l| l.ends_with("actions=ct(commit,table=31)")));
+    }
+
+    #[test]
+    fn an_isolated_namespace_gets_its_ingress_rules_and_no_default() {
+        let mut s = lab(Mode::NetworkPolicy, false);
+        s.flows = Variant::Conntrack.name().to_string();
+        let v = s.namespaces[1].vnid;
+        s.namespaces[1].policy = Some(crate::lab::flows::POLICY_SAME_NAMESPACE.into());
+        let flows = node_flows(&s, &s.nodes[0]).unwrap().generate().unwrap();
+        let t80: Vec<&String> = flows
+            .iter()
+            .filter(|l| l.starts_with(&format!("table=80, priority=150, reg1={v},")))
+            .collect();
+        assert_eq!(
+            t80,
+            [
+                &format!("table=80, priority=150, reg1={v}, reg0=0,  actions=output:NXM_NX_REG2[]"),
+                &format!(
+                    "table=80, priority=150, reg1={v}, reg0={v},  actions=output:NXM_NX_REG2[]"
+                ),
+            ]
+        );
+        assert!(!flows.contains(&format!(
+            "table=80, priority=50, reg1={v}, actions=output:NXM_NX_REG2[]"
+        )));
+        assert!(flows.contains(&format!(
+            "table=27, priority=50, reg0={v}, actions=goto_table:30"
+        )));
     }
 }

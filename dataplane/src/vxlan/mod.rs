@@ -159,8 +159,8 @@ impl<F: Frames, P: PortIo<F>> PortIo<F> for VxlanPort<P> {
         self.uplink.maintain(frames)
     }
 
-    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.uplink.poll_fd()
+    fn poll_fds<'a>(&'a self, out: &mut Vec<BorrowedFd<'a>>) {
+        self.uplink.poll_fds(out)
     }
 
     fn is_tunnel(&self) -> bool {

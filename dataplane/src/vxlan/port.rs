@@ -9,7 +9,7 @@ use crate::bpf::{XdpModeRequest, XdpProgram};
 use crate::config::PortSpec;
 use crate::control::PortMeta;
 use crate::netdev::{self, NetdevError};
-use crate::ports::{open_xsk, Port, PortError, UmemFrames, XskPort};
+use crate::ports::{open_xsk, PortError, XskPort};
 use crate::xsk::Umem;
 use std::sync::Arc;
 
@@ -17,7 +17,6 @@ use std::sync::Arc;
 pub(crate) fn open(
     spec: &PortSpec,
     umem: &Arc<Umem>,
-    frames: &mut UmemFrames,
 ) -> Result<(Arc<PortMeta>, VxlanPort<XskPort>), PortError> {
     let name = spec.name.clone();
     let ofport = spec.ofport.unwrap_or(0);
@@ -41,7 +40,7 @@ pub(crate) fn open(
             name: v.uplink.clone(),
             source,
         })?;
-    let uplink = open_xsk(&v.uplink, &link, prog, umem, frames)?;
+    let uplink = open_xsk(&v.uplink, &link, prog, umem)?;
     let resolver = ResolverConfig {
         uplink_ifindex: link.ifindex,
         uplink_mac: link.mac.unwrap_or_default(),
@@ -52,7 +51,8 @@ pub(crate) fn open(
     let reader = match neigh::spawn(resolver) {
         Ok((reader, _handle)) => reader,
         Err(source) => {
-            Port::Xsk(uplink).close(frames);
+            // Nothing lent to the kernel yet (see `open_xsk`): just drop.
+            drop(uplink);
             return Err(PortError::Resolver { port: name, source });
         }
     };

@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use super::ring::{ConsRing, ProdRing};
 use super::sys::{map_ring, mmap_offsets, ring_ptrs, set_tx_budget, set_u32, Mapping};
-use super::umem::{FramePool, Umem};
+use super::umem::{FillGrant, FramePool, Umem};
 use super::{XdpDesc, XdpStatistics, XskError, XskMode};
 
 /// Ring sizes and bind options of one socket.
@@ -76,6 +76,9 @@ pub struct XskSocket {
     always_kick: bool,
     tx_skb_budget: Option<u32>,
     counters: XskCounters,
+    fill_size: u32,
+    /// Frames the fill ring may hold.
+    grant: FillGrant,
 }
 
 // SAFETY: the raw ring pointers refer to mappings owned by this value; moving
@@ -249,6 +252,8 @@ impl XskSocket {
             always_kick: cfg.mode == XskMode::Copy || !need_wakeup,
             tx_skb_budget,
             counters: XskCounters::default(),
+            fill_size: cfg.fill_size,
+            grant: FillGrant::new(umem, cfg.fill_size),
         })
     }
 
@@ -283,6 +288,10 @@ impl XskSocket {
     pub fn rx_burst(&mut self, out: &mut [XdpDesc]) -> usize {
         let n = self.rx.consume(out);
         self.counters.rx_packets += n as u64;
+        if n == out.len() && n > 0 {
+            // Busy: a bigger fill ring absorbs longer bursts.
+            self.grant.grow(self.fill_size);
+        }
         n
     }
 
@@ -355,9 +364,12 @@ impl XskSocket {
         n as usize
     }
 
-    /// Posts free frames from `pool` to the fill ring, as many as fit.
+    /// Posts free frames from `pool` to the fill ring, up to the socket's
+    /// grant ([`FillGrant`]).
     pub fn refill(&mut self, pool: &mut FramePool) -> usize {
-        let want = u32::try_from(pool.len()).unwrap_or(u32::MAX);
+        let lent = self.fill.pending();
+        let room = self.grant.frames().saturating_sub(lent);
+        let want = u32::try_from(pool.len()).unwrap_or(u32::MAX).min(room);
         let n = self.fill.reserve(want);
         if n == 0 {
             return 0;
@@ -449,6 +461,21 @@ impl XskSocket {
     /// Frames still inside the kernel at close time (an skb in flight in
     /// copy mode) are not recovered.
     pub fn close(self, pool: &mut FramePool) -> usize {
+        let before = pool.len();
+        self.close_with(|addr| pool.free(addr));
+        pool.len() - before
+    }
+
+    /// [`close`](Self::close) without the pool: hands every frame the
+    /// kernel gives back to `free` instead, so a socket can be closed (which
+    /// waits for an RCU grace period) away from the thread that owns the
+    /// pool, and its frames returned to the pool later. Returns how many.
+    pub fn close_with(self, mut free: impl FnMut(u64)) -> usize {
+        let mut count = 0;
+        let mut free = |addr| {
+            count += 1;
+            free(addr)
+        };
         let XskSocket {
             mut rx,
             tx,
@@ -463,7 +490,6 @@ impl XskSocket {
         // (synchronize_net) before returning, so it no longer touches the
         // rings, whose pages stay valid while we keep them mapped.
         drop(fd);
-        let before = pool.len();
         let mut buf = [XdpDesc::default(); 64];
         loop {
             let n = rx.consume(&mut buf);
@@ -471,19 +497,19 @@ impl XskSocket {
                 break;
             }
             for d in &buf[..n] {
-                pool.free(d.addr);
+                free(d.addr);
             }
         }
         let n = comp.peek(u32::MAX);
         for i in 0..n {
-            pool.free(comp.get(i));
+            free(comp.get(i));
         }
-        fill.unconsumed(|addr| pool.free(addr));
-        tx.unconsumed(|d| pool.free(d.addr));
+        fill.unconsumed(&mut free);
+        tx.unconsumed(|d| free(d.addr));
         // The cursors point into `maps`; they are plain data, so unmapping
         // now is enough.
         drop(maps);
-        pool.len() - before
+        count
     }
 }
 

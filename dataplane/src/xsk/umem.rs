@@ -4,6 +4,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -41,6 +42,81 @@ pub struct Umem {
     hugepages: bool,
     pub(super) registration: Mutex<Registration>,
     pool_taken: Mutex<bool>,
+    /// Sum of the fill-ring grants of the sockets bound now; see
+    /// [`FillGrant`].
+    granted: AtomicU32,
+}
+
+/// How many frames a socket may keep in its fill ring (lent to the
+/// kernel). All grants together stay within half the UMEM (the other half
+/// is for frames in flight: RX and TX rings, copies): a socket gets its
+/// full ring if that budget allows, else what is left but at least
+/// [`INITIAL_FILL`], and doubles its grant, up to its ring size, each
+/// time it receives a full batch and the budget allows. The ports a UMEM
+/// was sized for thus get full rings as before, and a port added beyond
+/// them still finds frames: without grants the sockets bound first would
+/// lend every frame to the kernel and later ones would receive nothing.
+/// A grant is returned when its socket closes; it never shrinks
+/// otherwise (frames in a fill ring cannot be taken back).
+pub(super) struct FillGrant {
+    umem: Arc<Umem>,
+    frames: u32,
+}
+
+/// The least a socket is granted, even beyond the budget, so that a new
+/// port always receives: one receive batch and then some.
+const INITIAL_FILL: u32 = 128;
+
+impl FillGrant {
+    pub(super) fn new(umem: &Arc<Umem>, ring: u32) -> Self {
+        let mut g = FillGrant {
+            umem: Arc::clone(umem),
+            frames: INITIAL_FILL.min(ring),
+        };
+        umem.granted.fetch_add(g.frames, Ordering::Relaxed);
+        while g.frames < ring && g.grow(ring) {}
+        g
+    }
+
+    pub(super) fn frames(&self) -> u32 {
+        self.frames
+    }
+
+    /// Doubles the grant (at most to `ring`) as far as the UMEM's budget
+    /// allows; false if it could not grow.
+    pub(super) fn grow(&mut self, ring: u32) -> bool {
+        let want = (self.frames * 2).min(ring).saturating_sub(self.frames);
+        if want == 0 {
+            return false;
+        }
+        let budget = self.umem.n_frames / 2;
+        let granted = &self.umem.granted;
+        let mut cur = granted.load(Ordering::Relaxed);
+        loop {
+            let add = want.min(budget.saturating_sub(cur));
+            if add == 0 {
+                return false;
+            }
+            match granted.compare_exchange_weak(
+                cur,
+                cur + add,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.frames += add;
+                    return true;
+                }
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+impl Drop for FillGrant {
+    fn drop(&mut self) {
+        self.umem.granted.fetch_sub(self.frames, Ordering::Relaxed);
+    }
 }
 
 // SAFETY: `Umem` only holds the address of the mapping; the bytes are
@@ -83,6 +159,7 @@ impl Umem {
             hugepages,
             registration: Mutex::new(Registration::default()),
             pool_taken: Mutex::new(false),
+            granted: AtomicU32::new(0),
         }))
     }
 
@@ -390,6 +467,29 @@ impl std::fmt::Debug for FramePool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fill_grants_stay_in_budget_and_grow_with_load() {
+        let umem = Umem::new(4096, 2048, false).expect("mmap");
+        // Within the budget (half of 4096): full rings.
+        let a = FillGrant::new(&umem, 1024);
+        let b = FillGrant::new(&umem, 1024);
+        assert_eq!((a.frames(), b.frames()), (1024, 1024));
+        // Beyond it: the least grant, which does not grow.
+        let mut c = FillGrant::new(&umem, 1024);
+        assert_eq!(c.frames(), INITIAL_FILL);
+        assert!(!c.grow(1024));
+        // A closed socket's grant is free again for the busy one.
+        drop(a);
+        assert!(c.grow(1024));
+        assert_eq!(c.frames(), 2 * INITIAL_FILL);
+        while c.grow(1024) {}
+        assert_eq!(c.frames(), 1024, "capped by the ring");
+        let small = FillGrant::new(&umem, 64);
+        assert_eq!(small.frames(), 64);
+        drop((b, c, small));
+        assert_eq!(umem.granted.load(Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn pool_alloc_free_and_bounds() {

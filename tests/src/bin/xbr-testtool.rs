@@ -24,6 +24,8 @@ const HEADER_LEN: usize = MAGIC.len() + 8;
 const MAX_SIZE: usize = 1472;
 /// The receiver keeps one flag per expected packet; this bounds its memory.
 const MAX_COUNT: u64 = 10_000_000;
+/// Most sending sockets `udp-send --sources` opens.
+const MAX_SOURCES: usize = 1024;
 /// Receive buffer asked for, so a receiver descheduled for a moment does
 /// not drop what the switch delivered.
 const RCVBUF: usize = 8 << 20;
@@ -54,6 +56,14 @@ enum Cmd {
         /// UDP payload size in bytes (16-1472).
         #[arg(long, default_value_t = 64)]
         size: usize,
+        /// Sending sockets (distinct source ports), used in turn: that
+        /// many flows, which a multi-queue device spreads over its queues.
+        #[arg(long, default_value_t = 1)]
+        sources: usize,
+        /// Source port (default: any free one), so that two runs send
+        /// the same 5-tuple.
+        #[arg(long, default_value_t = 0)]
+        src_port: u16,
     },
     /// Receive until COUNT distinct packets arrived or the timeout passed;
     /// prints how many arrived.
@@ -96,7 +106,9 @@ fn main() -> ExitCode {
             count,
             rate,
             size,
-        } => udp_send(dst, count, rate, size).map(|sent| {
+            sources,
+            src_port,
+        } => udp_send(dst, count, rate, size, sources, src_port).map(|sent| {
             println!("{sent}");
             true
         }),
@@ -123,7 +135,14 @@ fn due(start: Instant, seq: u64, rate: u64) -> Instant {
     start + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
-fn udp_send(dst: SocketAddr, count: u64, rate: Option<u64>, size: usize) -> Result<u64, ToolError> {
+fn udp_send(
+    dst: SocketAddr,
+    count: u64,
+    rate: Option<u64>,
+    size: usize,
+    sources: usize,
+    src_port: u16,
+) -> Result<u64, ToolError> {
     if !(HEADER_LEN..=MAX_SIZE).contains(&size) {
         return Err(ToolError::Usage(format!(
             "--size {size} is outside {HEADER_LEN}-{MAX_SIZE}"
@@ -132,13 +151,27 @@ fn udp_send(dst: SocketAddr, count: u64, rate: Option<u64>, size: usize) -> Resu
     if rate == Some(0) {
         return Err(ToolError::Usage("--rate must be at least 1".into()));
     }
+    if !(1..=MAX_SOURCES).contains(&sources) {
+        return Err(ToolError::Usage(format!(
+            "--sources {sources} is outside 1-{MAX_SOURCES}"
+        )));
+    }
     let local: SocketAddr = if dst.is_ipv4() {
         "0.0.0.0:0".parse()
     } else {
         "[::]:0".parse()
     }
     .map_err(|_| ToolError::Usage("bad wildcard address".into()))?;
-    let sock = UdpSocket::bind(local).map_err(io_err("binding the sending socket"))?;
+    // Consecutive source ports from `src_port` (0: any free ones).
+    let socks = (0..sources)
+        .map(|i| {
+            let mut at = local;
+            if src_port != 0 {
+                at.set_port(src_port.wrapping_add(i as u16));
+            }
+            UdpSocket::bind(at).map_err(io_err(format!("binding a sending socket to {at}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let mut buf = vec![0u8; size];
     if let Some(m) = buf.get_mut(..MAGIC.len()) {
         m.copy_from_slice(MAGIC);
@@ -155,7 +188,7 @@ fn udp_send(dst: SocketAddr, count: u64, rate: Option<u64>, size: usize) -> Resu
         if let Some(s) = buf.get_mut(MAGIC.len()..HEADER_LEN) {
             s.copy_from_slice(&seq.to_be_bytes());
         }
-        send_one(&sock, &buf, dst)?;
+        send_one(&socks[(seq % sources as u64) as usize], &buf, dst)?;
     }
     Ok(count)
 }

@@ -1,0 +1,196 @@
+//! Looking after the table from outside the packet path: expiry sweeps,
+//! dumps and flushes (one shard locked at a time, never a connection and a
+//! shard together), counters, and the text form of connections as
+//! `ovs-appctl dpctl/dump-conntrack` prints them (one per line; `zone=`
+//! and `mark=` only when non-zero).
+
+use super::tuple::Tuple;
+use super::{table, Conntrack, CtEntry};
+use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP};
+use std::fmt::Write;
+use std::net::Ipv4Addr;
+use std::sync::atomic::Ordering::Relaxed;
+
+fn proto_name(p: u8) -> String {
+    match p {
+        IP_PROTO_TCP => "tcp".into(),
+        IP_PROTO_UDP => "udp".into(),
+        IP_PROTO_ICMP => "icmp".into(),
+        IP_PROTO_SCTP => "sctp".into(),
+        other => format!("proto={other}"),
+    }
+}
+
+fn tuple(s: &mut String, t: &Tuple) {
+    let _ = write!(
+        s,
+        "src={},dst={}",
+        Ipv4Addr::from(t.src),
+        Ipv4Addr::from(t.dst)
+    );
+    match t.proto {
+        IP_PROTO_ICMP => {
+            let _ = write!(s, ",id={},type={},code=0", t.sport, t.dport);
+        }
+        IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP => {
+            let _ = write!(s, ",sport={},dport={}", t.sport, t.dport);
+        }
+        _ => {}
+    }
+}
+
+/// One connection, e.g.
+/// `tcp,orig=(src=10.128.0.2,dst=10.128.0.3,sport=40000,dport=80),reply=(...),zone=1,mark=0x5,protoinfo=(state=ESTABLISHED)`.
+pub fn format_entry(e: &CtEntry) -> String {
+    let mut s = proto_name(e.orig.proto);
+    s.push_str(",orig=(");
+    tuple(&mut s, &e.orig);
+    s.push_str("),reply=(");
+    tuple(&mut s, &e.reply);
+    s.push(')');
+    if e.orig.zone != 0 {
+        let _ = write!(s, ",zone={}", e.orig.zone);
+    }
+    if e.mark != 0 {
+        let _ = write!(s, ",mark={}", e.mark);
+    }
+    if let Some(st) = e.tcp_state {
+        let _ = write!(s, ",protoinfo=(state={st})");
+    }
+    s
+}
+
+impl Conntrack {
+    /// Removes expired connections from the next `shards` shards; returns
+    /// how many it removed. Cheap enough to call once per busy round.
+    pub fn sweep(&self, now: u64, shards: usize) -> usize {
+        let mut removed = 0;
+        for _ in 0..shards.min(table::SHARDS) {
+            let at = self.sweep_at.fetch_add(1, Relaxed) % table::SHARDS;
+            for conn in self.table.shard_conns(at) {
+                let (orig, reply, expired) = {
+                    let c = conn.lock();
+                    (c.orig, c.reply, c.expires <= now)
+                };
+                if expired && self.table.remove(&orig, &reply, &conn) {
+                    removed += 1;
+                }
+            }
+        }
+        self.stats.expired.fetch_add(removed as u64, Relaxed);
+        self.frags.sweep(now);
+        removed
+    }
+
+    /// Every live connection (of `zone`, if given), sorted by tuple.
+    pub fn dump(&self, zone: Option<u16>, now: u64) -> Vec<CtEntry> {
+        let mut out = Vec::new();
+        for s in 0..table::SHARDS {
+            for conn in self.table.shard_conns(s) {
+                let c = conn.lock();
+                if c.expires <= now || zone.is_some_and(|z| z != c.orig.zone) {
+                    continue;
+                }
+                out.push(CtEntry {
+                    orig: c.orig,
+                    reply: c.reply,
+                    mark: c.mark,
+                    tcp_state: c.tcp_state(),
+                    expires_in: c.expires - now,
+                });
+            }
+        }
+        out.sort_by_key(|e| (e.orig.zone, e.orig));
+        out
+    }
+
+    /// The counters, one `name: value` per line (`xbr conntrack stats`).
+    pub fn stats_text(&self) -> String {
+        let s = &self.stats;
+        format!(
+            "connections: {}\nlimit: {}\ncommitted: {}\ninvalid: {}\ntable_full: {}\n\
+             nat_exhausted: {}\nexpired: {}\nlearned_from_host: {}\nfragmented_datagrams: {}\nlater_fragments: {}\n\
+             orphan_fragments: {}\n",
+            self.len(),
+            self.config.limit,
+            s.committed.load(Relaxed),
+            s.invalid.load(Relaxed),
+            s.table_full.load(Relaxed),
+            s.nat_exhausted.load(Relaxed),
+            s.expired.load(Relaxed),
+            s.learned.load(Relaxed),
+            self.frags.len(),
+            s.fragments.load(Relaxed),
+            s.orphan_fragments.load(Relaxed),
+        )
+    }
+
+    /// Removes every connection (of `zone`, if given); returns how many.
+    pub fn flush(&self, zone: Option<u16>) -> usize {
+        let mut removed = 0;
+        for s in 0..table::SHARDS {
+            for conn in self.table.shard_conns(s) {
+                let (orig, reply) = {
+                    let c = conn.lock();
+                    (c.orig, c.reply)
+                };
+                if zone.is_some_and(|z| z != orig.zone) {
+                    continue;
+                }
+                if self.table.remove(&orig, &reply, &conn) {
+                    removed += 1;
+                }
+            }
+        }
+        // Fragment records carry connections' outcomes; a flushed
+        // connection's later fragments must not pass on them.
+        self.frags.clear();
+        removed
+    }
+}
+
+/// Pause between two shards of the expiry sweep: a full pass over the 64
+/// shards takes about 6 s, so an idle connection outlives its timeout by
+/// that much at most (lookups ignore it meanwhile).
+pub const SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The background thread that removes expired connections, a shard at a
+/// time, off the packet threads. Stopped (and joined) when dropped.
+pub struct Sweeper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Conntrack {
+    /// Starts the expiry sweep for `ct`.
+    pub fn spawn_sweeper(ct: &std::sync::Arc<Conntrack>) -> std::io::Result<Sweeper> {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let (ct, stop) = (ct.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("xbr-ct-sweep".into())
+                .spawn(move || {
+                    while !stop.load(Relaxed) {
+                        ct.sweep(ct.now_ms(), 1);
+                        std::thread::park_timeout(SWEEP_INTERVAL);
+                    }
+                })?
+        };
+        Ok(Sweeper {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            if t.join().is_err() {
+                tracing::error!("conntrack sweep thread panicked");
+            }
+        }
+    }
+}

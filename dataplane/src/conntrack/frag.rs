@@ -1,0 +1,299 @@
+//! IPv4 fragments through `ct()`.
+//!
+//! # Design
+//!
+//! OVS's kernel datapath hands `ct()` to the kernel's conntrack, which
+//! reassembles a fragmented datagram first: the connection is tracked
+//! once for the whole datagram, and the pipeline after `ct(table=N)` sees
+//! it whole (ports present, `ip_frag=no`). xbr gives the same results
+//! without holding frames: a datagram's first fragment (offset 0) carries
+//! the L4 header, so it is tracked like an unfragmented packet, and its
+//! outcome is remembered here under the datagram's identity (zone,
+//! protocol, addresses, IP identification); the later fragments take that
+//! outcome, the NAT address change it applied, and its L4 ports (for the
+//! pipeline's key), instead of being tracked themselves.
+//!
+//! The difference from reassembly: a later fragment that arrives before
+//! its first fragment (reordered on the way) finds no record and is
+//! `+inv`, where the kernel would have waited for the rest. On the paths
+//! xbr serves (veths, one VXLAN hop) fragments arrive in order.
+//!
+//! Stores: at most [`MAX_DATAGRAMS`] records, each for [`FRAG_TIMEOUT_MS`]
+//! (the kernel's IPv4 reassembly timeout is 30 s, OVS userspace's 15 s;
+//! xbr uses the latter). Two outcomes per record, for `ct()` with and
+//! without `nat`: a pipeline runs both kinds on one packet (the agent's
+//! `ct(table=0)`, then `ct(nat,table=70)`), and each later fragment must
+//! get, at each step, what its first fragment got at the same step.
+//!
+//! Cost and concurrency: one mutex over a small hash map, taken only by
+//! fragments (never by unfragmented packets), for a lookup or an insert.
+//!
+//! [`Conntrack::execute_datagram`], the entry point for every packet, is
+//! here too: it sends unfragmented packets straight on to the tracker.
+
+use super::{state, Conntrack, CtOutcome, CtRequest};
+use crate::packet::{Layers, FRAG_LATER};
+use ahash::RandomState;
+use flowtable::key::{Field, FlowKey};
+use flowtable::matching::IP_PROTO_ICMP;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// How long a first fragment's outcome waits for the rest (ms).
+pub const FRAG_TIMEOUT_MS: u64 = 15_000;
+/// Datagrams remembered at once; beyond, expired records are dropped
+/// first and then new first fragments are not remembered (their later
+/// fragments are `+inv`).
+pub const MAX_DATAGRAMS: usize = 4096;
+
+/// A fragmented datagram's identity (RFC 791: source, destination,
+/// protocol, identification), per conntrack zone.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct DatagramId {
+    pub zone: u16,
+    pub proto: u8,
+    pub src: u32,
+    pub dst: u32,
+    pub id: u16,
+}
+
+/// What a first fragment got from one kind of `ct()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FragOutcome {
+    pub outcome: CtOutcome,
+    /// Source and destination address after NAT, when NAT changed them.
+    pub nat_addrs: Option<(u32, u32)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    /// Indexed by "the `ct()` had `nat`".
+    outcomes: [Option<FragOutcome>; 2],
+    /// The first fragment's L4 words the flow key holds (TCP/UDP/SCTP
+    /// ports, ICMP type and code).
+    l4: (u16, u16),
+    expires: u64,
+}
+
+/// The first fragments' outcomes; see the module documentation.
+#[derive(Default)]
+pub struct Fragments {
+    map: Mutex<HashMap<DatagramId, Record, RandomState>>,
+}
+
+impl Fragments {
+    /// Remembers what a first fragment got from a `ct()` (with `nat` or
+    /// not); returns `false` when the table is full of live records.
+    pub fn remember(
+        &self,
+        id: DatagramId,
+        with_nat: bool,
+        got: FragOutcome,
+        l4: (u16, u16),
+        now: u64,
+    ) -> bool {
+        let mut map = self.map.lock();
+        if map.len() >= MAX_DATAGRAMS && !map.contains_key(&id) {
+            map.retain(|_, r| r.expires > now);
+            if map.len() >= MAX_DATAGRAMS {
+                return false;
+            }
+        }
+        let r = map.entry(id).or_insert(Record {
+            outcomes: [None; 2],
+            l4,
+            expires: 0,
+        });
+        r.outcomes[usize::from(with_nat)] = Some(got);
+        r.l4 = l4;
+        r.expires = now.saturating_add(FRAG_TIMEOUT_MS);
+        true
+    }
+
+    /// What the first fragment of `id` got from the same kind of `ct()`,
+    /// and its L4 words; `None` if it was never seen or has expired.
+    pub fn lookup(
+        &self,
+        id: &DatagramId,
+        with_nat: bool,
+        now: u64,
+    ) -> Option<(FragOutcome, (u16, u16))> {
+        let map = self.map.lock();
+        let r = map.get(id).filter(|r| r.expires > now)?;
+        Some((r.outcomes[usize::from(with_nat)]?, r.l4))
+    }
+
+    /// The L4 words of a datagram whose first fragment was seen.
+    pub fn l4_words(&self, id: &DatagramId, now: u64) -> Option<(u16, u16)> {
+        let map = self.map.lock();
+        map.get(id).filter(|r| r.expires > now).map(|r| r.l4)
+    }
+
+    /// Drops expired records; returns how many.
+    pub fn sweep(&self, now: u64) -> usize {
+        let mut map = self.map.lock();
+        let before = map.len();
+        map.retain(|_, r| r.expires > now);
+        before - map.len()
+    }
+
+    /// Datagrams remembered.
+    pub fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn clear(&self) {
+        self.map.lock().clear();
+    }
+}
+
+impl Conntrack {
+    /// [`execute`](Self::execute), and for a fragment that was tracked
+    /// (as part of its datagram) the datagram's L4 words the pipeline's
+    /// key should hold after `ct()`, as if it had been reassembled: TCP,
+    /// UDP or SCTP ports, or ICMP type and code.
+    pub fn execute_datagram(
+        &self,
+        frame: &mut [u8],
+        layers: Layers,
+        key: &FlowKey,
+        req: &CtRequest,
+        now: u64,
+    ) -> (CtOutcome, Option<(u16, u16)>) {
+        let frag = key.get(Field::IpFrag);
+        if frag == 0 {
+            return (self.execute_whole(frame, layers, key, req, now), None);
+        }
+        let Some(id) = datagram_id(frame, layers, key, req.zone) else {
+            return (self.invalid(req.zone), None);
+        };
+        let with_nat = req.nat.is_some();
+        if frag & FRAG_LATER != 0 {
+            return match self.frags.lookup(&id, with_nat, now) {
+                Some((first, l4)) => {
+                    if let (true, Some((src, dst))) = (with_nat, first.nat_addrs) {
+                        if src != id.src {
+                            crate::rewrite::set_field(frame, layers, Field::IpSrc, u64::from(src));
+                        }
+                        if dst != id.dst {
+                            crate::rewrite::set_field(frame, layers, Field::IpDst, u64::from(dst));
+                        }
+                    }
+                    self.stats.fragments.fetch_add(1, Relaxed);
+                    (first.outcome, Some(l4))
+                }
+                None => {
+                    self.stats.orphan_fragments.fetch_add(1, Relaxed);
+                    (self.invalid(req.zone), None)
+                }
+            };
+        }
+        let outcome = self.execute_whole(frame, layers, key, req, now);
+        if outcome.state & state::INV != 0 {
+            return (outcome, None);
+        }
+        let l4 = first_fragment_l4(key);
+        let after = (ipv4_addr(frame, layers, 12), ipv4_addr(frame, layers, 16));
+        let nat_addrs = match after {
+            (Some(src), Some(dst)) if (src, dst) != (id.src, id.dst) => Some((src, dst)),
+            _ => None,
+        };
+        let got = FragOutcome { outcome, nat_addrs };
+        // A full table only costs the later fragments (`+inv`).
+        self.frags.remember(id, with_nat, got, l4, now);
+        (outcome, Some(l4))
+    }
+}
+
+/// The identity of the datagram a fragment belongs to (addresses as it
+/// arrived, before any NAT of this `ct()`).
+fn datagram_id(frame: &[u8], layers: Layers, key: &FlowKey, zone: u16) -> Option<DatagramId> {
+    if layers.l3 == 0 {
+        return None;
+    }
+    let at = usize::from(layers.l3) + 4;
+    let id = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
+    Some(DatagramId {
+        zone,
+        proto: key.get(Field::IpProto) as u8,
+        src: key.get(Field::IpSrc) as u32,
+        dst: key.get(Field::IpDst) as u32,
+        id,
+    })
+}
+
+/// The L4 words of a first fragment's key (see `execute_datagram`).
+fn first_fragment_l4(key: &FlowKey) -> (u16, u16) {
+    if key.get(Field::IpProto) as u8 == IP_PROTO_ICMP {
+        (
+            key.get(Field::IcmpType) as u16,
+            key.get(Field::IcmpCode) as u16,
+        )
+    } else {
+        (key.get(Field::TpSrc) as u16, key.get(Field::TpDst) as u16)
+    }
+}
+
+fn ipv4_addr(frame: &[u8], layers: Layers, at: usize) -> Option<u32> {
+    let at = usize::from(layers.l3) + at;
+    let b = frame.get(at..at + 4)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u16) -> DatagramId {
+        DatagramId {
+            zone: 0,
+            proto: 17,
+            src: 1,
+            dst: 2,
+            id: n,
+        }
+    }
+
+    fn got(state: u32) -> FragOutcome {
+        FragOutcome {
+            outcome: CtOutcome {
+                state,
+                zone: 0,
+                mark: 0,
+            },
+            nat_addrs: None,
+        }
+    }
+
+    #[test]
+    fn outcomes_are_kept_per_kind_of_ct_and_expire() {
+        let f = Fragments::default();
+        assert!(f.remember(id(1), false, got(0x21), (5, 6), 0));
+        assert_eq!(f.lookup(&id(1), false, 10), Some((got(0x21), (5, 6))));
+        assert_eq!(f.lookup(&id(1), true, 10), None);
+        assert!(f.remember(id(1), true, got(0x2a), (5, 6), 20));
+        assert_eq!(f.lookup(&id(1), true, 30).map(|g| g.0), Some(got(0x2a)));
+        assert_eq!(f.lookup(&id(2), false, 30), None);
+        assert_eq!(f.lookup(&id(1), false, 20 + FRAG_TIMEOUT_MS), None);
+        assert_eq!(f.sweep(20 + FRAG_TIMEOUT_MS), 1);
+        assert!(f.is_empty());
+    }
+
+    #[test]
+    fn a_full_table_makes_room_from_expired_records_only() {
+        let f = Fragments::default();
+        for n in 0..MAX_DATAGRAMS as u16 {
+            assert!(f.remember(id(n), false, got(0x21), (0, 0), 0));
+        }
+        assert!(!f.remember(id(u16::MAX), false, got(0x21), (0, 0), 1));
+        // An existing datagram may still be updated.
+        assert!(f.remember(id(0), true, got(0x21), (0, 0), 1));
+        assert!(f.remember(id(u16::MAX), false, got(0x21), (0, 0), FRAG_TIMEOUT_MS));
+        assert_eq!(f.len(), 2);
+    }
+}

@@ -1,0 +1,632 @@
+//! Userspace connection tracking with NAT, for the `ct()` action.
+//!
+//! # Design
+//!
+//! Stores: committed connections, each a [`Conn`] with its original and
+//! reply tuples (zone, protocol, addresses, ports; the reply tuple already
+//! NATed), ct_mark, the TCP tracker's state, whether a reply was seen, and
+//! when it expires. The [`table::Table`] maps both tuples to the record, so
+//! a packet of either direction finds it with one lookup; see `table.rs`
+//! for the sharding.
+//!
+//! Semantics follow OVS's `ct()`:
+//! - every packet leaves with `+trk`; `+new` until the connection has seen
+//!   a reply, `+est` after; `+rpl` in the reply direction; `+rel` for an
+//!   ICMP error quoting a tracked connection; `+inv` for what cannot be
+//!   tracked (not IPv4, truncated headers, TCP segments outside the window
+//!   or with nonsense flags, an echo reply or ICMP error without a
+//!   connection, a new connection when the table is full or NAT has no
+//!   free tuple, a later fragment whose first fragment was not seen);
+//! - a fragmented datagram is tracked once, by its first fragment, and
+//!   its later fragments share the outcome (see `frag.rs`);
+//! - only `commit` stores a new connection; an uncommitted one is `+new`
+//!   every time. ct_mark is written only by a committing `ct()`;
+//! - NAT happens only when the action has `nat`: `nat(src=..)`/`nat(dst=..)`
+//!   choose the translation when the connection is committed, a bare `nat`
+//!   applies an existing connection's translation in whichever direction
+//!   the packet goes (and translates ICMP errors quoting it);
+//! - `force` ends a connection met in the reply direction and starts a new
+//!   one with this packet;
+//! - timeouts are OVS userspace conntrack's defaults ([`Timeouts`]);
+//!   expired connections are ignored by lookups and removed by
+//!   [`Conntrack::sweep`], which a [`Sweeper`] thread runs a shard at a
+//!   time, off the packet threads.
+//!
+//! Invariants: the table never holds more than `limit` connections; when
+//! full, existing connections work as before and new ones are `+inv` and
+//! counted in [`CtStats::table_full`].
+//!
+//! Concurrency: [`Conntrack`] is shared (`Arc`) by packet threads and the
+//! control socket. A packet of an established connection takes its
+//! tuple's shard lock for reading (shared with every other reader) and the
+//! connection's own mutex, both held for the few dozen nanoseconds of the
+//! update and uncontended unless two threads carry the same connection;
+//! there is no global lock. Counters are Relaxed atomics touched only on
+//! the slow paths (new, invalid, full). With today's single packet thread
+//! both locks are always free (one atomic operation each); a lock-free
+//! lookup (RCU-style map) is the next step if several threads contend.
+//!
+//! Cost: an established connection's packet is one hash, one map probe,
+//! the TCP window check and, with NAT, a few incremental checksum updates;
+//! no allocation. A new committed connection allocates its record.
+
+pub mod ctnetlink;
+mod dump;
+pub mod frag;
+#[cfg(test)]
+mod frag_tests;
+pub mod host;
+#[cfg(test)]
+mod host_tests;
+mod nat;
+mod table;
+mod tcp;
+#[cfg(test)]
+mod tests;
+mod tuple;
+
+pub use dump::{format_entry, Sweeper, SWEEP_INTERVAL};
+pub use host::HostConntrack;
+pub use tuple::Tuple;
+
+use crate::packet::Layers;
+use flowtable::key::FlowKey;
+use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_TCP};
+use flowtable::pipeline::NatSpec;
+use frag::Fragments;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
+use table::{ConnRef, Table};
+use tcp::{TcpConn, Verdict};
+use tuple::{icmp, Parsed, Quoted, TcpSeg};
+
+/// ct_state bits (OVS's CS_*).
+pub mod state {
+    pub const NEW: u32 = 0x01;
+    pub const EST: u32 = 0x02;
+    pub const REL: u32 = 0x04;
+    pub const RPL: u32 = 0x08;
+    pub const INV: u32 = 0x10;
+    pub const TRK: u32 = 0x20;
+    pub const SNAT: u32 = 0x40;
+    pub const DNAT: u32 = 0x80;
+}
+
+/// Connections the table holds by default (OVS userspace's default
+/// `ct-maxconns`).
+pub const DEFAULT_LIMIT: usize = 3_000_000;
+
+/// Idle timeouts in milliseconds, by protocol state: OVS userspace
+/// conntrack's defaults. UDP and other IP protocols share the "other"
+/// timeouts, as in OVS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    pub tcp_first_packet: u64,
+    pub tcp_opening: u64,
+    pub tcp_established: u64,
+    pub tcp_closing: u64,
+    pub tcp_fin_wait: u64,
+    pub tcp_closed: u64,
+    pub other_first: u64,
+    pub other_multiple: u64,
+    pub other_bidir: u64,
+    pub icmp_first: u64,
+    pub icmp_reply: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        const S: u64 = 1000;
+        Timeouts {
+            tcp_first_packet: 30 * S,
+            tcp_opening: 30 * S,
+            tcp_established: 24 * 3600 * S,
+            tcp_closing: 15 * 60 * S,
+            tcp_fin_wait: 45 * S,
+            tcp_closed: 30 * S,
+            other_first: 60 * S,
+            other_multiple: 60 * S,
+            other_bidir: 30 * S,
+            icmp_first: 60 * S,
+            icmp_reply: 30 * S,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtConfig {
+    /// Most connections the table holds.
+    pub limit: usize,
+    pub timeouts: Timeouts,
+}
+
+impl Default for CtConfig {
+    fn default() -> Self {
+        CtConfig {
+            limit: DEFAULT_LIMIT,
+            timeouts: Timeouts::default(),
+        }
+    }
+}
+
+/// One `ct()` execution, from `DpAction::Ct`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtRequest {
+    pub zone: u16,
+    pub commit: bool,
+    pub force: bool,
+    pub nat: Option<NatSpec>,
+    /// (value, mask) written to ct_mark on commit.
+    pub mark: Option<(u32, u32)>,
+    /// The packet entered from the host (an internal port): a miss may be
+    /// a connection the host's conntrack made (see `host.rs`).
+    pub from_host: bool,
+}
+
+/// What a tracked packet carries on: the ct_* fields of its key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtOutcome {
+    pub state: u32,
+    pub zone: u16,
+    pub mark: u32,
+}
+
+/// NAT bits of a connection.
+const NAT_SRC: u8 = 1;
+const NAT_DST: u8 = 2;
+
+/// A committed connection.
+#[derive(Clone, Debug)]
+pub struct Conn {
+    pub orig: Tuple,
+    /// The reply direction's tuple as its packets arrive (NATed).
+    pub reply: Tuple,
+    pub mark: u32,
+    tcp: Option<TcpConn>,
+    /// Packets seen in each direction (original, reply), for the "other"
+    /// protocols' timeouts.
+    seen_reply: bool,
+    multiple: bool,
+    nat: u8,
+    /// A connection learned from the host that the host translated before
+    /// br0 saw it: the host's original tuple (see `host.rs`).
+    host_orig: Option<Tuple>,
+    /// Monotonic milliseconds ([`Conntrack::now_ms`]) when it expires.
+    expires: u64,
+}
+
+impl Conn {
+    fn timeout(&self, t: &Timeouts) -> u64 {
+        if let Some(tcp) = &self.tcp {
+            return tcp.timeout(t);
+        }
+        if self.orig.proto == IP_PROTO_TCP {
+            // Learned from the host, untracked here: its end is not seen.
+            return t.tcp_established;
+        }
+        match (self.orig.proto, self.seen_reply) {
+            (IP_PROTO_ICMP, false) => t.icmp_first,
+            (IP_PROTO_ICMP, true) => t.icmp_reply,
+            (_, true) => t.other_bidir,
+            (_, false) if self.multiple => t.other_multiple,
+            _ => t.other_first,
+        }
+    }
+
+    fn nat_state(&self) -> u32 {
+        let mut s = 0;
+        if self.nat & NAT_SRC != 0 {
+            s |= state::SNAT;
+        }
+        if self.nat & NAT_DST != 0 {
+            s |= state::DNAT;
+        }
+        s
+    }
+
+    /// The TCP state name for dumps, if TCP.
+    pub fn tcp_state(&self) -> Option<&'static str> {
+        self.tcp.as_ref().map(TcpConn::state_name)
+    }
+}
+
+/// Event counters (Relaxed; read by `xbr conntrack` and at shutdown).
+#[derive(Debug, Default)]
+pub struct CtStats {
+    /// New connections refused because the table was full.
+    pub table_full: AtomicU64,
+    /// New connections refused because NAT found no free tuple.
+    pub nat_exhausted: AtomicU64,
+    /// Packets marked `+inv`.
+    pub invalid: AtomicU64,
+    /// Connections committed.
+    pub committed: AtomicU64,
+    /// Connections learned from the host's conntrack.
+    pub learned: AtomicU64,
+    /// Connections removed after their timeout.
+    pub expired: AtomicU64,
+    /// Later fragments that shared their first fragment's outcome.
+    pub fragments: AtomicU64,
+    /// Later fragments without a first fragment seen (`+inv`, also
+    /// counted in `invalid`).
+    pub orphan_fragments: AtomicU64,
+}
+
+/// A connection as `dump` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtEntry {
+    pub orig: Tuple,
+    pub reply: Tuple,
+    pub mark: u32,
+    pub tcp_state: Option<&'static str>,
+    /// Milliseconds until it expires.
+    pub expires_in: u64,
+}
+
+/// The shared connection tracker; see the module documentation.
+pub struct Conntrack {
+    table: Table,
+    config: CtConfig,
+    epoch: Instant,
+    /// Next shard [`Conntrack::sweep`] visits.
+    sweep_at: AtomicUsize,
+    /// The host's conntrack, asked about misses from the host.
+    host: Option<Box<dyn HostConntrack>>,
+    /// First fragments' outcomes, for their later fragments.
+    frags: Fragments,
+    pub stats: CtStats,
+}
+
+impl std::fmt::Debug for Conntrack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conntrack")
+            .field("connections", &self.table.len())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Default for Conntrack {
+    fn default() -> Self {
+        Self::new(CtConfig::default())
+    }
+}
+
+/// What a lookup under the locks decided.
+enum Found {
+    /// The outcome, and the host's original tuple of a connection whose
+    /// first reply this is, which the host must be told about.
+    Done(CtOutcome, Option<Tuple>),
+    /// The connection must go (expired, reopened by a SYN, forced); the
+    /// packet is then handled as new.
+    Remove(Tuple, Tuple, ConnRef, bool),
+    Missing,
+}
+
+impl Conntrack {
+    pub fn new(config: CtConfig) -> Self {
+        Conntrack {
+            table: Table::new(),
+            config,
+            epoch: Instant::now(),
+            sweep_at: AtomicUsize::new(0),
+            host: None,
+            frags: Fragments::default(),
+            stats: CtStats::default(),
+        }
+    }
+
+    /// Asks `host` about connections first seen from the host (see
+    /// `host.rs`).
+    pub fn with_host(mut self, host: Box<dyn HostConntrack>) -> Self {
+        self.host = Some(host);
+        self
+    }
+
+    pub fn config(&self) -> &CtConfig {
+        &self.config
+    }
+
+    /// Milliseconds since the tracker was made: the clock `execute`,
+    /// `sweep` and `dump` take (packet threads read it once per batch).
+    pub fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Connections in the table.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    fn invalid(&self, zone: u16) -> CtOutcome {
+        self.stats.invalid.fetch_add(1, Relaxed);
+        CtOutcome {
+            state: state::TRK | state::INV,
+            zone,
+            mark: 0,
+        }
+    }
+
+    /// Runs one packet through conntrack: looks up (and with `commit`
+    /// creates) its connection, applies NAT to `frame` when asked, and
+    /// returns the packet's ct fields. `frame`, `layers` and `key` are the
+    /// packet as `packet::extract` saw it.
+    pub fn execute(
+        &self,
+        frame: &mut [u8],
+        layers: Layers,
+        key: &FlowKey,
+        req: &CtRequest,
+        now: u64,
+    ) -> CtOutcome {
+        self.execute_datagram(frame, layers, key, req, now).0
+    }
+
+    pub(super) fn execute_whole(
+        &self,
+        frame: &mut [u8],
+        layers: Layers,
+        key: &FlowKey,
+        req: &CtRequest,
+        now: u64,
+    ) -> CtOutcome {
+        match tuple::parse(frame, layers, key, req.zone) {
+            Parsed::Invalid => self.invalid(req.zone),
+            Parsed::Conn { tuple, tcp } => {
+                self.track(frame, layers, &tuple, tcp.as_ref(), req, now)
+            }
+            Parsed::IcmpError { outer, quoted } => {
+                self.related(frame, layers, &outer, &quoted, req, now)
+            }
+        }
+    }
+
+    fn track(
+        &self,
+        frame: &mut [u8],
+        layers: Layers,
+        t: &Tuple,
+        seg: Option<&TcpSeg>,
+        req: &CtRequest,
+        now: u64,
+    ) -> CtOutcome {
+        // At most one removal (expired, reopened or forced) then new.
+        for _ in 0..2 {
+            let found = self.table.with(t, |e| {
+                let Some(e) = e else { return Found::Missing };
+                let mut c = e.conn.lock();
+                let remove =
+                    |c: &Conn, expired| Found::Remove(c.orig, c.reply, e.conn.clone(), expired);
+                if c.expires <= now {
+                    return remove(&c, true);
+                }
+                if req.force && e.reply {
+                    return remove(&c, false);
+                }
+                if let (Some(tcp), Some(seg)) = (c.tcp.as_mut(), seg) {
+                    match tcp.update(e.reply, seg) {
+                        Verdict::Valid => {}
+                        Verdict::Invalid => return Found::Done(self.invalid(req.zone), None),
+                        Verdict::Reopen => return remove(&c, false),
+                    }
+                }
+                // The host never sees the replies of a connection it
+                // translated (they go straight from pod to pod): tell it
+                // about the first, as a shared conntrack would know.
+                let first_host_reply = (e.reply && !c.seen_reply).then_some(c.host_orig).flatten();
+                if e.reply {
+                    c.seen_reply = true;
+                } else {
+                    c.multiple = true;
+                }
+                c.expires = now.saturating_add(c.timeout(&self.config.timeouts));
+                if req.commit {
+                    if let Some((v, m)) = req.mark {
+                        c.mark = (c.mark & !m) | (v & m);
+                    }
+                }
+                let mut st = state::TRK;
+                st |= if c.seen_reply { state::EST } else { state::NEW };
+                if e.reply {
+                    st |= state::RPL;
+                }
+                if req.nat.is_some() && c.nat != 0 {
+                    match (c.host_orig, e.reply) {
+                        // The host translates its own direction.
+                        (Some(_), false) => {}
+                        (Some(host_orig), true) => {
+                            nat::rewrite_packet(frame, layers, &c.reply, &host_orig.reverse());
+                        }
+                        (None, true) => {
+                            nat::rewrite_packet(frame, layers, &c.reply, &c.orig.reverse());
+                        }
+                        (None, false) => {
+                            nat::rewrite_packet(frame, layers, &c.orig, &c.reply.reverse());
+                        }
+                    }
+                    st |= c.nat_state();
+                }
+                Found::Done(
+                    CtOutcome {
+                        state: st,
+                        zone: req.zone,
+                        mark: c.mark,
+                    },
+                    first_host_reply,
+                )
+            });
+            match found {
+                Found::Done(o, first_host_reply) => {
+                    if let (Some(host), Some(host_orig)) = (&self.host, first_host_reply) {
+                        host.reply_seen(&host_orig);
+                    }
+                    return o;
+                }
+                Found::Missing => {
+                    if req.from_host {
+                        if let Some(o) = self.learn(t, req, now) {
+                            return o;
+                        }
+                    }
+                    return self.create(frame, layers, t, seg, req, now);
+                }
+                Found::Remove(orig, reply, conn, expired) => {
+                    if self.table.remove(&orig, &reply, &conn) && expired {
+                        self.stats.expired.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+        }
+        self.invalid(req.zone)
+    }
+
+    /// A packet without a connection: `+new`, stored if committed.
+    fn create(
+        &self,
+        frame: &mut [u8],
+        layers: Layers,
+        t: &Tuple,
+        seg: Option<&TcpSeg>,
+        req: &CtRequest,
+        now: u64,
+    ) -> CtOutcome {
+        if let Some(seg) = seg {
+            if !tcp::valid_new(seg) {
+                return self.invalid(req.zone);
+            }
+        }
+        if t.proto == IP_PROTO_ICMP && t.dport != u16::from(icmp::ECHO_REQUEST) {
+            // Only a request starts an echo exchange.
+            return self.invalid(req.zone);
+        }
+        let new = CtOutcome {
+            state: state::TRK | state::NEW,
+            zone: req.zone,
+            mark: 0,
+        };
+        if !req.commit {
+            return new;
+        }
+        if !self.table.reserve(self.config.limit) {
+            self.stats.table_full.fetch_add(1, Relaxed);
+            return self.invalid(req.zone);
+        }
+        let spec = req.nat.filter(|n| n.is_snat() || n.is_dnat());
+        let reply = match &spec {
+            Some(spec) => match nat::allocate(t, spec, |c| c == t || self.table.contains(c)) {
+                Some(r) => r,
+                None => {
+                    self.table.unreserve();
+                    self.stats.nat_exhausted.fetch_add(1, Relaxed);
+                    return self.invalid(req.zone);
+                }
+            },
+            None => t.reverse(),
+        };
+        // A translation that changes nothing (the address and port were
+        // free as they were) is no NAT.
+        let nat_bits = match spec {
+            Some(_) if reply == t.reverse() => 0,
+            Some(n) if n.is_snat() => NAT_SRC,
+            Some(_) => NAT_DST,
+            None => 0,
+        };
+        let mark = req.mark.map_or(0, |(v, m)| v & m);
+        let tcp = seg.map(TcpConn::new);
+        let first = if t.proto == IP_PROTO_TCP {
+            self.config.timeouts.tcp_first_packet
+        } else if t.proto == IP_PROTO_ICMP {
+            self.config.timeouts.icmp_first
+        } else {
+            self.config.timeouts.other_first
+        };
+        let conn = Conn {
+            orig: *t,
+            reply,
+            mark,
+            tcp,
+            seen_reply: false,
+            multiple: false,
+            nat: nat_bits,
+            host_orig: None,
+            expires: now.saturating_add(first),
+        };
+        if self
+            .table
+            .insert(*t, reply, Arc::new(Mutex::new(conn)))
+            .is_err()
+        {
+            // A tuple of ours is taken (another thread's connection, or a
+            // NATed one using our reverse): refuse rather than guess.
+            self.table.unreserve();
+            return self.invalid(req.zone);
+        }
+        self.stats.committed.fetch_add(1, Relaxed);
+        let mut st = new.state;
+        if req.nat.is_some() && nat_bits != 0 {
+            nat::rewrite_packet(frame, layers, t, &reply.reverse());
+            if nat_bits & NAT_SRC != 0 {
+                st |= state::SNAT;
+            }
+            if nat_bits & NAT_DST != 0 {
+                st |= state::DNAT;
+            }
+        }
+        CtOutcome {
+            state: st,
+            zone: req.zone,
+            mark,
+        }
+    }
+
+    /// An ICMP error: `+rel` for the connection it quotes, translated with
+    /// that connection's NAT when the action has `nat`.
+    fn related(
+        &self,
+        frame: &mut [u8],
+        layers: Layers,
+        outer: &Tuple,
+        quoted: &Quoted,
+        req: &CtRequest,
+        now: u64,
+    ) -> CtOutcome {
+        // The quoted packet went the other way: its reverse is a tuple of
+        // the direction this error travels in.
+        let travel = quoted.tuple.reverse();
+        let found = self.table.with(&travel, |e| {
+            let e = e?;
+            let c = e.conn.lock();
+            if c.expires <= now {
+                return None;
+            }
+            let mut st = state::TRK | state::REL;
+            if e.reply {
+                st |= state::RPL;
+            }
+            if req.nat.is_some() && c.nat != 0 {
+                // Deliver to the quoted packet's real sender, quoting what
+                // it really sent.
+                let real = if e.reply { c.orig } else { c.reply };
+                let outer_src = if outer.src == quoted.tuple.dst {
+                    real.dst
+                } else {
+                    outer.src
+                };
+                nat::rewrite_icmp_error(frame, layers, quoted, &real, real.src, outer_src);
+                st |= c.nat_state();
+            }
+            Some(CtOutcome {
+                state: st,
+                zone: req.zone,
+                mark: c.mark,
+            })
+        });
+        found.unwrap_or_else(|| self.invalid(req.zone))
+    }
+}

@@ -1,0 +1,216 @@
+//! The connection store: tuples of both directions mapped to shared
+//! connection records, split into shards.
+//!
+//! # Design
+//!
+//! Stores: for every committed connection two entries, its original tuple
+//! and its reply tuple (after NAT), each pointing at the same
+//! `Arc<Mutex<Conn>>` together with the direction it names. Shards are
+//! chosen by a hash of the tuple, so the two entries of a connection
+//! usually live in different shards.
+//!
+//! Invariants: both entries of a connection exist or neither does (insert
+//! and remove take both shard locks, in shard index order, so they never
+//! deadlock and nobody sees half a connection); `count` is the number of
+//! connections (not entries) and never exceeds the configured limit.
+//!
+//! Concurrency: a packet takes its tuple's shard lock for reading (packets
+//! of any number of threads look up a shard together) and then its
+//! connection's mutex; both are uncontended in the common case, and there
+//! is no global lock. Only new and ending connections take shard write
+//! locks. Dump, flush and expiry sweeps lock one shard at a time. Lock
+//! order: shards before connections, shards by index; nobody takes a
+//! shard lock while holding a connection's.
+//!
+//! Cost: lookup is a hash of the tuple and one `HashMap` probe; inserting
+//! allocates (the record and possibly map growth), which only new
+//! connections do.
+
+use super::tuple::Tuple;
+use super::Conn;
+use ahash::RandomState;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+pub const SHARDS: usize = 64;
+
+pub type ConnRef = Arc<Mutex<Conn>>;
+
+/// One tuple's entry: the connection and whether the tuple is its reply.
+#[derive(Clone)]
+pub struct Entry {
+    pub conn: ConnRef,
+    pub reply: bool,
+}
+
+pub struct Table {
+    shards: Vec<RwLock<HashMap<Tuple, Entry, RandomState>>>,
+    hasher: RandomState,
+    count: AtomicUsize,
+}
+
+impl Table {
+    pub fn new() -> Self {
+        Table {
+            shards: (0..SHARDS)
+                .map(|_| RwLock::new(HashMap::with_hasher(RandomState::new())))
+                .collect(),
+            hasher: RandomState::new(),
+            count: AtomicUsize::new(0),
+        }
+    }
+
+    fn shard_of(&self, t: &Tuple) -> usize {
+        (self.hasher.hash_one(t) as usize) % SHARDS
+    }
+
+    /// The entry for `t`, if any.
+    #[cfg(test)]
+    pub fn get(&self, t: &Tuple) -> Option<Entry> {
+        let shard = self.shards.get(self.shard_of(t))?;
+        shard.read().get(t).cloned()
+    }
+
+    /// Runs `f` on the entry for `t` while its shard is locked (the packet
+    /// path: no `Arc` clone).
+    pub fn with<R>(&self, t: &Tuple, f: impl FnOnce(Option<&Entry>) -> R) -> R {
+        match self.shards.get(self.shard_of(t)) {
+            Some(shard) => f(shard.read().get(t)),
+            None => f(None),
+        }
+    }
+
+    pub fn contains(&self, t: &Tuple) -> bool {
+        self.with(t, |e| e.is_some())
+    }
+
+    pub fn len(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reserves room for one connection; `false` when `limit` is reached.
+    pub fn reserve(&self, limit: usize) -> bool {
+        self.count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back a reservation that was not used.
+    pub fn unreserve(&self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Inserts a reserved connection under both tuples. Fails (returning
+    /// the connection) if either tuple is taken meanwhile.
+    pub fn insert(&self, orig: Tuple, reply: Tuple, conn: ConnRef) -> Result<(), ConnRef> {
+        let (a, b) = (self.shard_of(&orig), self.shard_of(&reply));
+        let (Some(sa), Some(sb)) = (self.shards.get(a), self.shards.get(b)) else {
+            return Err(conn);
+        };
+        if a == b {
+            let mut s = sa.write();
+            if s.contains_key(&orig) || s.contains_key(&reply) {
+                return Err(conn);
+            }
+            s.insert(
+                orig,
+                Entry {
+                    conn: conn.clone(),
+                    reply: false,
+                },
+            );
+            s.insert(reply, Entry { conn, reply: true });
+            return Ok(());
+        }
+        let (mut ga, mut gb) = if a < b {
+            let ga = sa.write();
+            (ga, sb.write())
+        } else {
+            let gb = sb.write();
+            (sa.write(), gb)
+        };
+        if ga.contains_key(&orig) || gb.contains_key(&reply) {
+            return Err(conn);
+        }
+        ga.insert(
+            orig,
+            Entry {
+                conn: conn.clone(),
+                reply: false,
+            },
+        );
+        gb.insert(reply, Entry { conn, reply: true });
+        Ok(())
+    }
+
+    /// Removes the connection stored under `orig`/`reply` if those entries
+    /// still point at `conn`; returns whether it did.
+    pub fn remove(&self, orig: &Tuple, reply: &Tuple, conn: &ConnRef) -> bool {
+        let (a, b) = (self.shard_of(orig), self.shard_of(reply));
+        let (Some(sa), Some(sb)) = (self.shards.get(a), self.shards.get(b)) else {
+            return false;
+        };
+        let ours = |m: &HashMap<Tuple, Entry, RandomState>, t: &Tuple| {
+            m.get(t).is_some_and(|e| Arc::ptr_eq(&e.conn, conn))
+        };
+        let removed = if a == b {
+            let mut s = sa.write();
+            if !ours(&s, orig) {
+                return false;
+            }
+            s.remove(orig);
+            if ours(&s, reply) {
+                s.remove(reply);
+            }
+            true
+        } else {
+            let (mut ga, mut gb) = if a < b {
+                let ga = sa.write();
+                (ga, sb.write())
+            } else {
+                let gb = sb.write();
+                (sa.write(), gb)
+            };
+            if !ours(&ga, orig) {
+                return false;
+            }
+            ga.remove(orig);
+            if ours(&gb, reply) {
+                gb.remove(reply);
+            }
+            true
+        };
+        if removed {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
+    }
+
+    /// The connections of one shard, by their original-direction entries
+    /// (each connection appears in exactly one shard's list).
+    pub fn shard_conns(&self, shard: usize) -> Vec<ConnRef> {
+        match self.shards.get(shard) {
+            Some(s) => s
+                .read()
+                .values()
+                .filter(|e| !e.reply)
+                .map(|e| e.conn.clone())
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Self::new()
+    }
+}

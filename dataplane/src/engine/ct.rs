@@ -1,0 +1,119 @@
+//! The engine's side of `ct()`: running conntrack on a frame and
+//! re-entering the pipeline with the tracked fork (see the `engine` module for the
+//! design).
+
+use super::{Desc, Engine, Frames, PortIo, MAX_RECIRC_DEPTH};
+use crate::conntrack::{state, CtRequest};
+use crate::packet::{self, Layers};
+use flowtable::key::{Field, FlowKey};
+use flowtable::matching::IP_PROTO_ICMP;
+use flowtable::pipeline::DpAction;
+
+/// A `ct(table=N)` fork waiting to re-enter the pipeline.
+pub(super) struct Recirc {
+    pub(super) desc: Desc,
+    pub(super) layers: Layers,
+    pub(super) key: FlowKey,
+}
+
+impl<F: Frames, P: PortIo<F>> Engine<F, P> {
+    /// Translates and executes a packet, then its `ct(table=N)` forks,
+    /// up to [`MAX_RECIRC_DEPTH`] times.
+    pub(super) fn process_recirc(&mut self, in_port: u32, first: Recirc) {
+        let mut next = Some(first);
+        let mut depth = 0;
+        while let Some(Recirc { desc, layers, key }) = next.take() {
+            if depth > MAX_RECIRC_DEPTH {
+                self.drops.ct_recirc_depth += 1;
+                self.frames.free(desc.addr);
+                return;
+            }
+            depth += 1;
+            match &mut self.cache {
+                _ if self.fail_open => self.xlate.set_normal(),
+                Some(c) => c.xlate(&self.pipeline, &key, desc.len, &mut self.xlate),
+                None => self.pipeline.xlate(&key, desc.len, &mut self.xlate),
+            }
+            if let Some(xk) = self.rx_xdp_key.take() {
+                // The first pass of a received frame the XDP program
+                // could look up: hand the translation to the kernel if
+                // it can carry it out.
+                self.xdp_install(in_port, xk, &key);
+            }
+            next = self.execute(in_port, desc, layers, key.get(Field::TunId));
+        }
+    }
+
+    /// Whether `in_port` is a port to the host (see `PortIo::is_host`).
+    fn is_host_port(&self, in_port: u32) -> bool {
+        self.port_index
+            .get(super::live_ports::slot(in_port))
+            .and_then(|&i| self.ports.get(usize::from(i)))
+            .is_some_and(|p| p.io.is_host())
+    }
+
+    /// Runs `ct()` on the frame `desc`: NAT in place, and for a `table=N`
+    /// fork the key it re-enters the pipeline with.
+    pub(super) fn run_ct(
+        &mut self,
+        in_port: u32,
+        desc: Desc,
+        layers: Layers,
+        a: DpAction,
+    ) -> Option<Recirc> {
+        let DpAction::Ct {
+            zone,
+            commit,
+            force,
+            table,
+            nat,
+            mark,
+        } = a
+        else {
+            return None;
+        };
+        let req = CtRequest {
+            zone,
+            commit,
+            force,
+            nat,
+            mark,
+            from_host: self.is_host_port(in_port),
+        };
+        let frame = self.frames.bytes(desc.addr, desc.len);
+        let mut pkt = FlowKey::zero();
+        packet::extract(frame, in_port, &mut pkt);
+        let (outcome, datagram_l4) =
+            self.conntrack
+                .execute_datagram(frame, layers, &pkt, &req, self.ct_now);
+        table?;
+        let mut key = *self.xlate.recirc()?;
+        if outcome.state & (state::SNAT | state::DNAT) != 0 {
+            // NAT rewrote the headers the pipeline will see.
+            packet::extract(self.frames.bytes(desc.addr, desc.len), in_port, &mut pkt);
+        }
+        if let Some(words) = datagram_l4 {
+            // A tracked fragment continues as its whole datagram would,
+            // as after the kernel's reassembly (see conntrack/frag.rs).
+            as_whole_datagram(&mut pkt, words);
+        }
+        key.set_headers_from(&pkt);
+        key.set(Field::CtState, u64::from(outcome.state));
+        key.set(Field::CtZone, u64::from(outcome.zone));
+        key.set(Field::CtMark, u64::from(outcome.mark));
+        Some(Recirc { desc, layers, key })
+    }
+}
+
+/// Makes a fragment's key look like its reassembled datagram's: not a
+/// fragment, with the datagram's L4 words (ports, or ICMP type and code).
+fn as_whole_datagram(key: &mut FlowKey, (first, second): (u16, u16)) {
+    key.set(Field::IpFrag, 0);
+    if key.get(Field::IpProto) as u8 == IP_PROTO_ICMP {
+        key.set(Field::IcmpType, u64::from(first));
+        key.set(Field::IcmpCode, u64::from(second));
+    } else {
+        key.set(Field::TpSrc, u64::from(first));
+        key.set(Field::TpDst, u64::from(second));
+    }
+}

@@ -1,0 +1,46 @@
+//! What the engine drops, per reason.
+
+use crate::vxlan::TunnelDrops;
+use flowtable::pipeline::DropReason;
+
+/// Drop reasons the engine counts, beyond the pipeline's own.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineDrops {
+    pub table_miss: u64,
+    pub explicit: u64,
+    pub unsupported: u64,
+    pub resubmit_depth: u64,
+    pub too_many_actions: u64,
+    pub bad_output_port: u64,
+    pub port_down: u64,
+    pub no_frames: u64,
+    pub tx_full: u64,
+    /// Packets for the controllers dropped because their queue was full.
+    pub upcall_queue_full: u64,
+    /// PACKET_OUTs whose data did not fit a frame.
+    pub packet_out_too_big: u64,
+    /// Packets recirculated after conntrack more than
+    /// [`MAX_RECIRC_DEPTH`] times.
+    pub ct_recirc_depth: u64,
+    /// Tunnel ports' drops, per reason.
+    pub tunnel: TunnelDrops,
+    /// Packets over a port's ingress policing rate or egress limit.
+    pub qos_policed: u64,
+}
+
+impl EngineDrops {
+    pub(super) fn count(&mut self, reason: DropReason) {
+        self.count_n(reason, 1);
+    }
+
+    pub(super) fn count_n(&mut self, reason: DropReason, n: u64) {
+        match reason {
+            DropReason::TableMiss => self.table_miss += n,
+            DropReason::ExplicitDrop => self.explicit += n,
+            DropReason::Unsupported(_) => self.unsupported += n,
+            DropReason::ResubmitDepth => self.resubmit_depth += n,
+            DropReason::TooManyActions => self.too_many_actions += n,
+            DropReason::BadOutputPort => self.bad_output_port += n,
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Carrying out a translation: rewrites, outputs, conntrack forks,
+//! NORMAL, the controllers, and PACKET_OUTs.
+
+use super::{ct::Recirc, Desc, Engine, Frames, PortIo, BATCH};
+use crate::control::Upcall;
+use crate::packet::{self, Layers};
+use crate::rewrite;
+use crate::vxlan::TunnelMeta;
+use flowtable::key::FlowKey;
+use flowtable::pipeline::{DpAction, DropReason};
+
+/// OFPCML_NO_BUFFER: a `controller` action's "send the whole packet".
+const CONTROLLER_MAX_LEN_ALL: u16 = 0xffff;
+
+impl<F: Frames, P: PortIo<F>> Engine<F, P> {
+    /// Carries out the translation in `self.xlate` on the frame `desc`
+    /// (parsed as `layers`), which it consumes. Returns the `ct(table=N)`
+    /// fork to recirculate, if the actions made one.
+    pub(super) fn execute(
+        &mut self,
+        in_port: u32,
+        desc: Desc,
+        layers: Layers,
+        tun_id: u64,
+    ) -> Option<Recirc> {
+        let actions = self.xlate.actions();
+        let outputs = actions
+            .iter()
+            .map(|a| match a {
+                DpAction::Output { .. } => 1,
+                DpAction::Flood | DpAction::Normal => self.ports.len(),
+                // The tracked fork consumes a packet like an output.
+                DpAction::Ct { table: Some(_), .. } => 1,
+                DpAction::SetField { .. }
+                | DpAction::Controller { .. }
+                | DpAction::Ct { table: None, .. } => 0,
+            })
+            .sum::<usize>();
+        let to_controller = actions
+            .iter()
+            .any(|a| matches!(a, DpAction::Controller { .. }));
+        // `ct(commit)` acts even on a packet that goes nowhere after it.
+        let tracks = actions.iter().any(|a| matches!(a, DpAction::Ct { .. }));
+        if outputs == 0 && !to_controller && !tracks {
+            self.drops
+                .count(self.xlate.drop_reason().unwrap_or(DropReason::ExplicitDrop));
+            self.frames.free(desc.addr);
+            return None;
+        }
+        let mut recirc = None;
+        // Outputs still to come, so the last one can take the original frame.
+        let mut remaining = outputs;
+        for i in 0..self.xlate.actions().len() {
+            match self.xlate.actions()[i] {
+                DpAction::SetField { field, value } => {
+                    let frame = self.frames.bytes(desc.addr, desc.len);
+                    rewrite::set_field(frame, layers, field, value);
+                }
+                a @ DpAction::Controller { .. } => self.upcall(in_port, desc, tun_id, a),
+                a @ DpAction::Ct { table: None, .. } => {
+                    self.run_ct(in_port, desc, layers, a);
+                }
+                a @ DpAction::Ct { .. } => {
+                    remaining -= 1;
+                    // The fork gets its own frame unless nothing else
+                    // follows: NAT must not leak into the original.
+                    let fork = if remaining == 0 {
+                        Some(desc)
+                    } else {
+                        let copy = self.frames.copy(desc);
+                        if copy.is_none() {
+                            self.drops.no_frames += 1;
+                        }
+                        copy
+                    };
+                    if let Some(fork) = fork {
+                        recirc = self.run_ct(in_port, fork, layers, a);
+                        if recirc.is_none() {
+                            self.frames.free(fork.addr);
+                        }
+                    }
+                }
+                DpAction::Normal => {
+                    // Learned destination: that port only; else flood.
+                    let target = self.normal_target(in_port, desc);
+                    for p in 0..self.ports.len() {
+                        remaining -= 1;
+                        let port = self.ports[p].meta.ofport;
+                        if port == in_port || target.is_some_and(|t| t != port) {
+                            if remaining == 0 {
+                                self.frames.free(desc.addr);
+                            }
+                            continue;
+                        }
+                        self.output(in_port, port, desc, remaining == 0, TunnelMeta::default());
+                    }
+                }
+                DpAction::Output {
+                    port,
+                    tun_id,
+                    tun_dst,
+                } => {
+                    remaining -= 1;
+                    let tun = TunnelMeta {
+                        tun_id,
+                        tun_src: 0,
+                        tun_dst,
+                    };
+                    self.output(in_port, port, desc, remaining == 0, tun);
+                }
+                DpAction::Flood => {
+                    for p in 0..self.ports.len() {
+                        remaining -= 1;
+                        let port = self.ports[p].meta.ofport;
+                        if port == in_port {
+                            if remaining == 0 {
+                                self.frames.free(desc.addr);
+                            }
+                            continue;
+                        }
+                        self.output(in_port, port, desc, remaining == 0, TunnelMeta::default());
+                    }
+                }
+            }
+        }
+        if outputs == 0 {
+            // Only the controller took a copy, or only conntrack saw it.
+            if !to_controller {
+                self.drops
+                    .count(self.xlate.drop_reason().unwrap_or(DropReason::ExplicitDrop));
+            }
+            self.frames.free(desc.addr);
+        }
+        recirc
+    }
+
+    /// NORMAL's forwarding decision: learns the source MAC on `in_port`
+    /// and returns the port the destination was learned on (`None`:
+    /// flood).
+    pub(super) fn normal_target(&mut self, in_port: u32, desc: Desc) -> Option<u32> {
+        let frame = self.frames.bytes(desc.addr, desc.len);
+        let mac = |at: usize| {
+            frame
+                .get(at..at + 6)
+                .map(|b| b.iter().fold(0u64, |m, x| (m << 8) | u64::from(*x)))
+        };
+        let (dst, src) = (mac(0)?, mac(6)?);
+        self.macs.learn(src, in_port, self.now_secs);
+        self.macs.lookup(dst, self.now_secs)
+    }
+
+    /// Queues a copy of the frame (cut to the action's max_len) for the
+    /// controllers.
+    pub(super) fn upcall(&mut self, in_port: u32, desc: Desc, tun_id: u64, action: DpAction) {
+        let DpAction::Controller {
+            max_len,
+            reason,
+            table_id,
+            cookie,
+        } = action
+        else {
+            return;
+        };
+        let frame = self.frames.bytes(desc.addr, desc.len);
+        let keep = if max_len == CONTROLLER_MAX_LEN_ALL {
+            frame.len()
+        } else {
+            frame.len().min(usize::from(max_len))
+        };
+        let up = Upcall {
+            in_port,
+            tun_id,
+            reason,
+            table_id,
+            cookie,
+            total_len: u16::try_from(desc.len).unwrap_or(u16::MAX),
+            data: frame.get(..keep).unwrap_or_default().to_vec(),
+        };
+        if !self.changes.upcall(up) {
+            self.drops.upcall_queue_full += 1;
+        }
+    }
+
+    /// Runs up to a batch of queued PACKET_OUTs; returns how many.
+    pub(super) fn run_packet_outs(&mut self) -> usize {
+        let mut n = 0;
+        while n < BATCH {
+            let Some(req) = self.changes.try_packet_out() else {
+                break;
+            };
+            n += 1;
+            let Some(addr) = self.frames.alloc() else {
+                self.drops.no_frames += 1;
+                continue;
+            };
+            let len = u32::try_from(req.data.len()).unwrap_or(u32::MAX);
+            let buf = self.frames.bytes(addr, len);
+            if buf.len() != req.data.len() {
+                self.drops.packet_out_too_big += 1;
+                self.frames.free(addr);
+                continue;
+            }
+            buf.copy_from_slice(&req.data);
+            let mut key = FlowKey::zero();
+            let layers = packet::extract(self.frames.bytes(addr, len), req.in_port, &mut key);
+            self.pipeline
+                .xlate_actions(&key, len, &req.actions, &mut self.xlate);
+            if let Some(r) = self.execute(req.in_port, Desc { addr, len }, layers, 0) {
+                // A PACKET_OUT's `ct(table=N)` resumes like a received
+                // packet's.
+                self.process_recirc(req.in_port, r);
+            }
+        }
+        n
+    }
+}

@@ -1,0 +1,70 @@
+//! Frames, descriptors and the port I/O interface the engine drives.
+
+use crate::vxlan::{TunnelDrop, TunnelMeta};
+use std::os::fd::BorrowedFd;
+
+/// A frame in the frame store: `addr` of the first byte, `len` bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Desc {
+    pub addr: u64,
+    pub len: u32,
+}
+
+/// Where packet bytes live. Frames are fixed-size slots named by address.
+pub trait Frames {
+    /// Takes a free frame; `None` when all are in use.
+    fn alloc(&mut self) -> Option<u64>;
+    /// Gives a frame back (any address inside the frame).
+    fn free(&mut self, addr: u64);
+    /// The bytes `addr..addr+len` of a frame the engine owns.
+    fn bytes(&mut self, addr: u64, len: u32) -> &mut [u8];
+    /// Copies a packet into a newly allocated frame; `None` when no frame is
+    /// free.
+    fn copy(&mut self, src: Desc) -> Option<Desc>;
+    /// Bytes of the frame in front of `addr`, room to prepend headers into.
+    fn headroom(&self, addr: u64) -> u32;
+}
+
+/// One port's packet I/O, driven only by the engine thread.
+pub trait PortIo<F: Frames> {
+    /// Receives up to `out.len()` packets into frames of `frames`.
+    fn recv(&mut self, frames: &mut F, out: &mut [Desc]) -> usize;
+    /// Queues packets for transmission and returns how many it took; the
+    /// engine still owns (and frees) the rest.
+    fn send(&mut self, frames: &mut F, descs: &[Desc]) -> usize;
+    /// Reclaims transmitted frames and keeps receive buffers topped up.
+    fn maintain(&mut self, frames: &mut F);
+    /// Adds the fds to sleep on when idle (none, one, or one per queue).
+    fn poll_fds<'a>(&'a self, out: &mut Vec<BorrowedFd<'a>>);
+    /// The ifindex of a port whose XDP program runs the XDP flow cache
+    /// (asked once, when the engine is built): entries may forward from
+    /// and to it.
+    fn xdp_ifindex(&self) -> Option<u32> {
+        None
+    }
+    /// Whether XDP flow cache entries may redirect frames to this port
+    /// (its peer accepts XDP frames; see `PortSpec::xdp_redirect`).
+    fn xdp_redirect_target(&self) -> bool {
+        false
+    }
+    /// Tunnel ports (asked once, when the engine is built): the engine
+    /// then calls `decap` on every received and `encap` on every output
+    /// frame.
+    fn is_tunnel(&self) -> bool {
+        false
+    }
+    /// Ports to the host's own stack (internal ports): traffic from them
+    /// may belong to connections the host's conntrack made.
+    fn is_host(&self) -> bool {
+        false
+    }
+    /// Strips a received frame's outer headers (moving the descriptor,
+    /// not the bytes) and returns the inner frame and its tunnel metadata.
+    fn decap(&mut self, _frames: &mut F, desc: Desc) -> Result<(Desc, TunnelMeta), TunnelDrop> {
+        Ok((desc, TunnelMeta::default()))
+    }
+    /// Prepends the outer headers for `tun` in the frame's headroom.
+    fn encap(&mut self, _frames: &mut F, desc: Desc, _tun: TunnelMeta) -> Result<Desc, TunnelDrop> {
+        Ok(desc)
+    }
+}

@@ -1,0 +1,414 @@
+//! The poll-mode packet engine: one thread, every port, batches of up to
+//! [`BATCH`] packets.
+//!
+//! # Design
+//!
+//! All packets live in one frame store (the shared AF_XDP UMEM in
+//! production, a plain arena in tests) and are named by [`Desc`] (address,
+//! length). A received frame is parsed into a `FlowKey`, run through the
+//! thread's private `Pipeline` replica, and its descriptor is queued on the
+//! output port's TX batch; frames are only copied when a packet goes to
+//! more than one port (every output but the last gets a copy, taken at the
+//! moment of that output so later rewrites do not leak into it). TX batches
+//! are flushed once per round, so one `sendto()` kick serves a whole batch.
+//!
+//! Per-packet work allocates nothing and takes no lock: pipeline changes are
+//! applied between rounds (see `control`), counters are kept in plain
+//! integers and published to shared atomics once per round. The exception
+//! is `ct()`: the connection tracker is shared, and a tracked packet takes
+//! its connection's (uncontended, sharded) locks; see `conntrack`.
+//!
+//! `ct(table=N)` forks the packet: the tracked copy re-enters the pipeline
+//! at table N with the key's metadata from the translation and its ct_*
+//! fields from conntrack, in the same call, up to [`MAX_RECIRC_DEPTH`]
+//! times (so a batch's packets finish in order, with no queue of frozen
+//! packets).
+//!
+//! Idle policy: after [`SPIN_ROUNDS`] rounds without a packet the thread
+//! blocks in `poll(2)` on every port's fd and the control eventfd, so an idle
+//! switch costs nothing; the first packet or pipeline change wakes it and it
+//! busy-polls again.
+
+use crate::conntrack::Conntrack;
+use crate::control::{port_config, ChangeReceiver, DpShared, PortMeta};
+use crate::normal::{MacTable, DEFAULT_AGEING_SECS};
+use crate::packet;
+use crate::vxlan::TunnelMeta;
+use crate::xdpcache::{self, FcKey, XdpCache};
+use flowtable::cache::{CacheStats, FlowCache};
+use flowtable::key::{Field, FlowKey};
+use flowtable::pipeline::{Pipeline, Xlate};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Packets taken from one port per round.
+pub const BATCH: usize = 64;
+/// Empty rounds before the thread sleeps in poll(2).
+pub const SPIN_ROUNDS: u32 = 2_000;
+/// Longest sleep; bounds shutdown latency if a wakeup were ever lost.
+const POLL_TIMEOUT_MS: u16 = 500;
+/// Longest sleep while XDP cache entries exist: their hits are collected
+/// by this thread (see `xdpcache::SWEEP_INTERVAL`).
+const XDP_POLL_TIMEOUT_MS: u16 = 100;
+/// Times one packet may be recirculated after `ct(table=N)`: the agent's
+/// pipeline needs three (table 0, 30 and 31); more means a loop in the
+/// flows, and the packet is dropped (counted as `ct_recirc_depth`).
+pub const MAX_RECIRC_DEPTH: u32 = 8;
+
+/// Running totals of one port, owned by the engine thread.
+#[derive(Default)]
+struct Totals {
+    rx_packets: u64,
+    rx_bytes: u64,
+    rx_dropped: u64,
+    tx_packets: u64,
+    tx_bytes: u64,
+    tx_dropped: u64,
+}
+
+struct EnginePort<P> {
+    meta: Arc<PortMeta>,
+    io: P,
+    tx: Vec<Desc>,
+    totals: Totals,
+    /// OFPPC_* bits, refreshed once per round.
+    config: u32,
+    /// `io.is_tunnel()`, cached.
+    tunnel: bool,
+    /// `io.xdp_ifindex()`, cached.
+    xdp_ifindex: Option<u32>,
+    /// `io.xdp_redirect_target()`, cached.
+    xdp_target: bool,
+    /// Rate limits (see `qos.rs`).
+    qos: crate::qos::PortQos,
+}
+
+impl<P> EnginePort<P> {
+    /// A port as the engine keeps it; what it asks of `io` is asked once,
+    /// here.
+    fn new<F: Frames>(meta: Arc<PortMeta>, io: P) -> Self
+    where
+        P: PortIo<F>,
+    {
+        EnginePort {
+            meta,
+            tunnel: io.is_tunnel(),
+            xdp_ifindex: io.xdp_ifindex(),
+            xdp_target: io.xdp_redirect_target(),
+            io,
+            tx: Vec::with_capacity(BATCH * 4),
+            totals: Totals::default(),
+            config: 0,
+            qos: Default::default(),
+        }
+    }
+}
+
+/// Stations NORMAL remembers per packet thread.
+const MAC_TABLE_SIZE: usize = 8192;
+
+/// Busy rounds between two flushes of the translation cache's pending
+/// counts (a few milliseconds under load).
+const CACHE_FLUSH_ROUNDS: u32 = 256;
+
+pub struct Engine<F: Frames, P: PortIo<F>> {
+    frames: F,
+    ports: Vec<EnginePort<P>>,
+    /// ofport -> index into `ports`, `u16::MAX` for none.
+    port_index: Vec<u16>,
+    pipeline: Pipeline,
+    changes: ChangeReceiver,
+    shared: Arc<DpShared>,
+    xlate: Xlate,
+    /// Exact-match cache in front of the pipeline (`None`: translate
+    /// every packet, for comparisons and debugging).
+    cache: Option<FlowCache>,
+    rounds_since_flush: u32,
+    pub drops: EngineDrops,
+    /// NORMAL's learned stations.
+    macs: MacTable,
+    /// Seconds since the engine started, read once per round (MAC ageing).
+    now_secs: u64,
+    started: Instant,
+    /// Fail-open (standalone mode without a controller): every packet is
+    /// forwarded by NORMAL, whatever the flows say. Read once per round.
+    fail_open: bool,
+    /// Tunnel metadata of the packet `process` is about to handle, when it
+    /// came from a tunnel port.
+    rx_tunnel: Option<TunnelMeta>,
+    /// The connection tracker `ct()` uses (shared with the control socket).
+    conntrack: Arc<Conntrack>,
+    /// Conntrack's clock, read once per round.
+    ct_now: u64,
+    /// Ports added and removed while running (see `live_ports.rs`).
+    port_ops: Option<crossbeam::channel::Receiver<PortOp<P>>>,
+    /// The XDP flow cache in front of the sockets (`None`: off).
+    xdp: Option<XdpCache>,
+    /// The XDP cache key of the packet `process` is about to handle, when
+    /// the XDP program could look it up.
+    rx_xdp_key: Option<FcKey>,
+    /// The last statistics collection done for the control plane.
+    stats_seen: u64,
+}
+
+impl<F: Frames, P: PortIo<F>> Engine<F, P> {
+    /// `ports` pairs each port's shared metadata with its I/O.
+    pub fn new(
+        frames: F,
+        ports: Vec<(Arc<PortMeta>, P)>,
+        shared: Arc<DpShared>,
+        changes: ChangeReceiver,
+    ) -> Self {
+        let max = ports.iter().map(|(m, _)| m.ofport).max().unwrap_or(0) as usize;
+        let mut port_index = vec![u16::MAX; max + 1];
+        for (i, (m, _)) in ports.iter().enumerate() {
+            port_index[m.ofport as usize] = i as u16;
+        }
+        Engine {
+            frames,
+            ports: ports
+                .into_iter()
+                .map(|(meta, io)| EnginePort::new(meta, io))
+                .collect(),
+            port_index,
+            pipeline: Pipeline::new(),
+            changes,
+            shared,
+            xlate: Xlate::new(),
+            cache: Some(FlowCache::default()),
+            rounds_since_flush: 0,
+            drops: EngineDrops::default(),
+            macs: MacTable::new(MAC_TABLE_SIZE, DEFAULT_AGEING_SECS),
+            now_secs: 0,
+            started: Instant::now(),
+            fail_open: false,
+            rx_tunnel: None,
+            conntrack: Arc::default(),
+            ct_now: 0,
+            port_ops: None,
+            xdp: None,
+            rx_xdp_key: None,
+            stats_seen: 0,
+        }
+    }
+
+    /// Uses `ct` as the connection tracker (the default is a private one
+    /// with default limits). Expired connections are removed by whoever
+    /// runs `Conntrack::spawn_sweeper` for it (the bridge does).
+    pub fn set_conntrack(&mut self, ct: Arc<Conntrack>) {
+        self.conntrack = ct;
+    }
+
+    /// The engine's connection tracker.
+    pub fn conntrack(&self) -> &Arc<Conntrack> {
+        &self.conntrack
+    }
+
+    /// Sets the translation cache size in entries; 0 disables it.
+    pub fn set_flow_cache(&mut self, entries: usize) {
+        self.flush_cache();
+        self.cache = (entries > 0).then(|| FlowCache::new(entries));
+    }
+
+    /// The translation cache's hit/miss statistics, if it is on.
+    pub fn flow_cache_stats(&self) -> Option<CacheStats> {
+        self.cache.as_ref().map(FlowCache::stats)
+    }
+
+    /// Moves the cache's pending hit counts into the flow, group and table
+    /// counters.
+    fn flush_cache(&mut self) {
+        self.rounds_since_flush = 0;
+        if let Some(c) = &mut self.cache {
+            c.flush();
+        }
+    }
+
+    /// Runs until `stop` is set. Returns the engine so the caller can read
+    /// its final counters and tear the ports down in order.
+    pub fn run(mut self, stop: &AtomicBool) -> Self {
+        let mut idle_rounds = 0u32;
+        while !stop.load(Ordering::Relaxed) {
+            self.apply_changes();
+            self.collect_if_asked();
+            if self.round() > 0 {
+                idle_rounds = 0;
+            } else {
+                idle_rounds += 1;
+                if idle_rounds >= SPIN_ROUNDS {
+                    self.sleep();
+                    idle_rounds = 0;
+                }
+            }
+        }
+        self.apply_changes();
+        // The kernel's last hits, so the final counters include them.
+        self.xdp_sweep(true);
+        self
+    }
+
+    /// Applies every pending pipeline change; between rounds, so a round
+    /// sees one table version.
+    pub fn apply_changes(&mut self) {
+        let mut last = None;
+        while let Some((seq, changes)) = self.changes.try_next() {
+            self.pipeline.apply(&changes);
+            last = Some(seq);
+        }
+        self.apply_port_ops();
+        if let Some(seq) = last {
+            // Before the barrier can be answered: no entry translated by
+            // the old tables may be used from here on.
+            if let Some(x) = &mut self.xdp {
+                x.invalidate();
+            }
+            self.shared.mark_applied(seq);
+        }
+    }
+
+    fn sleep(&mut self) {
+        self.shared.drain_waker();
+        // A change published between the last drain and here is caught
+        // because the eventfd stays readable until drained.
+        let mut port_fds: Vec<BorrowedFd<'_>> = Vec::with_capacity(self.ports.len());
+        for p in &self.ports {
+            p.io.poll_fds(&mut port_fds);
+        }
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(port_fds.len() + 1);
+        fds.push(PollFd::new(self.shared.waker_fd(), PollFlags::POLLIN));
+        fds.extend(
+            port_fds
+                .into_iter()
+                .map(|fd| PollFd::new(fd, PollFlags::POLLIN)),
+        );
+        // Installed XDP cache entries need sweeping while the kernel
+        // forwards their traffic and this thread has nothing to do.
+        let timeout = match &self.xdp {
+            Some(x) if !x.is_empty() => XDP_POLL_TIMEOUT_MS,
+            _ => POLL_TIMEOUT_MS,
+        };
+        // EINTR and timeouts just return to polling.
+        let _ = poll(&mut fds, PollTimeout::from(timeout));
+    }
+
+    /// One pass over every port: receive, process, transmit. Returns the
+    /// number of packets received.
+    pub fn round(&mut self) -> usize {
+        let mut received = 0;
+        let mut batch = [Desc::default(); BATCH];
+        // The XDP cache's generation before the ports' configs: see
+        // `xdpcache` for why this order keeps entries from going stale.
+        if let Some(x) = &mut self.xdp {
+            x.begin_round();
+        }
+        // Every port's config, before any packet: an output checks the
+        // destination's bits, which a PORT_MOD may just have changed.
+        for port in &mut self.ports {
+            port.config = port.meta.config.load(Ordering::Relaxed);
+        }
+        self.now_secs = self.started.elapsed().as_secs();
+        self.sync_qos();
+        self.fail_open = self.shared.fail_open();
+        self.ct_now = self.conntrack.now_ms();
+        // Controllers' packets first: they were queued before this round.
+        received += self.run_packet_outs();
+        for i in 0..self.ports.len() {
+            let config = self.ports[i].config;
+            let n = self.ports[i].io.recv(&mut self.frames, &mut batch);
+            if n == 0 {
+                continue;
+            }
+            received += n;
+            let n = self.police_ingress(i, &mut batch[..n]);
+            let in_port = self.ports[i].meta.ofport;
+            let blocked = config & (port_config::PORT_DOWN | port_config::NO_RECV) != 0;
+            for desc in &batch[..n] {
+                let t = &mut self.ports[i].totals;
+                t.rx_packets += 1;
+                t.rx_bytes += desc.len as u64;
+                if blocked {
+                    t.rx_dropped += 1;
+                    self.drops.port_down += 1;
+                    self.frames.free(desc.addr);
+                    continue;
+                }
+                let mut desc = *desc;
+                if self.ports[i].tunnel {
+                    match self.ports[i].io.decap(&mut self.frames, desc) {
+                        Ok((inner, meta)) => {
+                            desc = inner;
+                            self.rx_tunnel = Some(meta);
+                        }
+                        Err(reason) => {
+                            self.ports[i].totals.rx_dropped += 1;
+                            self.drops.tunnel.count(reason);
+                            self.frames.free(desc.addr);
+                            continue;
+                        }
+                    }
+                }
+                if let (Some(ifindex), Some(_)) = (self.ports[i].xdp_ifindex, &self.xdp) {
+                    let frame = self.frames.bytes(desc.addr, desc.len);
+                    self.rx_xdp_key = xdpcache::entry::frame_key(frame, ifindex);
+                }
+                self.process(in_port, desc);
+                self.rx_xdp_key = None;
+            }
+        }
+        self.xdp_sweep(false);
+        self.flush();
+        // Hits reach the flow counters when the thread goes idle, and
+        // every CACHE_FLUSH_ROUNDS busy rounds: per round, a batch of
+        // distinct flows would cost an atomic add per packet again.
+        self.rounds_since_flush += 1;
+        if received == 0 || self.rounds_since_flush >= CACHE_FLUSH_ROUNDS {
+            self.flush_cache();
+        }
+        received
+    }
+
+    fn process(&mut self, in_port: u32, desc: Desc) {
+        let mut key = FlowKey::zero();
+        let layers = {
+            let frame = self.frames.bytes(desc.addr, desc.len);
+            packet::extract(frame, in_port, &mut key)
+        };
+        if let Some(t) = self.rx_tunnel.take() {
+            key.set(Field::TunId, t.tun_id);
+            key.set(Field::TunSrc, u64::from(t.tun_src));
+            key.set(Field::TunDst, u64::from(t.tun_dst));
+        }
+        self.process_recirc(in_port, Recirc { desc, layers, key });
+    }
+
+    /// A port's I/O object by position (tests and diagnostics).
+    pub fn port_io_mut(&mut self, i: usize) -> Option<&mut P> {
+        self.ports.get_mut(i).map(|p| &mut p.io)
+    }
+
+    pub fn frames_mut(&mut self) -> &mut F {
+        &mut self.frames
+    }
+
+    /// The frame store and the ports' I/O objects, for orderly teardown.
+    pub fn into_parts(self) -> (F, Vec<P>) {
+        (self.frames, self.ports.into_iter().map(|p| p.io).collect())
+    }
+}
+
+mod ct;
+mod drops;
+mod live_ports;
+mod qos;
+pub use live_ports::PortOp;
+mod execute;
+mod io;
+mod output;
+mod xdp;
+
+use ct::Recirc;
+pub use drops::EngineDrops;
+pub use io::{Desc, Frames, PortIo};

@@ -1,0 +1,108 @@
+//! Output to ports: TX batches, tunnel encapsulation, counters.
+
+use super::{live_ports, Desc, Engine, Frames, PortIo, BATCH};
+use crate::control::port_config;
+use crate::vxlan::TunnelMeta;
+use flowtable::action::port as ofpp;
+use std::sync::atomic::Ordering;
+
+impl<F: Frames, P: PortIo<F>> Engine<F, P> {
+    /// Queues `desc` (or a copy, unless `last`) on the TX batch of `port`;
+    /// a tunnel port encapsulates it with `tun` first.
+    pub(super) fn output(
+        &mut self,
+        in_port: u32,
+        port: u32,
+        desc: Desc,
+        last: bool,
+        tun: TunnelMeta,
+    ) {
+        let port = if port == ofpp::IN_PORT { in_port } else { port };
+        let Some(&idx) = self.port_index.get(live_ports::slot(port)) else {
+            self.drops.bad_output_port += 1;
+            if last {
+                self.frames.free(desc.addr);
+            }
+            return;
+        };
+        if idx == u16::MAX {
+            self.drops.bad_output_port += 1;
+            if last {
+                self.frames.free(desc.addr);
+            }
+            return;
+        }
+        let idx = idx as usize;
+        if self.ports[idx].config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0 {
+            self.ports[idx].totals.tx_dropped += 1;
+            self.drops.port_down += 1;
+            if last {
+                self.frames.free(desc.addr);
+            }
+            return;
+        }
+        let mut out = if last {
+            desc
+        } else {
+            match self.frames.copy(desc) {
+                Some(d) => d,
+                None => {
+                    self.drops.no_frames += 1;
+                    self.ports[idx].totals.tx_dropped += 1;
+                    return;
+                }
+            }
+        };
+        if self.ports[idx].tunnel {
+            match self.ports[idx].io.encap(&mut self.frames, out, tun) {
+                Ok(d) => out = d,
+                Err(reason) => {
+                    self.drops.tunnel.count(reason);
+                    self.ports[idx].totals.tx_dropped += 1;
+                    self.frames.free(out.addr);
+                    return;
+                }
+            }
+        }
+        self.ports[idx].tx.push(out);
+        if self.ports[idx].tx.len() >= BATCH * 4 {
+            self.flush_port(idx);
+        }
+    }
+
+    pub(super) fn flush_port(&mut self, idx: usize) {
+        if self.ports[idx].tx.is_empty() {
+            return;
+        }
+        self.police_egress(idx);
+        let port = &mut self.ports[idx];
+        let sent = port.io.send(&mut self.frames, &port.tx);
+        for d in &port.tx[..sent] {
+            port.totals.tx_packets += 1;
+            port.totals.tx_bytes += d.len as u64;
+        }
+        for d in &port.tx[sent..] {
+            port.totals.tx_dropped += 1;
+            self.drops.tx_full += 1;
+            self.frames.free(d.addr);
+        }
+        port.tx.clear();
+    }
+
+    /// Transmits every queued batch, reclaims frames, publishes counters.
+    pub(super) fn flush(&mut self) {
+        for idx in 0..self.ports.len() {
+            self.flush_port(idx);
+        }
+        for port in &mut self.ports {
+            port.io.maintain(&mut self.frames);
+            let (t, s) = (&port.totals, &port.meta.stats);
+            s.rx_packets.store(t.rx_packets, Ordering::Relaxed);
+            s.rx_bytes.store(t.rx_bytes, Ordering::Relaxed);
+            s.rx_dropped.store(t.rx_dropped, Ordering::Relaxed);
+            s.tx_packets.store(t.tx_packets, Ordering::Relaxed);
+            s.tx_bytes.store(t.tx_bytes, Ordering::Relaxed);
+            s.tx_dropped.store(t.tx_dropped, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! `xbr lab up --ovsdb`: every node runs Debian's `ovsdb-server` (its
+//! database, socket, log and pid file in the node's run directory) with
+//! xbr as its ovs-vswitchd (`xbr run --ovsdb`), and the lab configures
+//! br0 through `ovs-vsctl` exactly as the SDN agent does (TABLES.md §1):
+//! the bridge, `vxlan0`, `tun0`, then each pod's veth with its
+//! `external_ids`, reading the pod's port number back with `get Interface
+//! X ofport`. `down` stops the database with everything else running in
+//! the node's namespace.
+
+use super::state::{LabState, Node};
+use super::sys;
+use super::LabError;
+use std::time::Duration;
+
+/// ovs-vsctl's own bound (`--timeout`), as the agent sets it.
+const VSCTL_TIMEOUT_SECS: u64 = 30;
+const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+
+fn db_target(node: &Node) -> String {
+    format!("unix:{}", node.rundir.join("db.sock").display())
+}
+
+/// Creates the node's database and starts its ovsdb-server.
+pub fn start_db(node: &Node) -> Result<(), LabError> {
+    let run = |name: &str| node.rundir.join(name).display().to_string();
+    sys::run(
+        "ovsdb-tool",
+        &["create", &run("conf.db"), SCHEMA],
+        sys_timeout(),
+    )?
+    .ok()?;
+    let remote = format!("--remote=p{}", db_target(node));
+    let unixctl = format!("--unixctl={}", run("ovsdb-server.ctl"));
+    let pidfile = format!("--pidfile={}", run("ovsdb-server.pid"));
+    let log = format!("--log-file={}", run("ovsdb-server.log"));
+    // --detach returns once the socket is ready.
+    sys::in_ns(
+        &node.netns,
+        "ovsdb-server",
+        &[
+            &run("conf.db"),
+            &remote,
+            &unixctl,
+            &pidfile,
+            &log,
+            "--detach",
+            "--no-chdir",
+            "-vconsole:off",
+        ],
+    )?;
+    vsctl(node, &["--no-wait", "init"])?;
+    Ok(())
+}
+
+fn sys_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// `xbr run` arguments: the bridge comes from the database.
+pub fn xbr_args(node: &Node) -> Vec<String> {
+    vec![
+        "run".into(),
+        "--ovsdb".into(),
+        db_target(node),
+        "--rundir".into(),
+        node.rundir.display().to_string(),
+    ]
+}
+
+fn vsctl(node: &Node, args: &[&str]) -> Result<String, LabError> {
+    let db = format!("--db={}", db_target(node));
+    let timeout = format!("--timeout={VSCTL_TIMEOUT_SECS}");
+    let mut all = vec![db.as_str(), timeout.as_str()];
+    all.extend_from_slice(args);
+    sys::run(
+        "ovs-vsctl",
+        &all,
+        Duration::from_secs(VSCTL_TIMEOUT_SECS + 5),
+    )?
+    .ok()
+}
+
+/// The agent's `ovs-vsctl` commands for a node's bridge and pods.
+pub fn configure(state: &LabState, node: &Node) -> Result<(), LabError> {
+    vsctl(node, &["--if-exists", "del-br", "br0"])?;
+    vsctl(
+        node,
+        &[
+            "--may-exist",
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "Bridge",
+            "br0",
+            "fail_mode=secure",
+            "protocols=OpenFlow13",
+        ],
+    )?;
+    let dst_port = format!("options:dst_port={}", state.vxlan_port);
+    vsctl(
+        node,
+        &[
+            "--may-exist",
+            "add-port",
+            "br0",
+            "vxlan0",
+            "--",
+            "set",
+            "Interface",
+            "vxlan0",
+            "ofport_request=1",
+            "type=vxlan",
+            "options:remote_ip=\"flow\"",
+            "options:key=\"flow\"",
+            &dst_port,
+        ],
+    )?;
+    let mtu = format!("mtu_request={}", state.mtu);
+    vsctl(
+        node,
+        &[
+            "--may-exist",
+            "add-port",
+            "br0",
+            "tun0",
+            "--",
+            "set",
+            "Interface",
+            "tun0",
+            "ofport_request=2",
+            "type=internal",
+            &mtu,
+        ],
+    )?;
+    for pod in state.pods.iter().filter(|p| p.node == node.name) {
+        let ids = format!("external_ids=sandbox=\"{}\",ip=\"{}\"", pod.name, pod.ip);
+        vsctl(
+            node,
+            &[
+                "--may-exist",
+                "add-port",
+                "br0",
+                &pod.host_if,
+                "--",
+                "set",
+                "Interface",
+                &pod.host_if,
+                &ids,
+            ],
+        )?;
+        let got = vsctl(node, &["get", "Interface", &pod.host_if, "ofport"])?;
+        if got.trim() != pod.ofport.to_string() {
+            return Err(LabError::Unexpected(format!(
+                "pod {} got ofport {} from the switch; the lab planned {}",
+                pod.name,
+                got.trim(),
+                pod.ofport
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,307 @@
+//! Adding and removing ports of a running bridge.
+//!
+//! # Design
+//!
+//! [`LivePorts`] is the control side of `engine_ports.rs`: it checks and
+//! opens a port on the caller's thread (XDP attach and AF_XDP bind on the
+//! bridge's UMEM, or TAP create), lists it in [`DpShared`] for OpenFlow,
+//! and hands it to the packet thread, which splices it in between rounds.
+//! Removal asks the packet thread for the port back and drops it here, so
+//! detaching XDP or deleting a TAP device never stalls forwarding on the
+//! other ports. Every change is reported to OpenFlow connections as a
+//! PORT_STATUS (ADD or DELETE). One mutex serialises add and remove, so
+//! number allocation and the port list cannot race; the packet thread
+//! never takes it.
+//!
+//! Port numbers follow ovs-vswitchd: a requested number is used if no
+//! port has it; otherwise numbers are handed out by a cursor moving up
+//! from 1 through the lower half of the range, skipping numbers in use and
+//! preferring ones never used (or freed over an hour ago) to recently
+//! freed ones, so old flows that still name a deleted port do not apply
+//! at once to a new one.
+
+use crate::config::{PortSpec, MAX_OFPORT};
+use crate::control::{DpShared, PortMeta};
+use crate::engine::PortOp;
+use crate::ports::{self, Port, PortError};
+use crate::xsk::Umem;
+use crossbeam::channel::Sender;
+use ofproto::wire::port_status::reason;
+use ofproto::Bridge;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// How long a removal waits for the packet thread to give a port back.
+const REMOVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Automatically assigned numbers stay below this, leaving the upper half
+/// to explicit requests (as OVS does).
+const AUTO_LIMIT: u32 = 32768;
+/// The bridge's own internal port (OVS's `LOCAL`), requested only for
+/// the interface named like the bridge.
+pub const OFPP_LOCAL: u32 = flowtable::action::port::LOCAL;
+/// A freed number is reused before others only after this long.
+const REUSE_AFTER: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, Error)]
+pub enum LiveError {
+    #[error("port '{0}' already exists on this bridge")]
+    Exists(String),
+    #[error("no port '{0}' on this bridge")]
+    NoSuchPort(String),
+    #[error("ofport {0} is outside 1-{MAX_OFPORT}")]
+    BadOfport(u32),
+    #[error("no free ofport left")]
+    Exhausted,
+    #[error(transparent)]
+    Port(#[from] PortError),
+    #[error("the packet thread has stopped")]
+    Stopped,
+}
+
+impl LiveError {
+    /// Errors caused by the request rather than by the system.
+    pub fn is_config_error(&self) -> bool {
+        match self {
+            LiveError::Exists(_) | LiveError::NoSuchPort(_) | LiveError::BadOfport(_) => true,
+            LiveError::Port(e) => e.is_config_error(),
+            LiveError::Exhausted | LiveError::Stopped => false,
+        }
+    }
+}
+
+/// OpenFlow port numbers of one bridge: in use, and when each freed one
+/// was released.
+struct Ofports {
+    /// Last automatically assigned number.
+    cursor: u32,
+    in_use: HashMap<u32, ()>,
+    freed: HashMap<u32, Instant>,
+}
+
+impl Ofports {
+    fn new(in_use: impl IntoIterator<Item = u32>) -> Self {
+        Ofports {
+            cursor: 0,
+            in_use: in_use.into_iter().map(|p| (p, ())).collect(),
+            freed: HashMap::new(),
+        }
+    }
+
+    fn assign(&mut self, requested: Option<u32>, now: Instant) -> Result<u32, LiveError> {
+        if let Some(r) = requested {
+            if r == 0 || (r > MAX_OFPORT && r != OFPP_LOCAL) {
+                return Err(LiveError::BadOfport(r));
+            }
+            if !self.in_use.contains_key(&r) {
+                return Ok(self.take(r));
+            }
+        }
+        let start = self.cursor;
+        let mut lru: Option<(u32, Instant)> = None;
+        loop {
+            self.cursor += 1;
+            if self.cursor >= AUTO_LIMIT {
+                self.cursor = 1;
+            }
+            let n = self.cursor;
+            if !self.in_use.contains_key(&n) {
+                match self.freed.get(&n) {
+                    None => return Ok(self.take(n)),
+                    Some(&at) if now.duration_since(at) >= REUSE_AFTER => return Ok(self.take(n)),
+                    Some(&at) => {
+                        if lru.is_none_or(|(_, t)| at < t) {
+                            lru = Some((n, at));
+                        }
+                    }
+                }
+            }
+            if n == start || (start == 0 && n == AUTO_LIMIT - 1) {
+                return match lru {
+                    Some((n, _)) => Ok(self.take(n)),
+                    None => Err(LiveError::Exhausted),
+                };
+            }
+        }
+    }
+
+    fn take(&mut self, n: u32) -> u32 {
+        self.freed.remove(&n);
+        self.in_use.insert(n, ());
+        n
+    }
+
+    fn release(&mut self, n: u32, now: Instant) {
+        if self.in_use.remove(&n).is_some() {
+            self.freed.insert(n, now);
+        }
+    }
+}
+
+/// The control side of a running bridge's port list; see the module
+/// documentation.
+pub struct LivePorts {
+    umem: Arc<Umem>,
+    /// The bridge's XDP flow cache maps, which new system ports share.
+    cache: Option<Arc<crate::xdpcache::CacheMaps>>,
+    ops: Sender<PortOp<Port>>,
+    shared: Arc<DpShared>,
+    bridge: Arc<Bridge>,
+    /// Serialises changes; see the module documentation.
+    state: Mutex<Ofports>,
+}
+
+impl LivePorts {
+    pub fn new(
+        umem: Arc<Umem>,
+        cache: Option<Arc<crate::xdpcache::CacheMaps>>,
+        ops: Sender<PortOp<Port>>,
+        shared: Arc<DpShared>,
+        bridge: Arc<Bridge>,
+    ) -> Self {
+        let in_use = shared.ports().iter().map(|p| p.ofport).collect::<Vec<_>>();
+        LivePorts {
+            umem,
+            cache,
+            ops,
+            shared,
+            bridge,
+            state: Mutex::new(Ofports::new(in_use)),
+        }
+    }
+
+    /// The bridge's ports now.
+    pub fn ports(&self) -> Vec<Arc<PortMeta>> {
+        self.shared.ports()
+    }
+
+    /// Opens `spec` as a new port (its `ofport` is a request, as
+    /// `ofport_request` is in OVS) and starts forwarding on it.
+    pub fn add(&self, spec: &PortSpec) -> Result<Arc<PortMeta>, LiveError> {
+        let mut numbers = self.state.lock();
+        let existing = self.shared.ports();
+        if existing.iter().any(|p| p.name == spec.name) {
+            return Err(LiveError::Exists(spec.name.clone()));
+        }
+        ports::check_spec(spec)?;
+        let now = Instant::now();
+        let ofport = numbers.assign(spec.ofport, now)?;
+        let spec = PortSpec {
+            ofport: Some(ofport),
+            ..spec.clone()
+        };
+        let (meta, io) = match ports::open_one(&spec, &self.umem, self.cache.as_deref()) {
+            Ok(p) => p,
+            Err(e) => {
+                numbers.release(ofport, now);
+                return Err(e.into());
+            }
+        };
+        self.shared.insert_port(meta.clone());
+        if self
+            .ops
+            .send(PortOp::Add {
+                meta: meta.clone(),
+                io,
+            })
+            .is_err()
+        {
+            // The port came back inside the error and drops here.
+            self.shared.remove_port(ofport);
+            numbers.release(ofport, now);
+            return Err(LiveError::Stopped);
+        }
+        self.shared.wake();
+        tracing::info!(port = %spec.name, ofport, kind = ?spec.port_type, "port added");
+        self.bridge.notifier().port_status(reason::ADD, meta.info());
+        Ok(meta)
+    }
+
+    /// Stops forwarding on port `name` and closes it.
+    pub fn remove(&self, name: &str) -> Result<(), LiveError> {
+        let mut numbers = self.state.lock();
+        let Some(meta) = self.shared.ports().into_iter().find(|p| p.name == name) else {
+            return Err(LiveError::NoSuchPort(name.to_string()));
+        };
+        let (done, back) = crossbeam::channel::bounded(1);
+        self.ops
+            .send(PortOp::Remove {
+                ofport: meta.ofport,
+                done,
+            })
+            .map_err(|_| LiveError::Stopped)?;
+        self.shared.wake();
+        let io = back
+            .recv_timeout(REMOVE_TIMEOUT)
+            .map_err(|_| LiveError::Stopped)?;
+        // Closes the socket, detaches XDP or deletes the TAP device, here
+        // and not on the packet thread; only the frames go back there.
+        if let Some(io) = io {
+            let frames = io.close_detached();
+            if !frames.is_empty() && self.ops.send(PortOp::Reclaim(frames)).is_ok() {
+                self.shared.wake();
+            }
+        }
+        self.shared.remove_port(meta.ofport);
+        numbers.release(meta.ofport, Instant::now());
+        tracing::info!(port = %name, ofport = meta.ofport, "port removed");
+        self.bridge
+            .notifier()
+            .port_status(reason::DELETE, meta.info());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requested_numbers_win_when_free() {
+        let now = Instant::now();
+        let mut n = Ofports::new([1, 2]);
+        assert_eq!(n.assign(Some(5), now).unwrap(), 5);
+        // Taken: the request falls back to automatic assignment.
+        assert_eq!(n.assign(Some(5), now).unwrap(), 3);
+        assert!(matches!(
+            n.assign(Some(0), now),
+            Err(LiveError::BadOfport(0))
+        ));
+        assert!(matches!(
+            n.assign(Some(MAX_OFPORT + 1), now),
+            Err(LiveError::BadOfport(_))
+        ));
+    }
+
+    #[test]
+    fn automatic_numbers_move_up_and_avoid_recent_ones() {
+        let now = Instant::now();
+        let mut n = Ofports::new([1, 2]);
+        assert_eq!(n.assign(None, now).unwrap(), 3);
+        assert_eq!(n.assign(None, now).unwrap(), 4);
+        n.release(3, now);
+        // 3 was freed just now: the cursor goes on to 5, as OVS does.
+        assert_eq!(n.assign(None, now).unwrap(), 5);
+        // But a request for it is honoured.
+        assert_eq!(n.assign(Some(3), now).unwrap(), 3);
+    }
+
+    #[test]
+    fn wraps_to_the_least_recently_freed() {
+        let now = Instant::now();
+        let mut n = Ofports::new(1..AUTO_LIMIT);
+        assert!(matches!(n.assign(None, now), Err(LiveError::Exhausted)));
+        n.release(7, now);
+        n.release(9, now + Duration::from_secs(1));
+        assert_eq!(n.assign(None, now + Duration::from_secs(2)).unwrap(), 7);
+        assert_eq!(n.assign(None, now + Duration::from_secs(2)).unwrap(), 9);
+        // An hour later a freed number is as good as a new one.
+        n.release(20, now);
+        n.release(10, now + Duration::from_secs(10));
+        let later = now + REUSE_AFTER + Duration::from_secs(5);
+        let got = n.assign(None, later).unwrap();
+        assert!(got == 10 || got == 20, "{got}");
+    }
+}

@@ -1,0 +1,462 @@
+//! What the database asks for: the bridges, their settings and their
+//! interfaces, read from the replica and turned into xbr's terms (a
+//! [`PortSpec`] per interface, or the reason it cannot be one, which goes
+//! to the Interface's `error` column as ovs-vswitchd would put it there).
+
+use super::datum::{integer, string, string_map, uuids, Replica, Row};
+use crate::config::{PortSpec, PortType, VxlanSpec, MAX_OFPORT, VXLAN_DEFAULT_PORT};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+
+pub use crate::live::OFPP_LOCAL;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredBridge {
+    pub uuid: String,
+    /// Fail mode standalone (OVS's default when `fail_mode` is empty).
+    pub standalone: bool,
+    /// `Controller.target`s: `tcp:` (active) and `ptcp:` (passive).
+    pub controllers: Vec<String>,
+    /// From `other_config:datapath-id`.
+    pub datapath_id: Option<u64>,
+    /// By interface name.
+    pub ifaces: BTreeMap<String, DesiredIface>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredIface {
+    pub uuid: String,
+    pub spec: Result<PortSpec, String>,
+    /// Rate limits; applied to the open port without reopening it.
+    pub qos: Qos,
+}
+
+/// An interface's rate limits, in OVS's units; 0 is none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Qos {
+    /// `ingress_policing_rate`, kbit/s.
+    pub ingress_kbps: u64,
+    /// `ingress_policing_burst`, kbit.
+    pub ingress_burst_kb: u64,
+    /// The Port's `linux-htb` QoS `other_config:max-rate`, bit/s.
+    pub egress_bps: u64,
+    /// A QoS the port names but xbr cannot apply (goes to `error`).
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct Desired {
+    /// The root row's UUID and its `next_cfg`.
+    pub root: Option<(String, i64)>,
+    pub bridges: BTreeMap<String, DesiredBridge>,
+}
+
+/// Reads the whole configuration out of the replica. Only bridges the
+/// root row lists count, as in ovs-vswitchd.
+pub fn read(db: &Replica) -> Desired {
+    let mut out = Desired::default();
+    let Some((root_uuid, root)) = db.rows("Open_vSwitch").next() else {
+        return out;
+    };
+    out.root = Some((
+        root_uuid.to_string(),
+        integer(root, "next_cfg").unwrap_or(0),
+    ));
+    // Interfaces the switch owns are never a tunnel's uplink.
+    let ports: BTreeSet<String> = db
+        .rows("Interface")
+        .filter_map(|(_, r)| string(r, "name"))
+        .collect();
+    for b in uuids(root, "bridges") {
+        let Some(row) = db.row("Bridge", &b) else {
+            continue;
+        };
+        let Some(name) = string(row, "name") else {
+            continue;
+        };
+        let bridge = read_bridge(db, &b, &name, row, &ports);
+        out.bridges.insert(name, bridge);
+    }
+    out
+}
+
+fn read_bridge(
+    db: &Replica,
+    uuid: &str,
+    name: &str,
+    row: &Row,
+    ports: &BTreeSet<String>,
+) -> DesiredBridge {
+    let controllers = uuids(row, "controller")
+        .iter()
+        .filter_map(|c| db.row("Controller", c))
+        .filter_map(|c| string(c, "target"))
+        .collect();
+    let datapath_id = string_map(row, "other_config")
+        .get("datapath-id")
+        .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+    let mut ifaces = BTreeMap::new();
+    for p in uuids(row, "ports") {
+        let Some(port) = db.row("Port", &p) else {
+            continue;
+        };
+        let members = uuids(port, "interfaces");
+        let (egress_bps, qos_error) = port_qos(db, port);
+        for i in &members {
+            let Some(iface) = db.row("Interface", i) else {
+                continue;
+            };
+            let Some(iname) = string(iface, "name") else {
+                continue;
+            };
+            let spec = if members.len() > 1 {
+                Err("bonds (ports with several interfaces) are not supported by xbr".into())
+            } else {
+                iface_spec(&iname, name, iface, ports)
+            };
+            let nonneg = |col| integer(iface, col).and_then(|v| u64::try_from(v).ok());
+            let qos = Qos {
+                ingress_kbps: nonneg("ingress_policing_rate").unwrap_or(0),
+                ingress_burst_kb: nonneg("ingress_policing_burst").unwrap_or(0),
+                egress_bps,
+                error: qos_error.clone(),
+            };
+            ifaces.insert(
+                iname,
+                DesiredIface {
+                    uuid: i.clone(),
+                    spec,
+                    qos,
+                },
+            );
+        }
+    }
+    DesiredBridge {
+        uuid: uuid.to_string(),
+        standalone: string(row, "fail_mode").as_deref() != Some("secure"),
+        controllers,
+        datapath_id,
+        ifaces,
+    }
+}
+
+/// The egress limit of a Port's QoS: `linux-htb` with
+/// `other_config:max-rate` (bit/s; without it, no limit, as HTB's
+/// ceiling is then the link speed). Other types are refused.
+fn port_qos(db: &Replica, port: &Row) -> (u64, Option<String>) {
+    let Some(qos) = uuids(port, "qos").first().and_then(|q| db.row("QoS", q)) else {
+        return (0, None);
+    };
+    let kind = string(qos, "type").unwrap_or_default();
+    if kind != "linux-htb" {
+        let msg = format!("QoS type '{kind}' is not supported by xbr (linux-htb is)");
+        return (0, Some(msg));
+    }
+    match string_map(qos, "other_config").get("max-rate") {
+        None => (0, None),
+        Some(r) => match r.parse::<u64>() {
+            Ok(bps) => (bps, None),
+            Err(_) => (
+                0,
+                Some(format!("QoS max-rate '{r}' is not a number of bit/s")),
+            ),
+        },
+    }
+}
+
+/// The port one Interface row describes.
+fn iface_spec(
+    name: &str,
+    bridge: &str,
+    row: &Row,
+    ports: &BTreeSet<String>,
+) -> Result<PortSpec, String> {
+    let kind = string(row, "type").unwrap_or_default();
+    let options = string_map(row, "options");
+    let mut spec = PortSpec {
+        name: name.to_string(),
+        ofport: None,
+        port_type: PortType::System,
+        mtu_request: None,
+        mac: None,
+        vxlan: None,
+        xdp_redirect: false,
+    };
+    match kind.as_str() {
+        "" | "system" => {
+            // xbr's own interface option: the XDP flow cache may redirect
+            // to this port (see PortSpec::xdp_redirect).
+            spec.xdp_redirect = match options.get("xdp_redirect").map(String::as_str) {
+                None | Some("off" | "false") => false,
+                Some("on" | "true") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "{name}: options:xdp_redirect={other} is not on or off"
+                    ))
+                }
+            };
+        }
+        "internal" => {
+            spec.port_type = PortType::Internal;
+            spec.mac = string(row, "mac").and_then(|m| crate::config::parse_mac(&m));
+        }
+        "vxlan" => {
+            spec.port_type = PortType::Vxlan;
+            spec.vxlan = Some(vxlan_spec(&options, ports)?);
+        }
+        other => {
+            return Err(format!(
+                "{name}: interface type '{other}' is not supported by xbr (system, internal, vxlan)"
+            ))
+        }
+    }
+    if let Some(mtu) = integer(row, "mtu_request") {
+        spec.mtu_request = u32::try_from(mtu).ok().filter(|m| (68..=65535).contains(m));
+        if spec.mtu_request.is_none() {
+            return Err(format!("{name}: mtu_request {mtu} is out of range"));
+        }
+    }
+    spec.ofport = if name == bridge && spec.port_type == PortType::Internal {
+        Some(OFPP_LOCAL)
+    } else {
+        integer(row, "ofport_request")
+            .and_then(|r| u32::try_from(r).ok())
+            .filter(|r| (1..=MAX_OFPORT).contains(r))
+    };
+    Ok(spec)
+}
+
+/// A flow-based VXLAN port: `remote_ip=flow`, `key=flow` (or absent),
+/// optional `dst_port` and `local_ip`. The uplink is the interface that
+/// holds `local_ip`; without one, the interface of the default route and
+/// its first address, or else the only interface with an IPv4 address
+/// that is neither loopback nor one of the switch's `ports`.
+fn vxlan_spec(
+    options: &BTreeMap<String, String>,
+    ports: &BTreeSet<String>,
+) -> Result<VxlanSpec, String> {
+    for (k, v) in options {
+        match (k.as_str(), v.as_str()) {
+            ("remote_ip", "flow") | ("key", "flow") | ("dst_port", _) | ("local_ip", _) => {}
+            ("remote_ip", _) => {
+                return Err("vxlan: only options:remote_ip=flow is supported by xbr".into())
+            }
+            ("key", _) => return Err("vxlan: only options:key=flow is supported by xbr".into()),
+            (other, _) => return Err(format!("vxlan: option '{other}' is not supported by xbr")),
+        }
+    }
+    if options.get("remote_ip").map(String::as_str) != Some("flow") {
+        return Err("vxlan: options:remote_ip=flow is required".into());
+    }
+    let dst_port = match options.get("dst_port") {
+        None => VXLAN_DEFAULT_PORT,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("vxlan: dst_port '{p}' is not a UDP port"))?,
+    };
+    let (local_ip, uplink) = match options.get("local_ip") {
+        Some(ip) => {
+            let ip: Ipv4Addr = ip
+                .parse()
+                .map_err(|_| format!("vxlan: local_ip '{ip}' is not an IPv4 address"))?;
+            let dev = host::device_with_addr(ip)?
+                .ok_or_else(|| format!("vxlan: no interface holds local_ip {ip}"))?;
+            (ip, dev)
+        }
+        None => host::default_uplink(ports)?,
+    };
+    Ok(VxlanSpec {
+        dst_port,
+        local_ip,
+        uplink,
+    })
+}
+
+/// The host's addresses and routes, read with iproute2's JSON output:
+/// asked once per tunnel port, so a process is cheaper to maintain than
+/// a second netlink dump parser.
+mod host {
+    use serde_json::Value;
+    use std::collections::BTreeSet;
+    use std::net::Ipv4Addr;
+    use std::process::Command;
+
+    fn ip_json(args: &[&str]) -> Result<Value, String> {
+        let out = Command::new("ip")
+            .args(["-4", "-j"])
+            .args(args)
+            .output()
+            .map_err(|e| format!("vxlan: running `ip`: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "vxlan: `ip {}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("vxlan: `ip` output: {e}"))
+    }
+
+    /// (device, first IPv4 address) of every interface.
+    fn addresses() -> Result<Vec<(String, Ipv4Addr)>, String> {
+        let mut out = Vec::new();
+        for link in ip_json(&["addr", "show"])?.as_array().into_iter().flatten() {
+            let Some(dev) = link.get("ifname").and_then(Value::as_str) else {
+                continue;
+            };
+            for a in link
+                .get("addr_info")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(ip) = a
+                    .get("local")
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.parse().ok())
+                {
+                    out.push((dev.to_string(), ip));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn device_with_addr(ip: Ipv4Addr) -> Result<Option<String>, String> {
+        Ok(addresses()?
+            .into_iter()
+            .find(|(_, a)| *a == ip)
+            .map(|(d, _)| d))
+    }
+
+    pub fn default_uplink(ports: &BTreeSet<String>) -> Result<(Ipv4Addr, String), String> {
+        let routes = ip_json(&["route", "show", "default"])?;
+        let addrs = addresses()?;
+        let dev = routes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|r| r.get("dev").and_then(Value::as_str));
+        if let Some(dev) = dev {
+            return addrs
+                .into_iter()
+                .find(|(d, _)| d == dev)
+                .map(|(d, a)| (a, d))
+                .ok_or_else(|| format!("vxlan: uplink {dev} has no IPv4 address"));
+        }
+        let mut candidates = addrs
+            .into_iter()
+            .filter(|(d, a)| !a.is_loopback() && !ports.contains(d));
+        match (candidates.next(), candidates.next()) {
+            (Some((d, a)), None) => Ok((a, d)),
+            _ => Err(
+                "vxlan: no default route and no single addressed interface to \
+                      use as the uplink; set options:local_ip"
+                    .into(),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn replica() -> Replica {
+        let mut r = Replica::default();
+        r.apply(&json!({
+            "Open_vSwitch": {"root": {"new": {"bridges": ["uuid", "b0"], "next_cfg": 7}}},
+            "Bridge": {"b0": {"new": {
+                "name": "br0", "fail_mode": "secure",
+                "ports": ["set", [["uuid", "p0"], ["uuid", "p1"], ["uuid", "p2"], ["uuid", "p3"]]],
+                "controller": ["set", []], "other_config": ["map", []]}}},
+            "Port": {
+                "p0": {"new": {"name": "br0", "interfaces": ["uuid", "i0"]}},
+                "p1": {"new": {"name": "tun0", "interfaces": ["uuid", "i1"]}},
+                "p2": {"new": {"name": "veth1", "interfaces": ["uuid", "i2"]}},
+                "p3": {"new": {"name": "gre0", "interfaces": ["uuid", "i3"]}}},
+            "Interface": {
+                "i0": {"new": {"name": "br0", "type": "internal", "ofport_request": ["set", []]}},
+                "i1": {"new": {"name": "tun0", "type": "internal", "ofport_request": 2, "mtu_request": 1450}},
+                "i2": {"new": {"name": "veth1", "type": "", "ofport_request": ["set", []]}},
+                "i3": {"new": {"name": "gre0", "type": "gre"}}},
+            // Not listed by the root row: ignored.
+            "Bridge ": {},
+        }));
+        r
+    }
+
+    #[test]
+    fn reads_bridges_and_interfaces() {
+        let d = read(&replica());
+        assert_eq!(d.root, Some(("root".into(), 7)));
+        let b = &d.bridges["br0"];
+        assert!(!b.standalone);
+        let local = b.ifaces["br0"].spec.as_ref().unwrap();
+        assert_eq!(
+            (local.ofport, local.port_type),
+            (Some(OFPP_LOCAL), PortType::Internal)
+        );
+        let tun0 = b.ifaces["tun0"].spec.as_ref().unwrap();
+        assert_eq!((tun0.ofport, tun0.mtu_request), (Some(2), Some(1450)));
+        let veth = b.ifaces["veth1"].spec.as_ref().unwrap();
+        assert_eq!((veth.ofport, veth.port_type), (None, PortType::System));
+        let gre = b.ifaces["gre0"].spec.as_ref().unwrap_err();
+        assert!(gre.contains("'gre' is not supported"), "{gre}");
+    }
+
+    #[test]
+    fn qos_columns() {
+        let mut r = replica();
+        r.apply(&json!({
+            "QoS": {"q1": {"new": {"type": "linux-htb",
+                                   "other_config": ["map", [["max-rate", "10000000"]]]}},
+                    "q2": {"new": {"type": "linux-hfsc", "other_config": ["map", []]}}},
+            "Port": {"p2": {"new": {"name": "veth1", "interfaces": ["uuid", "i2"],
+                                    "qos": ["uuid", "q1"]}},
+                     "p1": {"new": {"name": "tun0", "interfaces": ["uuid", "i1"],
+                                    "qos": ["uuid", "q2"]}}},
+            "Interface": {"i2": {"new": {"name": "veth1", "type": "",
+                                         "ingress_policing_rate": 5000,
+                                         "ingress_policing_burst": 500}}},
+        }));
+        let d = read(&r);
+        let veth = &d.bridges["br0"].ifaces["veth1"].qos;
+        assert_eq!(
+            (veth.ingress_kbps, veth.ingress_burst_kb, veth.egress_bps),
+            (5000, 500, 10_000_000)
+        );
+        assert_eq!(veth.error, None);
+        let tun0 = &d.bridges["br0"].ifaces["tun0"].qos;
+        assert!(tun0
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("'linux-hfsc' is not supported"));
+    }
+
+    #[test]
+    fn vxlan_options() {
+        let opts = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let none = BTreeSet::new();
+        let fixed = vxlan_spec(&opts(&[("remote_ip", "10.0.0.1")]), &none).unwrap_err();
+        assert!(fixed.contains("remote_ip=flow"), "{fixed}");
+        let bad =
+            vxlan_spec(&opts(&[("remote_ip", "flow"), ("dst_port", "x")]), &none).unwrap_err();
+        assert!(bad.contains("dst_port"), "{bad}");
+        let nohost = vxlan_spec(
+            &opts(&[("remote_ip", "flow"), ("local_ip", "192.0.2.77")]),
+            &none,
+        )
+        .unwrap_err();
+        assert!(nohost.contains("no interface holds"), "{nohost}");
+    }
+}

@@ -1,0 +1,177 @@
+//! `xbr run --ovsdb`: xbr as ovs-vswitchd, configured through
+//! ovsdb-server so that unmodified `ovs-vsctl` manages its bridges and
+//! ports.
+//!
+//! # Design
+//!
+//! One thread (the caller's) runs the client: it connects to the
+//! database, asks for a `monitor` of the tables ovs-vswitchd reads, keeps a
+//! [`datum::Replica`] of them, and after every change reconciles the
+//! running bridges with it ([`reconcile`]) and writes back the columns
+//! ovs-vswitchd owns in one `transact`. It answers the server's `echo`
+//! requests, and every [`STATS_INTERVAL`] writes interface statistics and
+//! retries interfaces that could not be opened. If the connection drops,
+//! the bridges keep forwarding with the configuration they have, and the
+//! client reconnects with exponential backoff ([`BACKOFF_MIN`] to
+//! [`BACKOFF_MAX`]); the new `monitor` reply is a full snapshot, so
+//! whatever changed meanwhile is applied then.
+
+pub mod datum;
+pub mod desired;
+pub mod reconcile;
+pub mod rpc;
+
+use rpc::{Conn, Incoming};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+pub use reconcile::Settings;
+
+/// How often statistics are written (ovs-vswitchd's default
+/// `other_config:stats-update-interval`).
+pub const STATS_INTERVAL: Duration = Duration::from_secs(5);
+pub const BACKOFF_MIN: Duration = Duration::from_secs(1);
+pub const BACKOFF_MAX: Duration = Duration::from_secs(8);
+/// How long the loop waits for a message before checking the stop flag
+/// and timers.
+const TICK: Duration = Duration::from_millis(200);
+const DB: &str = "Open_vSwitch";
+
+/// The columns ovs-vswitchd reads (it writes others; those are not
+/// monitored, so xbr's own writes do not come back as changes).
+fn monitor_requests() -> Value {
+    json!({
+        "Open_vSwitch": {"columns": ["bridges", "next_cfg"]},
+        "Bridge": {"columns": ["name", "ports", "fail_mode", "protocols", "controller",
+                               "other_config", "datapath_type"]},
+        "Port": {"columns": ["name", "interfaces", "qos"]},
+        "Interface": {"columns": ["name", "type", "options", "ofport_request", "mtu_request",
+                                  "mac", "ingress_policing_rate", "ingress_policing_burst"]},
+        "Controller": {"columns": ["target"]},
+        "QoS": {"columns": ["type", "other_config"]},
+    })
+}
+
+/// Runs the client until `stop` is set; then stops every bridge. Returns
+/// false if a packet thread had failed.
+pub fn run(target: &Path, settings: Settings, stop: &AtomicBool) -> bool {
+    let mut rec = reconcile::Reconciler::new(settings);
+    let mut backoff = BACKOFF_MIN;
+    while !stop.load(Ordering::Relaxed) {
+        match Conn::connect(target) {
+            Ok(conn) => {
+                tracing::info!(db = %target.display(), "connected to the database");
+                backoff = BACKOFF_MIN;
+                rec.forget_written();
+                session(conn, &mut rec, stop);
+                if !stop.load(Ordering::Relaxed) {
+                    tracing::warn!("database connection lost; bridges keep forwarding");
+                }
+            }
+            Err(e) => {
+                tracing::warn!("{e}; retrying in {} s", backoff.as_secs());
+                sleep_unless_stopped(backoff, stop);
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+    rec.shutdown()
+}
+
+fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
+    let end = Instant::now() + d;
+    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        std::thread::sleep(TICK);
+    }
+}
+
+/// One connection's life: monitor, then react until it drops or `stop`.
+fn session(mut conn: Conn, rec: &mut reconcile::Reconciler, stop: &AtomicBool) {
+    let mut db = datum::Replica::default();
+    let monitor_id = match conn.request("monitor", json!([DB, null, monitor_requests()])) {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::warn!("{e}");
+            return;
+        }
+    };
+    let mut synced = false;
+    let mut next_stats = Instant::now() + STATS_INTERVAL;
+    while !stop.load(Ordering::Relaxed) {
+        let mut changed = false;
+        match conn.incoming.recv_timeout(TICK) {
+            Ok(Incoming::Reply { id, result }) if id == monitor_id => match result {
+                Ok(initial) => {
+                    db.apply(&initial);
+                    synced = true;
+                    changed = true;
+                }
+                Err(e) => {
+                    tracing::error!("the database refused the monitor request: {e}");
+                    return;
+                }
+            },
+            Ok(Incoming::Reply { result: Err(e), .. }) => {
+                tracing::warn!("database transaction failed: {e}");
+            }
+            Ok(Incoming::Reply { result: Ok(r), .. }) => log_op_errors(&r),
+            Ok(Incoming::Request { method, params, id }) => match method.as_str() {
+                "echo" => {
+                    if let Err(e) = conn.reply(id, params) {
+                        tracing::warn!("{e}");
+                        return;
+                    }
+                }
+                "update" => {
+                    if let Some(updates) = params.get(1) {
+                        db.apply(updates);
+                        changed = true;
+                    }
+                }
+                other => tracing::debug!(method = other, "OVSDB: ignoring request"),
+            },
+            Err(crossbeam::channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam::channel::RecvTimeoutError::Disconnected) => return,
+        }
+        if !synced {
+            continue;
+        }
+        let mut ops = Vec::new();
+        let tick = Instant::now() >= next_stats;
+        if changed || tick {
+            // The tick also retries interfaces that failed to open.
+            let d = desired::read(&db);
+            ops = rec.apply(&d);
+            if tick {
+                next_stats = Instant::now() + STATS_INTERVAL;
+                ops.extend(rec.stats(&d));
+            }
+        }
+        if !ops.is_empty() {
+            let mut params = vec![json!(DB)];
+            params.extend(ops);
+            if let Err(e) = conn.request("transact", Value::Array(params)) {
+                tracing::warn!("{e}");
+                return;
+            }
+        }
+    }
+}
+
+/// A transaction's per-operation results may hold errors (a row deleted
+/// meanwhile is not one: the update just matches nothing).
+fn log_op_errors(results: &Value) {
+    for r in results.as_array().into_iter().flatten() {
+        if let Some(e) = r.get("error") {
+            let details = r.get("details").cloned().unwrap_or_default();
+            tracing::warn!("database operation failed: {e} {details}");
+        }
+    }
+}
+
+/// `unix:PATH` of `--ovsdb`.
+pub fn parse_target(s: &str) -> Result<PathBuf, rpc::RpcError> {
+    rpc::parse_target(s)
+}

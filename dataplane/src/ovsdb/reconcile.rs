@@ -1,0 +1,507 @@
+//! Turning the database's configuration into running bridges and ports,
+//! and writing back what ovs-vswitchd writes.
+//!
+//! # Design
+//!
+//! [`Reconciler`] owns every bridge the database made: a
+//! [`RunningBridge`] each (its own packet thread, OpenFlow socket
+//! `<rundir>/<bridge>.mgmt` and control socket), and the spec each of its
+//! ports was opened from. [`Reconciler::apply`] compares a [`Desired`]
+//! snapshot with that and makes the difference: bridges start and stop,
+//! ports are added and removed live (`crate::live`), so a change never
+//! disturbs the ports it does not name. A port whose spec changed (type,
+//! options, MTU...) is removed and added again. An interface that cannot
+//! be opened keeps being retried on every pass, as ovs-vswitchd retries on
+//! every reconfiguration.
+//!
+//! Write-back: the columns ovs-vswitchd owns (Interface `ofport`, `error`,
+//! `mac_in_use`, `ifindex`, `link_state`, `admin_state`, `mtu`,
+//! `link_speed`, `duplex`, `statistics`; Bridge `datapath_id`;
+//! Open_vSwitch `cur_cfg`, `ovs_version`, `datapath_types`,
+//! `iface_types`) become `update`
+//! operations of one transaction, with `cur_cfg` last so that
+//! `ovs-vsctl`, which waits for `cur_cfg` to reach its `next_cfg`, sees
+//! the ports' numbers as soon as it returns. Only values that differ from
+//! what this connection last wrote are sent.
+
+use super::datum::{int_map, str_set, where_uuid};
+use super::desired::{Desired, DesiredBridge};
+use crate::bridge::{BridgeConfig, RunningBridge};
+use crate::config::{parse_controller, parse_listen, PortSpec, PortType};
+use crate::control::PortMeta;
+use crate::live::LiveError;
+use crate::ports::PortError;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The `xbr run` settings every bridge the database creates gets.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub rundir: PathBuf,
+    pub cpu: Option<usize>,
+    pub flow_cache_entries: usize,
+    pub ct_limit: usize,
+    pub inactivity_probe: Duration,
+    pub spare_xsk_ports: u32,
+    /// Entries of each bridge's XDP flow cache; `None`: off.
+    pub xdp_cache_entries: Option<u32>,
+}
+
+struct Managed {
+    bridge: RunningBridge,
+    standalone: bool,
+    controllers: Vec<String>,
+    /// Open ports by name: the spec as the database gave it (before a
+    /// number was assigned), to notice changes.
+    ports: BTreeMap<String, PortSpec>,
+}
+
+pub struct Reconciler {
+    settings: Settings,
+    bridges: BTreeMap<String, Managed>,
+    /// Why an interface (by UUID) is not open, as written to `error`.
+    errors: HashMap<String, String>,
+    /// What this connection last wrote, per (table, row UUID).
+    written: HashMap<(&'static str, String), Map<String, Value>>,
+}
+
+/// The version ovs-vsctl and ovs-vswitchd compare (`ovs_version`).
+const OVS_VERSION: &str = concat!("xbr-", env!("CARGO_PKG_VERSION"));
+
+impl Reconciler {
+    pub fn new(settings: Settings) -> Self {
+        Reconciler {
+            settings,
+            bridges: BTreeMap::new(),
+            errors: HashMap::new(),
+            written: HashMap::new(),
+        }
+    }
+
+    /// A new connection: its database may differ, so everything is
+    /// written again.
+    pub fn forget_written(&mut self) {
+        self.written.clear();
+    }
+
+    /// Makes the running bridges match `d`; returns the write-back
+    /// operations (empty if nothing changed).
+    pub fn apply(&mut self, d: &Desired) -> Vec<Value> {
+        let gone: Vec<String> = self
+            .bridges
+            .keys()
+            .filter(|n| !d.bridges.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(m) = self.bridges.remove(&name) {
+                tracing::info!(bridge = %name, "bridge removed from the database; stopping it");
+                m.bridge.shutdown();
+            }
+        }
+        for (name, want) in &d.bridges {
+            if !self.bridges.contains_key(name) {
+                match self.start_bridge(name, want) {
+                    Ok(m) => {
+                        self.bridges.insert(name.clone(), m);
+                    }
+                    Err(e) => {
+                        let msg = format!("bridge {name}: {e}");
+                        set_error(&mut self.errors, &want.uuid, msg.clone());
+                        for i in want.ifaces.values() {
+                            set_error(&mut self.errors, &i.uuid, msg.clone());
+                        }
+                        continue;
+                    }
+                }
+            }
+            self.update_bridge(name, want);
+        }
+        // Forget what concerns rows that are gone (pods come and go).
+        let live: std::collections::HashSet<&str> = d
+            .bridges
+            .values()
+            .flat_map(|b| {
+                std::iter::once(b.uuid.as_str()).chain(b.ifaces.values().map(|i| i.uuid.as_str()))
+            })
+            .chain(d.root.iter().map(|(u, _)| u.as_str()))
+            .collect();
+        self.errors.retain(|u, _| live.contains(u.as_str()));
+        self.written.retain(|(_, u), _| live.contains(u.as_str()));
+        self.write_back(d)
+    }
+
+    fn start_bridge(&self, name: &str, want: &DesiredBridge) -> Result<Managed, String> {
+        let (listen, controllers) = controller_targets(name, &want.controllers);
+        let s = &self.settings;
+        let config = BridgeConfig {
+            name: name.to_string(),
+            rundir: s.rundir.clone(),
+            listen: listen.into_iter().collect(),
+            ports: Vec::new(),
+            cpu: s.cpu,
+            datapath_id: want.datapath_id,
+            flow_cache_entries: s.flow_cache_entries,
+            standalone: want.standalone,
+            controllers,
+            inactivity_probe: s.inactivity_probe,
+            ct_limit: s.ct_limit,
+            spare_xsk_ports: s.spare_xsk_ports,
+            xdp_cache_entries: s.xdp_cache_entries,
+        };
+        let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
+        tracing::info!(bridge = %name, "bridge created from the database");
+        Ok(Managed {
+            bridge,
+            standalone: want.standalone,
+            controllers: want.controllers.clone(),
+            ports: BTreeMap::new(),
+        })
+    }
+
+    fn update_bridge(&mut self, name: &str, want: &DesiredBridge) {
+        let Some(m) = self.bridges.get_mut(name) else {
+            return;
+        };
+        if m.standalone != want.standalone {
+            if let Some(server) = m.bridge.server() {
+                server.set_fail_mode(want.standalone);
+            }
+            m.standalone = want.standalone;
+        }
+        if m.controllers != want.controllers {
+            let probe = self.settings.inactivity_probe;
+            let (listen, controllers) = controller_targets(name, &want.controllers);
+            let only_added_active = m.controllers.iter().all(|t| want.controllers.contains(t))
+                && want
+                    .controllers
+                    .iter()
+                    .filter(|t| !m.controllers.contains(t))
+                    .all(|t| !t.starts_with("ptcp:"));
+            let result = match m.bridge.server_mut() {
+                // New active targets join the running server, as in OVS.
+                Some(server) if only_added_active => {
+                    let have = server.controller_targets();
+                    controllers
+                        .iter()
+                        .filter(|a| !have.contains(a))
+                        .try_for_each(|a| server.add_controller(*a, probe))
+                        .map_err(|e| e.to_string())
+                }
+                // Anything else restarts the OpenFlow server on the same
+                // flow tables; forwarding is not interrupted.
+                _ => m
+                    .bridge
+                    .restart_openflow(listen, &controllers, want.standalone, probe)
+                    .map_err(|e| e.to_string()),
+            };
+            match result {
+                Ok(()) => tracing::info!(bridge = %name, targets = ?want.controllers,
+                    "controllers reconfigured"),
+                Err(e) => tracing::error!(bridge = %name, "controllers: {e}"),
+            }
+            m.controllers = want.controllers.clone();
+        }
+        let live = m.bridge.live().clone();
+        // An internal port's new MTU is set in place, as OVS does: the
+        // agent's addresses and routes on tun0 must survive it.
+        for (n, spec) in m.ports.iter_mut() {
+            let Some(Ok(want)) = want.ifaces.get(n).map(|i| i.spec.as_ref()) else {
+                continue;
+            };
+            let same_but_mtu = PortSpec {
+                mtu_request: spec.mtu_request,
+                ..want.clone()
+            } == *spec;
+            if spec.port_type == PortType::Internal
+                && want.mtu_request != spec.mtu_request
+                && same_but_mtu
+            {
+                if let Some(mtu) = want.mtu_request {
+                    match crate::netdev::ifindex(n).and_then(|i| crate::netdev::set_mtu(i, mtu)) {
+                        Ok(()) => spec.mtu_request = Some(mtu),
+                        Err(e) => tracing::warn!(port = %n, mtu, "cannot set the MTU: {e}"),
+                    }
+                }
+            }
+        }
+        // Removals first, so a renamed or renumbered port can take over.
+        let stale: Vec<String> = m
+            .ports
+            .iter()
+            .filter(|(n, spec)| {
+                !want
+                    .ifaces
+                    .get(*n)
+                    .is_some_and(|i| i.spec.as_ref().is_ok_and(|s| s == *spec))
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in stale {
+            match live.remove(&n) {
+                Ok(()) | Err(LiveError::NoSuchPort(_)) => {
+                    m.ports.remove(&n);
+                }
+                Err(e) => tracing::error!(bridge = %name, port = %n, "cannot remove: {e}"),
+            }
+        }
+        // Requested numbers first, so an interface without a request
+        // cannot take one that another is about to ask for.
+        let mut order: Vec<_> = want.ifaces.iter().collect();
+        order.sort_by_key(|(_, i)| i.spec.as_ref().map_or(true, |s| s.ofport.is_none()));
+        for (iname, iface) in order {
+            if m.ports.contains_key(iname) {
+                continue;
+            }
+            let spec = match &iface.spec {
+                Ok(s) => s,
+                Err(msg) => {
+                    set_error(&mut self.errors, &iface.uuid, msg.clone());
+                    continue;
+                }
+            };
+            match live.add(spec) {
+                Ok(_) => {
+                    m.ports.insert(iname.clone(), spec.clone());
+                    self.errors.remove(&iface.uuid);
+                }
+                Err(e) => set_error(&mut self.errors, &iface.uuid, ovs_error_text(iname, &e)),
+            }
+        }
+    }
+
+    /// The write-back transaction's operations.
+    fn write_back(&mut self, d: &Desired) -> Vec<Value> {
+        let mut rows: Vec<(&'static str, String, Map<String, Value>)> = Vec::new();
+        for (bname, want) in &d.bridges {
+            let Some(m) = self.bridges.get(bname) else {
+                // The bridge could not start: its interfaces say why.
+                for iface in want.ifaces.values() {
+                    let mut r = Map::new();
+                    r.insert("ofport".into(), json!(-1));
+                    let err = self.errors.get(&iface.uuid).cloned();
+                    r.insert("error".into(), json!(err.unwrap_or_default()));
+                    rows.push(("Interface", iface.uuid.clone(), r));
+                }
+                continue;
+            };
+            let mut b = Map::new();
+            b.insert(
+                "datapath_id".into(),
+                json!(format!("{:016x}", m.bridge.datapath_id())),
+            );
+            rows.push(("Bridge", want.uuid.clone(), b));
+            let metas: HashMap<String, Arc<PortMeta>> = m
+                .bridge
+                .live()
+                .ports()
+                .into_iter()
+                .map(|p| (p.name.clone(), p))
+                .collect();
+            for (iname, iface) in &want.ifaces {
+                let mut r = Map::new();
+                match (metas.get(iname), m.ports.get(iname)) {
+                    (Some(meta), Some(spec)) => {
+                        let q = &iface.qos;
+                        meta.qos
+                            .set(q.ingress_kbps, q.ingress_burst_kb, q.egress_bps);
+                        iface_columns(&mut r, meta, spec);
+                        if let Some(e) = &q.error {
+                            r.insert("error".into(), json!(e));
+                        }
+                    }
+                    _ => {
+                        r.insert("ofport".into(), json!(-1));
+                        let err = self
+                            .errors
+                            .get(&iface.uuid)
+                            .cloned()
+                            .unwrap_or_else(|| format!("{iname}: not open"));
+                        r.insert("error".into(), json!(err));
+                    }
+                }
+                rows.push(("Interface", iface.uuid.clone(), r));
+            }
+        }
+        if let Some((root, next_cfg)) = &d.root {
+            let mut r = Map::new();
+            r.insert("ovs_version".into(), json!(OVS_VERSION));
+            r.insert("datapath_types".into(), str_set(&["netdev"]));
+            r.insert(
+                "iface_types".into(),
+                str_set(&["internal", "system", "vxlan"]),
+            );
+            r.insert("cur_cfg".into(), json!(next_cfg));
+            rows.push(("Open_vSwitch", root.clone(), r));
+        }
+        self.diff_ops(rows)
+    }
+
+    /// Interface statistics of every open port, as an update transaction.
+    pub fn stats(&mut self, d: &Desired) -> Vec<Value> {
+        let mut rows = Vec::new();
+        for (bname, want) in &d.bridges {
+            let Some(m) = self.bridges.get(bname) else {
+                continue;
+            };
+            for meta in m.bridge.live().ports() {
+                let Some(iface) = want.ifaces.get(&meta.name) else {
+                    continue;
+                };
+                let s = &meta.stats;
+                let mut r = Map::new();
+                r.insert(
+                    "statistics".into(),
+                    int_map(&[
+                        ("rx_bytes", s.rx_bytes.load(Relaxed)),
+                        ("rx_dropped", s.rx_dropped.load(Relaxed)),
+                        ("rx_errors", s.rx_errors.load(Relaxed)),
+                        ("rx_packets", s.rx_packets.load(Relaxed)),
+                        ("tx_bytes", s.tx_bytes.load(Relaxed)),
+                        ("tx_dropped", s.tx_dropped.load(Relaxed)),
+                        ("tx_errors", s.tx_errors.load(Relaxed)),
+                        ("tx_packets", s.tx_packets.load(Relaxed)),
+                    ]),
+                );
+                rows.push(("Interface", iface.uuid.clone(), r));
+            }
+        }
+        self.diff_ops(rows)
+    }
+
+    /// `update` operations for the columns that changed since last
+    /// written.
+    fn diff_ops(&mut self, rows: Vec<(&'static str, String, Map<String, Value>)>) -> Vec<Value> {
+        let mut ops = Vec::new();
+        for (table, uuid, row) in rows {
+            let last = self.written.entry((table, uuid.clone())).or_default();
+            let changed: Map<String, Value> = row
+                .into_iter()
+                .filter(|(k, v)| last.get(k) != Some(v))
+                .collect();
+            if changed.is_empty() {
+                continue;
+            }
+            for (k, v) in &changed {
+                last.insert(k.clone(), v.clone());
+            }
+            ops.push(json!({
+                "op": "update",
+                "table": table,
+                "where": where_uuid(&uuid),
+                "row": changed,
+            }));
+        }
+        ops
+    }
+
+    /// Stops every bridge.
+    pub fn shutdown(self) -> bool {
+        let mut ok = true;
+        for (_, m) in self.bridges {
+            ok &= m.bridge.shutdown();
+        }
+        ok
+    }
+}
+
+/// A bridge's `Controller.target`s: the passive listener (`ptcp:`; xbr
+/// serves one) and the active controllers (`tcp:`). Targets it cannot
+/// serve are logged and left out.
+fn controller_targets(
+    bridge: &str,
+    targets: &[String],
+) -> (Option<std::net::SocketAddr>, Vec<std::net::SocketAddr>) {
+    let mut listen = None;
+    let mut active = Vec::new();
+    for t in targets {
+        if t.starts_with("ptcp:") {
+            match parse_listen(t) {
+                Ok(a) if listen.is_none() => listen = Some(a),
+                Ok(_) => tracing::warn!(bridge, target = %t,
+                    "only one passive controller target is served; ignoring this one"),
+                Err(e) => tracing::warn!(bridge, "{e}"),
+            }
+        } else {
+            match parse_controller(t) {
+                Ok(a) => active.push(a),
+                Err(e) => tracing::warn!(bridge, "{e}"),
+            }
+        }
+    }
+    (listen, active)
+}
+
+/// Records why an interface is not open; logs each new reason once.
+fn set_error(errors: &mut HashMap<String, String>, uuid: &str, msg: String) {
+    if errors.get(uuid) != Some(&msg) {
+        tracing::warn!(interface = %uuid, "{msg}");
+        errors.insert(uuid.to_string(), msg);
+    }
+}
+
+fn mac_text(mac: [u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The columns ovs-vswitchd fills in for an open interface.
+fn iface_columns(r: &mut Map<String, Value>, meta: &PortMeta, spec: &PortSpec) {
+    // The database numbers ports as OpenFlow 1.0 does (16 bits): LOCAL
+    // is 65534 there, 0xfffffffe on the OpenFlow 1.3 wire.
+    let ofport = if meta.ofport == crate::live::OFPP_LOCAL {
+        0xfffe
+    } else {
+        meta.ofport
+    };
+    r.insert("ofport".into(), json!(ofport));
+    r.insert("error".into(), str_set::<&str>(&[]));
+    r.insert("mac_in_use".into(), json!(mac_text(meta.hw_addr)));
+    if spec.port_type == PortType::Vxlan {
+        // A flow-based tunnel has no netdev of its own.
+        r.insert("ifindex".into(), json!(0));
+        r.insert("link_state".into(), json!("up"));
+        r.insert("admin_state".into(), json!("up"));
+        return;
+    }
+    match crate::netdev::link_by_name(&meta.name) {
+        Ok(link) => {
+            let state = |up: bool| if up { "up" } else { "down" };
+            r.insert("ifindex".into(), json!(link.ifindex));
+            r.insert("admin_state".into(), json!(state(link.up)));
+            r.insert("link_state".into(), json!(state(link.up && link.lower_up)));
+            r.insert("mtu".into(), json!(link.mtu));
+            // What ethtool reports, through sysfs (readable while the link
+            // is up): Mbit/s there, bit/s in the database.
+            let sys = |f: &str| {
+                std::fs::read_to_string(format!("/sys/class/net/{}/{f}", meta.name))
+                    .ok()
+                    .map(|v| v.trim().to_string())
+            };
+            if let Some(mbps) = sys("speed").and_then(|v| v.parse::<u64>().ok()) {
+                r.insert("link_speed".into(), json!(mbps * 1_000_000));
+            }
+            if let Some(d) = sys("duplex").filter(|d| d == "full" || d == "half") {
+                r.insert("duplex".into(), json!(d));
+            }
+        }
+        Err(e) => tracing::debug!(port = %meta.name, "link state: {e}"),
+    }
+}
+
+/// ovs-vswitchd's wording where there is one, so scripts that match on
+/// the `error` column keep working.
+fn ovs_error_text(name: &str, e: &LiveError) -> String {
+    match e {
+        LiveError::Port(PortError::NoSuchInterface(_)) => {
+            format!("could not open network device {name} (No such device)")
+        }
+        other => other.to_string(),
+    }
+}

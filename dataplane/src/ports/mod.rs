@@ -1,0 +1,380 @@
+//! The bridge's ports as the engine sees them: AF_XDP sockets on existing
+//! netdevs (`type=system`) and TAP devices xbr creates (`type=internal`),
+//! all moving packets through frames of one shared UMEM.
+//!
+//! # Design
+//!
+//! One UMEM backs every port, so forwarding from one AF_XDP port to another
+//! hands the received frame's descriptor to the other port's TX ring with no
+//! copy. TAP ports have no rings: they read into, and write from, frames of
+//! the same pool, one `read(2)`/`write(2)` per frame.
+//!
+//! Opening is all or nothing: a failure on the third port drops the first
+//! two, and dropping detaches their XDP programs (bpf_link) and deletes
+//! their TAP devices, so a bad command line leaves nothing behind.
+//!
+//! Frame budget: each AF_XDP socket (one per receive queue, see `afxdp`)
+//! lends its fill ring's worth of frames to the kernel and may have as many
+//! in its TX ring; `SPARE_FRAMES` more cover TAP reads, copies for
+//! multi-port output and the frames the engine holds within a round.
+
+mod afxdp;
+
+pub(crate) use afxdp::open_xsk;
+pub use afxdp::{XskPort, MAX_QUEUES};
+
+use crate::bpf::{BpfError, XdpModeRequest, XdpProgram};
+use crate::config::{PortSpec, PortType};
+use crate::control::PortMeta;
+use crate::engine::{Desc, Frames, PortIo};
+use crate::netdev::{self, NetdevError};
+use crate::tap::{TapError, TapPort};
+use crate::vxlan::VxlanPort;
+use crate::xsk::{FramePool, Umem, XdpDesc, XskError, XDP_PACKET_HEADROOM};
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Frames beyond what the rings can hold.
+const SPARE_FRAMES: u32 = 4096;
+/// Bytes per frame: one page, so any MTU-1500 frame plus headroom fits.
+const FRAME_SIZE: u32 = 4096;
+
+#[derive(Debug, Error)]
+pub enum PortError {
+    #[error("port '{0}': no such network interface")]
+    NoSuchInterface(String),
+    #[error(
+        "port '{0}': an interface of that name already exists; \
+         type=internal creates its own device"
+    )]
+    InterfaceExists(String),
+    #[error("port '{name}': {source}")]
+    Netdev {
+        name: String,
+        #[source]
+        source: NetdevError,
+    },
+    #[error("port '{name}': MTU {mtu} is out of range (68-65535)")]
+    BadMtu { name: String, mtu: u32 },
+    #[error("port '{name}': {source}")]
+    Xdp {
+        name: String,
+        #[source]
+        source: BpfError,
+    },
+    #[error("port '{name}': AF_XDP socket: {source}")]
+    Xsk {
+        name: String,
+        #[source]
+        source: XskError,
+    },
+    #[error("port '{name}': {source}")]
+    Tap {
+        name: String,
+        #[source]
+        source: TapError,
+    },
+    #[error("port '{name}': XDP flow cache: {source}")]
+    XdpCache {
+        name: String,
+        #[source]
+        source: crate::xdpcache::XdpCacheError,
+    },
+    #[error("packet buffer memory: {0}")]
+    Umem(#[source] XskError),
+    #[error("port '{0}': type=vxlan needs local_ip and uplink")]
+    NoVxlanSettings(String),
+    #[error("port '{port}': uplink '{uplink}': no such network interface")]
+    NoSuchUplink { port: String, uplink: String },
+    #[error("port '{port}': cannot start the neighbour resolver: {source}")]
+    Resolver {
+        port: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl PortError {
+    /// Errors caused by the configuration rather than by the system.
+    pub fn is_config_error(&self) -> bool {
+        matches!(
+            self,
+            PortError::NoSuchInterface(_)
+                | PortError::NoSuchUplink { .. }
+                | PortError::NoVxlanSettings(_)
+                | PortError::InterfaceExists(_)
+                | PortError::BadMtu { .. }
+                | PortError::Netdev {
+                    source: NetdevError::InvalidName(_),
+                    ..
+                }
+        )
+    }
+}
+
+/// The shared UMEM's free frames, as the engine's frame store.
+pub struct UmemFrames {
+    pool: FramePool,
+    frame_size: u64,
+}
+
+impl UmemFrames {
+    pub fn new(pool: FramePool) -> Self {
+        let frame_size = u64::from(pool.umem().frame_size());
+        UmemFrames { pool, frame_size }
+    }
+
+    pub fn pool_mut(&mut self) -> &mut FramePool {
+        &mut self.pool
+    }
+}
+
+fn xdp_desc(d: Desc) -> XdpDesc {
+    XdpDesc {
+        addr: d.addr,
+        len: d.len,
+        options: 0,
+    }
+}
+
+impl Frames for UmemFrames {
+    #[inline]
+    fn alloc(&mut self) -> Option<u64> {
+        self.pool.alloc()
+    }
+
+    #[inline]
+    fn free(&mut self, addr: u64) {
+        self.pool.free(addr)
+    }
+
+    #[inline]
+    fn bytes(&mut self, addr: u64, len: u32) -> &mut [u8] {
+        let offset = (addr % self.frame_size) as usize;
+        match self.pool.frame_mut(addr) {
+            Some(frame) => {
+                let end = (offset + len as usize).min(frame.len());
+                &mut frame[offset..end]
+            }
+            // Descriptors come from the kernel's RX ring (checked by the
+            // kernel against the UMEM) or from this pool, so this is never
+            // reached; an empty packet parses as a runt and is dropped.
+            None => &mut [],
+        }
+    }
+
+    #[inline]
+    fn headroom(&self, addr: u64) -> u32 {
+        (addr % self.frame_size) as u32
+    }
+
+    #[inline]
+    fn copy(&mut self, src: Desc) -> Option<Desc> {
+        self.pool.clone_packet(&xdp_desc(src)).map(|d| Desc {
+            addr: d.addr,
+            len: d.len,
+        })
+    }
+}
+
+/// A TAP device xbr created for an internal port.
+pub struct InternalPort {
+    tap: TapPort,
+    io_error_logged: bool,
+}
+
+/// One port's I/O, driven by the engine thread.
+// Ports sit inline in the engine's Vec and are visited every round; boxing
+// the larger variant would add a pointer chase to the hot loop.
+#[allow(clippy::large_enum_variant)]
+pub enum Port {
+    Xsk(XskPort),
+    Internal(InternalPort),
+    /// A VXLAN port; its uplink is an AF_XDP socket on the same UMEM.
+    Vxlan(VxlanPort<XskPort>),
+}
+
+impl Port {
+    /// Closes the port away from the packet thread (a live removal): the
+    /// frames its AF_XDP rings held are returned, for the packet thread's
+    /// pool ([`crate::engine::PortOp::Reclaim`]); the XDP program detaches
+    /// or the TAP device is deleted as the value drops.
+    pub fn close_detached(self) -> Vec<u64> {
+        match self {
+            Port::Xsk(p) => p.close_detached(),
+            Port::Vxlan(v) => v.into_uplink().close_detached(),
+            Port::Internal(_) => Vec::new(),
+        }
+    }
+
+    /// Closes the port, returning to `frames` every frame its rings still
+    /// held; the XDP program detaches or the TAP device is deleted as the
+    /// value drops.
+    pub fn close(self, frames: &mut UmemFrames) {
+        match self {
+            Port::Xsk(p) => p.close(frames),
+            Port::Internal(p) => {
+                tracing::debug!(port = %p.tap.name(), "TAP device removed");
+            }
+            Port::Vxlan(v) => Port::Xsk(v.into_uplink()).close(frames),
+        }
+    }
+}
+
+impl PortIo<UmemFrames> for Port {
+    #[inline]
+    fn recv(&mut self, frames: &mut UmemFrames, out: &mut [Desc]) -> usize {
+        match self {
+            Port::Xsk(p) => {
+                let n = p.recv(out);
+                // A pod's veth hands over TCP/UDP checksums its kernel left
+                // to offload (see csum.rs).
+                for d in &out[..n] {
+                    crate::csum::complete_partial(frames.bytes(d.addr, d.len));
+                }
+                n
+            }
+            Port::Internal(p) => p.recv(frames, out),
+            Port::Vxlan(v) => v.recv(frames, out),
+        }
+    }
+
+    #[inline]
+    fn send(&mut self, frames: &mut UmemFrames, descs: &[Desc]) -> usize {
+        match self {
+            Port::Xsk(p) => p.send(descs),
+            Port::Internal(p) => p.send(frames, descs),
+            Port::Vxlan(v) => v.send(frames, descs),
+        }
+    }
+
+    #[inline]
+    fn maintain(&mut self, frames: &mut UmemFrames) {
+        match self {
+            Port::Xsk(p) => p.maintain(frames),
+            Port::Internal(_) => {}
+            Port::Vxlan(v) => v.maintain(frames),
+        }
+    }
+
+    fn poll_fds<'a>(&'a self, out: &mut Vec<BorrowedFd<'a>>) {
+        match self {
+            Port::Xsk(p) => p.poll_fds(out),
+            Port::Internal(p) => out.push(p.tap.fd()),
+            Port::Vxlan(v) => v.poll_fds(out),
+        }
+    }
+
+    fn is_tunnel(&self) -> bool {
+        matches!(self, Port::Vxlan(_))
+    }
+
+    fn is_host(&self) -> bool {
+        matches!(self, Port::Internal(_))
+    }
+
+    fn xdp_ifindex(&self) -> Option<u32> {
+        match self {
+            Port::Xsk(p) => Some(p.ifindex()),
+            Port::Internal(_) | Port::Vxlan(_) => None,
+        }
+    }
+
+    fn xdp_redirect_target(&self) -> bool {
+        matches!(self, Port::Xsk(p) if p.xdp_target)
+    }
+
+    #[inline]
+    fn decap(
+        &mut self,
+        frames: &mut UmemFrames,
+        desc: Desc,
+    ) -> Result<(Desc, crate::vxlan::TunnelMeta), crate::vxlan::TunnelDrop> {
+        match self {
+            Port::Vxlan(v) => v.decap(frames, desc),
+            _ => Ok((desc, crate::vxlan::TunnelMeta::default())),
+        }
+    }
+
+    #[inline]
+    fn encap(
+        &mut self,
+        frames: &mut UmemFrames,
+        desc: Desc,
+        tun: crate::vxlan::TunnelMeta,
+    ) -> Result<Desc, crate::vxlan::TunnelDrop> {
+        match self {
+            Port::Vxlan(v) => v.encap(frames, desc, tun),
+            _ => Ok(desc),
+        }
+    }
+}
+
+impl InternalPort {
+    fn recv(&mut self, frames: &mut UmemFrames, out: &mut [Desc]) -> usize {
+        let headroom = XDP_PACKET_HEADROOM as usize;
+        let mut n = 0;
+        while n < out.len() {
+            let Some(base) = frames.pool.alloc() else {
+                break;
+            };
+            let got = match frames.pool.frame_mut(base) {
+                Some(frame) => {
+                    let mut len = [0usize];
+                    self.tap
+                        .recv_burst(&mut [&mut frame[headroom..]], &mut len)
+                        .map(|k| (k == 1).then_some(len[0]))
+                }
+                None => Ok(None),
+            };
+            match got {
+                Ok(Some(len)) if len > 0 => {
+                    out[n] = Desc {
+                        addr: base + headroom as u64,
+                        len: len as u32,
+                    };
+                    n += 1;
+                }
+                Ok(_) => {
+                    frames.pool.free(base);
+                    break;
+                }
+                Err(e) => {
+                    frames.pool.free(base);
+                    self.log_error(&e);
+                    break;
+                }
+            }
+        }
+        n
+    }
+
+    fn send(&mut self, frames: &mut UmemFrames, descs: &[Desc]) -> usize {
+        let mut taken = 0;
+        for d in descs {
+            let bytes = frames.bytes(d.addr, d.len);
+            match self.tap.send_burst(&[&*bytes]) {
+                Ok(1) => {}
+                Ok(_) => break,
+                Err(e) => {
+                    // Not transient: the frame is dropped, not retried.
+                    self.log_error(&e);
+                }
+            }
+            frames.free(d.addr);
+            taken += 1;
+        }
+        taken
+    }
+
+    fn log_error(&mut self, e: &TapError) {
+        if !self.io_error_logged {
+            tracing::warn!(port = %self.tap.name(), error = %e, "TAP I/O error");
+            self.io_error_logged = true;
+        }
+    }
+}
+
+mod open;
+pub use open::{check_spec, open_one, open_ports, OpenedPorts};

@@ -1,0 +1,187 @@
+//! Opening ports: the checks that need no attachment, then XDP and
+//! AF_XDP for system ports (and tunnel uplinks), TAP devices for internal
+//! ones. See the `ports` module for the design; this half runs on
+//! whatever thread opens a port (start-up, or a live add), never on the
+//! packet thread.
+
+use super::*;
+use crate::xdpcache::CacheMaps;
+
+/// Ports opened for a bridge, with the frame store they share.
+pub struct OpenedPorts {
+    pub frames: UmemFrames,
+    /// The memory behind `frames`, for ports opened later.
+    pub umem: Arc<Umem>,
+    pub ports: Vec<(Arc<PortMeta>, Port)>,
+}
+
+/// Checks what can be checked about `spec` without attaching anything:
+/// the name, that a system port's interface exists and an internal port's
+/// does not, the uplink of a tunnel, the MTU.
+pub fn check_spec(spec: &PortSpec) -> Result<(), PortError> {
+    netdev::validate_name(&spec.name).map_err(|source| PortError::Netdev {
+        name: spec.name.clone(),
+        source,
+    })?;
+    match (spec.port_type, netdev::link_by_name(&spec.name)) {
+        (PortType::System, Err(NetdevError::NotFound(_))) => {
+            return Err(PortError::NoSuchInterface(spec.name.clone()))
+        }
+        (PortType::System, Err(source)) => {
+            return Err(PortError::Netdev {
+                name: spec.name.clone(),
+                source,
+            })
+        }
+        (PortType::Internal, Ok(_)) => return Err(PortError::InterfaceExists(spec.name.clone())),
+        _ => {}
+    }
+    if let Some(v) = &spec.vxlan {
+        match netdev::link_by_name(&v.uplink) {
+            Ok(_) => {}
+            Err(NetdevError::NotFound(_)) => {
+                return Err(PortError::NoSuchUplink {
+                    port: spec.name.clone(),
+                    uplink: v.uplink.clone(),
+                })
+            }
+            Err(source) => {
+                return Err(PortError::Netdev {
+                    name: v.uplink.clone(),
+                    source,
+                })
+            }
+        }
+    }
+    if let Some(mtu) = spec.mtu_request {
+        if !(68..=65535).contains(&mtu) {
+            return Err(PortError::BadMtu {
+                name: spec.name.clone(),
+                mtu,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Opens every port of `specs` (whose ofports are assigned), or none.
+/// The frame pool is sized for `spare_xsk` AF_XDP ports more than
+/// `specs` has, so that many can be added later with full rings; ports
+/// beyond that share its frames (see the README's known limits).
+/// With `cache`, system ports' XDP programs share its flow cache maps, and
+/// those with `xdp_redirect=on` are redirect targets.
+pub fn open_ports(
+    specs: &[PortSpec],
+    spare_xsk: u32,
+    cache: Option<&CacheMaps>,
+) -> Result<OpenedPorts, PortError> {
+    // Cheap checks first, so a typo in the last spec fails before anything
+    // is attached.
+    for spec in specs {
+        check_spec(spec)?;
+    }
+
+    // Each socket's fill and TX rings (see the module documentation).
+    let ring_frames: u32 = specs
+        .iter()
+        .filter_map(|s| match s.port_type {
+            PortType::System => Some(s.name.as_str()),
+            PortType::Vxlan => s.vxlan.as_ref().map(|v| v.uplink.as_str()),
+            PortType::Internal => None,
+        })
+        .map(|dev| {
+            let queues = netdev::link_by_name(dev).map_or(1, |l| afxdp::queues_served(l.rx_queues));
+            queues * 2 * afxdp::ring_size(queues)
+        })
+        .sum();
+    // Ports added later get single-queue-sized rings' worth each.
+    let spare_frames = spare_xsk.saturating_mul(2 * afxdp::RING_SIZE);
+    let n_frames = ring_frames
+        .saturating_add(spare_frames)
+        .saturating_add(SPARE_FRAMES);
+    let umem = Umem::new(n_frames, FRAME_SIZE, false).map_err(PortError::Umem)?;
+    let mut frames = UmemFrames::new(FramePool::new(&umem).map_err(PortError::Umem)?);
+
+    let mut ports: Vec<(Arc<PortMeta>, Port)> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        match open_one(spec, &umem, cache) {
+            Ok(p) => ports.push(p),
+            Err(e) => {
+                for (_, port) in ports {
+                    port.close(&mut frames);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(OpenedPorts {
+        frames,
+        umem,
+        ports,
+    })
+}
+
+/// Opens one port on `umem` (any thread; see [`open_xsk`]).
+/// Without `cache` (the cache is off) a system port's program gets
+/// private, empty cache maps: it never hits and is no redirect target.
+pub fn open_one(
+    spec: &PortSpec,
+    umem: &Arc<Umem>,
+    cache: Option<&CacheMaps>,
+) -> Result<(Arc<PortMeta>, Port), PortError> {
+    let name = spec.name.clone();
+    let ofport = spec.ofport.unwrap_or(0);
+    match spec.port_type {
+        PortType::System => {
+            let link = netdev::link_by_name(&name).map_err(|source| match source {
+                NetdevError::NotFound(_) => PortError::NoSuchInterface(name.clone()),
+                source => PortError::Netdev {
+                    name: name.clone(),
+                    source,
+                },
+            })?;
+            let prog = XdpProgram::attach(link.ifindex, XdpModeRequest::Auto, cache).map_err(
+                |source| PortError::Xdp {
+                    name: name.clone(),
+                    source,
+                },
+            )?;
+            let xdp_target = cache.is_some() && spec.xdp_redirect;
+            if let (Some(cache), true) = (cache, xdp_target) {
+                cache
+                    .add_dev(link.ifindex)
+                    .map_err(|source| PortError::XdpCache {
+                        name: name.clone(),
+                        source,
+                    })?;
+            }
+            let mut port = open_xsk(&name, &link, prog, umem)?;
+            port.xdp_target = xdp_target;
+            tracing::info!(port = %name, ofport, ifindex = link.ifindex, "attached");
+            let meta = PortMeta::new(ofport, name, link.mac.unwrap_or_default());
+            Ok((Arc::new(meta), Port::Xsk(port)))
+        }
+        PortType::Vxlan => {
+            let (meta, port) = crate::vxlan::port::open(spec, umem)?;
+            Ok((meta, Port::Vxlan(port)))
+        }
+        PortType::Internal => {
+            let tap_err = |source| PortError::Tap {
+                name: name.clone(),
+                source,
+            };
+            let mtu = spec.mtu_request.map(|m| m as u16);
+            let tap = TapPort::create(&name, spec.mac, mtu).map_err(tap_err)?;
+            let info = tap.info().map_err(tap_err)?;
+            tracing::info!(port = %name, ofport, ifindex = tap.ifindex(), "internal port created");
+            let meta = PortMeta::new(ofport, name, info.mac.unwrap_or_default());
+            Ok((
+                Arc::new(meta),
+                Port::Internal(InternalPort {
+                    tap,
+                    io_error_logged: false,
+                }),
+            ))
+        }
+    }
+}

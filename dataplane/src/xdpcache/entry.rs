@@ -1,0 +1,200 @@
+//! The byte layouts of the XDP flow cache's key and value (they must match
+//! `struct xbr_fc_key` and `struct xbr_fc_val` in bpf/xbr_xdp.c), and the
+//! userspace twin of the XDP program's parser, which decides which frames
+//! the program looks up.
+
+use crate::packet::ETH_HEADER_LEN;
+
+/// `struct xbr_fc_key`: 32 bytes.
+pub const KEY_SIZE: usize = 32;
+/// `struct xbr_fc_val`: 48 bytes (a multiple of 8, as per-CPU values are).
+pub const VALUE_SIZE: usize = 48;
+
+pub type FcKey = [u8; KEY_SIZE];
+
+const ETH_TYPE_IPV4: [u8; 2] = [0x08, 0x00];
+const PROTO_ICMP: u8 = 1;
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+
+/// What a hit does: redirect to `out_ifindex` after optional Ethernet
+/// rewrites, or drop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FcAction {
+    Redirect {
+        out_ifindex: u32,
+        set_dst: Option<[u8; 6]>,
+        set_src: Option<[u8; 6]>,
+    },
+    Drop,
+}
+
+const ACTION_REDIRECT: u8 = 1;
+const ACTION_DROP: u8 = 2;
+const FLAG_SET_DST: u8 = 1;
+const FLAG_SET_SRC: u8 = 2;
+
+/// The value stored for `action` in generation `gen`, counters zero.
+pub fn value(action: FcAction, gen: u64) -> [u8; VALUE_SIZE] {
+    let mut v = [0u8; VALUE_SIZE];
+    v[0..8].copy_from_slice(&gen.to_ne_bytes());
+    // 8..16 packets, 16..24 bytes: zero.
+    match action {
+        FcAction::Drop => v[28] = ACTION_DROP,
+        FcAction::Redirect {
+            out_ifindex,
+            set_dst,
+            set_src,
+        } => {
+            v[24..28].copy_from_slice(&out_ifindex.to_ne_bytes());
+            v[28] = ACTION_REDIRECT;
+            let mut flags = 0;
+            if let Some(mac) = set_dst {
+                flags |= FLAG_SET_DST;
+                v[30..36].copy_from_slice(&mac);
+            }
+            if let Some(mac) = set_src {
+                flags |= FLAG_SET_SRC;
+                v[36..42].copy_from_slice(&mac);
+            }
+            v[29] = flags;
+        }
+    }
+    v
+}
+
+/// The hit counters (packets, bytes) of one CPU's copy of a value.
+pub fn counters(v: &[u8]) -> (u64, u64) {
+    let word = |at: usize| {
+        v.get(at..at + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_ne_bytes)
+    };
+    (word(8), word(16))
+}
+
+/// A MAC held in the low 48 bits of a flow-key value, as bytes.
+pub fn mac_bytes(value: u64) -> [u8; 6] {
+    let b = value.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
+/// The key the XDP program builds for `frame` received on `ifindex`, or
+/// `None` for a frame it never looks up (it goes to xbr every time).
+///
+/// The key holds every header field `packet::extract` puts in the flow
+/// key of such a frame (the Ethernet type and the absence of a VLAN tag,
+/// options and fragmentation being implied), so two frames with one key
+/// translate alike. The checksum test of the XDP program (a partial
+/// checksum goes to xbr) only decides which frames are looked up, not
+/// what an entry holds, so it is not repeated here.
+pub fn frame_key(frame: &[u8], ifindex: u32) -> Option<FcKey> {
+    let eth = frame.get(..ETH_HEADER_LEN)?;
+    if eth[12..14] != ETH_TYPE_IPV4 {
+        return None;
+    }
+    let ip = frame.get(ETH_HEADER_LEN..ETH_HEADER_LEN + 20)?;
+    if ip[0] != 0x45 {
+        return None;
+    }
+    if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+        return None;
+    }
+    let proto = ip[9];
+    let l4 = ETH_HEADER_LEN + 20;
+    let (tp_src, tp_dst) = match proto {
+        PROTO_TCP | PROTO_UDP => {
+            let need = if proto == PROTO_TCP { 18 } else { 8 };
+            let p = frame.get(l4..l4 + need)?;
+            ([p[0], p[1]], [p[2], p[3]])
+        }
+        PROTO_ICMP => {
+            let p = frame.get(l4..l4 + 2)?;
+            ([0, p[0]], [0, p[1]])
+        }
+        _ => return None,
+    };
+    let mut k = [0u8; KEY_SIZE];
+    k[0..4].copy_from_slice(&ifindex.to_ne_bytes());
+    k[4..16].copy_from_slice(&eth[0..12]);
+    k[16..24].copy_from_slice(&ip[12..20]);
+    k[24] = proto;
+    k[25] = ip[1];
+    k[26] = ip[8];
+    k[28..30].copy_from_slice(&tp_src);
+    k[30..32].copy_from_slice(&tp_dst);
+    Some(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::tests::udp_frame;
+
+    #[test]
+    fn udp_key_layout() {
+        let f = udp_frame();
+        let k = frame_key(&f, 7).expect("plain UDP is cacheable");
+        assert_eq!(&k[0..4], &7u32.to_ne_bytes());
+        assert_eq!(&k[4..16], &f[0..12]);
+        assert_eq!(&k[16..24], &[10, 128, 0, 2, 10, 128, 0, 3]);
+        assert_eq!((k[24], k[25], k[26], k[27]), (17, 0, 64, 0));
+        assert_eq!(&k[28..32], &[0x04, 0xd2, 0x16, 0x2e]);
+    }
+
+    #[test]
+    fn frames_the_program_skips_have_no_key() {
+        let f = udp_frame();
+        let mut options = f.clone();
+        options[14] = 0x46;
+        let mut fragment = f.clone();
+        fragment[20] = 0x20; // MF
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let mut sctp = f.clone();
+        sctp[23] = 132;
+        let mut vlan = f.clone();
+        vlan[12..14].copy_from_slice(&[0x81, 0x00]);
+        for (what, frame) in [
+            ("options", options),
+            ("fragment", fragment),
+            ("arp", arp),
+            ("sctp", sctp),
+            ("vlan", vlan),
+            ("truncated", f[..40].to_vec()),
+        ] {
+            assert_eq!(frame_key(&frame, 1), None, "{what}");
+        }
+    }
+
+    #[test]
+    fn keys_differ_in_every_field_the_pipeline_sees() {
+        let f = udp_frame();
+        let base = frame_key(&f, 1).unwrap();
+        assert_ne!(frame_key(&f, 2).unwrap(), base, "ifindex");
+        for at in [0, 6, 15, 22, 23, 26, 30, 34, 36] {
+            let mut g = f.clone();
+            g[at] ^= 0x01;
+            assert_ne!(frame_key(&g, 1), Some(base), "byte {at}");
+        }
+    }
+
+    #[test]
+    fn value_layout() {
+        let v = value(
+            FcAction::Redirect {
+                out_ifindex: 9,
+                set_dst: Some([1, 2, 3, 4, 5, 6]),
+                set_src: None,
+            },
+            5,
+        );
+        assert_eq!(&v[0..8], &5u64.to_ne_bytes());
+        assert_eq!(&v[24..28], &9u32.to_ne_bytes());
+        assert_eq!((v[28], v[29]), (ACTION_REDIRECT, FLAG_SET_DST));
+        assert_eq!(&v[30..36], &[1, 2, 3, 4, 5, 6]);
+        assert_eq!(counters(&v), (0, 0));
+        assert_eq!(value(FcAction::Drop, 1)[28], ACTION_DROP);
+        assert_eq!(mac_bytes(0x0a58_0a80_0002), [0x0a, 0x58, 0x0a, 0x80, 0, 2]);
+    }
+}

@@ -1,0 +1,180 @@
+//! The flow cache's BPF maps, created once per bridge and shared by the
+//! XDP programs of all its system ports (each program's object reuses
+//! these fds instead of creating its own), and the generation counter.
+
+use super::entry::{FcKey, KEY_SIZE, VALUE_SIZE};
+use super::XdpCacheError;
+use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
+use parking_lot::Mutex;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub(crate) const FLOWS_NAME: &str = "fc_flows";
+pub(crate) const DEVS_NAME: &str = "fc_devs";
+pub(crate) const GEN_NAME: &str = "fc_gen";
+
+/// The maps one bridge's XDP programs share.
+pub struct CacheMaps {
+    flows: MapHandle,
+    devs: MapHandle,
+    gen: Arc<XdpGen>,
+    capacity: u32,
+    /// Per-CPU values: one copy per possible CPU.
+    n_cpus: usize,
+}
+
+fn create(
+    ty: MapType,
+    name: &'static str,
+    key: u32,
+    value: u32,
+    entries: u32,
+) -> Result<MapHandle, XdpCacheError> {
+    let opts = libbpf_sys::bpf_map_create_opts {
+        sz: size_of::<libbpf_sys::bpf_map_create_opts>() as libbpf_sys::size_t,
+        ..Default::default()
+    };
+    MapHandle::create(ty, Some(name), key, value, entries, &opts)
+        .map_err(|source| XdpCacheError::CreateMap { name, source })
+}
+
+impl CacheMaps {
+    /// Creates the maps for `capacity` entries and up to `max_ports`
+    /// destination devices. The generation starts at 1 (0 would turn
+    /// the programs' lookups off).
+    pub fn new(capacity: u32, max_ports: u32) -> Result<CacheMaps, XdpCacheError> {
+        let flows = create(
+            MapType::PercpuHash,
+            FLOWS_NAME,
+            KEY_SIZE as u32,
+            VALUE_SIZE as u32,
+            capacity,
+        )?;
+        let devs = create(MapType::DevmapHash, DEVS_NAME, 4, 4, max_ports.max(1))?;
+        let gen_map = create(MapType::Array, GEN_NAME, 4, 8, 1)?;
+        let n_cpus = libbpf_rs::num_possible_cpus().map_err(XdpCacheError::Cpus)?;
+        let gen = Arc::new(XdpGen {
+            map: gen_map,
+            lock: Mutex::new(()),
+            current: AtomicU64::new(0),
+            broken: AtomicBool::new(false),
+        });
+        gen.bump();
+        if gen.is_broken() {
+            return Err(XdpCacheError::Generation);
+        }
+        Ok(CacheMaps {
+            flows,
+            devs,
+            gen,
+            capacity,
+            n_cpus,
+        })
+    }
+
+    pub fn generation(&self) -> &Arc<XdpGen> {
+        &self.gen
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// The fd of the map named `name` in bpf/xbr_xdp.c, for an object
+    /// that is about to be loaded to reuse.
+    pub(crate) fn fd_of(&self, name: &str) -> Option<BorrowedFd<'_>> {
+        match name {
+            FLOWS_NAME => Some(self.flows.as_fd()),
+            DEVS_NAME => Some(self.devs.as_fd()),
+            GEN_NAME => Some(self.gen.map.as_fd()),
+            _ => None,
+        }
+    }
+
+    /// Makes `ifindex` a redirect target.
+    pub fn add_dev(&self, ifindex: u32) -> Result<(), XdpCacheError> {
+        self.devs
+            .update(
+                &ifindex.to_ne_bytes(),
+                &ifindex.to_ne_bytes(),
+                MapFlags::ANY,
+            )
+            .map_err(|source| XdpCacheError::Device { ifindex, source })
+    }
+
+    /// Stores `value` (the same on every CPU, counters zero) at `key`.
+    pub(crate) fn insert(&self, key: &FcKey, value: &[u8]) -> Result<(), libbpf_rs::Error> {
+        let values = vec![value.to_vec(); self.n_cpus];
+        self.flows.update_percpu(key, &values, MapFlags::ANY)
+    }
+
+    /// The entry's hit counters summed over CPUs; `None` if it is absent.
+    pub(crate) fn read(&self, key: &FcKey) -> Option<(u64, u64)> {
+        let values = self.flows.lookup_percpu(key, MapFlags::ANY).ok()??;
+        Some(values.iter().fold((0, 0), |(p, b), v| {
+            let (vp, vb) = super::entry::counters(v);
+            (p + vp, b + vb)
+        }))
+    }
+
+    pub(crate) fn delete(&self, key: &FcKey) {
+        // ENOENT: already gone, which is what we wanted.
+        let _ = self.flows.delete(key);
+    }
+}
+
+/// The cache's generation: the value in `fc_gen[0]` that an entry must
+/// carry to be used by the XDP programs.
+///
+/// Bumped by whoever changes what a translation depends on, before that
+/// change is acknowledged: the packet thread after applying flow/group
+/// changes (before it marks them applied, which releases the barrier
+/// reply), PORT_MOD and fail-mode changes in the control plane. Bumps are
+/// serialised by `lock` so that the map and `current` move together and
+/// only forward; `current` is stored after the map with Release, so a
+/// reader who sees generation g (Acquire) also sees every port config
+/// change made before g was published.
+pub struct XdpGen {
+    map: MapHandle,
+    lock: Mutex<()>,
+    current: AtomicU64,
+    /// A bump failed to reach the map: the programs may still use
+    /// entries of an older generation, so the packet thread stops
+    /// installing and deletes every entry.
+    broken: AtomicBool,
+}
+
+impl XdpGen {
+    /// The generation entries installed now must carry.
+    pub fn current(&self) -> u64 {
+        self.current.load(Ordering::Acquire)
+    }
+
+    /// Invalidates every entry; returns the new generation.
+    pub fn bump(&self) -> u64 {
+        let _g = self.lock.lock();
+        let next = self.current.load(Ordering::Relaxed) + 1;
+        if let Err(e) = self
+            .map
+            .update(&0u32.to_ne_bytes(), &next.to_ne_bytes(), MapFlags::ANY)
+        {
+            tracing::error!(error = %e, "cannot invalidate the XDP flow cache; emptying it");
+            self.broken.store(true, Ordering::SeqCst);
+        }
+        self.current.store(next, Ordering::Release);
+        next
+    }
+
+    pub fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::SeqCst)
+    }
+}
+
+impl std::fmt::Debug for XdpGen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpGen")
+            .field("current", &self.current())
+            .finish()
+    }
+}

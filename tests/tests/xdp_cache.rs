@@ -1,0 +1,260 @@
+//! The XDP flow cache is invisible except for speed: the same traffic
+//! through xbr with `--xdp-cache on` and `--xdp-cache off` must be
+//! delivered and dropped alike and leave identical flow, table and port
+//! counters; and a flow-mod acknowledged by a barrier must steer the very
+//! next packets, with no stale kernel entry forwarding them the old way,
+//! and so must a PORT_MOD.
+//!
+//! Needs root and a built `xbr` (see skeleton.rs). Three pods: A sends, B
+//! receives, C takes over B's address when the flows move B's traffic to
+//! it. Pods enable GRO (a veth accepts XDP-redirected frames only then,
+//! see `xdp_redirect` in the README) and A turns TX checksum offload off so
+//! its UDP checksums are complete in the frame (partial ones always go
+//! through the packet thread, which completes them).
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
+use std::time::Duration;
+use xbr_tests::{udp_send_from, Pod, Result, UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, POD_IF};
+
+const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
+
+const IP_A: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 2);
+const IP_B: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 3);
+const IP_C: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 4);
+const MAC_A: &str = "0a:58:0a:80:00:02";
+const MAC_B: &str = "0a:58:0a:80:00:03";
+const MAC_C: &str = "0a:58:0a:80:00:04";
+
+/// Forwarded to B, then (second burst) to C.
+const PORT_FWD: u16 = 5001;
+/// Dropped by a flow.
+const PORT_DROP: u16 = 5002;
+/// Every burst's source port: the second burst repeats the first's
+/// 5-tuple, so a stale entry would match it.
+const SRC_PORT: u16 = 40001;
+const BURST: u64 = 2000;
+const DROPPED: u64 = 1000;
+/// Slow enough that the packet thread (cache off, 2 shared cores) keeps up.
+const RATE: u64 = 10_000;
+const PINGS: &str = "50";
+const RECV_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long B listens in the second burst, where it must get nothing.
+const SILENT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Everything the run observed: delivery and the switch's counters
+/// (durations removed).
+#[derive(Debug, PartialEq, Eq)]
+struct Observed {
+    b_first: u64,
+    pings_ok: bool,
+    c_second: u64,
+    b_second: u64,
+    /// After PORT_MOD no-forward on C's port.
+    c_third: u64,
+    flows: Vec<String>,
+    tables: Vec<String>,
+    ports: Vec<String>,
+}
+
+fn without_durations(dump: &str) -> Vec<String> {
+    dump.lines()
+        .skip(1) // the reply header carries an xid
+        .map(|l| {
+            l.split([',', ' '])
+                .filter(|w| !w.is_empty() && !w.starts_with("duration="))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+fn pod_exec(pod: &Pod, argv: &[&str]) -> Result<()> {
+    pod.ns().exec(argv, CMD_TIMEOUT)?.ok().map(drop)
+}
+
+/// `s` without terminal colour escapes (ESC [ ... m).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for e in chars.by_ref() {
+                if e.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The cache's own account, from the line xbr logs when it stops.
+fn logged_hits(log: &str) -> Option<u64> {
+    let log = strip_ansi(log);
+    let line = log.lines().find(|l| l.contains("XDP flow cache"))?;
+    let field = line
+        .split_whitespace()
+        .find(|w| w.starts_with("hit_packets="))?;
+    field.trim_start_matches("hit_packets=").parse().ok()
+}
+
+fn run(cache: &str) -> Result<(Observed, Option<u64>)> {
+    let tool = Path::new(TOOL);
+    let a = Pod::new(IP_A, 24, MAC_A)?;
+    let b = Pod::new(IP_B, 24, MAC_B)?;
+    let c = Pod::new(IP_C, 24, MAC_C)?;
+    for p in [&a, &b, &c] {
+        pod_exec(p, &["ethtool", "-K", POD_IF, "gro", "on"])?;
+    }
+    pod_exec(&a, &["ethtool", "-K", POD_IF, "tx", "off"])?;
+    // C answers for B's address once the flows send B's traffic to it.
+    pod_exec(&c, &["ip", "addr", "add", "10.128.0.3/32", "dev", POD_IF])?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let specs: Vec<String> = [&a, &b, &c]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}={},xdp_redirect=on", p.host_if(), i + 1))
+        .collect();
+    let mut args = vec!["--xdp-cache", cache];
+    for s in &specs {
+        args.extend(["--port", s.as_str()]);
+    }
+    let mut xbr = Xbr::start(&args)?;
+    for f in [
+        format!("priority=100,in_port=1,udp,tp_dst={PORT_FWD},actions=output:2"),
+        format!("priority=100,in_port=1,udp,tp_dst={PORT_DROP},actions=drop"),
+        "priority=50,in_port=1,icmp,actions=output:2".to_string(),
+        "priority=50,in_port=2,actions=output:1".to_string(),
+    ] {
+        xbr.add_flow(&f)?;
+    }
+
+    // First burst: forwarded, dropped, and ping both ways.
+    let fwd = SocketAddrV4::new(IP_B, PORT_FWD);
+    let rx = UdpReceiver::start(tool, b.ns(), fwd, BURST, RECV_TIMEOUT)?;
+    assert_eq!(
+        udp_send_from(tool, a.ns(), SRC_PORT, fwd, BURST, RATE)?,
+        BURST
+    );
+    let drop_dst = SocketAddrV4::new(IP_B, PORT_DROP);
+    assert_eq!(
+        udp_send_from(tool, a.ns(), SRC_PORT, drop_dst, DROPPED, RATE)?,
+        DROPPED
+    );
+    let b_first = rx.finish()?;
+    let ip_b = IP_B.to_string();
+    let ping = a.ns().exec(
+        &[
+            "ping", "-n", "-q", "-c", PINGS, "-i", "0.01", "-W", "1", "-w", "10", &ip_b,
+        ],
+        Duration::from_secs(15),
+    )?;
+
+    // The flow-mod; ovs-ofctl waits for the barrier reply.
+    let moved =
+        format!("priority=100,in_port=1,udp,tp_dst={PORT_FWD},actions=mod_dl_dst:{MAC_C},output:3");
+    xbr.ofctl_ok(&["--strict", "mod-flows", BRIDGE, &moved])?;
+    let rx_c = UdpReceiver::start(tool, c.ns(), fwd, BURST, RECV_TIMEOUT)?;
+    let rx_b = UdpReceiver::start(tool, b.ns(), fwd, BURST, SILENT_TIMEOUT)?;
+    assert_eq!(
+        udp_send_from(tool, a.ns(), SRC_PORT, fwd, BURST, RATE)?,
+        BURST
+    );
+    let c_second = rx_c.finish()?;
+    let b_second = rx_b.finish()?;
+
+    // A port change acknowledged by a barrier (ovs-ofctl sends one) must
+    // stop the kernel forwarding to the port as well.
+    xbr.ofctl_ok(&["mod-port", BRIDGE, "3", "no-forward"])?;
+    let rx_c = UdpReceiver::start(tool, c.ns(), fwd, BURST, SILENT_TIMEOUT)?;
+    assert_eq!(
+        udp_send_from(tool, a.ns(), SRC_PORT, fwd, BURST, RATE)?,
+        BURST
+    );
+    let c_third = rx_c.finish()?;
+
+    let observed = Observed {
+        b_first,
+        pings_ok: ping.success(),
+        c_second,
+        b_second,
+        c_third,
+        flows: without_durations(&xbr.dump_flows()?),
+        tables: without_durations(&xbr.ofctl_ok(&["dump-tables", BRIDGE])?),
+        ports: without_durations(&xbr.ofctl_ok(&["dump-ports", BRIDGE])?),
+    };
+    xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
+    let log = xbr.log();
+    if cache == "on" && logged_hits(&log).is_none() {
+        eprintln!("--- xbr log:\n{log}");
+    }
+    Ok((observed, logged_hits(&log)))
+}
+
+#[test]
+fn cache_on_and_off_deliver_and_count_alike_and_flow_mods_apply_at_once() -> Result<()> {
+    let (off, off_hits) = run("off")?;
+    let (on, on_hits) = run("on")?;
+    // The run itself behaved as the flows say.
+    assert_eq!(off.b_first, BURST, "cache off, first burst: {off:#?}");
+    assert!(off.pings_ok, "cache off: ping failed: {off:#?}");
+    assert_eq!(
+        off.c_second, BURST,
+        "cache off, second burst to C: {off:#?}"
+    );
+    assert_eq!(off.b_second, 0, "cache off, B after the flow-mod: {off:#?}");
+    assert_eq!(off.c_third, 0, "cache off, C after no-forward: {off:#?}");
+    // Same delivery, drops and counters with the cache.
+    assert_eq!(on, off, "cache on differs from cache off");
+    // And the cache really carried the traffic: without it nothing is
+    // logged; with it most packets never reached the packet thread.
+    assert_eq!(off_hits, None);
+    let hits = on_hits.expect("xbr logs the XDP flow cache's counts when it stops");
+    assert!(
+        hits >= BURST,
+        "only {hits} packets were forwarded by the XDP cache: {on:#?}"
+    );
+    Ok(())
+}
+
+/// Ports added while xbr runs (`xbr port add`, and every port in OVSDB
+/// mode) share the bridge's cache: traffic to a port added live is
+/// forwarded in the kernel like traffic between ports given at start.
+#[test]
+fn ports_added_while_running_share_the_cache() -> Result<()> {
+    let tool = Path::new(TOOL);
+    let a = Pod::new(IP_A, 24, MAC_A)?;
+    let b = Pod::new(IP_B, 24, MAC_B)?;
+    for p in [&a, &b] {
+        pod_exec(p, &["ethtool", "-K", POD_IF, "gro", "on"])?;
+    }
+    pod_exec(&a, &["ethtool", "-K", POD_IF, "tx", "off"])?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let spec_a = format!("{}=1,xdp_redirect=on", a.host_if());
+    let mut xbr = Xbr::start(&["--port", &spec_a])?;
+    let spec_b = format!("{}=2,xdp_redirect=on", b.host_if());
+    let added = xbr.client(&["port", "add", BRIDGE, &spec_b])?;
+    assert!(added.success(), "xbr port add: {}", added.stderr);
+    xbr.add_flow(&format!("in_port=1,udp,tp_dst={PORT_FWD},actions=output:2"))?;
+    let fwd = SocketAddrV4::new(IP_B, PORT_FWD);
+    let rx = UdpReceiver::start(tool, b.ns(), fwd, BURST, RECV_TIMEOUT)?;
+    assert_eq!(
+        udp_send_from(tool, a.ns(), SRC_PORT, fwd, BURST, RATE)?,
+        BURST
+    );
+    assert_eq!(rx.finish()?, BURST, "{}", xbr.log());
+    xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
+    let log = xbr.log();
+    let hits = logged_hits(&log).unwrap_or_else(|| panic!("no cache counts in:\n{log}"));
+    assert!(
+        hits >= BURST * 9 / 10,
+        "only {hits} of {BURST} packets were forwarded by the XDP cache"
+    );
+    Ok(())
+}
