@@ -1,7 +1,17 @@
 //! xbr benchmarks.
 //!
 //! [`ovs`] runs a private Open vSwitch, the peer the benchmarks and the
-//! end-to-end comparison tests measure xbr against.
+//! end-to-end comparison tests measure xbr against. [`packet`], [`bpf`]
+//! and [`gen`] make the traffic generator (XDP live frames, AF_XDP as a
+//! fallback) and the counting sink; [`topo`] the namespaces they run in;
+//! the `xbr-bench` binary runs the switch comparisons.
 
+pub mod bpf;
+pub mod gen;
+pub mod measure;
 pub mod ovs;
 pub mod ovs_node;
+pub mod packet;
+pub mod scenario;
+pub mod systems;
+pub mod topo;

@@ -5,9 +5,10 @@
 //! at the same time: the machine has two cores), each in a network
 //! namespace of its own with the agent's `vxlan0`=1 and `tun0`=2:
 //!
-//! 1. `gen_flows.py` (`$XBR_SDN_DIR`, default `/work/shared/sdn`) writes an
-//!    agent flow set of about 100k flows in the agent's `bundle` format
-//!    (multitenant mode, 16300 pods, 6200 remote nodes, egress IPs);
+//! 1. `gen_flows.py` (`$XBR_SDN_DIR`, default `shared/sdn` beside the
+//!    repository, else `/work/shared/sdn`) writes an agent flow set of
+//!    about 100k flows in the agent's `bundle` format (multitenant mode,
+//!    16300 pods, 6200 remote nodes, egress IPs);
 //! 2. for each run, each switch is emptied (`del-flows`, `del-groups`) and
 //!    loaded with `ovs-ofctl -O OpenFlow13 bundle br0 FILE`, as the agent
 //!    loads it; the wall time of that command is the figure;
@@ -225,7 +226,16 @@ fn fit_t111(line: &str) -> String {
 }
 
 fn generate(dir: &Path) -> Result<(PathBuf, usize), FlowloadError> {
-    let sdn = std::env::var_os("XBR_SDN_DIR").unwrap_or_else(|| "/work/shared/sdn".into());
+    // `$XBR_SDN_DIR`, else `shared/sdn` beside the repository, else
+    // `/work/shared/sdn`.
+    let beside = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/sdn");
+    let sdn = std::env::var_os("XBR_SDN_DIR").unwrap_or_else(|| {
+        if Path::new(beside).is_dir() {
+            beside.into()
+        } else {
+            "/work/shared/sdn".into()
+        }
+    });
     let gen = Path::new(&sdn).join("gen_flows.py");
     if !gen.is_file() {
         return Err(FlowloadError::Setup(format!(

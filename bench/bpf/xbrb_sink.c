@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * xbr-bench's sink, attached to the receiving pod's veth: counts every
+ * frame and its bytes per CPU, and for frames that carry the generator's
+ * tag at the configured offset, the one-way latency from the send
+ * timestamp (both sides read bpf_ktime_get_ns(), the same clock on every
+ * CPU), in a log-linear histogram. Then drops the frame.
+ *
+ * Histogram bucket of a latency v ns: v itself below 8; above, 4 buckets
+ * per power of two (the highest set bit and the two bits below it), so a
+ * bucket spans at most 25% of its value. 128 buckets reach 2^33 ns (8 s);
+ * anything longer lands in the last one.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#define HIST_BUCKETS 128
+#define MAX_OFF 512
+
+struct xbrb_sink_cfg {
+	__u32 magic;  /* 0: count only */
+	__u16 tag_off; /* the tag: magic (4 bytes), 4 bytes pad, timestamp (8) */
+	__u16 pad;
+};
+
+struct xbrb_sink_stats {
+	__u64 packets;
+	__u64 bytes;
+	__u64 tagged; /* frames with the generator's tag (latency measured) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xbrb_sink_cfg);
+} sink_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xbrb_sink_stats);
+} sink_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HIST_BUCKETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} sink_hist SEC(".maps");
+
+static __always_inline __u32 ilog2(__u64 v)
+{
+	__u32 r = 0;
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r;
+}
+
+static __always_inline __u32 bucket(__u64 v)
+{
+	if (v < 8)
+		return (__u32)v;
+	__u32 l = ilog2(v);
+	__u32 b = l * 4 + (__u32)((v >> (l - 2)) & 3) - 4;
+	return b < HIST_BUCKETS ? b : HIST_BUCKETS - 1;
+}
+
+SEC("xdp")
+int xbrb_sink(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct xbrb_sink_stats *st = bpf_map_lookup_elem(&sink_stats, &zero);
+	struct xbrb_sink_cfg *cfg = bpf_map_lookup_elem(&sink_cfg, &zero);
+	if (!st || !cfg)
+		return XDP_DROP;
+	st->packets++;
+	st->bytes += (__u64)(data_end - data);
+
+	__u32 off = cfg->tag_off;
+	if (cfg->magic == 0 || off > MAX_OFF)
+		return XDP_DROP;
+	__u8 *tag = data + off;
+	if ((void *)(tag + 16) > data_end)
+		return XDP_DROP;
+	__u32 magic;
+	__u64 sent;
+	__builtin_memcpy(&magic, tag, 4);
+	if (magic != cfg->magic)
+		return XDP_DROP;
+	__builtin_memcpy(&sent, tag + 8, 8);
+	__u64 now = bpf_ktime_get_ns();
+	/* A timestamp from the future is a corrupted tag: count, no latency. */
+	if (sent > now)
+		return XDP_DROP;
+	st->tagged++;
+	__u32 b = bucket(now - sent);
+	__u64 *slot = bpf_map_lookup_elem(&sink_hist, &b);
+	if (slot)
+		(*slot)++;
+	return XDP_DROP;
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

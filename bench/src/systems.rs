@@ -1,0 +1,506 @@
+//! The switches a scenario compares, each set up in a [`Topology`]'s host
+//! namespace between `veth-a` (OpenFlow port 1) and `veth-b` (port 2), and
+//! torn down when its guard drops (before the topology goes).
+//!
+//! - `xbr`: `xbr run` with both veths as AF_XDP ports, pinned to the
+//!   switch core, programmed with `ovs-ofctl -O OpenFlow13 add-flows`.
+//! - `ovs-afxdp`: Open vSwitch 3.1 as `/work/shared/anchor` runs it:
+//!   private ovsdb-server and ovs-vswitchd (pinned to the switch core,
+//!   `pmd-cpu-mask` on it), `datapath_type=netdev`, `type=afxdp` ports in
+//!   native XDP mode with one rx queue, the same flows.
+//! - `xdp-redirect`: the kernel's XDP redirect veth-a -> veth-b, no lookup:
+//!   the ceiling of this path.
+//! - `linux-bridge`: a kernel bridge; GRO on `veth-a` so the veth accepts
+//!   the frames the generator redirects into it without an XDP program.
+//!
+//! Every process runs with the private state of its guard, is stopped by
+//! its pid, and every command is bounded in time.
+
+use std::fs::File;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::bpf::Redirect;
+use crate::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT, NAME_PREFIX};
+use crate::ovs_node::stop_pid;
+use crate::topo::{self, Topology, VETH_A, VETH_B};
+
+/// Bound on a switch's start (loading XDP, binding sockets, OVS's ports).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A switch under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum System {
+    Xbr,
+    /// xbr with its XDP flow cache off: every packet through AF_XDP.
+    XbrNocache,
+    OvsAfxdp,
+    XdpRedirect,
+    LinuxBridge,
+}
+
+impl System {
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Xbr => "xbr",
+            System::XbrNocache => "xbr-nocache",
+            System::OvsAfxdp => "ovs-afxdp",
+            System::XdpRedirect => "xdp-redirect",
+            System::LinuxBridge => "linux-bridge",
+        }
+    }
+}
+
+/// Errors starting a switch.
+#[derive(Debug, thiserror::Error)]
+pub enum SystemError {
+    #[error(transparent)]
+    Ovs(#[from] OvsError),
+    #[error(transparent)]
+    Netns(#[from] topo::NetnsError),
+    #[error("xdp-redirect: {0}")]
+    Bpf(#[from] crate::bpf::BpfError),
+    #[error("{system}: {reason}")]
+    Start {
+        system: &'static str,
+        reason: String,
+    },
+}
+
+fn start_err(system: System, reason: impl Into<String>) -> SystemError {
+    SystemError::Start {
+        system: system.name(),
+        reason: reason.into(),
+    }
+}
+
+/// How switches are run.
+#[derive(Debug, Clone)]
+pub struct SwitchConfig {
+    /// The xbr binary.
+    pub xbr_bin: PathBuf,
+    /// Extra arguments for `xbr run`.
+    pub xbr_args: Vec<String>,
+    /// The core the switch runs on.
+    pub cpu: usize,
+    /// OpenFlow 1.3 flows in `ovs-ofctl add-flows` syntax, one per line.
+    pub flows: String,
+    /// `Some`: port 1 is a flow-based VXLAN port (the agent's `vxlan0`)
+    /// over `veth-a` as the node's uplink, with this address (CIDR).
+    pub vxlan_uplink: Option<String>,
+}
+
+impl SwitchConfig {
+    fn local_ip(&self) -> Option<&str> {
+        self.vxlan_uplink
+            .as_deref()
+            .map(|c| c.split('/').next().unwrap_or(c))
+    }
+}
+
+/// A running switch; dropping it stops it.
+pub enum Running {
+    Xbr(XbrGuard),
+    Ovs(OvsGuard),
+    Redirect(Redirect),
+    /// The bridge lives in the host namespace and goes with it.
+    Bridge,
+}
+
+/// Starts `system` in `topo`'s host namespace.
+pub fn start(system: System, topo: &Topology, cfg: &SwitchConfig) -> Result<Running, SystemError> {
+    match system {
+        System::Xbr => Ok(Running::Xbr(XbrGuard::start(topo, cfg, &[])?)),
+        System::XbrNocache => Ok(Running::Xbr(XbrGuard::start(
+            topo,
+            cfg,
+            &["--xdp-cache", "off"],
+        )?)),
+        System::OvsAfxdp => Ok(Running::Ovs(OvsGuard::start(topo, cfg)?)),
+        System::XdpRedirect => {
+            let r = topo::run_in(&topo.host, || -> Result<Redirect, SystemError> {
+                let a = topo::ifindex(&topo.host, VETH_A)?;
+                let b = topo::ifindex(&topo.host, VETH_B)?;
+                if cfg.vxlan_uplink.is_some() {
+                    Ok(Redirect::attach_decap(a, b)?)
+                } else {
+                    Ok(Redirect::attach(a, b)?)
+                }
+            })?;
+            Ok(Running::Redirect(r))
+        }
+        System::LinuxBridge if cfg.vxlan_uplink.is_some() => Err(start_err(
+            system,
+            "a Linux bridge does not terminate VXLAN; leave it out of this scenario",
+        )),
+        System::LinuxBridge => {
+            let h = &topo.host;
+            topo.exec(h, &["ip", "link", "add", "br0", "type", "bridge"])?;
+            for v in [VETH_A, VETH_B] {
+                topo.exec(h, &["ip", "link", "set", v, "master", "br0"])?;
+            }
+            topo.exec(h, &["ip", "link", "set", "br0", "up"])?;
+            topo.exec(h, &["ethtool", "-K", VETH_A, "gro", "on"])?;
+            Ok(Running::Bridge)
+        }
+    }
+}
+
+fn write_flows(dir: &Path, flows: &str) -> Result<PathBuf, OvsError> {
+    let path = dir.join("flows.txt");
+    std::fs::write(&path, flows).map_err(|source| OvsError::Io {
+        context: format!("writing {}", path.display()),
+        source,
+    })?;
+    Ok(path)
+}
+
+fn make_dir(what: &str) -> Result<PathBuf, OvsError> {
+    let dir = std::env::temp_dir().join(format!("{NAME_PREFIX}-bench-{what}-{}", unique_tag()));
+    std::fs::create_dir_all(&dir).map_err(|source| OvsError::Io {
+        context: format!("creating {}", dir.display()),
+        source,
+    })?;
+    Ok(dir)
+}
+
+fn ofctl(rundir: &Path, args: &[&str]) -> Result<String, OvsError> {
+    let mut c = Command::new("ovs-ofctl");
+    c.args(["-O", "OpenFlow13"])
+        .args(args)
+        .env("OVS_RUNDIR", rundir);
+    Ok(run_bounded(&mut c, CMD_TIMEOUT)?.ok()?.stdout)
+}
+
+/// `xbr run` in the host namespace; stopped with SIGTERM on drop.
+pub struct XbrGuard {
+    child: Option<Child>,
+    dir: PathBuf,
+}
+
+impl XbrGuard {
+    fn start(topo: &Topology, cfg: &SwitchConfig, extra: &[&str]) -> Result<XbrGuard, SystemError> {
+        let dir = make_dir("xbr")?;
+        let log = File::create(dir.join("xbr.log")).map_err(|source| OvsError::Io {
+            context: "creating xbr.log".into(),
+            source,
+        })?;
+        let log2 = log.try_clone().map_err(|source| OvsError::Io {
+            context: "xbr.log".into(),
+            source,
+        })?;
+        let cpu = cfg.cpu.to_string();
+        let rundir = dir.display().to_string();
+        let port1 = match (&cfg.vxlan_uplink, cfg.local_ip()) {
+            (Some(cidr), Some(local)) => {
+                topo.exec(&topo.host, &["ip", "addr", "add", cidr, "dev", VETH_A])?;
+                format!("vxlan0=1,type=vxlan,local_ip={local},uplink={VETH_A}")
+            }
+            _ => format!("{VETH_A}=1"),
+        };
+        let mut cmd = Command::new("ip");
+        cmd.args([
+            "netns", "exec", &topo.host, "nice", "-n", "-20", "taskset", "-c", &cpu,
+        ])
+        .arg(&cfg.xbr_bin)
+        .args(["run", "--bridge", "br0", "--rundir", &rundir])
+        // Pod B's sink is an XDP program, so its veth accepts frames the
+        // XDP flow cache redirects to port 2.
+        .args([
+            "--port",
+            &port1,
+            "--port",
+            &format!("{VETH_B}=2,xdp_redirect=on"),
+        ])
+        .args(["--cpu", &cpu])
+        .args(extra)
+        .args(&cfg.xbr_args)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2);
+        let child = cmd.spawn().map_err(|e| {
+            start_err(
+                System::Xbr,
+                format!("running {}: {e}", cfg.xbr_bin.display()),
+            )
+        })?;
+        let mut g = XbrGuard {
+            child: Some(child),
+            dir,
+        };
+        let mgmt = g.dir.join("br0.mgmt");
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let is_sock = std::fs::symlink_metadata(&mgmt).is_ok_and(|m| m.file_type().is_socket());
+            if is_sock {
+                break;
+            }
+            if let Some(c) = g.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    return Err(start_err(
+                        System::Xbr,
+                        format!("xbr exited ({status}) during start:\n{}", g.log()),
+                    ));
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(start_err(
+                    System::Xbr,
+                    format!(
+                        "no {} after {START_TIMEOUT:?}:\n{}",
+                        mgmt.display(),
+                        g.log()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let flows = write_flows(&g.dir, &cfg.flows)?;
+        ofctl(&g.dir, &["add-flows", "br0", &flows.display().to_string()])?;
+        Ok(g)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("xbr.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for XbrGuard {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // Our child (ip execs nice, taskset, then xbr: one pid): wait
+            // for it rather than probe the pid, which a zombie keeps alive.
+            if let Ok(pid) = i32::try_from(c.id()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A private OVS in the host namespace; daemons stopped by pid on drop.
+pub struct OvsGuard {
+    dir: PathBuf,
+    netns: String,
+}
+
+impl OvsGuard {
+    fn p(&self, rel: &str) -> String {
+        self.dir.join(rel).display().to_string()
+    }
+
+    fn ns(&self, args: &[&str], timeout: Duration) -> Result<String, OvsError> {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.netns])
+            .args(args)
+            .env("OVS_RUNDIR", self.p("run"))
+            .env("OVS_DBDIR", self.p("run"))
+            .env("OVS_LOGDIR", self.p("log"))
+            .env("OVS_SYSCONFDIR", self.p("etc"));
+        Ok(run_bounded(&mut c, timeout)?.ok()?.stdout)
+    }
+
+    fn vsctl(&self, args: &[&str]) -> Result<String, OvsError> {
+        let db = format!("--db=unix:{}", self.p("run/db.sock"));
+        let mut all = vec!["ovs-vsctl", db.as_str(), "--timeout=60"];
+        all.extend_from_slice(args);
+        self.ns(&all, START_TIMEOUT)
+    }
+
+    fn start(topo: &Topology, cfg: &SwitchConfig) -> Result<OvsGuard, SystemError> {
+        let g = OvsGuard {
+            dir: make_dir("ovs")?,
+            netns: topo.host.clone(),
+        };
+        for sub in ["run", "log", "etc"] {
+            std::fs::create_dir_all(g.dir.join(sub)).map_err(|source| OvsError::Io {
+                context: format!("creating {sub}"),
+                source,
+            })?;
+        }
+        let db = g.p("run/conf.db");
+        g.ns(
+            &[
+                "ovsdb-tool",
+                "create",
+                &db,
+                "/usr/share/openvswitch/vswitch.ovsschema",
+            ],
+            CMD_TIMEOUT,
+        )?;
+        let ctl = |f: &str| format!("--unixctl={}", g.p(&format!("run/{f}.ctl")));
+        let pid = |f: &str| format!("--pidfile={}", g.p(&format!("run/{f}.pid")));
+        let log = |f: &str| format!("--log-file={}", g.p(&format!("log/{f}.log")));
+        let remote = format!("--remote=punix:{}", g.p("run/db.sock"));
+        g.ns(
+            &[
+                "ovsdb-server",
+                &db,
+                &remote,
+                &ctl("ovsdb-server"),
+                &pid("ovsdb-server"),
+                &log("ovsdb-server"),
+                "--detach",
+                "--no-chdir",
+            ],
+            CMD_TIMEOUT,
+        )?;
+        g.vsctl(&["--no-wait", "init"])?;
+        let mask = format!("other_config:pmd-cpu-mask=0x{:x}", 1u64 << cfg.cpu);
+        g.vsctl(&["--no-wait", "set", "Open_vSwitch", ".", &mask])?;
+        let cpu = cfg.cpu.to_string();
+        let db_sock = format!("unix:{}", g.p("run/db.sock"));
+        g.ns(
+            &[
+                "nice",
+                "-n",
+                "-20",
+                "taskset",
+                "-c",
+                &cpu,
+                "ovs-vswitchd",
+                &db_sock,
+                &ctl("ovs-vswitchd"),
+                &pid("ovs-vswitchd"),
+                &log("ovs-vswitchd"),
+                "--detach",
+                "--no-chdir",
+            ],
+            CMD_TIMEOUT,
+        )?;
+        g.vsctl(&[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "bridge",
+            "br0",
+            "datapath_type=netdev",
+            "fail_mode=secure",
+            "protocols=OpenFlow13",
+        ])?;
+        if let Some(cidr) = &cfg.vxlan_uplink {
+            g.uplink_bridge(topo, cidr)?;
+            g.vsctl(&[
+                "add-port",
+                "br0",
+                "vxlan0",
+                "--",
+                "set",
+                "interface",
+                "vxlan0",
+                "type=vxlan",
+                "options:remote_ip=flow",
+                "options:key=flow",
+                "options:dst_port=4789",
+                "ofport_request=1",
+            ])?;
+        } else {
+            g.afxdp_port("br0", VETH_A, Some(1))?;
+        }
+        g.afxdp_port("br0", VETH_B, Some(2))?;
+        // A port OVS could not open gets ofport -1 and an error column.
+        for port in [VETH_A, VETH_B] {
+            let of = g.vsctl(&["get", "interface", port, "ofport"])?;
+            if of.trim() == "-1" || of.trim() == "[]" {
+                let err = g
+                    .vsctl(&["get", "interface", port, "error"])
+                    .unwrap_or_default();
+                return Err(start_err(
+                    System::OvsAfxdp,
+                    format!("port {port} not opened: {}", err.trim()),
+                ));
+            }
+        }
+        let flows = write_flows(&g.dir, &cfg.flows)?;
+        ofctl(
+            &g.dir.join("run"),
+            &["add-flows", "br0", &flows.display().to_string()],
+        )?;
+        Ok(g)
+    }
+
+    fn afxdp_port(&self, bridge: &str, port: &str, ofport: Option<u32>) -> Result<(), OvsError> {
+        let req = ofport.map(|n| format!("ofport_request={n}"));
+        let mut args = vec![
+            "add-port",
+            bridge,
+            port,
+            "--",
+            "set",
+            "interface",
+            port,
+            "type=afxdp",
+            "options:xdp-mode=native",
+            "options:n_rxq=1",
+        ];
+        args.extend(req.as_deref());
+        self.vsctl(&args)?;
+        Ok(())
+    }
+
+    /// The userspace datapath terminates VXLAN only for an address that a
+    /// bridge's internal port holds: `veth-a` goes into `br-phy` (as
+    /// bench::ovs_node does for the lab), which takes `veth-a`'s MAC (the
+    /// generator's outer destination) and the node's address.
+    fn uplink_bridge(&self, topo: &Topology, cidr: &str) -> Result<(), SystemError> {
+        let hwaddr = format!("other-config:hwaddr=\"{}\"", topo::mac(topo::MAC_VA));
+        self.vsctl(&[
+            "add-br",
+            "br-phy",
+            "--",
+            "set",
+            "bridge",
+            "br-phy",
+            "datapath_type=netdev",
+            &hwaddr,
+        ])?;
+        self.afxdp_port("br-phy", VETH_A, None)?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        while topo
+            .exec(&topo.host, &["ip", "link", "show", "br-phy"])
+            .is_err()
+        {
+            if Instant::now() > deadline {
+                return Err(start_err(System::OvsAfxdp, "br-phy did not appear"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        topo.exec(&topo.host, &["ip", "addr", "add", cidr, "dev", "br-phy"])?;
+        topo.exec(&topo.host, &["ip", "link", "set", "br-phy", "up"])?;
+        Ok(())
+    }
+
+    fn stop(&self, daemon: &str) {
+        if let Some(pid) = std::fs::read_to_string(self.dir.join(format!("run/{daemon}.pid")))
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        {
+            stop_pid(pid);
+        }
+    }
+}
+
+impl Drop for OvsGuard {
+    fn drop(&mut self) {
+        // Removing the bridge first releases the AF_XDP sockets and XDP
+        // programs cleanly; the pids are the fallback.
+        let _ = self.vsctl(&["--if-exists", "del-br", "br0"]);
+        let _ = self.vsctl(&["--if-exists", "del-br", "br-phy"]);
+        self.stop("ovs-vswitchd");
+        self.stop("ovsdb-server");
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

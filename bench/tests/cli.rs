@@ -1,0 +1,72 @@
+//! The `xbr-bench` command line: bad input is refused with exit code 2
+//! and a message naming the problem, before anything is set up; a short
+//! run writes the JSON report (root: it builds namespaces).
+
+use std::process::Command;
+
+fn xbr_bench(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_xbr-bench"))
+        .args(args)
+        .output()
+        .expect("running xbr-bench");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_arguments_exit_2_naming_the_problem() {
+    for (args, needle) in [
+        (&["--scenario", "nope"][..], "nope"),
+        (&["--systems", "xbr,foo"][..], "foo"),
+        (&["--proto", "tcp"][..], "too small for TCP"),
+        (&["--pkt-size", "9000"][..], "--pkt-size 9000"),
+        (&["--cores", "0,99"][..], "CPU 99"),
+        (&["--cores", "0"][..], "--cores"),
+        (&["--runs", "0"][..], "--runs"),
+        (
+            &["--scenario", "vxlan", "--systems", "linux-bridge"][..],
+            "linux-bridge",
+        ),
+        (&["--xbr", "/nonexistent/xbr"][..], "/nonexistent/xbr"),
+    ] {
+        let (code, _, err) = xbr_bench(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_short_run_writes_the_json_report() {
+    let dir = std::env::temp_dir().join(format!("xbrt-benchcli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("report.json");
+    let (code, out, err) = xbr_bench(&[
+        "--systems",
+        "xdp-redirect",
+        "--runs",
+        "1",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--rate",
+        "5000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&json);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("| xdp-redirect |"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&text.unwrap()).unwrap();
+    assert_eq!(v["scenario"], "p2p");
+    assert_eq!(v["pkt_size"], 64);
+    let r = &v["results"][0];
+    assert_eq!(r["system"], "xdp-redirect");
+    assert_eq!(r["generator"], "xdp-live-frames");
+    assert!(r["mpps"].as_f64().unwrap() > 0.004, "{r}");
+    assert_eq!(r["loss"].as_f64(), Some(0.0));
+}
