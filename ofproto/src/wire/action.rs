@@ -279,8 +279,14 @@ fn parse_nat(r: &mut Reader<'_>) -> Result<Action, WireError> {
 
 /// Encodes an action list.
 pub fn emit_actions(actions: &[Action], out: &mut Vec<u8>) {
+    emit_actions_for(actions, None, out);
+}
+
+/// [`emit_actions`] for a flow whose match fixes `ip_proto` (see
+/// [`oxm::emit_set_field_for`]).
+pub(crate) fn emit_actions_for(actions: &[Action], ip_proto: Option<u8>, out: &mut Vec<u8>) {
     for a in actions {
-        emit_one(a, out);
+        emit_one(a, ip_proto, out);
     }
 }
 
@@ -302,7 +308,7 @@ fn finish(out: &mut Vec<u8>, len_at: usize) {
     out.patch_u16(len_at, len);
 }
 
-fn emit_one(a: &Action, out: &mut Vec<u8>) {
+fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
     match a {
         Action::Output { port, max_len } => {
             out.put_u16(OFPAT_OUTPUT);
@@ -320,7 +326,7 @@ fn emit_one(a: &Action, out: &mut Vec<u8>) {
             out.put_u16(OFPAT_SET_FIELD);
             let at = out.len();
             out.put_u16(0);
-            oxm::emit_set_field(*field, *value, out);
+            oxm::emit_set_field_for(*field, *value, ip_proto, out);
             finish(out, at);
         }
         Action::RegLoad { dst, value } => {
@@ -382,7 +388,7 @@ fn emit_one(a: &Action, out: &mut Vec<u8>) {
             out.put_u8(ct.recirc_table.unwrap_or(255));
             out.put_zeros(3);
             out.put_u16(ct.alg);
-            emit_actions(&ct.actions, out);
+            emit_actions_for(&ct.actions, ip_proto, out);
             finish(out, at);
         }
         Action::Nat(nat) => {

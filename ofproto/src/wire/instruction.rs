@@ -2,7 +2,7 @@
 //! [`Instructions`] and encoded in OpenFlow's execution order, which is
 //! also the order OVS sends them in.
 
-use super::action::{emit_actions, parse_actions};
+use super::action::{emit_actions_for, parse_actions};
 use super::{err, Ctx, Put, Reader, WireError};
 use flowtable::Instructions;
 
@@ -104,25 +104,36 @@ pub fn parse_instructions(bytes: &[u8]) -> Result<Instructions, WireError> {
     Ok(ins)
 }
 
-fn emit_action_list(ty: u16, actions: &[flowtable::Action], out: &mut Vec<u8>) {
+fn emit_action_list(
+    ty: u16,
+    actions: &[flowtable::Action],
+    ip_proto: Option<u8>,
+    out: &mut Vec<u8>,
+) {
     let start = out.len();
     out.put_u16(ty);
     out.put_u16(0);
     out.put_zeros(4);
-    emit_actions(actions, out);
+    emit_actions_for(actions, ip_proto, out);
     let len = super::len16(out, start);
     out.patch_u16(start + 2, len);
 }
 
 /// Encodes instructions in execution order.
 pub fn emit_instructions(ins: &Instructions, out: &mut Vec<u8>) {
+    emit_instructions_for(ins, None, out);
+}
+
+/// [`emit_instructions`] of a flow whose match fixes `ip_proto`, so that
+/// set_field of L4 ports keeps its protocol's header.
+pub fn emit_instructions_for(ins: &Instructions, ip_proto: Option<u8>, out: &mut Vec<u8>) {
     if let Some(m) = ins.meter {
         out.put_u16(OFPIT_METER);
         out.put_u16(8);
         out.put_u32(m);
     }
     if let Some(a) = &ins.apply_actions {
-        emit_action_list(OFPIT_APPLY_ACTIONS, a, out);
+        emit_action_list(OFPIT_APPLY_ACTIONS, a, ip_proto, out);
     }
     if ins.clear_actions {
         out.put_u16(OFPIT_CLEAR_ACTIONS);
@@ -130,7 +141,7 @@ pub fn emit_instructions(ins: &Instructions, out: &mut Vec<u8>) {
         out.put_zeros(4);
     }
     if let Some(a) = &ins.write_actions {
-        emit_action_list(OFPIT_WRITE_ACTIONS, a, out);
+        emit_action_list(OFPIT_WRITE_ACTIONS, a, ip_proto, out);
     }
     if let Some((v, m)) = ins.write_metadata {
         out.put_u16(OFPIT_WRITE_METADATA);

@@ -1,7 +1,7 @@
 //! FLOW_MOD, GROUP_MOD and PORT_MOD bodies (everything after `ofp_header`).
 
 use super::action::{emit_actions, parse_actions};
-use super::instruction::{emit_instructions, parse_instructions};
+use super::instruction::{emit_instructions_for, parse_instructions};
 use super::oxm::{emit_match, parse_match};
 use super::{err, Ctx, Put, Reader, WireError};
 use flowtable::{Bucket, FlowMod, FlowModCommand, GroupMod, GroupModCommand, GroupType};
@@ -80,7 +80,11 @@ pub fn emit_flow_mod(fm: &FlowMod, out: &mut Vec<u8>) {
     out.put_u16(fm.flags);
     out.put_zeros(2);
     emit_match(&fm.matching, out);
-    emit_instructions(&fm.instructions, out);
+    let ip_proto = fm
+        .matching
+        .exact(flowtable::Field::IpProto)
+        .map(|v| v as u8);
+    emit_instructions_for(&fm.instructions, ip_proto, out);
 }
 
 pub(crate) fn group_type_from_wire(t: u8) -> Result<GroupType, WireError> {

@@ -1,7 +1,7 @@
 //! OFPT_MULTIPART_REQUEST bodies and the reply entries xbr sends.
 
 use super::header::msg_type;
-use super::instruction::{emit_instructions, parse_instructions};
+use super::instruction::{emit_instructions_for, parse_instructions};
 use super::mods::{emit_buckets, group_type_to_wire};
 use super::oxm::{emit_match, parse_match};
 use super::{err, Ctx, HeaderRepr, Put, Reader, WireError, HEADER_LEN, OFP_VERSION};
@@ -299,7 +299,11 @@ impl FlowStatsEntry {
         out.put_u64(self.packet_count);
         out.put_u64(self.byte_count);
         emit_match(&self.matching, out);
-        emit_instructions(&self.instructions, out);
+        let ip_proto = self
+            .matching
+            .exact(flowtable::Field::IpProto)
+            .map(|v| v as u8);
+        emit_instructions_for(&self.instructions, ip_proto, out);
         let len = super::len16(out, start);
         out.patch_u16(start, len);
     }

@@ -427,6 +427,29 @@ pub(crate) fn parse_set_field(r: &mut Reader<'_>) -> Result<(Field, u64), WireEr
 
 /// Encodes the OXM TLV of SET_FIELD (without the action header).
 pub fn emit_set_field(field: Field, value: u64, out: &mut Vec<u8>) {
-    let fh = set_field_header(field).unwrap_or_else(|| match_header(field));
+    emit_set_field_for(field, value, None, out);
+}
+
+/// [`emit_set_field`] in a flow whose match fixes `ip_proto`: L4 ports
+/// are one field in the key, so the protocol picks the header the flow was
+/// written with (`udp_src`, `sctp_src`), as [`emit_oxms`] does for the
+/// match.
+pub(crate) fn emit_set_field_for(
+    field: Field,
+    value: u64,
+    ip_proto: Option<u8>,
+    out: &mut Vec<u8>,
+) {
+    let l4 = match (field, ip_proto) {
+        (Field::TpSrc, Some(IP_PROTO_UDP)) => Some(15),
+        (Field::TpDst, Some(IP_PROTO_UDP)) => Some(16),
+        (Field::TpSrc, Some(IP_PROTO_SCTP)) => Some(17),
+        (Field::TpDst, Some(IP_PROTO_SCTP)) => Some(18),
+        _ => None,
+    };
+    let fh = match l4 {
+        Some(f) => find(B, f),
+        None => set_field_header(field).unwrap_or_else(|| match_header(field)),
+    };
     emit_tlv(out, fh, value & fh.ones(), fh.ones());
 }

@@ -412,3 +412,37 @@ proptest! {
         let _ = parse_oxms(&body);
     }
 }
+
+/// L4 ports are one field in the key: a flow matching UDP or SCTP dumps
+/// its set_field of a port with that protocol's OXM header, as it was
+/// written (os-ken's set_field tests compare the dumped actions).
+#[test]
+fn set_field_of_ports_keeps_the_flows_protocol() {
+    use super::instruction::emit_instructions_for;
+    let oxm_header = |field: u8| [0x80, 0x00, field << 1, 2];
+    for (proto, src, dst) in [(6u8, 13u8, 14u8), (17, 15, 16), (132, 17, 18)] {
+        let ins = Instructions {
+            apply_actions: Some(vec![
+                Action::SetField {
+                    field: Field::TpSrc,
+                    value: 12345,
+                },
+                Action::SetField {
+                    field: Field::TpDst,
+                    value: 80,
+                },
+            ]),
+            ..Instructions::default()
+        };
+        let mut out = Vec::new();
+        emit_instructions_for(&ins, Some(proto), &mut out);
+        for (field, value) in [(src, 12345u16), (dst, 80)] {
+            let mut tlv = oxm_header(field).to_vec();
+            tlv.extend_from_slice(&value.to_be_bytes());
+            assert!(
+                out.windows(tlv.len()).any(|w| w == tlv),
+                "ip_proto {proto}: OXM field {field} not in {out:02x?}"
+            );
+        }
+    }
+}
