@@ -1,10 +1,12 @@
 //! Parsing of `actions=...` (actions and instructions) and of group specs.
 
-use super::fields::{self, parse_port, parse_uint, parse_uint_bits, parse_value, Syntax};
+use super::fields::{
+    self, parse_label, parse_port, parse_uint, parse_uint_bits, parse_value, Syntax,
+};
 use super::{split_top, PortNames, TextError};
 use crate::action::{
     ct_flags, group as group_no, nat_flags, port, Action, Bucket, CtAction, CtZone, Instructions,
-    NatAction, SubField,
+    NatAction, SubField, CT_LABEL_BITS,
 };
 use crate::flow_mod::{GroupMod, GroupModCommand, GroupType};
 use crate::key::Field;
@@ -137,6 +139,19 @@ fn parse_action(token: &str, ports: Option<&PortNames>) -> Result<Vec<Action>, T
             let (v, dst) = a
                 .split_once("->")
                 .ok_or_else(|| TextError::action(token, "expected load:VALUE->DST"))?;
+            if let Some((ofs, nbits)) = parse_label_range(token, dst)? {
+                // OVS turns a load into a masked write of the field and
+                // sends that as loads of at most 64 bits each.
+                let value = u128::from(parse_uint(token, v)?);
+                if nbits < 64 && value >> nbits != 0 {
+                    return Err(TextError::action(
+                        token,
+                        format!("value {v} does not fit in {nbits} bits"),
+                    ));
+                }
+                let mask = (u128::MAX >> (CT_LABEL_BITS - nbits)) << ofs;
+                return label_loads(token, value << ofs, mask);
+            }
             let dst = parse_subfield(token, dst)?;
             let value = parse_uint(token, v)?;
             if dst.nbits < 64 && value >> dst.nbits != 0 {
@@ -247,9 +262,13 @@ pub(crate) fn parse_subfield(token: &str, s: &str) -> Result<SubField, TextError
         }
         None => (s, None),
     };
-    let (field, _) = fields::lookup(name)
+    let (field, syntax) = fields::lookup(name)
         .ok_or_else(|| TextError::action(token, format!("unknown field `{name}`")))?;
-    let width = field.bits();
+    let width = if syntax == Syntax::Label {
+        CT_LABEL_BITS
+    } else {
+        field.bits()
+    };
     let (ofs, nbits) = match range {
         None | Some("") => (0, width),
         Some(r) => {
@@ -272,6 +291,17 @@ pub(crate) fn parse_subfield(token: &str, s: &str) -> Result<SubField, TextError
             }
         }
     };
+    if syntax == Syntax::Label {
+        return SubField::ct_label(ofs, nbits).ok_or_else(|| {
+            TextError::action(
+                token,
+                format!(
+                    "bits [{}] of {name}: {LABEL_RANGE_RULE}",
+                    range.unwrap_or("")
+                ),
+            )
+        });
+    }
     let sf = SubField { field, ofs, nbits };
     if !sf.is_valid() {
         return Err(TextError::action(
@@ -285,6 +315,81 @@ pub(crate) fn parse_subfield(token: &str, s: &str) -> Result<SubField, TextError
     Ok(sf)
 }
 
+/// Why a ct_label bit range is refused: the key keeps the label as two
+/// 64-bit halves (see `key.rs`), and an operand lives in one of them.
+const LABEL_RANGE_RULE: &str =
+    "ct_label ranges must lie within bits 0..63 or 64..127 (xbr does not split an operand)";
+
+/// The bit range (ofs, nbits) of `s` if it names ct_label
+/// (`NXM_NX_CT_LABEL[0..31]`, `ct_label[]`), in the whole label's bits.
+fn parse_label_range(token: &str, s: &str) -> Result<Option<(u32, u32)>, TextError> {
+    let name = s.trim().split('[').next().unwrap_or("");
+    if fields::lookup(name).map(|(_, syntax)| syntax) != Some(Syntax::Label) {
+        return Ok(None);
+    }
+    let range = match s.trim().split_once('[') {
+        None => None,
+        Some((_, r)) => Some(
+            r.strip_suffix(']')
+                .ok_or_else(|| TextError::action(token, format!("`{s}`: missing `]`")))?,
+        ),
+    };
+    let bit = |b: &str| {
+        b.parse::<u32>()
+            .ok()
+            .filter(|b| *b < CT_LABEL_BITS)
+            .ok_or_else(|| TextError::action(token, format!("bad ct_label bit `{b}`")))
+    };
+    let (ofs, nbits) = match range {
+        None | Some("") => (0, CT_LABEL_BITS),
+        Some(r) => match r.split_once("..") {
+            Some((a, b)) => {
+                let (a, b) = (bit(a)?, bit(b)?);
+                if b < a {
+                    return Err(TextError::action(
+                        token,
+                        format!("bit range [{r}] is reversed"),
+                    ));
+                }
+                (a, b - a + 1)
+            }
+            None => (bit(r)?, 1),
+        },
+    };
+    Ok(Some((ofs, nbits)))
+}
+
+/// A masked write of ct_label as ovs-ofctl sends it in OpenFlow 1.3: one
+/// NXAST_REG_LOAD per run of mask bits, a run ending after 64 bits.
+fn label_loads(token: &str, value: u128, mask: u128) -> Result<Vec<Action>, TextError> {
+    if mask == 0 {
+        return Err(TextError::action(token, "mask is zero"));
+    }
+    let mut out = Vec::new();
+    let mut ofs = mask.trailing_zeros();
+    while ofs < CT_LABEL_BITS {
+        let limit = (ofs + 64).min(CT_LABEL_BITS);
+        let mut end = ofs;
+        while end < limit && mask >> end & 1 == 1 {
+            end += 1;
+        }
+        let nbits = end - ofs;
+        let dst = SubField::ct_label(ofs, nbits)
+            .ok_or_else(|| TextError::action(token, LABEL_RANGE_RULE))?;
+        let bits = u128::from(u64::MAX) >> (64 - nbits);
+        out.push(Action::RegLoad {
+            dst,
+            value: ((value >> ofs) & bits) as u64,
+        });
+        ofs = if end >= CT_LABEL_BITS {
+            CT_LABEL_BITS
+        } else {
+            end + (mask >> end).trailing_zeros()
+        };
+    }
+    Ok(out)
+}
+
 /// `set_field:VALUE[/MASK]->FIELD`. A partial mask is sent by ovs-ofctl as
 /// one NXAST_REG_LOAD per contiguous run of mask bits.
 fn parse_set_field(token: &str, a: &str) -> Result<Vec<Action>, TextError> {
@@ -293,6 +398,13 @@ fn parse_set_field(token: &str, a: &str) -> Result<Vec<Action>, TextError> {
         .ok_or_else(|| TextError::action(token, "expected set_field:VALUE->FIELD"))?;
     let (field, syntax) = fields::lookup(dst.trim())
         .ok_or_else(|| TextError::action(token, format!("unknown field `{dst}`")))?;
+    if syntax == Syntax::Label {
+        let (value, mask) = parse_label(token, v)?;
+        if mask == u128::MAX {
+            return Ok(vec![Action::SetCtLabel { value }]);
+        }
+        return label_loads(token, value, mask);
+    }
     if !field.is_writable() {
         return Err(TextError::action(token, format!("{dst} cannot be set")));
     }
