@@ -43,6 +43,7 @@ const COMMIT: CtRequest = CtRequest {
     force: false,
     nat: None,
     mark: None,
+    label: None,
     from_host: false,
 };
 const LOOKUP: CtRequest = CtRequest {

@@ -1,7 +1,8 @@
 //! `ct()` in the packet engine over in-memory ports: recirculation with
 //! ct_state, a NetworkPolicy-like pipeline (allowed connections and their
 //! replies pass, denied and out-of-window packets do not), SNAT with the
-//! replies un-NATed, and bounded recirculation.
+//! replies un-NATed, ct_label set on commit and matched after
+//! recirculation, and bounded recirculation.
 
 use dataplane::conntrack::{Conntrack, CtConfig, Timeouts};
 use dataplane::control::{ChangeReceiver, DpShared, PortMeta};
@@ -299,6 +300,43 @@ fn ct_commit_without_table_goes_on_with_the_next_action() {
         "{}",
         dump[0]
     );
+}
+
+#[test]
+fn a_label_set_on_commit_admits_the_connection_after_recirculation() {
+    // Table 0 labels what A starts (bit 0) and commits C's without one;
+    // table 1 (after recirculation) forwards only labelled connections,
+    // in both directions.
+    let mut rig = Rig::new(
+        3,
+        &[
+            "table=0, priority=100, ip, nw_src=10.128.0.2, actions=ct(commit,exec(set_field:0x1/0x1->ct_label),table=1)",
+            "table=0, priority=90, ip, nw_src=10.128.0.4, actions=ct(commit,table=1)",
+            "table=0, priority=80, ip, actions=ct(table=1)",
+            "table=1, priority=100, ip, ct_label=0x1/0x1, nw_dst=10.128.0.3, actions=output:2",
+            "table=1, priority=100, ip, ct_label=0x1/0x1, nw_dst=10.128.0.2, actions=output:1",
+            "table=1, priority=0, actions=drop",
+        ],
+    );
+    assert_eq!(rig.ports(1, &tcp(A, 40000, B, 80, 1000, 0, SYN)), vec![2]);
+    assert_eq!(
+        rig.ports(2, &tcp(B, 80, A, 40000, 5000, 1001, SYN | ACK)),
+        vec![1],
+        "the reply carries the connection's label"
+    );
+    assert!(
+        rig.ports(3, &tcp(C, 40000, B, 80, 1, 0, SYN)).is_empty(),
+        "committed without a label"
+    );
+    let dump: Vec<String> = rig
+        .ct
+        .dump(None, rig.ct.now_ms())
+        .iter()
+        .map(dataplane::conntrack::format_entry)
+        .collect();
+    assert_eq!(dump.len(), 2, "{dump:#?}");
+    assert!(dump[0].contains(",labels=0x1,"), "{}", dump[0]);
+    assert!(!dump[1].contains("labels="), "{}", dump[1]);
 }
 
 #[test]

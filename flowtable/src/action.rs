@@ -54,7 +54,39 @@ impl SubField {
     pub fn is_valid(&self) -> bool {
         self.nbits > 0 && self.ofs + self.nbits <= self.field.bits()
     }
+
+    /// Bits `ofs..ofs+nbits` of the 128-bit ct_label, as a range of one of
+    /// its halves (see `key.rs`). `None` when the range is empty, leaves
+    /// the label, or crosses from bit 63 to bit 64: no single half holds
+    /// it, and xbr refuses such operands rather than split an action.
+    pub fn ct_label(ofs: u32, nbits: u32) -> Option<SubField> {
+        let end = ofs.checked_add(nbits)?;
+        if nbits == 0 || end > CT_LABEL_BITS {
+            return None;
+        }
+        let (field, base) = if end <= 64 {
+            (Field::CtLabelLow, 0)
+        } else if ofs >= 64 {
+            (Field::CtLabelHigh, 64)
+        } else {
+            return None;
+        };
+        Some(SubField {
+            field,
+            ofs: ofs - base,
+            nbits,
+        })
+    }
+
+    /// The first bit of the range in the coordinates of the field as
+    /// OpenFlow names it: the whole 128-bit label for a ct_label half.
+    pub fn wire_ofs(&self) -> u32 {
+        self.ofs + self.field.ct_label_offset().unwrap_or(0)
+    }
 }
+
+/// Width of ct_label (NXM_NX_CT_LABEL).
+pub const CT_LABEL_BITS: u32 = 128;
 
 /// Conntrack zone source of a `ct()` action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -78,7 +110,8 @@ pub struct CtAction {
     /// next action.
     pub recirc_table: Option<u8>,
     pub alg: u16,
-    /// Nested actions: `Nat` and `SetField`/`RegLoad` of ct_mark/ct_label.
+    /// Nested actions: `Nat`, `SetField`/`RegLoad` of ct_mark, and
+    /// `SetCtLabel`/`RegLoad` of ct_label.
     pub actions: Vec<Action>,
 }
 
@@ -119,6 +152,9 @@ pub enum Action {
     Group(u32),
     /// OFPAT_SET_FIELD of a whole field.
     SetField { field: Field, value: u64 },
+    /// OFPAT_SET_FIELD of the whole 128-bit ct_label (wider than
+    /// `SetField`'s value); only valid nested in `Ct`.
+    SetCtLabel { value: u128 },
     /// NXAST_REG_LOAD: write `value` into a bit range.
     RegLoad { dst: SubField, value: u64 },
     /// NXAST_REG_MOVE: copy `src` bits to `dst` (same `nbits`).

@@ -18,13 +18,20 @@
 //! zero when a packet enters the pipeline unless the port sets it (a tunnel
 //! port sets `tun_*`).
 //!
+//! ct_label is 128 bits wide, more than a [`Field`] value (a `u64`) holds,
+//! so the key stores it as two 64-bit fields, [`Field::CtLabelLow`] (bits
+//! 0..63) and [`Field::CtLabelHigh`] (bits 64..127), each a word of its
+//! own: masking, hashing and the classifier handle them like any other
+//! field, and only the edges that see the whole label (text, wire, the
+//! `ct()` action) join the halves ([`FlowKey::ct_label`], [`split_label`]).
+//!
 //! Cost: reading or writing a field is a shift and a mask. Keys are `Copy`
-//! (136 bytes) and never allocate.
+//! (152 bytes) and never allocate.
 
 use std::fmt;
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 17;
+pub const KEY_WORDS: usize = 19;
 
 /// A packet's parsed headers plus pipeline metadata, or a mask over them.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -47,6 +54,10 @@ pub enum Field {
     CtState,
     CtMark,
     CtZone,
+    /// Bits 0..63 of the 128-bit ct_label.
+    CtLabelLow,
+    /// Bits 64..127 of the 128-bit ct_label.
+    CtLabelHigh,
     Metadata,
     EthSrc,
     /// 802.1Q TCI with OVS's CFI-as-present convention: 0 = no VLAN header.
@@ -88,7 +99,7 @@ const fn at(word: usize, shift: u32, bits: u32) -> Layout {
 impl Field {
     /// All fields, registers expanded, in the canonical order used when a
     /// match is encoded or printed.
-    pub const ALL: [Field; 37] = [
+    pub const ALL: [Field; 39] = [
         Field::InPort,
         Field::Metadata,
         Field::Reg(0),
@@ -106,6 +117,8 @@ impl Field {
         Field::CtState,
         Field::CtZone,
         Field::CtMark,
+        Field::CtLabelLow,
+        Field::CtLabelHigh,
         Field::EthSrc,
         Field::EthDst,
         Field::EthType,
@@ -146,6 +159,8 @@ impl Field {
             Field::CtMark => at(7, 0, 32),
             Field::CtZone => at(8, 48, 16),
             Field::Metadata => at(15, 0, 64),
+            Field::CtLabelLow => at(16, 0, 64),
+            Field::CtLabelHigh => at(17, 0, 64),
             Field::EthSrc => at(9, 16, 48),
             Field::VlanTci => at(9, 0, 16),
             Field::EthDst => at(10, 16, 48),
@@ -181,12 +196,31 @@ impl Field {
 
     /// Whether a packet (or action) may write this field. `InPort` is
     /// writable only through NXM actions in OVS; conntrack fields only by
-    /// `ct()`.
+    /// `ct()` (ct_label's writes are checked there, see `validate.rs`).
     pub const fn is_writable(self) -> bool {
         !matches!(
             self,
-            Field::CtState | Field::CtZone | Field::IpFrag | Field::EthType
+            Field::CtState
+                | Field::CtZone
+                | Field::CtLabelLow
+                | Field::CtLabelHigh
+                | Field::IpFrag
+                | Field::EthType
         )
+    }
+
+    /// Whether the field is one half of ct_label.
+    pub const fn is_ct_label(self) -> bool {
+        self.ct_label_offset().is_some()
+    }
+
+    /// For a half of ct_label, which bit of the 128-bit label is its bit 0.
+    pub const fn ct_label_offset(self) -> Option<u32> {
+        match self {
+            Field::CtLabelLow => Some(0),
+            Field::CtLabelHigh => Some(64),
+            _ => None,
+        }
     }
 
     /// ovs-ofctl's name for the field.
@@ -208,6 +242,8 @@ impl Field {
             Field::CtState => "ct_state",
             Field::CtMark => "ct_mark",
             Field::CtZone => "ct_zone",
+            Field::CtLabelLow => "ct_label[0..63]",
+            Field::CtLabelHigh => "ct_label[64..127]",
             Field::Metadata => "metadata",
             Field::EthSrc => "dl_src",
             Field::VlanTci => "vlan_tci",
@@ -326,6 +362,17 @@ impl FlowKey {
         }
     }
 
+    /// The 128-bit ct_label, joined from its two halves.
+    pub fn ct_label(&self) -> u128 {
+        join_label(self.get(Field::CtLabelLow), self.get(Field::CtLabelHigh))
+    }
+
+    pub fn set_ct_label(&mut self, label: u128) {
+        let (low, high) = split_label(label);
+        self.set(Field::CtLabelLow, low);
+        self.set(Field::CtLabelHigh, high);
+    }
+
     /// Marks the key as recirculated to `table` (`None`: fresh packet).
     pub fn set_recirc_table(&mut self, table: Option<u8>) {
         self.words[RECIRC_WORD] = table.map_or(0, |t| RECIRC_VALID | u64::from(t));
@@ -339,6 +386,17 @@ pub const HEADER_WORDS: std::ops::RangeInclusive<usize> = 9..=14;
 /// The word holding [`FlowKey::recirc_table`].
 const RECIRC_WORD: usize = KEY_WORDS - 1;
 const RECIRC_VALID: u64 = 1 << 63;
+
+/// A 128-bit ct_label as its ([`Field::CtLabelLow`], [`Field::CtLabelHigh`])
+/// halves.
+pub const fn split_label(label: u128) -> (u64, u64) {
+    (label as u64, (label >> 64) as u64)
+}
+
+/// The 128-bit ct_label of its two halves.
+pub const fn join_label(low: u64, high: u64) -> u128 {
+    (high as u128) << 64 | low as u128
+}
 
 /// Packs a MAC address into the low 48 bits of a u64.
 pub fn mac_to_u64(mac: [u8; 6]) -> u64 {
@@ -408,5 +466,18 @@ mod tests {
         k.set(Field::TunId, u64::MAX);
         k.set_bits(Field::TunId, 0, 32, 7);
         assert_eq!(k.get(Field::TunId), 0xffff_ffff_0000_0007);
+    }
+
+    #[test]
+    fn ct_label_halves_join_into_128_bits() {
+        let mut k = FlowKey::zero();
+        let label = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210_u128;
+        k.set_ct_label(label);
+        assert_eq!(k.ct_label(), label);
+        assert_eq!(k.get(Field::CtLabelLow), 0xfedc_ba98_7654_3210);
+        assert_eq!(k.get(Field::CtLabelHigh), 0x0123_4567_89ab_cdef);
+        assert_eq!(k.recirc_table(), None);
+        k.set_recirc_table(Some(7));
+        assert_eq!(k.ct_label(), label);
     }
 }

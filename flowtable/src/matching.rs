@@ -5,7 +5,7 @@
 //! classifier can hash `value` directly.
 
 use crate::error::MatchError;
-use crate::key::{Field, FlowKey};
+use crate::key::{join_label, split_label, Field, FlowKey};
 
 pub const ETH_TYPE_IPV4: u16 = 0x0800;
 pub const ETH_TYPE_ARP: u16 = 0x0806;
@@ -53,6 +53,21 @@ impl Match {
     /// `(value, mask)` of a field; mask 0 means the field is wildcarded.
     pub fn get(&self, field: Field) -> (u64, u64) {
         (self.value.get(field), self.mask.get(field))
+    }
+
+    /// Requires `ct_label & mask == value & mask` over all 128 bits (the
+    /// label is two key fields, see `key.rs`).
+    pub fn set_ct_label_masked(&mut self, value: u128, mask: u128) {
+        let ((low, high), (low_mask, high_mask)) = (split_label(value), split_label(mask));
+        self.set_masked(Field::CtLabelLow, low, low_mask);
+        self.set_masked(Field::CtLabelHigh, high, high_mask);
+    }
+
+    /// `(value, mask)` of the 128-bit ct_label; mask 0 means wildcarded.
+    pub fn ct_label(&self) -> (u128, u128) {
+        let (low, low_mask) = self.get(Field::CtLabelLow);
+        let (high, high_mask) = self.get(Field::CtLabelHigh);
+        (join_label(low, high), join_label(low_mask, high_mask))
     }
 
     /// The exact value of a field if the match pins every bit of it.
@@ -183,6 +198,26 @@ mod tests {
         assert!(m.check_prerequisites().is_err());
         m.set_exact(Field::IpProto, IP_PROTO_TCP as u64);
         assert!(m.check_prerequisites().is_ok());
+    }
+
+    #[test]
+    fn ct_label_matches_under_its_128_bit_mask() {
+        let mut m = Match::catch_all();
+        // Bit 0 and bit 127 set, bit 64 clear: both halves take part.
+        let mask = 1u128 | 1 << 64 | 1 << 127;
+        m.set_ct_label_masked(1 | 1 << 127 | 1 << 100, mask);
+        assert_eq!(m.ct_label(), (1 | 1 << 127, mask));
+        let mut key = FlowKey::zero();
+        key.set_ct_label(1 | 1 << 127 | 0xff00);
+        assert!(m.matches(&key));
+        key.set_ct_label(1 | 1 << 127 | 1 << 64);
+        assert!(!m.matches(&key), "bit 64 must be clear");
+        key.set_ct_label(1);
+        assert!(!m.matches(&key), "bit 127 must be set");
+        let mut wider = Match::catch_all();
+        wider.set_ct_label_masked(1, 1);
+        assert!(m.is_subset_of(&wider));
+        assert!(!wider.is_subset_of(&m));
     }
 
     #[test]

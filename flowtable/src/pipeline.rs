@@ -75,7 +75,7 @@ pub enum DpAction {
     /// with the next action, NAT applied in place; with `table` the
     /// tracked packet is a fork that re-enters the pipeline at that table
     /// with the key in [`Xlate::recirc`] (metadata as the actions left it)
-    /// plus the new ct_state/ct_zone/ct_mark, while the original instance
+    /// plus the new ct_state/ct_zone/ct_mark/ct_label, while the original instance
     /// continues with the next action, untracked (OVS semantics).
     Ct {
         zone: u16,
@@ -88,6 +88,9 @@ pub enum DpAction {
         /// ct_mark write from `exec(...)`: (value, mask); applies only with
         /// `commit`.
         mark: Option<(u32, u32)>,
+        /// ct_label write from `exec(...)`: (value, mask) over the 128-bit
+        /// label; applies only with `commit`.
+        label: Option<(u128, u128)>,
     },
 }
 
@@ -190,7 +193,7 @@ impl Xlate {
     /// its tracked fork continues with (registers, metadata and tunnel
     /// fields as the actions left them). The datapath replaces the header
     /// fields with the packet's after conntrack (NAT may change them) and
-    /// sets ct_state, ct_zone and ct_mark.
+    /// sets ct_state, ct_zone, ct_mark and ct_label.
     pub fn recirc(&self) -> Option<&FlowKey> {
         self.recirc.as_ref()
     }

@@ -190,7 +190,8 @@ pub fn format_datapath(out: &Xlate) -> String {
                 table,
                 nat,
                 mark,
-            } => format_ct(*zone, *commit, *force, *table, nat.as_ref(), *mark),
+                label,
+            } => format_ct(*zone, *commit, *force, *table, nat.as_ref(), *mark, *label),
             DpAction::Controller {
                 max_len, reason, ..
             } => format!(
@@ -215,6 +216,7 @@ fn format_ct(
     table: Option<u8>,
     nat: Option<&crate::pipeline::NatSpec>,
     mark: Option<(u32, u32)>,
+    label: Option<(u128, u128)>,
 ) -> String {
     let mut parts: Vec<String> = Vec::new();
     if commit {
@@ -231,6 +233,13 @@ fn format_ct(
             parts.push(format!("mark={v:#x}"));
         } else {
             parts.push(format!("mark={v:#x}/{m:#x}"));
+        }
+    }
+    if let Some((v, m)) = label {
+        if m == u128::MAX {
+            parts.push(format!("label={v:#x}"));
+        } else {
+            parts.push(format!("label={v:#x}/{m:#x}"));
         }
     }
     if let Some(n) = nat {

@@ -187,13 +187,27 @@ pub(crate) fn check_action(
                     Action::RegLoad { dst, .. } if dst.field == Field::CtMark => {
                         check_action(inner, Context::Ct, group_exists)?
                     }
+                    Action::SetCtLabel { .. } => {}
+                    // ct_label's halves are not writable elsewhere, so
+                    // the general RegLoad check does not apply.
+                    Action::RegLoad { dst, value } if dst.field.is_ct_label() => {
+                        check_sub_field(dst)?;
+                        if dst.nbits < 64 && value >> dst.nbits != 0 {
+                            return Err(bad(dst.field, "value is wider than the bit range"));
+                        }
+                    }
                     _ => {
                         return Err(FlowModError::Unsupported(
-                            "ct() may only nest nat and ct_mark writes",
+                            "ct() may only nest nat, ct_mark and ct_label writes",
                         ))
                     }
                 }
             }
+        }
+        Action::SetCtLabel { .. } => {
+            // Checked with its ct() above; anywhere else it is refused,
+            // as ovs-ofctl refuses to set CT fields outside ct().
+            return Err(bad(Field::CtLabelLow, "ct_label is set only inside ct()"));
         }
         Action::Nat(nat) => {
             if ctx != Context::Ct {

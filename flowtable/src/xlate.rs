@@ -365,8 +365,12 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 }
                 Action::Note(_) => {}
                 Action::Ct(ct) => self.conntrack(ct),
-                // Validation admits `nat` only nested in `ct()`.
+                // Validation admits `nat` and ct_label writes only nested
+                // in `ct()`.
                 Action::Nat(_) => self.fail(DropReason::Unsupported("nat outside ct()")),
+                Action::SetCtLabel { .. } => {
+                    self.fail(DropReason::Unsupported("ct_label write outside ct()"))
+                }
             }
         }
     }

@@ -2,7 +2,7 @@
 //! `DpAction::Ct` for the semantics).
 
 use super::Ctx;
-use crate::action::{ct_flags, Action, CtAction, CtZone};
+use crate::action::{ct_flags, Action, CtAction, CtZone, CT_LABEL_BITS};
 use crate::key::Field;
 use crate::pipeline::{DpAction, DropReason, NatSpec};
 use crate::trace::Tracer;
@@ -21,6 +21,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         };
         let mut nat = None;
         let mut mark: Option<(u32, u32)> = None;
+        let mut label: Option<(u128, u128)> = None;
         for inner in &ct.actions {
             match inner {
                 Action::Nat(n) => nat = Some(NatSpec::from_action(n)),
@@ -38,6 +39,15 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                     let v = ((*value as u32) << dst.ofs) & m;
                     let (ov, om) = mark.unwrap_or((0, 0));
                     mark = Some(((ov & !m) | v, om | m));
+                }
+                Action::SetCtLabel { value } => label = Some((*value, u128::MAX)),
+                Action::RegLoad { dst, value } if dst.field.is_ct_label() && dst.is_valid() => {
+                    // The bits of the 128-bit label the load covers.
+                    let ofs = dst.wire_ofs();
+                    let m = (u128::MAX >> (CT_LABEL_BITS - dst.nbits)) << ofs;
+                    let v = (u128::from(*value) << ofs) & m;
+                    let (ov, om) = label.unwrap_or((0, 0));
+                    label = Some(((ov & !m) | v, om | m));
                 }
                 // Validation admits nothing else inside ct().
                 _ => {}
@@ -59,6 +69,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             table: ct.recirc_table,
             nat,
             mark,
+            label,
         });
     }
 }

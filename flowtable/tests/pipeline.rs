@@ -416,7 +416,8 @@ fn ct_with_table_forks_a_recirculation_with_the_metadata_so_far() {
             force: false,
             table: Some(0),
             nat: None,
-            mark: None
+            mark: None,
+            label: None
         }]
     );
     assert_eq!(x.drop_reason(), None);
@@ -447,7 +448,8 @@ fn ct_with_table_forks_a_recirculation_with_the_metadata_so_far() {
             force: false,
             table: Some(31),
             nat: None,
-            mark: Some((5, u32::MAX))
+            mark: Some((5, u32::MAX)),
+            label: None
         }
     );
     assert!(matches!(acts[2], DpAction::Output { port: 9, .. }));
@@ -466,6 +468,68 @@ fn ct_with_table_forks_a_recirculation_with_the_metadata_so_far() {
     let x = xlate(&p, &k3);
     assert_eq!(outputs(&x), vec![3]);
     assert!(x.recirc().is_none());
+}
+
+#[test]
+fn ct_label_writes_merge_into_one_masked_label_and_recirculated_flows_match_it() {
+    let p = text_pipeline(&[
+        "table=0, priority=100, ip, ct_state=-trk, actions=ct(commit,exec(set_field:0x1/0x1->ct_label,load:0x5->NXM_NX_CT_LABEL[64..71]),table=1)",
+        "table=0, priority=90, ip, actions=ct(commit,exec(set_field:0xabc->ct_label))",
+        "table=1, priority=100, ip, ct_label=0x1/0x1, actions=output:2",
+        "table=1, priority=50, ip, actions=output:3",
+    ]);
+    let k = flowtable::text::parse_packet("in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2").unwrap();
+    let x = xlate(&p, &k);
+    assert_eq!(
+        x.actions(),
+        &[DpAction::Ct {
+            zone: 0,
+            commit: true,
+            force: false,
+            table: Some(1),
+            nat: None,
+            mark: None,
+            label: Some((1 | 5 << 64, 1 | 0xff << 64)),
+        }]
+    );
+    assert_eq!(
+        flowtable::trace::format_datapath(&x),
+        "ct(commit,label=0x50000000000000001/0xff0000000000000001),recirc(table=1)"
+    );
+    // The datapath sets the connection's label in the recirculated key.
+    let mut tracked = x.recirc().copied().unwrap();
+    tracked.set(Field::CtState, 0x21);
+    tracked.set_ct_label(1 | 5 << 64);
+    assert_eq!(outputs(&xlate(&p, &tracked)), vec![2]);
+    tracked.set_ct_label(2);
+    assert_eq!(outputs(&xlate(&p, &tracked)), vec![3]);
+
+    let mut tracked = k;
+    tracked.set(Field::CtState, 0x21);
+    let x = xlate(&p, &tracked);
+    assert!(matches!(
+        x.actions()[0],
+        DpAction::Ct {
+            label: Some((0xabc, u128::MAX)),
+            ..
+        }
+    ));
+}
+
+#[test]
+fn ct_label_writes_outside_ct_are_refused() {
+    for flow in [
+        "ip, actions=set_field:0x1->ct_label",
+        "ip, actions=load:0x1->NXM_NX_CT_LABEL[0..3]",
+        "ip, actions=move:NXM_NX_REG0[]->NXM_NX_CT_LABEL[0..31]",
+    ] {
+        let fm = flowtable::text::parse_flow(flow).unwrap();
+        let mut ft = FlowTables::new();
+        assert!(
+            ft.apply_batch(&[PipelineMod::Flow(fm)]).is_err(),
+            "{flow} was accepted"
+        );
+    }
 }
 
 #[test]
@@ -492,7 +556,8 @@ fn ct_without_table_continues_and_carries_nat() {
                 port_min: 1024,
                 port_max: 2047
             }),
-            mark: None
+            mark: None,
+            label: None
         }
     );
     assert_eq!(outputs(&x), vec![2]);

@@ -1,8 +1,8 @@
 //! Looking after the table from outside the packet path: expiry sweeps,
 //! dumps and flushes (one shard locked at a time, never a connection and a
 //! shard together), counters, and the text form of connections as
-//! `ovs-appctl dpctl/dump-conntrack` prints them (one per line; `zone=`
-//! and `mark=` only when non-zero).
+//! `ovs-appctl dpctl/dump-conntrack` prints them (one per line; `zone=`,
+//! `mark=` and `labels=` only when non-zero).
 
 use super::tuple::Tuple;
 use super::{table, Conntrack, CtEntry};
@@ -54,6 +54,9 @@ pub fn format_entry(e: &CtEntry) -> String {
     if e.mark != 0 {
         let _ = write!(s, ",mark={}", e.mark);
     }
+    if e.label != 0 {
+        let _ = write!(s, ",labels={:#x}", e.label);
+    }
     if let Some(st) = e.tcp_state {
         let _ = write!(s, ",protoinfo=(state={st})");
     }
@@ -95,6 +98,7 @@ impl Conntrack {
                     orig: c.orig,
                     reply: c.reply,
                     mark: c.mark,
+                    label: c.label,
                     tcp_state: c.tcp_state(),
                     expires_in: c.expires - now,
                 });

@@ -265,6 +265,7 @@ mod tests {
                 state,
                 zone: 0,
                 mark: 0,
+                label: 0,
             },
             nat_addrs: None,
         }

@@ -126,15 +126,19 @@ impl Conntrack {
                 nat |= NAT_SRC;
             }
         }
-        let mark = if req.commit {
-            req.mark.map_or(0, |(v, m)| v & m)
+        let (mark, label) = if req.commit {
+            (
+                req.mark.map_or(0, |(v, m)| v & m),
+                req.label.map_or(0, |(v, m)| v & m),
+            )
         } else {
-            0
+            (0, 0)
         };
         let mut conn = Conn {
             orig: learned.orig,
             reply: learned.reply,
             mark,
+            label,
             tcp: None,
             seen_reply: learned.reply_dir,
             multiple: false,
@@ -166,6 +170,7 @@ impl Conntrack {
             state: state::TRK | dir | state_nat,
             zone: req.zone,
             mark,
+            label,
         })
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! Stores: committed connections, each a [`Conn`] with its original and
 //! reply tuples (zone, protocol, addresses, ports; the reply tuple already
-//! NATed), ct_mark, the TCP tracker's state, whether a reply was seen, and
+//! NATed), ct_mark, ct_label, the TCP tracker's state, whether a reply was seen, and
 //! when it expires. The [`table::Table`] maps both tuples to the record, so
 //! a packet of either direction finds it with one lookup; see `table.rs`
 //! for the sharding.
@@ -20,7 +20,9 @@
 //! - a fragmented datagram is tracked once, by its first fragment, and
 //!   its later fragments share the outcome (see `frag.rs`);
 //! - only `commit` stores a new connection; an uncommitted one is `+new`
-//!   every time. ct_mark is written only by a committing `ct()`;
+//!   every time. ct_mark and ct_label are written only by a committing
+//!   `ct()` (each under its mask); a packet of the connection carries both
+//!   in its key after `ct()`;
 //! - NAT happens only when the action has `nat`: `nat(src=..)`/`nat(dst=..)`
 //!   choose the translation when the connection is committed, a bare `nat`
 //!   applies an existing connection's translation in whichever direction
@@ -58,6 +60,8 @@ mod frag_tests;
 pub mod host;
 #[cfg(test)]
 mod host_tests;
+#[cfg(test)]
+mod label_tests;
 mod nat;
 mod table;
 mod tcp;
@@ -160,6 +164,8 @@ pub struct CtRequest {
     pub nat: Option<NatSpec>,
     /// (value, mask) written to ct_mark on commit.
     pub mark: Option<(u32, u32)>,
+    /// (value, mask) written to the 128-bit ct_label on commit.
+    pub label: Option<(u128, u128)>,
     /// The packet entered from the host (an internal port): a miss may be
     /// a connection the host's conntrack made (see `host.rs`).
     pub from_host: bool,
@@ -171,6 +177,7 @@ pub struct CtOutcome {
     pub state: u32,
     pub zone: u16,
     pub mark: u32,
+    pub label: u128,
 }
 
 /// NAT bits of a connection.
@@ -184,6 +191,7 @@ pub struct Conn {
     /// The reply direction's tuple as its packets arrive (NATed).
     pub reply: Tuple,
     pub mark: u32,
+    pub label: u128,
     tcp: Option<TcpConn>,
     /// Packets seen in each direction (original, reply), for the "other"
     /// protocols' timeouts.
@@ -260,6 +268,7 @@ pub struct CtEntry {
     pub orig: Tuple,
     pub reply: Tuple,
     pub mark: u32,
+    pub label: u128,
     pub tcp_state: Option<&'static str>,
     /// Milliseconds until it expires.
     pub expires_in: u64,
@@ -350,6 +359,7 @@ impl Conntrack {
             state: state::TRK | state::INV,
             zone,
             mark: 0,
+            label: 0,
         }
     }
 
@@ -430,6 +440,9 @@ impl Conntrack {
                     if let Some((v, m)) = req.mark {
                         c.mark = (c.mark & !m) | (v & m);
                     }
+                    if let Some((v, m)) = req.label {
+                        c.label = (c.label & !m) | (v & m);
+                    }
                 }
                 let mut st = state::TRK;
                 st |= if c.seen_reply { state::EST } else { state::NEW };
@@ -457,6 +470,7 @@ impl Conntrack {
                         state: st,
                         zone: req.zone,
                         mark: c.mark,
+                        label: c.label,
                     },
                     first_host_reply,
                 )
@@ -509,6 +523,7 @@ impl Conntrack {
             state: state::TRK | state::NEW,
             zone: req.zone,
             mark: 0,
+            label: 0,
         };
         if !req.commit {
             return new;
@@ -538,6 +553,7 @@ impl Conntrack {
             None => 0,
         };
         let mark = req.mark.map_or(0, |(v, m)| v & m);
+        let label = req.label.map_or(0, |(v, m)| v & m);
         let tcp = seg.map(TcpConn::new);
         let first = if t.proto == IP_PROTO_TCP {
             self.config.timeouts.tcp_first_packet
@@ -550,6 +566,7 @@ impl Conntrack {
             orig: *t,
             reply,
             mark,
+            label,
             tcp,
             seen_reply: false,
             multiple: false,
@@ -582,6 +599,7 @@ impl Conntrack {
             state: st,
             zone: req.zone,
             mark,
+            label,
         }
     }
 
@@ -625,6 +643,7 @@ impl Conntrack {
                 state: st,
                 zone: req.zone,
                 mark: c.mark,
+                label: c.label,
             })
         });
         found.unwrap_or_else(|| self.invalid(req.zone))

@@ -151,6 +151,7 @@ pub(crate) const COMMIT: CtRequest = CtRequest {
     force: false,
     nat: None,
     mark: None,
+    label: None,
     from_host: false,
 };
 pub(crate) const LOOKUP: CtRequest = CtRequest {
@@ -159,6 +160,7 @@ pub(crate) const LOOKUP: CtRequest = CtRequest {
     force: false,
     nat: None,
     mark: None,
+    label: None,
     from_host: false,
 };
 const TRK_NEW: u32 = state::TRK | state::NEW;
@@ -359,6 +361,7 @@ pub(crate) const BARE_NAT: CtRequest = CtRequest {
         port_max: 0,
     }),
     mark: None,
+    label: None,
     from_host: false,
 };
 

@@ -68,6 +68,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             table,
             nat,
             mark,
+            label,
         } = a
         else {
             return None;
@@ -78,6 +79,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             force,
             nat,
             mark,
+            label,
             from_host: self.is_host_port(in_port),
         };
         let frame = self.frames.bytes(desc.addr, desc.len);
@@ -101,6 +103,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         key.set(Field::CtState, u64::from(outcome.state));
         key.set(Field::CtZone, u64::from(outcome.zone));
         key.set(Field::CtMark, u64::from(outcome.mark));
+        key.set_ct_label(outcome.label);
         Some(Recirc { desc, layers, key })
     }
 }

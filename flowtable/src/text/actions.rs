@@ -1,10 +1,13 @@
 //! Parsing of `actions=...` (actions and instructions) and of group specs.
 
-use super::fields::{self, parse_port, parse_uint, parse_uint_bits, parse_value, Syntax};
+use super::fields::{
+    self, parse_label, parse_port, parse_uint, parse_uint_bits, parse_value, Syntax,
+};
+use super::label::{label_loads, parse_label_range, LABEL_RANGE_RULE};
 use super::{split_top, PortNames, TextError};
 use crate::action::{
     ct_flags, group as group_no, nat_flags, port, Action, Bucket, CtAction, CtZone, Instructions,
-    NatAction, SubField,
+    NatAction, SubField, CT_LABEL_BITS,
 };
 use crate::flow_mod::{GroupMod, GroupModCommand, GroupType};
 use crate::key::Field;
@@ -137,6 +140,19 @@ fn parse_action(token: &str, ports: Option<&PortNames>) -> Result<Vec<Action>, T
             let (v, dst) = a
                 .split_once("->")
                 .ok_or_else(|| TextError::action(token, "expected load:VALUE->DST"))?;
+            if let Some((ofs, nbits)) = parse_label_range(token, dst)? {
+                // OVS turns a load into a masked write of the field and
+                // sends that as loads of at most 64 bits each.
+                let value = u128::from(parse_uint(token, v)?);
+                if nbits < 64 && value >> nbits != 0 {
+                    return Err(TextError::action(
+                        token,
+                        format!("value {v} does not fit in {nbits} bits"),
+                    ));
+                }
+                let mask = (u128::MAX >> (CT_LABEL_BITS - nbits)) << ofs;
+                return label_loads(token, value << ofs, mask);
+            }
             let dst = parse_subfield(token, dst)?;
             let value = parse_uint(token, v)?;
             if dst.nbits < 64 && value >> dst.nbits != 0 {
@@ -247,9 +263,13 @@ pub(crate) fn parse_subfield(token: &str, s: &str) -> Result<SubField, TextError
         }
         None => (s, None),
     };
-    let (field, _) = fields::lookup(name)
+    let (field, syntax) = fields::lookup(name)
         .ok_or_else(|| TextError::action(token, format!("unknown field `{name}`")))?;
-    let width = field.bits();
+    let width = if syntax == Syntax::Label {
+        CT_LABEL_BITS
+    } else {
+        field.bits()
+    };
     let (ofs, nbits) = match range {
         None | Some("") => (0, width),
         Some(r) => {
@@ -272,6 +292,17 @@ pub(crate) fn parse_subfield(token: &str, s: &str) -> Result<SubField, TextError
             }
         }
     };
+    if syntax == Syntax::Label {
+        return SubField::ct_label(ofs, nbits).ok_or_else(|| {
+            TextError::action(
+                token,
+                format!(
+                    "bits [{}] of {name}: {LABEL_RANGE_RULE}",
+                    range.unwrap_or("")
+                ),
+            )
+        });
+    }
     let sf = SubField { field, ofs, nbits };
     if !sf.is_valid() {
         return Err(TextError::action(
@@ -293,6 +324,13 @@ fn parse_set_field(token: &str, a: &str) -> Result<Vec<Action>, TextError> {
         .ok_or_else(|| TextError::action(token, "expected set_field:VALUE->FIELD"))?;
     let (field, syntax) = fields::lookup(dst.trim())
         .ok_or_else(|| TextError::action(token, format!("unknown field `{dst}`")))?;
+    if syntax == Syntax::Label {
+        let (value, mask) = parse_label(token, v)?;
+        if mask == u128::MAX {
+            return Ok(vec![Action::SetCtLabel { value }]);
+        }
+        return label_loads(token, value, mask);
+    }
     if !field.is_writable() {
         return Err(TextError::action(token, format!("{dst} cannot be set")));
     }

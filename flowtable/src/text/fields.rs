@@ -25,6 +25,10 @@ pub(crate) enum Syntax {
     Frag,
     /// `nw_tos`: the TOS byte, whose upper 6 bits are the DSCP field.
     Tos,
+    /// The 128-bit ct_label, hex like `Hex` (see [`parse_label`]); the
+    /// name denotes the whole label, though the entry's field is its low
+    /// half.
+    Label,
 }
 
 /// One spelling of a field.
@@ -59,6 +63,7 @@ static NAMES: &[Name] = &[
     n("ct_state", Field::CtState, CtState),
     n("ct_mark", Field::CtMark, Hex),
     n("ct_zone", Field::CtZone, Dec),
+    n("ct_label", Field::CtLabelLow, Label),
     n("metadata", Field::Metadata, Hex),
     n("dl_src", Field::EthSrc, Mac), n("eth_src", Field::EthSrc, Mac),
     n("dl_dst", Field::EthDst, Mac), n("eth_dst", Field::EthDst, Mac),
@@ -95,6 +100,7 @@ static NAMES: &[Name] = &[
     n("NXM_NX_CT_STATE", Field::CtState, CtState),
     n("NXM_NX_CT_ZONE", Field::CtZone, Dec),
     n("NXM_NX_CT_MARK", Field::CtMark, Hex),
+    n("NXM_NX_CT_LABEL", Field::CtLabelLow, Label),
     n("OXM_OF_METADATA", Field::Metadata, Hex),
     n("NXM_OF_ETH_SRC", Field::EthSrc, Mac), n("OXM_OF_ETH_SRC", Field::EthSrc, Mac),
     n("NXM_OF_ETH_DST", Field::EthDst, Mac), n("OXM_OF_ETH_DST", Field::EthDst, Mac),
@@ -166,6 +172,8 @@ pub(crate) fn syntax_of(field: Field) -> Syntax {
         | Field::Reg(_)
         | Field::TunId
         | Field::CtMark
+        | Field::CtLabelLow
+        | Field::CtLabelHigh
         | Field::Metadata
         | Field::EthType
         | Field::VlanTci => Hex,
@@ -191,6 +199,7 @@ pub(crate) fn nxm_name(field: Field) -> &'static str {
         Field::CtState => "NXM_NX_CT_STATE",
         Field::CtMark => "NXM_NX_CT_MARK",
         Field::CtZone => "NXM_NX_CT_ZONE",
+        Field::CtLabelLow | Field::CtLabelHigh => "NXM_NX_CT_LABEL",
         Field::Metadata => "OXM_OF_METADATA",
         Field::EthSrc => "NXM_OF_ETH_SRC",
         Field::VlanTci => "NXM_OF_VLAN_TCI",
@@ -374,6 +383,27 @@ fn parse_ct_state(token: &str, s: &str) -> Result<(u64, u64), TextError> {
     Ok((value, mask))
 }
 
+/// `value[/mask]` of the 128-bit ct_label: hexadecimal with `0x`, else
+/// decimal, as ovs-ofctl reads wide fields.
+pub(crate) fn parse_label(token: &str, s: &str) -> Result<(u128, u128), TextError> {
+    let one = |v: &str| {
+        let parsed = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+            Some(hex) => u128::from_str_radix(hex, 16),
+            None => v.parse::<u128>(),
+        };
+        parsed.map_err(|_| {
+            TextError::value(
+                token,
+                format!("`{v}` is not a number that fits the 128-bit ct_label"),
+            )
+        })
+    };
+    match s.split_once('/') {
+        Some((v, m)) => Ok((one(v)?, one(m)?)),
+        None => Ok((one(s)?, u128::MAX)),
+    }
+}
+
 /// `value[/mask]` of an integer field.
 fn parse_int_masked(token: &str, s: &str, bits: u32) -> Result<(u64, u64), TextError> {
     let full = if bits >= 64 {
@@ -432,6 +462,11 @@ pub(crate) fn parse_value(
             None => Ok((parse_mac(token, s)?, full)),
         },
         CtState => parse_ct_state(token, s),
+        // Callers look for `Label` first: 128 bits do not fit the result.
+        Label => Err(TextError::value(
+            token,
+            "ct_label is 128 bits wide and cannot be used here",
+        )),
         Frag => match s {
             "no" => Ok((0, 1)),
             "yes" => Ok((1, 1)),
@@ -472,6 +507,6 @@ pub(crate) fn format_value(field: Field, v: u64) -> String {
         Port => format_port(v as u32),
         Dec => v.to_string(),
         Tos => (v << 2).to_string(),
-        Hex | CtState | Frag => format!("{v:#x}"),
+        Hex | CtState | Frag | Label => format!("{v:#x}"),
     }
 }

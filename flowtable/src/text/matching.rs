@@ -2,7 +2,9 @@
 //! `actions=`).
 
 use super::actions::parse_instructions;
-use super::fields::{self, parse_port, parse_uint, parse_uint_bits, parse_value};
+use super::fields::{
+    self, parse_label, parse_port, parse_uint, parse_uint_bits, parse_value, Syntax,
+};
 use super::{split_top, PortNames, TextError};
 use crate::action::{group, port, Instructions, TABLE_ALL};
 use crate::flow_mod::{flow_mod_flags, FlowMod, FlowModCommand};
@@ -72,6 +74,14 @@ impl MatchBuilder {
             return Ok(false);
         };
         let v = value.ok_or_else(|| TextError::MissingValue(name.to_string()))?;
+        if syntax == Syntax::Label {
+            let (value, mask) = parse_label(token, v)?;
+            if mask != 0 {
+                self.m.set_ct_label_masked(value, mask);
+                self.named.push((name.to_string(), field));
+            }
+            return Ok(true);
+        }
         let (value, mask) = parse_value(token, field, syntax, v, ports)?;
         if mask == 0 {
             return Ok(true);

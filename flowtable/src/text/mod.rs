@@ -21,6 +21,7 @@
 
 mod actions;
 mod fields;
+mod label;
 mod matching;
 mod print;
 

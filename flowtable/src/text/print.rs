@@ -181,6 +181,12 @@ pub fn format_match(m: &Match, priority: u16) -> String {
     if mk != 0 {
         put_hex(&mut s, "ct_mark", v, mk, Field::CtMark.full_mask());
     }
+    let (v, mk) = m.ct_label();
+    if mk == u128::MAX {
+        let _ = write!(s, "ct_label={},", c_hex128(v));
+    } else if mk != 0 {
+        let _ = write!(s, "ct_label={}/{},", c_hex128(v), c_hex128(mk));
+    }
     let eth_type = m.exact(Field::EthType).map(|t| t as u16);
     let proto = m.exact(Field::IpProto).map(|p| p as u8);
     let mut skip_type = false;
@@ -357,14 +363,17 @@ pub fn format_instructions(ins: &Instructions) -> String {
 }
 
 /// `NXM_NX_REG0[]`, `NXM_OF_ETH_DST[0..31]`, `NXM_NX_REG1[5]`.
+/// A ct_label half prints as its range of the whole label
+/// (`NXM_NX_CT_LABEL[64..95]`), never as `[]`.
 pub(crate) fn format_subfield(sf: &SubField) -> String {
     let name = nxm_name(sf.field);
-    if sf.ofs == 0 && sf.nbits == sf.field.bits() {
+    let ofs = sf.wire_ofs();
+    if sf.ofs == 0 && sf.nbits == sf.field.bits() && !sf.field.is_ct_label() {
         format!("{name}[]")
     } else if sf.nbits == 1 {
-        format!("{name}[{}]", sf.ofs)
+        format!("{name}[{ofs}]")
     } else {
-        format!("{name}[{}..{}]", sf.ofs, sf.ofs + sf.nbits - 1)
+        format!("{name}[{ofs}..{}]", ofs + sf.nbits - 1)
     }
 }
 
@@ -383,6 +392,15 @@ fn set_field_name(field: Field) -> &'static str {
 
 /// `C`'s `%#x`: `0` for zero, `0x2a` otherwise.
 fn c_hex(v: u64) -> String {
+    if v == 0 {
+        "0".into()
+    } else {
+        format!("{v:#x}")
+    }
+}
+
+/// [`c_hex`] of a 128-bit value (ct_label).
+fn c_hex128(v: u128) -> String {
     if v == 0 {
         "0".into()
     } else {
@@ -415,6 +433,7 @@ fn format_action(a: &Action) -> String {
                 set_field_name(*field)
             )
         }
+        Action::SetCtLabel { value } => format!("set_field:{}->ct_label", c_hex128(*value)),
         Action::RegLoad { dst, value } => {
             format!("load:{}->{}", c_hex(*value), format_subfield(dst))
         }

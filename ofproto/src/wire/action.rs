@@ -129,11 +129,11 @@ fn parse_one(ty: u16, body: &[u8], depth: u32) -> Result<Action, WireError> {
             Ok(Action::Group(r.u32()?))
         }
         OFPAT_SET_FIELD => {
-            let (field, value) = oxm::parse_set_field(&mut r)?;
+            let action = oxm::parse_set_field(&mut r)?;
             if r.rest().iter().any(|b| *b != 0) {
                 return Err(bad(err::BAC_BAD_SET_LEN, "set_field padding is not zero"));
             }
-            Ok(Action::SetField { field, value })
+            Ok(action)
         }
         OFPAT_EXPERIMENTER => {
             let vendor = r.u32()?;
@@ -329,6 +329,13 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
             oxm::emit_set_field_for(*field, *value, ip_proto, out);
             finish(out, at);
         }
+        Action::SetCtLabel { value } => {
+            out.put_u16(OFPAT_SET_FIELD);
+            let at = out.len();
+            out.put_u16(0);
+            oxm::emit_set_ct_label(*value, out);
+            finish(out, at);
+        }
         Action::RegLoad { dst, value } => {
             let at = nx_start(out, NXAST_REG_LOAD);
             let (hdr, ofs) = oxm::emit_operand(dst);
@@ -421,6 +428,9 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
 /// Whether a sub-field is representable in a Nicira action (used by tests
 /// and callers that build actions programmatically).
 pub fn operand_is_encodable(sf: &SubField) -> bool {
+    if sf.field.is_ct_label() {
+        return sf.is_valid();
+    }
     sf.is_valid() && {
         let fh = oxm::operand_header(sf);
         fh.target == sf.field && sf.ofs >= fh.shift && sf.ofs + sf.nbits <= fh.shift + fh.bits

@@ -49,6 +49,13 @@ impl FieldHeader {
         self.in_match
     }
 
+    /// Whether this is NXM_NX_CT_LABEL, the one 128-bit header: its value
+    /// spans both halves of the label (`target` is the low half, `bits`
+    /// is 128) and takes the `u128` paths of [`super::oxm`].
+    pub(crate) fn is_ct_label(&self) -> bool {
+        self.target.is_ct_label()
+    }
+
     /// Whether the header carries all of `target`.
     pub(crate) fn is_whole(&self) -> bool {
         self.shift == 0 && self.wire_shift == 0 && self.bits == self.target.bits()
@@ -103,7 +110,7 @@ const N: Prereq = Prereq::None;
 /// Every header xbr understands. Order matters only for encoding: the
 /// first match-capable header of a field is the one a match is dumped with.
 #[rustfmt::skip]
-pub static HEADERS: [FieldHeader; 58] = [
+pub static HEADERS: [FieldHeader; 59] = [
     h(B, 0, 4, Field::InPort, 0, 32, 0, false, N, "OXM_OF_IN_PORT"),
     h(B, 2, 8, Field::Metadata, 0, 64, 0, true, N, "OXM_OF_METADATA"),
     h(B, 3, 6, Field::EthDst, 0, 48, 0, true, N, "OXM_OF_ETH_DST"),
@@ -149,6 +156,7 @@ pub static HEADERS: [FieldHeader; 58] = [
     h(X, 105, 4, Field::CtState, 0, 32, 0, true, N, "NXM_NX_CT_STATE"),
     h(X, 106, 2, Field::CtZone, 0, 16, 0, false, N, "NXM_NX_CT_ZONE"),
     h(X, 107, 4, Field::CtMark, 0, 32, 0, true, N, "NXM_NX_CT_MARK"),
+    h(X, 108, 16, Field::CtLabelLow, 0, 128, 0, true, N, "NXM_NX_CT_LABEL"),
     FieldHeader { in_match: false, ..h(O, 0, 2, Field::InPort, 0, 16, 0, false, N, "NXM_OF_IN_PORT") },
     h(O, 1, 6, Field::EthDst, 0, 48, 0, true, N, "NXM_OF_ETH_DST"),
     h(O, 2, 6, Field::EthSrc, 0, 48, 0, true, N, "NXM_OF_ETH_SRC"),

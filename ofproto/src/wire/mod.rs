@@ -312,3 +312,5 @@ pub(crate) fn len16(buf: &[u8], start: usize) -> u16 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ct_label;

@@ -18,7 +18,7 @@ use super::{err, Ctx, Put, Reader, WireError};
 use flowtable::matching::{
     ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_UDP,
 };
-use flowtable::{Field, Match, SubField};
+use flowtable::{Action, Field, Match, SubField};
 
 /// OpenFlow basic class.
 pub const OXM_CLASS_OPENFLOW_BASIC: u16 = 0x8000;
@@ -79,6 +79,14 @@ pub fn operand_header(sf: &SubField) -> &'static FieldHeader {
         .unwrap_or_else(|| match_header(sf.field))
 }
 
+/// The NXM_NX_CT_LABEL entry of [`HEADERS`].
+fn ct_label_header() -> &'static FieldHeader {
+    find(OXM_CLASS_NXM1, CT_LABEL_FIELD)
+}
+
+/// NXM_NX_CT_LABEL's field number in class 0x0001.
+const CT_LABEL_FIELD: u8 = 108;
+
 /// Decodes a Nicira action operand: a bare 32-bit header plus a bit range
 /// within the header's field, checked to lie inside it.
 pub fn parse_operand(header: u32, ofs: u32, nbits: u32) -> Result<SubField, WireError> {
@@ -107,6 +115,20 @@ pub fn parse_operand(header: u32, ofs: u32, nbits: u32) -> Result<SubField, Wire
             ),
         ));
     }
+    if fh.is_ct_label() {
+        // The key keeps the label as two 64-bit halves; an operand must
+        // lie within one (see `SubField::ct_label`).
+        return SubField::ct_label(ofs, nbits).ok_or_else(|| {
+            WireError::BadAction(
+                err::BAC_BAD_ARGUMENT,
+                format!(
+                    "{}[{ofs}..{}] crosses bit 64, which xbr does not support",
+                    fh.name,
+                    ofs + nbits - 1
+                ),
+            )
+        });
+    }
     Ok(SubField {
         field: fh.target,
         ofs: fh.shift + ofs,
@@ -116,26 +138,40 @@ pub fn parse_operand(header: u32, ofs: u32, nbits: u32) -> Result<SubField, Wire
 
 /// Encodes a sub-field as (header, ofs within the header's bits).
 pub fn emit_operand(sf: &SubField) -> (u32, u32) {
+    if sf.field.is_ct_label() {
+        return (ct_label_header().header(false), sf.wire_ofs());
+    }
     let fh = operand_header(sf);
     (fh.header(false), sf.ofs.saturating_sub(fh.shift))
 }
 
-fn be_value(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0u64, |acc, b| acc << 8 | u64::from(*b))
+/// A big-endian value of up to 16 bytes (header lengths are checked
+/// against the table before this is called).
+fn be_value(bytes: &[u8]) -> u128 {
+    bytes.iter().fold(0u128, |acc, b| acc << 8 | u128::from(*b))
 }
 
-fn put_value(out: &mut Vec<u8>, v: u64, len: u8) {
+fn ones128(bits: u32) -> u128 {
+    if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    }
+}
+
+fn put_value(out: &mut Vec<u8>, v: u128, len: u8) {
     let bytes = v.to_be_bytes();
-    out.extend_from_slice(&bytes[8 - usize::from(len)..]);
+    out.extend_from_slice(&bytes[16 - usize::from(len).min(16)..]);
 }
 
 /// One decoded TLV, in the coordinates of its target field.
 pub struct Tlv {
     pub header: &'static FieldHeader,
-    /// Right-aligned value of the header's bits.
-    pub value: u64,
+    /// Right-aligned value of the header's bits: at most 64 bits, except
+    /// for NXM_NX_CT_LABEL's 128.
+    pub value: u128,
     /// `None` for an exact TLV.
-    pub mask: Option<u64>,
+    pub mask: Option<u128>,
 }
 
 /// Decodes one TLV from `r`.
@@ -170,7 +206,7 @@ pub(crate) fn parse_tlv(r: &mut Reader<'_>) -> Result<Tlv, WireError> {
     } else {
         None
     };
-    let wire_ones = fh.ones() << fh.wire_shift;
+    let wire_ones = ones128(fh.bits) << fh.wire_shift;
     if value & !wire_ones != 0 {
         return Err(WireError::BadMatch(
             err::BMC_BAD_VALUE,
@@ -214,6 +250,20 @@ pub fn parse_oxms(bytes: &[u8]) -> Result<Match, WireError> {
                 format!("{} is not supported in a match", fh.name),
             ));
         }
+        if fh.is_ct_label() {
+            if m.ct_label().1 != 0 {
+                return Err(WireError::BadMatch(
+                    err::BMC_DUP_FIELD,
+                    format!("{} appears twice", fh.name),
+                ));
+            }
+            m.set_ct_label_masked(tlv.value, tlv.mask.unwrap_or(u128::MAX));
+            used.push(fh);
+            continue;
+        }
+        // Every other header is at most 64 bits wide (checked by
+        // `parse_tlv` against the header's width).
+        let (value, mask) = (tlv.value as u64, tlv.mask.map(|m| m as u64));
         let (old_v, old_m) = m.get(fh.target);
         let range = fh.ones() << fh.shift;
         if old_m & range != 0 {
@@ -222,10 +272,10 @@ pub fn parse_oxms(bytes: &[u8]) -> Result<Match, WireError> {
                 format!("{} appears twice", fh.name),
             ));
         }
-        let mask = tlv.mask.unwrap_or(fh.ones());
+        let mask = mask.unwrap_or(fh.ones());
         m.set_masked(
             fh.target,
-            old_v | tlv.value << fh.shift,
+            old_v | value << fh.shift,
             old_m | mask << fh.shift,
         );
         used.push(fh);
@@ -259,8 +309,8 @@ fn check_prereqs(m: &Match, used: &[&'static FieldHeader]) -> Result<(), WireErr
         .map_err(|e| WireError::BadMatch(err::BMC_BAD_PREREQ, e.to_string()))
 }
 
-fn emit_tlv(out: &mut Vec<u8>, fh: &FieldHeader, value: u64, mask: u64) {
-    let exact = mask == fh.ones();
+fn emit_tlv(out: &mut Vec<u8>, fh: &FieldHeader, value: u128, mask: u128) {
+    let exact = mask == ones128(fh.bits);
     out.put_u32(fh.header(!exact));
     put_value(out, value << fh.wire_shift, fh.len);
     if !exact {
@@ -273,14 +323,16 @@ fn emit_part(out: &mut Vec<u8>, m: &Match, fh: &FieldHeader) {
     let (v, mask) = m.get(fh.target);
     let part_mask = (mask >> fh.shift) & fh.ones();
     if part_mask != 0 {
-        emit_tlv(out, fh, (v >> fh.shift) & fh.ones(), part_mask);
+        let part = (v >> fh.shift) & fh.ones();
+        emit_tlv(out, fh, u128::from(part), u128::from(part_mask));
     }
 }
 
 /// The order OVS writes a match in (`nx_put_raw`): metadata, L2, L3, L4,
 /// ARP, tunnel, registers, mark, conntrack, OpenFlow metadata. Keeping it
 /// makes a dumped flow byte-identical to the FLOW_MOD ovs-ofctl sent.
-const ENCODE_ORDER: [Field; 37] = [
+/// ct_label's two halves are one TLV, emitted at the low half.
+const ENCODE_ORDER: [Field; 38] = [
     Field::InPort,
     Field::EthSrc,
     Field::EthDst,
@@ -317,6 +369,7 @@ const ENCODE_ORDER: [Field; 37] = [
     Field::CtState,
     Field::CtZone,
     Field::CtMark,
+    Field::CtLabelLow,
     Field::Metadata,
 ];
 
@@ -324,8 +377,14 @@ const ENCODE_ORDER: [Field; 37] = [
 pub fn emit_oxms(m: &Match, out: &mut Vec<u8>) {
     let proto = m.exact(Field::IpProto).map(|v| v as u8);
     let present: Vec<Field> = m.fields().collect();
-    for field in ENCODE_ORDER.into_iter().filter(|f| present.contains(f)) {
+    let has_label = m.ct_label().1 != 0;
+    let wanted = |f: &Field| present.contains(f) || (*f == Field::CtLabelLow && has_label);
+    for field in ENCODE_ORDER.into_iter().filter(wanted) {
         match field {
+            Field::CtLabelLow => {
+                let (value, mask) = m.ct_label();
+                emit_tlv(out, ct_label_header(), value, mask);
+            }
             Field::VlanTci => {
                 let (_, mask) = m.get(Field::VlanTci);
                 let (vid, pcp) = (mask & 0x1fff, mask & 0xe000);
@@ -398,8 +457,9 @@ pub fn emit_match(m: &Match, out: &mut Vec<u8>) {
 }
 
 /// Decodes the OXM TLV of a SET_FIELD action: an exact value of a header
-/// that carries a whole, writable field.
-pub(crate) fn parse_set_field(r: &mut Reader<'_>) -> Result<(Field, u64), WireError> {
+/// that carries a whole, writable field, or of ct_label (which validation
+/// admits only inside `ct()`).
+pub(crate) fn parse_set_field(r: &mut Reader<'_>) -> Result<Action, WireError> {
     let tlv = parse_tlv(r).map_err(|e| {
         let (_, code) = e.ofp_error();
         let code = if code == err::BMC_BAD_LEN {
@@ -416,13 +476,19 @@ pub(crate) fn parse_set_field(r: &mut Reader<'_>) -> Result<(Field, u64), WireEr
             format!("set_field of {} may not be masked in OpenFlow 1.3", fh.name),
         ));
     }
+    if fh.is_ct_label() {
+        return Ok(Action::SetCtLabel { value: tlv.value });
+    }
     if !fh.is_whole() || !fh.target.is_writable() {
         return Err(WireError::BadAction(
             err::BAC_BAD_SET_TYPE,
             format!("set_field of {} is not supported", fh.name),
         ));
     }
-    Ok((fh.target, tlv.value))
+    Ok(Action::SetField {
+        field: fh.target,
+        value: tlv.value as u64,
+    })
 }
 
 /// Encodes the OXM TLV of SET_FIELD (without the action header).
@@ -451,5 +517,15 @@ pub(crate) fn emit_set_field_for(
         Some(f) => find(B, f),
         None => set_field_header(field).unwrap_or_else(|| match_header(field)),
     };
-    emit_tlv(out, fh, value & fh.ones(), fh.ones());
+    emit_tlv(
+        out,
+        fh,
+        u128::from(value & fh.ones()),
+        u128::from(fh.ones()),
+    );
+}
+
+/// Encodes the OXM TLV of a SET_FIELD of ct_label.
+pub fn emit_set_ct_label(value: u128, out: &mut Vec<u8>) {
+    emit_tlv(out, ct_label_header(), value, u128::MAX);
 }
