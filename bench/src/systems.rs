@@ -94,6 +94,10 @@ pub struct SwitchConfig {
     /// `Some`: port 1 is a flow-based VXLAN port (the agent's `vxlan0`)
     /// over `veth-a` as the node's uplink, with this address (CIDR).
     pub vxlan_uplink: Option<String>,
+    /// `Some`: the most connections the switch's conntrack may hold (xbr
+    /// `--ct-limit`, OVS `dpctl/ct-set-maxconns`), so that a run creating
+    /// many connections never meets a full table; `None`: the defaults.
+    pub ct_limit: Option<u64>,
 }
 
 impl SwitchConfig {
@@ -111,6 +115,22 @@ pub enum Running {
     Redirect(Redirect),
     /// The bridge lives in the host namespace and goes with it.
     Bridge,
+}
+
+impl Running {
+    /// How many connections the switch's conntrack holds now (xbr
+    /// `conntrack stats`, OVS `dpctl/ct-get-nconns`): the check that the
+    /// packets of a conntrack scenario really went through conntrack.
+    pub fn conntrack_entries(&self) -> Result<u64, SystemError> {
+        match self {
+            Running::Xbr(x) => x.conntrack_entries(),
+            Running::Ovs(o) => o.conntrack_entries(),
+            Running::Redirect(_) | Running::Bridge => Err(SystemError::Start {
+                system: "kernel",
+                reason: "the kernel references have no conntrack of their own".into(),
+            }),
+        }
+    }
 }
 
 /// Starts `system` in `topo`'s host namespace.
@@ -219,6 +239,11 @@ impl XbrGuard {
             &format!("{VETH_B}=2,xdp_redirect=on"),
         ])
         .args(["--cpu", &cpu])
+        .args(
+            cfg.ct_limit
+                .iter()
+                .flat_map(|n| ["--ct-limit".to_string(), n.to_string()]),
+        )
         .args(extra)
         .args(&cfg.xbr_args)
         .stdin(Stdio::null())
@@ -269,6 +294,35 @@ impl XbrGuard {
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("xbr.log")).unwrap_or_default()
     }
+
+    fn conntrack_entries(&self) -> Result<u64, SystemError> {
+        let path = dataplane::ctl::socket_path(&self.dir, "br0");
+        let reply = dataplane::ctl::request(&path, "conntrack stats")
+            .map_err(|e| start_err(System::Xbr, format!("conntrack stats: {e}")))?;
+        if !reply.ok {
+            return Err(start_err(
+                System::Xbr,
+                format!("conntrack stats: {}", reply.text),
+            ));
+        }
+        parse_stat(&reply.text, "connections").ok_or_else(|| {
+            start_err(
+                System::Xbr,
+                format!(
+                    "conntrack stats without a connection count:\n{}",
+                    reply.text
+                ),
+            )
+        })
+    }
+}
+
+/// The value of `name: N` in `xbr conntrack stats`' output.
+fn parse_stat(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == name).then(|| v.trim().parse().ok())?
+    })
 }
 
 impl Drop for XbrGuard {
@@ -424,12 +478,32 @@ impl OvsGuard {
                 ));
             }
         }
+        if let Some(limit) = cfg.ct_limit {
+            g.appctl(&["dpctl/ct-set-maxconns", &limit.to_string()])?;
+        }
         let flows = write_flows(&g.dir, &cfg.flows)?;
         ofctl(
             &g.dir.join("run"),
             &["add-flows", "br0", &flows.display().to_string()],
         )?;
         Ok(g)
+    }
+
+    fn appctl(&self, args: &[&str]) -> Result<String, OvsError> {
+        let target = self.p("run/ovs-vswitchd.ctl");
+        let mut all = vec!["ovs-appctl", "-t", target.as_str()];
+        all.extend_from_slice(args);
+        self.ns(&all, CMD_TIMEOUT)
+    }
+
+    fn conntrack_entries(&self) -> Result<u64, SystemError> {
+        let out = self.appctl(&["dpctl/ct-get-nconns"])?;
+        out.trim().parse().map_err(|_| {
+            start_err(
+                System::OvsAfxdp,
+                format!("dpctl/ct-get-nconns answered `{}`", out.trim()),
+            )
+        })
     }
 
     fn afxdp_port(&self, bridge: &str, port: &str, ofport: Option<u32>) -> Result<(), OvsError> {

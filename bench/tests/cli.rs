@@ -31,6 +31,24 @@ fn bad_arguments_exit_2_naming_the_problem() {
             "linux-bridge",
         ),
         (&["--xbr", "/nonexistent/xbr"][..], "/nonexistent/xbr"),
+        (
+            &["--scenario", "conntrack", "--systems", "xdp-redirect"][..],
+            "no conntrack",
+        ),
+        (
+            &[
+                "--scenario",
+                "conntrack-new",
+                "--systems",
+                "xbr,linux-bridge",
+            ][..],
+            "no conntrack",
+        ),
+        (
+            &["--scenario", "conntrack", "--connections", "0"][..],
+            "--connections",
+        ),
+        (&["--connections", "1,x"][..], "--connections"),
     ] {
         let (code, _, err) = xbr_bench(args);
         assert_eq!(code, Some(2), "{args:?}: {err}");

@@ -61,6 +61,7 @@ fn check(scenario: Scenario, n_flows: u32) {
         pkt_size: scenario.default_pkt_size(),
         proto: Proto::Udp,
         n_flows,
+        connections: vec![],
         rate_pps: Some(5_000),
         method: MethodChoice::Live,
         gen_cpu: 0,
@@ -89,6 +90,10 @@ fn check(scenario: Scenario, n_flows: u32) {
         md.contains("| xbr |") && md.contains("xbr / ovs-afxdp"),
         "{md}"
     );
+    assert_no_leak(&before);
+}
+
+fn assert_no_leak(before: &[String]) {
     // Topology names are xbrt-<tag>-h|a|b, the tag starting with 3
     // characters of this process's pid.
     let mine = format!("xbrt-{}", &bench::ovs::unique_tag()[..3]);
@@ -97,6 +102,80 @@ fn check(scenario: Scenario, n_flows: u32) {
         .filter(|n| n.starts_with(&mine) && !before.contains(n))
         .collect();
     assert!(leaked.is_empty(), "namespaces left behind: {leaked:?}");
+}
+
+/// A conntrack scenario on xbr and OVS at 5 kpps for 1 s: the frames are
+/// delivered, and each switch's connection table holds exactly what the
+/// traffic must have created (the frames went through conntrack).
+fn check_conntrack(scenario: Scenario, connections: Vec<u32>) -> scenario::Report {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let bin = xbr_bin();
+    assert!(
+        bin.is_file(),
+        "{} missing: cargo build -p dataplane --bin xbr",
+        bin.display()
+    );
+    let before = namespaces();
+    let cfg = Config {
+        scenario,
+        systems: scenario.default_systems(),
+        runs: 1,
+        duration: Duration::from_secs(1),
+        warmup: Duration::ZERO,
+        pkt_size: 64,
+        proto: Proto::Udp,
+        n_flows: 1,
+        connections,
+        rate_pps: Some(5_000),
+        method: MethodChoice::Live,
+        gen_cpu: 0,
+        switch_cpu: 1 % std::thread::available_parallelism().map_or(1, |n| n.get()),
+        xbr_bin: bin,
+        xbr_args: vec![],
+        stop: Default::default(),
+    };
+    let report = scenario::run(&cfg).expect("scenario");
+    for r in &report.results {
+        assert!(r.sent >= 4_000 && r.sent <= 5_000, "{r:?}");
+        assert!(r.loss < 0.05, "{r:?}");
+        let ct = r.conntrack.expect("connections counted");
+        assert!(ct.ok(), "{r:?}");
+        assert_eq!(r.ct_verified, Some(true), "{r:?}");
+    }
+    let md = scenario::markdown(&report);
+    assert!(
+        md.contains("| xbr |") && md.contains("xbr / ovs-afxdp"),
+        "{md}"
+    );
+    assert_no_leak(&before);
+    report
+}
+
+/// 100 connections cycled: 100 entries in each table after the run.
+#[test]
+fn conntrack_tracks_every_packet_on_xbr_and_ovs() {
+    let report = check_conntrack(Scenario::Conntrack, vec![100]);
+    assert_eq!(report.results.len(), 2);
+    for r in &report.results {
+        assert_eq!(r.connections, Some(100));
+        assert_eq!(r.conntrack.map(|c| c.entries), Some(100), "{r:?}");
+    }
+    assert!(report.ratios.iter().all(|q| q.connections == Some(100)));
+}
+
+/// Every frame a new connection: each delivered frame left an entry, so
+/// each table holds at least as many connections as frames arrived.
+#[test]
+fn conntrack_new_creates_a_connection_per_packet_on_xbr_and_ovs() {
+    let report = check_conntrack(Scenario::ConntrackNew, vec![]);
+    for r in &report.results {
+        let ct = r.conntrack.unwrap();
+        assert!(ct.entries >= r.received && ct.entries <= r.sent, "{r:?}");
+        assert!(ct.entries >= 4_000, "{r:?}");
+        let rate = r.conns_per_s.expect("connection rate");
+        assert!(rate > 3_000.0, "{r:?}");
+    }
+    assert!(scenario::markdown(&report).contains("new connections/s"));
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //! on veth pairs between network namespaces (see bench::scenario).
 //!
 //! Without arguments it runs the `p2p` scenario on xdp-redirect, xbr and
+//! ovs-afxdp; `--scenario conntrack` (packets of established connections)
+//! and `conntrack-new` (every packet a new connection) compare xbr and
 //! ovs-afxdp. Needs root. The xbr binary is `--xbr`, else `$XBR_BIN`,
 //! else `xbr` next to this program (`cargo build --release -p dataplane
 //! --bin xbr -p bench`).
@@ -15,7 +17,7 @@ use std::time::Duration;
 
 use bench::measure::MethodChoice;
 use bench::packet::{Proto, MAX_PKT_SIZE};
-use bench::scenario::{self, Config, Scenario, MAX_FLOWS};
+use bench::scenario::{self, Config, Scenario, DEFAULT_CONNECTIONS, MAX_CONNECTIONS, MAX_FLOWS};
 use bench::systems::System;
 use clap::Parser;
 
@@ -34,9 +36,10 @@ struct Args {
     /// Scenario to run.
     #[arg(long, value_enum, default_value_t = Scenario::P2p)]
     scenario: Scenario,
-    /// Switches to measure, in this order (comma-separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [System::XdpRedirect, System::Xbr, System::OvsAfxdp])]
-    systems: Vec<System>,
+    /// Switches to measure, in this order (comma-separated) [default:
+    /// xdp-redirect,xbr,ovs-afxdp; conntrack scenarios: xbr,ovs-afxdp].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    systems: Option<Vec<System>>,
     /// Seconds per measured run.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
     duration: u64,
@@ -56,6 +59,11 @@ struct Args {
     /// Flows (and destinations) of the `flows` scenario.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=MAX_FLOWS as i64))]
     flows: u32,
+    /// Concurrent connections of the `conntrack` scenario, one case each
+    /// (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_CONNECTIONS,
+          value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS as i64))]
+    connections: Vec<u32>,
     /// Offered load in packets per second (default: as fast as possible).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     rate: Option<u64>,
@@ -108,11 +116,8 @@ fn main() -> ExitCode {
             "--pkt-size {pkt_size} is larger than {MAX_PKT_SIZE}"
         ));
     }
-    if a.scenario == Scenario::Vxlan && a.systems.contains(&System::LinuxBridge) {
-        return usage_error("--systems: linux-bridge does not apply to the vxlan scenario");
-    }
     let mut systems = Vec::new();
-    for s in a.systems {
+    for s in a.systems.unwrap_or_else(|| a.scenario.default_systems()) {
         if !systems.contains(&s) {
             systems.push(s);
         }
@@ -139,6 +144,7 @@ fn main() -> ExitCode {
             ProtoArg::Tcp => Proto::Tcp,
         },
         n_flows: a.flows,
+        connections: a.connections,
         rate_pps: a.rate,
         method: a.generator,
         gen_cpu: a.cores[0],
@@ -148,7 +154,7 @@ fn main() -> ExitCode {
         stop,
     };
     if let Err(e) = scenario::validate(&cfg) {
-        return usage_error(&format!("--pkt-size: {e}"));
+        return usage_error(&e.to_string());
     }
     if (cfg.systems.contains(&System::Xbr) || cfg.systems.contains(&System::XbrNocache))
         && !cfg.xbr_bin.is_file()
