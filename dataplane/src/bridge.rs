@@ -232,6 +232,7 @@ impl RunningBridge {
                         no_frames = d.no_frames,
                         tx_full = d.tx_full,
                         bad_output_port = d.bad_output_port,
+                        invalid_ttl = d.invalid_ttl,
                         qos_policed = d.qos_policed,
                         "packet thread stopped; drops"
                     );

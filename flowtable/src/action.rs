@@ -170,6 +170,12 @@ pub enum Action {
     Ct(CtAction),
     /// NXAST_NAT (only valid nested in `Ct`).
     Nat(NatAction),
+    /// OFPAT_SET_NW_TTL (`mod_nw_ttl:N`): the IPv4 TTL.
+    SetNwTtl(u8),
+    /// OFPAT_DEC_NW_TTL (`dec_ttl`): decrements the IPv4 TTL; a packet
+    /// whose TTL would reach zero goes no further (a packet-in with reason
+    /// INVALID_TTL for controllers that asked for it), as in OVS.
+    DecNwTtl,
 }
 
 /// A flow's instructions in OpenFlow's fixed execution order. An all-`None`

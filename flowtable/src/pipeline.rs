@@ -144,6 +144,7 @@ impl NatSpec {
 pub mod packet_in_reason {
     pub const NO_MATCH: u8 = 0;
     pub const ACTION: u8 = 1;
+    pub const INVALID_TTL: u8 = 2;
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,6 +157,8 @@ pub enum DropReason {
     /// e.g. "ct", "controller", "local".
     Unsupported(&'static str),
     BadOutputPort,
+    /// `dec_ttl` of a packet with TTL 0 or 1.
+    InvalidTtl,
 }
 
 /// The result of translating one packet: fixed capacity, reused across

@@ -290,6 +290,7 @@ fn drop_reason_text(r: crate::pipeline::DropReason) -> String {
         D::TooManyActions => "too many datapath actions".into(),
         D::Unsupported(what) => format!("action not supported by the datapath yet: {what}"),
         D::BadOutputPort => "bad output port".into(),
+        D::InvalidTtl => "TTL expired (dec_ttl)".into(),
     }
 }
 

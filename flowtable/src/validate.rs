@@ -127,6 +127,7 @@ pub(crate) fn check_action(
                 "write_actions supports only output, group and set_field",
             ))
         }
+        Action::SetNwTtl(_) | Action::DecNwTtl => check_prereq(ctx, Field::IpTtl)?,
         Action::RegLoad { dst, value } => {
             check_sub_field(dst)?;
             check_writable(dst.field)?;

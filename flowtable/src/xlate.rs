@@ -118,6 +118,8 @@ struct Ctx<'p, 'o, T: Tracer> {
     resubmits: u32,
     /// Ends translation; the packet is dropped whatever was output.
     fatal: Option<DropReason>,
+    /// Ends translation; what was output so far stays (`dec_ttl` at TTL 1).
+    halted: bool,
     /// Why nothing was output, if nothing is.
     note: Option<DropReason>,
     /// The top-level pipeline ended in a table miss: no action set.
@@ -186,6 +188,7 @@ fn run_with<'p, 'o, T: Tracer>(
         action_set: ActionSet::new(),
         resubmits: 0,
         fatal: None,
+        halted: false,
         note: None,
         missed: false,
         last_table: 0,
@@ -193,7 +196,7 @@ fn run_with<'p, 'o, T: Tracer>(
         packet_out: false,
     };
     body(&mut ctx);
-    if ctx.fatal.is_none() && !ctx.missed && !ctx.action_set.is_empty() {
+    if ctx.fatal.is_none() && !ctx.halted && !ctx.missed && !ctx.action_set.is_empty() {
         ctx.execute_action_set();
     }
     let Ctx {
@@ -219,6 +222,10 @@ fn mix(mut h: u64, v: u64) -> u64 {
 }
 
 impl<T: Tracer> Ctx<'_, '_, T> {
+    fn stopped(&self) -> bool {
+        self.fatal.is_some() || self.halted
+    }
+
     fn fail(&mut self, reason: DropReason) {
         if self.fatal.is_none() {
             self.fatal = Some(reason);
@@ -287,7 +294,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             let ins = &rule.instructions;
             if let Some(actions) = &ins.apply_actions {
                 self.execute(actions, table, depth);
-                if self.fatal.is_some() {
+                if self.stopped() {
                     return;
                 }
             }
@@ -322,7 +329,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
 
     fn execute(&mut self, actions: &[Action], table: u8, depth: u32) {
         for a in actions {
-            if self.fatal.is_some() {
+            if self.stopped() {
                 return;
             }
             self.tracer.action(a, depth);
@@ -368,6 +375,12 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 // Validation admits `nat` and ct_label writes only nested
                 // in `ct()`.
                 Action::Nat(_) => self.fail(DropReason::Unsupported("nat outside ct()")),
+                Action::SetNwTtl(ttl) => {
+                    if self.is_ipv4() {
+                        self.key.set(Field::IpTtl, u64::from(*ttl));
+                    }
+                }
+                Action::DecNwTtl => self.dec_ttl(),
                 Action::SetCtLabel { .. } => {
                     self.fail(DropReason::Unsupported("ct_label write outside ct()"))
                 }
@@ -466,19 +479,51 @@ impl<T: Tracer> Ctx<'_, '_, T> {
     }
 
     fn controller(&mut self, max_len: u16) {
+        let reason = if self.current.table_miss {
+            packet_in_reason::NO_MATCH
+        } else {
+            packet_in_reason::ACTION
+        };
+        self.packet_in(max_len, reason);
+    }
+
+    fn packet_in(&mut self, max_len: u16, reason: u8) {
         self.unwildcard(Field::InPort, 0, 32);
         self.commit();
         let c = self.current;
         self.push(DpAction::Controller {
             max_len,
-            reason: if c.table_miss {
-                packet_in_reason::NO_MATCH
-            } else {
-                packet_in_reason::ACTION
-            },
+            reason,
             table_id: c.table_id,
             cookie: c.cookie,
         });
+    }
+
+    fn is_ipv4(&mut self) -> bool {
+        self.unwildcard(Field::EthType, 0, 16);
+        self.key.get(Field::EthType) == u64::from(ETH_TYPE_IPV4)
+    }
+
+    /// `dec_ttl`: OVS's semantics. Not IPv4: nothing. A TTL that would
+    /// reach zero ends the translation where it is (what was output so
+    /// far stays) with a packet-in of reason INVALID_TTL, which only
+    /// controllers that asked for that reason receive.
+    fn dec_ttl(&mut self) {
+        if !self.is_ipv4() {
+            return;
+        }
+        self.unwildcard(Field::IpTtl, 0, 8);
+        let ttl = self.key.get(Field::IpTtl);
+        if ttl > 1 {
+            self.key.set(Field::IpTtl, ttl - 1);
+            return;
+        }
+        // OFPCML_NO_BUFFER: xbr never buffers, the whole packet goes up.
+        self.packet_in(u16::MAX, packet_in_reason::INVALID_TTL);
+        self.halted = true;
+        if self.note.is_none() {
+            self.note = Some(DropReason::InvalidTtl);
+        }
     }
 
     fn group(&mut self, id: u32, table: u8, depth: u32) {

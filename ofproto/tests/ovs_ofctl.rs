@@ -239,3 +239,29 @@ fn ct_label_flows_dump_like_ovs() {
     assert!(!ok);
     assert!(err.contains("OFPBAC_BAD_ARGUMENT"), "{err}");
 }
+
+/// TTL actions and protocol-specific port rewrites come back from a dump
+/// as ovs-ofctl wrote them (os-ken's action and set_field tests compare
+/// the dumped flows).
+#[test]
+fn ttl_actions_and_udp_port_rewrites_dump_as_written() {
+    let h = Harness::start("ttl");
+    let t = h.target();
+    let flows = [
+        "priority=10,ip actions=dec_ttl,mod_nw_ttl:32,output:2",
+        "priority=20,udp,tp_src=11111 actions=set_field:12345->udp_src,output:2",
+        "priority=30,sctp,tp_dst=2222 actions=set_field:6789->sctp_dst,output:2",
+    ];
+    for f in flows {
+        h.ok(&["add-flow", &t, f]);
+    }
+    let lines = normalise_dump(&h.ok(&["dump-flows", &t]));
+    for f in flows {
+        let want = format!("cookie=0x0, table=0, {f}");
+        assert!(lines.contains(&want), "{want} not in {lines:#?}");
+    }
+    // Without an IP match ovs-ofctl itself refuses it; the switch's own
+    // check is in flowtable's tests (tests/ttl.rs).
+    let (ok, _, _) = h.ofctl(&["add-flow", &t, "in_port=1,actions=dec_ttl,output:2"]);
+    assert!(!ok, "dec_ttl without ip was accepted");
+}

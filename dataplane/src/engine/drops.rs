@@ -12,6 +12,8 @@ pub struct EngineDrops {
     pub resubmit_depth: u64,
     pub too_many_actions: u64,
     pub bad_output_port: u64,
+    /// `dec_ttl` of a packet whose TTL was 0 or 1.
+    pub invalid_ttl: u64,
     pub port_down: u64,
     pub no_frames: u64,
     pub tx_full: u64,
@@ -41,6 +43,7 @@ impl EngineDrops {
             DropReason::ResubmitDepth => self.resubmit_depth += n,
             DropReason::TooManyActions => self.too_many_actions += n,
             DropReason::BadOutputPort => self.bad_output_port += n,
+            DropReason::InvalidTtl => self.invalid_ttl += n,
         }
     }
 }

@@ -185,6 +185,12 @@ fn parse_action(token: &str, ports: Option<&PortNames>) -> Result<Vec<Action>, T
         "note" => parse_note(token, arg.unwrap_or("")).map(|a| vec![a]),
         "ct" => parse_ct(token, arg.unwrap_or(""), ports).map(|a| vec![a]),
         "nat" => parse_nat(token, arg).map(|a| vec![Action::Nat(a)]),
+        "mod_nw_ttl" => {
+            let (ttl, _) = fields::parse_field_value(Field::IpTtl, need(token, arg)?)?;
+            one(Action::SetNwTtl(ttl as u8))
+        }
+        // Only the plain form: `dec_ttl(ids)` needs NXAST_DEC_TTL_CNT_IDS.
+        "dec_ttl" if arg.is_none() => one(Action::DecNwTtl),
         "mod_dl_src" | "mod_dl_dst" | "mod_nw_src" | "mod_nw_dst" | "mod_tp_src" | "mod_tp_dst" => {
             let field = match name {
                 "mod_dl_src" => Field::EthSrc,

@@ -465,6 +465,8 @@ fn format_action(a: &Action) -> String {
         }
         Action::Ct(ct) => format_ct(ct),
         Action::Nat(nat) => format_nat(nat),
+        Action::SetNwTtl(ttl) => format!("mod_nw_ttl:{ttl}"),
+        Action::DecNwTtl => "dec_ttl".to_string(),
     }
 }
 

@@ -16,6 +16,8 @@ use flowtable::{Action, SubField};
 pub const OFPAT_OUTPUT: u16 = 0;
 pub const OFPAT_GROUP: u16 = 22;
 pub const OFPAT_SET_FIELD: u16 = 25;
+pub const OFPAT_SET_NW_TTL: u16 = 23;
+pub const OFPAT_DEC_NW_TTL: u16 = 24;
 pub const OFPAT_EXPERIMENTER: u16 = 0xffff;
 
 pub const NXAST_RESUBMIT: u16 = 1;
@@ -127,6 +129,14 @@ fn parse_one(ty: u16, body: &[u8], depth: u32) -> Result<Action, WireError> {
         OFPAT_GROUP => {
             want_len(&r, 4)?;
             Ok(Action::Group(r.u32()?))
+        }
+        OFPAT_SET_NW_TTL => {
+            want_len(&r, 4)?;
+            Ok(Action::SetNwTtl(r.u8()?))
+        }
+        OFPAT_DEC_NW_TTL => {
+            want_len(&r, 4)?;
+            Ok(Action::DecNwTtl)
         }
         OFPAT_SET_FIELD => {
             let action = oxm::parse_set_field(&mut r)?;
@@ -321,6 +331,17 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
             out.put_u16(OFPAT_GROUP);
             out.put_u16(8);
             out.put_u32(*g);
+        }
+        Action::SetNwTtl(ttl) => {
+            out.put_u16(OFPAT_SET_NW_TTL);
+            out.put_u16(8);
+            out.put_u8(*ttl);
+            out.put_zeros(3);
+        }
+        Action::DecNwTtl => {
+            out.put_u16(OFPAT_DEC_NW_TTL);
+            out.put_u16(8);
+            out.put_zeros(4);
         }
         Action::SetField { field, value } => {
             out.put_u16(OFPAT_SET_FIELD);
