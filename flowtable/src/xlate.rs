@@ -499,33 +499,6 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         });
     }
 
-    fn is_ipv4(&mut self) -> bool {
-        self.unwildcard(Field::EthType, 0, 16);
-        self.key.get(Field::EthType) == u64::from(ETH_TYPE_IPV4)
-    }
-
-    /// `dec_ttl`: OVS's semantics. Not IPv4: nothing. A TTL that would
-    /// reach zero ends the translation where it is (what was output so
-    /// far stays) with a packet-in of reason INVALID_TTL, which only
-    /// controllers that asked for that reason receive.
-    fn dec_ttl(&mut self) {
-        if !self.is_ipv4() {
-            return;
-        }
-        self.unwildcard(Field::IpTtl, 0, 8);
-        let ttl = self.key.get(Field::IpTtl);
-        if ttl > 1 {
-            self.key.set(Field::IpTtl, ttl - 1);
-            return;
-        }
-        // OFPCML_NO_BUFFER: xbr never buffers, the whole packet goes up.
-        self.packet_in(u16::MAX, packet_in_reason::INVALID_TTL);
-        self.halted = true;
-        if self.note.is_none() {
-            self.note = Some(DropReason::InvalidTtl);
-        }
-    }
-
     fn group(&mut self, id: u32, table: u8, depth: u32) {
         let pipe = self.pipe;
         let Some(g) = pipe.groups.get(&id) else {
@@ -605,3 +578,5 @@ impl<T: Tracer> Ctx<'_, '_, T> {
 
 #[path = "xlate_ct.rs"]
 mod ct;
+#[path = "xlate_ttl.rs"]
+mod ttl;

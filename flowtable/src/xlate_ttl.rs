@@ -1,0 +1,36 @@
+//! Translation of the TTL actions, `mod_nw_ttl` and `dec_ttl`.
+
+use super::Ctx;
+use crate::key::Field;
+use crate::matching::ETH_TYPE_IPV4;
+use crate::pipeline::{packet_in_reason, DropReason};
+use crate::trace::Tracer;
+
+impl<T: Tracer> Ctx<'_, '_, T> {
+    pub(super) fn is_ipv4(&mut self) -> bool {
+        self.unwildcard(Field::EthType, 0, 16);
+        self.key.get(Field::EthType) == u64::from(ETH_TYPE_IPV4)
+    }
+
+    /// `dec_ttl`: OVS's semantics. Not IPv4: nothing. A TTL that would
+    /// reach zero ends the translation where it is (what was output so
+    /// far stays) with a packet-in of reason INVALID_TTL, which only
+    /// controllers that asked for that reason receive.
+    pub(super) fn dec_ttl(&mut self) {
+        if !self.is_ipv4() {
+            return;
+        }
+        self.unwildcard(Field::IpTtl, 0, 8);
+        let ttl = self.key.get(Field::IpTtl);
+        if ttl > 1 {
+            self.key.set(Field::IpTtl, ttl - 1);
+            return;
+        }
+        // OFPCML_NO_BUFFER: xbr never buffers, the whole packet goes up.
+        self.packet_in(u16::MAX, packet_in_reason::INVALID_TTL);
+        self.halted = true;
+        if self.note.is_none() {
+            self.note = Some(DropReason::InvalidTtl);
+        }
+    }
+}
