@@ -111,7 +111,8 @@ start_ovs() {
     local d=$work/$1 dpid=$2 side=$3
     mkdir -p "$d"
     ovsdb-tool create "$d/conf.db" /usr/share/openvswitch/vswitch.ovsschema
-    ovsdb-server "$d/conf.db" --remote="punix:$d/db.sock" --unixctl="$d/ovsdb-server.ctl" \
+    # Inside the namespace too, so that scripts/clean finds it after a kill -9.
+    inns ovsdb-server "$d/conf.db" --remote="punix:$d/db.sock" --unixctl="$d/ovsdb-server.ctl" \
         --pidfile="$d/ovsdb-server.pid" --log-file="$d/ovsdb-server.log" --detach --no-chdir
     local vsctl=(ovs-vsctl --db="unix:$d/db.sock" --timeout=30)
     "${vsctl[@]}" --no-wait init
