@@ -172,6 +172,12 @@ pub enum Action {
     Nat(NatAction),
     /// OFPAT_SET_NW_TTL (`mod_nw_ttl:N`): the IPv4 TTL.
     SetNwTtl(u8),
+    /// OFPAT_PUSH_VLAN (`push_vlan:0x8100`): a new outermost 802.1Q tag,
+    /// VID and PCP zero (xbr's flow key holds one tag, so a packet that has
+    /// one already is not pushed onto: see the translation).
+    PushVlan(u16),
+    /// OFPAT_POP_VLAN (`pop_vlan`): removes the outermost tag, if any.
+    PopVlan,
     /// OFPAT_DEC_NW_TTL (`dec_ttl`): decrements the IPv4 TTL; a packet
     /// whose TTL would reach zero goes no further (a packet-in with reason
     /// INVALID_TTL for controllers that asked for it), as in OVS.

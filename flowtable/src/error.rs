@@ -41,6 +41,8 @@ pub enum FlowModError {
     TableFull(u8),
     #[error("unsupported: {0}")]
     Unsupported(&'static str),
+    #[error("bad action argument: {0}")]
+    BadArgument(&'static str),
     /// xbr has no meters (its METER_FEATURES advertise none), so every
     /// meter a flow names is unknown.
     #[error("meter {0} does not exist (this switch has no meters)")]
@@ -61,6 +63,7 @@ impl FlowModError {
             FlowModError::Overlap => (FLOW_MOD_FAILED, 3),       // OVERLAP
             FlowModError::TableFull(_) => (FLOW_MOD_FAILED, 1),  // TABLE_FULL
             FlowModError::Unsupported(_) => (BAD_ACTION, 0),     // BAD_TYPE
+            FlowModError::BadArgument(_) => (BAD_ACTION, 5),     // BAD_ARGUMENT
             // As OVS answers when its datapath has no meters.
             FlowModError::NoSuchMeter(_) => (METER_MOD_FAILED, 2), // INVALID_METER
         }

@@ -70,6 +70,12 @@ pub enum DpAction {
         /// The cookie of the flow whose action this is.
         cookie: u64,
     },
+    /// Insert an 802.1Q tag (TPID 0x8100) with `tci` (VID and PCP; the
+    /// key's CFI-as-present bit is not written) after the Ethernet
+    /// addresses.
+    PushVlan { tci: u16 },
+    /// Remove the outermost VLAN tag.
+    PopVlan,
     /// `ct(...)`: send the packet (with the SetFields so far applied)
     /// through the connection tracker. Without `table` the packet goes on
     /// with the next action, NAT applied in place; with `table` the

@@ -182,6 +182,10 @@ pub fn format_datapath(out: &Xlate) -> String {
                 }
             }
             DpAction::Flood => "flood".to_string(),
+            DpAction::PushVlan { tci } => {
+                format!("push_vlan(vid={},pcp={})", tci & 0xfff, tci >> 13)
+            }
+            DpAction::PopVlan => "pop_vlan".to_string(),
             DpAction::Normal => "normal".to_string(),
             DpAction::Ct {
                 zone,

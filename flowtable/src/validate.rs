@@ -127,7 +127,27 @@ pub(crate) fn check_action(
                 "write_actions supports only output, group and set_field",
             ))
         }
-        Action::SetNwTtl(_) | Action::DecNwTtl => check_prereq(ctx, Field::IpTtl)?,
+        Action::SetNwTtl(_) | Action::DecNwTtl => {
+            check_prereq(ctx, Field::IpTtl)?;
+            // The hop limit is not in xbr's flow key (no IPv6 parsing):
+            // refused rather than accepted and skipped.
+            if let Context::Apply(m) | Context::Write(m) = ctx {
+                if m.exact(Field::EthType) == Some(u64::from(crate::matching::ETH_TYPE_IPV6)) {
+                    return Err(FlowModError::Unsupported("TTL actions on IPv6"));
+                }
+            }
+        }
+        Action::PushVlan(0x8100) | Action::PopVlan => {}
+        Action::PushVlan(0x88a8) => {
+            return Err(FlowModError::BadArgument(
+                "push_vlan:0x88a8: 802.1ad tags are not supported, only 0x8100",
+            ))
+        }
+        Action::PushVlan(_) => {
+            return Err(FlowModError::BadArgument(
+                "push_vlan needs ethertype 0x8100 or 0x88a8",
+            ))
+        }
         Action::RegLoad { dst, value } => {
             check_sub_field(dst)?;
             check_writable(dst.field)?;

@@ -8,6 +8,9 @@ use crate::action::{port, Action, Bucket, SubField};
 use crate::flow_mod::GroupType;
 use crate::key::{Field, FlowKey};
 use crate::matching::{ETH_TYPE_ARP, ETH_TYPE_IPV4, IP_PROTO_ICMP};
+
+/// The flow key's VLAN-present bit in `vlan_tci` (the 802.1Q CFI position).
+const VLAN_PRESENT: u64 = 0x1000;
 use crate::pipeline::{
     packet_in_reason, DpAction, DropReason, Pipeline, Xlate, MAX_RESUBMITS, MAX_RESUBMIT_DEPTH,
 };
@@ -381,6 +384,11 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                     }
                 }
                 Action::DecNwTtl => self.dec_ttl(),
+                Action::PushVlan(_) => self.push_vlan(),
+                Action::PopVlan => {
+                    self.unwildcard(Field::VlanTci, 0, 16);
+                    self.key.set(Field::VlanTci, 0);
+                }
                 Action::SetCtLabel { .. } => {
                     self.fail(DropReason::Unsupported("ct_label write outside ct()"))
                 }
@@ -413,9 +421,23 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         let is_arp = eth_type == ETH_TYPE_ARP;
         let is_icmp =
             eth_type == ETH_TYPE_IPV4 && self.key.get(Field::IpProto) as u8 == IP_PROTO_ICMP;
+        // A tag that appeared or went is a push or a pop, before the other
+        // rewrites (which may then change the new tag's VID/PCP).
+        let (had_tag, has_tag) = (
+            self.base.get(Field::VlanTci) & VLAN_PRESENT != 0,
+            self.key.get(Field::VlanTci) & VLAN_PRESENT != 0,
+        );
+        if had_tag != has_tag {
+            if has_tag {
+                let tci = (self.key.get(Field::VlanTci) & !VLAN_PRESENT) as u16;
+                self.push(DpAction::PushVlan { tci });
+            } else {
+                self.push(DpAction::PopVlan);
+            }
+        }
         for field in HEADER_FIELDS {
             let value = self.key.get(field);
-            if value == self.base.get(field) {
+            if value == self.base.get(field) || (field == Field::VlanTci && had_tag != has_tag) {
                 continue;
             }
             let named = match field {
@@ -578,5 +600,5 @@ impl<T: Tracer> Ctx<'_, '_, T> {
 
 #[path = "xlate_ct.rs"]
 mod ct;
-#[path = "xlate_ttl.rs"]
-mod ttl;
+#[path = "xlate_headers.rs"]
+mod headers;

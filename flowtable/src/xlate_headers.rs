@@ -1,4 +1,5 @@
-//! Translation of the TTL actions, `mod_nw_ttl` and `dec_ttl`.
+//! Translation of the actions that add, remove or age headers:
+//! `push_vlan`, `pop_vlan`, `mod_nw_ttl` and `dec_ttl`.
 
 use super::Ctx;
 use crate::key::Field;
@@ -7,6 +8,20 @@ use crate::pipeline::{packet_in_reason, DropReason};
 use crate::trace::Tracer;
 
 impl<T: Tracer> Ctx<'_, '_, T> {
+    /// `push_vlan`: the key holds one tag, so a packet that has one gets no
+    /// second (it is dropped as unsupported rather than sent with a tag its
+    /// key does not describe); an untagged packet gets VID 0, PCP 0.
+    pub(super) fn push_vlan(&mut self) {
+        self.unwildcard(Field::VlanTci, 0, 16);
+        if self.key.get(Field::VlanTci) & super::VLAN_PRESENT != 0 {
+            self.fail(DropReason::Unsupported(
+                "push_vlan on a tagged packet (QinQ)",
+            ));
+            return;
+        }
+        self.key.set(Field::VlanTci, super::VLAN_PRESENT);
+    }
+
     pub(super) fn is_ipv4(&mut self) -> bool {
         self.unwildcard(Field::EthType, 0, 16);
         self.key.get(Field::EthType) == u64::from(ETH_TYPE_IPV4)

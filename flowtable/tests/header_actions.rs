@@ -1,5 +1,6 @@
-//! `mod_nw_ttl` and `dec_ttl`: TTL rewrites in translation, OVS's
-//! semantics at TTL 1, text syntax and validation.
+//! Actions that add, remove or age headers: `push_vlan`, `pop_vlan`,
+//! `mod_nw_ttl` and `dec_ttl`: translation, OVS's semantics at TTL 1,
+//! text syntax and validation.
 
 mod common;
 
@@ -93,6 +94,11 @@ fn ttl_actions_need_an_ip_match_and_round_trip_as_text() {
     assert!(ft.apply_batch(&[PipelineMod::Flow(no_ip)]).is_err());
     let no_ip = add(0, 10, m_in_port(1), vec![Action::SetNwTtl(3), out(2)]);
     assert!(ft.apply_batch(&[PipelineMod::Flow(no_ip)]).is_err());
+    let mut ipv6 = m_in_port(1);
+    ipv6.set_exact(Field::EthType, 0x86dd);
+    let fm = add(0, 10, ipv6, vec![Action::DecNwTtl, out(2)]);
+    let (_, err) = ft.apply_batch(&[PipelineMod::Flow(fm)]).unwrap_err();
+    assert_eq!(err.ofp_error(), (2, 0), "{err}"); // OFPBAC_BAD_TYPE
 
     let fm = text::parse_flow("ip,actions=dec_ttl,mod_nw_ttl:32,output:2").unwrap();
     let acts = fm.instructions.apply_actions.unwrap();
@@ -103,4 +109,93 @@ fn ttl_actions_need_an_ip_match_and_round_trip_as_text() {
     );
     assert!(text::parse_flow("ip,actions=dec_ttl(1,2)").is_err());
     assert!(text::parse_flow("ip,actions=mod_nw_ttl:256").is_err());
+}
+
+fn vlan_tci(x: &Xlate) -> Vec<DpAction> {
+    x.actions()
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                DpAction::PushVlan { .. }
+                    | DpAction::PopVlan
+                    | DpAction::SetField {
+                        field: Field::VlanTci,
+                        ..
+                    }
+            )
+        })
+        .copied()
+        .collect()
+}
+
+#[test]
+fn push_and_pop_vlan_become_datapath_pushes_and_pops() {
+    let set_vid = Action::SetField {
+        field: Field::VlanTci,
+        value: 0x1000 | 100,
+    };
+    let p = build(vec![
+        PipelineMod::Flow(add(
+            0,
+            10,
+            m_in_port(1),
+            vec![Action::PushVlan(0x8100), out(2)],
+        )),
+        PipelineMod::Flow(add(
+            0,
+            10,
+            m_in_port(3),
+            vec![Action::PushVlan(0x8100), set_vid, out(2)],
+        )),
+        PipelineMod::Flow(add(0, 10, m_in_port(4), vec![Action::PopVlan, out(2)])),
+    ]);
+    let untagged = |port| tcp_key(port, 1, 2, 3, 4);
+    let tagged = |port| {
+        let mut k = untagged(port);
+        k.set(Field::VlanTci, 0x1000 | 7);
+        k
+    };
+    let x = xlate(&p, &untagged(1));
+    assert_eq!(vlan_tci(&x), vec![DpAction::PushVlan { tci: 0 }]);
+    assert_eq!(outputs(&x), vec![2]);
+    // The VID set after the push goes into the pushed tag.
+    let x = xlate(&p, &untagged(3));
+    assert_eq!(vlan_tci(&x), vec![DpAction::PushVlan { tci: 100 }]);
+    let x = xlate(&p, &tagged(4));
+    assert_eq!(vlan_tci(&x), vec![DpAction::PopVlan]);
+    // Popping nothing changes nothing.
+    let x = xlate(&p, &untagged(4));
+    assert!(vlan_tci(&x).is_empty());
+    assert_eq!(outputs(&x), vec![2]);
+    // A second tag cannot be described by the key: dropped, never sent
+    // wrong.
+    let x = xlate(&p, &tagged(1));
+    assert!(outputs(&x).is_empty());
+}
+
+#[test]
+fn push_vlan_takes_8021q_and_round_trips_as_text() {
+    let mut ft = FlowTables::new();
+    for ethertype in [0x88a8, 0x1234] {
+        let fm = add(
+            0,
+            10,
+            m_in_port(1),
+            vec![Action::PushVlan(ethertype), out(2)],
+        );
+        let (_, err) = ft.apply_batch(&[PipelineMod::Flow(fm)]).unwrap_err();
+        assert_eq!(err.ofp_error(), (2, 5), "{err}"); // OFPBAC_BAD_ARGUMENT
+    }
+    let fm = text::parse_flow("in_port=1,actions=push_vlan:0x8100,pop_vlan,strip_vlan").unwrap();
+    let acts = fm.instructions.apply_actions.unwrap();
+    assert_eq!(
+        acts,
+        vec![Action::PushVlan(0x8100), Action::PopVlan, Action::PopVlan]
+    );
+    assert_eq!(
+        text::format_actions(&acts),
+        "push_vlan:0x8100,pop_vlan,pop_vlan"
+    );
+    assert!(text::parse_flow("in_port=1,actions=push_vlan:0x10000").is_err());
 }

@@ -240,17 +240,19 @@ fn ct_label_flows_dump_like_ovs() {
     assert!(err.contains("OFPBAC_BAD_ARGUMENT"), "{err}");
 }
 
-/// TTL actions and protocol-specific port rewrites come back from a dump
+/// TTL and VLAN actions and protocol-specific port rewrites come back from a dump
 /// as ovs-ofctl wrote them (os-ken's action and set_field tests compare
 /// the dumped flows).
 #[test]
-fn ttl_actions_and_udp_port_rewrites_dump_as_written() {
+fn ttl_vlan_and_udp_port_actions_dump_as_written() {
     let h = Harness::start("ttl");
     let t = h.target();
     let flows = [
         "priority=10,ip actions=dec_ttl,mod_nw_ttl:32,output:2",
         "priority=20,udp,tp_src=11111 actions=set_field:12345->udp_src,output:2",
         "priority=30,sctp,tp_dst=2222 actions=set_field:6789->sctp_dst,output:2",
+        "priority=40,in_port=1 actions=push_vlan:0x8100,output:2",
+        "priority=50,dl_vlan=100 actions=pop_vlan,output:2",
     ];
     for f in flows {
         h.ok(&["add-flow", &t, f]);

@@ -19,8 +19,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     pub(super) fn execute(
         &mut self,
         in_port: u32,
-        desc: Desc,
-        layers: Layers,
+        mut desc: Desc,
+        mut layers: Layers,
         tun_id: u64,
     ) -> Option<Recirc> {
         let actions = self.xlate.actions();
@@ -32,6 +32,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 // The tracked fork consumes a packet like an output.
                 DpAction::Ct { table: Some(_), .. } => 1,
                 DpAction::SetField { .. }
+                | DpAction::PushVlan { .. }
+                | DpAction::PopVlan
                 | DpAction::Controller { .. }
                 | DpAction::Ct { table: None, .. } => 0,
             })
@@ -55,6 +57,20 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 DpAction::SetField { field, value } => {
                     let frame = self.frames.bytes(desc.addr, desc.len);
                     rewrite::set_field(frame, layers, field, value);
+                }
+                DpAction::PushVlan { tci } => {
+                    let frame = self.frames.bytes(desc.addr, desc.len + 4);
+                    if let Some(moved) = rewrite::push_vlan(frame, desc.len as usize, tci, layers) {
+                        desc.len += 4;
+                        layers = moved;
+                    }
+                }
+                DpAction::PopVlan => {
+                    let frame = self.frames.bytes(desc.addr, desc.len);
+                    if let Some(moved) = rewrite::pop_vlan(frame, layers) {
+                        desc.len -= 4;
+                        layers = moved;
+                    }
                 }
                 a @ DpAction::Controller { .. } => self.upcall(in_port, desc, tun_id, a),
                 a @ DpAction::Ct { table: None, .. } => {

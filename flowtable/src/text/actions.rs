@@ -189,6 +189,15 @@ fn parse_action(token: &str, ports: Option<&PortNames>) -> Result<Vec<Action>, T
             let (ttl, _) = fields::parse_field_value(Field::IpTtl, need(token, arg)?)?;
             one(Action::SetNwTtl(ttl as u8))
         }
+        "push_vlan" => {
+            let arg = need(token, arg)?;
+            let ethertype = parse_u16_literal(arg).ok_or_else(|| TextError::BadAction {
+                token: token.to_string(),
+                reason: format!("`{arg}` is not a 16-bit ethertype"),
+            })?;
+            one(Action::PushVlan(ethertype))
+        }
+        "pop_vlan" | "strip_vlan" if arg.is_none() => one(Action::PopVlan),
         // Only the plain form: `dec_ttl(ids)` needs NXAST_DEC_TTL_CNT_IDS.
         "dec_ttl" if arg.is_none() => one(Action::DecNwTtl),
         "mod_dl_src" | "mod_dl_dst" | "mod_nw_src" | "mod_nw_dst" | "mod_tp_src" | "mod_tp_dst" => {
@@ -666,4 +675,12 @@ fn parse_bucket(
         }
     }
     Ok(bucket)
+}
+
+/// A 16-bit number in decimal or `0x` hex.
+fn parse_u16_literal(s: &str) -> Option<u16> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u16::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
 }

@@ -467,6 +467,8 @@ fn format_action(a: &Action) -> String {
         Action::Nat(nat) => format_nat(nat),
         Action::SetNwTtl(ttl) => format!("mod_nw_ttl:{ttl}"),
         Action::DecNwTtl => "dec_ttl".to_string(),
+        Action::PushVlan(ethertype) => format!("push_vlan:{ethertype:#06x}"),
+        Action::PopVlan => "pop_vlan".to_string(),
     }
 }
 

@@ -16,6 +16,8 @@ use flowtable::{Action, SubField};
 pub const OFPAT_OUTPUT: u16 = 0;
 pub const OFPAT_GROUP: u16 = 22;
 pub const OFPAT_SET_FIELD: u16 = 25;
+pub const OFPAT_PUSH_VLAN: u16 = 17;
+pub const OFPAT_POP_VLAN: u16 = 18;
 pub const OFPAT_SET_NW_TTL: u16 = 23;
 pub const OFPAT_DEC_NW_TTL: u16 = 24;
 pub const OFPAT_EXPERIMENTER: u16 = 0xffff;
@@ -129,6 +131,14 @@ fn parse_one(ty: u16, body: &[u8], depth: u32) -> Result<Action, WireError> {
         OFPAT_GROUP => {
             want_len(&r, 4)?;
             Ok(Action::Group(r.u32()?))
+        }
+        OFPAT_PUSH_VLAN => {
+            want_len(&r, 4)?;
+            Ok(Action::PushVlan(r.u16()?))
+        }
+        OFPAT_POP_VLAN => {
+            want_len(&r, 4)?;
+            Ok(Action::PopVlan)
         }
         OFPAT_SET_NW_TTL => {
             want_len(&r, 4)?;
@@ -340,6 +350,17 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
         }
         Action::DecNwTtl => {
             out.put_u16(OFPAT_DEC_NW_TTL);
+            out.put_u16(8);
+            out.put_zeros(4);
+        }
+        Action::PushVlan(ethertype) => {
+            out.put_u16(OFPAT_PUSH_VLAN);
+            out.put_u16(8);
+            out.put_u16(*ethertype);
+            out.put_zeros(2);
+        }
+        Action::PopVlan => {
+            out.put_u16(OFPAT_POP_VLAN);
             out.put_u16(8);
             out.put_zeros(4);
         }
