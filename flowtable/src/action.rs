@@ -178,6 +178,13 @@ pub enum Action {
     PushVlan(u16),
     /// OFPAT_POP_VLAN (`pop_vlan`): removes the outermost tag, if any.
     PopVlan,
+    /// OFPAT_SET_FIELD of OXM_OF_VLAN_VID (`set_field:4196->vlan_vid`):
+    /// the VID, with OFPVID_PRESENT (0x1000); PCP kept. As in OVS, a packet
+    /// without a tag gets one.
+    SetVlanVid(u16),
+    /// OFPAT_SET_FIELD of OXM_OF_VLAN_PCP (`set_field:3->vlan_pcp`); VID
+    /// kept, a packet without a tag gets one with VID 0 (as in OVS).
+    SetVlanPcp(u8),
     /// OFPAT_DEC_NW_TTL (`dec_ttl`): decrements the IPv4 TTL; a packet
     /// whose TTL would reach zero goes no further (a packet-in with reason
     /// INVALID_TTL for controllers that asked for it), as in OVS.

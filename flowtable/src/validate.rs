@@ -138,6 +138,19 @@ pub(crate) fn check_action(
             }
         }
         Action::PushVlan(0x8100) | Action::PopVlan => {}
+        Action::SetVlanVid(v) if *v > 0x1fff => {
+            return Err(FlowModError::BadField {
+                field: Field::VlanTci,
+                reason: "vlan_vid is 12 bits plus OFPVID_PRESENT (0x1000)",
+            })
+        }
+        Action::SetVlanPcp(p) if *p > 7 => {
+            return Err(FlowModError::BadField {
+                field: Field::VlanTci,
+                reason: "vlan_pcp is 3 bits",
+            })
+        }
+        Action::SetVlanVid(_) | Action::SetVlanPcp(_) => {}
         Action::PushVlan(0x88a8) => {
             return Err(FlowModError::BadArgument(
                 "push_vlan:0x88a8: 802.1ad tags are not supported, only 0x8100",

@@ -385,6 +385,12 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 }
                 Action::DecNwTtl => self.dec_ttl(),
                 Action::PushVlan(_) => self.push_vlan(),
+                Action::SetVlanVid(vid) => {
+                    self.set_vlan_tci(0x1fff, u64::from(*vid) | VLAN_PRESENT)
+                }
+                Action::SetVlanPcp(pcp) => {
+                    self.set_vlan_tci(0xe000 | VLAN_PRESENT, u64::from(*pcp) << 13 | VLAN_PRESENT)
+                }
                 Action::PopVlan => {
                     self.unwildcard(Field::VlanTci, 0, 16);
                     self.key.set(Field::VlanTci, 0);

@@ -8,6 +8,15 @@ use crate::pipeline::{packet_in_reason, DropReason};
 use crate::trace::Tracer;
 
 impl<T: Tracer> Ctx<'_, '_, T> {
+    /// Writes `value` under `mask` into the key's vlan_tci; a tag that was
+    /// not there appears (the commit pushes it), as OVS does for set_field
+    /// of vlan_vid or vlan_pcp.
+    pub(super) fn set_vlan_tci(&mut self, mask: u64, value: u64) {
+        self.unwildcard(Field::VlanTci, 0, 16);
+        let tci = self.key.get(Field::VlanTci);
+        self.key.set(Field::VlanTci, (tci & !mask) | (value & mask));
+    }
+
     /// `push_vlan`: the key holds one tag, so a packet that has one gets no
     /// second (it is dropped as unsupported rather than sent with a tag its
     /// key does not describe); an untagged packet gets VID 0, PCP 0.

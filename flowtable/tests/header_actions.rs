@@ -199,3 +199,55 @@ fn push_vlan_takes_8021q_and_round_trips_as_text() {
     );
     assert!(text::parse_flow("in_port=1,actions=push_vlan:0x10000").is_err());
 }
+
+#[test]
+fn set_field_of_vlan_vid_and_pcp_keep_the_other_and_push_when_untagged() {
+    let p = build(vec![
+        PipelineMod::Flow(add(
+            0,
+            10,
+            m_in_port(1),
+            vec![Action::SetVlanVid(0x1000 | 100), out(2)],
+        )),
+        PipelineMod::Flow(add(
+            0,
+            10,
+            m_in_port(3),
+            vec![Action::SetVlanPcp(5), out(2)],
+        )),
+    ]);
+    let key = |port, tci| {
+        let mut k = tcp_key(port, 1, 2, 3, 4);
+        k.set(Field::VlanTci, tci);
+        k
+    };
+    // Tagged VID 7, PCP 1: the VID changes, the PCP stays.
+    let x = xlate(&p, &key(1, 0x2000 | 0x1000 | 7));
+    assert_eq!(
+        vlan_tci(&x),
+        vec![DpAction::SetField {
+            field: Field::VlanTci,
+            value: 0x2000 | 0x1000 | 100
+        }]
+    );
+    // Untagged: a tag appears, as OVS does it.
+    let x = xlate(&p, &key(1, 0));
+    assert_eq!(vlan_tci(&x), vec![DpAction::PushVlan { tci: 100 }]);
+    let x = xlate(&p, &key(3, 0x1000 | 7));
+    assert_eq!(
+        vlan_tci(&x),
+        vec![DpAction::SetField {
+            field: Field::VlanTci,
+            value: 0xa000 | 0x1000 | 7
+        }]
+    );
+    let fm = text::parse_flow("in_port=1,actions=set_field:4196->vlan_vid,set_field:3->vlan_pcp")
+        .unwrap();
+    let acts = fm.instructions.apply_actions.unwrap();
+    assert_eq!(acts, vec![Action::SetVlanVid(4196), Action::SetVlanPcp(3)]);
+    assert_eq!(
+        text::format_actions(&acts),
+        "set_field:4196->vlan_vid,set_field:3->vlan_pcp"
+    );
+    assert!(text::parse_flow("in_port=1,actions=set_field:8->vlan_pcp").is_err());
+}

@@ -251,7 +251,8 @@ fn ttl_vlan_and_udp_port_actions_dump_as_written() {
         "priority=10,ip actions=dec_ttl,mod_nw_ttl:32,output:2",
         "priority=20,udp,tp_src=11111 actions=set_field:12345->udp_src,output:2",
         "priority=30,sctp,tp_dst=2222 actions=set_field:6789->sctp_dst,output:2",
-        "priority=40,in_port=1 actions=push_vlan:0x8100,output:2",
+        "priority=40,in_port=1 actions=push_vlan:0x8100,set_field:4196->vlan_vid,output:2",
+        "priority=45,dl_vlan=100 actions=set_field:3->vlan_pcp,output:1",
         "priority=50,dl_vlan=100 actions=pop_vlan,output:2",
     ];
     for f in flows {

@@ -337,6 +337,26 @@ fn parse_set_field(token: &str, a: &str) -> Result<Vec<Action>, TextError> {
     let (v, dst) = a
         .rsplit_once("->")
         .ok_or_else(|| TextError::action(token, "expected set_field:VALUE->FIELD"))?;
+    // OXM's VLAN fields are views of the key's vlan_tci with their own
+    // actions (PCP and VID each keep the other).
+    match dst.trim() {
+        "vlan_vid" => {
+            return match parse_u16_literal(v.trim()) {
+                Some(vid) if vid <= 0x1fff => Ok(vec![Action::SetVlanVid(vid)]),
+                _ => Err(TextError::action(
+                    token,
+                    "vlan_vid is 0..=0x1fff (0x1000: present)",
+                )),
+            }
+        }
+        "vlan_pcp" => {
+            return match parse_u16_literal(v.trim()) {
+                Some(pcp) if pcp <= 7 => Ok(vec![Action::SetVlanPcp(pcp as u8)]),
+                _ => Err(TextError::action(token, "vlan_pcp is 0..=7")),
+            }
+        }
+        _ => {}
+    }
     let (field, syntax) = fields::lookup(dst.trim())
         .ok_or_else(|| TextError::action(token, format!("unknown field `{dst}`")))?;
     if syntax == Syntax::Label {

@@ -469,6 +469,8 @@ fn format_action(a: &Action) -> String {
         Action::DecNwTtl => "dec_ttl".to_string(),
         Action::PushVlan(ethertype) => format!("push_vlan:{ethertype:#06x}"),
         Action::PopVlan => "pop_vlan".to_string(),
+        Action::SetVlanVid(v) => format!("set_field:{v}->vlan_vid"),
+        Action::SetVlanPcp(p) => format!("set_field:{p}->vlan_pcp"),
     }
 }
 

@@ -364,6 +364,20 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
             out.put_u16(8);
             out.put_zeros(4);
         }
+        Action::SetVlanVid(vid) => {
+            out.put_u16(OFPAT_SET_FIELD);
+            let at = out.len();
+            out.put_u16(0);
+            oxm::emit_set_vlan(false, *vid, out);
+            finish(out, at);
+        }
+        Action::SetVlanPcp(pcp) => {
+            out.put_u16(OFPAT_SET_FIELD);
+            let at = out.len();
+            out.put_u16(0);
+            oxm::emit_set_vlan(true, u16::from(*pcp), out);
+            finish(out, at);
+        }
         Action::SetField { field, value } => {
             out.put_u16(OFPAT_SET_FIELD);
             let at = out.len();

@@ -479,6 +479,13 @@ pub(crate) fn parse_set_field(r: &mut Reader<'_>) -> Result<Action, WireError> {
     if fh.is_ct_label() {
         return Ok(Action::SetCtLabel { value: tlv.value });
     }
+    // OXM_OF_VLAN_VID / OXM_OF_VLAN_PCP: parts of the key's vlan_tci.
+    if fh.class == B && fh.field == 6 {
+        return Ok(Action::SetVlanVid(tlv.value as u16));
+    }
+    if fh.class == B && fh.field == 7 {
+        return Ok(Action::SetVlanPcp(tlv.value as u8));
+    }
     if !fh.is_whole() || !fh.target.is_writable() {
         return Err(WireError::BadAction(
             err::BAC_BAD_SET_TYPE,
@@ -521,6 +528,18 @@ pub(crate) fn emit_set_field_for(
         out,
         fh,
         u128::from(value & fh.ones()),
+        u128::from(fh.ones()),
+    );
+}
+
+/// Encodes the OXM TLV of a SET_FIELD of OXM_OF_VLAN_VID (`pcp` false) or
+/// OXM_OF_VLAN_PCP.
+pub fn emit_set_vlan(pcp: bool, value: u16, out: &mut Vec<u8>) {
+    let fh = find(B, if pcp { 7 } else { 6 });
+    emit_tlv(
+        out,
+        fh,
+        u128::from(value) & u128::from(fh.ones()),
         u128::from(fh.ones()),
     );
 }
