@@ -7,7 +7,6 @@
 use crate::action::{port, Action, Bucket, SubField};
 use crate::flow_mod::GroupType;
 use crate::key::{Field, FlowKey};
-use crate::matching::{ETH_TYPE_ARP, ETH_TYPE_IPV4, IP_PROTO_ICMP};
 
 /// The flow key's VLAN-present bit in `vlan_tci` (the 802.1Q CFI position).
 const VLAN_PRESENT: u64 = 0x1000;
@@ -34,7 +33,6 @@ const HEADER_FIELDS: [Field; 13] = [
     Field::ArpSha,
     Field::ArpTha,
 ];
-use crate::key::HEADER_WORDS;
 
 /// Fields a select group hashes to pick a bucket.
 const HASH_FIELDS: [Field; 8] = [
@@ -411,58 +409,6 @@ impl<T: Tracer> Ctx<'_, '_, T> {
     fn push(&mut self, a: DpAction) {
         if !self.out.push(a) {
             self.fail(DropReason::TooManyActions);
-        }
-    }
-
-    /// Emits SetFields for every header field the actions changed since the
-    /// last output.
-    fn commit(&mut self) {
-        if HEADER_WORDS
-            .clone()
-            .all(|i| self.key.words.get(i) == self.base.words.get(i))
-        {
-            return;
-        }
-        let eth_type = self.key.get(Field::EthType) as u16;
-        let is_arp = eth_type == ETH_TYPE_ARP;
-        let is_icmp =
-            eth_type == ETH_TYPE_IPV4 && self.key.get(Field::IpProto) as u8 == IP_PROTO_ICMP;
-        // A tag that appeared or went is a push or a pop, before the other
-        // rewrites (which may then change the new tag's VID/PCP).
-        let (had_tag, has_tag) = (
-            self.base.get(Field::VlanTci) & VLAN_PRESENT != 0,
-            self.key.get(Field::VlanTci) & VLAN_PRESENT != 0,
-        );
-        if had_tag != has_tag {
-            if has_tag {
-                let tci = (self.key.get(Field::VlanTci) & !VLAN_PRESENT) as u16;
-                self.push(DpAction::PushVlan { tci });
-            } else {
-                self.push(DpAction::PopVlan);
-            }
-        }
-        for field in HEADER_FIELDS {
-            let value = self.key.get(field);
-            if value == self.base.get(field) || (field == Field::VlanTci && had_tag != has_tag) {
-                continue;
-            }
-            let named = match field {
-                Field::IpSrc if is_arp => Field::ArpSpa,
-                Field::IpDst if is_arp => Field::ArpTpa,
-                Field::IpProto if is_arp => Field::ArpOp,
-                Field::TpSrc if is_icmp => Field::IcmpType,
-                Field::TpDst if is_icmp => Field::IcmpCode,
-                f => f,
-            };
-            self.push(DpAction::SetField {
-                field: named,
-                value,
-            });
-        }
-        for i in HEADER_WORDS {
-            if let (Some(b), Some(k)) = (self.base.words.get_mut(i), self.key.words.get(i)) {
-                *b = *k;
-            }
         }
     }
 

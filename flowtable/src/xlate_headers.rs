@@ -1,10 +1,11 @@
-//! Translation of the actions that add, remove or age headers:
-//! `push_vlan`, `pop_vlan`, `mod_nw_ttl` and `dec_ttl`.
+//! Header changes in translation: the commit of rewrites into datapath
+//! actions, and the actions that add, remove or age headers (`push_vlan`,
+//! `pop_vlan`, set_field of VLAN parts, `dec_ttl`).
 
-use super::Ctx;
-use crate::key::Field;
-use crate::matching::ETH_TYPE_IPV4;
-use crate::pipeline::{packet_in_reason, DropReason};
+use super::{Ctx, HEADER_FIELDS, VLAN_PRESENT};
+use crate::key::{Field, HEADER_WORDS};
+use crate::matching::{ETH_TYPE_ARP, ETH_TYPE_IPV4, IP_PROTO_ICMP};
+use crate::pipeline::{packet_in_reason, DpAction, DropReason};
 use crate::trace::Tracer;
 
 impl<T: Tracer> Ctx<'_, '_, T> {
@@ -22,13 +23,13 @@ impl<T: Tracer> Ctx<'_, '_, T> {
     /// key does not describe); an untagged packet gets VID 0, PCP 0.
     pub(super) fn push_vlan(&mut self) {
         self.unwildcard(Field::VlanTci, 0, 16);
-        if self.key.get(Field::VlanTci) & super::VLAN_PRESENT != 0 {
+        if self.key.get(Field::VlanTci) & VLAN_PRESENT != 0 {
             self.fail(DropReason::Unsupported(
                 "push_vlan on a tagged packet (QinQ)",
             ));
             return;
         }
-        self.key.set(Field::VlanTci, super::VLAN_PRESENT);
+        self.key.set(Field::VlanTci, VLAN_PRESENT);
     }
 
     pub(super) fn is_ipv4(&mut self) -> bool {
@@ -55,6 +56,58 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         self.halted = true;
         if self.note.is_none() {
             self.note = Some(DropReason::InvalidTtl);
+        }
+    }
+
+    /// Emits SetFields for every header field the actions changed since the
+    /// last output.
+    pub(super) fn commit(&mut self) {
+        if HEADER_WORDS
+            .clone()
+            .all(|i| self.key.words.get(i) == self.base.words.get(i))
+        {
+            return;
+        }
+        let eth_type = self.key.get(Field::EthType) as u16;
+        let is_arp = eth_type == ETH_TYPE_ARP;
+        let is_icmp =
+            eth_type == ETH_TYPE_IPV4 && self.key.get(Field::IpProto) as u8 == IP_PROTO_ICMP;
+        // A tag that appeared or went is a push or a pop, before the other
+        // rewrites (which may then change the new tag's VID/PCP).
+        let (had_tag, has_tag) = (
+            self.base.get(Field::VlanTci) & VLAN_PRESENT != 0,
+            self.key.get(Field::VlanTci) & VLAN_PRESENT != 0,
+        );
+        if had_tag != has_tag {
+            if has_tag {
+                let tci = (self.key.get(Field::VlanTci) & !VLAN_PRESENT) as u16;
+                self.push(DpAction::PushVlan { tci });
+            } else {
+                self.push(DpAction::PopVlan);
+            }
+        }
+        for field in HEADER_FIELDS {
+            let value = self.key.get(field);
+            if value == self.base.get(field) || (field == Field::VlanTci && had_tag != has_tag) {
+                continue;
+            }
+            let named = match field {
+                Field::IpSrc if is_arp => Field::ArpSpa,
+                Field::IpDst if is_arp => Field::ArpTpa,
+                Field::IpProto if is_arp => Field::ArpOp,
+                Field::TpSrc if is_icmp => Field::IcmpType,
+                Field::TpDst if is_icmp => Field::IcmpCode,
+                f => f,
+            };
+            self.push(DpAction::SetField {
+                field: named,
+                value,
+            });
+        }
+        for i in HEADER_WORDS {
+            if let (Some(b), Some(k)) = (self.base.words.get_mut(i), self.key.words.get(i)) {
+                *b = *k;
+            }
         }
     }
 }

@@ -24,6 +24,7 @@ mod fields;
 mod label;
 mod matching;
 mod print;
+mod set_field;
 
 use crate::flow_mod::{FlowMod, GroupMod};
 use crate::tables::PipelineMod;
