@@ -387,8 +387,12 @@ pub fn emit_oxms(m: &Match, out: &mut Vec<u8>) {
             }
             Field::VlanTci => {
                 let (_, mask) = m.get(Field::VlanTci);
-                let (vid, pcp) = (mask & 0x1fff, mask & 0xe000);
-                if pcp == 0 || (pcp == 0xe000 && vid == 0x1fff) {
+                let pcp = mask & 0xe000;
+                // OXM's vlan_vid is maskable, vlan_pcp only exact: a
+                // whole or absent PCP goes as OXM (as OVS writes it, e.g.
+                // `vlan_vid=0x1000/0x1000,vlan_pcp=3`); a partial PCP mask
+                // only fits NXM's vlan_tci.
+                if pcp == 0 || pcp == 0xe000 {
                     emit_part(out, m, find(B, 6));
                     emit_part(out, m, find(B, 7));
                 } else {

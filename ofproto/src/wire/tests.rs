@@ -413,6 +413,24 @@ proptest! {
     }
 }
 
+/// A PCP match on any tagged packet is written as OXM's masked vlan_vid
+/// plus vlan_pcp, the way it came (os-ken compares the dumped match).
+#[test]
+fn vlan_pcp_with_present_only_vid_stays_oxm() {
+    let mut m = Match::catch_all();
+    m.set_masked(Field::VlanTci, 0x1000 | 3 << 13, 0x1000 | 0xe000);
+    let mut out = Vec::new();
+    emit_oxms(&m, &mut out);
+    assert_eq!(
+        out,
+        [
+            0x80, 0x00, 0x0d, 0x04, 0x10, 0x00, 0x10, 0x00, // vlan_vid=0x1000/0x1000
+            0x80, 0x00, 0x0e, 0x01, 0x03, // vlan_pcp=3
+        ]
+    );
+    assert_eq!(parse_oxms(&out).unwrap(), m);
+}
+
 /// L4 ports are one field in the key: a flow matching UDP or SCTP dumps
 /// its set_field of a port with that protocol's OXM header, as it was
 /// written (os-ken's set_field tests compare the dumped actions).
