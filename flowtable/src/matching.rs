@@ -126,12 +126,34 @@ impl Match {
     /// that carries them. Returns the first field whose prerequisite is
     /// missing.
     pub fn check_prerequisites(&self) -> Result<(), MatchError> {
+        let ipv6 = self.exact(Field::EthType) == Some(u64::from(ETH_TYPE_IPV6));
         for field in Field::ALL {
             if self.mask.get(field) != 0 && !self.prerequisites_met(field) {
                 return Err(MatchError::MissingPrerequisite(field));
             }
+            if ipv6 && self.mask.get(field) != 0 && Self::is_l3_or_l4(field) {
+                return Err(MatchError::Ipv6Unsupported(field));
+            }
         }
         Ok(())
+    }
+
+    /// Fields the packet parser reads from the IP header and behind it.
+    fn is_l3_or_l4(field: Field) -> bool {
+        matches!(
+            field,
+            Field::IpSrc
+                | Field::IpDst
+                | Field::IpProto
+                | Field::IpDscp
+                | Field::IpEcn
+                | Field::IpTtl
+                | Field::IpFrag
+                | Field::TpSrc
+                | Field::TpDst
+                | Field::IcmpType
+                | Field::IcmpCode
+        )
     }
 
     /// Whether this match pins what `field` requires (its `eth_type` and

@@ -305,8 +305,13 @@ fn check_prereqs(m: &Match, used: &[&'static FieldHeader]) -> Result<(), WireErr
             ));
         }
     }
-    m.check_prerequisites()
-        .map_err(|e| WireError::BadMatch(err::BMC_BAD_PREREQ, e.to_string()))
+    m.check_prerequisites().map_err(|e| {
+        let code = match e {
+            flowtable::error::MatchError::MissingPrerequisite(_) => err::BMC_BAD_PREREQ,
+            flowtable::error::MatchError::Ipv6Unsupported(_) => err::BMC_BAD_FIELD,
+        };
+        WireError::BadMatch(code, e.to_string())
+    })
 }
 
 fn emit_tlv(out: &mut Vec<u8>, fh: &FieldHeader, value: u128, mask: u128) {
