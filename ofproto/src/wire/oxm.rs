@@ -404,19 +404,7 @@ pub fn emit_oxms(m: &Match, out: &mut Vec<u8>) {
                     emit_part(out, m, find(O, 4));
                 }
             }
-            Field::TpSrc | Field::TpDst => {
-                let base = match proto {
-                    Some(IP_PROTO_UDP) => 15,
-                    Some(IP_PROTO_SCTP) => 17,
-                    _ => 13,
-                };
-                let f = if field == Field::TpSrc {
-                    base
-                } else {
-                    base + 1
-                };
-                emit_part(out, m, find(B, f));
-            }
+            Field::TpSrc | Field::TpDst => emit_part(out, m, l4_port_header(field, proto)),
             _ => emit_part(out, m, match_header(field)),
         }
     }
@@ -507,6 +495,25 @@ pub(crate) fn parse_set_field(r: &mut Reader<'_>) -> Result<Action, WireError> {
     })
 }
 
+/// The OXM header of a transport port (`TpSrc`/`TpDst`, one field in the
+/// key) for a flow whose match fixes `ip_proto`: UDP's or SCTP's, else
+/// TCP's.
+fn l4_port_header(field: Field, ip_proto: Option<u8>) -> &'static FieldHeader {
+    let base = match ip_proto {
+        Some(IP_PROTO_UDP) => 15,
+        Some(IP_PROTO_SCTP) => 17,
+        _ => 13,
+    };
+    find(
+        B,
+        if field == Field::TpSrc {
+            base
+        } else {
+            base + 1
+        },
+    )
+}
+
 /// Encodes the OXM TLV of SET_FIELD (without the action header).
 pub fn emit_set_field(field: Field, value: u64, out: &mut Vec<u8>) {
     emit_set_field_for(field, value, None, out);
@@ -522,16 +529,9 @@ pub(crate) fn emit_set_field_for(
     ip_proto: Option<u8>,
     out: &mut Vec<u8>,
 ) {
-    let l4 = match (field, ip_proto) {
-        (Field::TpSrc, Some(IP_PROTO_UDP)) => Some(15),
-        (Field::TpDst, Some(IP_PROTO_UDP)) => Some(16),
-        (Field::TpSrc, Some(IP_PROTO_SCTP)) => Some(17),
-        (Field::TpDst, Some(IP_PROTO_SCTP)) => Some(18),
-        _ => None,
-    };
-    let fh = match l4 {
-        Some(f) => find(B, f),
-        None => set_field_header(field).unwrap_or_else(|| match_header(field)),
+    let fh = match field {
+        Field::TpSrc | Field::TpDst => l4_port_header(field, ip_proto),
+        _ => set_field_header(field).unwrap_or_else(|| match_header(field)),
     };
     emit_tlv(
         out,
