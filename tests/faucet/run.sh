@@ -78,21 +78,10 @@ for h in a b c; do
     port=$((port + 1))
 done
 
-# os-ken 4.x has no manager script (faucet's own entry point needs one), so
-# Faucet's app is loaded the way the manager would.
-cat >"$work/run_faucet.py" <<'EOF'
-import os, sys
-os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
-from os_ken import cfg, log
-from os_ken.base import app_manager
-log.early_init_log()
-cfg.CONF(args=sys.argv[1:], project="os_ken")
-log.init_log()
-app_manager.AppManager.run_apps(["faucet.faucet"])
-EOF
+# Faucet's own entry point execs a manager script os-ken 4.x lacks.
 ip netns exec "$ns" env FAUCET_CONFIG="$work/faucet.yaml" FAUCET_LOG="$work/faucet.log" \
     FAUCET_EXCEPTION_LOG="$work/faucet-exception.log" FAUCET_PROMETHEUS_ADDR=127.0.0.1 \
-    "$venv/bin/python" "$work/run_faucet.py" --ofp-tcp-listen-port 6653 \
+    "$venv/bin/python" "$here/../osken/driver.py" faucet.faucet --ofp-tcp-listen-port 6653 \
     --ofp-listen-host 127.0.0.1 >"$work/faucet.out" 2>&1 &
 ip netns exec "$ns" "$xbr" run --bridge br0 --rundir "$work" --port xfa=1 --port xfb=2 --port xfc=3 \
     --datapath-id 0000000000000001 --controller tcp:127.0.0.1:6653 >"$work/xbr.log" 2>&1 &

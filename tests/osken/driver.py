@@ -1,15 +1,14 @@
-"""Runs os-ken's OpenFlow switch test tool as the controller.
+"""Runs an os-ken application (the switch test tool, Faucet) as the
+controller: `driver.py APP_MODULE [os-ken options]`.
 
-os-ken 4.x ships no `osken-manager` script, so this loads the tester app
-(os_ken.tests.switch.tester) the way the manager would. Its arguments are
-os-ken's own options, e.g. --test-switch-dir and --ofp-tcp-listen-port.
-The tester prints a report ending in "OK(n) / ERROR(m)" and then stops
-its own process with SIGTERM.
+os-ken 4.x ships no `osken-manager` script (and Faucet's own entry point
+execs one), so this loads the app the way the manager would. The options
+are os-ken's, e.g. --ofp-tcp-listen-port and --test-switch-dir.
 """
 import os
 import sys
 
-# The tester needs eventlet's hub (os-ken 4.x defaults to another one).
+# os-ken's apps need eventlet's hub (os-ken 4.x defaults to another one).
 os.environ.setdefault("OSKEN_HUB_TYPE", "eventlet")
 
 from os_ken import cfg  # noqa: E402
@@ -18,10 +17,12 @@ from os_ken.base import app_manager  # noqa: E402
 
 
 def main():
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: driver.py APP_MODULE [os-ken options]")
     log.early_init_log()
-    cfg.CONF(args=sys.argv[1:], project="os_ken")
+    cfg.CONF(args=sys.argv[2:], project="os_ken")
     log.init_log()
-    app_manager.AppManager.run_apps(["os_ken.tests.switch.tester"])
+    app_manager.AppManager.run_apps([sys.argv[1]])
 
 
 if __name__ == "__main__":

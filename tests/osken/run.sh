@@ -160,7 +160,7 @@ for c in "${categories[@]}"; do
     fi
     out=$work/$c.log
     # The tester ends its own process with SIGTERM after the report.
-    inns timeout "$timeout_s" "$venv/bin/python" "$here/driver.py" --test-switch-dir "$dir" \
+    inns timeout "$timeout_s" "$venv/bin/python" "$here/driver.py" os_ken.tests.switch.tester --test-switch-dir "$dir" \
         --ofp-tcp-listen-port 6653 >"$out" 2>&1 || true
     if [ -n "${XBR_OSKEN_LOGS:-}" ]; then
         mkdir -p "$XBR_OSKEN_LOGS"
