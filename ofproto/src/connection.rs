@@ -69,7 +69,11 @@ pub(crate) struct Connection<R: Read> {
     peer: String,
     role: ConnRole,
     async_config: Arc<Mutex<AsyncConfig>>,
-    _subscription: Subscription,
+    /// Taken when the peer's HELLO is accepted, not before: HELLO must be
+    /// the first message on the wire, and a PORT_STATUS or PACKET_IN
+    /// raised while the connection is being set up would otherwise
+    /// overtake it.
+    subscription: Option<Subscription>,
     /// Whether the socket has a read timeout to probe the peer with.
     probed: bool,
 }
@@ -87,15 +91,12 @@ impl<R: Read> Connection<R> {
         let writer: SharedWriter = Arc::new(Mutex::new(Box::new(writer)));
         let role = bridge.roles().register();
         let async_config = Arc::new(Mutex::new(AsyncConfig::NONE));
-        let subscription = bridge
-            .notifier()
-            .subscribe(writer.clone(), &role, async_config.clone());
         Connection {
             reader: io::BufReader::with_capacity(READ_BUFFER, reader),
             writer,
             role,
             async_config,
-            _subscription: subscription,
+            subscription: None,
             probed: false,
             bridge,
             bundles: Bundles::default(),
@@ -204,6 +205,13 @@ impl<R: Read> Connection<R> {
         if h.msg_type == msg_type::HELLO {
             return match Message::parse(h, body) {
                 Ok(Message::Hello { bitmap }) if hello_accepts_v4(h.version, bitmap) => {
+                    if self.subscription.is_none() {
+                        self.subscription = Some(self.bridge.notifier().subscribe(
+                            self.writer.clone(),
+                            &self.role,
+                            self.async_config.clone(),
+                        ));
+                    }
                     Ok(Next::Continue)
                 }
                 Ok(_) => {

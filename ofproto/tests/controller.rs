@@ -445,3 +445,34 @@ fn port_mods_are_reported_as_port_status() {
         other => panic!("expected PORT_STATUS, got {other:?}"),
     }
 }
+
+#[test]
+fn hello_comes_first_even_when_async_messages_are_raised_meanwhile() {
+    let mut h = Harness::start("ctl-hello-first");
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    h.server
+        .as_mut()
+        .unwrap()
+        .add_controller(l.local_addr().unwrap(), Duration::from_secs(5))
+        .unwrap();
+    let mut c = accept(&l);
+    // Before the controller says HELLO the connection is up on the
+    // switch's side; PACKET_INs raised now must neither precede the
+    // switch's HELLO nor be sent before the version is agreed.
+    for _ in 0..50 {
+        h.bridge
+            .packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![0xab; 60]));
+    }
+    assert!(matches!(recv(&mut c).1, Message::Hello { .. }));
+    c.write_all(&Message::Hello { bitmap: Some(0x10) }.emit(1))
+        .unwrap();
+    c.write_all(&Message::BarrierRequest.emit(0xbb)).unwrap();
+    assert_eq!(recv(&mut c), (0xbb, Message::BarrierReply));
+    // Now subscribed: the next one arrives.
+    h.bridge
+        .packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![0xcd; 60]));
+    match recv(&mut c) {
+        (_, Message::PacketIn(pi)) => assert_eq!(pi.data, vec![0xcd; 60]),
+        other => panic!("expected PACKET_IN, got {other:?}"),
+    }
+}
