@@ -1,5 +1,8 @@
 //! ONF bundles for OpenFlow 1.3 (experimenter 0x4F4E4600, types 2300
-//! BUNDLE_CONTROL and 2301 BUNDLE_ADD_MESSAGE): the agent's only write path.
+//! BUNDLE_CONTROL and 2301 BUNDLE_ADD_MESSAGE): the agent's only write path;
+//! and the same bundles as OpenFlow 1.4/1.5 define them (OFPT_BUNDLE_CONTROL
+//! and OFPT_BUNDLE_ADD_MESSAGE, the same bodies under their own message
+//! types, errors of type OFPET_BUNDLE_FAILED; see `versions.rs`).
 //!
 //! # Design
 //!
@@ -11,9 +14,10 @@
 //! message's xid, then OFPBFC_MSG_FAILED for the COMMIT itself, as OVS does.
 
 use crate::bridge::Bridge;
+use crate::versions::{OFPET_BUNDLE_FAILED, OFPT_BUNDLE_CONTROL};
 use crate::wire::header::msg_type;
 use crate::wire::message::{split, ERROR_DATA_LEN};
-use crate::wire::{err, Message, Put, WireError, OFP_VERSION, ONF_VENDOR_ID};
+use crate::wire::{err, HeaderRepr, Message, Put, WireError, OFP_VERSION, ONF_VENDOR_ID};
 use flowtable::PipelineMod;
 use std::collections::HashMap;
 
@@ -64,26 +68,70 @@ pub(crate) struct Bundles {
     open: HashMap<u32, Bundle>,
 }
 
-fn onf_error(code: u16, xid: u32, offending: &[u8]) -> Vec<u8> {
-    Message::ExperimenterError {
-        exp_type: code,
-        experimenter: ONF_VENDOR_ID,
-        data: offending[..offending.len().min(ERROR_DATA_LEN)].to_vec(),
-    }
-    .emit(xid)
+/// How a connection's bundle messages are framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// The ONF extension in OpenFlow 1.3.
+    Onf,
+    /// The standard messages of OpenFlow 1.4 and 1.5 (the version).
+    Standard(u8),
 }
 
-fn control_reply(xid: u32, bundle_id: u32, ty: u16, flags: u16) -> Vec<u8> {
-    let mut data = Vec::with_capacity(8);
-    data.put_u32(bundle_id);
-    data.put_u16(ty);
-    data.put_u16(flags);
-    Message::Experimenter {
-        experimenter: ONF_VENDOR_ID,
-        exp_type: ONFT_BUNDLE_CONTROL,
-        data,
+impl Framing {
+    /// The version embedded messages must carry.
+    fn version(self) -> u8 {
+        match self {
+            Framing::Onf => OFP_VERSION,
+            Framing::Standard(v) => v,
+        }
     }
-    .emit(xid)
+
+    /// A bundle error (`code` in the ONF numbering). Encoded as OpenFlow
+    /// 1.3; the connection relabels what it sends with its version.
+    fn error(self, code: u16, xid: u32, offending: &[u8]) -> Vec<u8> {
+        let data = offending[..offending.len().min(ERROR_DATA_LEN)].to_vec();
+        match self {
+            Framing::Onf => Message::ExperimenterError {
+                exp_type: code,
+                experimenter: ONF_VENDOR_ID,
+                data,
+            }
+            .emit(xid),
+            Framing::Standard(_) => Message::Error {
+                ty: OFPET_BUNDLE_FAILED,
+                code: code - bfc::UNKNOWN,
+                data,
+            }
+            .emit(xid),
+        }
+    }
+
+    fn control_reply(self, xid: u32, bundle_id: u32, ty: u16, flags: u16) -> Vec<u8> {
+        let mut data = Vec::with_capacity(8);
+        data.put_u32(bundle_id);
+        data.put_u16(ty);
+        data.put_u16(flags);
+        match self {
+            Framing::Onf => Message::Experimenter {
+                experimenter: ONF_VENDOR_ID,
+                exp_type: ONFT_BUNDLE_CONTROL,
+                data,
+            }
+            .emit(xid),
+            Framing::Standard(v) => {
+                let mut out = Vec::with_capacity(16);
+                HeaderRepr {
+                    version: v,
+                    msg_type: OFPT_BUNDLE_CONTROL,
+                    length: 16,
+                    xid,
+                }
+                .emit(&mut out);
+                out.extend_from_slice(&data);
+                out
+            }
+        }
+    }
 }
 
 fn be_u32(b: &[u8], at: usize) -> Option<u32> {
@@ -107,8 +155,8 @@ impl Bundles {
         raw: &[u8],
     ) -> Vec<Vec<u8>> {
         match exp_type {
-            ONFT_BUNDLE_CONTROL => self.control(bridge, xid, data, raw),
-            ONFT_BUNDLE_ADD_MESSAGE => self.add(xid, data, raw),
+            ONFT_BUNDLE_CONTROL => self.control(bridge, xid, data, raw, Framing::Onf),
+            ONFT_BUNDLE_ADD_MESSAGE => self.add(xid, data, raw, Framing::Onf),
             _ => {
                 let e =
                     WireError::BadRequest(err::BRC_BAD_EXP_TYPE, format!("ONF type {exp_type}"));
@@ -117,7 +165,33 @@ impl Bundles {
         }
     }
 
-    fn control(&mut self, bridge: &Bridge, xid: u32, data: &[u8], raw: &[u8]) -> Vec<Vec<u8>> {
+    /// Handles one OpenFlow 1.4/1.5 bundle message (`body` follows the
+    /// header) on a connection speaking `version`.
+    pub(crate) fn handle_standard(
+        &mut self,
+        bridge: &Bridge,
+        xid: u32,
+        control: bool,
+        body: &[u8],
+        raw: &[u8],
+        version: u8,
+    ) -> Vec<Vec<u8>> {
+        let framing = Framing::Standard(version);
+        if control {
+            self.control(bridge, xid, body, raw, framing)
+        } else {
+            self.add(xid, body, raw, framing)
+        }
+    }
+
+    fn control(
+        &mut self,
+        bridge: &Bridge,
+        xid: u32,
+        data: &[u8],
+        raw: &[u8],
+        framing: Framing,
+    ) -> Vec<Vec<u8>> {
         let (Some(id), Some(ty), Some(flags)) = (be_u32(data, 0), be_u16(data, 4), be_u16(data, 6))
         else {
             let e = WireError::BadRequest(err::BRC_BAD_LEN, "bundle control too short".into());
@@ -126,7 +200,7 @@ impl Bundles {
         match ty {
             ctrl::OPEN_REQUEST => {
                 if self.open.contains_key(&id) {
-                    return vec![onf_error(bfc::BUNDLE_EXIST, xid, raw)];
+                    return vec![framing.error(bfc::BUNDLE_EXIST, xid, raw)];
                 }
                 self.open.insert(
                     id,
@@ -137,29 +211,29 @@ impl Bundles {
                         msgs: Vec::new(),
                     },
                 );
-                vec![control_reply(xid, id, ctrl::OPEN_REPLY, flags)]
+                vec![framing.control_reply(xid, id, ctrl::OPEN_REPLY, flags)]
             }
             ctrl::CLOSE_REQUEST => match self.open.get_mut(&id) {
-                None => vec![onf_error(bfc::BAD_ID, xid, raw)],
-                Some(b) if b.closed => vec![onf_error(bfc::BUNDLE_CLOSED, xid, raw)],
+                None => vec![framing.error(bfc::BAD_ID, xid, raw)],
+                Some(b) if b.closed => vec![framing.error(bfc::BUNDLE_CLOSED, xid, raw)],
                 Some(b) => {
                     b.closed = true;
-                    vec![control_reply(xid, id, ctrl::CLOSE_REPLY, flags)]
+                    vec![framing.control_reply(xid, id, ctrl::CLOSE_REPLY, flags)]
                 }
             },
             ctrl::DISCARD_REQUEST => match self.open.remove(&id) {
-                None => vec![onf_error(bfc::BAD_ID, xid, raw)],
-                Some(_) => vec![control_reply(xid, id, ctrl::DISCARD_REPLY, flags)],
+                None => vec![framing.error(bfc::BAD_ID, xid, raw)],
+                Some(_) => vec![framing.control_reply(xid, id, ctrl::DISCARD_REPLY, flags)],
             },
             ctrl::COMMIT_REQUEST => {
                 let Some(b) = self.open.remove(&id) else {
-                    return vec![onf_error(bfc::BAD_ID, xid, raw)];
+                    return vec![framing.error(bfc::BAD_ID, xid, raw)];
                 };
                 if b.flags != flags {
-                    return vec![onf_error(bfc::BAD_FLAGS, xid, raw)];
+                    return vec![framing.error(bfc::BAD_FLAGS, xid, raw)];
                 }
                 if b.failed {
-                    return vec![onf_error(bfc::MSG_FAILED, xid, raw)];
+                    return vec![framing.error(bfc::MSG_FAILED, xid, raw)];
                 }
                 let (xids, mods): (Vec<(u32, Vec<u8>)>, Vec<PipelineMod>) = b
                     .msgs
@@ -167,7 +241,7 @@ impl Bundles {
                     .map(|(x, bytes, m)| ((x, bytes), m))
                     .unzip();
                 match bridge.apply_batch(&mods) {
-                    Ok(()) => vec![control_reply(xid, id, ctrl::COMMIT_REPLY, flags)],
+                    Ok(()) => vec![framing.control_reply(xid, id, ctrl::COMMIT_REPLY, flags)],
                     Err((i, e)) => {
                         let mut out = Vec::new();
                         if let Some((mxid, bytes)) = xids.get(i) {
@@ -181,25 +255,25 @@ impl Bundles {
                                 .emit(*mxid),
                             );
                         }
-                        out.push(onf_error(bfc::MSG_FAILED, xid, raw));
+                        out.push(framing.error(bfc::MSG_FAILED, xid, raw));
                         out
                     }
                 }
             }
-            _ => vec![onf_error(bfc::BAD_TYPE, xid, raw)],
+            _ => vec![framing.error(bfc::BAD_TYPE, xid, raw)],
         }
     }
 
-    fn add(&mut self, xid: u32, data: &[u8], raw: &[u8]) -> Vec<Vec<u8>> {
+    fn add(&mut self, xid: u32, data: &[u8], raw: &[u8], framing: Framing) -> Vec<Vec<u8>> {
         let (Some(id), Some(flags), Some(inner)) =
             (be_u32(data, 0), be_u16(data, 6), data.get(8..))
         else {
-            return vec![onf_error(bfc::MSG_BAD_LEN, xid, raw)];
+            return vec![framing.error(bfc::MSG_BAD_LEN, xid, raw)];
         };
         // The embedded message's own length delimits it; properties may follow.
         let inner_len = be_u16(inner, 2).map(usize::from).unwrap_or(0);
         let Some(inner) = inner.get(..inner_len).filter(|_| inner_len >= 8) else {
-            return vec![onf_error(bfc::MSG_BAD_LEN, xid, raw)];
+            return vec![framing.error(bfc::MSG_BAD_LEN, xid, raw)];
         };
         let bundle = self.open.entry(id).or_insert_with(|| Bundle {
             flags,
@@ -208,22 +282,40 @@ impl Bundles {
             msgs: Vec::new(),
         });
         if bundle.closed {
-            return vec![onf_error(bfc::BUNDLE_CLOSED, xid, raw)];
+            return vec![framing.error(bfc::BUNDLE_CLOSED, xid, raw)];
         }
         if bundle.flags != flags {
-            return vec![onf_error(bfc::BAD_FLAGS, xid, raw)];
+            return vec![framing.error(bfc::BAD_FLAGS, xid, raw)];
         }
         if bundle.msgs.len() >= MAX_BUNDLE_MSGS {
             bundle.failed = true;
-            return vec![onf_error(bfc::UNKNOWN, xid, raw)];
+            return vec![framing.error(bfc::UNKNOWN, xid, raw)];
         }
-        let decoded = split(inner).and_then(|(h, body)| {
-            if h.version != OFP_VERSION {
+        let decoded = split(inner).and_then(|(mut h, body)| {
+            if h.version != framing.version() {
                 return Err(WireError::BadRequest(
                     err::BRC_BAD_VERSION,
                     "embedded message version".into(),
                 ));
             }
+            // FLOW_MOD and GROUP_MOD of OpenFlow 1.4 are 1.3's (see
+            // versions.rs); 1.5's GROUP_MOD is not.
+            if framing == Framing::Standard(crate::versions::OFP15_VERSION)
+                && h.msg_type == msg_type::GROUP_MOD
+            {
+                return Err(WireError::BadRequest(
+                    err::BRC_BAD_TYPE,
+                    "GROUP_MOD of OpenFlow 1.5 is not supported; use -O OpenFlow13".into(),
+                ));
+            }
+            if matches!(framing, Framing::Standard(_)) && h.msg_type == msg_type::FLOW_MOD {
+                if let crate::versions::Route::Refuse(e) =
+                    crate::versions::route(h.version, h.msg_type, body)
+                {
+                    return Err(e);
+                }
+            }
+            h.version = OFP_VERSION;
             match h.msg_type {
                 msg_type::FLOW_MOD | msg_type::GROUP_MOD => Ok((h.xid, Message::parse(&h, body)?)),
                 t => Err(WireError::BadRequest(
@@ -242,7 +334,7 @@ impl Bundles {
             }
             Ok(_) => {
                 bundle.failed = true;
-                return vec![onf_error(bfc::MSG_UNSUP, xid, raw)];
+                return vec![framing.error(bfc::MSG_UNSUP, xid, raw)];
             }
             Err(e) => {
                 bundle.failed = true;

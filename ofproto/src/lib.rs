@@ -16,6 +16,7 @@ mod expiry;
 pub mod notify;
 pub mod roles;
 mod server;
+mod versions;
 pub mod wire;
 
 pub use bridge::Bridge;

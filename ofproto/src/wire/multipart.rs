@@ -412,6 +412,29 @@ pub fn port_desc_entry(p: &PortInfo) -> Vec<u8> {
     out
 }
 
+/// `ofp_port` as OpenFlow 1.4 and 1.5 encode it: the 1.3 fields with a
+/// length, and the Ethernet features as an OFPPDPT_ETHERNET property.
+pub fn port_desc_entry_v14(p: &PortInfo) -> Vec<u8> {
+    const PROP_ETHERNET_LEN: u16 = 32;
+    let mut out = Vec::with_capacity(72);
+    out.put_u32(p.port_no);
+    out.put_u16(40 + PROP_ETHERNET_LEN);
+    out.put_zeros(2);
+    out.extend_from_slice(&p.hw_addr);
+    out.put_zeros(2);
+    put_str(&mut out, &p.name, 16);
+    out.put_u32(p.config);
+    out.put_u32(p.state);
+    out.put_u16(0); // OFPPDPT_ETHERNET
+    out.put_u16(PROP_ETHERNET_LEN);
+    out.put_zeros(4);
+    // curr, advertised, supported, peer: no features are advertised.
+    out.put_zeros(16);
+    out.put_u32(p.curr_speed);
+    out.put_u32(p.max_speed);
+    out
+}
+
 /// `ofp_group_stats` with per-bucket counters.
 pub fn group_stats_entry(
     group_id: u32,

@@ -154,9 +154,14 @@ impl Harness {
     /// Runs `ovs-ofctl -O OpenFlow13 <args>` against the server; returns
     /// (success, stdout, stderr).
     pub fn ofctl(&self, args: &[&str]) -> (bool, String, String) {
+        self.ofctl_with("OpenFlow13", args)
+    }
+
+    /// Runs `ovs-ofctl -O <protocols> <args>`.
+    pub fn ofctl_with(&self, protocols: &str, args: &[&str]) -> (bool, String, String) {
         let out = std::process::Command::new("ovs-ofctl")
             .arg("-O")
-            .arg("OpenFlow13")
+            .arg(protocols)
             .args(args)
             .output()
             .expect("ovs-ofctl must be installed");

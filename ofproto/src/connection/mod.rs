@@ -17,23 +17,22 @@
 //! another interval passes without any message it hangs up (the caller
 //! reconnects), as OVS's rconn does.
 
+mod stats;
+
 use crate::bridge::Bridge;
 use crate::bundle::Bundles;
 use crate::notify::{SharedWriter, Subscription};
 use crate::roles::ConnRole;
+use crate::versions::{self, Route};
 use crate::wire::header::msg_type;
-use crate::wire::message::{
-    capabilities, hello_accepts_v4, AsyncConfig, Features, RoleMsg, SwitchConfig,
-};
-use crate::wire::multipart::{self, pack_replies, FlowStatsEntry, MultipartRequest};
+use crate::wire::message::{capabilities, AsyncConfig, Features, RoleMsg, SwitchConfig};
 use crate::wire::packet_io::PacketOut;
 use crate::wire::port_status::reason as port_reason;
 use crate::wire::{
-    err, features, table_features, HeaderRepr, Message, WireError, HEADER_LEN, NO_BUFFER,
-    OFP_VERSION, ONF_VENDOR_ID,
+    err, HeaderRepr, Message, WireError, HEADER_LEN, NO_BUFFER, OFP_VERSION, ONF_VENDOR_ID,
 };
-use flowtable::action::{group as group_no, port, N_TABLES};
-use flowtable::{FlowFilter, FlowMod};
+use flowtable::action::{port, N_TABLES};
+use flowtable::FlowMod;
 use parking_lot::Mutex;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -76,6 +75,10 @@ pub(crate) struct Connection<R: Read> {
     subscription: Option<Subscription>,
     /// Whether the socket has a read timeout to probe the peer with.
     probed: bool,
+    /// The negotiated OpenFlow version (1.3 until a peer that offers only
+    /// later versions says HELLO).
+    version: u8,
+    hello_sent: bool,
 }
 
 impl<R: Read> Connection<R> {
@@ -98,6 +101,8 @@ impl<R: Read> Connection<R> {
             async_config,
             subscription: None,
             probed: false,
+            version: OFP_VERSION,
+            hello_sent: false,
             bridge,
             bundles: Bundles::default(),
             peer,
@@ -129,12 +134,12 @@ impl<R: Read> Connection<R> {
     }
 
     fn serve(&mut self) -> io::Result<()> {
-        self.send(
-            &Message::Hello {
-                bitmap: Some(1 << OFP_VERSION),
-            }
-            .emit(0),
-        )?;
+        // To a controller the switch says HELLO at once, offering 1.3; to
+        // a peer that connected, once it knows the peer's offer (see
+        // versions.rs).
+        if self.probed {
+            self.send_hello(OFP_VERSION)?;
+        }
         let mut buf = vec![0u8; HEADER_LEN];
         let mut probe_sent = false;
         loop {
@@ -180,8 +185,25 @@ impl<R: Read> Connection<R> {
         }
     }
 
+    /// Sends messages encoded by the 1.3 codec, relabelled with the
+    /// connection's version.
     fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.writer.lock().write_all(bytes)
+        if self.version == OFP_VERSION {
+            return self.writer.lock().write_all(bytes);
+        }
+        let mut out = bytes.to_vec();
+        versions::relabel(&mut out, self.version);
+        self.writer.lock().write_all(&out)
+    }
+
+    fn send_hello(&mut self, version: u8) -> io::Result<()> {
+        self.hello_sent = true;
+        let mut hello = Message::Hello {
+            bitmap: Some(1 << version),
+        }
+        .emit(0);
+        versions::relabel(&mut hello, version);
+        self.writer.lock().write_all(&hello)
     }
 
     fn send_error(&mut self, e: &WireError, xid: u32, offending: &[u8]) -> io::Result<()> {
@@ -202,10 +224,24 @@ impl<R: Read> Connection<R> {
 
     fn handle(&mut self, h: &HeaderRepr, raw: &[u8]) -> io::Result<Next> {
         let body = &raw[HEADER_LEN..];
+        if !self.hello_sent {
+            // The peer spoke first: answer its HELLO with the version it
+            // allows, or anything else (HELLO missing) as 1.3.
+            let chosen = match (h.msg_type, Message::parse(h, body)) {
+                (msg_type::HELLO, Ok(Message::Hello { bitmap })) => {
+                    versions::negotiate(h.version, bitmap)
+                }
+                _ => None,
+            };
+            self.version = chosen.unwrap_or(OFP_VERSION);
+            self.send_hello(self.version)?;
+        }
         if h.msg_type == msg_type::HELLO {
             return match Message::parse(h, body) {
-                Ok(Message::Hello { bitmap }) if hello_accepts_v4(h.version, bitmap) => {
-                    if self.subscription.is_none() {
+                Ok(Message::Hello { bitmap })
+                    if versions::negotiate(h.version, bitmap) == Some(self.version) =>
+                {
+                    if self.subscription.is_none() && self.version == OFP_VERSION {
                         self.subscription = Some(self.bridge.notifier().subscribe(
                             self.writer.clone(),
                             &self.role,
@@ -225,13 +261,41 @@ impl<R: Read> Connection<R> {
                 }
             };
         }
-        if h.version != OFP_VERSION {
+        if h.version != self.version {
             let e =
                 WireError::BadRequest(err::BRC_BAD_VERSION, format!("version {:#x}", h.version));
             self.send_error(&e, h.xid, raw)?;
             return Ok(Next::Continue);
         }
-        match Message::parse(h, body) {
+        let mut h = *h;
+        if self.version != OFP_VERSION {
+            match versions::route(self.version, h.msg_type, body) {
+                Route::AsOf13 => h.version = OFP_VERSION,
+                Route::Bundle { control } => {
+                    let out = self.bundles.handle_standard(
+                        &self.bridge,
+                        h.xid,
+                        control,
+                        body,
+                        raw,
+                        self.version,
+                    );
+                    for m in out {
+                        self.send(&m)?;
+                    }
+                    return Ok(Next::Continue);
+                }
+                Route::PortDesc15 { port_no } => {
+                    self.port_desc_v15(h.xid, port_no)?;
+                    return Ok(Next::Continue);
+                }
+                Route::Refuse(e) => {
+                    self.send_error(&e, h.xid, raw)?;
+                    return Ok(Next::Continue);
+                }
+            }
+        }
+        match Message::parse(&h, body) {
             Ok(m) => self.dispatch(h.xid, m, raw)?,
             Err(e) => self.send_error(&e, h.xid, raw)?,
         }
@@ -406,97 +470,6 @@ impl<R: Read> Connection<R> {
         }
     }
 
-    fn multipart(&mut self, xid: u32, req: MultipartRequest, raw: &[u8]) -> io::Result<()> {
-        let ty = req.mp_type();
-        self.bridge.datapath().collect_stats();
-        let entries: Vec<Vec<u8>> = match req {
-            MultipartRequest::Desc => vec![multipart::desc_entry(
-                "xbr",
-                "xbr userspace switch",
-                env!("CARGO_PKG_VERSION"),
-                "None",
-                "None",
-            )],
-            MultipartRequest::Flow(filter) => self.flow_stats(&filter),
-            MultipartRequest::Aggregate(filter) => {
-                let rules = self.bridge.with_tables(|t| t.flows(&filter));
-                let (p, b) = rules.iter().fold((0u64, 0u64), |(p, b), r| {
-                    let (rp, rb) = r.stats.read();
-                    (p.wrapping_add(rp), b.wrapping_add(rb))
-                });
-                let n = u32::try_from(rules.len()).unwrap_or(u32::MAX);
-                vec![multipart::aggregate_entry(p, b, n)]
-            }
-            MultipartRequest::Table => self
-                .bridge
-                .with_tables(|t| t.table_stats())
-                .iter()
-                .map(multipart::table_stats_entry)
-                .collect(),
-            MultipartRequest::PortStats(p) => {
-                let mut stats = self.bridge.datapath().port_stats(p);
-                for s in &mut stats {
-                    s.duration = millisecond_duration(s.duration);
-                }
-                if stats.is_empty() && p != port::ANY {
-                    let e = WireError::BadRequest(err::BRC_BAD_PORT, format!("no port {p}"));
-                    return self.send_error(&e, xid, raw);
-                }
-                stats.iter().map(multipart::port_stats_entry).collect()
-            }
-            MultipartRequest::PortDesc => self
-                .bridge
-                .datapath()
-                .ports()
-                .iter()
-                .map(multipart::port_desc_entry)
-                .collect(),
-            MultipartRequest::GroupDesc => self
-                .bridge
-                .with_tables(|t| t.groups())
-                .iter()
-                .map(|g| multipart::group_desc_entry(g.id, g.group_type, &g.buckets))
-                .collect(),
-            MultipartRequest::GroupStats(id) => self.group_stats(id),
-            MultipartRequest::TableFeatures => table_features::entries(),
-            MultipartRequest::GroupFeatures => vec![features::group_features_entry()],
-            MultipartRequest::MeterFeatures => vec![features::meter_features_entry()],
-            // No meters: all of them is none, any one is unknown.
-            MultipartRequest::Meter(id) | MultipartRequest::MeterConfig(id) => {
-                if id != features::METER_ALL {
-                    return self.send_ofp_error(
-                        (err::METER_MOD_FAILED, err::MMFC_UNKNOWN_METER),
-                        xid,
-                        raw,
-                    );
-                }
-                Vec::new()
-            }
-            // Ports have only their default queue, which is not listed.
-            MultipartRequest::Queue(p, q) => {
-                if p != port::ANY && !self.port_exists(p) {
-                    return self.send_ofp_error(
-                        (err::QUEUE_OP_FAILED, err::QOFC_BAD_PORT),
-                        xid,
-                        raw,
-                    );
-                }
-                if q != features::QUEUE_ALL {
-                    return self.send_ofp_error(
-                        (err::QUEUE_OP_FAILED, err::QOFC_BAD_QUEUE),
-                        xid,
-                        raw,
-                    );
-                }
-                Vec::new()
-            }
-        };
-        for m in pack_replies(xid, ty, entries) {
-            self.send(&m)?;
-        }
-        Ok(())
-    }
-
     fn packet_out(&mut self, xid: u32, po: PacketOut, raw: &[u8]) -> io::Result<()> {
         // xbr never buffers packets, so no buffer id can be valid.
         if po.buffer_id != NO_BUFFER {
@@ -527,52 +500,6 @@ impl<R: Read> Connection<R> {
             .ports()
             .iter()
             .any(|p| p.port_no == port_no)
-    }
-
-    fn flow_stats(&self, filter: &FlowFilter) -> Vec<Vec<u8>> {
-        let rules = self.bridge.with_tables(|t| t.flows(filter));
-        rules
-            .iter()
-            .map(|r| {
-                let (packet_count, byte_count) = r.stats.read();
-                let mut out = Vec::with_capacity(128);
-                FlowStatsEntry {
-                    table_id: r.table_id,
-                    duration: millisecond_duration(r.installed.elapsed()),
-                    priority: r.priority,
-                    idle_timeout: r.idle_timeout,
-                    hard_timeout: r.hard_timeout,
-                    flags: r.flags,
-                    cookie: r.cookie,
-                    packet_count,
-                    byte_count,
-                    matching: r.matching,
-                    instructions: r.instructions.clone(),
-                }
-                .emit(&mut out);
-                out
-            })
-            .collect()
-    }
-
-    /// Group counters. Per-bucket counters and group age are not tracked
-    /// by the pipeline, so bucket stats are omitted and the duration is 0.
-    fn group_stats(&self, id: u32) -> Vec<Vec<u8>> {
-        self.bridge.with_tables(|t| {
-            t.groups()
-                .iter()
-                .filter(|g| id == group_no::ALL || id == group_no::ANY || g.id == id)
-                .map(|g| {
-                    let users = t.flows(&FlowFilter {
-                        out_group: g.id,
-                        ..FlowFilter::default()
-                    });
-                    let (p, b) = g.stats.read();
-                    let refs = u32::try_from(users.len()).unwrap_or(u32::MAX);
-                    multipart::group_stats_entry(g.id, refs, p, b, std::time::Duration::ZERO, &[])
-                })
-                .collect()
-        })
     }
 }
 

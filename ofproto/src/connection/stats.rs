@@ -1,0 +1,171 @@
+//! Multipart (statistics) requests of one connection.
+
+use super::{millisecond_duration, Connection};
+use crate::wire::multipart::{self, pack_replies, FlowStatsEntry, MultipartRequest};
+use crate::wire::{err, features, table_features, WireError};
+use flowtable::action::{group as group_no, port};
+use flowtable::FlowFilter;
+use std::io::{self, Read};
+
+impl<R: Read> Connection<R> {
+    pub(super) fn multipart(
+        &mut self,
+        xid: u32,
+        req: MultipartRequest,
+        raw: &[u8],
+    ) -> io::Result<()> {
+        let ty = req.mp_type();
+        self.bridge.datapath().collect_stats();
+        let entries: Vec<Vec<u8>> = match req {
+            MultipartRequest::Desc => vec![multipart::desc_entry(
+                "xbr",
+                "xbr userspace switch",
+                env!("CARGO_PKG_VERSION"),
+                "None",
+                "None",
+            )],
+            MultipartRequest::Flow(filter) => self.flow_stats(&filter),
+            MultipartRequest::Aggregate(filter) => {
+                let rules = self.bridge.with_tables(|t| t.flows(&filter));
+                let (p, b) = rules.iter().fold((0u64, 0u64), |(p, b), r| {
+                    let (rp, rb) = r.stats.read();
+                    (p.wrapping_add(rp), b.wrapping_add(rb))
+                });
+                let n = u32::try_from(rules.len()).unwrap_or(u32::MAX);
+                vec![multipart::aggregate_entry(p, b, n)]
+            }
+            MultipartRequest::Table => self
+                .bridge
+                .with_tables(|t| t.table_stats())
+                .iter()
+                .map(multipart::table_stats_entry)
+                .collect(),
+            MultipartRequest::PortStats(p) => {
+                let mut stats = self.bridge.datapath().port_stats(p);
+                for s in &mut stats {
+                    s.duration = millisecond_duration(s.duration);
+                }
+                if stats.is_empty() && p != port::ANY {
+                    let e = WireError::BadRequest(err::BRC_BAD_PORT, format!("no port {p}"));
+                    return self.send_error(&e, xid, raw);
+                }
+                stats.iter().map(multipart::port_stats_entry).collect()
+            }
+            MultipartRequest::PortDesc => self.port_desc_entries(port::ANY),
+            MultipartRequest::GroupDesc => self
+                .bridge
+                .with_tables(|t| t.groups())
+                .iter()
+                .map(|g| multipart::group_desc_entry(g.id, g.group_type, &g.buckets))
+                .collect(),
+            MultipartRequest::GroupStats(id) => self.group_stats(id),
+            MultipartRequest::TableFeatures => table_features::entries(),
+            MultipartRequest::GroupFeatures => vec![features::group_features_entry()],
+            MultipartRequest::MeterFeatures => vec![features::meter_features_entry()],
+            // No meters: all of them is none, any one is unknown.
+            MultipartRequest::Meter(id) | MultipartRequest::MeterConfig(id) => {
+                if id != features::METER_ALL {
+                    return self.send_ofp_error(
+                        (err::METER_MOD_FAILED, err::MMFC_UNKNOWN_METER),
+                        xid,
+                        raw,
+                    );
+                }
+                Vec::new()
+            }
+            // Ports have only their default queue, which is not listed.
+            MultipartRequest::Queue(p, q) => {
+                if p != port::ANY && !self.port_exists(p) {
+                    return self.send_ofp_error(
+                        (err::QUEUE_OP_FAILED, err::QOFC_BAD_PORT),
+                        xid,
+                        raw,
+                    );
+                }
+                if q != features::QUEUE_ALL {
+                    return self.send_ofp_error(
+                        (err::QUEUE_OP_FAILED, err::QOFC_BAD_QUEUE),
+                        xid,
+                        raw,
+                    );
+                }
+                Vec::new()
+            }
+        };
+        for m in pack_replies(xid, ty, entries) {
+            self.send(&m)?;
+        }
+        Ok(())
+    }
+
+    /// OpenFlow 1.5's PORT_DESC request, which names a port (or ANY).
+    pub(super) fn port_desc_v15(&mut self, xid: u32, port_no: u32) -> io::Result<()> {
+        let entries = self.port_desc_entries(port_no);
+        for m in pack_replies(xid, multipart::mp_type::PORT_DESC, entries) {
+            self.send(&m)?;
+        }
+        Ok(())
+    }
+
+    /// Ports in the connection's version's encoding.
+    fn port_desc_entries(&self, port_no: u32) -> Vec<Vec<u8>> {
+        let encode = if self.version == crate::wire::OFP_VERSION {
+            multipart::port_desc_entry
+        } else {
+            multipart::port_desc_entry_v14
+        };
+        self.bridge
+            .datapath()
+            .ports()
+            .iter()
+            .filter(|p| port_no == port::ANY || p.port_no == port_no)
+            .map(encode)
+            .collect()
+    }
+
+    fn flow_stats(&self, filter: &FlowFilter) -> Vec<Vec<u8>> {
+        let rules = self.bridge.with_tables(|t| t.flows(filter));
+        rules
+            .iter()
+            .map(|r| {
+                let (packet_count, byte_count) = r.stats.read();
+                let mut out = Vec::with_capacity(128);
+                FlowStatsEntry {
+                    table_id: r.table_id,
+                    duration: millisecond_duration(r.installed.elapsed()),
+                    priority: r.priority,
+                    idle_timeout: r.idle_timeout,
+                    hard_timeout: r.hard_timeout,
+                    flags: r.flags,
+                    cookie: r.cookie,
+                    packet_count,
+                    byte_count,
+                    matching: r.matching,
+                    instructions: r.instructions.clone(),
+                }
+                .emit(&mut out);
+                out
+            })
+            .collect()
+    }
+
+    /// Group counters. Per-bucket counters and group age are not tracked
+    /// by the pipeline, so bucket stats are omitted and the duration is 0.
+    fn group_stats(&self, id: u32) -> Vec<Vec<u8>> {
+        self.bridge.with_tables(|t| {
+            t.groups()
+                .iter()
+                .filter(|g| id == group_no::ALL || id == group_no::ANY || g.id == id)
+                .map(|g| {
+                    let users = t.flows(&FlowFilter {
+                        out_group: g.id,
+                        ..FlowFilter::default()
+                    });
+                    let (p, b) = g.stats.read();
+                    let refs = u32::try_from(users.len()).unwrap_or(u32::MAX);
+                    multipart::group_stats_entry(g.id, refs, p, b, std::time::Duration::ZERO, &[])
+                })
+                .collect()
+        })
+    }
+}

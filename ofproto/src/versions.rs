@@ -1,0 +1,248 @@
+//! OpenFlow 1.4 and 1.5 on service connections: what `ovs-ofctl -O
+//! OpenFlow14 bundle` (or `-O OpenFlow15`) needs, and nothing the codec
+//! would answer wrongly.
+//!
+//! # Design
+//!
+//! xbr is an OpenFlow 1.3 switch; its codec speaks 1.3. A peer that offers
+//! 1.3 always gets 1.3. A peer that offers only 1.4 or 1.5 gets that
+//! version, and then only the messages whose 1.4/1.5 encoding is the 1.3
+//! one byte for byte (the header's version aside) are served, through the
+//! 1.3 codec; the standard bundle messages (OFPT_BUNDLE_CONTROL and
+//! OFPT_BUNDLE_ADD_MESSAGE, the ONF extension's bodies under their own
+//! types) go to the same bundle engine as the ONF ones. Everything else is
+//! refused with OFPBRC_BAD_TYPE (or OFPBRC_BAD_MULTIPART), never decoded
+//! as 1.3 and answered wrongly.
+//!
+//! Version choice: with bitmaps, both sides independently pick the highest
+//! version both advertise, so the switch must know the peer's offer before
+//! it advertises its own: on connections a peer opened (the management
+//! socket, `ptcp:`), the switch waits for the peer's HELLO and then
+//! advertises the one version it chose; on connections to a controller it
+//! says HELLO at once, offering 1.3 only (controllers of other stacks
+//! often offer 1.0-1.5 and would otherwise pick a version xbr serves only
+//! in part).
+//!
+//! Same encodings (OpenFlow 1.4.1 and 1.5.1 against 1.3.5): ECHO, ERROR,
+//! FEATURES, GET/SET_CONFIG, BARRIER; FLOW_MOD (1.4's `importance` sits in
+//! 1.3's padding: a nonzero importance is refused with
+//! OFPFMFC_UNKNOWN, as xbr has no eviction); GROUP_MOD and multipart DESC, FLOW, AGGREGATE, TABLE and
+//! GROUP_DESC in 1.4 only (1.5 reworked groups and flow statistics).
+//! Asynchronous messages are not sent on 1.4/1.5 connections (service
+//! connections get none by default and SET_ASYNC is not served there).
+
+use crate::wire::header::msg_type;
+use crate::wire::multipart::mp_type;
+use crate::wire::{err, WireError, OFP_VERSION};
+
+pub const OFP14_VERSION: u8 = 0x05;
+pub const OFP15_VERSION: u8 = 0x06;
+
+/// OFPT_BUNDLE_CONTROL and OFPT_BUNDLE_ADD_MESSAGE (OpenFlow 1.4 on).
+pub const OFPT_BUNDLE_CONTROL: u8 = 33;
+pub const OFPT_BUNDLE_ADD_MESSAGE: u8 = 34;
+
+/// OFPET_BUNDLE_FAILED (OpenFlow 1.4 on); its codes are the ONF
+/// extension's minus 2300.
+pub const OFPET_BUNDLE_FAILED: u16 = 17;
+
+/// The version to speak with a peer whose HELLO carried `version` and
+/// `bitmap`, or `None` if there is none in common.
+pub fn negotiate(version: u8, bitmap: Option<u32>) -> Option<u8> {
+    let offered = |v: u8| match bitmap {
+        Some(b) => b & (1 << v) != 0,
+        // Without a bitmap the peer speaks every version up to its own.
+        None => version >= v,
+    };
+    [OFP_VERSION, OFP14_VERSION, OFP15_VERSION]
+        .into_iter()
+        .find(|&v| offered(v))
+}
+
+/// What a connection speaking `version` does with a message.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Decode and serve it with the OpenFlow 1.3 codec.
+    AsOf13,
+    /// A standard bundle message: control (`true`) or add.
+    Bundle { control: bool },
+    /// OpenFlow 1.5's PORT_DESC request, for one port or ANY.
+    PortDesc15 { port_no: u32 },
+    /// Refuse it with this error.
+    Refuse(WireError),
+}
+
+/// Decides how a message of type `ty` with body `body` is served on a
+/// connection that negotiated `version` (1.4 or 1.5).
+pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
+    let v14 = version == OFP14_VERSION;
+    let refuse = |what: &str| {
+        Route::Refuse(WireError::BadRequest(
+            err::BRC_BAD_TYPE,
+            format!("{what} is served in OpenFlow 1.3 only; connect with -O OpenFlow13"),
+        ))
+    };
+    match ty {
+        OFPT_BUNDLE_CONTROL => Route::Bundle { control: true },
+        OFPT_BUNDLE_ADD_MESSAGE => Route::Bundle { control: false },
+        msg_type::HELLO
+        | msg_type::ERROR
+        | msg_type::ECHO_REQUEST
+        | msg_type::ECHO_REPLY
+        | msg_type::FEATURES_REQUEST
+        | msg_type::GET_CONFIG_REQUEST
+        | msg_type::SET_CONFIG
+        | msg_type::BARRIER_REQUEST => Route::AsOf13,
+        msg_type::FLOW_MOD => match importance(body) {
+            Some(0) | None => Route::AsOf13,
+            // OFPFMFC_UNKNOWN: no code says "unsupported field value".
+            Some(_) => Route::Refuse(WireError::FlowMod(
+                0,
+                "flow importance is not supported (xbr never evicts flows)".into(),
+            )),
+        },
+        msg_type::GROUP_MOD if v14 => Route::AsOf13,
+        msg_type::GROUP_MOD => refuse("GROUP_MOD of OpenFlow 1.5"),
+        msg_type::MULTIPART_REQUEST => {
+            let mp = body.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+            match mp {
+                Some(mp_type::PORT_DESC) if !v14 => match body.get(8..12) {
+                    Some(p) => Route::PortDesc15 {
+                        port_no: u32::from_be_bytes([p[0], p[1], p[2], p[3]]),
+                    },
+                    None => Route::Refuse(WireError::BadRequest(
+                        err::BRC_BAD_LEN,
+                        "OpenFlow 1.5 port description request without its port".into(),
+                    )),
+                },
+                // PORT_DESC is answered in the later encoding (see
+                // `multipart::port_desc_entry_v14`); TABLE_FEATURES' 1.5
+                // `command` and `features` sit in 1.3's padding, and zero
+                // reads as "replace, no special features".
+                Some(mp_type::DESC | mp_type::PORT_DESC | mp_type::TABLE_FEATURES) => {
+                    Route::AsOf13
+                }
+                Some(mp_type::FLOW | mp_type::AGGREGATE | mp_type::TABLE | mp_type::GROUP_DESC)
+                    if v14 =>
+                {
+                    Route::AsOf13
+                }
+                // Too short: the 1.3 decoder reports the length.
+                None => Route::AsOf13,
+                Some(t) => Route::Refuse(WireError::BadRequest(
+                    err::BRC_BAD_MULTIPART,
+                    format!(
+                        "multipart type {t} is served in OpenFlow 1.3 only; connect with -O OpenFlow13"
+                    ),
+                )),
+            }
+        }
+        t => refuse(&format!("message type {t}")),
+    }
+}
+
+/// FLOW_MOD's `importance` (OpenFlow 1.4 on), where 1.3 has padding:
+/// after cookie, cookie_mask, table_id, command, timeouts, priority,
+/// buffer_id, out_port, out_group and flags.
+fn importance(body: &[u8]) -> Option<u16> {
+    body.get(38..40).map(|b| u16::from_be_bytes([b[0], b[1]]))
+}
+
+/// Rewrites the version byte of every message in `bytes` (one or more
+/// whole messages back to back, as encoded by the 1.3 codec).
+pub(crate) fn relabel(bytes: &mut [u8], version: u8) {
+    let mut at = 0;
+    while let Some(h) = bytes.get_mut(at..at + 4) {
+        h[0] = version;
+        let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+        if len < 8 {
+            return;
+        }
+        at += len;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_offering_1_3_gets_1_3() {
+        assert_eq!(negotiate(6, Some(0b111_0010)), Some(4));
+        assert_eq!(negotiate(6, None), Some(4));
+        assert_eq!(negotiate(4, None), Some(4));
+    }
+
+    #[test]
+    fn a_peer_offering_only_later_versions_gets_the_lowest_of_them() {
+        assert_eq!(negotiate(5, Some(1 << 5)), Some(5));
+        assert_eq!(negotiate(6, Some(1 << 6)), Some(6));
+        assert_eq!(negotiate(6, Some(1 << 5 | 1 << 6)), Some(5));
+    }
+
+    #[test]
+    fn no_common_version() {
+        assert_eq!(negotiate(1, None), None);
+        assert_eq!(negotiate(6, Some(1 << 1 | 1 << 7)), None);
+    }
+
+    #[test]
+    fn routes() {
+        assert_eq!(route(5, 33, &[]), Route::Bundle { control: true });
+        assert_eq!(route(6, 34, &[]), Route::Bundle { control: false });
+        assert_eq!(route(5, msg_type::BARRIER_REQUEST, &[]), Route::AsOf13);
+        assert_eq!(route(5, msg_type::GROUP_MOD, &[]), Route::AsOf13);
+        assert!(matches!(
+            route(6, msg_type::GROUP_MOD, &[]),
+            Route::Refuse(_)
+        ));
+        assert!(matches!(
+            route(5, msg_type::PORT_MOD, &[]),
+            Route::Refuse(WireError::BadRequest(err::BRC_BAD_TYPE, _))
+        ));
+        assert_eq!(
+            route(5, msg_type::MULTIPART_REQUEST, &[0, 1, 0, 0]),
+            Route::AsOf13
+        );
+        assert!(matches!(
+            route(6, msg_type::MULTIPART_REQUEST, &[0, 1, 0, 0]),
+            Route::Refuse(WireError::BadRequest(err::BRC_BAD_MULTIPART, _))
+        ));
+        assert!(matches!(
+            route(5, msg_type::MULTIPART_REQUEST, &[0, 4, 0, 0]),
+            Route::Refuse(WireError::BadRequest(err::BRC_BAD_MULTIPART, _))
+        ));
+        assert_eq!(
+            route(
+                6,
+                msg_type::MULTIPART_REQUEST,
+                &[0, 13, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0]
+            ),
+            Route::PortDesc15 { port_no: 3 }
+        );
+        assert!(matches!(
+            route(6, msg_type::MULTIPART_REQUEST, &[0, 13, 0, 0, 0, 0, 0, 0]),
+            Route::Refuse(WireError::BadRequest(err::BRC_BAD_LEN, _))
+        ));
+        let mut fm = vec![0u8; 48];
+        assert_eq!(route(5, msg_type::FLOW_MOD, &fm), Route::AsOf13);
+        fm[39] = 1;
+        assert!(matches!(
+            route(5, msg_type::FLOW_MOD, &fm),
+            Route::Refuse(_)
+        ));
+    }
+
+    #[test]
+    fn relabels_every_message() {
+        let mut two = vec![
+            4, 19, 0, 8, 0, 0, 0, 1, 4, 19, 0, 12, 0, 0, 0, 1, 9, 9, 9, 9,
+        ];
+        relabel(&mut two, 5);
+        assert_eq!((two[0], two[8], two[16]), (5, 5, 9));
+        // A hostile length cannot loop forever.
+        let mut bad = vec![4, 0, 0, 0, 0, 0, 0, 0];
+        relabel(&mut bad, 5);
+        assert_eq!(bad[0], 5);
+    }
+}
