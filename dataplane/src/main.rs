@@ -152,7 +152,8 @@ struct RunArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     inactivity_probe: u64,
     /// Entries of the packet thread's exact-match translation cache
-    /// (rounded up to a power of two); 0 turns it off.
+    /// (rounded up to a power of two), in front of its megaflow cache
+    /// (16384 entries); 0 turns both off.
     #[arg(long, default_value_t = flowtable::cache::DEFAULT_ENTRIES, value_parser = clap::value_parser!(usize))]
     flow_cache: usize,
     /// Most connections the connection tracker holds; new connections

@@ -1,6 +1,12 @@
-//! A packet thread's exact-match cache of translations.
+//! A packet thread's exact-match cache of translations, with a megaflow
+//! cache behind it (`megaflow.rs`).
 //!
 //! # Design
+//!
+//! Lookup order: the exact-match entries, then the megaflow entries (a
+//! hit there is copied into an exact-match entry one time in
+//! [`PROMOTE_ONE_IN`], otherwise counted in the megaflow entry), then the
+//! pipeline walk, whose result fills both.
 //!
 //! Stores: for recently seen packet keys, the result of
 //! [`Pipeline::xlate`] (datapath actions or drop reason) together with
@@ -38,15 +44,18 @@
 //! reader of flow statistics therefore lags by at most one batch.
 //!
 //! Cost: a hit is one hash of the key, up to two key compares and a copy
-//! of a few actions; no allocation, no atomic operation. A miss is the full
-//! walk plus cloning the recorded `Arc`s (atomic increments, miss path
-//! only). Memory: about half a kilobyte per entry.
+//! of a few actions; no allocation, no atomic operation. A megaflow hit
+//! adds one mask-and-probe per megaflow mask. A miss is the full walk
+//! plus cloning the recorded `Arc`s (atomic increments) and an allocation
+//! for the megaflow entry, miss path only. Memory: about half a kilobyte
+//! per entry of either kind.
 //!
 //! Concurrency: none. Each packet thread owns its cache, as it owns its
 //! [`Pipeline`] replica.
 
 use crate::group::Group;
 use crate::key::FlowKey;
+use crate::megaflow::{MegaEntry, Megaflows, DEFAULT_MEGAFLOWS};
 use crate::pipeline::{DpAction, DropReason, Pipeline, Xlate};
 use crate::rule::{PipelineCounters, Rule, RuleStats};
 use crate::trace::Tracer;
@@ -64,7 +73,7 @@ pub const DEFAULT_ENTRIES: usize = 8192;
 
 /// One table lookup a translation made: the table and whether it matched.
 #[derive(Clone, Copy, Default)]
-struct TableVisit {
+pub(crate) struct TableVisit {
     table: u8,
     matched: bool,
 }
@@ -123,7 +132,7 @@ impl Entry {
 }
 
 /// Adds `packets` translated like one entry to every counter it moved.
-fn credit(
+pub(crate) fn credit(
     counters: &[Option<Arc<RuleStats>>],
     visits: &[TableVisit],
     tables: &PipelineCounters,
@@ -193,6 +202,9 @@ impl Entry {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
     pub hits: u64,
+    /// Exact-match misses the megaflow cache answered.
+    pub megaflow_hits: u64,
+    /// Translated by walking the pipeline.
     pub misses: u64,
     /// Translations too big to cache.
     pub uncacheable: u64,
@@ -214,7 +226,17 @@ pub struct FlowCache {
     /// Entries with pending hits; capacity reserved up front.
     dirty: Vec<u32>,
     stats: CacheStats,
+    /// Behind the exact-match entries: see `megaflow.rs`.
+    megaflows: Megaflows,
+    /// Chooses which megaflow hits are copied into an exact-match entry.
+    promote_rng: u32,
 }
+
+/// One megaflow hit in this many (on average) is copied into an
+/// exact-match entry: a hot microflow soon gets one, while many short
+/// flows under one megaflow do not evict each other on every packet (as
+/// OVS's `emc-insert-inv-prob`).
+pub const PROMOTE_ONE_IN: u32 = 16;
 
 impl Default for FlowCache {
     fn default() -> Self {
@@ -237,6 +259,12 @@ impl FlowCache {
     /// 2). `FlowCache::new(0)` is a valid, tiny cache; use
     /// [`FlowCache::disabled`] to translate every packet.
     pub fn new(entries: usize) -> Self {
+        Self::with_megaflows(entries, DEFAULT_MEGAFLOWS)
+    }
+
+    /// Like [`FlowCache::new`], with at most `megaflows` megaflow entries
+    /// behind the exact-match ones (0: none).
+    pub fn with_megaflows(entries: usize, megaflows: usize) -> Self {
         let n = entries.max(2).next_power_of_two();
         FlowCache {
             entries: (0..n).map(|_| Entry::empty()).collect(),
@@ -254,7 +282,14 @@ impl FlowCache {
             tables: Arc::default(),
             dirty: Vec::with_capacity(n),
             stats: CacheStats::default(),
+            megaflows: Megaflows::new(megaflows),
+            promote_rng: 0x9e37_79b9,
         }
+    }
+
+    /// Megaflow entries held.
+    pub fn megaflows(&self) -> usize {
+        self.megaflows.len()
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -298,8 +333,80 @@ impl FlowCache {
                 return;
             }
         }
+        if let Some(idx) = self.megaflows.lookup(key) {
+            if let Some(m) = self.megaflows.entry(idx) {
+                let n = usize::from(m.n_actions);
+                if let (Some(dst), Some(src)) = (out.actions.get_mut(..n), m.actions.get(..n)) {
+                    dst.copy_from_slice(src);
+                }
+                out.n_actions = n;
+                out.drop_reason = m.drop_reason;
+                out.recirc = m.recirc;
+                self.stats.megaflow_hits += 1;
+                // xorshift32
+                let mut r = self.promote_rng;
+                r ^= r << 13;
+                r ^= r >> 17;
+                r ^= r << 5;
+                self.promote_rng = r;
+                if r.is_multiple_of(PROMOTE_ONE_IN) {
+                    self.promote(idx, key, hash, (a, b), packet_len);
+                } else {
+                    self.megaflows.count(idx, packet_len);
+                }
+                return;
+            }
+        }
         self.stats.misses += 1;
         self.fill(pipe, key, hash, (a, b), packet_len, out);
+    }
+
+    /// The free slot, else the one with the smaller hash (an arbitrary but
+    /// stateless choice).
+    fn victim(&self, (a, b): (usize, usize)) -> usize {
+        match (self.entries.get(a), self.entries.get(b)) {
+            (Some(ea), _) if ea.hash == 0 => a,
+            (_, Some(eb)) if eb.hash == 0 => b,
+            (Some(ea), Some(eb)) if eb.hash < ea.hash => b,
+            _ => a,
+        }
+    }
+
+    /// Copies megaflow `idx` into an exact-match entry for `key`, counting
+    /// this packet there.
+    fn promote(
+        &mut self,
+        idx: u32,
+        key: &FlowKey,
+        hash: u64,
+        slots: (usize, usize),
+        packet_len: u32,
+    ) {
+        let victim = self.victim(slots);
+        let (Some(m), Some(e)) = (self.megaflows.entry(idx), self.entries.get_mut(victim)) else {
+            return;
+        };
+        e.flush(&self.tables);
+        e.clear();
+        e.actions = m.actions;
+        e.n_actions = m.n_actions;
+        e.drop_reason = m.drop_reason;
+        e.recirc = m.recirc;
+        for (slot, c) in e.counters.iter_mut().zip(&m.counters) {
+            *slot = Some(c.clone());
+        }
+        for (slot, v) in e.visits.iter_mut().zip(&m.visits) {
+            *slot = *v;
+        }
+        e.n_visits = m.visits.len().min(MAX_TABLE_VISITS) as u8;
+        e.key = *key;
+        e.hash = hash;
+        e.pending_packets = 1;
+        e.pending_bytes = u64::from(packet_len);
+        if !e.dirty {
+            e.dirty = true;
+            self.dirty.push(victim as u32);
+        }
     }
 
     /// The miss path: walks the pipeline (which counts this packet) while
@@ -313,14 +420,7 @@ impl FlowCache {
         packet_len: u32,
         out: &mut Xlate,
     ) {
-        // Victim: a free slot, else the one with the smaller hash (an
-        // arbitrary but stateless choice).
-        let victim = match (self.entries.get(a), self.entries.get(b)) {
-            (Some(ea), _) if ea.hash == 0 => a,
-            (_, Some(eb)) if eb.hash == 0 => b,
-            (Some(ea), Some(eb)) if eb.hash < ea.hash => b,
-            _ => a,
-        };
+        let victim = self.victim((a, b));
         let tables = &self.tables;
         let Some(e) = self.entries.get_mut(victim) else {
             pipe.xlate(key, packet_len, out);
@@ -350,6 +450,16 @@ impl FlowCache {
         e.recirc = out.recirc;
         e.key = *key;
         e.hash = hash;
+        let mega = MegaEntry::new(
+            out.actions(),
+            out.drop_reason,
+            out.recirc,
+            e.counters.iter().flatten().cloned().collect(),
+            e.visits().to_vec(),
+        );
+        if let Some(m) = mega {
+            self.megaflows.insert(key, &out.wildcards, m, &self.tables);
+        }
     }
 
     /// The counters the cached translation of `key` moves, if `key` is
@@ -362,13 +472,21 @@ impl FlowCache {
         }
         let hash = self.hasher.hash_one(key) | 1;
         let (a, b) = self.slots(hash);
-        let e = [a, b]
+        let exact = [a, b]
             .into_iter()
             .filter_map(|i| self.entries.get(i))
-            .find(|e| e.hash == hash && e.key == *key)?;
+            .find(|e| e.hash == hash && e.key == *key);
+        if let Some(e) = exact {
+            return Some(Attribution {
+                counters: e.counters.iter().flatten().cloned().collect(),
+                visits: e.visits().to_vec(),
+                tables: self.tables.clone(),
+            });
+        }
+        let m = self.megaflows.entry(self.megaflows.lookup(key)?)?;
         Some(Attribution {
-            counters: e.counters.iter().flatten().cloned().collect(),
-            visits: e.visits().to_vec(),
+            counters: m.counters.clone(),
+            visits: m.visits.clone(),
             tables: self.tables.clone(),
         })
     }
@@ -381,6 +499,7 @@ impl FlowCache {
                 e.dirty = false;
             }
         }
+        self.megaflows.flush(&self.tables);
     }
 
     /// Flushes, then empties the cache and adopts `pipe`'s generation.
@@ -391,6 +510,7 @@ impl FlowCache {
                 e.clear();
             }
         }
+        self.megaflows.clear(&self.tables);
         self.generation = pipe.generation();
         self.tables = pipe.counters_arc();
         self.stats.invalidations += 1;

@@ -11,6 +11,7 @@ pub mod flow_mod;
 pub mod group;
 pub mod key;
 pub mod matching;
+mod megaflow;
 pub mod pipeline;
 pub mod rule;
 pub mod tables;

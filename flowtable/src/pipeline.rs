@@ -216,7 +216,7 @@ impl Xlate {
         self.drop_reason
     }
 
-    /// Union of the masks consulted (for a future megaflow cache).
+    /// The key bits the translation examined (the megaflow cache's mask).
     pub fn wildcards(&self) -> &FlowKey {
         &self.wildcards
     }

@@ -341,15 +341,17 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 } => self.controller(*max_len),
                 Action::Output { port, .. } => self.output(*port),
                 Action::Group(id) => self.group(*id, table, depth),
-                Action::SetField { field, value } => self.key.set(*field, *value),
+                Action::SetField { field, value } => self.write(*field, *value),
                 Action::RegLoad { dst, value } => {
                     if dst.is_valid() {
+                        self.unwildcard(dst.field, dst.ofs, dst.nbits);
                         self.key.set_bits(dst.field, dst.ofs, dst.nbits, *value);
                     }
                 }
                 Action::RegMove { src, dst } => {
                     if src.is_valid() && dst.is_valid() {
                         let v = self.read(src);
+                        self.unwildcard(dst.field, dst.ofs, dst.nbits);
                         self.key.set_bits(dst.field, dst.ofs, dst.nbits, v);
                     }
                 }
@@ -378,7 +380,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 Action::Nat(_) => self.fail(DropReason::Unsupported("nat outside ct()")),
                 Action::SetNwTtl(ttl) => {
                     if self.is_ipv4() {
-                        self.key.set(Field::IpTtl, u64::from(*ttl));
+                        self.write(Field::IpTtl, u64::from(*ttl));
                     }
                 }
                 Action::DecNwTtl => self.dec_ttl(),
@@ -398,6 +400,14 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 }
             }
         }
+    }
+
+    /// Writes a whole field. The packet's own value of a written field
+    /// becomes significant: whether `commit` emits a rewrite depends on
+    /// it (a packet that already holds the value needs none).
+    fn write(&mut self, field: Field, value: u64) {
+        self.unwildcard(field, 0, field.bits());
+        self.key.set(field, value);
     }
 
     /// Reads a sub-field; the bits read become significant for the flow.
@@ -445,6 +455,9 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             p => p,
         };
         self.commit();
+        // The tunnel metadata travels in the action.
+        self.unwildcard(Field::TunId, 0, 64);
+        self.unwildcard(Field::TunDst, 0, 32);
         self.push(DpAction::Output {
             port: target,
             tun_id: self.key.get(Field::TunId),
@@ -537,7 +550,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         let n = self.action_set.n_sets;
         for i in 0..n {
             if let Some(&(field, value)) = self.action_set.sets.get(i) {
-                self.key.set(field, value);
+                self.write(field, value);
             }
         }
         let table = self.last_table;

@@ -68,6 +68,9 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         {
             return;
         }
+        // Which OXM a rewrite is named by depends on these.
+        self.unwildcard(Field::EthType, 0, 16);
+        self.unwildcard(Field::IpProto, 0, 8);
         let eth_type = self.key.get(Field::EthType) as u16;
         let is_arp = eth_type == ETH_TYPE_ARP;
         let is_icmp =
