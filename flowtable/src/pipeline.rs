@@ -254,9 +254,12 @@ pub struct Pipeline {
     pub(crate) tables: Vec<Classifier>,
     pub(crate) counters: Arc<PipelineCounters>,
     pub(crate) groups: HashMap<u32, Arc<Group>, RandomState>,
-    /// Bumped by every [`Pipeline::apply`]: caches of translations
-    /// (`crate::cache::FlowCache`) are valid for one generation only.
+    /// Bumped by every [`Pipeline::apply`] and liveness change: caches of
+    /// translations (`crate::cache::FlowCache`) are valid for one
+    /// generation only.
     generation: u64,
+    /// Ports that are up, sorted: what fast-failover buckets watch.
+    live_ports: Vec<u32>,
 }
 
 impl Default for Pipeline {
@@ -282,6 +285,7 @@ impl Pipeline {
             counters,
             groups: HashMap::default(),
             generation: 0,
+            live_ports: Vec::new(),
         }
     }
 
@@ -324,6 +328,27 @@ impl Pipeline {
                 }
             }
         }
+    }
+
+    /// Sets the ports that are up (any order; duplicates are ignored),
+    /// which fast-failover groups' `watch_port`s follow. A change
+    /// invalidates cached translations like a table change; setting the
+    /// same set again changes nothing. Returns whether it changed.
+    pub fn set_live_ports(&mut self, ports: impl IntoIterator<Item = u32>) -> bool {
+        let mut live: Vec<u32> = ports.into_iter().collect();
+        live.sort_unstable();
+        live.dedup();
+        if live == self.live_ports {
+            return false;
+        }
+        self.live_ports = live;
+        self.generation = self.generation.wrapping_add(1);
+        true
+    }
+
+    /// Whether `port` is up (see [`Pipeline::set_live_ports`]).
+    pub fn is_port_live(&self, port: u32) -> bool {
+        self.live_ports.binary_search(&port).is_ok()
     }
 
     /// The classifier of one table (read-only).

@@ -502,8 +502,14 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                     self.bucket(b, table, depth);
                 }
             }
-            GroupType::Indirect | GroupType::FastFailover => {
+            GroupType::Indirect => {
                 if let Some(b) = g.buckets.first() {
+                    self.bucket(b, table, depth);
+                }
+            }
+            GroupType::FastFailover => {
+                // The first live bucket; none live drops the packet.
+                if let Some(b) = g.buckets.iter().find(|b| bucket_is_live(pipe, b, 0)) {
                     self.bucket(b, table, depth);
                 }
             }
@@ -561,6 +567,30 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             self.output(p);
         }
     }
+}
+
+/// Groups a watch_group chain may pass through before the bucket counts
+/// as dead (group chains cannot loop, as buckets cannot hold groups, but
+/// watch_group may name any group).
+const MAX_WATCH_DEPTH: u32 = 8;
+
+/// OpenFlow's bucket liveness, as OVS decides it: a bucket that watches
+/// nothing is live; otherwise its watch_port must be up or its
+/// watch_group have a live bucket.
+fn bucket_is_live(pipe: &Pipeline, b: &Bucket, depth: u32) -> bool {
+    let watches_port = b.watch_port != port::ANY;
+    let watches_group = b.watch_group != crate::action::group::ANY;
+    if !watches_port && !watches_group {
+        return true;
+    }
+    (watches_port && pipe.is_port_live(b.watch_port))
+        || (watches_group
+            && depth < MAX_WATCH_DEPTH
+            && pipe.groups.get(&b.watch_group).is_some_and(|g| {
+                g.buckets
+                    .iter()
+                    .any(|gb| bucket_is_live(pipe, gb, depth + 1))
+            }))
 }
 
 #[path = "xlate_ct.rs"]

@@ -414,6 +414,36 @@ pub fn flow_n_packets(dump: &str, token: &str) -> Option<u64> {
         })
 }
 
+/// `s` without terminal colour escapes (ESC [ ... letter), as xbr's log
+/// has them around field names.
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for e in chars.by_ref() {
+                if e.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Packets the XDP flow cache forwarded, from the line xbr logs about it
+/// when it stops; `None` without such a line.
+pub fn xdp_cache_hits(log: &str) -> Option<u64> {
+    let log = strip_ansi(log);
+    let line = log.lines().find(|l| l.contains("XDP flow cache"))?;
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("hit_packets="))?
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::flow_n_packets;

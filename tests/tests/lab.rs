@@ -17,7 +17,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use xbr_tests::{require_root, run_timeout, unique_tag, Background, Xbr, NAME_PREFIX};
+use xbr_tests::{require_root, run_timeout, strip_ansi, unique_tag, Background, Xbr, NAME_PREFIX};
 
 #[test]
 fn subnet_single_node_everything_reaches() {
@@ -179,24 +179,6 @@ fn multitenant_with_the_xdp_cache_forwarding_still_isolates_vnids() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no hit count in {line}"));
     assert!(hits >= 4, "the XDP cache forwarded {hits} packets: {line}");
-}
-
-/// `s` without terminal colour escapes (ESC [ ... letter).
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for e in chars.by_ref() {
-                if e.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 #[test]

@@ -47,6 +47,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         if ops.is_empty() {
             return;
         }
+        self.liveness_dirty = true;
         let mut removed = false;
         for op in ops {
             match op {

@@ -152,6 +152,9 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     rx_xdp_key: Option<FcKey>,
     /// The last statistics collection done for the control plane.
     stats_seen: u64,
+    /// Ports were added or removed: the pipeline's live ports (which
+    /// fast-failover groups watch) need recomputing.
+    liveness_dirty: bool,
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
@@ -192,6 +195,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             xdp: None,
             rx_xdp_key: None,
             stats_seen: 0,
+            liveness_dirty: true,
         }
     }
 
@@ -269,6 +273,23 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
     }
 
+    /// Tells the pipeline which ports are up (not PORT_DOWN), for
+    /// fast-failover groups. A change retires cached translations,
+    /// including the XDP cache's: its entries made this round carry the
+    /// generation read before, so none outlives the change.
+    fn sync_liveness(&mut self) {
+        let live = self
+            .ports
+            .iter()
+            .filter(|p| p.config & port_config::PORT_DOWN == 0)
+            .map(|p| p.meta.ofport);
+        if self.pipeline.set_live_ports(live) {
+            if let Some(x) = &mut self.xdp {
+                x.invalidate();
+            }
+        }
+    }
+
     fn sleep(&mut self) {
         self.shared.drain_waker();
         // A change published between the last drain and here is caught
@@ -306,8 +327,14 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         // Every port's config, before any packet: an output checks the
         // destination's bits, which a PORT_MOD may just have changed.
+        let mut liveness_changed = std::mem::take(&mut self.liveness_dirty);
         for port in &mut self.ports {
-            port.config = port.meta.config.load(Ordering::Relaxed);
+            let config = port.meta.config.load(Ordering::Relaxed);
+            liveness_changed |= (config ^ port.config) & port_config::PORT_DOWN != 0;
+            port.config = config;
+        }
+        if liveness_changed {
+            self.sync_liveness();
         }
         self.now_secs = self.started.elapsed().as_secs();
         self.sync_qos();

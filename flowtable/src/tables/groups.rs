@@ -20,7 +20,7 @@ impl FlowTables {
 
     fn check_group(gm: &GroupMod) -> Result<(), GroupModError> {
         match gm.group_type {
-            GroupType::All | GroupType::Select => {}
+            GroupType::All | GroupType::Select | GroupType::FastFailover => {}
             GroupType::Indirect => {
                 if gm.buckets.len() != 1 {
                     return Err(GroupModError::BadBucket(
@@ -28,9 +28,6 @@ impl FlowTables {
                     ));
                 }
             }
-            // Liveness of watched ports is not tracked, so failover could
-            // not be honoured.
-            GroupType::FastFailover => return Err(GroupModError::BadType),
         }
         for b in &gm.buckets {
             for a in &b.actions {

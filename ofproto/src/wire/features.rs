@@ -143,7 +143,9 @@ impl MeterMod {
 /// OFPGT_* bits of the group types xbr implements.
 const GROUP_TYPES: u32 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3);
 /// OFPGFC_SELECT_WEIGHT: select buckets are chosen in proportion to
-/// their weights. Liveness and chaining are not offered.
+/// their weights. Select groups do not skip dead buckets (fast-failover
+/// groups do: their liveness is not a capability bit), and groups do not
+/// chain.
 const GROUP_CAPABILITIES: u32 = 1;
 /// Groups per type: the whole id space below OFPG_MAX.
 const MAX_GROUPS: u32 = 0xffff_ff00;
