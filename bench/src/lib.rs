@@ -4,10 +4,12 @@
 //! end-to-end comparison tests measure xbr against. [`packet`], [`bpf`]
 //! and [`gen`] make the traffic generator (XDP live frames, AF_XDP as a
 //! fallback) and the counting sink; [`topo`] the namespaces they run in;
-//! the `xbr-bench` binary runs the switch comparisons.
+//! the `xbr-bench` binary runs the switch comparisons; [`l2fwd`] runs
+//! the `afxdp-l2fwd` binary, the AF_XDP path without a pipeline.
 
 pub mod bpf;
 pub mod gen;
+pub mod l2fwd;
 pub mod measure;
 pub mod ovs;
 pub mod ovs_node;

@@ -120,6 +120,12 @@ impl Scenario {
             (Scenario::Vxlan, System::LinuxBridge) => {
                 Some("linux-bridge does not apply to the vxlan scenario")
             }
+            (Scenario::Vxlan, System::AfxdpL2fwd) => {
+                Some("afxdp-l2fwd forwards frames as they are and does not decapsulate")
+            }
+            (s, System::AfxdpL2fwd) if s.uses_conntrack() => {
+                Some("afxdp-l2fwd has no conntrack; leave it out of the conntrack scenarios")
+            }
             (s, System::XdpRedirect | System::LinuxBridge) if s.uses_conntrack() => Some(
                 "xdp-redirect and linux-bridge have no conntrack; leave them out of the conntrack scenarios",
             ),

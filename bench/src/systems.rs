@@ -8,6 +8,8 @@
 //!   private ovsdb-server and ovs-vswitchd (pinned to the switch core,
 //!   `pmd-cpu-mask` on it), `datapath_type=netdev`, `type=afxdp` ports in
 //!   native XDP mode with one rx queue, the same flows.
+//! - `afxdp-l2fwd`: our minimal AF_XDP forwarder (`crate::l2fwd`): xbr's
+//!   port I/O with no pipeline, the ceiling of the AF_XDP path.
 //! - `xdp-redirect`: the kernel's XDP redirect veth-a -> veth-b, no lookup:
 //!   the ceiling of this path.
 //! - `linux-bridge`: a kernel bridge; GRO on `veth-a` so the veth accepts
@@ -41,6 +43,8 @@ pub enum System {
     /// xbr with its XDP flow cache off: every packet through AF_XDP.
     XbrNocache,
     OvsAfxdp,
+    /// xbr's AF_XDP ports with no pipeline: every frame to the other port.
+    AfxdpL2fwd,
     XdpRedirect,
     LinuxBridge,
 }
@@ -51,6 +55,7 @@ impl System {
             System::Xbr => "xbr",
             System::XbrNocache => "xbr-nocache",
             System::OvsAfxdp => "ovs-afxdp",
+            System::AfxdpL2fwd => "afxdp-l2fwd",
             System::XdpRedirect => "xdp-redirect",
             System::LinuxBridge => "linux-bridge",
         }
@@ -112,6 +117,7 @@ impl SwitchConfig {
 pub enum Running {
     Xbr(XbrGuard),
     Ovs(OvsGuard),
+    L2fwd(crate::l2fwd::L2fwdGuard),
     Redirect(Redirect),
     /// The bridge lives in the host namespace and goes with it.
     Bridge,
@@ -125,9 +131,9 @@ impl Running {
         match self {
             Running::Xbr(x) => x.conntrack_entries(),
             Running::Ovs(o) => o.conntrack_entries(),
-            Running::Redirect(_) | Running::Bridge => Err(SystemError::Start {
-                system: "kernel",
-                reason: "the kernel references have no conntrack of their own".into(),
+            Running::Redirect(_) | Running::Bridge | Running::L2fwd(_) => Err(SystemError::Start {
+                system: "reference",
+                reason: "the references have no conntrack of their own".into(),
             }),
         }
     }
@@ -143,6 +149,7 @@ pub fn start(system: System, topo: &Topology, cfg: &SwitchConfig) -> Result<Runn
             &["--xdp-cache", "off"],
         )?)),
         System::OvsAfxdp => Ok(Running::Ovs(OvsGuard::start(topo, cfg)?)),
+        System::AfxdpL2fwd => Ok(Running::L2fwd(crate::l2fwd::L2fwdGuard::start(topo, cfg)?)),
         System::XdpRedirect => {
             let r = topo::run_in(&topo.host, || -> Result<Redirect, SystemError> {
                 let a = topo::ifindex(&topo.host, VETH_A)?;

@@ -49,6 +49,14 @@ fn bad_arguments_exit_2_naming_the_problem() {
             "--connections",
         ),
         (&["--connections", "1,x"][..], "--connections"),
+        (
+            &["--scenario", "vxlan", "--systems", "afxdp-l2fwd"][..],
+            "does not decapsulate",
+        ),
+        (
+            &["--scenario", "conntrack", "--systems", "afxdp-l2fwd"][..],
+            "no conntrack",
+        ),
     ] {
         let (code, _, err) = xbr_bench(args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
