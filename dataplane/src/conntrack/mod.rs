@@ -68,10 +68,14 @@ mod tcp;
 #[cfg(test)]
 mod tests;
 mod tuple;
+mod xdp_link;
+#[cfg(test)]
+mod xdp_link_tests;
 
 pub use dump::{format_entry, Sweeper, SWEEP_INTERVAL};
 pub use host::HostConntrack;
 pub use tuple::Tuple;
+pub use xdp_link::CtLink;
 
 use crate::packet::Layers;
 use flowtable::key::FlowKey;
@@ -79,8 +83,8 @@ use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_TCP};
 use flowtable::pipeline::NatSpec;
 use frag::Fragments;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use table::{ConnRef, Table};
 use tcp::{TcpConn, Verdict};
@@ -203,6 +207,10 @@ pub struct Conn {
     host_orig: Option<Tuple>,
     /// Monotonic milliseconds ([`Conntrack::now_ms`]) when it expires.
     expires: u64,
+    /// XDP flow cache entries carry this connection (see `xdp_link.rs`).
+    xdp_linked: bool,
+    /// Removed from the table (a link held by the cache outlives it).
+    removed: bool,
 }
 
 impl Conn {
@@ -285,6 +293,12 @@ pub struct Conntrack {
     host: Option<Box<dyn HostConntrack>>,
     /// First fragments' outcomes, for their later fragments.
     frags: Fragments,
+    /// Ids of linked connections whose XDP cache entries must go, and
+    /// whether there are any (see `xdp_link.rs`).
+    xdp_dead: Mutex<Vec<usize>>,
+    xdp_dead_pending: AtomicBool,
+    /// The XDP flow cache's generation, bumped by flushes.
+    xdp_gen: OnceLock<Arc<crate::xdpcache::XdpGen>>,
     pub stats: CtStats,
 }
 
@@ -323,6 +337,9 @@ impl Conntrack {
             sweep_at: AtomicUsize::new(0),
             host: None,
             frags: Fragments::default(),
+            xdp_dead: Mutex::new(Vec::new()),
+            xdp_dead_pending: AtomicBool::new(false),
+            xdp_gen: OnceLock::new(),
             stats: CtStats::default(),
         }
     }
@@ -419,8 +436,9 @@ impl Conntrack {
                 if req.force && e.reply {
                     return remove(&c, false);
                 }
+                let in_kernel = c.xdp_linked;
                 if let (Some(tcp), Some(seg)) = (c.tcp.as_mut(), seg) {
-                    match tcp.update(e.reply, seg) {
+                    match tcp.update_cached(e.reply, seg, in_kernel) {
                         Verdict::Valid => {}
                         Verdict::Invalid => return Found::Done(self.invalid(req.zone), None),
                         Verdict::Reopen => return remove(&c, false),
@@ -436,6 +454,7 @@ impl Conntrack {
                     c.multiple = true;
                 }
                 c.expires = now.saturating_add(c.timeout(&self.config.timeouts));
+                let (mark, label) = (c.mark, c.label);
                 if req.commit {
                     if let Some((v, m)) = req.mark {
                         c.mark = (c.mark & !m) | (v & m);
@@ -443,6 +462,11 @@ impl Conntrack {
                     if let Some((v, m)) = req.label {
                         c.label = (c.label & !m) | (v & m);
                     }
+                }
+                if c.xdp_linked && (!xdp_link::steady(&c) || (c.mark, c.label) != (mark, label)) {
+                    // Cached packets of it would now be tracked or
+                    // translated differently (see xdp_link.rs).
+                    self.xdp_changed(&mut c, Arc::as_ptr(&e.conn) as usize);
                 }
                 let mut st = state::TRK;
                 st |= if c.seen_reply { state::EST } else { state::NEW };
@@ -491,7 +515,7 @@ impl Conntrack {
                     return self.create(frame, layers, t, seg, req, now);
                 }
                 Found::Remove(orig, reply, conn, expired) => {
-                    if self.table.remove(&orig, &reply, &conn) && expired {
+                    if self.remove_conn(&orig, &reply, &conn).0 && expired {
                         self.stats.expired.fetch_add(1, Relaxed);
                     }
                 }
@@ -573,6 +597,8 @@ impl Conntrack {
             nat: nat_bits,
             host_orig: None,
             expires: now.saturating_add(first),
+            xdp_linked: false,
+            removed: false,
         };
         if self
             .table

@@ -54,6 +54,10 @@ pub struct Peer {
 pub struct TcpConn {
     /// Index 0: the originator, 1: the responder.
     pub peers: [Peer; 2],
+    /// Per peer: its sequence numbers are unknown here because the XDP
+    /// flow cache forwarded some of its segments in the kernel (see
+    /// [`TcpConn::suspend_window`]).
+    loose: [bool; 2],
 }
 
 /// What the tracker made of a segment.
@@ -129,12 +133,42 @@ impl TcpConn {
         self.peers.iter().all(|p| p.state >= PeerState::FinWait2)
     }
 
+    /// Stops window tracking: the XDP flow cache is about to forward
+    /// this connection's segments without showing them to conntrack, so
+    /// the sequence numbers it knows will fall behind. Until each peer has
+    /// been seen again with the cache no longer carrying the connection,
+    /// segments are accepted without window checks and resynchronise the
+    /// peers' windows (flags, states and timeouts are still tracked).
+    pub fn suspend_window(&mut self) {
+        self.loose = [true, true];
+    }
+
+    /// Whether window checks are suspended for either peer.
+    #[cfg(test)]
+    pub fn window_suspended(&self) -> bool {
+        self.loose[0] || self.loose[1]
+    }
+
     /// Tracks `seg` sent by the originator (`reply == false`) or responder.
+    #[cfg(test)]
     pub fn update(&mut self, reply: bool, seg: &TcpSeg) -> Verdict {
+        self.update_cached(reply, seg, false)
+    }
+
+    /// [`update`](Self::update) for a connection that the XDP flow cache
+    /// carries (`in_kernel`) or carried: while a peer's window is
+    /// suspended its segment is not checked against the window but
+    /// resynchronises it; the suspension of the sender ends with its first
+    /// segment once the cache no longer carries the connection.
+    pub fn update_cached(&mut self, reply: bool, seg: &TcpSeg, in_kernel: bool) -> Verdict {
         if invalid_flags(seg.flags) {
             return Verdict::Invalid;
         }
         let (s, d) = if reply { (1, 0) } else { (0, 1) };
+        let loose = self.loose[s] || self.loose[d];
+        if !in_kernel {
+            self.loose[s] = false;
+        }
         let mut src = self.peers[s];
         let mut dst = self.peers[d];
         if !reply && seg.flags & (F::SYN | F::ACK) == F::SYN && self.closed() {
@@ -175,18 +209,23 @@ impl TcpConn {
             || (ackskew >= -MAX_ACK_WINDOW && ackskew <= MAX_ACK_WINDOW << sws);
         let in_window =
             seq_geq(src.seqhi, end) && seq_geq(seg.seq, src.seqlo.wrapping_sub(dst.max_win << dws));
-        if !(in_window && acks_ok) {
+        if !(loose || in_window && acks_ok) {
             return Verdict::Invalid;
         }
         if u32::from(seg.win) > src.max_win {
             src.max_win = u32::from(seg.win);
         }
-        if seq_gt(end, src.seqlo) {
+        // Resynchronising: what this segment says replaces what was
+        // known, which may be any distance behind.
+        if seq_gt(end, src.seqlo) || loose {
             src.seqlo = end;
+        }
+        if loose && seq_gt(end, src.seqhi) {
+            src.seqhi = end.wrapping_add((dst.max_win << dws).max(1));
         }
         if seg.flags & F::ACK != 0 {
             let edge = ack.wrapping_add(win);
-            if seq_geq(edge, dst.seqhi) {
+            if seq_geq(edge, dst.seqhi) || loose {
                 dst.seqhi = ack.wrapping_add(win.max(1));
             }
         }
@@ -292,6 +331,52 @@ mod tests {
         assert!(c.established());
         assert_eq!(c.state_name(), "ESTABLISHED");
         c
+    }
+
+    #[test]
+    fn suspended_window_resynchronises_from_both_peers() {
+        let far = 1_000_000_000u32;
+        // Without the suspension, a segment a gigabyte ahead is invalid.
+        let mut strict = handshake();
+        assert_eq!(
+            strict.update(false, &seg(1001 + far, 5001, F::ACK, 100)),
+            Verdict::Invalid
+        );
+        let mut c = handshake();
+        c.suspend_window();
+        // Carried by the cache meanwhile: both sides moved far ahead.
+        assert_eq!(
+            c.update_cached(false, &seg(1001 + far, 5001 + far, F::ACK, 100), true),
+            Verdict::Valid
+        );
+        assert!(c.window_suspended(), "still in the kernel");
+        // Back in userspace: each peer's first segment resynchronises it.
+        assert_eq!(
+            c.update(false, &seg(1101 + far, 5001 + far, F::ACK, 100)),
+            Verdict::Valid
+        );
+        assert!(c.window_suspended(), "the responder was not seen yet");
+        assert_eq!(
+            c.update(true, &seg(5001 + far, 1201 + far, F::ACK, 100)),
+            Verdict::Valid
+        );
+        assert!(!c.window_suspended());
+        // Checked again from here on: in window passes, far off does not.
+        assert_eq!(
+            c.update(false, &seg(1201 + far, 5101 + far, F::ACK, 100)),
+            Verdict::Valid
+        );
+        assert_eq!(
+            c.update(false, &seg(1201, 5101 + far, F::ACK, 100)),
+            Verdict::Invalid
+        );
+        assert_eq!(c.state_name(), "ESTABLISHED");
+        // A close after the kernel period is tracked as usual.
+        assert_eq!(
+            c.update(false, &seg(1301 + far, 5101 + far, F::ACK | F::FIN, 0)),
+            Verdict::Valid
+        );
+        assert_eq!(c.state_name(), "FIN_WAIT_1");
     }
 
     #[test]
