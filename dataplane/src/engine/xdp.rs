@@ -77,15 +77,17 @@ impl XdpChain {
 }
 
 /// Whether `actions` are a `ct(table=N)` pass the cache can follow: the
-/// fork alone (nothing else done to the packet), without NAT, without a
-/// ct_mark or ct_label to write, without `force` (a `commit` of an
-/// established connection changes nothing).
+/// fork alone (nothing else done to the packet), without a ct_mark or
+/// ct_label to write, without `force` (a `commit` of an established
+/// connection changes nothing). `nat` may be there: it translates only a
+/// connection that has a translation, and then the fork's state says so
+/// (`+snat`/`+dnat`), which [`XdpChain::tracked`] refuses; the agent's
+/// replies to local pods take `ct(nat,table=70)`.
 fn plain_ct_fork(actions: &[DpAction]) -> bool {
     matches!(
         actions,
         [DpAction::Ct {
             table: Some(_),
-            nat: None,
             mark: None,
             label: None,
             force: false,
@@ -359,6 +361,18 @@ mod tests {
         };
         let fork = ct(Some(1), false, None, None);
         assert!(plain_ct_fork(&[fork]));
+        // A bare `nat` (un-NAT of replies): followed, the state tells
+        // whether it translated.
+        let nat = DpAction::Ct {
+            zone: 0,
+            commit: false,
+            force: false,
+            table: Some(70),
+            nat: Some(flowtable::pipeline::NatSpec::default()),
+            mark: None,
+            label: None,
+        };
+        assert!(plain_ct_fork(&[nat]));
         let out = DpAction::Output {
             port: 2,
             tun_id: 0,

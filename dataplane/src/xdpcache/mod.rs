@@ -32,8 +32,9 @@
 //! Conntrack entries: a translation may also go through `ct(table=N)`
 //! passes (the agent's `ip,ct_state=-trk -> ct(table=0)`, then
 //! `+trk+est` flows) when every pass but the last is such a fork alone
-//! (no NAT, no ct_mark or ct_label written, no `force`; a `commit` of an
-//! established connection changes nothing), after each fork the packet
+//! (no ct_mark or ct_label written, no `force`; a `commit` of an
+//! established connection changes nothing, and `nat` of one without a
+//! translation does nothing), after each fork the packet
 //! is `+trk+est` (maybe `+rpl`), neither `+new`, `+inv`, `+rel` nor NATed,
 //! over TCP or UDP, and the last pass's actions are as above. The entry
 //! covers the whole translation: its key is the frame's, and it credits
