@@ -24,8 +24,9 @@
 //!   (source ports 1024 + i, or source addresses 10.128.0.2 + i beyond
 //!   64512); the warm-up commits them all, then pod B answers each once
 //!   (`Harness::send_from_b`), so every measured packet is `+est` in both
-//!   switches; one case per entry of [`Config::connections`], measured in
-//!   the same rounds.
+//!   switches (without a warm-up, `--warmup 0`, nothing is answered); one
+//!   case per entry of [`Config::connections`], measured in the same
+//!   rounds.
 //! - `conntrack-new`: the same flows, every packet a new connection (the
 //!   source address 10.128.0.2 + i never repeats within a run, so each
 //!   packet is `+new` and committed): the received rate is the rate of new
