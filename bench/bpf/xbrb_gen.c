@@ -19,6 +19,7 @@
 #define VARY_SRC_PORT 1
 #define VARY_DST_IP 2
 #define VARY_SRC_IP 4
+#define VARY_DST_PORT 8
 
 /* Offsets are bounded so the verifier can check the accesses. */
 #define MAX_OFF 512
@@ -31,10 +32,10 @@ struct xbrb_gen_cfg {
 	__u16 l4_off;      /* its TCP/UDP header */
 	__u16 l4_csum_off; /* 0: no L4 checksum to keep (UDP checksum 0) */
 	__u16 ts_off;      /* 8-byte send timestamp in the payload */
-	__be32 src_ip;     /* flow 0's addresses and source port */
+	__be32 src_ip;     /* flow 0's addresses and ports */
 	__be32 dst_ip;
 	__u16 src_port;    /* host order */
-	__u16 pad;
+	__u16 dst_port;    /* host order */
 };
 
 /* Per CPU: the flow sequence and how many frames were handed to XDP_TX. */
@@ -126,6 +127,15 @@ int xbrb_gen(struct xdp_md *ctx)
 		new = old;
 		__u16 port = bpf_htons((__u16)(cfg->src_port + flow));
 		__builtin_memcpy(&new, &port, 2);
+		__builtin_memcpy(l4, &new, 4);
+		if (csum_off)
+			*l4_csum = csum_update(*l4_csum, &old, &new, 4);
+	}
+	if (cfg->vary & VARY_DST_PORT) {
+		__builtin_memcpy(&old, l4, 4);
+		new = old;
+		__u16 port = bpf_htons((__u16)(cfg->dst_port + flow));
+		__builtin_memcpy((__u8 *)&new + 2, &port, 2);
 		__builtin_memcpy(l4, &new, 4);
 		if (csum_off)
 			*l4_csum = csum_update(*l4_csum, &old, &new, 4);

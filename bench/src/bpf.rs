@@ -25,7 +25,10 @@ pub const XDP_TX: u32 = 3;
 
 /// `xbrb_gen_cfg.vary` bits (VARY_* in bpf/xbrb_gen.c).
 fn vary_bits(v: Vary) -> u32 {
-    u32::from(v.src_port) | u32::from(v.dst_ip) << 1 | u32::from(v.src_ip) << 2
+    u32::from(v.src_port)
+        | u32::from(v.dst_ip) << 1
+        | u32::from(v.src_ip) << 2
+        | u32::from(v.dst_port) << 3
 }
 
 /// Errors of the loader; each names the program or map involved.
@@ -146,7 +149,7 @@ impl Generator {
         cfg.extend_from_slice(&f[ip + 12..ip + 16]); // already big-endian
         cfg.extend_from_slice(&f[ip + 16..ip + 20]);
         cfg.extend_from_slice(&u16::from_be_bytes([f[l4], f[l4 + 1]]).to_ne_bytes());
-        cfg.extend_from_slice(&[0, 0]);
+        cfg.extend_from_slice(&u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]).to_ne_bytes());
         map(&obj, GEN, "gen_cfg")?
             .update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY)
             .map_err(op_err(GEN, "writing gen_cfg"))?;

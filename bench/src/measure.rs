@@ -19,6 +19,10 @@ use crate::topo::{self, NetnsError, Topology, POD_IF, VETH_A};
 
 /// Frames in flight when the generator stops are given this long to land.
 const DRAIN: Duration = Duration::from_millis(300);
+/// Pace and time bound of [`Harness::send_from_b`]: a rate any switch
+/// forwards without loss, and long enough for a million frames.
+const REPLY_RATE: u64 = 200_000;
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Which transmit method to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -193,6 +197,36 @@ impl<'t> Harness<'t> {
             _ => None,
         };
         Ok(Sample::new(&report, &after.since(&before), drops))
+    }
+
+    /// Sends `count` frames of `t` (varied as `vary` over `n_flows`
+    /// flows) from pod B towards pod A, unmeasured, through AF_XDP (it
+    /// needs the per-flow fields the generator program may not vary) at
+    /// [`REPLY_RATE`]; returns how many were sent. The `conntrack`
+    /// scenario answers its connections this way.
+    pub fn send_from_b(
+        &self,
+        t: &Template,
+        vary: Vary,
+        n_flows: u32,
+        count: u64,
+    ) -> Result<u64, MeasureError> {
+        let pod_b = self.topo.pod_b.clone();
+        let stop: &AtomicBool = &self.traffic.stop;
+        let bounds = GenBounds {
+            duration: REPLY_TIMEOUT,
+            count: Some(count),
+            rate_pps: Some(REPLY_RATE),
+        };
+        let report = topo::run_in(&pod_b, || -> Result<GenReport, MeasureError> {
+            let idx = topo::ifindex(&pod_b, POD_IF)?;
+            Ok(gen::run_afxdp(t, vary, n_flows, idx, &bounds, stop)?)
+        })?;
+        if stop.load(Ordering::Relaxed) {
+            return Err(MeasureError::Interrupted);
+        }
+        std::thread::sleep(DRAIN);
+        Ok(report.sent)
     }
 
     /// Drops so far at the switch's ingress: veth-a's receive drops (its

@@ -217,6 +217,8 @@ pub struct Vary {
     pub src_port: bool,
     pub dst_ip: bool,
     pub src_ip: bool,
+    /// Replies to varied source ports (see `scenario.rs`, `conntrack`).
+    pub dst_port: bool,
 }
 
 impl Template {
@@ -242,6 +244,10 @@ impl Template {
         if vary.src_port {
             let port = u16::from_be_bytes([t[l4], t[l4 + 1]]).wrapping_add(flow as u16);
             frame[l4..l4 + 2].copy_from_slice(&port.to_be_bytes());
+        }
+        if vary.dst_port {
+            let port = u16::from_be_bytes([t[l4 + 2], t[l4 + 3]]).wrapping_add(flow as u16);
+            frame[l4 + 2..l4 + 4].copy_from_slice(&port.to_be_bytes());
         }
         let ts = usize::from(self.tag_off) + 8;
         frame[ts..ts + 8].copy_from_slice(&now_ns.to_ne_bytes());
@@ -416,18 +422,34 @@ mod tests {
     }
 
     #[test]
+    fn write_flow_varies_the_destination_port_of_replies() {
+        let t = spec(Proto::Tcp, 128).build().unwrap();
+        let mut f = t.frame.clone();
+        let vary = Vary {
+            dst_port: true,
+            ..Vary::default()
+        };
+        t.write_flow(&mut f, vary, 7, 0);
+        let base = u16::from_be_bytes([t.frame[36], t.frame[37]]);
+        assert_eq!(&f[36..38], &(base + 7).to_be_bytes());
+        assert_eq!(&f[34..36], &t.frame[34..36], "src port kept");
+        assert_eq!(l4_checksum(&f[14..]), 0);
+    }
+
+    #[test]
     fn write_flow_varies_fields_and_keeps_checksums() {
         let t = spec(Proto::Tcp, 128).build().unwrap();
         let mut f = t.frame.clone();
         let vary = Vary {
             src_port: true,
             dst_ip: true,
-            src_ip: false,
+            ..Vary::default()
         };
         t.write_flow(&mut f, vary, 7, 0x1122_3344_5566_7788);
         assert_eq!(&f[30..34], &[10, 128, 0, 10], "dst IP + 7");
         assert_eq!(&f[26..30], &[10, 128, 0, 2], "src IP kept");
         assert_eq!(&f[34..36], &1031u16.to_be_bytes());
+        assert_eq!(&f[36..38], &t.frame[36..38], "dst port kept");
         assert_eq!(&f[62..70], &0x1122_3344_5566_7788u64.to_ne_bytes());
         assert_eq!(checksum(&f[14..34], 0), 0);
         assert_eq!(l4_checksum(&f[14..]), 0);

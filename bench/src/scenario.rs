@@ -22,8 +22,11 @@
 //!   `+trk+new,in_port=1 -> ct(commit),output:2` and `+trk+est,in_port=1
 //!   -> output:2`. The generator cycles over `connections` UDP connections
 //!   (source ports 1024 + i, or source addresses 10.128.0.2 + i beyond
-//!   64512), so after the first round every packet is `+est`; one case per
-//!   entry of [`Config::connections`], measured in the same rounds.
+//!   64512); the warm-up commits them all, then pod B answers each once
+//!   (`Harness::send_from_b`), so every measured packet is `+est` in both
+//!   switches (without a warm-up, `--warmup 0`, nothing is answered); one
+//!   case per entry of [`Config::connections`], measured in the same
+//!   rounds.
 //! - `conntrack-new`: the same flows, every packet a new connection (the
 //!   source address 10.128.0.2 + i never repeats within a run, so each
 //!   packet is `+new` and committed): the received rate is the rate of new
@@ -33,11 +36,15 @@
 //!
 //! The conntrack scenarios count the switch's connections after each run
 //! and report whether the count is what the traffic must have created
-//! (`ct_verified`), so a rate can not come from packets that skipped
-//! conntrack. xbr's XDP flow cache never holds a flow whose translation
-//! goes through `ct()` (it needs the packet thread to recirculate), so
-//! `xbr` and `xbr-nocache` take the same path here. The kernel references
-//! (`xdp-redirect`, `linux-bridge`) have no conntrack and are refused.
+//! (`ct_verified`), so a rate can not come from packets that bypassed
+//! conntrack's state. xbr's XDP flow cache carries the packets of
+//! established connections in the kernel (its conntrack entries, see
+//! `dataplane/src/xdpcache`), keeping the connections alive in xbr's
+//! conntrack: in `conntrack` `xbr` forwards the measured packets in XDP
+//! and `xbr-nocache` through the packet thread; in `conntrack-new` every
+//! packet is `+new` and both take the packet thread. The kernel
+//! references (`xdp-redirect`, `linux-bridge`) have no conntrack and are
+//! refused.
 //!
 //! All switches are measured on the same machine in one
 //! invocation; the ratios between them are the result, the absolute
@@ -51,7 +58,7 @@ use std::time::Duration;
 use crate::gen::{GenBounds, Method};
 use crate::measure::{Harness, MeasureError, MethodChoice, Sample, Traffic};
 use crate::ovs::{run_bounded, OvsError, CMD_TIMEOUT};
-use crate::packet::{FrameSpec, Proto, TemplateError, Vary, VxlanOuter};
+use crate::packet::{FrameSpec, Proto, Template, TemplateError, Vary, VxlanOuter};
 use crate::systems::{self, SwitchConfig, System, SystemError};
 use crate::topo::{Topology, MAC_A, MAC_B, MAC_VA};
 
@@ -77,6 +84,8 @@ const CT_LIMIT: u64 = CT_NEW_MAX_CONNECTIONS + 100_000;
 /// Source port of connection 0 in `conntrack`; connection i uses 1024 + i
 /// while that stays a port, else source address + i.
 const CT_SRC_PORT: u16 = 1024;
+/// Destination port of every generated frame (the sink's, iperf's).
+const CT_DST_PORT: u16 = 5201;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -323,6 +332,37 @@ fn cases(cfg: &Config) -> Vec<Case> {
     }
 }
 
+/// Whether the `conntrack` case's `n` connections differ by source port
+/// (one client's connections, while ports last) or by source address.
+fn ct_ports_last(n: u32) -> bool {
+    u32::from(u16::MAX - CT_SRC_PORT) + 1 >= n
+}
+
+/// `conntrack`: pod B's answer to each of the case's connections (the
+/// generator's flow i reversed), and how its flows vary.
+fn ct_replies(cfg: &Config, case: Case) -> Result<(Template, Vary, u32), TemplateError> {
+    let n = case.connections.unwrap_or(1).max(1);
+    let ports_last = ct_ports_last(n);
+    let t = FrameSpec {
+        proto: cfg.proto,
+        pkt_size: cfg.pkt_size,
+        src_mac: MAC_B,
+        dst_mac: MAC_A,
+        src_ip: Ipv4Addr::new(10, 128, 0, 3),
+        dst_ip: Ipv4Addr::new(10, 128, 0, 2),
+        src_port: CT_DST_PORT,
+        dst_port: CT_SRC_PORT,
+        vxlan: None,
+    }
+    .build()?;
+    let vary = Vary {
+        dst_port: ports_last,
+        dst_ip: !ports_last,
+        ..Vary::default()
+    };
+    Ok((t, vary, n))
+}
+
 fn traffic(cfg: &Config, case: Case) -> Result<Traffic, TemplateError> {
     let mut src_port = 40000;
     let (dst_ip, n_flows, vary) = match cfg.scenario {
@@ -332,7 +372,7 @@ fn traffic(cfg: &Config, case: Case) -> Result<Traffic, TemplateError> {
             src_port = CT_SRC_PORT;
             // Source ports while they last (one client's connections),
             // source addresses beyond: connection i is always unique.
-            let ports_last = u32::from(u16::MAX - CT_SRC_PORT) + 1 >= n;
+            let ports_last = ct_ports_last(n);
             let vary = Vary {
                 src_port: ports_last,
                 src_ip: !ports_last,
@@ -366,7 +406,7 @@ fn traffic(cfg: &Config, case: Case) -> Result<Traffic, TemplateError> {
         src_ip: Ipv4Addr::new(10, 128, 0, 2),
         dst_ip,
         src_port,
-        dst_port: 5201,
+        dst_port: CT_DST_PORT,
         vxlan: (cfg.scenario == Scenario::Vxlan).then_some(VxlanOuter {
             src_mac: MAC_A,
             dst_mac: MAC_VA,
@@ -508,6 +548,17 @@ fn measure_once(
             })
             .map_err(m)?
             .sent;
+    }
+    if let (Scenario::Conntrack, Some(n)) = (cfg.scenario, case.connections) {
+        // The warm-up committed every connection; one answer each from
+        // pod B makes them established (+est) in both switches, as a
+        // pod's connections are. Without it xbr's conntrack keeps
+        // unreplied UDP +new (as the kernel's does), while OVS's
+        // userspace conntrack calls it +est from its third packet.
+        if warmup_sent >= u64::from(n) {
+            let (t, vary, n) = ct_replies(cfg, case)?;
+            h.send_from_b(&t, vary, n, u64::from(n)).map_err(m)?;
+        }
     }
     let s = h.run(&bounds).map_err(m)?;
     let conntrack = if cfg.scenario.uses_conntrack() {

@@ -67,6 +67,7 @@ fn generator_program_rewrites_like_the_reference() {
         src_port: true,
         dst_ip: true,
         src_ip: true,
+        dst_port: true,
     };
     check_program(&spec(Proto::Udp, 64, false).build().unwrap(), all, 5);
     check_program(&spec(Proto::Tcp, 128, false).build().unwrap(), all, 3);
@@ -75,6 +76,12 @@ fn generator_program_rewrites_like_the_reference() {
         ..Vary::default()
     };
     check_program(&spec(Proto::Tcp, 74, false).build().unwrap(), ports, 4);
+    let replies = Vary {
+        dst_port: true,
+        ..Vary::default()
+    };
+    check_program(&spec(Proto::Udp, 64, false).build().unwrap(), replies, 4);
+    check_program(&spec(Proto::Tcp, 74, false).build().unwrap(), replies, 4);
     check_program(&spec(Proto::Udp, 128, true).build().unwrap(), all, 3);
 }
 

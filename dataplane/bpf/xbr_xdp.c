@@ -49,6 +49,10 @@ struct {
  * Counters: the value is per CPU, so hits add to it without atomics; xbr
  * sums the CPUs and credits the flows and ports the entry stands for.
  *
+ * Conntrack entries (XBR_FC_CT): translations through ct() of established
+ * connections; only TCP segments with ACK and without SYN, FIN or RST are
+ * forwarded from them, the rest must reach xbr's conntrack.
+ *
  * Layouts must match src/xdpcache/entry.rs byte for byte.
  */
 struct xbr_fc_key {
@@ -69,6 +73,15 @@ struct xbr_fc_key {
 #define XBR_FC_DROP 2
 #define XBR_FC_SET_DST 1
 #define XBR_FC_SET_SRC 2
+/* The translation went through conntrack: TCP segments that may change the
+ * connection's state (SYN, FIN, RST, or no ACK) go to xbr, whose conntrack
+ * must see them (dataplane/src/conntrack/xdp_link.rs). */
+#define XBR_FC_CT 4
+
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_ACK 0x10
 
 struct xbr_fc_val {
 	__u64 gen;
@@ -124,6 +137,7 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
 	__u8 *l4;
 	struct xbr_fc_key key;
 	struct xbr_fc_val *v;
+	__u8 tcp_flags = 0;
 
 	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
 		return -1;
@@ -144,6 +158,7 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
 			if (l4 + 18 > (__u8 *)end)
 				return -1;
 			stored = (__u16)l4[16] << 8 | l4[17];
+			tcp_flags = l4[13];
 		} else {
 			if (l4 + 8 > (__u8 *)end)
 				return -1;
@@ -186,6 +201,9 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
 
 	v = bpf_map_lookup_elem(&fc_flows, &key);
 	if (!v || v->gen != gen)
+		return -1;
+	if ((v->flags & XBR_FC_CT) && key.proto == IPPROTO_TCP &&
+	    (tcp_flags & (TCP_SYN | TCP_FIN | TCP_RST | TCP_ACK)) != TCP_ACK)
 		return -1;
 	v->packets++;
 	v->bytes += (__u64)(end - data);

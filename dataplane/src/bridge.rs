@@ -185,6 +185,10 @@ impl RunningBridge {
             }
         };
         let conntrack = Arc::new(conntrack);
+        if let Some(m) = &xdp_maps {
+            // A flush must stop the kernel forwarding flushed connections.
+            conntrack.set_xdp_gen(m.generation().clone());
+        }
         // Stops with the bridge, or on any early return below.
         let ct_sweeper = crate::conntrack::Conntrack::spawn_sweeper(&conntrack)
             .map_err(BridgeError::CtSweeper)?;
@@ -254,6 +258,8 @@ impl RunningBridge {
                             invalidated = x.invalidated,
                             full = x.full,
                             install_errors = x.install_errors,
+                            ct_installs = x.ct_installs,
+                            ct_removed = x.ct_removed,
                             "XDP flow cache"
                         );
                     }

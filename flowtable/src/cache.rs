@@ -180,6 +180,17 @@ impl Attribution {
     }
 }
 
+impl Attribution {
+    /// Adds the counters of `next`, a later pass of the same packet
+    /// (after a `ct(table=N)` recirculation), so one credit counts the
+    /// packet in every flow and table of every pass, as translating each
+    /// pass did.
+    pub fn extend(&mut self, next: &Attribution) {
+        self.counters.extend(next.counters.iter().cloned());
+        self.visits.extend_from_slice(&next.visits);
+    }
+}
+
 impl std::fmt::Debug for Attribution {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Attribution")

@@ -308,3 +308,33 @@ fn an_attribution_credits_what_a_translation_would() {
     });
     assert!(cache.attribution(&sw.pipe, &key).is_none());
 }
+
+#[test]
+fn extended_attributions_credit_every_pass() {
+    // Two passes of one packet, as after a ct(table=N) recirculation:
+    // each has its own key and flow; one credit must count both.
+    let mut sw = Switch::new();
+    for (port, o) in [(1, 2), (3, 4)] {
+        sw.step(&Step::Add {
+            table: 0,
+            prio: 1,
+            m: m_in_port(port),
+            kind: 0,
+            o,
+        });
+    }
+    let mut cache = FlowCache::default();
+    let mut x = Xlate::new();
+    let first = tcp_key(1, 1, 2, 3, 4);
+    let second = tcp_key(3, 1, 2, 3, 4);
+    cache.xlate(&sw.pipe, &first, 100, &mut x);
+    cache.xlate(&sw.pipe, &second, 100, &mut x);
+    let mut attr = cache.attribution(&sw.pipe, &first).expect("cached");
+    attr.extend(&cache.attribution(&sw.pipe, &second).expect("cached"));
+    attr.credit(4, 400);
+    for rule in sw.ft.flows(&FlowFilter::default()) {
+        assert_eq!(rule.stats.read(), (5, 500));
+    }
+    assert_eq!(sw.ft.table_stats()[0].lookup_count, 10);
+    assert_eq!(sw.ft.table_stats()[0].matched_count, 10);
+}

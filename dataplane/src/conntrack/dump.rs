@@ -75,7 +75,7 @@ impl Conntrack {
                     let c = conn.lock();
                     (c.orig, c.reply, c.expires <= now)
                 };
-                if expired && self.table.remove(&orig, &reply, &conn) {
+                if expired && self.remove_conn(&orig, &reply, &conn).0 {
                     removed += 1;
                 }
             }
@@ -132,6 +132,7 @@ impl Conntrack {
     /// Removes every connection (of `zone`, if given); returns how many.
     pub fn flush(&self, zone: Option<u16>) -> usize {
         let mut removed = 0;
+        let mut linked = false;
         for s in 0..table::SHARDS {
             for conn in self.table.shard_conns(s) {
                 let (orig, reply) = {
@@ -141,10 +142,13 @@ impl Conntrack {
                 if zone.is_some_and(|z| z != orig.zone) {
                     continue;
                 }
-                if self.table.remove(&orig, &reply, &conn) {
-                    removed += 1;
-                }
+                let (gone, was_linked) = self.remove_conn(&orig, &reply, &conn);
+                removed += usize::from(gone);
+                linked |= was_linked;
             }
+        }
+        if linked {
+            self.xdp_flushed();
         }
         // Fragment records carry connections' outcomes; a flushed
         // connection's later fragments must not pass on them.

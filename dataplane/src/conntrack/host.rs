@@ -145,6 +145,8 @@ impl Conntrack {
             nat,
             host_orig: learned.host_orig,
             expires: 0,
+            xdp_linked: false,
+            removed: false,
         };
         conn.expires = now.saturating_add(conn.timeout(&self.config.timeouts));
         let state_nat = if req.nat.is_some() {

@@ -63,15 +63,20 @@ mod host_tests;
 #[cfg(test)]
 mod label_tests;
 mod nat;
+mod new_conn;
 mod table;
 mod tcp;
 #[cfg(test)]
 mod tests;
 mod tuple;
+mod xdp_link;
+#[cfg(test)]
+mod xdp_link_tests;
 
 pub use dump::{format_entry, Sweeper, SWEEP_INTERVAL};
 pub use host::HostConntrack;
 pub use tuple::Tuple;
+pub use xdp_link::CtLink;
 
 use crate::packet::Layers;
 use flowtable::key::FlowKey;
@@ -79,12 +84,12 @@ use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_TCP};
 use flowtable::pipeline::NatSpec;
 use frag::Fragments;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use table::{ConnRef, Table};
 use tcp::{TcpConn, Verdict};
-use tuple::{icmp, Parsed, Quoted, TcpSeg};
+use tuple::{Parsed, TcpSeg};
 
 /// ct_state bits (OVS's CS_*).
 pub mod state {
@@ -203,6 +208,10 @@ pub struct Conn {
     host_orig: Option<Tuple>,
     /// Monotonic milliseconds ([`Conntrack::now_ms`]) when it expires.
     expires: u64,
+    /// XDP flow cache entries carry this connection (see `xdp_link.rs`).
+    xdp_linked: bool,
+    /// Removed from the table (a link held by the cache outlives it).
+    removed: bool,
 }
 
 impl Conn {
@@ -285,6 +294,12 @@ pub struct Conntrack {
     host: Option<Box<dyn HostConntrack>>,
     /// First fragments' outcomes, for their later fragments.
     frags: Fragments,
+    /// Ids of linked connections whose XDP cache entries must go, and
+    /// whether there are any (see `xdp_link.rs`).
+    xdp_dead: Mutex<Vec<usize>>,
+    xdp_dead_pending: AtomicBool,
+    /// The XDP flow cache's generation, bumped by flushes.
+    xdp_gen: OnceLock<Arc<crate::xdpcache::XdpGen>>,
     pub stats: CtStats,
 }
 
@@ -323,6 +338,9 @@ impl Conntrack {
             sweep_at: AtomicUsize::new(0),
             host: None,
             frags: Fragments::default(),
+            xdp_dead: Mutex::new(Vec::new()),
+            xdp_dead_pending: AtomicBool::new(false),
+            xdp_gen: OnceLock::new(),
             stats: CtStats::default(),
         }
     }
@@ -419,8 +437,9 @@ impl Conntrack {
                 if req.force && e.reply {
                     return remove(&c, false);
                 }
+                let in_kernel = c.xdp_linked;
                 if let (Some(tcp), Some(seg)) = (c.tcp.as_mut(), seg) {
-                    match tcp.update(e.reply, seg) {
+                    match tcp.update_cached(e.reply, seg, in_kernel) {
                         Verdict::Valid => {}
                         Verdict::Invalid => return Found::Done(self.invalid(req.zone), None),
                         Verdict::Reopen => return remove(&c, false),
@@ -436,6 +455,7 @@ impl Conntrack {
                     c.multiple = true;
                 }
                 c.expires = now.saturating_add(c.timeout(&self.config.timeouts));
+                let (mark, label) = (c.mark, c.label);
                 if req.commit {
                     if let Some((v, m)) = req.mark {
                         c.mark = (c.mark & !m) | (v & m);
@@ -443,6 +463,11 @@ impl Conntrack {
                     if let Some((v, m)) = req.label {
                         c.label = (c.label & !m) | (v & m);
                     }
+                }
+                if c.xdp_linked && (!xdp_link::steady(&c) || (c.mark, c.label) != (mark, label)) {
+                    // Cached packets of it would now be tracked or
+                    // translated differently (see xdp_link.rs).
+                    self.xdp_changed(&mut c, Arc::as_ptr(&e.conn) as usize);
                 }
                 let mut st = state::TRK;
                 st |= if c.seen_reply { state::EST } else { state::NEW };
@@ -491,161 +516,12 @@ impl Conntrack {
                     return self.create(frame, layers, t, seg, req, now);
                 }
                 Found::Remove(orig, reply, conn, expired) => {
-                    if self.table.remove(&orig, &reply, &conn) && expired {
+                    if self.remove_conn(&orig, &reply, &conn).0 && expired {
                         self.stats.expired.fetch_add(1, Relaxed);
                     }
                 }
             }
         }
         self.invalid(req.zone)
-    }
-
-    /// A packet without a connection: `+new`, stored if committed.
-    fn create(
-        &self,
-        frame: &mut [u8],
-        layers: Layers,
-        t: &Tuple,
-        seg: Option<&TcpSeg>,
-        req: &CtRequest,
-        now: u64,
-    ) -> CtOutcome {
-        if let Some(seg) = seg {
-            if !tcp::valid_new(seg) {
-                return self.invalid(req.zone);
-            }
-        }
-        if t.proto == IP_PROTO_ICMP && t.dport != u16::from(icmp::ECHO_REQUEST) {
-            // Only a request starts an echo exchange.
-            return self.invalid(req.zone);
-        }
-        let new = CtOutcome {
-            state: state::TRK | state::NEW,
-            zone: req.zone,
-            mark: 0,
-            label: 0,
-        };
-        if !req.commit {
-            return new;
-        }
-        if !self.table.reserve(self.config.limit) {
-            self.stats.table_full.fetch_add(1, Relaxed);
-            return self.invalid(req.zone);
-        }
-        let spec = req.nat.filter(|n| n.is_snat() || n.is_dnat());
-        let reply = match &spec {
-            Some(spec) => match nat::allocate(t, spec, |c| c == t || self.table.contains(c)) {
-                Some(r) => r,
-                None => {
-                    self.table.unreserve();
-                    self.stats.nat_exhausted.fetch_add(1, Relaxed);
-                    return self.invalid(req.zone);
-                }
-            },
-            None => t.reverse(),
-        };
-        // A translation that changes nothing (the address and port were
-        // free as they were) is no NAT.
-        let nat_bits = match spec {
-            Some(_) if reply == t.reverse() => 0,
-            Some(n) if n.is_snat() => NAT_SRC,
-            Some(_) => NAT_DST,
-            None => 0,
-        };
-        let mark = req.mark.map_or(0, |(v, m)| v & m);
-        let label = req.label.map_or(0, |(v, m)| v & m);
-        let tcp = seg.map(TcpConn::new);
-        let first = if t.proto == IP_PROTO_TCP {
-            self.config.timeouts.tcp_first_packet
-        } else if t.proto == IP_PROTO_ICMP {
-            self.config.timeouts.icmp_first
-        } else {
-            self.config.timeouts.other_first
-        };
-        let conn = Conn {
-            orig: *t,
-            reply,
-            mark,
-            label,
-            tcp,
-            seen_reply: false,
-            multiple: false,
-            nat: nat_bits,
-            host_orig: None,
-            expires: now.saturating_add(first),
-        };
-        if self
-            .table
-            .insert(*t, reply, Arc::new(Mutex::new(conn)))
-            .is_err()
-        {
-            // A tuple of ours is taken (another thread's connection, or a
-            // NATed one using our reverse): refuse rather than guess.
-            self.table.unreserve();
-            return self.invalid(req.zone);
-        }
-        self.stats.committed.fetch_add(1, Relaxed);
-        let mut st = new.state;
-        if req.nat.is_some() && nat_bits != 0 {
-            nat::rewrite_packet(frame, layers, t, &reply.reverse());
-            if nat_bits & NAT_SRC != 0 {
-                st |= state::SNAT;
-            }
-            if nat_bits & NAT_DST != 0 {
-                st |= state::DNAT;
-            }
-        }
-        CtOutcome {
-            state: st,
-            zone: req.zone,
-            mark,
-            label,
-        }
-    }
-
-    /// An ICMP error: `+rel` for the connection it quotes, translated with
-    /// that connection's NAT when the action has `nat`.
-    fn related(
-        &self,
-        frame: &mut [u8],
-        layers: Layers,
-        outer: &Tuple,
-        quoted: &Quoted,
-        req: &CtRequest,
-        now: u64,
-    ) -> CtOutcome {
-        // The quoted packet went the other way: its reverse is a tuple of
-        // the direction this error travels in.
-        let travel = quoted.tuple.reverse();
-        let found = self.table.with(&travel, |e| {
-            let e = e?;
-            let c = e.conn.lock();
-            if c.expires <= now {
-                return None;
-            }
-            let mut st = state::TRK | state::REL;
-            if e.reply {
-                st |= state::RPL;
-            }
-            if req.nat.is_some() && c.nat != 0 {
-                // Deliver to the quoted packet's real sender, quoting what
-                // it really sent.
-                let real = if e.reply { c.orig } else { c.reply };
-                let outer_src = if outer.src == quoted.tuple.dst {
-                    real.dst
-                } else {
-                    outer.src
-                };
-                nat::rewrite_icmp_error(frame, layers, quoted, &real, real.src, outer_src);
-                st |= c.nat_state();
-            }
-            Some(CtOutcome {
-                state: st,
-                zone: req.zone,
-                mark: c.mark,
-                label: c.label,
-            })
-        });
-        found.unwrap_or_else(|| self.invalid(req.zone))
     }
 }

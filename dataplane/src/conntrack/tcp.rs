@@ -54,6 +54,10 @@ pub struct Peer {
 pub struct TcpConn {
     /// Index 0: the originator, 1: the responder.
     pub peers: [Peer; 2],
+    /// Per peer: its sequence numbers are unknown here because the XDP
+    /// flow cache forwarded some of its segments in the kernel (see
+    /// [`TcpConn::suspend_window`]).
+    loose: [bool; 2],
 }
 
 /// What the tracker made of a segment.
@@ -129,12 +133,42 @@ impl TcpConn {
         self.peers.iter().all(|p| p.state >= PeerState::FinWait2)
     }
 
+    /// Stops window tracking: the XDP flow cache is about to forward
+    /// this connection's segments without showing them to conntrack, so
+    /// the sequence numbers it knows will fall behind. Until each peer has
+    /// been seen again with the cache no longer carrying the connection,
+    /// segments are accepted without window checks and resynchronise the
+    /// peers' windows (flags, states and timeouts are still tracked).
+    pub fn suspend_window(&mut self) {
+        self.loose = [true, true];
+    }
+
+    /// Whether window checks are suspended for either peer.
+    #[cfg(test)]
+    pub fn window_suspended(&self) -> bool {
+        self.loose[0] || self.loose[1]
+    }
+
     /// Tracks `seg` sent by the originator (`reply == false`) or responder.
+    #[cfg(test)]
     pub fn update(&mut self, reply: bool, seg: &TcpSeg) -> Verdict {
+        self.update_cached(reply, seg, false)
+    }
+
+    /// [`update`](Self::update) for a connection that the XDP flow cache
+    /// carries (`in_kernel`) or carried: while a peer's window is
+    /// suspended its segment is not checked against the window but
+    /// resynchronises it; the suspension of the sender ends with its first
+    /// segment once the cache no longer carries the connection.
+    pub fn update_cached(&mut self, reply: bool, seg: &TcpSeg, in_kernel: bool) -> Verdict {
         if invalid_flags(seg.flags) {
             return Verdict::Invalid;
         }
         let (s, d) = if reply { (1, 0) } else { (0, 1) };
+        let loose = self.loose[s] || self.loose[d];
+        if !in_kernel {
+            self.loose[s] = false;
+        }
         let mut src = self.peers[s];
         let mut dst = self.peers[d];
         if !reply && seg.flags & (F::SYN | F::ACK) == F::SYN && self.closed() {
@@ -175,18 +209,23 @@ impl TcpConn {
             || (ackskew >= -MAX_ACK_WINDOW && ackskew <= MAX_ACK_WINDOW << sws);
         let in_window =
             seq_geq(src.seqhi, end) && seq_geq(seg.seq, src.seqlo.wrapping_sub(dst.max_win << dws));
-        if !(in_window && acks_ok) {
+        if !(loose || in_window && acks_ok) {
             return Verdict::Invalid;
         }
         if u32::from(seg.win) > src.max_win {
             src.max_win = u32::from(seg.win);
         }
-        if seq_gt(end, src.seqlo) {
+        // Resynchronising: what this segment says replaces what was
+        // known, which may be any distance behind.
+        if seq_gt(end, src.seqlo) || loose {
             src.seqlo = end;
+        }
+        if loose && seq_gt(end, src.seqhi) {
+            src.seqhi = end.wrapping_add((dst.max_win << dws).max(1));
         }
         if seg.flags & F::ACK != 0 {
             let edge = ack.wrapping_add(win);
-            if seq_geq(edge, dst.seqhi) {
+            if seq_geq(edge, dst.seqhi) || loose {
                 dst.seqhi = ack.wrapping_add(win.max(1));
             }
         }
@@ -265,281 +304,5 @@ fn seg_end(seg: &TcpSeg) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn seg(seq: u32, ack: u32, flags: u8, len: u32) -> TcpSeg {
-        TcpSeg {
-            seq,
-            ack,
-            flags,
-            win: 64000,
-            len,
-            wscale: None,
-        }
-    }
-
-    /// Handshake, data both ways; returns the connection.
-    fn handshake() -> TcpConn {
-        let mut c = TcpConn::new(&seg(1000, 0, F::SYN, 0));
-        assert_eq!(c.state_name(), "SYN_SENT");
-        assert_eq!(
-            c.update(true, &seg(5000, 1001, F::SYN | F::ACK, 0)),
-            Verdict::Valid
-        );
-        assert_eq!(c.state_name(), "SYN_RECV");
-        assert_eq!(c.update(false, &seg(1001, 5001, F::ACK, 0)), Verdict::Valid);
-        assert!(c.established());
-        assert_eq!(c.state_name(), "ESTABLISHED");
-        c
-    }
-
-    #[test]
-    fn handshake_data_and_close() {
-        let mut c = handshake();
-        let t = Timeouts::default();
-        assert_eq!(c.timeout(&t), t.tcp_established);
-        assert_eq!(
-            c.update(false, &seg(1001, 5001, F::ACK, 1000)),
-            Verdict::Valid
-        );
-        assert_eq!(
-            c.update(true, &seg(5001, 2001, F::ACK, 500)),
-            Verdict::Valid
-        );
-        // A retransmission of old data is fine.
-        assert_eq!(
-            c.update(false, &seg(1001, 5501, F::ACK, 1000)),
-            Verdict::Valid
-        );
-        assert_eq!(
-            c.update(false, &seg(2001, 5501, F::ACK | F::FIN, 0)),
-            Verdict::Valid
-        );
-        assert_eq!(c.state_name(), "FIN_WAIT_1");
-        assert_eq!(c.timeout(&t), t.tcp_closing);
-        assert_eq!(
-            c.update(true, &seg(5501, 2002, F::ACK | F::FIN, 0)),
-            Verdict::Valid
-        );
-        assert_eq!(c.update(false, &seg(2002, 5502, F::ACK, 0)), Verdict::Valid);
-        assert_eq!(c.timeout(&t), t.tcp_closed);
-        // The tuple may be reused by a new SYN once closed.
-        assert_eq!(c.update(false, &seg(90000, 0, F::SYN, 0)), Verdict::Reopen);
-    }
-
-    #[test]
-    fn out_of_window_segments_are_invalid_and_change_nothing() {
-        let mut c = handshake();
-        let before = c;
-        // Far beyond the receiver's window.
-        assert_eq!(
-            c.update(false, &seg(1001 + 10_000_000, 5001, F::ACK, 100)),
-            Verdict::Invalid
-        );
-        // Far behind: more than a window back.
-        assert_eq!(
-            c.update(
-                false,
-                &seg(1001u32.wrapping_sub(1_000_000), 5001, F::ACK, 100)
-            ),
-            Verdict::Invalid
-        );
-        // Acknowledging data never sent.
-        assert_eq!(
-            c.update(false, &seg(1001, 5001 + 5_000_000, F::ACK, 0)),
-            Verdict::Invalid
-        );
-        assert_eq!(c, before);
-        assert_eq!(
-            c.update(false, &seg(1001, 5001, F::ACK, 10)),
-            Verdict::Valid
-        );
-    }
-
-    #[test]
-    fn nonsense_flags_and_half_open_pickup_are_refused() {
-        assert!(invalid_flags(F::SYN | F::FIN));
-        assert!(invalid_flags(F::SYN | F::RST));
-        assert!(invalid_flags(F::FIN));
-        assert!(invalid_flags(0));
-        assert!(!invalid_flags(F::RST));
-        assert!(!valid_new(&seg(1, 1, F::SYN | F::ACK, 0)));
-        assert!(!valid_new(&seg(1, 1, F::RST, 0)));
-        assert!(valid_new(&seg(1, 0, F::SYN, 0)));
-        assert!(valid_new(&seg(1, 1, F::ACK, 0)));
-    }
-
-    #[test]
-    fn reset_closes_both_sides() {
-        let mut c = handshake();
-        assert_eq!(
-            c.update(true, &seg(5001, 1001, F::RST | F::ACK, 0)),
-            Verdict::Valid
-        );
-        assert_eq!(c.state_name(), "TIME_WAIT");
-        assert_eq!(
-            c.timeout(&Timeouts::default()),
-            Timeouts::default().tcp_closed
-        );
-    }
-
-    #[test]
-    fn window_scaling_applies_when_both_sides_offer_it() {
-        let mut syn = seg(1000, 0, F::SYN, 0);
-        syn.wscale = Some(7);
-        let mut c = TcpConn::new(&syn);
-        let mut synack = seg(5000, 1001, F::SYN | F::ACK, 0);
-        synack.wscale = Some(7);
-        synack.win = 512;
-        assert_eq!(c.update(true, &synack), Verdict::Valid);
-        let mut ack = seg(1001, 5001, F::ACK, 0);
-        ack.win = 512;
-        assert_eq!(c.update(false, &ack), Verdict::Valid);
-        // The responder advertised 512 << 7 = 64 KiB: 60 KB fits...
-        let mut ack2 = seg(5001, 1001, F::ACK, 0);
-        ack2.win = 512;
-        assert_eq!(c.update(true, &ack2), Verdict::Valid);
-        assert_eq!(
-            c.update(false, &seg(1001, 5001, F::ACK, 60_000)),
-            Verdict::Valid
-        );
-        // ...and 200 KB beyond it does not.
-        assert_eq!(
-            c.update(false, &seg(61_001, 5001, F::ACK, 200_000)),
-            Verdict::Invalid
-        );
-    }
-
-    /// Windows of megabytes (scale 10) must not overflow the sequence
-    /// arithmetic: a retransmission check one window back once wrapped
-    /// past 2^31 and made every in-window segment invalid.
-    #[test]
-    fn large_scaled_windows_stay_valid() {
-        let mut syn = seg(1000, 0, F::SYN, 0);
-        syn.wscale = Some(10);
-        let mut c = TcpConn::new(&syn);
-        let mut synack = seg(5000, 1001, F::SYN | F::ACK, 0);
-        synack.wscale = Some(10);
-        assert_eq!(c.update(true, &synack), Verdict::Valid);
-        let mut ack = seg(1001, 5001, F::ACK, 0);
-        ack.win = 2050;
-        assert_eq!(c.update(false, &ack), Verdict::Valid);
-        let mut ack2 = seg(5001, 1001, F::ACK, 0);
-        ack2.win = 2050;
-        assert_eq!(c.update(true, &ack2), Verdict::Valid);
-        let mut seq = 1001u32;
-        for _ in 0..1000 {
-            let mut d = seg(seq, 5001, F::ACK, 1448);
-            d.win = 63;
-            assert_eq!(c.update(false, &d), Verdict::Valid, "seq {seq}");
-            seq = seq.wrapping_add(1448);
-            let mut a = seg(5001, seq, F::ACK, 0);
-            a.win = 2050;
-            assert_eq!(c.update(true, &a), Verdict::Valid);
-        }
-    }
-
-    mod prop {
-        use super::*;
-        use proptest::prelude::*;
-
-        #[derive(Clone, Debug)]
-        enum Step {
-            /// New data of this many bytes, if the window allows.
-            Send(u16),
-            /// The receiver acknowledges part of what is outstanding
-            /// (per mille) and advertises a raw window.
-            Ack(u16, u16),
-            /// A retransmission of outstanding data (offset per mille).
-            Retransmit(u16),
-            /// An old acknowledgement arrives again (duplicate, reordered).
-            OldAck,
-        }
-
-        fn step() -> impl Strategy<Value = Step> {
-            prop_oneof![
-                4 => (1u16..1449).prop_map(Step::Send),
-                3 => (0u16..=1000, 1u16..=u16::MAX).prop_map(|(a, w)| Step::Ack(a, w)),
-                1 => (0u16..=1000).prop_map(Step::Retransmit),
-                1 => Just(Step::OldAck),
-            ]
-        }
-
-        proptest! {
-            /// A legitimate exchange (in-window data, cumulative ACKs
-            /// that never shrink the window, retransmissions, duplicate
-            /// ACKs), with any window scales, is never invalid.
-            #[test]
-            fn legitimate_traffic_is_always_valid(
-                isn_c: u32, isn_s: u32, ws_c in 0u8..=14, ws_s in 0u8..=14,
-                steps in proptest::collection::vec(step(), 1..300),
-            ) {
-                let mut syn = seg(isn_c, 0, F::SYN, 0);
-                syn.wscale = Some(ws_c);
-                let mut c = TcpConn::new(&syn);
-                let mut synack = seg(isn_s, isn_c.wrapping_add(1), F::SYN | F::ACK, 0);
-                synack.wscale = Some(ws_s);
-                synack.win = 65535;
-                prop_assert_eq!(c.update(true, &synack), Verdict::Valid);
-                let una0 = isn_c.wrapping_add(1);
-                let mut ack3 = seg(una0, isn_s.wrapping_add(1), F::ACK, 0);
-                ack3.win = 65535;
-                prop_assert_eq!(c.update(false, &ack3), Verdict::Valid);
-                // Sender state, relative to una0.
-                let (mut una, mut nxt) = (0u64, 0u64);
-                // The receiver's right edge (relative) and last ACK sent.
-                let mut edge = 65535u64;
-                let mut last_ack = (0u64, 65535u16);
-                let srv = isn_s.wrapping_add(1);
-                for st in steps {
-                    match st {
-                        Step::Send(len) => {
-                            let len = u64::from(len);
-                            if nxt + len <= edge {
-                                let mut d = seg(una0.wrapping_add(nxt as u32), srv, F::ACK, len as u32);
-                                d.win = 65535;
-                                prop_assert_eq!(c.update(false, &d), Verdict::Valid, "send {:?}", (una, nxt, edge));
-                                nxt += len;
-                            }
-                        }
-                        Step::Ack(part, raw) => {
-                            let ack = una + (nxt - una) * u64::from(part) / 1000;
-                            let win = u64::from(raw) << ws_s;
-                            // Never shrink: the right edge only grows.
-                            let raw = if ack + win < edge {
-                                (edge - ack).div_ceil(1 << ws_s).min(65535) as u16
-                            } else {
-                                raw
-                            };
-                            let win = u64::from(raw) << ws_s;
-                            if ack + win < edge {
-                                continue;
-                            }
-                            let mut a = seg(srv, una0.wrapping_add(ack as u32), F::ACK, 0);
-                            a.win = raw;
-                            prop_assert_eq!(c.update(true, &a), Verdict::Valid, "ack {:?}", (una, nxt, ack, raw));
-                            una = ack;
-                            edge = ack + win;
-                            last_ack = (ack, raw);
-                        }
-                        Step::Retransmit(at) => {
-                            if nxt > una {
-                                let off = una + (nxt - una - 1) * u64::from(at) / 1000;
-                                let len = (nxt - off).min(1448);
-                                let mut d = seg(una0.wrapping_add(off as u32), srv, F::ACK, len as u32);
-                                d.win = 65535;
-                                prop_assert_eq!(c.update(false, &d), Verdict::Valid, "retransmit {}", off);
-                            }
-                        }
-                        Step::OldAck => {
-                            let mut a = seg(srv, una0.wrapping_add(last_ack.0 as u32), F::ACK, 0);
-                            a.win = last_ack.1;
-                            prop_assert_eq!(c.update(true, &a), Verdict::Valid);
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
+#[path = "tcp_tests.rs"]
+mod tests;

@@ -4,6 +4,7 @@
 use super::*;
 use crate::packet;
 use flowtable::matching::IP_PROTO_UDP;
+use tuple::icmp;
 use tuple::tcp_flags as F;
 
 pub(crate) const A: u32 = 0x0a80_0002;

@@ -2,6 +2,7 @@
 //! re-entering the pipeline with the tracked fork (see the `engine` module for the
 //! design).
 
+use super::xdp::XdpChain;
 use super::{Desc, Engine, Frames, PortIo, MAX_RECIRC_DEPTH};
 use crate::conntrack::{state, CtRequest};
 use crate::packet::{self, Layers};
@@ -22,6 +23,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     pub(super) fn process_recirc(&mut self, in_port: u32, first: Recirc) {
         let mut next = Some(first);
         let mut depth = 0;
+        // A received frame the XDP program could look up: its passes are
+        // followed, and the whole translation handed to the kernel if it
+        // can carry it out (see `xdp.rs`).
+        let mut chain = self.rx_xdp_key.take().map(XdpChain::new);
         while let Some(Recirc { desc, layers, key }) = next.take() {
             if depth > MAX_RECIRC_DEPTH {
                 self.drops.ct_recirc_depth += 1;
@@ -34,13 +39,22 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 Some(c) => c.xlate(&self.pipeline, &key, desc.len, &mut self.xlate),
                 None => self.pipeline.xlate(&key, desc.len, &mut self.xlate),
             }
-            if let Some(xk) = self.rx_xdp_key.take() {
-                // The first pass of a received frame the XDP program
-                // could look up: hand the translation to the kernel if
-                // it can carry it out.
-                self.xdp_install(in_port, xk, &key);
+            if let Some(c) = chain.take() {
+                chain = self.xdp_pass(in_port, c, &key);
             }
             next = self.execute(in_port, desc, layers, key.get(Field::TunId));
+            if let Some(c) = &mut chain {
+                // The pass was a `ct(table=N)` fork: the connection must
+                // be one the kernel may carry.
+                if !next.as_ref().is_some_and(|r| c.tracked(&r.key)) {
+                    chain = None;
+                }
+            }
+            if self.xdp.is_some() {
+                // Entries of connections this `ct()` changed go before
+                // the packet that changed them leaves.
+                self.xdp_forget_dead();
+            }
         }
     }
 

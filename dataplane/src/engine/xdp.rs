@@ -3,12 +3,98 @@
 //! kernel's hits to the ports' and drop counters.
 
 use super::{Engine, Frames, PortIo};
+use crate::conntrack::{state, Tuple};
 use crate::control::port_config;
-use crate::xdpcache::{entry::mac_bytes, FcAction, FcKey, XdpCache, XdpCacheStats};
+use crate::xdpcache::{entry::mac_bytes, CtConn, FcAction, FcKey, XdpCache, XdpCacheStats};
 use flowtable::action::port as ofpp;
+use flowtable::cache::Attribution;
 use flowtable::key::{Field, FlowKey};
+use flowtable::matching::{IP_PROTO_TCP, IP_PROTO_UDP};
 use flowtable::pipeline::{DpAction, DropReason};
 use std::time::Instant;
+
+/// Most `ct()` passes one cached translation may go through (the
+/// agent's pipeline has three).
+const MAX_CT_PASSES: usize = 4;
+
+/// A received frame's translation followed across its passes (each
+/// `ct(table=N)` recirculation starts one) while it could still become an
+/// XDP cache entry: the counters of the passes so far and the connections
+/// they went through.
+pub(super) struct XdpChain {
+    xk: FcKey,
+    attribution: Option<Attribution>,
+    conns: Vec<CtConn>,
+}
+
+impl XdpChain {
+    pub(super) fn new(xk: FcKey) -> Self {
+        XdpChain {
+            xk,
+            attribution: None,
+            conns: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, a: Attribution) {
+        match &mut self.attribution {
+            Some(all) => all.extend(&a),
+            None => self.attribution = Some(a),
+        }
+    }
+
+    /// After a `ct(table=N)` pass, `key` is what the fork resumes with:
+    /// records its connection if the kernel may carry the packet, i.e.
+    /// it is `+trk+est` (maybe `+rpl`), not new, invalid, related or
+    /// NATed, and TCP or UDP (the XDP key holds their ports; an ICMP
+    /// echo's identifier it does not). Returns whether it did.
+    pub(super) fn tracked(&mut self, key: &FlowKey) -> bool {
+        let st = key.get(Field::CtState) as u32;
+        let need = state::TRK | state::EST;
+        let refuse = state::NEW | state::INV | state::REL | state::SNAT | state::DNAT;
+        let proto = key.get(Field::IpProto) as u8;
+        if st & need != need
+            || st & refuse != 0
+            || !matches!(proto, IP_PROTO_TCP | IP_PROTO_UDP)
+            || self.conns.len() >= MAX_CT_PASSES
+        {
+            return false;
+        }
+        self.conns.push(CtConn {
+            tuple: Tuple {
+                zone: key.get(Field::CtZone) as u16,
+                proto,
+                src: key.get(Field::IpSrc) as u32,
+                dst: key.get(Field::IpDst) as u32,
+                sport: key.get(Field::TpSrc) as u16,
+                dport: key.get(Field::TpDst) as u16,
+            },
+            mark: key.get(Field::CtMark) as u32,
+            label: key.ct_label(),
+        });
+        true
+    }
+}
+
+/// Whether `actions` are a `ct(table=N)` pass the cache can follow: the
+/// fork alone (nothing else done to the packet), without a ct_mark or
+/// ct_label to write, without `force` (a `commit` of an established
+/// connection changes nothing). `nat` may be there: it translates only a
+/// connection that has a translation, and then the fork's state says so
+/// (`+snat`/`+dnat`), which [`XdpChain::tracked`] refuses; the agent's
+/// replies to local pods take `ct(nat,table=70)`.
+fn plain_ct_fork(actions: &[DpAction]) -> bool {
+    matches!(
+        actions,
+        [DpAction::Ct {
+            table: Some(_),
+            mark: None,
+            label: None,
+            force: false,
+            ..
+        }]
+    )
+}
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Puts `cache` in front of the sockets (`None`: off).
@@ -27,10 +113,32 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         self.xdp_sweep(true);
     }
 
-    /// Installs the translation in `self.xlate` of the frame with XDP key
-    /// `xk` and flow key `key`, if the XDP program can carry it out alone
-    /// (see `crate::xdpcache` for the rules).
-    pub(super) fn xdp_install(&mut self, in_port: u32, xk: FcKey, key: &FlowKey) {
+    /// One pass of `chain`'s frame was translated into `self.xlate` from
+    /// `key`: a `ct(table=N)` fork the cache can follow continues the
+    /// chain (returned); the last pass is installed if it can be.
+    pub(super) fn xdp_pass(
+        &mut self,
+        in_port: u32,
+        mut chain: XdpChain,
+        key: &FlowKey,
+    ) -> Option<XdpChain> {
+        if self.fail_open || self.xdp.is_none() {
+            return None;
+        }
+        if plain_ct_fork(self.xlate.actions()) {
+            // Now: the next pass's translation may evict this one's.
+            let a = self.cache.as_ref()?.attribution(&self.pipeline, key)?;
+            chain.add(a);
+            return Some(chain);
+        }
+        self.xdp_install(in_port, chain, key);
+        None
+    }
+
+    /// Installs the translation in `self.xlate` of the frame whose passes
+    /// `chain` followed, the last from flow key `key`, if the XDP program
+    /// can carry it out alone (see `crate::xdpcache` for the rules).
+    fn xdp_install(&mut self, in_port: u32, chain: XdpChain, key: &FlowKey) {
         if self.fail_open || self.xdp.is_none() || self.xlate.recirc().is_some() {
             return;
         }
@@ -81,15 +189,48 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 )
             }
         };
-        let Some(attribution) = self
+        let Some(last) = self
             .cache
             .as_ref()
             .and_then(|c| c.attribution(&self.pipeline, key))
         else {
             return;
         };
+        let XdpChain {
+            xk,
+            attribution,
+            conns,
+        } = chain;
+        let attribution = match attribution {
+            Some(mut all) => {
+                all.extend(&last);
+                all
+            }
+            None => last,
+        };
         if let Some(x) = &mut self.xdp {
-            x.install(xk, action, in_idx, out, attribution);
+            x.install(
+                xk,
+                action,
+                in_idx,
+                out,
+                attribution,
+                &conns,
+                &self.conntrack,
+                self.ct_now,
+            );
+        }
+    }
+
+    /// Removes the XDP cache entries of connections conntrack saw change
+    /// or go (see `conntrack/xdp_link.rs`).
+    pub(super) fn xdp_forget_dead(&mut self) {
+        let Some(x) = &mut self.xdp else {
+            return;
+        };
+        let mut ids = Vec::new();
+        if self.conntrack.xdp_take_dead(&mut ids) {
+            x.forget_conns(&ids);
         }
     }
 
@@ -117,10 +258,16 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Sweeps the XDP cache when due (now with `force`) and adds the hits
     /// it collected to the ports' and drop counters.
     pub(super) fn xdp_sweep(&mut self, force: bool) {
+        self.xdp_forget_dead();
         let Some(x) = &mut self.xdp else {
             return;
         };
-        x.sweep(Instant::now(), force);
+        x.sweep(
+            Instant::now(),
+            force,
+            &self.conntrack,
+            self.conntrack.now_ms(),
+        );
         for c in x.take_credits() {
             if let Some(p) = self.ports.get_mut(c.in_idx) {
                 p.totals.rx_packets += c.packets;
@@ -135,6 +282,112 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 }
                 Err(reason) => self.drops.count_n(reason, c.packets),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowtable::matching::IP_PROTO_ICMP;
+
+    fn tracked_key(state: u32, proto: u8) -> FlowKey {
+        let mut k = FlowKey::zero();
+        k.set(Field::CtState, u64::from(state));
+        k.set(Field::CtZone, 3);
+        k.set(Field::CtMark, 9);
+        k.set(Field::IpProto, u64::from(proto));
+        k.set(Field::IpSrc, 0x0a80_0002);
+        k.set(Field::IpDst, 0x0a80_0003);
+        k.set(Field::TpSrc, 40000);
+        k.set(Field::TpDst, 80);
+        k
+    }
+
+    #[test]
+    fn only_established_tcp_and_udp_without_nat_are_followed() {
+        let est = state::TRK | state::EST;
+        for (st, proto, ok) in [
+            (est, IP_PROTO_TCP, true),
+            (est | state::RPL, IP_PROTO_UDP, true),
+            (est, IP_PROTO_ICMP, false),
+            (state::TRK | state::NEW, IP_PROTO_UDP, false),
+            (est | state::INV, IP_PROTO_UDP, false),
+            (state::TRK | state::REL | state::RPL, IP_PROTO_UDP, false),
+            (est | state::SNAT, IP_PROTO_UDP, false),
+            (est | state::DNAT, IP_PROTO_TCP, false),
+            (state::EST, IP_PROTO_TCP, false),
+        ] {
+            let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
+            assert_eq!(c.tracked(&tracked_key(st, proto)), ok, "{st:#x} {proto}");
+            assert_eq!(c.conns.len(), usize::from(ok));
+        }
+        let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
+        assert!(c.tracked(&tracked_key(est, IP_PROTO_TCP)));
+        assert_eq!(
+            c.conns[0],
+            CtConn {
+                tuple: Tuple {
+                    zone: 3,
+                    proto: IP_PROTO_TCP,
+                    src: 0x0a80_0002,
+                    dst: 0x0a80_0003,
+                    sport: 40000,
+                    dport: 80,
+                },
+                mark: 9,
+                label: 0,
+            }
+        );
+        for _ in 1..MAX_CT_PASSES {
+            assert!(c.tracked(&tracked_key(est, IP_PROTO_TCP)));
+        }
+        assert!(
+            !c.tracked(&tracked_key(est, IP_PROTO_TCP)),
+            "too many passes"
+        );
+    }
+
+    #[test]
+    fn only_a_lone_plain_ct_fork_is_followed() {
+        let ct = |table, force, mark, label| DpAction::Ct {
+            zone: 0,
+            commit: true,
+            force,
+            table,
+            nat: None,
+            mark,
+            label,
+        };
+        let fork = ct(Some(1), false, None, None);
+        assert!(plain_ct_fork(&[fork]));
+        // A bare `nat` (un-NAT of replies): followed, the state tells
+        // whether it translated.
+        let nat = DpAction::Ct {
+            zone: 0,
+            commit: false,
+            force: false,
+            table: Some(70),
+            nat: Some(flowtable::pipeline::NatSpec::default()),
+            mark: None,
+            label: None,
+        };
+        assert!(plain_ct_fork(&[nat]));
+        let out = DpAction::Output {
+            port: 2,
+            tun_id: 0,
+            tun_dst: 0,
+        };
+        assert!(!plain_ct_fork(&[fork, out]));
+        assert!(!plain_ct_fork(&[out]));
+        assert!(!plain_ct_fork(&[]));
+        for bad in [
+            ct(Some(1), false, Some((1, 1)), None),
+            ct(Some(1), false, None, Some((1, 1))),
+            ct(Some(1), true, None, None),
+            ct(None, false, None, None),
+        ] {
+            assert!(!plain_ct_fork(&[bad]), "{bad:?}");
         }
     }
 }

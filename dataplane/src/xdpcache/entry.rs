@@ -33,12 +33,19 @@ const ACTION_REDIRECT: u8 = 1;
 const ACTION_DROP: u8 = 2;
 const FLAG_SET_DST: u8 = 1;
 const FLAG_SET_SRC: u8 = 2;
+const FLAG_CT: u8 = 4;
 
 /// The value stored for `action` in generation `gen`, counters zero.
-pub fn value(action: FcAction, gen: u64) -> [u8; VALUE_SIZE] {
+/// `ct`: the translation went through conntrack, so TCP segments with
+/// SYN, FIN or RST (or without ACK) must still go to xbr, whose
+/// conntrack has to see them (see `conntrack/xdp_link.rs`).
+pub fn value(action: FcAction, gen: u64, ct: bool) -> [u8; VALUE_SIZE] {
     let mut v = [0u8; VALUE_SIZE];
     v[0..8].copy_from_slice(&gen.to_ne_bytes());
     // 8..16 packets, 16..24 bytes: zero.
+    if ct {
+        v[29] = FLAG_CT;
+    }
     match action {
         FcAction::Drop => v[28] = ACTION_DROP,
         FcAction::Redirect {
@@ -48,7 +55,7 @@ pub fn value(action: FcAction, gen: u64) -> [u8; VALUE_SIZE] {
         } => {
             v[24..28].copy_from_slice(&out_ifindex.to_ne_bytes());
             v[28] = ACTION_REDIRECT;
-            let mut flags = 0;
+            let mut flags = v[29];
             if let Some(mac) = set_dst {
                 flags |= FLAG_SET_DST;
                 v[30..36].copy_from_slice(&mac);
@@ -188,13 +195,26 @@ mod tests {
                 set_src: None,
             },
             5,
+            false,
         );
         assert_eq!(&v[0..8], &5u64.to_ne_bytes());
         assert_eq!(&v[24..28], &9u32.to_ne_bytes());
         assert_eq!((v[28], v[29]), (ACTION_REDIRECT, FLAG_SET_DST));
         assert_eq!(&v[30..36], &[1, 2, 3, 4, 5, 6]);
         assert_eq!(counters(&v), (0, 0));
-        assert_eq!(value(FcAction::Drop, 1)[28], ACTION_DROP);
+        assert_eq!(value(FcAction::Drop, 1, false)[28], ACTION_DROP);
+        assert_eq!(value(FcAction::Drop, 1, false)[29], 0);
+        assert_eq!(value(FcAction::Drop, 1, true)[29], FLAG_CT);
+        let ct = value(
+            FcAction::Redirect {
+                out_ifindex: 9,
+                set_dst: None,
+                set_src: Some([1, 2, 3, 4, 5, 6]),
+            },
+            5,
+            true,
+        );
+        assert_eq!(ct[29], FLAG_CT | FLAG_SET_SRC);
         assert_eq!(mac_bytes(0x0a58_0a80_0002), [0x0a, 0x58, 0x0a, 0x80, 0, 2]);
     }
 }

@@ -19,14 +19,55 @@
 //! pipeline, as without the cache, then installs an entry only when
 //! - the frame is one the XDP program looks up (untagged IPv4 without
 //!   options, not a fragment, TCP/UDP/ICMP): the key then holds every
-//!   header field of its flow key, and nothing else (ct state, tunnel
-//!   metadata, NORMAL's MAC table) entered the translation;
+//!   header field of its flow key, and nothing else (tunnel metadata,
+//!   NORMAL's MAC table; ct state only as described below) entered the
+//!   translation;
 //! - it came from a system port (AF_XDP with this program) and the
 //!   actions are Ethernet address rewrites then one output to another
 //!   system port that may forward, or nothing at all (a drop);
 //! - the translation cache holds the translation (flowtable's rules for
 //!   what is cacheable; it also gives the counters to credit);
 //! - the switch is not forwarding by NORMAL for lack of a controller.
+//!
+//! Conntrack entries: a translation may also go through `ct(table=N)`
+//! passes (the agent's `ip,ct_state=-trk -> ct(table=0)`, then
+//! `+trk+est` flows) when every pass but the last is such a fork alone
+//! (no ct_mark or ct_label written, no `force`; a `commit` of an
+//! established connection changes nothing, and `nat` of one without a
+//! translation does nothing), after each fork the packet
+//! is `+trk+est` (maybe `+rpl`), neither `+new`, `+inv`, `+rel` nor NATed,
+//! over TCP or UDP, and the last pass's actions are as above. The entry
+//! covers the whole translation: its key is the frame's, and it credits
+//! the flows and tables of every pass. That is exact because:
+//! - a pass's translation depends on the key it resumes with: the
+//!   headers (in the XDP key), the metadata of the passes before (a
+//!   function of those) and the ct fields. The zone is chosen by the
+//!   flows, so the key implies it and the connection; the state of an
+//!   established connection is `+est` (with `+rpl` for one direction,
+//!   which has its own key) for as long as it stays *steady* (see
+//!   `conntrack/xdp_link.rs`), and ct_mark and ct_label only change when
+//!   a `ct(commit)` writes them, which a cached translation never does;
+//! - the connections are linked (`Conntrack::xdp_link`) when the entry is
+//!   installed, checked steady with the mark and label the passes saw.
+//!   When one stops being steady (the packet thread saw a FIN or RST, a
+//!   mark or label was written, it was reopened) or leaves the table
+//!   (expiry, `force`, `xbr conntrack flush`), conntrack queues it and
+//!   the packet thread deletes its entries after that `ct()` and every
+//!   round, before it forwards the packet that changed it; a flush also
+//!   bumps the generation before it answers;
+//! - the XDP program hands TCP segments with SYN, FIN or RST, or without
+//!   ACK, to the packet thread even on a hit (the entry's `ct` flag), so
+//!   conntrack sees every segment that changes a connection's state;
+//! - the sweep refreshes linked connections whose entries had hits, so a
+//!   connection the kernel carries does not expire in conntrack; a steady
+//!   connection's timeout (established TCP, replied UDP) does not depend
+//!   on which of its packets were seen.
+//!
+//! Known limit: TCP window tracking is skipped for segments the kernel
+//! forwards; while linked, and until each peer was seen again after,
+//! conntrack accepts segments without window checks and resynchronises
+//! the windows from them (`TcpConn::suspend_window`). ICMP is never
+//! cached through `ct()` (the echo identifier is not in the XDP key).
 //!
 //! Invalidation (never a stale hit after a barrier reply): each entry
 //! carries the generation it was installed in, and the program uses it
@@ -69,6 +110,7 @@ mod maps;
 pub use entry::{FcAction, FcKey};
 pub use maps::{CacheMaps, XdpGen};
 
+use crate::conntrack::{Conntrack, CtLink};
 use flowtable::cache::Attribution;
 use flowtable::pipeline::DropReason;
 use std::collections::HashMap;
@@ -121,6 +163,10 @@ pub struct XdpCacheStats {
     pub expired: u64,
     /// Entries removed because a change invalidated them.
     pub invalidated: u64,
+    /// Entries installed for translations through conntrack.
+    pub ct_installs: u64,
+    /// Entries removed because their connection changed or went.
+    pub ct_removed: u64,
 }
 
 /// Hits to credit to the engine's ports and drop counters.
@@ -141,6 +187,8 @@ struct Installed {
     attribution: Attribution,
     in_idx: usize,
     out: Result<usize, DropReason>,
+    /// The connections the translation went through (`ct()` passes).
+    links: Vec<CtLink>,
     /// Hits already credited.
     packets: u64,
     bytes: u64,
@@ -153,6 +201,8 @@ pub struct XdpCache {
     /// The generation read at the start of the current round.
     round_gen: u64,
     mirror: HashMap<FcKey, Installed, ahash::RandomState>,
+    /// Linked connection id -> the entries that carry it.
+    by_conn: HashMap<usize, Vec<FcKey>, ahash::RandomState>,
     last_sweep: Instant,
     /// Ports' credits waiting for the engine (filled by sweeps and by
     /// reinstalls, drained by [`XdpCache::take_credits`]).
@@ -169,6 +219,7 @@ impl XdpCache {
                 ahash::RandomState::new(),
             ),
             maps,
+            by_conn: HashMap::with_hasher(ahash::RandomState::new()),
             last_sweep: Instant::now(),
             credits: Vec::new(),
             stats: XdpCacheStats::default(),
@@ -200,7 +251,13 @@ impl XdpCache {
     }
 
     /// Installs `action` for frames with `key`, unless an identical entry
-    /// of this generation is there already.
+    /// of this generation is there already. `conns`: the connections
+    /// the translation went through (`ct()` passes), each as the packet's
+    /// tuple with the ct_mark and ct_label the pass saw; they are linked
+    /// in `ct` (`Conntrack::xdp_link`, at its time `ct_now`) and the entry
+    /// becomes a conntrack entry (see `crate::conntrack` and
+    /// `entry::value`), or nothing is installed if one cannot be linked.
+    #[allow(clippy::too_many_arguments)]
     pub fn install(
         &mut self,
         key: FcKey,
@@ -208,18 +265,27 @@ impl XdpCache {
         in_idx: usize,
         out: Result<usize, DropReason>,
         attribution: Attribution,
+        conns: &[CtConn],
+        ct: &Conntrack,
+        ct_now: u64,
     ) {
         if self.maps.generation().is_broken() {
             return;
         }
         match self.mirror.get(&key) {
-            Some(e) if e.gen == self.round_gen && e.action == action => return,
+            Some(e)
+                if e.gen == self.round_gen
+                    && e.action == action
+                    && e.links.len() == conns.len()
+                    && e.links.iter().all(CtLink::is_linked) =>
+            {
+                return;
+            }
             Some(_) => {
-                // Stale (an older generation, so no longer counting):
-                // collect its last hits before the update zeroes them.
-                if let Some(old) = self.mirror.remove(&key) {
-                    self.collect(&key, &old);
-                }
+                // Stale (an older generation, so no longer counting, or a
+                // connection that went): collect its last hits before
+                // the update zeroes them.
+                self.remove(&key);
             }
             None if self.mirror.len() >= self.maps.capacity() as usize => {
                 self.stats.full += 1;
@@ -227,15 +293,32 @@ impl XdpCache {
             }
             None => {}
         }
-        let value = entry::value(action, self.round_gen);
+        let mut links = Vec::with_capacity(conns.len());
+        for c in conns {
+            match ct.xdp_link(&c.tuple, c.mark, c.label, ct_now) {
+                Some(l) => links.push(l),
+                None => {
+                    self.release(&key, &links);
+                    return;
+                }
+            }
+        }
+        let value = entry::value(action, self.round_gen, !links.is_empty());
         if let Err(e) = self.maps.insert(&key, &value) {
             if self.stats.install_errors == 0 {
                 tracing::warn!(error = %e, "cannot install an XDP flow cache entry");
             }
             self.stats.install_errors += 1;
+            self.release(&key, &links);
             return;
         }
         self.stats.installs += 1;
+        if !links.is_empty() {
+            self.stats.ct_installs += 1;
+        }
+        for l in &links {
+            self.by_conn.entry(l.id()).or_default().push(key);
+        }
         self.mirror.insert(
             key,
             Installed {
@@ -244,11 +327,58 @@ impl XdpCache {
                 attribution,
                 in_idx,
                 out,
+                links,
                 packets: 0,
                 bytes: 0,
                 last_active: Instant::now(),
             },
         );
+    }
+
+    /// `key` no longer carries `links`: forgets it under each, and unlinks
+    /// the connections no other entry carries.
+    fn release(&mut self, key: &FcKey, links: &[CtLink]) {
+        for l in links {
+            let id = l.id();
+            let empty = match self.by_conn.get_mut(&id) {
+                Some(keys) => {
+                    keys.retain(|k| k != key);
+                    keys.is_empty()
+                }
+                None => true,
+            };
+            if empty {
+                self.by_conn.remove(&id);
+                l.unlink();
+            }
+        }
+    }
+
+    /// Removes the entry at `key` from the map and the mirror, crediting
+    /// its last hits first.
+    fn remove(&mut self, key: &FcKey) -> bool {
+        let Some(old) = self.mirror.remove(key) else {
+            return false;
+        };
+        self.collect(key, &old);
+        self.maps.delete(key);
+        self.release(key, &old.links);
+        true
+    }
+
+    /// Removes the entries of the connections `ids` (conntrack saw them
+    /// change or go: `Conntrack::xdp_take_dead`).
+    pub fn forget_conns(&mut self, ids: &[usize]) {
+        for id in ids {
+            let Some(keys) = self.by_conn.remove(id) else {
+                continue;
+            };
+            for key in keys {
+                if self.remove(&key) {
+                    self.stats.ct_removed += 1;
+                }
+            }
+        }
     }
 
     /// Credits an entry's uncredited hits; returns whether there were any.
@@ -275,8 +405,10 @@ impl XdpCache {
     }
 
     /// Every [`SWEEP_INTERVAL`] (or at once with `force`): collects hit
-    /// counts and removes stale and idle entries.
-    pub fn sweep(&mut self, now: Instant, force: bool) {
+    /// counts, refreshes the connections of entries with hits in
+    /// conntrack (`ct`, at its time `ct_now`), and removes stale and idle
+    /// entries.
+    pub fn sweep(&mut self, now: Instant, force: bool, ct: &Conntrack, ct_now: u64) {
         if !force && now.duration_since(self.last_sweep) < SWEEP_INTERVAL {
             return;
         }
@@ -284,6 +416,7 @@ impl XdpCache {
         let current = self.maps.generation().current();
         let broken = self.maps.generation().is_broken();
         let mut mirror = std::mem::take(&mut self.mirror);
+        let mut gone = Vec::new();
         mirror.retain(|key, e| {
             if let Some((packets, bytes)) = self.maps.read(key) {
                 let (dp, db) = (
@@ -302,6 +435,9 @@ impl XdpCache {
                     e.packets = packets;
                     e.bytes = bytes;
                     e.last_active = now;
+                    for l in &e.links {
+                        l.refresh(ct, ct_now);
+                    }
                 }
             }
             let stale = e.gen != current || broken;
@@ -313,11 +449,17 @@ impl XdpCache {
                 } else {
                     self.stats.expired += 1;
                 }
+                if !e.links.is_empty() {
+                    gone.push((*key, std::mem::take(&mut e.links)));
+                }
                 return false;
             }
             true
         });
         self.mirror = mirror;
+        for (key, links) in gone {
+            self.release(&key, &links);
+        }
     }
 
     /// Hits collected since the last call, for the engine to add to its
@@ -327,10 +469,22 @@ impl XdpCache {
     }
 }
 
+/// A connection a translation went through: the packet's tuple in the
+/// `ct()` pass, and the ct_mark and ct_label the pass saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtConn {
+    pub tuple: crate::conntrack::Tuple,
+    pub mark: u32,
+    pub label: u128,
+}
+
 impl Drop for XdpCache {
     fn drop(&mut self) {
-        for key in self.mirror.keys() {
+        for (key, e) in &self.mirror {
             self.maps.delete(key);
+            for l in &e.links {
+                l.unlink();
+            }
         }
     }
 }

@@ -1,0 +1,164 @@
+//! Connections carried by the XDP flow cache (see `crate::xdpcache`).
+//!
+//! # Design
+//!
+//! The cache may forward packets of an established connection in the
+//! kernel, without conntrack seeing them. That is only right while every
+//! packet of the connection would be tracked alike: `+est`, no NAT
+//! applied, the same ct_mark and ct_label, and a state that packets
+//! without SYN, FIN or RST (the only TCP segments the kernel forwards for
+//! such entries) do not change. A connection in that state is *steady*.
+//!
+//! A [`CtLink`] is the cache's handle on one connection it carries
+//! (`Conn::xdp_linked`). Whenever a linked connection stops being steady
+//! (a FIN or RST seen by the packet thread, a new mark or label, a
+//! reopening SYN) or leaves the table (expiry, flush, `force`), conntrack
+//! unlinks it under its lock and queues its id; the packet thread takes
+//! the queue after every `ct()` and every round ([`Conntrack::xdp_take_dead`])
+//! and deletes the connection's entries, so the segment that changed the
+//! state is forwarded only after the kernel stopped forwarding the
+//! connection. A flush also bumps the cache's generation before it
+//! returns, so no entry of a flushed connection is used after
+//! `xbr conntrack flush` answered, whether or not the packet thread was
+//! awake.
+//!
+//! Kernel hits refresh the connection ([`CtLink::refresh`], from the
+//! cache's sweep) as the packets would have, so it does not expire while
+//! the kernel carries it; a steady connection's timeout does not depend
+//! on which packets were seen.
+//!
+//! TCP window tracking is suspended while linked (`TcpConn::suspend_window`):
+//! the kernel does not tell conntrack the sequence numbers it forwarded,
+//! so the first segment of each peer seen afterwards resynchronises the
+//! window instead of being judged against a stale one.
+
+use super::table::ConnRef;
+use super::{Conn, Conntrack, Tuple};
+use crate::xdpcache::XdpGen;
+use flowtable::matching::{IP_PROTO_TCP, IP_PROTO_UDP};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Whether packets of `c` that the kernel may forward (no SYN, FIN or
+/// RST) leave its state, and so their own `ct()` outcome, unchanged.
+/// TCP and UDP only: an ICMP echo's identifier is not in the XDP key.
+pub(super) fn steady(c: &Conn) -> bool {
+    c.seen_reply
+        && !c.removed
+        && matches!(c.orig.proto, IP_PROTO_TCP | IP_PROTO_UDP)
+        && c.tcp.as_ref().is_none_or(|t| t.established())
+}
+
+/// The XDP flow cache's hold on a connection it carries.
+#[derive(Clone)]
+pub struct CtLink {
+    conn: ConnRef,
+}
+
+impl std::fmt::Debug for CtLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CtLink").field(&self.id()).finish()
+    }
+}
+
+impl CtLink {
+    /// The connection's identity while this link exists (its address,
+    /// which the link keeps from being reused).
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.conn) as usize
+    }
+
+    /// The kernel forwarded packets of the connection at `now`: it lives
+    /// on as if conntrack had seen them. A connection that was unlinked,
+    /// removed or already expired is left alone.
+    pub fn refresh(&self, ct: &Conntrack, now: u64) {
+        let mut c = self.conn.lock();
+        if c.xdp_linked && !c.removed && c.expires > now {
+            let until = now.saturating_add(c.timeout(&ct.config.timeouts));
+            c.expires = c.expires.max(until);
+        }
+    }
+
+    /// The cache no longer carries the connection.
+    pub fn unlink(&self) {
+        self.conn.lock().xdp_linked = false;
+    }
+
+    /// Whether the link is still in force (tests and diagnostics).
+    pub fn is_linked(&self) -> bool {
+        self.conn.lock().xdp_linked
+    }
+}
+
+impl Conntrack {
+    /// Links the connection of the packet tuple `t` to the XDP flow
+    /// cache, if it is live, steady and still has the ct_mark and
+    /// ct_label the translation saw; `None` otherwise (do not cache).
+    pub fn xdp_link(&self, t: &Tuple, mark: u32, label: u128, now: u64) -> Option<CtLink> {
+        self.table.with(t, |e| {
+            let e = e?;
+            let mut c = e.conn.lock();
+            if c.expires <= now || !steady(&c) || c.mark != mark || c.label != label {
+                return None;
+            }
+            c.xdp_linked = true;
+            if let Some(tcp) = c.tcp.as_mut() {
+                tcp.suspend_window();
+            }
+            Some(CtLink {
+                conn: e.conn.clone(),
+            })
+        })
+    }
+
+    /// Under `c`'s lock, after a change that may make cached packets of
+    /// it translate differently: unlinks it and queues `id` for the
+    /// packet thread. Returns whether it was linked.
+    pub(super) fn xdp_changed(&self, c: &mut Conn, id: usize) -> bool {
+        if !c.xdp_linked {
+            return false;
+        }
+        c.xdp_linked = false;
+        self.xdp_dead.lock().push(id);
+        self.xdp_dead_pending.store(true, Ordering::Release);
+        true
+    }
+
+    /// Moves the ids of connections whose cache entries must go into
+    /// `out`; returns whether there were any. One atomic load when none.
+    pub fn xdp_take_dead(&self, out: &mut Vec<usize>) -> bool {
+        if !self.xdp_dead_pending.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut dead = self.xdp_dead.lock();
+        self.xdp_dead_pending.store(false, Ordering::Relaxed);
+        out.append(&mut dead);
+        true
+    }
+
+    /// Removes a connection from the table (if those entries still point
+    /// at `conn`), unlinking it from the cache. Returns whether it was
+    /// removed and whether it was linked.
+    pub(super) fn remove_conn(&self, orig: &Tuple, reply: &Tuple, conn: &ConnRef) -> (bool, bool) {
+        if !self.table.remove(orig, reply, conn) {
+            return (false, false);
+        }
+        let mut c = conn.lock();
+        c.removed = true;
+        (true, self.xdp_changed(&mut c, Arc::as_ptr(conn) as usize))
+    }
+
+    /// Makes flushes invalidate the XDP flow cache whose generation `gen`
+    /// is (set once, when the bridge starts).
+    pub fn set_xdp_gen(&self, gen: Arc<XdpGen>) {
+        let _ = self.xdp_gen.set(gen);
+    }
+
+    /// A flush removed linked connections: entries must stop being used
+    /// before the flush is acknowledged.
+    pub(super) fn xdp_flushed(&self) {
+        if let Some(g) = self.xdp_gen.get() {
+            g.bump();
+        }
+    }
+}

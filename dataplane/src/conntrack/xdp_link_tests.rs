@@ -1,0 +1,172 @@
+//! Links to the XDP flow cache: only steady connections are linked, and
+//! every change that would make a cached packet translate differently
+//! unlinks the connection and queues it for the packet thread.
+
+use super::tests::{run, tcp_frame, udp_frame, A, B, COMMIT, LOOKUP};
+use super::tuple::tcp_flags as F;
+use super::{Conntrack, CtConfig, CtRequest, Timeouts, Tuple};
+use flowtable::matching::{IP_PROTO_TCP, IP_PROTO_UDP};
+
+fn udp_tuple() -> Tuple {
+    Tuple {
+        zone: 0,
+        proto: IP_PROTO_UDP,
+        src: A,
+        dst: B,
+        sport: 5000,
+        dport: 53,
+    }
+}
+
+fn tcp_tuple() -> Tuple {
+    Tuple {
+        zone: 0,
+        proto: IP_PROTO_TCP,
+        src: A,
+        dst: B,
+        sport: 40000,
+        dport: 80,
+    }
+}
+
+fn dead(ct: &Conntrack) -> Vec<usize> {
+    let mut out = Vec::new();
+    ct.xdp_take_dead(&mut out);
+    out
+}
+
+/// A committed UDP connection that has seen its reply.
+fn replied_udp(ct: &Conntrack) {
+    run(ct, udp_frame(A, 5000, B, 53), &COMMIT, 0);
+    run(ct, udp_frame(B, 53, A, 5000), &LOOKUP, 1);
+}
+
+/// An established TCP connection (handshake done).
+fn established_tcp(ct: &Conntrack) {
+    run(
+        ct,
+        tcp_frame((A, 40000), (B, 80), 1000, 0, F::SYN, 0),
+        &COMMIT,
+        0,
+    );
+    let synack = tcp_frame((B, 80), (A, 40000), 5000, 1001, F::SYN | F::ACK, 0);
+    run(ct, synack, &LOOKUP, 1);
+    run(
+        ct,
+        tcp_frame((A, 40000), (B, 80), 1001, 5001, F::ACK, 0),
+        &LOOKUP,
+        2,
+    );
+}
+
+#[test]
+fn only_steady_connections_with_the_seen_mark_are_linked() {
+    let ct = Conntrack::default();
+    assert!(
+        ct.xdp_link(&udp_tuple(), 0, 0, 1).is_none(),
+        "no connection"
+    );
+    run(&ct, udp_frame(A, 5000, B, 53), &COMMIT, 0);
+    assert!(ct.xdp_link(&udp_tuple(), 0, 0, 1).is_none(), "not replied");
+    run(&ct, udp_frame(B, 53, A, 5000), &LOOKUP, 1);
+    assert!(ct.xdp_link(&udp_tuple(), 7, 0, 2).is_none(), "other mark");
+    assert!(ct.xdp_link(&udp_tuple(), 0, 1, 2).is_none(), "other label");
+    let l = ct.xdp_link(&udp_tuple(), 0, 0, 2).expect("steady");
+    assert!(l.is_linked());
+    // Either direction's tuple finds it.
+    let back = ct.xdp_link(&udp_tuple().reverse(), 0, 0, 2).expect("reply");
+    assert_eq!(back.id(), l.id());
+    // Expired: not linked.
+    let t = Timeouts::default();
+    assert!(ct.xdp_link(&udp_tuple(), 0, 0, 2 + t.other_bidir).is_none());
+
+    // TCP only once the handshake completed.
+    run(
+        &ct,
+        tcp_frame((A, 40000), (B, 80), 1000, 0, F::SYN, 0),
+        &COMMIT,
+        0,
+    );
+    let synack = tcp_frame((B, 80), (A, 40000), 5000, 1001, F::SYN | F::ACK, 0);
+    run(&ct, synack, &LOOKUP, 1);
+    assert!(ct.xdp_link(&tcp_tuple(), 0, 0, 2).is_none(), "SYN_RECV");
+    run(
+        &ct,
+        tcp_frame((A, 40000), (B, 80), 1001, 5001, F::ACK, 0),
+        &LOOKUP,
+        2,
+    );
+    assert!(ct.xdp_link(&tcp_tuple(), 0, 0, 3).is_some());
+    assert!(dead(&ct).is_empty());
+}
+
+#[test]
+fn a_fin_unlinks_and_queues_the_connection_before_the_packet_leaves() {
+    let ct = Conntrack::default();
+    established_tcp(&ct);
+    let l = ct.xdp_link(&tcp_tuple(), 0, 0, 3).expect("established");
+    // Data forwarded in the kernel meanwhile: far ahead of what conntrack
+    // saw. The FIN still passes (the window resynchronises) and unlinks.
+    let far = 100_000_000;
+    let fin = tcp_frame((A, 40000), (B, 80), 1001 + far, 5001, F::ACK | F::FIN, 0);
+    let (o, _) = run(&ct, fin, &LOOKUP, 4);
+    assert_eq!(o.state & super::state::INV, 0, "{o:?}");
+    assert!(!l.is_linked());
+    assert_eq!(dead(&ct), vec![l.id()]);
+    assert!(dead(&ct).is_empty(), "queued once");
+    // The close is tracked to the end.
+    let fin2 = tcp_frame((B, 80), (A, 40000), 5001, 1002 + far, F::ACK | F::FIN, 0);
+    assert_eq!(run(&ct, fin2, &LOOKUP, 5).0.state & super::state::INV, 0);
+    let last = tcp_frame((A, 40000), (B, 80), 1002 + far, 5002, F::ACK, 0);
+    assert_eq!(run(&ct, last, &LOOKUP, 6).0.state & super::state::INV, 0);
+    let dump = ct.dump(None, 7);
+    assert_eq!(dump[0].tcp_state, Some("TIME_WAIT"));
+    assert!(ct.xdp_link(&tcp_tuple(), 0, 0, 7).is_none(), "closing");
+}
+
+#[test]
+fn a_new_mark_expiry_and_flush_unlink() {
+    let ct = Conntrack::default();
+    replied_udp(&ct);
+    let l = ct.xdp_link(&udp_tuple(), 0, 0, 2).expect("steady");
+    // A packet that changes nothing keeps the link.
+    run(&ct, udp_frame(A, 5000, B, 53), &COMMIT, 3);
+    assert!(l.is_linked() && dead(&ct).is_empty());
+    let mark = CtRequest {
+        mark: Some((5, 0xff)),
+        ..COMMIT
+    };
+    run(&ct, udp_frame(A, 5000, B, 53), &mark, 4);
+    assert!(!l.is_linked());
+    assert_eq!(dead(&ct), vec![l.id()]);
+
+    let l = ct.xdp_link(&udp_tuple(), 5, 0, 5).expect("relinked");
+    let t = Timeouts::default();
+    assert_eq!(ct.sweep(5 + t.other_bidir, super::table::SHARDS), 1);
+    assert_eq!(dead(&ct), vec![l.id()]);
+
+    replied_udp(&ct);
+    let l = ct.xdp_link(&udp_tuple(), 0, 0, 2).expect("steady");
+    assert_eq!(ct.flush(None), 1);
+    assert_eq!(dead(&ct), vec![l.id()]);
+    assert!(!l.is_linked());
+}
+
+#[test]
+fn kernel_hits_refresh_a_linked_connection_only() {
+    let ct = Conntrack::new(CtConfig::default());
+    let t = ct.config().timeouts;
+    replied_udp(&ct);
+    let l = ct.xdp_link(&udp_tuple(), 0, 0, 2).expect("steady");
+    // Hits at 20 s keep it alive past its timeout from the last packet
+    // the packet thread saw (at 1 ms).
+    let at = 20_000;
+    l.refresh(&ct, at);
+    let dump = ct.dump(None, at);
+    assert_eq!(dump[0].expires_in, t.other_bidir);
+    assert_eq!(ct.sweep(1 + t.other_bidir, super::table::SHARDS), 0);
+    // Once unlinked, hits no longer count.
+    l.unlink();
+    l.refresh(&ct, at + 5_000);
+    assert_eq!(ct.dump(None, at)[0].expires_in, t.other_bidir);
+}

@@ -1,0 +1,202 @@
+//! The XDP flow cache's bookkeeping of conntrack entries over real BPF
+//! maps (no XDP program attached): an entry is installed only for a
+//! steady connection, the connections conntrack reports changed lose
+//! their entries, entries retired by a generation change unlink their
+//! connection, and a flush invalidates every entry at once.
+//!
+//! Needs root (creating BPF maps), as CI runs it.
+
+use dataplane::conntrack::{Conntrack, CtRequest, Tuple};
+use dataplane::packet;
+use dataplane::xdpcache::entry::KEY_SIZE;
+use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, XdpCache};
+use flowtable::cache::{Attribution, FlowCache};
+use flowtable::key::FlowKey;
+use flowtable::pipeline::{Pipeline, Xlate};
+use std::sync::Arc;
+use std::time::Instant;
+
+const A: u32 = 0x0a80_0002;
+const B: u32 = 0x0a80_0003;
+const UDP: u8 = 17;
+
+/// Ethernet + IPv4 + UDP (checksum 0, which IPv4 allows).
+fn udp(src: u32, sport: u16, dst: u32, dport: u16) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x0b, 0x02, 0, 0, 0, 0, 0x0a, 0x08, 0x00];
+    let mut ip = vec![0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, UDP, 0, 0];
+    ip.extend_from_slice(&src.to_be_bytes());
+    ip.extend_from_slice(&dst.to_be_bytes());
+    let sum: u32 = ip
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    let folded = (sum & 0xffff) + (sum >> 16);
+    ip[10..12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&[0, 12, 0, 0, b'p', b'i', b'n', b'g']);
+    f
+}
+
+fn track(ct: &Conntrack, mut frame: Vec<u8>, req: &CtRequest) -> u32 {
+    let mut key = FlowKey::zero();
+    let layers = packet::extract(&frame, 1, &mut key);
+    ct.execute(&mut frame, layers, &key, req, ct.now_ms()).state
+}
+
+fn commit() -> CtRequest {
+    CtRequest {
+        commit: true,
+        ..CtRequest::default()
+    }
+}
+
+/// Counters of an (empty) pipeline's translation, to hand to installs.
+fn attribution() -> Attribution {
+    let pipe = Pipeline::new();
+    let mut cache = FlowCache::default();
+    let mut x = Xlate::new();
+    let key = FlowKey::zero();
+    cache.xlate(&pipe, &key, 64, &mut x);
+    cache
+        .attribution(&pipe, &key)
+        .expect("a table miss is cacheable")
+}
+
+fn conn() -> CtConn {
+    CtConn {
+        tuple: Tuple {
+            zone: 0,
+            proto: UDP,
+            src: A,
+            dst: B,
+            sport: 5000,
+            dport: 53,
+        },
+        mark: 0,
+        label: 0,
+    }
+}
+
+struct Rig {
+    ct: Arc<Conntrack>,
+    maps: Arc<CacheMaps>,
+    cache: XdpCache,
+}
+
+fn rig() -> Rig {
+    let maps =
+        Arc::new(CacheMaps::new(16, 4).expect("creating BPF maps (needs root, as CI runs tests)"));
+    let ct = Arc::new(Conntrack::default());
+    ct.set_xdp_gen(maps.generation().clone());
+    Rig {
+        cache: XdpCache::new(maps.clone()),
+        ct,
+        maps,
+    }
+}
+
+impl Rig {
+    fn install(&mut self, key_byte: u8) {
+        let mut key = [0u8; KEY_SIZE];
+        key[0] = key_byte;
+        let now = self.ct.now_ms();
+        self.cache.begin_round();
+        self.cache.install(
+            key,
+            FcAction::Drop,
+            0,
+            Err(flowtable::pipeline::DropReason::ExplicitDrop),
+            attribution(),
+            &[conn()],
+            &self.ct,
+            now,
+        );
+    }
+
+    /// What the packet thread does after every `ct()`.
+    fn forget_dead(&mut self) -> bool {
+        let mut ids = Vec::new();
+        let any = self.ct.xdp_take_dead(&mut ids);
+        self.cache.forget_conns(&ids);
+        any
+    }
+}
+
+#[test]
+fn only_a_steady_connection_gets_entries_and_a_change_removes_them() {
+    let mut r = rig();
+    track(&r.ct, udp(A, 5000, B, 53), &commit());
+    r.install(1);
+    assert_eq!(r.cache.len(), 0, "not replied yet: +new");
+    assert_eq!(r.cache.stats().ct_installs, 0);
+
+    track(&r.ct, udp(B, 53, A, 5000), &CtRequest::default());
+    r.install(1);
+    r.install(2);
+    assert_eq!(r.cache.len(), 2);
+    r.install(1);
+    assert_eq!(r.cache.stats().ct_installs, 2, "an identical entry stays");
+
+    // A packet that changes nothing leaves them; a new mark removes both.
+    track(&r.ct, udp(A, 5000, B, 53), &commit());
+    assert!(!r.forget_dead());
+    assert_eq!(r.cache.len(), 2);
+    let mark = CtRequest {
+        mark: Some((7, 0xff)),
+        ..commit()
+    };
+    track(&r.ct, udp(A, 5000, B, 53), &mark);
+    assert!(r.forget_dead());
+    assert_eq!(r.cache.len(), 0);
+    assert_eq!(r.cache.stats().ct_removed, 2);
+    // The translation saw mark 0: not installed for the marked connection.
+    r.install(1);
+    assert_eq!(r.cache.len(), 0);
+}
+
+#[test]
+fn retired_entries_unlink_and_a_flush_bumps_the_generation() {
+    let mut r = rig();
+    track(&r.ct, udp(A, 5000, B, 53), &commit());
+    track(&r.ct, udp(B, 53, A, 5000), &CtRequest::default());
+    r.install(1);
+    assert_eq!(r.cache.len(), 1);
+
+    // A flow change retires the entry; the sweep deletes it and unlinks
+    // the connection, so a later change of it is nobody's business.
+    r.maps.generation().bump();
+    r.cache.sweep(Instant::now(), true, &r.ct, r.ct.now_ms());
+    assert_eq!((r.cache.len(), r.cache.stats().invalidated), (0, 1));
+    let mark = CtRequest {
+        mark: Some((7, 0xff)),
+        ..commit()
+    };
+    track(&r.ct, udp(A, 5000, B, 53), &mark);
+    assert!(!r.forget_dead(), "unlinked: nothing queued");
+
+    // Flushing a linked connection invalidates the cache before it
+    // returns, and queues the connection.
+    r.cache.begin_round();
+    let mut key = [0u8; KEY_SIZE];
+    key[0] = 3;
+    let marked = CtConn { mark: 7, ..conn() };
+    let now = r.ct.now_ms();
+    r.cache.install(
+        key,
+        FcAction::Drop,
+        0,
+        Err(flowtable::pipeline::DropReason::ExplicitDrop),
+        attribution(),
+        &[marked],
+        &r.ct,
+        now,
+    );
+    assert_eq!(r.cache.len(), 1);
+    let before = r.maps.generation().current();
+    assert_eq!(r.ct.flush(None), 1);
+    assert!(r.maps.generation().current() > before);
+    assert!(r.forget_dead());
+    assert_eq!(r.cache.len(), 0);
+}
