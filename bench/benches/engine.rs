@@ -9,13 +9,15 @@
 //! figures as ratios to it. Each scenario runs with the translation cache
 //! and without it, so the cache's gain is a ratio from the same run too.
 
+mod common;
+
+use common::out;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use dataplane::control::{DpShared, PortMeta};
 use dataplane::engine::{Desc, Engine, Frames, PortIo, BATCH};
 use dataplane::memport::ArenaFrames;
 use flowtable::cache::DEFAULT_ENTRIES;
-use flowtable::matching::ETH_TYPE_IPV4;
-use flowtable::{Action, Field, FlowMod, FlowTables, Instructions, Match, SubField};
+use flowtable::{Field, FlowMod, FlowTables, Instructions, Match};
 use ofproto::Datapath;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
@@ -93,47 +95,11 @@ fn ports(destinations: u32) -> Vec<(Arc<PortMeta>, LoopPort)> {
         .collect()
 }
 
-fn out(port: u32) -> Action {
-    Action::Output { port, max_len: 0 }
-}
-
 /// One flow: in_port=1 -> output:2.
 fn p2p_flows() -> Vec<FlowMod> {
     let mut m = Match::catch_all();
     m.set_exact(Field::InPort, 1);
     vec![FlowMod::add(0, 100, m, Instructions::apply(vec![out(2)]))]
-}
-
-/// Three tables like the agent's: classify the port, look the destination
-/// up among `n` exact IPv4 flows that load a register, output on it.
-fn pipeline_flows(n: u32) -> Vec<FlowMod> {
-    let mut mods = Vec::new();
-    let mut m = Match::catch_all();
-    m.set_exact(Field::InPort, 1);
-    let to1 = Instructions {
-        goto_table: Some(1),
-        ..Instructions::default()
-    };
-    mods.push(FlowMod::add(0, 100, m, to1));
-    for i in 0..n {
-        let mut m = Match::catch_all();
-        m.set_exact(Field::EthType, u64::from(ETH_TYPE_IPV4));
-        m.set_exact(Field::IpDst, u64::from(0x0a00_0000 | i));
-        let mut ins = Instructions::apply(vec![Action::RegLoad {
-            dst: SubField {
-                field: Field::Reg(1),
-                ofs: 0,
-                nbits: 32,
-            },
-            value: 2,
-        }]);
-        ins.goto_table = Some(2);
-        mods.push(FlowMod::add(1, 100, m, ins));
-    }
-    let mut m = Match::catch_all();
-    m.set_exact(Field::Reg(1), 2);
-    mods.push(FlowMod::add(2, 100, m, Instructions::apply(vec![out(2)])));
-    mods
 }
 
 fn engine(
@@ -188,7 +154,7 @@ fn bench_engine(c: &mut Criterion) {
             b.iter(|| assert_eq!(e.round(), BATCH))
         });
         for n in [1_000u32, 10_000] {
-            let mut e = engine(&pipeline_flows(n), DESTINATIONS.min(n), entries);
+            let mut e = engine(&common::three_table_flows(n), DESTINATIONS.min(n), entries);
             let id = BenchmarkId::new(format!("pipeline_3tables_{n}"), mode);
             group.bench_function(id, |b| b.iter(|| assert_eq!(e.round(), BATCH)));
             assert_eq!(

@@ -5,12 +5,12 @@
 //! packet a full pipeline walk), with the megaflow cache behind it, and
 //! the walk without any cache.
 
+mod common;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use flowtable::cache::{FlowCache, DEFAULT_ENTRIES};
 use flowtable::matching::{ETH_TYPE_IPV4, IP_PROTO_TCP};
-use flowtable::{
-    Action, Field, FlowKey, FlowMod, FlowTables, Instructions, Match, Pipeline, SubField, Xlate,
-};
+use flowtable::{Field, FlowKey, FlowTables, Pipeline, Xlate};
 
 const CONNECTIONS: u32 = 65_536;
 const DESTINATIONS: u32 = 10_000;
@@ -20,35 +20,9 @@ const BATCH: usize = 32;
 fn pipeline() -> Pipeline {
     let mut ft = FlowTables::new();
     let mut pipe = Pipeline::with_counters(ft.counters());
-    let mut m = Match::catch_all();
-    m.set_exact(Field::InPort, 1);
-    let to1 = Instructions {
-        goto_table: Some(1),
-        ..Instructions::default()
-    };
-    pipe.apply(&ft.flow_mod(&FlowMod::add(0, 100, m, to1)).expect("flow"));
-    for i in 0..DESTINATIONS {
-        let mut m = Match::catch_all();
-        m.set_exact(Field::EthType, u64::from(ETH_TYPE_IPV4));
-        m.set_exact(Field::IpDst, u64::from(0x0a00_0000 | i));
-        let mut ins = Instructions::apply(vec![Action::RegLoad {
-            dst: SubField {
-                field: Field::Reg(1),
-                ofs: 0,
-                nbits: 32,
-            },
-            value: 2,
-        }]);
-        ins.goto_table = Some(2);
-        pipe.apply(&ft.flow_mod(&FlowMod::add(1, 100, m, ins)).expect("flow"));
+    for fm in common::three_table_flows(DESTINATIONS) {
+        pipe.apply(&ft.flow_mod(&fm).expect("flow"));
     }
-    let mut m = Match::catch_all();
-    m.set_exact(Field::Reg(1), 2);
-    let output = Instructions::apply(vec![Action::Output {
-        port: 2,
-        max_len: 0,
-    }]);
-    pipe.apply(&ft.flow_mod(&FlowMod::add(2, 100, m, output)).expect("flow"));
     pipe
 }
 

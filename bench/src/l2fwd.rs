@@ -4,10 +4,8 @@
 //! measured against.
 
 use crate::ovs::{unique_tag, OvsError, NAME_PREFIX};
-use crate::systems::{SwitchConfig, SystemError};
+use crate::systems::{stop_child, SwitchConfig, SystemError};
 use crate::topo::{Topology, VETH_A, VETH_B};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use std::fs::File;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -84,17 +82,8 @@ impl L2fwdGuard {
 
 impl Drop for L2fwdGuard {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // ip execs nice, taskset, then the forwarder: one pid.
-            if let Ok(pid) = i32::try_from(c.id()) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-            }
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(c) = self.child.take() {
+            stop_child(c);
         }
         let _ = std::fs::remove_file(&self.log);
     }

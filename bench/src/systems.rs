@@ -334,21 +334,27 @@ fn parse_stat(text: &str, name: &str) -> Option<u64> {
 
 impl Drop for XbrGuard {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // Our child (ip execs nice, taskset, then xbr: one pid): wait
-            // for it rather than probe the pid, which a zombie keeps alive.
-            if let Ok(pid) = i32::try_from(c.id()) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-            }
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(c) = self.child.take() {
+            stop_child(c);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Stops a switch started as `ip netns exec ... nice ... taskset ...
+/// PROGRAM` (each execs the next: one pid): SIGTERM, up to 10 s for a
+/// clean exit (XDP detached), then SIGKILL. Waits on the child rather
+/// than probing the pid, which a zombie keeps alive.
+pub(crate) fn stop_child(mut c: Child) {
+    if let Ok(pid) = i32::try_from(c.id()) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
 }
 
 /// A private OVS in the host namespace; daemons stopped by pid on drop.

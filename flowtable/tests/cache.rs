@@ -96,8 +96,6 @@ fn arb_step() -> impl Strategy<Value = Step> {
     ]
 }
 
-type Counters = (Vec<String>, Vec<(u64, u64)>, Vec<(u64, u64)>);
-
 struct Switch {
     ft: FlowTables,
     pipe: Pipeline,
@@ -105,15 +103,7 @@ struct Switch {
 
 impl Switch {
     fn new() -> Self {
-        let mut ft = FlowTables::new();
-        let mut pipe = Pipeline::with_counters(ft.counters());
-        let g = group_mod(
-            GroupModCommand::Add,
-            GroupType::Select,
-            GROUP,
-            vec![vec![out(5)], vec![out(6)]],
-        );
-        pipe.apply(&ft.group_mod(&g).unwrap());
+        let (ft, pipe) = with_select_group(GROUP, &[5, 6]);
         Switch { ft, pipe }
     }
 
@@ -153,15 +143,7 @@ impl Switch {
 
     /// Flows (with their counters), group counters, table counters.
     fn counters(&self) -> Counters {
-        let flows = snapshot(&self.ft).0;
-        let groups = self.ft.groups().iter().map(|g| g.stats.read()).collect();
-        let tables = self
-            .ft
-            .table_stats()
-            .iter()
-            .map(|t| (t.lookup_count, t.matched_count))
-            .collect();
-        (flows, groups, tables)
+        counters(&self.ft)
     }
 }
 

@@ -321,6 +321,28 @@ impl Pod {
         Ok(())
     }
 
+    /// Turns GRO on for the pod's interface: a veth accepts frames
+    /// redirected to it in XDP (the XDP flow cache's forwarding) only then.
+    pub fn accept_xdp_redirects(&self) -> Result<()> {
+        self.ns
+            .exec(&["ethtool", "-K", POD_IF, "gro", "on"], CMD_TIMEOUT)?
+            .ok()?;
+        Ok(())
+    }
+
+    /// `xbr run` arguments making `pods` ports 1, 2, ... in that order,
+    /// each ready for the XDP flow cache to redirect to (GRO on in the
+    /// pod, `xdp_redirect=on`).
+    pub fn xdp_port_args(pods: &[&Pod]) -> Result<Vec<String>> {
+        let mut args = Vec::new();
+        for (i, p) in pods.iter().enumerate() {
+            p.accept_xdp_redirects()?;
+            args.push("--port".to_string());
+            args.push(format!("{}={},xdp_redirect=on", p.host_if(), i + 1));
+        }
+        Ok(args)
+    }
+
     /// `ping -c count` to `dst` from this pod, 0.2 s apart, each reply
     /// waited for at most 1 s, the whole run bounded by a deadline.
     pub fn ping(&self, dst: Ipv4Addr, count: u32) -> Result<CmdOutput> {

@@ -433,15 +433,27 @@ pub fn strip_ansi(s: &str) -> String {
     out
 }
 
-/// Packets the XDP flow cache forwarded, from the line xbr logs about it
-/// when it stops; `None` without such a line.
-pub fn xdp_cache_hits(log: &str) -> Option<u64> {
+/// The counts of the line xbr logs about the XDP flow cache when it
+/// stops, as `name=value` pairs; `None` without such a line.
+pub fn xdp_cache_counts(log: &str) -> Option<Vec<(String, u64)>> {
     let log = strip_ansi(log);
     let line = log.lines().find(|l| l.contains("XDP flow cache"))?;
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix("hit_packets="))?
-        .parse()
-        .ok()
+    Some(
+        line.split_whitespace()
+            .filter_map(|w| {
+                let (k, v) = w.split_once('=')?;
+                Some((k.to_string(), v.parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
+/// Packets the XDP flow cache forwarded (its `hit_packets`), from the line
+/// xbr logs when it stops; `None` without such a line.
+pub fn xdp_cache_hits(log: &str) -> Option<u64> {
+    xdp_cache_counts(log)?
+        .into_iter()
+        .find_map(|(k, v)| (k == "hit_packets").then_some(v))
 }
 
 #[cfg(test)]

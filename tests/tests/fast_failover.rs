@@ -56,21 +56,11 @@ fn traffic_fails_over_when_the_watched_port_goes_down_and_back() -> Result<()> {
     let a = Pod::new(IP_A, 24, MAC_A)?;
     let b = Pod::new(IP_B, 24, MAC_B)?;
     let c = Pod::new(IP_C, 24, MAC_C)?;
-    for p in [&a, &b, &c] {
-        pod_exec(p, &["ethtool", "-K", POD_IF, "gro", "on"])?;
-    }
+    let args = Pod::xdp_port_args(&[&a, &b, &c])?;
     pod_exec(&a, &["ethtool", "-K", POD_IF, "tx", "off"])?;
     pod_exec(&c, &["ip", "addr", "add", "10.128.0.3/32", "dev", POD_IF])?;
     a.add_neighbor(&b)?;
-    let specs: Vec<String> = [&a, &b, &c]
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{}={},xdp_redirect=on", p.host_if(), i + 1))
-        .collect();
-    let mut args = Vec::new();
-    for s in &specs {
-        args.extend(["--port", s.as_str()]);
-    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut xbr = Xbr::start(&args)?;
     xbr.ofctl_ok(&[
         "add-group",

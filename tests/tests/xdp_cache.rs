@@ -15,7 +15,9 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
-use xbr_tests::{udp_send_from, Pod, Result, UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, POD_IF};
+use xbr_tests::{
+    udp_send_from, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, POD_IF,
+};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 
@@ -72,34 +74,6 @@ fn without_durations(dump: &str) -> Vec<String> {
 
 fn pod_exec(pod: &Pod, argv: &[&str]) -> Result<()> {
     pod.ns().exec(argv, CMD_TIMEOUT)?.ok().map(drop)
-}
-
-/// `s` without terminal colour escapes (ESC [ ... m).
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for e in chars.by_ref() {
-                if e.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// The cache's own account, from the line xbr logs when it stops.
-fn logged_hits(log: &str) -> Option<u64> {
-    let log = strip_ansi(log);
-    let line = log.lines().find(|l| l.contains("XDP flow cache"))?;
-    let field = line
-        .split_whitespace()
-        .find(|w| w.starts_with("hit_packets="))?;
-    field.trim_start_matches("hit_packets=").parse().ok()
 }
 
 fn run(cache: &str) -> Result<(Observed, Option<u64>)> {
@@ -190,10 +164,10 @@ fn run(cache: &str) -> Result<(Observed, Option<u64>)> {
     };
     xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
     let log = xbr.log();
-    if cache == "on" && logged_hits(&log).is_none() {
+    if cache == "on" && xdp_cache_hits(&log).is_none() {
         eprintln!("--- xbr log:\n{log}");
     }
-    Ok((observed, logged_hits(&log)))
+    Ok((observed, xdp_cache_hits(&log)))
 }
 
 #[test]
@@ -251,7 +225,7 @@ fn ports_added_while_running_share_the_cache() -> Result<()> {
     assert_eq!(rx.finish()?, BURST, "{}", xbr.log());
     xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
     let log = xbr.log();
-    let hits = logged_hits(&log).unwrap_or_else(|| panic!("no cache counts in:\n{log}"));
+    let hits = xdp_cache_hits(&log).unwrap_or_else(|| panic!("no cache counts in:\n{log}"));
     assert!(
         hits >= BURST * 9 / 10,
         "only {hits} of {BURST} packets were forwarded by the XDP cache"

@@ -17,8 +17,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use xbr_tests::{
-    require_tool, udp_send_from, unique_tag, Background, Pod, Result, UdpReceiver, Xbr, BRIDGE,
-    CMD_TIMEOUT, NAME_PREFIX, POD_IF,
+    require_tool, udp_send_from, unique_tag, xdp_cache_counts, Background, Pod, Result,
+    UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, NAME_PREFIX, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -194,33 +194,6 @@ fn ct_dump(xbr: &Xbr) -> Result<Vec<String>> {
 /// The counts xbr logs about the XDP cache when it stops.
 type Counts = Vec<(String, u64)>;
 
-/// The line xbr logs about the XDP cache when it stops, as `name=value`
-/// pairs (escapes removed).
-fn logged_cache_counts(log: &str) -> Option<Counts> {
-    let mut plain = String::with_capacity(log.len());
-    let mut chars = log.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for e in chars.by_ref() {
-                if e.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            plain.push(c);
-        }
-    }
-    let line = plain.lines().find(|l| l.contains("XDP flow cache"))?;
-    Some(
-        line.split_whitespace()
-            .filter_map(|w| {
-                let (k, v) = w.split_once('=')?;
-                Some((k.to_string(), v.parse().ok()?))
-            })
-            .collect(),
-    )
-}
-
 fn count(counts: &[(String, u64)], name: &str) -> u64 {
     counts
         .iter()
@@ -338,7 +311,7 @@ fn run(cache: &str) -> Result<(Observed, Option<Counts>)> {
         after_flush,
     };
     lab.xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
-    Ok((observed, logged_cache_counts(&lab.xbr.log())))
+    Ok((observed, xdp_cache_counts(&lab.xbr.log())))
 }
 
 #[test]
@@ -418,7 +391,7 @@ fn a_connection_the_kernel_carries_does_not_expire() -> Result<()> {
         assert!(stats.lines().any(|l| l == line), "{line}? {stats}");
     }
     lab.xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
-    let counts = logged_cache_counts(&lab.xbr.log()).expect("cache counts logged");
+    let counts = xdp_cache_counts(&lab.xbr.log()).expect("cache counts logged");
     // The packet thread saw (almost) none of them: without the refresh
     // the connection would have expired 30 s after the first.
     assert!(

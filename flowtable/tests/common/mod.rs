@@ -109,3 +109,33 @@ pub fn outputs(x: &Xlate) -> Vec<u32> {
         })
         .collect()
 }
+
+/// Flows (with their counters), group counters, table counters.
+pub type Counters = (Vec<String>, Vec<(u64, u64)>, Vec<(u64, u64)>);
+
+/// Every counter of `ft`, for comparing two switches fed the same traffic.
+pub fn counters(ft: &FlowTables) -> Counters {
+    let flows = snapshot(ft).0;
+    let groups = ft.groups().iter().map(|g| g.stats.read()).collect();
+    let tables = ft
+        .table_stats()
+        .iter()
+        .map(|t| (t.lookup_count, t.matched_count))
+        .collect();
+    (flows, groups, tables)
+}
+
+/// Control-plane tables and a packet thread's replica, with select group
+/// `group` whose buckets output to `ports`.
+pub fn with_select_group(group: u32, ports: &[u32]) -> (FlowTables, Pipeline) {
+    let mut ft = FlowTables::new();
+    let mut pipe = Pipeline::with_counters(ft.counters());
+    let g = group_mod(
+        GroupModCommand::Add,
+        GroupType::Select,
+        group,
+        ports.iter().map(|p| vec![out(*p)]).collect(),
+    );
+    pipe.apply(&ft.group_mod(&g).unwrap());
+    (ft, pipe)
+}
