@@ -33,7 +33,10 @@ pub use netns::{
     link_exists, link_has_xdp, unique_tag, Netns, PeerConfig, Pod, VethPair, NAME_PREFIX, POD_IF,
 };
 pub use tool::{udp_send, udp_send_flows, udp_send_from, UdpReceiver};
-pub use xbr::{flow_n_packets, strip_ansi, xdp_cache_counts, xdp_cache_hits, RunDir, Xbr, BRIDGE};
+pub use xbr::{
+    flow_n_packets, strip_ansi, without_durations, xdp_cache_counts, xdp_cache_hits, RunDir, Xbr,
+    BRIDGE,
+};
 
 use std::time::Duration;
 

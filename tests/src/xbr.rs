@@ -414,6 +414,22 @@ pub fn flow_n_packets(dump: &str, token: &str) -> Option<u64> {
         })
 }
 
+/// An `ovs-ofctl` statistics dump (flows, tables, ports) as comparable
+/// lines: without the reply header (it carries an xid) and durations,
+/// words separated by single spaces.
+pub fn without_durations(dump: &str) -> Vec<String> {
+    dump.lines()
+        .skip(1)
+        .map(|l| {
+            l.split([',', ' '])
+                .filter(|w| !w.is_empty() && !w.starts_with("duration="))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
 /// `s` without terminal colour escapes (ESC [ ... letter), as xbr's log
 /// has them around field names.
 pub fn strip_ansi(s: &str) -> String {

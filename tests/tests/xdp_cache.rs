@@ -16,7 +16,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    udp_send_from, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, POD_IF,
+    udp_send_from, without_durations, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr, BRIDGE,
+    CMD_TIMEOUT, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -57,19 +58,6 @@ struct Observed {
     flows: Vec<String>,
     tables: Vec<String>,
     ports: Vec<String>,
-}
-
-fn without_durations(dump: &str) -> Vec<String> {
-    dump.lines()
-        .skip(1) // the reply header carries an xid
-        .map(|l| {
-            l.split([',', ' '])
-                .filter(|w| !w.is_empty() && !w.starts_with("duration="))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .filter(|l| !l.is_empty())
-        .collect()
 }
 
 fn pod_exec(pod: &Pod, argv: &[&str]) -> Result<()> {

@@ -17,8 +17,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use xbr_tests::{
-    require_tool, udp_send_from, unique_tag, xdp_cache_counts, Background, Pod, Result,
-    UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, NAME_PREFIX, POD_IF,
+    require_tool, udp_send_from, unique_tag, without_durations, xdp_cache_counts, Background, Pod,
+    Result, UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, NAME_PREFIX, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -170,20 +170,6 @@ fn tcp_transfer(a: &Pod, b: &Pod, sport: u16, reset: bool) -> Result<String> {
         .ok()?;
     let _ = srv.wait(Duration::from_secs(10));
     Ok(out.stdout.trim().to_string())
-}
-
-/// `dump` without the reply header (it carries an xid) and durations.
-fn without_durations(dump: &str) -> Vec<String> {
-    dump.lines()
-        .skip(1)
-        .map(|l| {
-            l.split([',', ' '])
-                .filter(|w| !w.is_empty() && !w.starts_with("duration="))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .filter(|l| !l.is_empty())
-        .collect()
 }
 
 fn ct_dump(xbr: &Xbr) -> Result<Vec<String>> {
