@@ -101,6 +101,17 @@ pub(crate) fn check_action(
     group_exists: &dyn Fn(u32) -> bool,
 ) -> Result<(), FlowModError> {
     let in_write = matches!(ctx, Context::Write(_));
+    // ct_mark belongs to the connection: OVS (ovs-ofctl and ovs-vswitchd
+    // alike) lets only ct(exec(...)) set it, and a write elsewhere would
+    // change nothing but the packet's copy.
+    let writes_ct_mark = match a {
+        Action::SetField { field, .. } => *field == Field::CtMark,
+        Action::RegLoad { dst, .. } | Action::RegMove { dst, .. } => dst.field == Field::CtMark,
+        _ => false,
+    };
+    if writes_ct_mark && ctx != Context::Ct {
+        return Err(bad(Field::CtMark, "ct_mark is set only inside ct()"));
+    }
     match a {
         Action::Output { port: p, .. } => {
             if !valid_output_port(*p) {

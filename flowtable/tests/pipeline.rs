@@ -517,19 +517,26 @@ fn ct_label_writes_merge_into_one_masked_label_and_recirculated_flows_match_it()
 }
 
 #[test]
-fn ct_label_writes_outside_ct_are_refused() {
+fn conntrack_field_writes_outside_ct_are_refused() {
+    // As OVS refuses them ("cannot set CT fields outside of ct action").
     for flow in [
         "ip, actions=set_field:0x1->ct_label",
         "ip, actions=load:0x1->NXM_NX_CT_LABEL[0..3]",
         "ip, actions=move:NXM_NX_REG0[]->NXM_NX_CT_LABEL[0..31]",
+        "ip, actions=set_field:0x1->ct_mark",
+        "ip, actions=load:0x1->NXM_NX_CT_MARK[]",
+        "ip, actions=move:NXM_NX_REG0[]->NXM_NX_CT_MARK[]",
     ] {
         let fm = flowtable::text::parse_flow(flow).unwrap();
         let mut ft = FlowTables::new();
-        assert!(
-            ft.apply_batch(&[PipelineMod::Flow(fm)]).is_err(),
-            "{flow} was accepted"
-        );
+        let e = ft.apply_batch(&[PipelineMod::Flow(fm)]);
+        assert!(e.is_err(), "{flow} was accepted");
     }
+    let inside =
+        "ip, actions=ct(commit,exec(set_field:0x1->ct_mark,load:0x2->NXM_NX_CT_LABEL[0..3]))";
+    let mut ft = FlowTables::new();
+    let fm = flowtable::text::parse_flow(inside).unwrap();
+    assert!(ft.apply_batch(&[PipelineMod::Flow(fm)]).is_ok());
 }
 
 #[test]
