@@ -10,8 +10,8 @@
 //!
 //! Needs root and a built `xbr` (see skeleton.rs) and `python3` (TCP).
 //! Pods enable GRO (a veth accepts XDP-redirected frames only then) and
-//! turn TX checksum offload off (partial checksums always go through the
-//! packet thread).
+//! turn TX checksum offload off, so this covers complete checksums
+//! (xdp_cache_offload.rs covers partial ones with these flows).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
