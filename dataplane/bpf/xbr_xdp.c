@@ -180,7 +180,7 @@ static __always_inline int xbr_complete_csum(__u8 *l4, void *end, __u32 len, __u
 {
 	__s64 sum = 0;
 	__u64 total;
-	__u16 *field, csum, last;
+	__u16 *field, seg, csum, last;
 	__u8 *p;
 	__u32 i;
 
@@ -222,17 +222,20 @@ static __always_inline int xbr_complete_csum(__u8 *l4, void *end, __u32 len, __u
 #endif
 		total += last;
 	}
+	/* Twice: the first fold may carry into bit 32. Then to 16 bits, so
+	 * that adding the field below cannot overflow. */
 	total = (total & 0xffffffff) + (total >> 32);
+	total = (total & 0xffffffff) + (total >> 32);
+	seg = fold16((__u32)total);
 	field = (__u16 *)(l4 + (csum_off & 31));
 	if ((void *)(field + 1) > end)
 		return -1;
 	/* The sum includes the field, i.e. the pseudo-header sum: if the
 	 * segment already verifies, its checksum happens to equal that sum
 	 * and stays. */
-	total = (total & 0xffffffff) + (total >> 32);
-	if (fold16((__u32)total + *field) == 0xffff)
+	if (fold16((__u32)seg + *field) == 0xffff)
 		return 0;
-	csum = ~fold16((__u32)total);
+	csum = ~seg;
 	/* UDP: 0 means "no checksum"; the complete 0 is sent as 0xffff. */
 	if (udp && csum == 0)
 		csum = 0xffff;

@@ -206,6 +206,24 @@ fn partial_checksums_are_completed_as_the_packet_thread_does() {
     }
 }
 
+/// Segments of 0xff bytes give the largest partial sums, then the tail's
+/// words go on top (kernels whose bpf_csum_diff returns an unfolded
+/// 32-bit sum could take it near 0xffffffff; 6.18's stays small).
+#[test]
+fn all_ones_segments_do_not_overflow_the_sum() {
+    for proto in [TCP, UDP] {
+        let mut r = rig();
+        r.install(&frame(proto, 40000, b""), redirect(), &[]);
+        for len in [3usize, 510, 1023, 1427, 1450, 2999] {
+            let f = partial(frame(proto, 40000, &vec![0xff; len]));
+            let (act, out) = r.run(&f);
+            assert_eq!(act, XDP_REDIRECT);
+            assert!(verifies(&out), "proto {proto} payload {len}");
+            assert_eq!(out, expected(&f), "proto {proto} payload {len}");
+        }
+    }
+}
+
 #[test]
 fn complete_checksums_are_left_as_they_are() {
     for proto in [TCP, UDP] {
