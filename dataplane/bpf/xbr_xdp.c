@@ -53,6 +53,13 @@ struct {
  * connections; only TCP segments with ACK and without SYN, FIN or RST are
  * forwarded from them, the rest must reach xbr's conntrack.
  *
+ * Checksums left to offload: a pod's veth has TX checksum offload on, so
+ * its TCP/UDP checksum field holds only the pseudo-header sum (the skb was
+ * CHECKSUM_PARTIAL, a state XDP does not see and a redirected frame does
+ * not keep). On a hit that redirects such a frame, the program completes
+ * the checksum over the segment first (xbr_complete_csum), as xbr's packet
+ * thread does for the frames it forwards (src/csum.rs).
+ *
  * Layouts must match src/xdpcache/entry.rs byte for byte.
  */
 struct xbr_fc_key {
@@ -127,6 +134,115 @@ static __always_inline __u16 fold16(__u32 sum)
 	return (__u16)sum;
 }
 
+/*
+ * Completing a checksum left to offload. The segment is summed with
+ * bpf_csum_diff (the kernel's csum_partial), which takes at most 512 bytes
+ * a call, in sizes that are multiples of 4: full 512-byte chunks in a
+ * bounded loop, then one chunk per set bit of the rest (256 ... 4), then
+ * the last 2 and 1 bytes by hand. Each tail chunk's offset is computed from
+ * the length alone (the bits above its own), not by advancing a pointer,
+ * so the verifier's paths join again after every step instead of
+ * multiplying.
+ *
+ * Up to XBR_CSUM_MAX bytes: the segment of a 9000-byte jumbo frame's IP
+ * packet (8980) fits; longer segments go to xbr. A veth with an XDP
+ * program that does not take multi-buffer frames has a smaller MTU than
+ * that anyway.
+ */
+#define XBR_CSUM_CHUNK 512
+#define XBR_CSUM_CHUNKS 18
+#define XBR_CSUM_MAX (XBR_CSUM_CHUNK * XBR_CSUM_CHUNKS)
+/* Offsets in the segment, masked so that the verifier sees them bounded
+ * (a power of two above XBR_CSUM_MAX: the mask never changes one). */
+#define XBR_CSUM_OFF_MASK 0x3fff
+
+/* A chunk of n bytes (a power of two below 512) if len has bit n: it
+ * starts after the bits of len above n. Returns -1 if it is not all in
+ * the frame. */
+#define XBR_CSUM_TAIL(n)                                                  \
+	if (len & (n)) {                                                      \
+		p = l4 + ((len & ~(__u32)(2 * (n) - 1)) & XBR_CSUM_OFF_MASK); \
+		if (p + (n) > (__u8 *)end)                                        \
+			return -1;                                                \
+		sum = bpf_csum_diff(NULL, 0, (__be32 *)p, (n), (__u32)sum);       \
+		if (sum < 0)                                                      \
+			return -1;                                                \
+	}
+
+/*
+ * Writes the complete checksum of the len-byte TCP/UDP segment at l4, whose
+ * checksum field (at csum_off) holds the pseudo-header sum. Sums are kept
+ * in memory order, as csum_partial does, and the result is stored so.
+ * Returns 0, or -1 to leave the frame to xbr (truncated, too long).
+ */
+static __always_inline int xbr_complete_csum(__u8 *l4, void *end, __u32 len, __u32 csum_off,
+					     int udp)
+{
+	__s64 sum = 0;
+	__u64 total;
+	__u16 *field, seg, csum, last;
+	__u8 *p;
+	__u32 i;
+
+	if (len > XBR_CSUM_MAX || len < csum_off + 2)
+		return -1;
+	for (i = 0; i < XBR_CSUM_CHUNKS; i++) {
+		if ((i + 1) * XBR_CSUM_CHUNK > len)
+			break;
+		p = l4 + i * XBR_CSUM_CHUNK;
+		if (p + XBR_CSUM_CHUNK > (__u8 *)end)
+			return -1;
+		sum = bpf_csum_diff(NULL, 0, (__be32 *)p, XBR_CSUM_CHUNK, (__u32)sum);
+		if (sum < 0)
+			return -1;
+	}
+	XBR_CSUM_TAIL(256)
+	XBR_CSUM_TAIL(128)
+	XBR_CSUM_TAIL(64)
+	XBR_CSUM_TAIL(32)
+	XBR_CSUM_TAIL(16)
+	XBR_CSUM_TAIL(8)
+	XBR_CSUM_TAIL(4)
+	total = (__u32)sum;
+	if (len & 2) {
+		p = l4 + ((len & ~(__u32)3) & XBR_CSUM_OFF_MASK);
+		if (p + 2 > (__u8 *)end)
+			return -1;
+		total += *(__u16 *)p;
+	}
+	if (len & 1) {
+		/* The odd last byte is the first of a word padded with zero. */
+		p = l4 + ((len & ~(__u32)1) & XBR_CSUM_OFF_MASK);
+		if (p + 1 > (__u8 *)end)
+			return -1;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		last = p[0];
+#else
+		last = (__u16)p[0] << 8;
+#endif
+		total += last;
+	}
+	/* Twice: the first fold may carry into bit 32. Then to 16 bits, so
+	 * that adding the field below cannot overflow. */
+	total = (total & 0xffffffff) + (total >> 32);
+	total = (total & 0xffffffff) + (total >> 32);
+	seg = fold16((__u32)total);
+	field = (__u16 *)(l4 + (csum_off & 31));
+	if ((void *)(field + 1) > end)
+		return -1;
+	/* The sum includes the field, i.e. the pseudo-header sum: if the
+	 * segment already verifies, its checksum happens to equal that sum
+	 * and stays. */
+	if (fold16((__u32)seg + *field) == 0xffff)
+		return 0;
+	csum = ~seg;
+	/* UDP: 0 means "no checksum"; the complete 0 is sent as 0xffff. */
+	if (udp && csum == 0)
+		csum = 0xffff;
+	*field = csum;
+	return 0;
+}
+
 /* Returns the XDP action for a hit, or -1 for "ask xbr". */
 static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
 {
@@ -138,6 +254,8 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
 	struct xbr_fc_key key;
 	struct xbr_fc_val *v;
 	__u8 tcp_flags = 0;
+	/* The L4 checksum holds only the pseudo-header sum (see above). */
+	int partial = 0;
 
 	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
 		return -1;
@@ -148,9 +266,10 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
 		return -1;
 	l4 = (void *)(ip + 1);
 	if (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) {
-		/* The checksum must be in the frame: a sender that left it to
-		 * offload (it equals the pseudo-header sum) needs xbr to
-		 * complete it, which XDP cannot do for the whole payload. */
+		/* A sender that left the checksum to offload wrote the
+		 * pseudo-header sum: completed below if the frame is
+		 * redirected. The test is the packet thread's (src/csum.rs);
+		 * a complete checksum costs only this comparison. */
 		__u16 stored, l4_len = bpf_ntohs(ip->tot_len);
 		__u32 sum;
 
@@ -170,8 +289,7 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
 		sum = (bpf_ntohl(ip->saddr) >> 16) + (bpf_ntohl(ip->saddr) & 0xffff) +
 		      (bpf_ntohl(ip->daddr) >> 16) + (bpf_ntohl(ip->daddr) & 0xffff) +
 		      ip->protocol + l4_len;
-		if (stored == fold16(sum) && !(stored == 0 && ip->protocol == IPPROTO_UDP))
-			return -1;
+		partial = stored == fold16(sum) && !(stored == 0 && ip->protocol == IPPROTO_UDP);
 	} else if (ip->protocol == IPPROTO_ICMP_) {
 		if (l4 + 2 > (__u8 *)end)
 			return -1;
@@ -205,10 +323,22 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
 	if ((v->flags & XBR_FC_CT) && key.proto == IPPROTO_TCP &&
 	    (tcp_flags & (TCP_SYN | TCP_FIN | TCP_RST | TCP_ACK)) != TCP_ACK)
 		return -1;
+	if (v->action == XBR_FC_DROP) {
+		v->packets++;
+		v->bytes += (__u64)(end - data);
+		return XDP_DROP;
+	}
+	/* Before counting: a frame left to xbr is counted there. The
+	 * Ethernet rewrites below do not touch the segment. */
+	if (partial) {
+		__u16 l4_len = bpf_ntohs(ip->tot_len) - 20;
+
+		if (xbr_complete_csum(l4, end, l4_len, key.proto == IPPROTO_TCP ? 16 : 6,
+				      key.proto == IPPROTO_UDP) < 0)
+			return -1;
+	}
 	v->packets++;
 	v->bytes += (__u64)(end - data);
-	if (v->action == XBR_FC_DROP)
-		return XDP_DROP;
 	if (v->flags & XBR_FC_SET_DST)
 		__builtin_memcpy(eth->h_dest, v->eth_dst, 6);
 	if (v->flags & XBR_FC_SET_SRC)

@@ -12,6 +12,11 @@
 //! checksum, since the receiving pod (or the far node, after VXLAN) sees a
 //! CHECKSUM_NONE frame and verifies it.
 //!
+//! Frames the XDP flow cache forwards never reach this code: the XDP
+//! program completes them with the same test and the same result
+//! (`xbr_complete_csum` in bpf/xbr_xdp.c; dataplane/tests/xdpcache_csum.rs
+//! checks its output against [`complete_partial`]).
+//!
 //! The alternatives were worse: turning offload off in every pod (the
 //! agent's CNI plugin does not, and the pod owns its netns), or attaching a
 //! TC program that calls `bpf_l4_csum_replace`/`skb_checksum_help` on every

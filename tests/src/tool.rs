@@ -121,7 +121,20 @@ pub fn udp_send_from(
     count: u64,
     rate: u64,
 ) -> Result<u64> {
-    send(tool, ns, dst, count, rate, 1, src_port)
+    send(tool, ns, dst, count, rate, 1, src_port, DEFAULT_SIZE)
+}
+
+/// [`udp_send_from`] with `size` bytes of UDP payload (16-1472).
+pub fn udp_send_sized(
+    tool: &Path,
+    ns: &Netns,
+    src_port: u16,
+    dst: SocketAddrV4,
+    count: u64,
+    rate: u64,
+    size: usize,
+) -> Result<u64> {
+    send(tool, ns, dst, count, rate, 1, src_port, size)
 }
 
 /// [`udp_send`] from `sources` sockets in turn (that many flows, by
@@ -134,9 +147,13 @@ pub fn udp_send_flows(
     rate: u64,
     sources: usize,
 ) -> Result<u64> {
-    send(tool, ns, dst, count, rate, sources, 0)
+    send(tool, ns, dst, count, rate, sources, 0, DEFAULT_SIZE)
 }
 
+/// The tool's default UDP payload size.
+const DEFAULT_SIZE: usize = 64;
+
+#[allow(clippy::too_many_arguments)]
 fn send(
     tool: &Path,
     ns: &Netns,
@@ -145,7 +162,9 @@ fn send(
     rate: u64,
     sources: usize,
     src_port: u16,
+    size: usize,
 ) -> Result<u64> {
+    let size_s = size.to_string();
     let dst_s = dst.to_string();
     let count_s = count.to_string();
     let rate_s = rate.to_string();
@@ -164,6 +183,8 @@ fn send(
         &sources_s,
         "--src-port",
         &src_s,
+        "--size",
+        &size_s,
     ];
     // At `rate`, sending takes count/rate seconds; allow as much again.
     let secs = count.saturating_mul(2) / rate.max(1);

@@ -4,8 +4,9 @@
 //!
 //! Needs root and a built `xbr` (see skeleton.rs). A sends UDP to B's
 //! address; C also holds that address and gets the traffic while B's port
-//! is down. Pods enable GRO and A turns TX checksum offload off so the XDP
-//! cache carries the flow (see xdp_cache.rs).
+//! is down. Pods enable GRO so the XDP cache can redirect to them, and A
+//! turns TX checksum offload off (as in xdp_cache.rs; the cache carries
+//! partial checksums too, see xdp_cache_offload.rs).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;

@@ -9,8 +9,8 @@
 //! receives, C takes over B's address when the flows move B's traffic to
 //! it. Pods enable GRO (a veth accepts XDP-redirected frames only then,
 //! see `xdp_redirect` in the README) and A turns TX checksum offload off so
-//! its UDP checksums are complete in the frame (partial ones always go
-//! through the packet thread, which completes them).
+//! its UDP checksums are complete in the frame (xdp_cache_offload.rs
+//! covers partial ones, which the XDP program completes).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;

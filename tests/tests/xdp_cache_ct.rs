@@ -10,15 +10,15 @@
 //!
 //! Needs root and a built `xbr` (see skeleton.rs) and `python3` (TCP).
 //! Pods enable GRO (a veth accepts XDP-redirected frames only then) and
-//! turn TX checksum offload off (partial checksums always go through the
-//! packet thread).
+//! turn TX checksum offload off, so this covers complete checksums
+//! (xdp_cache_offload.rs covers partial ones with these flows).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use xbr_tests::{
-    require_tool, udp_send_from, unique_tag, without_durations, xdp_cache_counts, Background, Pod,
-    Result, UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, NAME_PREFIX, POD_IF,
+    tcp_transfer, udp_send_from, without_durations, xdp_cache_counts, Pod, Result, UdpReceiver,
+    Xbr, BRIDGE, CMD_TIMEOUT, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -110,66 +110,8 @@ fn udp(from: &Pod, sport: u16, to: &Pod, dport: u16, count: u64, timeout: Durati
     rx.finish()
 }
 
-/// One TCP connection from A (source port `sport`) to B: A sends
-/// TCP_BYTES, B answers with the count it read and closes; A closes by
-/// FIN, or with `reset` by RST (SO_LINGER 0). Returns B's answer.
-fn tcp_transfer(a: &Pod, b: &Pod, sport: u16, reset: bool) -> Result<String> {
-    require_tool("python3")?;
-    let ready = std::env::temp_dir().join(format!("{NAME_PREFIX}-ready-{}", unique_tag()));
-    let server = format!(
-        "import socket\n\
-         s = socket.socket()\n\
-         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-         s.bind(('{ip}', {TCP_PORT}))\n\
-         s.listen(1)\n\
-         open('{ready}', 'w').close()\n\
-         s.settimeout(20)\n\
-         c, _ = s.accept()\n\
-         c.settimeout(20)\n\
-         n = 0\n\
-         while n < {TCP_BYTES}:\n    \
-             d = c.recv(65536)\n    \
-             if not d: break\n    \
-             n += len(d)\n\
-         c.sendall(b'%d\\n' % n)\n\
-         c.recv(1)\n\
-         c.close()\n",
-        ip = b.ip(),
-        ready = ready.display()
-    );
-    let mut srv = Background::spawn(&mut b.ns().command("python3", &["-c", &server]))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "TCP server never listened");
-        assert!(srv.try_status().is_none(), "TCP server died");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = std::fs::remove_file(&ready);
-    let linger = if reset {
-        "s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n"
-    } else {
-        ""
-    };
-    let client = format!(
-        "import socket, struct\n\
-         s = socket.socket()\n\
-         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-         s.bind(('{a}', {sport}))\n\
-         s.settimeout(20)\n\
-         s.connect(('{b}', {TCP_PORT}))\n\
-         s.sendall(b'x' * {TCP_BYTES})\n\
-         print(s.makefile().readline().strip())\n\
-         {linger}\
-         s.close()\n",
-        a = a.ip(),
-        b = b.ip(),
-    );
-    let out = a
-        .ns()
-        .exec(&["python3", "-c", &client], Duration::from_secs(30))?
-        .ok()?;
-    let _ = srv.wait(Duration::from_secs(10));
-    Ok(out.stdout.trim().to_string())
+fn tcp(a: &Pod, b: &Pod, sport: u16, reset: bool) -> Result<String> {
+    tcp_transfer(a, b, sport, TCP_PORT, TCP_BYTES, reset)
 }
 
 fn ct_dump(xbr: &Xbr) -> Result<Vec<String>> {
@@ -273,8 +215,8 @@ fn run(cache: &str) -> Result<(Observed, Option<Counts>)> {
     let flows = without_durations(&lab.xbr.dump_flows()?);
     let tables = without_durations(&lab.xbr.ofctl_ok(&["dump-tables", BRIDGE])?);
     let ports = without_durations(&lab.xbr.ofctl_ok(&["dump-ports", BRIDGE])?);
-    let tcp_fin = tcp_transfer(a, b, TCP_FIN_SPORT, false)?;
-    let tcp_rst = tcp_transfer(a, b, TCP_RST_SPORT, true)?;
+    let tcp_fin = tcp(a, b, TCP_FIN_SPORT, false)?;
+    let tcp_rst = tcp(a, b, TCP_RST_SPORT, true)?;
     let conntrack = ct_dump(&lab.xbr)?;
     let flush = lab.xbr.client(&["conntrack", "flush", BRIDGE])?;
     assert!(flush.success(), "{flush:?}");

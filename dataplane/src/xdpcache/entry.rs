@@ -92,9 +92,9 @@ pub fn mac_bytes(value: u64) -> [u8; 6] {
 /// The key holds every header field `packet::extract` puts in the flow
 /// key of such a frame (the Ethernet type and the absence of a VLAN tag,
 /// options and fragmentation being implied), so two frames with one key
-/// translate alike. The checksum test of the XDP program (a partial
-/// checksum goes to xbr) only decides which frames are looked up, not
-/// what an entry holds, so it is not repeated here.
+/// translate alike. The checksum is not part of it: a frame whose
+/// checksum the sender left to offload translates like one with a
+/// complete checksum, and the XDP program completes it on a hit.
 pub fn frame_key(frame: &[u8], ifindex: u32) -> Option<FcKey> {
     let eth = frame.get(..ETH_HEADER_LEN)?;
     if eth[12..14] != ETH_TYPE_IPV4 {

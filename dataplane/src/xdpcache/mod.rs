@@ -94,12 +94,25 @@
 //! Known limit: frames of a flow that reached the socket before its entry
 //! was installed may leave after later frames the kernel forwarded
 //! directly (a one-time reordering at the start of a flow, as OVS's
-//! upcalls have). TCP/UDP frames whose checksum the sender left to
-//! offload (it equals the pseudo-header sum) always go to the packet
-//! thread, which completes it.
+//! upcalls have).
+//!
+//! Checksums left to offload: pods' veths have TX checksum offload on,
+//! so their TCP/UDP frames carry only the pseudo-header sum in the L4
+//! checksum field (the skb's CHECKSUM_PARTIAL state does not survive an
+//! XDP redirect, and the receiver verifies the field). The XDP program
+//! recognises such a frame as the packet thread does (`crate::csum`)
+//! and, on a hit that redirects it, completes the checksum over the
+//! segment before counting and forwarding it (bpf_csum_diff in bounded
+//! chunks, up to 9216 bytes; longer or truncated segments go to the
+//! packet thread). Entries need not know: the key holds no checksum, a
+//! partial frame translates like a complete one, and neither the
+//! Ethernet rewrites nor conntrack entries touch L4. Frames with
+//! complete checksums pay only the pseudo-header comparison.
 //!
 //! Cost: a miss that installs pays one map update syscall (and an
-//! allocation for the mirror); the sweep one lookup syscall per entry.
+//! allocation for the mirror); the sweep one lookup syscall per entry; a
+//! hit on a partial checksum one pass over the segment in the kernel
+//! (the pass the packet thread would otherwise make, minus the copy).
 //!
 //! Concurrency: the packet thread owns [`XdpCache`]; `XdpGen` is shared
 //! with the control plane.

@@ -20,6 +20,13 @@ use std::time::{Duration, Instant};
 
 const MAGIC: &[u8; 8] = b"XBRTTOOL";
 const HEADER_LEN: usize = MAGIC.len() + 8;
+
+/// Byte `i` of every test packet after the header: not zero, so a switch
+/// that got a checksum wrong over some bytes (which then must be nonzero
+/// to count) loses the packet, and the receiver checks it arrived intact.
+fn pattern(i: usize) -> u8 {
+    (i.wrapping_mul(31) + 7) as u8
+}
 /// Largest UDP payload that fits a 1500-byte MTU over IPv4.
 const MAX_SIZE: usize = 1472;
 /// The receiver keeps one flag per expected packet; this bounds its memory.
@@ -172,7 +179,7 @@ fn udp_send(
             UdpSocket::bind(at).map_err(io_err(format!("binding a sending socket to {at}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let mut buf = vec![0u8; size];
+    let mut buf: Vec<u8> = (0..size).map(pattern).collect();
     if let Some(m) = buf.get_mut(..MAGIC.len()) {
         m.copy_from_slice(MAGIC);
     }
@@ -257,6 +264,7 @@ fn udp_recv(
         let seq = buf
             .get(..n)
             .filter(|p| p.len() >= HEADER_LEN && p.starts_with(MAGIC))
+            .filter(|p| (HEADER_LEN..p.len()).all(|i| p[i] == pattern(i)))
             .and_then(|p| p.get(MAGIC.len()..HEADER_LEN))
             .and_then(|s| <[u8; 8]>::try_from(s).ok())
             .map(u64::from_be_bytes)
@@ -267,6 +275,7 @@ fn udp_recv(
                 *flag = true;
                 received += 1;
             }
+            // Strays, and test packets whose payload changed.
             None => foreign += 1,
         }
     }

@@ -1,0 +1,90 @@
+//! One bounded TCP transfer between two pods with `python3`: the
+//! receiver's stack verifies every segment's checksum (a wrong one is a
+//! loss, retransmitted through the same path until the transfer times
+//! out) and the server checks the bytes themselves.
+
+use crate::cmd::Background;
+use crate::netns::{unique_tag, Pod, NAME_PREFIX};
+use crate::{require_tool, Result};
+use std::time::{Duration, Instant};
+
+/// Bound on the server getting its socket listening.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on each side's socket operations, and on the client.
+const IO_TIMEOUT_S: u64 = 20;
+
+/// One TCP connection from `a` (source port `sport`) to `b`:`dport`: `a`
+/// sends `bytes` bytes of `x`, `b` answers with the count it read (after
+/// `corrupt ` if any byte was not an `x`) and closes; `a` closes by FIN,
+/// or with `reset` by RST (SO_LINGER 0). Returns `b`'s answer, which is
+/// `bytes` as a decimal when everything arrived intact.
+pub fn tcp_transfer(
+    a: &Pod,
+    b: &Pod,
+    sport: u16,
+    dport: u16,
+    bytes: usize,
+    reset: bool,
+) -> Result<String> {
+    require_tool("python3")?;
+    let ready = std::env::temp_dir().join(format!("{NAME_PREFIX}-ready-{}", unique_tag()));
+    let server = format!(
+        "import socket\n\
+         s = socket.socket()\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('{ip}', {dport}))\n\
+         s.listen(1)\n\
+         open('{ready}', 'w').close()\n\
+         s.settimeout({IO_TIMEOUT_S})\n\
+         c, _ = s.accept()\n\
+         c.settimeout({IO_TIMEOUT_S})\n\
+         n = 0\n\
+         bad = False\n\
+         while n < {bytes}:\n    \
+             d = c.recv(65536)\n    \
+             if not d: break\n    \
+             n += len(d)\n    \
+             bad = bad or d.count(b'x') != len(d)\n\
+         c.sendall(b'%s%d\\n' % (b'corrupt ' if bad else b'', n))\n\
+         c.recv(1)\n\
+         c.close()\n",
+        ip = b.ip(),
+        ready = ready.display()
+    );
+    let mut srv = Background::spawn(&mut b.ns().command("python3", &["-c", &server]))?;
+    let deadline = Instant::now() + READY_TIMEOUT;
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "TCP server never listened");
+        assert!(srv.try_status().is_none(), "TCP server died");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(&ready);
+    let linger = if reset {
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n"
+    } else {
+        ""
+    };
+    let client = format!(
+        "import socket, struct\n\
+         s = socket.socket()\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('{a}', {sport}))\n\
+         s.settimeout({IO_TIMEOUT_S})\n\
+         s.connect(('{b}', {dport}))\n\
+         s.sendall(b'x' * {bytes})\n\
+         print(s.makefile().readline().strip())\n\
+         {linger}\
+         s.close()\n",
+        a = a.ip(),
+        b = b.ip(),
+    );
+    let out = a
+        .ns()
+        .exec(
+            &["python3", "-c", &client],
+            Duration::from_secs(IO_TIMEOUT_S + 10),
+        )?
+        .ok()?;
+    let _ = srv.wait(Duration::from_secs(10));
+    Ok(out.stdout.trim().to_string())
+}
