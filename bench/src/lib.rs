@@ -14,6 +14,7 @@ pub mod measure;
 pub mod ovs;
 pub mod ovs_node;
 pub mod packet;
+pub mod plot;
 pub mod scenario;
 pub mod systems;
 pub mod topo;

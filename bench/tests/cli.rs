@@ -65,10 +65,11 @@ fn bad_arguments_exit_2_naming_the_problem() {
 }
 
 #[test]
-fn a_short_run_writes_the_json_report() {
+fn a_short_run_writes_the_json_report_and_the_svg_plot() {
     let dir = std::env::temp_dir().join(format!("xbrt-benchcli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("report.json");
+    let svg = dir.join("report.svg");
     let (code, out, err) = xbr_bench(&[
         "--systems",
         "xdp-redirect",
@@ -82,8 +83,11 @@ fn a_short_run_writes_the_json_report() {
         "5000",
         "--json",
         json.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
     ]);
     let text = std::fs::read_to_string(&json);
+    let plot = std::fs::read_to_string(&svg);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("| xdp-redirect |"), "{out}");
@@ -95,4 +99,9 @@ fn a_short_run_writes_the_json_report() {
     assert_eq!(r["generator"], "xdp-live-frames");
     assert!(r["mpps"].as_f64().unwrap() > 0.004, "{r}");
     assert_eq!(r["loss"].as_f64(), Some(0.0));
+    let plot = plot.unwrap();
+    assert!(
+        plot.starts_with("<svg") && plot.contains("xdp-redirect"),
+        "{plot}"
+    );
 }

@@ -82,6 +82,10 @@ struct Args {
     /// Also write the report as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also draw the report as an SVG bar chart (median Mpps per system,
+    /// whiskers over the runs) into this file.
+    #[arg(long)]
+    svg: Option<PathBuf>,
 }
 
 fn xbr_bin(arg: Option<PathBuf>) -> PathBuf {
@@ -186,6 +190,15 @@ fn main() -> ExitCode {
         };
         if let Err(e) = std::fs::write(&path, text + "\n") {
             eprintln!("xbr-bench: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    if let Some(path) = a.svg {
+        let drawn = bench::plot::svg(&report).map_err(|e| e.to_string());
+        if let Err(e) = drawn.and_then(|svg| {
+            std::fs::write(&path, svg).map_err(|e| format!("writing {}: {e}", path.display()))
+        }) {
+            eprintln!("xbr-bench: {e}");
             return ExitCode::FAILURE;
         }
     }
