@@ -264,6 +264,9 @@ impl Field {
     /// Whether a packet (or action) may write this field. `InPort` is
     /// writable only through NXM actions in OVS; conntrack fields only by
     /// `ct()` (ct_label's writes are checked there, see `validate.rs`).
+    /// `ip_proto` is read-only as in OVS (another protocol would need
+    /// another L4 header; the datapath never rewrote it), though `arp_op`
+    /// on the same bits is writable.
     pub const fn is_writable(self) -> bool {
         !matches!(
             self,
@@ -274,6 +277,7 @@ impl Field {
                 | Field::IpFrag
                 | Field::EthType
                 | Field::Ipv6Exthdr
+                | Field::IpProto
         )
     }
 

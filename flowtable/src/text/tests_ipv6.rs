@@ -94,6 +94,9 @@ fn ipv6_set_fields_print_as_ovs() {
     );
     // A masked address write is refused, not half done.
     assert!(parse_flow("ipv6,actions=set_field:::1/64->ipv6_dst").is_err());
+    // ip_proto is read-only (as in OVS); arp_op, on the same bits, is not.
+    assert!(parse_flow("ipv6,actions=set_field:17->ip_proto").is_err());
+    assert!(parse_flow("arp,actions=set_field:2->arp_op").is_ok());
 }
 
 #[test]

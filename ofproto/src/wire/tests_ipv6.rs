@@ -187,8 +187,11 @@ fn ipv6_set_fields_round_trip() {
 
 #[test]
 fn exthdr_is_not_settable_and_operands_stay_in_one_half() {
-    // set_field of IPV6_EXTHDR: a pseudo-field, not in the packet.
+    // set_field of IPV6_EXTHDR: a pseudo-field, not in the packet; of
+    // IP_PROTO: read-only, as in OVS.
     let e = parse_actions(&hex("0019 0010 80004e02 0040 000000000000")).unwrap_err();
+    assert_eq!(code(e), (err::BAD_ACTION, err::BAC_BAD_SET_TYPE));
+    let e = parse_actions(&hex("0019 0010 80001401 11 000000 00000000")).unwrap_err();
     assert_eq!(code(e), (err::BAD_ACTION, err::BAC_BAD_SET_TYPE));
     // A masked set_field is not OF1.3.
     let e = parse_actions(&hex(&format!(
