@@ -160,3 +160,19 @@ fn neighbor_solicitations_match_on_their_target() {
     rig.send(&ns(0x98));
     assert_eq!(rig.sent(3).len(), 1);
 }
+
+#[test]
+fn dec_ttl_alone_ages_the_hop_limit() {
+    let mut rig = Rig::new(3);
+    rig.flow("ipv6,actions=dec_ttl,output:2");
+    // A packet at hop limit 1 first (as the kernel's MLD reports are):
+    // it goes to no port; the next one still does.
+    let mut f = tcp6(SRC, 80);
+    f[21] = 1;
+    rig.send(&f);
+    assert!(rig.sent(2).is_empty());
+    rig.send(&tcp6(SRC, 80));
+    let to2 = rig.sent(2);
+    assert_eq!(to2.len(), 1);
+    assert_eq!(parsed(&to2[0]).1, 63);
+}
