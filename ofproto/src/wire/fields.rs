@@ -74,9 +74,15 @@ impl FieldHeader {
         self.bits == 128
     }
 
-    /// Whether the header carries all of `target`.
+    /// Whether the header carries all of `target` (a 128-bit header all
+    /// of both halves).
     pub(crate) fn is_whole(&self) -> bool {
-        self.shift == 0 && self.wire_shift == 0 && self.bits == self.target.bits()
+        let bits = if self.target.high_half().is_some() {
+            128
+        } else {
+            self.target.bits()
+        };
+        self.shift == 0 && self.wire_shift == 0 && self.bits == bits
     }
 
     pub(crate) fn ones(&self) -> u64 {

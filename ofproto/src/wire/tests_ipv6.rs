@@ -206,3 +206,54 @@ fn exthdr_is_not_settable_and_operands_stay_in_one_half() {
     .unwrap_err();
     assert_eq!(code(e), (err::BAD_ACTION, err::BAC_BAD_ARGUMENT));
 }
+
+/// The property of type `ty` in a table features entry, as its u32 OXM
+/// headers.
+fn feature_headers(entry: &[u8], ty: u16) -> Vec<u32> {
+    let mut at = 64;
+    while at + 4 <= entry.len() {
+        let t = u16::from_be_bytes([entry[at], entry[at + 1]]);
+        let len = usize::from(u16::from_be_bytes([entry[at + 2], entry[at + 3]]));
+        if t == ty {
+            return entry[at + 4..at + len]
+                .chunks(4)
+                .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+        }
+        at += len.div_ceil(8) * 8;
+    }
+    panic!("no property {ty}");
+}
+
+#[test]
+fn table_features_advertise_the_ipv6_fields() {
+    let entry = &super::table_features::entries()[0];
+    let matches = feature_headers(entry, 8);
+    // Maskable ones with the mask bit: IPV6_SRC/DST, FLABEL, ND_TARGET, EXTHDR.
+    for h in [
+        0x8000_3520,
+        0x8000_3720,
+        0x8000_3908,
+        0x8000_3a01,
+        0x8000_3f20,
+        0x8000_4f04,
+    ] {
+        assert!(matches.contains(&h), "match {h:#x}");
+    }
+    let settable = feature_headers(entry, 14);
+    for h in [
+        0x8000_3410, // IPV6_SRC
+        0x8000_3610, // IPV6_DST
+        0x8000_3804, // IPV6_FLABEL
+        0x8000_3a01, // ICMPV6_TYPE
+        0x8000_3c01, // ICMPV6_CODE
+        0x8000_3e10, // IPV6_ND_TARGET
+        0x8000_4006, // IPV6_ND_SLL
+        0x8000_4206, // IPV6_ND_TLL
+    ] {
+        assert!(settable.contains(&h), "set_field {h:#x}");
+    }
+    // IPV6_EXTHDR and IP_PROTO are not settable.
+    assert!(!settable.contains(&0x8000_4e02));
+    assert!(!settable.contains(&0x8000_1401));
+}
