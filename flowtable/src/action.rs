@@ -52,7 +52,11 @@ impl SubField {
 
     /// Whether the range lies inside the field.
     pub fn is_valid(&self) -> bool {
-        self.nbits > 0 && self.ofs + self.nbits <= self.field.bits()
+        self.nbits > 0
+            && self
+                .ofs
+                .checked_add(self.nbits)
+                .is_some_and(|end| end <= self.field.bits())
     }
 
     /// Bits `ofs..ofs+nbits` of the 128-bit ct_label, as a range of one of

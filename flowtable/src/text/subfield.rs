@@ -40,7 +40,11 @@ pub(crate) fn parse_subfield(token: &str, s: &str) -> Result<SubField, TextError
                             format!("bit range [{r}] is reversed"),
                         ));
                     }
-                    (a, b - a + 1)
+                    // [0..4294967295] would overflow the width.
+                    let nbits = (b - a).checked_add(1).ok_or_else(|| {
+                        TextError::action(token, format!("bit range [{r}] is too wide"))
+                    })?;
+                    (a, nbits)
                 }
                 None => (bit(r)?, 1),
             }
