@@ -27,7 +27,9 @@
 //!
 //! A partial checksum is recognisable: the field holds exactly `P`, the
 //! folded pseudo-header sum of the packet's own addresses, protocol and L4
-//! length. For each IPv4 TCP/UDP packet [`complete_partial`] computes `P`
+//! length. For each IPv4 TCP/UDP packet, and each IPv6 one whose TCP/UDP
+//! header follows the fixed header (Linux offloads the others' checksums
+//! rarely; they are left alone), [`complete_partial`] computes `P`
 //! (a few adds, no payload access) and stops unless the field equals it.
 //! Only then does it sum the segment (one pass) and:
 //! - if the segment already verifies, leaves it: then the complete checksum
@@ -50,6 +52,7 @@
 use crate::packet::{ETH_HEADER_LEN, ETH_TYPE_VLAN};
 
 const ETH_TYPE_IPV4: u16 = 0x0800;
+const ETH_TYPE_IPV6: u16 = 0x86dd;
 const IP_PROTO_TCP: u8 = 6;
 const IP_PROTO_UDP: u8 = 17;
 
@@ -112,9 +115,16 @@ fn be32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
-/// Completes a TCP or UDP checksum over IPv4 that the sender left partial
-/// (see the module comment). Returns `true` if the frame was changed.
-/// Never panics; anything it does not understand is left alone.
+/// The folded IPv6 pseudo-header sum (RFC 8200 §8.1) of the header at
+/// `ip` (40 bytes) for an upper-layer packet of `l4_len` bytes.
+fn pseudo_header_v6(ip: &[u8], proto: u8, l4_len: u16) -> Option<u16> {
+    let addrs = ip.get(8..40)?;
+    Some(fold(ones_sum(addrs) + u32::from(proto) + u32::from(l4_len)))
+}
+
+/// Completes a TCP or UDP checksum over IPv4 or IPv6 that the sender left
+/// partial (see the module comment). Returns `true` if the frame was
+/// changed. Never panics; anything it does not understand is left alone.
 pub fn complete_partial(frame: &mut [u8]) -> bool {
     complete(frame).unwrap_or(false)
 }
@@ -125,6 +135,9 @@ fn complete(frame: &mut [u8]) -> Option<bool> {
     if eth_type == ETH_TYPE_VLAN {
         eth_type = be16(frame, 16)?;
         l3 += 4;
+    }
+    if eth_type == ETH_TYPE_IPV6 {
+        return complete_ipv6(frame, l3);
     }
     if eth_type != ETH_TYPE_IPV4 {
         return Some(false);
@@ -138,25 +151,44 @@ fn complete(frame: &mut [u8]) -> Option<bool> {
         return Some(false);
     }
     let proto = *frame.get(l3 + 9)?;
-    let csum_off = match proto {
-        IP_PROTO_TCP => 16,
-        IP_PROTO_UDP => 6,
-        _ => return Some(false),
-    };
+    if !matches!(proto, IP_PROTO_TCP | IP_PROTO_UDP) {
+        return Some(false);
+    }
     let total = usize::from(be16(frame, l3 + 2)?);
     let l4 = l3 + ihl;
     let l4_len = total.checked_sub(ihl)?;
-    let at = l4 + csum_off;
-    let stored = be16(frame, at)?;
-    if stored == 0 && proto == IP_PROTO_UDP {
-        return Some(false);
-    }
     let p = pseudo_header(
         be32(frame, l3 + 12)?,
         be32(frame, l3 + 16)?,
         proto,
         u16::try_from(l4_len).ok()?,
     );
+    finish(frame, l4, l4_len, proto, p)
+}
+
+fn complete_ipv6(frame: &mut [u8], l3: usize) -> Option<bool> {
+    let ip = frame.get(l3..l3 + 40)?;
+    if ip[0] >> 4 != 6 {
+        return Some(false);
+    }
+    let proto = ip[6];
+    if !matches!(proto, IP_PROTO_TCP | IP_PROTO_UDP) {
+        return Some(false);
+    }
+    let l4_len = be16(ip, 4)?;
+    let p = pseudo_header_v6(ip, proto, l4_len)?;
+    finish(frame, l3 + 40, usize::from(l4_len), proto, p)
+}
+
+/// Completes the checksum of the `l4_len`-byte TCP/UDP segment at `l4`
+/// if its checksum field holds exactly `p`, the pseudo-header sum.
+fn finish(frame: &mut [u8], l4: usize, l4_len: usize, proto: u8, p: u16) -> Option<bool> {
+    let csum_off = if proto == IP_PROTO_TCP { 16 } else { 6 };
+    let at = l4 + csum_off;
+    let stored = be16(frame, at)?;
+    if stored == 0 && proto == IP_PROTO_UDP {
+        return Some(false);
+    }
     if stored != p {
         return Some(false);
     }
@@ -256,6 +288,47 @@ mod tests {
         for n in 0..full.len() {
             let mut t = full[..n].to_vec();
             assert!(!complete_partial(&mut t), "truncated to {n}");
+        }
+    }
+
+    /// IPv6 TCP and UDP, as a pod with TX offload sends them: completed,
+    /// and then valid as etherparse (an independent implementation)
+    /// computes the checksum; every truncation is left alone.
+    #[test]
+    fn partial_ipv6_tcp_and_udp_are_completed() {
+        use crate::packet::ipv6::tests::{tcp6_frame, udp6_frame};
+        use etherparse::{SlicedPacket, TransportSlice};
+        let valid = |f: &[u8]| {
+            let p = SlicedPacket::from_ethernet(f).unwrap();
+            let Some(etherparse::NetSlice::Ipv6(ip)) = p.net else {
+                panic!("not IPv6")
+            };
+            let (s, d) = (ip.header().source(), ip.header().destination());
+            match p.transport.unwrap() {
+                TransportSlice::Tcp(t) => t.calc_checksum_ipv6(s, d).unwrap() == t.checksum(),
+                TransportSlice::Udp(u) => {
+                    u.to_header()
+                        .calc_checksum_ipv6_raw(s, d, u.payload())
+                        .unwrap()
+                        == u.checksum()
+                }
+                _ => panic!("not TCP or UDP"),
+            }
+        };
+        for (mut f, off) in [(tcp6_frame(), 16), (udp6_frame(), 6)] {
+            assert!(valid(&f));
+            assert!(!complete_partial(&mut f), "a complete checksum was touched");
+            let len = u16::from_be_bytes([f[18], f[19]]);
+            let p = pseudo_header_v6(&f[14..54], f[20], len).unwrap();
+            f[54 + off..56 + off].copy_from_slice(&p.to_be_bytes());
+            assert!(!valid(&f));
+            let partial = f.clone();
+            for n in 0..partial.len() {
+                let mut t = partial[..n].to_vec();
+                assert!(!complete_partial(&mut t), "truncated to {n}");
+            }
+            assert!(complete_partial(&mut f));
+            assert!(valid(&f));
         }
     }
 

@@ -9,8 +9,12 @@
 
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{
-    ETH_TYPE_ARP, ETH_TYPE_IPV4, IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
+    ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP,
+    IP_PROTO_UDP,
 };
+
+#[path = "packet_ipv6.rs"]
+pub mod ipv6;
 
 pub const ETH_HEADER_LEN: usize = 14;
 pub const ETH_TYPE_VLAN: u16 = 0x8100;
@@ -29,6 +33,9 @@ pub struct Layers {
     /// Offset of the L4 header, 0 when there is none (non-IP, later fragment,
     /// truncated).
     pub l4: u16,
+    /// The IP protocol of the header at `l4` (for IPv6, the one behind the
+    /// extension headers); 0 when `l4` is 0.
+    pub proto: u8,
 }
 
 #[inline(always)]
@@ -78,6 +85,7 @@ pub fn extract(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
     match eth_type {
         ETH_TYPE_IPV4 => extract_ipv4(frame, l3, key, &mut layers),
         ETH_TYPE_ARP => extract_arp(frame, l3, key),
+        ETH_TYPE_IPV6 => ipv6::extract(frame, l3, key, &mut layers),
         _ => {}
     }
     layers
@@ -118,21 +126,26 @@ fn extract_ipv4(frame: &[u8], l3: usize, key: &mut FlowKey, layers: &mut Layers)
     }
     let l4 = l3 + ihl;
     match ip[9] {
-        IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP => {
-            if let (Some(sp), Some(dp)) = (be16(frame, l4), be16(frame, l4 + 2)) {
-                key.set(Field::TpSrc, sp as u64);
-                key.set(Field::TpDst, dp as u64);
-                layers.l4 = l4 as u16;
-            }
-        }
+        IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP => extract_ports(frame, l4, ip[9], key, layers),
         IP_PROTO_ICMP => {
             if let (Some(t), Some(c)) = (frame.get(l4), frame.get(l4 + 1)) {
                 key.set(Field::IcmpType, *t as u64);
                 key.set(Field::IcmpCode, *c as u64);
                 layers.l4 = l4 as u16;
+                layers.proto = IP_PROTO_ICMP;
             }
         }
         _ => {}
+    }
+}
+
+/// The ports of a TCP, UDP or SCTP header at `l4`, if the frame has them.
+fn extract_ports(frame: &[u8], l4: usize, proto: u8, key: &mut FlowKey, layers: &mut Layers) {
+    if let (Some(sp), Some(dp)) = (be16(frame, l4), be16(frame, l4 + 2)) {
+        key.set(Field::TpSrc, sp as u64);
+        key.set(Field::TpDst, dp as u64);
+        layers.l4 = l4 as u16;
+        layers.proto = proto;
     }
 }
 
@@ -205,7 +218,14 @@ pub(crate) mod tests {
         assert_eq!(k.get(Field::IpTtl), 64);
         assert_eq!(k.get(Field::TpSrc), 1234);
         assert_eq!(k.get(Field::TpDst), 5678);
-        assert_eq!(l, Layers { l3: 14, l4: 34 });
+        assert_eq!(
+            l,
+            Layers {
+                l3: 14,
+                l4: 34,
+                proto: 17
+            }
+        );
     }
 
     #[test]

@@ -9,7 +9,10 @@
 
 use crate::packet::{Layers, ETH_TYPE_VLAN};
 use flowtable::key::Field;
-use flowtable::matching::{IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP};
+use flowtable::matching::{IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP};
+
+#[path = "rewrite_ipv6.rs"]
+mod ipv6;
 
 /// Folds a 32-bit one's-complement sum into 16 bits.
 fn fold(mut sum: u32) -> u16 {
@@ -60,17 +63,20 @@ fn read32(f: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
-/// Where the L4 checksum lives, if the packet has one to maintain.
+/// Where the L4 checksum lives, if the packet has one to maintain: the
+/// ones covering the IP pseudo-header (TCP, UDP, ICMPv6).
 fn l4_checksum_at(frame: &[u8], layers: Layers) -> Option<usize> {
     if layers.l4 == 0 {
         return None;
     }
-    let proto = *frame.get(layers.l3 as usize + 9)?;
     let l4 = layers.l4 as usize;
-    let at = match proto {
+    let at = match layers.proto {
         IP_PROTO_TCP => l4 + 16,
-        // A zero UDP checksum means "none" and must stay zero.
+        // A zero UDP checksum means "none" on IPv4 and must stay zero. On
+        // IPv6 it is invalid (RFC 8200 §8.1) and stays so, as in OVS: a
+        // rewrite does not make a dropped datagram acceptable.
         IP_PROTO_UDP if read16(frame, l4 + 6)? != 0 => l4 + 6,
+        IP_PROTO_ICMPV6 => l4 + 2,
         _ => return None,
     };
     // A segment cut short before its checksum has none to maintain; the
@@ -109,7 +115,7 @@ fn set_l4_port(frame: &mut [u8], layers: Layers, at: usize, new: u16) -> Option<
     // are type, code and checksum. Group buckets carry no match to check
     // prerequisites against, so a port rewrite can meet any packet; OVS
     // skips a set_field whose prerequisites the packet does not meet.
-    let proto = *frame.get(layers.l3 as usize + 9)?;
+    let proto = layers.proto;
     if !matches!(proto, IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP) {
         return None;
     }
@@ -127,12 +133,16 @@ fn set_l4_port(frame: &mut [u8], layers: Layers, at: usize, new: u16) -> Option<
 
 /// SCTP's checksum is a CRC32c over the whole packet (RFC 4960 §6.8), which
 /// has no incremental update: recomputed over the datagram as the IPv4
-/// total length bounds it, with the checksum field taken as zero, and
-/// stored least significant byte first like Linux and OVS do. A packet
-/// cut short before its checksum is left as it is.
+/// total length (IPv6 payload length) bounds it, with the checksum field
+/// taken as zero, and stored least significant byte first like Linux and
+/// OVS do. A packet cut short before its checksum is left as it is.
 fn sctp_recompute_checksum(frame: &mut [u8], layers: Layers) -> Option<()> {
     let (l3, l4) = (layers.l3 as usize, layers.l4 as usize);
-    let end = (l3 + usize::from(read16(frame, l3 + 2)?)).min(frame.len());
+    let end = if ipv6::is_ipv6(frame, layers) {
+        crate::packet::ipv6::packet_end(frame, l3)?
+    } else {
+        (l3 + usize::from(read16(frame, l3 + 2)?)).min(frame.len())
+    };
     let packet = frame.get_mut(l4..end)?;
     if packet.len() < 12 {
         return None;
@@ -192,6 +202,7 @@ fn shift_layers(layers: Layers, by: i32) -> Layers {
     Layers {
         l3: shift(layers.l3),
         l4: shift(layers.l4),
+        proto: layers.proto,
     }
 }
 
@@ -213,6 +224,24 @@ pub fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u64) -> 
             } else {
                 None
             }
+        }
+        Field::IpDscp
+        | Field::IpEcn
+        | Field::IpTtl
+        | Field::Ipv6SrcHigh
+        | Field::Ipv6SrcLow
+        | Field::Ipv6DstHigh
+        | Field::Ipv6DstLow
+        | Field::Ipv6Label
+        | Field::Icmpv6Type
+        | Field::Icmpv6Code
+        | Field::NdTargetHigh
+        | Field::NdTargetLow
+        | Field::NdSll
+        | Field::NdTll
+            if ipv6::is_ipv6(frame, layers) =>
+        {
+            ipv6::set_field(frame, layers, field, value)
         }
         Field::IpSrc | Field::IpDst | Field::IpDscp | Field::IpEcn | Field::IpTtl
             if layers.l3 != 0 && read16(frame, l3 - 2) == Some(0x0800) =>

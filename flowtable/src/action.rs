@@ -52,7 +52,11 @@ impl SubField {
 
     /// Whether the range lies inside the field.
     pub fn is_valid(&self) -> bool {
-        self.nbits > 0 && self.ofs + self.nbits <= self.field.bits()
+        self.nbits > 0
+            && self
+                .ofs
+                .checked_add(self.nbits)
+                .is_some_and(|end| end <= self.field.bits())
     }
 
     /// Bits `ofs..ofs+nbits` of the 128-bit ct_label, as a range of one of
@@ -60,14 +64,20 @@ impl SubField {
     /// the label, or crosses from bit 63 to bit 64: no single half holds
     /// it, and xbr refuses such operands rather than split an action.
     pub fn ct_label(ofs: u32, nbits: u32) -> Option<SubField> {
+        Self::wide(Field::CtLabelLow, ofs, nbits)
+    }
+
+    /// [`SubField::ct_label`] for any 128-bit field, named by its low
+    /// half (the IPv6 addresses and nd_target as well).
+    pub fn wide(low: Field, ofs: u32, nbits: u32) -> Option<SubField> {
         let end = ofs.checked_add(nbits)?;
         if nbits == 0 || end > CT_LABEL_BITS {
             return None;
         }
         let (field, base) = if end <= 64 {
-            (Field::CtLabelLow, 0)
+            (low, 0)
         } else if ofs >= 64 {
-            (Field::CtLabelHigh, 64)
+            (low.high_half()?, 64)
         } else {
             return None;
         };
@@ -79,9 +89,14 @@ impl SubField {
     }
 
     /// The first bit of the range in the coordinates of the field as
-    /// OpenFlow names it: the whole 128-bit label for a ct_label half.
+    /// OpenFlow names it: the whole 128 bits for a half (ct_label, IPv6
+    /// addresses).
     pub fn wire_ofs(&self) -> u32 {
-        self.ofs + self.field.ct_label_offset().unwrap_or(0)
+        self.ofs
+            + match self.field.high_half() {
+                None if self.field.is_half() => 64,
+                _ => 0,
+            }
     }
 }
 
@@ -152,6 +167,10 @@ pub enum Action {
     Group(u32),
     /// OFPAT_SET_FIELD of a whole field.
     SetField { field: Field, value: u64 },
+    /// OFPAT_SET_FIELD of a whole 128-bit packet field (ipv6_src,
+    /// ipv6_dst, nd_target), named by its low half (see
+    /// `Field::high_half`): wider than `SetField`'s value.
+    SetField128 { field: Field, value: u128 },
     /// OFPAT_SET_FIELD of the whole 128-bit ct_label (wider than
     /// `SetField`'s value); only valid nested in `Ct`.
     SetCtLabel { value: u128 },
@@ -170,7 +189,7 @@ pub enum Action {
     Ct(CtAction),
     /// NXAST_NAT (only valid nested in `Ct`).
     Nat(NatAction),
-    /// OFPAT_SET_NW_TTL (`mod_nw_ttl:N`): the IPv4 TTL.
+    /// OFPAT_SET_NW_TTL (`mod_nw_ttl:N`): the IPv4 TTL or IPv6 hop limit.
     SetNwTtl(u8),
     /// OFPAT_PUSH_VLAN (`push_vlan:0x8100`): a new outermost 802.1Q tag,
     /// VID and PCP zero (xbr's flow key holds one tag, so a packet that has
@@ -185,7 +204,8 @@ pub enum Action {
     /// OFPAT_SET_FIELD of OXM_OF_VLAN_PCP (`set_field:3->vlan_pcp`); VID
     /// kept, a packet without a tag gets one with VID 0 (as in OVS).
     SetVlanPcp(u8),
-    /// OFPAT_DEC_NW_TTL (`dec_ttl`): decrements the IPv4 TTL; a packet
+    /// OFPAT_DEC_NW_TTL (`dec_ttl`): decrements the IPv4 TTL or IPv6 hop
+    /// limit; a packet
     /// whose TTL would reach zero goes no further (a packet-in with reason
     /// INVALID_TTL for controllers that asked for it), as in OVS.
     DecNwTtl,

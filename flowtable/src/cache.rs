@@ -19,7 +19,7 @@
 //! Layout: a power-of-two array of entries, each key hashed once with
 //! ahash; a key may live in one of two slots taken from different bits of
 //! its hash (like OVS's EMC), so two hot flows rarely evict each other.
-//! Lookup compares the stored hash, then the whole key (17 words).
+//! Lookup compares the stored hash, then the whole key (`KEY_WORDS` words).
 //!
 //! Invariants:
 //! - An entry is only valid for the pipeline generation it was filled in;

@@ -19,10 +19,6 @@ pub mod ofp {
 pub enum MatchError {
     #[error("field {} used without its prerequisite", .0.name())]
     MissingPrerequisite(Field),
-    /// xbr does not parse IPv6 yet: a flow that matches a field inside an
-    /// IPv6 packet could never match, so it is refused, not accepted.
-    #[error("field {} of IPv6 packets: IPv6 is not supported yet", .0.name())]
-    Ipv6Unsupported(Field),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -59,7 +55,6 @@ impl FlowModError {
         use ofp::*;
         match self {
             FlowModError::Match(MatchError::MissingPrerequisite(_)) => (BAD_MATCH, 9), // BAD_PREREQ
-            FlowModError::Match(MatchError::Ipv6Unsupported(_)) => (BAD_MATCH, 6),     // BAD_FIELD
             FlowModError::BadTableId(_) => (FLOW_MOD_FAILED, 2), // BAD_TABLE_ID
             FlowModError::BadGotoTable { .. } => (BAD_INSTRUCTION, 2), // BAD_TABLE_ID
             FlowModError::UnknownGroup(_) => (BAD_ACTION, 9),    // BAD_OUT_GROUP

@@ -24,14 +24,18 @@
 //! own: masking, hashing and the classifier handle them like any other
 //! field, and only the edges that see the whole label (text, wire, the
 //! `ct()` action) join the halves ([`FlowKey::ct_label`], [`split_label`]).
+//! The IPv6 source, destination and ND target addresses are split the same
+//! way ([`Field::high_half`], [`FlowKey::get128`]); ND's link-layer options
+//! share the ARP hardware address bits and ICMPv6 type/code the transport
+//! ports, as in OVS.
 //!
 //! Cost: reading or writing a field is a shift and a mask. Keys are `Copy`
-//! (152 bytes) and never allocate.
+//! (208 bytes) and never allocate.
 
 use std::fmt;
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 19;
+pub const KEY_WORDS: usize = 26;
 
 /// A packet's parsed headers plus pipeline metadata, or a mask over them.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -81,6 +85,45 @@ pub enum Field {
     IcmpCode,
     ArpSha,
     ArpTha,
+    /// Bits 64..127 of the IPv6 source address.
+    Ipv6SrcHigh,
+    /// Bits 0..63 of the IPv6 source address.
+    Ipv6SrcLow,
+    Ipv6DstHigh,
+    Ipv6DstLow,
+    /// The IPv6 flow label (20 bits).
+    Ipv6Label,
+    /// OpenFlow's IPV6_EXTHDR pseudo-field: which extension headers the
+    /// packet has, and whether they repeat or are out of order
+    /// ([`exthdr`]).
+    Ipv6Exthdr,
+    /// ICMPv6 type and code share the transport port bits, as ICMP's do.
+    Icmpv6Type,
+    Icmpv6Code,
+    /// Bits 64..127 of the target address of a neighbor solicitation or
+    /// advertisement.
+    NdTargetHigh,
+    NdTargetLow,
+    /// The ND source/target link-layer address options share the ARP
+    /// hardware address bits, as in OVS.
+    NdSll,
+    NdTll,
+}
+
+/// Bits of [`Field::Ipv6Exthdr`] (OF1.3 `ofp_ipv6exthdr_flags`).
+pub mod exthdr {
+    /// "No next header" (59) seen.
+    pub const NONEXT: u16 = 1 << 0;
+    pub const ESP: u16 = 1 << 1;
+    pub const AUTH: u16 = 1 << 2;
+    pub const DEST: u16 = 1 << 3;
+    pub const FRAG: u16 = 1 << 4;
+    pub const ROUTER: u16 = 1 << 5;
+    pub const HOP: u16 = 1 << 6;
+    /// An extension header occurs more often than RFC 2460 allows.
+    pub const UNREP: u16 = 1 << 7;
+    /// Extension headers are not in RFC 2460's preferred order.
+    pub const UNSEQ: u16 = 1 << 8;
 }
 
 /// Where a field lives: word index, bit offset of its least significant bit
@@ -99,7 +142,7 @@ const fn at(word: usize, shift: u32, bits: u32) -> Layout {
 impl Field {
     /// All fields, registers expanded, in the canonical order used when a
     /// match is encoded or printed.
-    pub const ALL: [Field; 39] = [
+    pub const ALL: [Field; 51] = [
         Field::InPort,
         Field::Metadata,
         Field::Reg(0),
@@ -139,6 +182,18 @@ impl Field {
         Field::TpDst,
         Field::IcmpType,
         Field::IcmpCode,
+        Field::Ipv6SrcLow,
+        Field::Ipv6SrcHigh,
+        Field::Ipv6DstLow,
+        Field::Ipv6DstHigh,
+        Field::Ipv6Label,
+        Field::Ipv6Exthdr,
+        Field::Icmpv6Type,
+        Field::Icmpv6Code,
+        Field::NdTargetLow,
+        Field::NdTargetHigh,
+        Field::NdSll,
+        Field::NdTll,
     ];
 
     /// The field's place in a [`FlowKey`]. Registers above 7 do not exist;
@@ -158,9 +213,9 @@ impl Field {
             Field::CtState => at(7, 32, 32),
             Field::CtMark => at(7, 0, 32),
             Field::CtZone => at(8, 48, 16),
-            Field::Metadata => at(15, 0, 64),
-            Field::CtLabelLow => at(16, 0, 64),
-            Field::CtLabelHigh => at(17, 0, 64),
+            Field::Metadata => at(22, 0, 64),
+            Field::CtLabelLow => at(23, 0, 64),
+            Field::CtLabelHigh => at(24, 0, 64),
             Field::EthSrc => at(9, 16, 48),
             Field::VlanTci => at(9, 0, 16),
             Field::EthDst => at(10, 16, 48),
@@ -174,8 +229,20 @@ impl Field {
             Field::IpFrag => at(12, 32, 8),
             Field::TpSrc | Field::IcmpType => at(12, 16, 16),
             Field::TpDst | Field::IcmpCode => at(12, 0, 16),
-            Field::ArpSha => at(13, 16, 48),
-            Field::ArpTha => at(14, 16, 48),
+            // OXM's 8 bits, the low byte of the port bits: a whole-field
+            // set_field and an exact match are the OXM's.
+            Field::Icmpv6Type => at(12, 16, 8),
+            Field::Icmpv6Code => at(12, 0, 8),
+            Field::ArpSha | Field::NdSll => at(13, 16, 48),
+            Field::ArpTha | Field::NdTll => at(14, 16, 48),
+            Field::Ipv6SrcHigh => at(15, 0, 64),
+            Field::Ipv6SrcLow => at(16, 0, 64),
+            Field::Ipv6DstHigh => at(17, 0, 64),
+            Field::Ipv6DstLow => at(18, 0, 64),
+            Field::NdTargetHigh => at(19, 0, 64),
+            Field::NdTargetLow => at(20, 0, 64),
+            Field::Ipv6Label => at(21, 32, 20),
+            Field::Ipv6Exthdr => at(21, 0, 9),
         }
     }
 
@@ -197,6 +264,9 @@ impl Field {
     /// Whether a packet (or action) may write this field. `InPort` is
     /// writable only through NXM actions in OVS; conntrack fields only by
     /// `ct()` (ct_label's writes are checked there, see `validate.rs`).
+    /// `ip_proto` is read-only as in OVS (another protocol would need
+    /// another L4 header; the datapath never rewrote it), though `arp_op`
+    /// on the same bits is writable.
     pub const fn is_writable(self) -> bool {
         !matches!(
             self,
@@ -206,7 +276,39 @@ impl Field {
                 | Field::CtLabelHigh
                 | Field::IpFrag
                 | Field::EthType
+                | Field::Ipv6Exthdr
+                | Field::IpProto
         )
+    }
+
+    /// For the low half of a 128-bit field (ct_label, the IPv6 addresses,
+    /// nd_target), its high half. The low half names the whole value
+    /// wherever the text or wire form has one name for it.
+    pub const fn high_half(self) -> Option<Field> {
+        match self {
+            Field::CtLabelLow => Some(Field::CtLabelHigh),
+            Field::Ipv6SrcLow => Some(Field::Ipv6SrcHigh),
+            Field::Ipv6DstLow => Some(Field::Ipv6DstHigh),
+            Field::NdTargetLow => Some(Field::NdTargetHigh),
+            _ => None,
+        }
+    }
+
+    /// For either half of a 128-bit field, its low half; `None` for a
+    /// field of 64 bits or fewer.
+    pub const fn low_half(self) -> Option<Field> {
+        match self {
+            Field::CtLabelLow | Field::CtLabelHigh => Some(Field::CtLabelLow),
+            Field::Ipv6SrcLow | Field::Ipv6SrcHigh => Some(Field::Ipv6SrcLow),
+            Field::Ipv6DstLow | Field::Ipv6DstHigh => Some(Field::Ipv6DstLow),
+            Field::NdTargetLow | Field::NdTargetHigh => Some(Field::NdTargetLow),
+            _ => None,
+        }
+    }
+
+    /// Whether the field is a half of a 128-bit field.
+    pub const fn is_half(self) -> bool {
+        self.low_half().is_some()
     }
 
     /// Whether the field is one half of ct_label.
@@ -265,6 +367,18 @@ impl Field {
             Field::IcmpCode => "icmp_code",
             Field::ArpSha => "arp_sha",
             Field::ArpTha => "arp_tha",
+            Field::Ipv6SrcLow => "ipv6_src[0..63]",
+            Field::Ipv6SrcHigh => "ipv6_src[64..127]",
+            Field::Ipv6DstLow => "ipv6_dst[0..63]",
+            Field::Ipv6DstHigh => "ipv6_dst[64..127]",
+            Field::Ipv6Label => "ipv6_label",
+            Field::Ipv6Exthdr => "ipv6_exthdr",
+            Field::Icmpv6Type => "icmpv6_type",
+            Field::Icmpv6Code => "icmpv6_code",
+            Field::NdTargetLow => "nd_target[0..63]",
+            Field::NdTargetHigh => "nd_target[64..127]",
+            Field::NdSll => "nd_sll",
+            Field::NdTll => "nd_tll",
         }
     }
 }
@@ -373,15 +487,30 @@ impl FlowKey {
         self.set(Field::CtLabelHigh, high);
     }
 
+    /// A 128-bit field, joined from its halves; `low` is its low half
+    /// ([`Field::high_half`]).
+    pub fn get128(&self, low: Field) -> u128 {
+        let high = low.high_half().map_or(0, |h| self.get(h));
+        join_label(self.get(low), high)
+    }
+
+    pub fn set128(&mut self, low: Field, value: u128) {
+        let (l, h) = split_label(value);
+        self.set(low, l);
+        if let Some(high) = low.high_half() {
+            self.set(high, h);
+        }
+    }
+
     /// Marks the key as recirculated to `table` (`None`: fresh packet).
     pub fn set_recirc_table(&mut self, table: Option<u8>) {
         self.words[RECIRC_WORD] = table.map_or(0, |t| RECIRC_VALID | u64::from(t));
     }
 }
 
-/// Words of a key holding packet headers (EthSrc..ArpTha); the others are
-/// pipeline metadata.
-pub const HEADER_WORDS: std::ops::RangeInclusive<usize> = 9..=14;
+/// Words of a key holding packet headers (EthSrc..ArpTha, then the IPv6
+/// fields); the others are pipeline metadata.
+pub const HEADER_WORDS: std::ops::RangeInclusive<usize> = 9..=21;
 
 /// The word holding [`FlowKey::recirc_table`].
 const RECIRC_WORD: usize = KEY_WORDS - 1;
@@ -417,67 +546,5 @@ impl fmt::Debug for FlowKey {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fields_do_not_overlap_except_documented_overlays() {
-        let overlays = [
-            (Field::IpSrc, Field::ArpSpa),
-            (Field::IpDst, Field::ArpTpa),
-            (Field::IpProto, Field::ArpOp),
-            (Field::TpSrc, Field::IcmpType),
-            (Field::TpDst, Field::IcmpCode),
-        ];
-        for (i, a) in Field::ALL.iter().enumerate() {
-            for b in &Field::ALL[i + 1..] {
-                if overlays.contains(&(*a, *b)) || overlays.contains(&(*b, *a)) {
-                    continue;
-                }
-                let (la, lb) = (a.layout(), b.layout());
-                if la.word != lb.word {
-                    continue;
-                }
-                let ma = a.full_mask() << la.shift;
-                let mb = b.full_mask() << lb.shift;
-                assert_eq!(ma & mb, 0, "{a:?} overlaps {b:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn set_get_round_trip_every_field() {
-        for field in Field::ALL {
-            let mut k = FlowKey::zero();
-            k.set(field, u64::MAX);
-            assert_eq!(k.get(field), field.full_mask(), "{field:?}");
-            k.set(field, 0);
-            assert!(k.is_zero(), "{field:?}");
-        }
-    }
-
-    #[test]
-    fn sub_field_writes_touch_only_their_bits() {
-        let mut k = FlowKey::zero();
-        k.set(Field::EthDst, 0x1122_3344_5566);
-        k.set_bits(Field::EthDst, 32, 16, 0x0a58);
-        assert_eq!(k.get(Field::EthDst), 0x0a58_3344_5566);
-        assert_eq!(k.get_bits(Field::EthDst, 0, 32), 0x3344_5566);
-        k.set(Field::TunId, u64::MAX);
-        k.set_bits(Field::TunId, 0, 32, 7);
-        assert_eq!(k.get(Field::TunId), 0xffff_ffff_0000_0007);
-    }
-
-    #[test]
-    fn ct_label_halves_join_into_128_bits() {
-        let mut k = FlowKey::zero();
-        let label = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210_u128;
-        k.set_ct_label(label);
-        assert_eq!(k.ct_label(), label);
-        assert_eq!(k.get(Field::CtLabelLow), 0xfedc_ba98_7654_3210);
-        assert_eq!(k.get(Field::CtLabelHigh), 0x0123_4567_89ab_cdef);
-        assert_eq!(k.recirc_table(), None);
-        k.set_recirc_table(Some(7));
-        assert_eq!(k.ct_label(), label);
-    }
-}
+#[path = "key_tests.rs"]
+mod tests;

@@ -14,6 +14,11 @@ pub const IP_PROTO_ICMP: u8 = 1;
 pub const IP_PROTO_TCP: u8 = 6;
 pub const IP_PROTO_UDP: u8 = 17;
 pub const IP_PROTO_SCTP: u8 = 132;
+pub const IP_PROTO_ICMPV6: u8 = 58;
+/// ICMPv6 neighbor solicitation and advertisement, the messages that
+/// carry nd_target (and nd_sll, nd_tll respectively).
+pub const ICMPV6_ND_NS: u8 = 135;
+pub const ICMPV6_ND_NA: u8 = 136;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
 pub struct Match {
@@ -70,6 +75,23 @@ impl Match {
         (join_label(low, high), join_label(low_mask, high_mask))
     }
 
+    /// Requires `field & mask == value & mask` over all 128 bits of the
+    /// field whose low half is `low` (see [`Field::high_half`]).
+    pub fn set128_masked(&mut self, low: Field, value: u128, mask: u128) {
+        let ((l, h), (lm, hm)) = (split_label(value), split_label(mask));
+        self.set_masked(low, l, lm);
+        if let Some(high) = low.high_half() {
+            self.set_masked(high, h, hm);
+        }
+    }
+
+    /// `(value, mask)` of the 128-bit field whose low half is `low`.
+    pub fn get128(&self, low: Field) -> (u128, u128) {
+        let (l, lm) = self.get(low);
+        let (h, hm) = low.high_half().map_or((0, 0), |f| self.get(f));
+        (join_label(l, h), join_label(lm, hm))
+    }
+
     /// The exact value of a field if the match pins every bit of it.
     pub fn exact(&self, field: Field) -> Option<u64> {
         let (v, m) = self.get(field);
@@ -101,12 +123,13 @@ impl Match {
 
     /// Fields with a non-zero mask, in canonical order. Overlaid fields are
     /// resolved by prerequisites: ARP names for ARP flows, ICMP names for
-    /// ICMP flows.
+    /// ICMP flows, ICMPv6 and ND names for ICMPv6 flows.
     pub fn fields(&self) -> impl Iterator<Item = Field> + '_ {
         let eth_type = self.exact(Field::EthType).map(|v| v as u16);
         let proto = self.exact(Field::IpProto).map(|v| v as u8);
         let is_arp = eth_type == Some(ETH_TYPE_ARP);
         let is_icmp = proto == Some(IP_PROTO_ICMP) && eth_type == Some(ETH_TYPE_IPV4);
+        let is_icmp6 = proto == Some(IP_PROTO_ICMPV6) && eth_type == Some(ETH_TYPE_IPV6);
         Field::ALL.into_iter().filter(move |f| {
             if self.mask.get(*f) == 0 {
                 return false;
@@ -114,69 +137,70 @@ impl Match {
             match f {
                 Field::IpSrc | Field::IpDst | Field::IpProto => !is_arp,
                 Field::ArpSpa | Field::ArpTpa | Field::ArpOp => is_arp,
-                Field::TpSrc | Field::TpDst => !is_icmp,
+                Field::TpSrc | Field::TpDst => !is_icmp && !is_icmp6,
                 Field::IcmpType | Field::IcmpCode => is_icmp,
+                Field::Icmpv6Type | Field::Icmpv6Code => is_icmp6,
+                Field::ArpSha | Field::ArpTha => !is_icmp6,
+                Field::NdSll | Field::NdTll => is_icmp6,
                 _ => true,
             }
         })
     }
 
     /// Checks OpenFlow prerequisites (OF1.3 §7.2.3.6, as OVS enforces them):
-    /// L3 fields need an IPv4/ARP `eth_type`, L4 fields need an IP protocol
-    /// that carries them. Returns the first field whose prerequisite is
-    /// missing.
+    /// L3 fields need the `eth_type` that carries them, L4 fields an IP
+    /// protocol that carries them, ND fields the ICMPv6 type of their
+    /// message. Returns the first field whose prerequisite is missing.
     pub fn check_prerequisites(&self) -> Result<(), MatchError> {
-        let ipv6 = self.exact(Field::EthType) == Some(u64::from(ETH_TYPE_IPV6));
         for field in Field::ALL {
             if self.mask.get(field) != 0 && !self.prerequisites_met(field) {
                 return Err(MatchError::MissingPrerequisite(field));
-            }
-            if ipv6 && self.mask.get(field) != 0 && Self::is_l3_or_l4(field) {
-                return Err(MatchError::Ipv6Unsupported(field));
             }
         }
         Ok(())
     }
 
-    /// Fields the packet parser reads from the IP header and behind it.
-    fn is_l3_or_l4(field: Field) -> bool {
-        matches!(
-            field,
-            Field::IpSrc
-                | Field::IpDst
-                | Field::IpProto
-                | Field::IpDscp
-                | Field::IpEcn
-                | Field::IpTtl
-                | Field::IpFrag
-                | Field::TpSrc
-                | Field::TpDst
-                | Field::IcmpType
-                | Field::IcmpCode
-        )
-    }
-
-    /// Whether this match pins what `field` requires (its `eth_type` and
-    /// `ip_proto`), so that a packet it accepts carries the field. Also used
-    /// to check that actions only touch fields the flow's packets have.
+    /// Whether this match pins what `field` requires (its `eth_type`,
+    /// `ip_proto` and for ND fields the ICMPv6 type), so that a packet it
+    /// accepts carries the field. Also used to check that actions only
+    /// touch fields the flow's packets have. Overlaid bits accept either
+    /// interpretation (the check runs over every field whose bits are
+    /// masked, so `arp_spa` is also seen as `nw_src`).
     pub fn prerequisites_met(&self, field: Field) -> bool {
         let eth_type = self.exact(Field::EthType).map(|v| v as u16);
         let proto = self.exact(Field::IpProto).map(|v| v as u8);
-        let is_ip = matches!(eth_type, Some(ETH_TYPE_IPV4) | Some(ETH_TYPE_IPV6));
+        let is_ipv4 = eth_type == Some(ETH_TYPE_IPV4);
+        let is_ipv6 = eth_type == Some(ETH_TYPE_IPV6);
+        let is_ip = is_ipv4 || is_ipv6;
         let is_arp = eth_type == Some(ETH_TYPE_ARP);
         let l4 = matches!(
             proto,
             Some(IP_PROTO_TCP) | Some(IP_PROTO_UDP) | Some(IP_PROTO_SCTP)
         );
+        let is_icmp = is_ipv4 && proto == Some(IP_PROTO_ICMP);
+        let is_icmp6 = is_ipv6 && proto == Some(IP_PROTO_ICMPV6);
+        let icmp6_type = self.exact(Field::Icmpv6Type).map(|v| v as u8);
+        let nd_ns = is_icmp6 && icmp6_type == Some(ICMPV6_ND_NS);
+        let nd_na = is_icmp6 && icmp6_type == Some(ICMPV6_ND_NA);
         match field {
-            // Overlaid bits: accept either interpretation.
-            Field::IpSrc | Field::IpDst | Field::IpProto => is_ip || is_arp,
-            Field::ArpSpa | Field::ArpTpa | Field::ArpOp => is_ip || is_arp,
-            Field::ArpSha | Field::ArpTha => is_arp,
+            Field::IpSrc | Field::IpDst | Field::ArpSpa | Field::ArpTpa => is_ipv4 || is_arp,
+            Field::IpProto | Field::ArpOp => is_ip || is_arp,
+            Field::ArpSha | Field::NdSll => is_arp || nd_ns,
+            Field::ArpTha | Field::NdTll => is_arp || nd_na,
             Field::IpDscp | Field::IpEcn | Field::IpTtl | Field::IpFrag => is_ip,
-            Field::TpSrc | Field::TpDst | Field::IcmpType | Field::IcmpCode => {
-                is_ip && (l4 || proto == Some(IP_PROTO_ICMP))
-            }
+            Field::TpSrc
+            | Field::TpDst
+            | Field::IcmpType
+            | Field::IcmpCode
+            | Field::Icmpv6Type
+            | Field::Icmpv6Code => is_ip && (l4 || is_icmp || is_icmp6),
+            Field::Ipv6SrcLow
+            | Field::Ipv6SrcHigh
+            | Field::Ipv6DstLow
+            | Field::Ipv6DstHigh
+            | Field::Ipv6Label
+            | Field::Ipv6Exthdr => is_ipv6,
+            Field::NdTargetLow | Field::NdTargetHigh => nd_ns || nd_na,
             _ => true,
         }
     }
@@ -220,6 +244,34 @@ mod tests {
         assert!(m.check_prerequisites().is_err());
         m.set_exact(Field::IpProto, IP_PROTO_TCP as u64);
         assert!(m.check_prerequisites().is_ok());
+        // The same ports on IPv6; IPv4 addresses are not there.
+        m.set_exact(Field::EthType, ETH_TYPE_IPV6 as u64);
+        assert!(m.check_prerequisites().is_ok());
+        m.set_exact(Field::IpSrc, 1);
+        assert_eq!(
+            m.check_prerequisites(),
+            Err(MatchError::MissingPrerequisite(Field::IpSrc))
+        );
+    }
+
+    #[test]
+    fn nd_fields_need_their_icmpv6_message() {
+        let mut m = Match::catch_all();
+        m.set_exact(Field::EthType, ETH_TYPE_IPV6 as u64);
+        m.set128_masked(Field::NdTargetLow, 1, u128::MAX);
+        assert!(m.check_prerequisites().is_err());
+        m.set_exact(Field::IpProto, IP_PROTO_ICMPV6 as u64);
+        assert!(m.check_prerequisites().is_err(), "no icmpv6_type");
+        m.set_exact(Field::Icmpv6Type, ICMPV6_ND_NA as u64);
+        assert!(m.check_prerequisites().is_ok());
+        m.set_exact(Field::NdSll, 0x0a58_0000_0001);
+        assert!(m.check_prerequisites().is_err(), "nd_sll is NS only");
+        m.set_exact(Field::Icmpv6Type, ICMPV6_ND_NS as u64);
+        assert!(m.check_prerequisites().is_ok());
+        assert_eq!(m.get128(Field::NdTargetLow), (1, u128::MAX));
+        let names: Vec<_> = m.fields().collect();
+        assert!(names.contains(&Field::NdSll) && !names.contains(&Field::ArpSha));
+        assert!(names.contains(&Field::Icmpv6Type) && !names.contains(&Field::TpSrc));
     }
 
     #[test]

@@ -133,6 +133,12 @@ pub(crate) fn check_action(
             }
             check_prereq(ctx, *field)?;
         }
+        Action::SetField128 { field, .. } => {
+            if field.high_half().is_none() || field.is_ct_label() {
+                return Err(bad(*field, "not a 128-bit packet field"));
+            }
+            check_prereq(ctx, *field)?;
+        }
         _ if in_write => {
             return Err(FlowModError::Unsupported(
                 "write_actions supports only output, group and set_field",
@@ -140,13 +146,6 @@ pub(crate) fn check_action(
         }
         Action::SetNwTtl(_) | Action::DecNwTtl => {
             check_prereq(ctx, Field::IpTtl)?;
-            // The hop limit is not in xbr's flow key (no IPv6 parsing):
-            // refused rather than accepted and skipped.
-            if let Context::Apply(m) | Context::Write(m) = ctx {
-                if m.exact(Field::EthType) == Some(u64::from(crate::matching::ETH_TYPE_IPV6)) {
-                    return Err(FlowModError::Unsupported("TTL actions on IPv6"));
-                }
-            }
         }
         Action::PushVlan(0x8100) | Action::PopVlan => {}
         Action::SetVlanVid(v) if *v > 0x1fff => {

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// Header fields the datapath can rewrite, in the order rewrites are
 /// emitted. Overlaid fields appear once, under their IP/TCP name.
-const HEADER_FIELDS: [Field; 13] = [
+const HEADER_FIELDS: [Field; 20] = [
     Field::EthSrc,
     Field::EthDst,
     Field::VlanTci,
@@ -32,6 +32,13 @@ const HEADER_FIELDS: [Field; 13] = [
     Field::TpDst,
     Field::ArpSha,
     Field::ArpTha,
+    Field::Ipv6SrcHigh,
+    Field::Ipv6SrcLow,
+    Field::Ipv6DstHigh,
+    Field::Ipv6DstLow,
+    Field::Ipv6Label,
+    Field::NdTargetHigh,
+    Field::NdTargetLow,
 ];
 
 /// Fields a select group hashes to pick a bucket.
@@ -80,20 +87,35 @@ impl ActionSet {
             match a {
                 Action::Output { port, .. } => self.output = Some(*port),
                 Action::Group(g) => self.group = Some(*g),
-                Action::SetField { field, value } => {
-                    let n = self.n_sets;
-                    if let Some(e) = self.sets[..n].iter_mut().find(|e| e.0 == *field) {
-                        e.1 = *value;
-                    } else if let Some(e) = self.sets.get_mut(n) {
-                        *e = (*field, *value);
-                        self.n_sets += 1;
-                    } else {
+                Action::SetField { field, value } if !self.set(*field, *value) => {
+                    return false;
+                }
+                // The set holds key fields: a 128-bit write is its halves.
+                Action::SetField128 { field, value } => {
+                    let (low, high) = crate::key::split_label(*value);
+                    if !self.set(*field, low)
+                        || !field.high_half().is_none_or(|h| self.set(h, high))
+                    {
                         return false;
                     }
                 }
                 // Validation admits nothing else into write_actions.
                 _ => {}
             }
+        }
+        true
+    }
+
+    /// Adds or replaces the write of `field`; `false` when the set is full.
+    fn set(&mut self, field: Field, value: u64) -> bool {
+        let n = self.n_sets;
+        if let Some(e) = self.sets[..n].iter_mut().find(|e| e.0 == field) {
+            e.1 = value;
+        } else if let Some(e) = self.sets.get_mut(n) {
+            *e = (field, value);
+            self.n_sets += 1;
+        } else {
+            return false;
         }
         true
     }
@@ -342,6 +364,14 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 Action::Output { port, .. } => self.output(*port),
                 Action::Group(id) => self.group(*id, table, depth),
                 Action::SetField { field, value } => self.write(*field, *value),
+                Action::SetField128 { field, value } => {
+                    // Both halves, for `write`'s reason.
+                    self.unwildcard(*field, 0, 64);
+                    if let Some(high) = field.high_half() {
+                        self.unwildcard(high, 0, 64);
+                    }
+                    self.key.set128(*field, *value)
+                }
                 Action::RegLoad { dst, value } => {
                     if dst.is_valid() {
                         self.unwildcard(dst.field, dst.ofs, dst.nbits);
@@ -379,7 +409,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 // in `ct()`.
                 Action::Nat(_) => self.fail(DropReason::Unsupported("nat outside ct()")),
                 Action::SetNwTtl(ttl) => {
-                    if self.is_ipv4() {
+                    if self.is_ip() {
                         self.write(Field::IpTtl, u64::from(*ttl));
                     }
                 }

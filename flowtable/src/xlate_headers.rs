@@ -4,7 +4,7 @@
 
 use super::{Ctx, HEADER_FIELDS, VLAN_PRESENT};
 use crate::key::{Field, HEADER_WORDS};
-use crate::matching::{ETH_TYPE_ARP, ETH_TYPE_IPV4, IP_PROTO_ICMP};
+use crate::matching::{ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6};
 use crate::pipeline::{packet_in_reason, DpAction, DropReason};
 use crate::trace::Tracer;
 
@@ -32,17 +32,20 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         self.key.set(Field::VlanTci, VLAN_PRESENT);
     }
 
-    pub(super) fn is_ipv4(&mut self) -> bool {
+    /// Whether the packet is IPv4 or IPv6, whose TTL and hop limit are
+    /// the one key field `nw_ttl`, as in OVS.
+    pub(super) fn is_ip(&mut self) -> bool {
         self.unwildcard(Field::EthType, 0, 16);
-        self.key.get(Field::EthType) == u64::from(ETH_TYPE_IPV4)
+        let eth_type = self.key.get(Field::EthType);
+        eth_type == u64::from(ETH_TYPE_IPV4) || eth_type == u64::from(ETH_TYPE_IPV6)
     }
 
-    /// `dec_ttl`: OVS's semantics. Not IPv4: nothing. A TTL that would
+    /// `dec_ttl`: OVS's semantics. Not IP: nothing. A TTL (hop limit) that would
     /// reach zero ends the translation where it is (what was output so
     /// far stays) with a packet-in of reason INVALID_TTL, which only
     /// controllers that asked for that reason receive.
     pub(super) fn dec_ttl(&mut self) {
-        if !self.is_ipv4() {
+        if !self.is_ip() {
             return;
         }
         self.unwildcard(Field::IpTtl, 0, 8);
@@ -73,8 +76,9 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         self.unwildcard(Field::IpProto, 0, 8);
         let eth_type = self.key.get(Field::EthType) as u16;
         let is_arp = eth_type == ETH_TYPE_ARP;
-        let is_icmp =
-            eth_type == ETH_TYPE_IPV4 && self.key.get(Field::IpProto) as u8 == IP_PROTO_ICMP;
+        let proto = self.key.get(Field::IpProto) as u8;
+        let is_icmp = eth_type == ETH_TYPE_IPV4 && proto == IP_PROTO_ICMP;
+        let is_icmp6 = eth_type == ETH_TYPE_IPV6 && proto == IP_PROTO_ICMPV6;
         // A tag that appeared or went is a push or a pop, before the other
         // rewrites (which may then change the new tag's VID/PCP).
         let (had_tag, has_tag) = (
@@ -100,6 +104,10 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 Field::IpProto if is_arp => Field::ArpOp,
                 Field::TpSrc if is_icmp => Field::IcmpType,
                 Field::TpDst if is_icmp => Field::IcmpCode,
+                Field::TpSrc if is_icmp6 => Field::Icmpv6Type,
+                Field::TpDst if is_icmp6 => Field::Icmpv6Code,
+                Field::ArpSha if is_icmp6 => Field::NdSll,
+                Field::ArpTha if is_icmp6 => Field::NdTll,
                 f => f,
             };
             self.push(DpAction::SetField {

@@ -1,31 +1,33 @@
 //! Any frame through checksum completion, flow extraction and one header
 //! rewrite: none may panic; completion is idempotent; a rewrite the frame
 //! has room for must read back through extraction, leave the layer
-//! offsets alone, and keep a correct IPv4 header checksum correct.
+//! offsets alone, and keep a correct IPv4 header checksum correct. IPv6
+//! frames (extension header chains, ND options) take the same path.
 
 #![no_main]
 
 // The two modules under test, compiled into this crate at the same paths
-// (`crate::packet`, `crate::rewrite`) they have in dataplane. They depend
+// (`crate::packet`, `crate::rewrite`) they have in dataplane (their IPv6
+// halves, packet_ipv6.rs and rewrite_ipv6.rs, come with them). They depend
 // on flowtable only; building all of dataplane (libbpf, netlink, the
 // daemon) under ASan would take minutes for nothing.
+#[path = "../../src/csum.rs"]
+#[allow(dead_code)]
+mod csum;
 #[path = "../../src/packet.rs"]
 #[allow(dead_code)]
 mod packet;
 #[path = "../../src/rewrite.rs"]
 #[allow(dead_code)]
 mod rewrite;
-#[path = "../../src/csum.rs"]
-#[allow(dead_code)]
-mod csum;
 
-use packet::extract;
-use rewrite::{ipv4_header_checksum, set_field};
 use flowtable::key::{Field, FlowKey};
 use libfuzzer_sys::fuzz_target;
+use packet::extract;
+use rewrite::{ipv4_header_checksum, set_field};
 
 /// Every field a SET_FIELD can name; the first input byte picks one.
-const FIELDS: [Field; 15] = [
+const FIELDS: [Field; 26] = [
     Field::EthSrc,
     Field::EthDst,
     Field::VlanTci,
@@ -41,7 +43,26 @@ const FIELDS: [Field; 15] = [
     Field::ArpTpa,
     Field::ArpSha,
     Field::ArpTha,
+    Field::Ipv6SrcHigh,
+    Field::Ipv6SrcLow,
+    Field::Ipv6DstHigh,
+    Field::Ipv6DstLow,
+    Field::Ipv6Label,
+    Field::Icmpv6Type,
+    Field::Icmpv6Code,
+    Field::NdTargetHigh,
+    Field::NdTargetLow,
+    Field::NdSll,
+    Field::NdTll,
 ];
+
+/// Whether extraction reads the IPv6 header at `l3` (version 6, complete).
+fn ipv6_extracted(frame: &[u8], l3: usize) -> bool {
+    l3 >= 2
+        && frame[l3 - 2..].starts_with(&[0x86, 0xdd])
+        && frame.len() >= l3 + 40
+        && frame[l3] >> 4 == 6
+}
 
 /// The IPv4 header at `l3` if extraction reads it (version 4, complete).
 fn ipv4_header(frame: &[u8], l3: usize) -> Option<&[u8]> {
@@ -97,10 +118,14 @@ fuzz_target!(|data: &[u8]| {
     let ip = l3 != 0 && ipv4_header(&frame, l3).is_some();
     let csum_was_ok = ip && ipv4_header(&frame, l3).is_some_and(ipv4_checksum_ok);
     let arp = l3 != 0 && arp_extracted(&frame, l3);
+    let ip6 = l3 != 0 && ipv6_extracted(&frame, l3);
 
     let done = set_field(&mut frame, layers, field, value);
     if !done {
-        assert_eq!(frame, original, "a skipped {field:?} rewrite changed the frame");
+        assert_eq!(
+            frame, original,
+            "a skipped {field:?} rewrite changed the frame"
+        );
         return;
     }
     assert_eq!(frame.len(), original.len());
@@ -120,7 +145,15 @@ fuzz_target!(|data: &[u8]| {
         Field::IpDscp if ip => value & 0x3f,
         Field::IpEcn if ip => value & 3,
         Field::IpTtl if ip => value & 0xff,
-        Field::TpSrc | Field::TpDst if ip => value & 0xffff,
+        Field::TpSrc | Field::TpDst if ip || ip6 => value & 0xffff,
+        Field::Ipv6SrcHigh | Field::Ipv6SrcLow | Field::Ipv6DstHigh | Field::Ipv6DstLow if ip6 => {
+            value
+        }
+        Field::Ipv6Label if ip6 => value & 0xf_ffff,
+        Field::IpDscp if ip6 => value & 0x3f,
+        Field::IpEcn if ip6 => value & 3,
+        Field::IpTtl if ip6 => value & 0xff,
+        Field::Icmpv6Type | Field::Icmpv6Code if ip6 => value & 0xff,
         // VLAN TCI and ARP op keep OVS conventions (CFI bit, low opcode
         // byte only); other fields were written where extraction does not
         // look (not IPv4, not Ethernet/IPv4 ARP).

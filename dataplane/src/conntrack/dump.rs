@@ -114,7 +114,7 @@ impl Conntrack {
         format!(
             "connections: {}\nlimit: {}\ncommitted: {}\ninvalid: {}\ntable_full: {}\n\
              nat_exhausted: {}\nexpired: {}\nlearned_from_host: {}\nfragmented_datagrams: {}\nlater_fragments: {}\n\
-             orphan_fragments: {}\n",
+             orphan_fragments: {}\nnot_ipv4: {}\n",
             self.len(),
             self.config.limit,
             s.committed.load(Relaxed),
@@ -126,6 +126,7 @@ impl Conntrack {
             self.frags.len(),
             s.fragments.load(Relaxed),
             s.orphan_fragments.load(Relaxed),
+            s.not_ipv4.load(Relaxed),
         )
     }
 

@@ -165,6 +165,11 @@ impl Conntrack {
         req: &CtRequest,
         now: u64,
     ) -> (CtOutcome, Option<(u16, u16)>) {
+        if key.get(Field::EthType) != u64::from(flowtable::matching::ETH_TYPE_IPV4) {
+            // Before the fragment logic, which reads IPv4's header.
+            self.stats.not_ipv4.fetch_add(1, Relaxed);
+            return (self.invalid(req.zone), None);
+        }
         let frag = key.get(Field::IpFrag);
         if frag == 0 {
             return (self.execute_whole(frame, layers, key, req, now), None);

@@ -13,7 +13,9 @@
 //! - every packet leaves with `+trk`; `+new` until the connection has seen
 //!   a reply, `+est` after; `+rpl` in the reply direction; `+rel` for an
 //!   ICMP error quoting a tracked connection; `+inv` for what cannot be
-//!   tracked (not IPv4, truncated headers, TCP segments outside the window
+//!   tracked (not IPv4, IPv6 included, which [`CtStats::not_ipv4`]
+//!   counts: a pipeline that drops `+inv` drops it rather than let it
+//!   past its policy untracked; truncated headers, TCP segments outside the window
 //!   or with nonsense flags, an echo reply or ICMP error without a
 //!   connection, a new connection when the table is full or NAT has no
 //!   free tuple, a later fragment whose first fragment was not seen);
@@ -60,6 +62,8 @@ mod frag_tests;
 pub mod host;
 #[cfg(test)]
 mod host_tests;
+#[cfg(test)]
+mod ipv6_tests;
 #[cfg(test)]
 mod label_tests;
 mod nat;
@@ -269,6 +273,9 @@ pub struct CtStats {
     /// Later fragments without a first fragment seen (`+inv`, also
     /// counted in `invalid`).
     pub orphan_fragments: AtomicU64,
+    /// Packets other than IPv4 (IPv6 among them: conntrack is IPv4-only),
+    /// `+inv` and also counted in `invalid`.
+    pub not_ipv4: AtomicU64,
 }
 
 /// A connection as `dump` reports it.

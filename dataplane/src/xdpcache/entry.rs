@@ -136,7 +136,21 @@ pub fn frame_key(frame: &[u8], ifindex: u32) -> Option<FcKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::ipv6::tests::{nd_frame, tcp6_frame, udp6_frame};
     use crate::packet::tests::udp_frame;
+
+    /// The XDP program and its userspace twin look up IPv4 only: an IPv6
+    /// frame always goes to xbr, so no entry can hold an IPv6 flow.
+    #[test]
+    fn ipv6_frames_are_never_looked_up() {
+        for f in [udp6_frame(), tcp6_frame(), nd_frame(135)] {
+            assert_eq!(frame_key(&f, 1), None);
+        }
+        // Nor IPv6 headers behind an IPv4 ethertype.
+        let mut f = udp6_frame();
+        f[12..14].copy_from_slice(&ETH_TYPE_IPV4);
+        assert_eq!(frame_key(&f, 1), None);
+    }
 
     #[test]
     fn udp_key_layout() {

@@ -1,12 +1,13 @@
 //! Parsing of `actions=...` (actions and instructions) and of group specs.
 
 use super::fields::{self, parse_port, parse_uint, parse_uint_bits, Syntax};
-use super::label::{label_loads, parse_label_range, LABEL_RANGE_RULE};
+use super::label::{label_loads, parse_label_range};
 use super::set_field::{parse_set_field, parse_u16_literal};
+use super::subfield::parse_subfield;
 use super::{split_top, PortNames, TextError};
 use crate::action::{
     ct_flags, group as group_no, nat_flags, port, Action, Bucket, CtAction, CtZone, Instructions,
-    NatAction, SubField, CT_LABEL_BITS,
+    NatAction, CT_LABEL_BITS,
 };
 use crate::flow_mod::{GroupMod, GroupModCommand, GroupType};
 use crate::key::Field;
@@ -263,71 +264,6 @@ fn parse_output_paren(
         }),
         _ => Err(TextError::action(token, "needs exactly one port=")),
     }
-}
-
-/// `FIELD`, `FIELD[]`, `FIELD[N]` or `FIELD[A..B]`.
-pub(crate) fn parse_subfield(token: &str, s: &str) -> Result<SubField, TextError> {
-    let s = s.trim();
-    let (name, range) = match s.find('[') {
-        Some(i) => {
-            let r = s[i + 1..]
-                .strip_suffix(']')
-                .ok_or_else(|| TextError::action(token, format!("`{s}`: missing `]`")))?;
-            (&s[..i], Some(r))
-        }
-        None => (s, None),
-    };
-    let (field, syntax) = fields::lookup(name)
-        .ok_or_else(|| TextError::action(token, format!("unknown field `{name}`")))?;
-    let width = if syntax == Syntax::Label {
-        CT_LABEL_BITS
-    } else {
-        field.bits()
-    };
-    let (ofs, nbits) = match range {
-        None | Some("") => (0, width),
-        Some(r) => {
-            let bit = |b: &str| {
-                b.parse::<u32>()
-                    .map_err(|_| TextError::action(token, format!("bad bit index `{b}`")))
-            };
-            match r.split_once("..") {
-                Some((a, b)) => {
-                    let (a, b) = (bit(a)?, bit(b)?);
-                    if b < a {
-                        return Err(TextError::action(
-                            token,
-                            format!("bit range [{r}] is reversed"),
-                        ));
-                    }
-                    (a, b - a + 1)
-                }
-                None => (bit(r)?, 1),
-            }
-        }
-    };
-    if syntax == Syntax::Label {
-        return SubField::ct_label(ofs, nbits).ok_or_else(|| {
-            TextError::action(
-                token,
-                format!(
-                    "bits [{}] of {name}: {LABEL_RANGE_RULE}",
-                    range.unwrap_or("")
-                ),
-            )
-        });
-    }
-    let sf = SubField { field, ofs, nbits };
-    if !sf.is_valid() {
-        return Err(TextError::action(
-            token,
-            format!(
-                "bits [{}] exceed {name} ({width} bits)",
-                range.unwrap_or("")
-            ),
-        ));
-    }
-    Ok(sf)
 }
 
 /// `resubmit:PORT` or `resubmit([PORT],[TABLE])`.

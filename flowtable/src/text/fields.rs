@@ -29,6 +29,9 @@ pub(crate) enum Syntax {
     /// name denotes the whole label, though the entry's field is its low
     /// half.
     Label,
+    /// An IPv6 address, optionally `/prefix` or `/mask-address`; like
+    /// `Label`, the entry's field is the low half of the 128 bits.
+    Ipv6,
 }
 
 /// One spelling of a field.
@@ -87,6 +90,11 @@ static NAMES: &[Name] = &[
     n("icmp_type", Field::IcmpType, Dec), n("icmpv4_type", Field::IcmpType, Dec),
     n("icmp_code", Field::IcmpCode, Dec), n("icmpv4_code", Field::IcmpCode, Dec),
     n("arp_sha", Field::ArpSha, Mac), n("arp_tha", Field::ArpTha, Mac),
+    n("ipv6_src", Field::Ipv6SrcLow, Ipv6), n("ipv6_dst", Field::Ipv6DstLow, Ipv6),
+    n("ipv6_label", Field::Ipv6Label, Hex), n("ipv6_exthdr", Field::Ipv6Exthdr, Hex),
+    n("icmpv6_type", Field::Icmpv6Type, Dec), n("icmpv6_code", Field::Icmpv6Code, Dec),
+    n("nd_target", Field::NdTargetLow, Ipv6),
+    n("nd_sll", Field::NdSll, Mac), n("nd_tll", Field::NdTll, Mac),
     // NXM/OXM names, usable wherever a field name is.
     n("NXM_OF_IN_PORT", Field::InPort, Port), n("OXM_OF_IN_PORT", Field::InPort, Port),
     n("NXM_NX_REG0", Field::Reg(0), Hex), n("NXM_NX_REG1", Field::Reg(1), Hex),
@@ -124,6 +132,15 @@ static NAMES: &[Name] = &[
     n("NXM_NX_IP_ECN", Field::IpEcn, Dec), n("OXM_OF_IP_ECN", Field::IpEcn, Dec),
     n("NXM_OF_ICMP_TYPE", Field::IcmpType, Dec), n("OXM_OF_ICMPV4_TYPE", Field::IcmpType, Dec),
     n("NXM_OF_ICMP_CODE", Field::IcmpCode, Dec), n("OXM_OF_ICMPV4_CODE", Field::IcmpCode, Dec),
+    n("NXM_NX_IPV6_SRC", Field::Ipv6SrcLow, Ipv6), n("OXM_OF_IPV6_SRC", Field::Ipv6SrcLow, Ipv6),
+    n("NXM_NX_IPV6_DST", Field::Ipv6DstLow, Ipv6), n("OXM_OF_IPV6_DST", Field::Ipv6DstLow, Ipv6),
+    n("NXM_NX_IPV6_LABEL", Field::Ipv6Label, Hex), n("OXM_OF_IPV6_FLABEL", Field::Ipv6Label, Hex),
+    n("OXM_OF_IPV6_EXTHDR", Field::Ipv6Exthdr, Hex),
+    n("NXM_NX_ICMPV6_TYPE", Field::Icmpv6Type, Dec), n("OXM_OF_ICMPV6_TYPE", Field::Icmpv6Type, Dec),
+    n("NXM_NX_ICMPV6_CODE", Field::Icmpv6Code, Dec), n("OXM_OF_ICMPV6_CODE", Field::Icmpv6Code, Dec),
+    n("NXM_NX_ND_TARGET", Field::NdTargetLow, Ipv6), n("OXM_OF_IPV6_ND_TARGET", Field::NdTargetLow, Ipv6),
+    n("NXM_NX_ND_SLL", Field::NdSll, Mac), n("OXM_OF_IPV6_ND_SLL", Field::NdSll, Mac),
+    n("NXM_NX_ND_TLL", Field::NdTll, Mac), n("OXM_OF_IPV6_ND_TLL", Field::NdTll, Mac),
 ];
 
 /// The field a name denotes, with its value syntax.
@@ -155,7 +172,18 @@ pub(crate) fn syntax_of(field: Field) -> Syntax {
         | Field::IpDst
         | Field::ArpSpa
         | Field::ArpTpa => Ipv4,
-        Field::EthSrc | Field::EthDst | Field::ArpSha | Field::ArpTha => Mac,
+        Field::EthSrc
+        | Field::EthDst
+        | Field::ArpSha
+        | Field::ArpTha
+        | Field::NdSll
+        | Field::NdTll => Mac,
+        Field::Ipv6SrcLow
+        | Field::Ipv6SrcHigh
+        | Field::Ipv6DstLow
+        | Field::Ipv6DstHigh
+        | Field::NdTargetLow
+        | Field::NdTargetHigh => Ipv6,
         Field::CtState => CtState,
         Field::IpFrag => Frag,
         Field::CtZone
@@ -167,7 +195,9 @@ pub(crate) fn syntax_of(field: Field) -> Syntax {
         | Field::TpSrc
         | Field::TpDst
         | Field::IcmpType
-        | Field::IcmpCode => Dec,
+        | Field::IcmpCode
+        | Field::Icmpv6Type
+        | Field::Icmpv6Code => Dec,
         Field::PktMark
         | Field::Reg(_)
         | Field::TunId
@@ -176,7 +206,9 @@ pub(crate) fn syntax_of(field: Field) -> Syntax {
         | Field::CtLabelHigh
         | Field::Metadata
         | Field::EthType
-        | Field::VlanTci => Hex,
+        | Field::VlanTci
+        | Field::Ipv6Label
+        | Field::Ipv6Exthdr => Hex,
     }
 }
 
@@ -221,6 +253,15 @@ pub(crate) fn nxm_name(field: Field) -> &'static str {
         Field::IcmpCode => "NXM_OF_ICMP_CODE",
         Field::ArpSha => "NXM_NX_ARP_SHA",
         Field::ArpTha => "NXM_NX_ARP_THA",
+        Field::Ipv6SrcLow | Field::Ipv6SrcHigh => "NXM_NX_IPV6_SRC",
+        Field::Ipv6DstLow | Field::Ipv6DstHigh => "NXM_NX_IPV6_DST",
+        Field::Ipv6Label => "NXM_NX_IPV6_LABEL",
+        Field::Ipv6Exthdr => "OXM_OF_IPV6_EXTHDR",
+        Field::Icmpv6Type => "NXM_NX_ICMPV6_TYPE",
+        Field::Icmpv6Code => "NXM_NX_ICMPV6_CODE",
+        Field::NdTargetLow | Field::NdTargetHigh => "NXM_NX_ND_TARGET",
+        Field::NdSll => "NXM_NX_ND_SLL",
+        Field::NdTll => "NXM_NX_ND_TLL",
     }
 }
 
@@ -404,6 +445,46 @@ pub(crate) fn parse_label(token: &str, s: &str) -> Result<(u128, u128), TextErro
     }
 }
 
+/// `address[/prefix]` or `address/mask-address` of an IPv6 field, as
+/// (value, mask).
+pub(crate) fn parse_ipv6(token: &str, s: &str) -> Result<(u128, u128), TextError> {
+    let addr = |a: &str| {
+        a.parse::<std::net::Ipv6Addr>()
+            .map(u128::from)
+            .map_err(|_| TextError::value(token, format!("`{a}` is not an IPv6 address")))
+    };
+    match s.split_once('/') {
+        None => Ok((addr(s)?, u128::MAX)),
+        Some((a, m)) if m.contains(':') => Ok((addr(a)?, addr(m)?)),
+        Some((a, m)) => {
+            let len: u32 = m
+                .parse()
+                .ok()
+                .filter(|l| *l <= 128)
+                .ok_or_else(|| TextError::value(token, format!("bad prefix length `{m}`")))?;
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            Ok((addr(a)?, mask))
+        }
+    }
+}
+
+/// An IPv6 value and mask as OVS prints them: the address alone when
+/// exact, `/prefix` for a CIDR mask, else `/mask-address`.
+pub(crate) fn format_ipv6_masked(v: u128, m: u128) -> String {
+    let a = std::net::Ipv6Addr::from(v);
+    if m == u128::MAX {
+        a.to_string()
+    } else if m.leading_ones() + m.trailing_zeros() == 128 {
+        format!("{a}/{}", m.leading_ones())
+    } else {
+        format!("{a}/{}", std::net::Ipv6Addr::from(m))
+    }
+}
+
 /// `value[/mask]` of an integer field.
 fn parse_int_masked(token: &str, s: &str, bits: u32) -> Result<(u64, u64), TextError> {
     let full = if bits >= 64 {
@@ -462,10 +543,11 @@ pub(crate) fn parse_value(
             None => Ok((parse_mac(token, s)?, full)),
         },
         CtState => parse_ct_state(token, s),
-        // Callers look for `Label` first: 128 bits do not fit the result.
-        Label => Err(TextError::value(
+        // Callers look for `Label` and `Ipv6` first: 128 bits do not fit
+        // the result.
+        Label | Ipv6 => Err(TextError::value(
             token,
-            "ct_label is 128 bits wide and cannot be used here",
+            format!("{} is 128 bits wide and cannot be used here", field.name()),
         )),
         Frag => match s {
             "no" => Ok((0, 1)),
@@ -507,6 +589,6 @@ pub(crate) fn format_value(field: Field, v: u64) -> String {
         Port => format_port(v as u32),
         Dec => v.to_string(),
         Tos => (v << 2).to_string(),
-        Hex | CtState | Frag | Label => format!("{v:#x}"),
+        Hex | CtState | Frag | Label | Ipv6 => format!("{v:#x}"),
     }
 }

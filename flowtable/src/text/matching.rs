@@ -3,19 +3,19 @@
 
 use super::actions::parse_instructions;
 use super::fields::{
-    self, parse_label, parse_port, parse_uint, parse_uint_bits, parse_value, Syntax,
+    self, parse_ipv6, parse_label, parse_port, parse_uint, parse_uint_bits, parse_value, Syntax,
 };
 use super::{split_top, PortNames, TextError};
 use crate::action::{group, port, Instructions, TABLE_ALL};
 use crate::flow_mod::{flow_mod_flags, FlowMod, FlowModCommand};
 use crate::key::{Field, FlowKey};
 use crate::matching::{
-    Match, ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP,
-    IP_PROTO_UDP,
+    Match, ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6,
+    IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 
 /// Protocol shorthands: (name, eth_type, ip_proto).
-const PROTOCOLS: [(&str, u16, Option<u8>); 7] = [
+const PROTOCOLS: [(&str, u16, Option<u8>); 11] = [
     ("ip", ETH_TYPE_IPV4, None),
     ("arp", ETH_TYPE_ARP, None),
     ("ipv6", ETH_TYPE_IPV6, None),
@@ -23,16 +23,24 @@ const PROTOCOLS: [(&str, u16, Option<u8>); 7] = [
     ("udp", ETH_TYPE_IPV4, Some(IP_PROTO_UDP)),
     ("sctp", ETH_TYPE_IPV4, Some(IP_PROTO_SCTP)),
     ("icmp", ETH_TYPE_IPV4, Some(IP_PROTO_ICMP)),
+    ("tcp6", ETH_TYPE_IPV6, Some(IP_PROTO_TCP)),
+    ("udp6", ETH_TYPE_IPV6, Some(IP_PROTO_UDP)),
+    ("sctp6", ETH_TYPE_IPV6, Some(IP_PROTO_SCTP)),
+    ("icmp6", ETH_TYPE_IPV6, Some(IP_PROTO_ICMPV6)),
 ];
 
 /// What a field name demands beyond `Match::check_prerequisites`: the
 /// protocol-specific port names need that very protocol, as in OVS.
-fn name_prerequisite(name: &str) -> Option<(u8, &'static str)> {
+/// `icmp_type` and `icmp_code` serve ICMPv6 too, since OVS dumps ICMPv6
+/// flows with them.
+fn name_prerequisite(name: &str) -> Option<(&'static [u8], &'static str)> {
     match name.split('_').next() {
-        Some("tcp") => Some((IP_PROTO_TCP, "tcp")),
-        Some("udp") => Some((IP_PROTO_UDP, "udp")),
-        Some("sctp") => Some((IP_PROTO_SCTP, "sctp")),
-        Some("icmp") | Some("icmpv4") => Some((IP_PROTO_ICMP, "icmp")),
+        Some("tcp") => Some((&[IP_PROTO_TCP], "tcp")),
+        Some("udp") => Some((&[IP_PROTO_UDP], "udp")),
+        Some("sctp") => Some((&[IP_PROTO_SCTP], "sctp")),
+        Some("icmp") => Some((&[IP_PROTO_ICMP, IP_PROTO_ICMPV6], "icmp or icmp6")),
+        Some("icmpv4") => Some((&[IP_PROTO_ICMP], "icmp")),
+        Some("icmpv6") => Some((&[IP_PROTO_ICMPV6], "icmp6")),
         _ => None,
     }
 }
@@ -82,6 +90,14 @@ impl MatchBuilder {
             }
             return Ok(true);
         }
+        if syntax == Syntax::Ipv6 {
+            let (value, mask) = parse_ipv6(token, v)?;
+            if mask != 0 {
+                self.m.set128_masked(field, value, mask);
+                self.named.push((name.to_string(), field));
+            }
+            return Ok(true);
+        }
         let (value, mask) = parse_value(token, field, syntax, v, ports)?;
         if mask == 0 {
             return Ok(true);
@@ -97,7 +113,7 @@ impl MatchBuilder {
         let proto = self.m.exact(Field::IpProto).map(|p| p as u8);
         for (name, field) in &self.named {
             if let Some((want, kw)) = name_prerequisite(name) {
-                if proto != Some(want) {
+                if !proto.is_some_and(|p| want.contains(&p)) {
                     return Err(TextError::MissingPrerequisite {
                         field: name.clone(),
                         needs: kw,
@@ -108,8 +124,18 @@ impl MatchBuilder {
                 let needs = match field {
                     Field::ArpSha | Field::ArpTha | Field::ArpOp => "arp",
                     Field::TpSrc | Field::TpDst => "tcp, udp or sctp",
-                    Field::IcmpType | Field::IcmpCode => "icmp",
+                    Field::IcmpType | Field::IcmpCode => "icmp or icmp6",
+                    Field::Icmpv6Type | Field::Icmpv6Code => "icmp6",
                     Field::IpSrc | Field::IpDst | Field::ArpSpa | Field::ArpTpa => "ip or arp",
+                    Field::NdTargetLow | Field::NdTargetHigh => "icmp6 with icmp_type 135 or 136",
+                    Field::NdSll => "icmp6 with icmp_type 135",
+                    Field::NdTll => "icmp6 with icmp_type 136",
+                    Field::Ipv6SrcLow
+                    | Field::Ipv6SrcHigh
+                    | Field::Ipv6DstLow
+                    | Field::Ipv6DstHigh
+                    | Field::Ipv6Label
+                    | Field::Ipv6Exthdr => "ipv6",
                     _ => "ip",
                 };
                 return Err(TextError::MissingPrerequisite {

@@ -24,7 +24,9 @@ mod fields;
 mod label;
 mod matching;
 mod print;
+mod print_match;
 mod set_field;
+mod subfield;
 
 use crate::flow_mod::{FlowMod, GroupMod};
 use crate::tables::PipelineMod;
@@ -197,3 +199,5 @@ pub(crate) fn split_top(s: &str) -> Result<Vec<&str>, TextError> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ipv6;

@@ -1,7 +1,7 @@
 //! `set_field:VALUE[/MASK]->FIELD` and the numbers it shares with
 //! `push_vlan`.
 
-use super::fields::{self, parse_label, parse_value, Syntax};
+use super::fields::{self, parse_ipv6, parse_label, parse_value, Syntax};
 use super::label::label_loads;
 use super::TextError;
 use crate::action::{Action, SubField};
@@ -40,6 +40,15 @@ pub(super) fn parse_set_field(token: &str, a: &str) -> Result<Vec<Action>, TextE
             return Ok(vec![Action::SetCtLabel { value }]);
         }
         return label_loads(token, value, mask);
+    }
+    if syntax == Syntax::Ipv6 {
+        return match parse_ipv6(token, v.trim())? {
+            (value, u128::MAX) => Ok(vec![Action::SetField128 { field, value }]),
+            _ => Err(TextError::action(
+                token,
+                format!("{dst}: xbr sets whole IPv6 addresses only (no mask)"),
+            )),
+        };
     }
     if !field.is_writable() {
         return Err(TextError::action(token, format!("{dst} cannot be set")));

@@ -385,6 +385,13 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
             oxm::emit_set_field_for(*field, *value, ip_proto, out);
             finish(out, at);
         }
+        Action::SetField128 { field, value } => {
+            out.put_u16(OFPAT_SET_FIELD);
+            let at = out.len();
+            out.put_u16(0);
+            oxm::emit_set_field128(*field, *value, out);
+            finish(out, at);
+        }
         Action::SetCtLabel { value } => {
             out.put_u16(OFPAT_SET_FIELD);
             let at = out.len();

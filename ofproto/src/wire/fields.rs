@@ -2,7 +2,10 @@
 //! [`super::oxm`] for how it is used).
 
 use super::oxm::{OXM_CLASS_NXM0, OXM_CLASS_NXM1, OXM_CLASS_OPENFLOW_BASIC};
-use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP};
+use flowtable::matching::{
+    ICMPV6_ND_NA, ICMPV6_ND_NS, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP,
+    IP_PROTO_UDP,
+};
 use flowtable::Field;
 
 /// What a header requires the rest of the match to pin (beyond what
@@ -10,9 +13,18 @@ use flowtable::Field;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Prereq {
     None,
+    /// IPv4 or IPv6.
     Ip,
+    Ipv4,
+    Ipv6,
     Arp,
+    /// The IP protocol, on the IP version that carries it (ICMP on IPv4,
+    /// ICMPv6 on IPv6, the others on either).
     Proto(u8),
+    /// ICMPv6 of this type: an ND message.
+    Nd(u8),
+    /// ICMPv6 neighbor solicitation or advertisement (nd_target).
+    NdAny,
 }
 
 /// One TLV header and where its bits live.
@@ -49,16 +61,28 @@ impl FieldHeader {
         self.in_match
     }
 
-    /// Whether this is NXM_NX_CT_LABEL, the one 128-bit header: its value
-    /// spans both halves of the label (`target` is the low half, `bits`
-    /// is 128) and takes the `u128` paths of [`super::oxm`].
+    /// Whether this is NXM_NX_CT_LABEL: a 128-bit header whose value
+    /// spans both halves of the label, written only by `ct()`.
     pub(crate) fn is_ct_label(&self) -> bool {
         self.target.is_ct_label()
     }
 
-    /// Whether the header carries all of `target`.
+    /// Whether the header is 128 bits wide (ct_label, the IPv6 addresses,
+    /// nd_target): its value spans both halves of its field (`target` is
+    /// the low half) and takes the `u128` paths of [`super::oxm`].
+    pub(crate) fn is_wide(&self) -> bool {
+        self.bits == 128
+    }
+
+    /// Whether the header carries all of `target` (a 128-bit header all
+    /// of both halves).
     pub(crate) fn is_whole(&self) -> bool {
-        self.shift == 0 && self.wire_shift == 0 && self.bits == self.target.bits()
+        let bits = if self.target.high_half().is_some() {
+            128
+        } else {
+            self.target.bits()
+        };
+        self.shift == 0 && self.wire_shift == 0 && self.bits == bits
     }
 
     pub(crate) fn ones(&self) -> u64 {
@@ -110,7 +134,7 @@ const N: Prereq = Prereq::None;
 /// Every header xbr understands. Order matters only for encoding: the
 /// first match-capable header of a field is the one a match is dumped with.
 #[rustfmt::skip]
-pub static HEADERS: [FieldHeader; 59] = [
+pub static HEADERS: [FieldHeader; 76] = [
     h(B, 0, 4, Field::InPort, 0, 32, 0, false, N, "OXM_OF_IN_PORT"),
     h(B, 2, 8, Field::Metadata, 0, 64, 0, true, N, "OXM_OF_METADATA"),
     h(B, 3, 6, Field::EthDst, 0, 48, 0, true, N, "OXM_OF_ETH_DST"),
@@ -121,8 +145,8 @@ pub static HEADERS: [FieldHeader; 59] = [
     h(B, 8, 1, Field::IpDscp, 0, 6, 0, false, Prereq::Ip, "OXM_OF_IP_DSCP"),
     h(B, 9, 1, Field::IpEcn, 0, 2, 0, false, Prereq::Ip, "OXM_OF_IP_ECN"),
     h(B, 10, 1, Field::IpProto, 0, 8, 0, false, Prereq::Ip, "OXM_OF_IP_PROTO"),
-    h(B, 11, 4, Field::IpSrc, 0, 32, 0, true, Prereq::Ip, "OXM_OF_IPV4_SRC"),
-    h(B, 12, 4, Field::IpDst, 0, 32, 0, true, Prereq::Ip, "OXM_OF_IPV4_DST"),
+    h(B, 11, 4, Field::IpSrc, 0, 32, 0, true, Prereq::Ipv4, "OXM_OF_IPV4_SRC"),
+    h(B, 12, 4, Field::IpDst, 0, 32, 0, true, Prereq::Ipv4, "OXM_OF_IPV4_DST"),
     h(B, 13, 2, Field::TpSrc, 0, 16, 0, true, Prereq::Proto(IP_PROTO_TCP), "OXM_OF_TCP_SRC"),
     h(B, 14, 2, Field::TpDst, 0, 16, 0, true, Prereq::Proto(IP_PROTO_TCP), "OXM_OF_TCP_DST"),
     h(B, 15, 2, Field::TpSrc, 0, 16, 0, true, Prereq::Proto(IP_PROTO_UDP), "OXM_OF_UDP_SRC"),
@@ -136,7 +160,17 @@ pub static HEADERS: [FieldHeader; 59] = [
     h(B, 23, 4, Field::ArpTpa, 0, 32, 0, true, Prereq::Arp, "OXM_OF_ARP_TPA"),
     h(B, 24, 6, Field::ArpSha, 0, 48, 0, true, Prereq::Arp, "OXM_OF_ARP_SHA"),
     h(B, 25, 6, Field::ArpTha, 0, 48, 0, true, Prereq::Arp, "OXM_OF_ARP_THA"),
+    h(B, 26, 16, Field::Ipv6SrcLow, 0, 128, 0, true, Prereq::Ipv6, "OXM_OF_IPV6_SRC"),
+    h(B, 27, 16, Field::Ipv6DstLow, 0, 128, 0, true, Prereq::Ipv6, "OXM_OF_IPV6_DST"),
+    h(B, 28, 4, Field::Ipv6Label, 0, 20, 0, true, Prereq::Ipv6, "OXM_OF_IPV6_FLABEL"),
+    h(B, 29, 1, Field::Icmpv6Type, 0, 8, 0, false, Prereq::Proto(IP_PROTO_ICMPV6), "OXM_OF_ICMPV6_TYPE"),
+    h(B, 30, 1, Field::Icmpv6Code, 0, 8, 0, false, Prereq::Proto(IP_PROTO_ICMPV6), "OXM_OF_ICMPV6_CODE"),
+    // OF1.3 makes the ND fields exact-only; OVS accepts masks, as here.
+    h(B, 31, 16, Field::NdTargetLow, 0, 128, 0, true, Prereq::NdAny, "OXM_OF_IPV6_ND_TARGET"),
+    h(B, 32, 6, Field::NdSll, 0, 48, 0, true, Prereq::Nd(ICMPV6_ND_NS), "OXM_OF_IPV6_ND_SLL"),
+    h(B, 33, 6, Field::NdTll, 0, 48, 0, true, Prereq::Nd(ICMPV6_ND_NA), "OXM_OF_IPV6_ND_TLL"),
     h(B, 38, 8, Field::TunId, 0, 64, 0, true, N, "OXM_OF_TUNNEL_ID"),
+    h(B, 39, 2, Field::Ipv6Exthdr, 0, 9, 0, true, Prereq::Ipv6, "OXM_OF_IPV6_EXTHDR"),
     h(X, 0, 4, Field::Reg(0), 0, 32, 0, true, N, "NXM_NX_REG0"),
     h(X, 1, 4, Field::Reg(1), 0, 32, 0, true, N, "NXM_NX_REG1"),
     h(X, 2, 4, Field::Reg(2), 0, 32, 0, true, N, "NXM_NX_REG2"),
@@ -148,7 +182,15 @@ pub static HEADERS: [FieldHeader; 59] = [
     h(X, 16, 8, Field::TunId, 0, 64, 0, true, N, "NXM_NX_TUN_ID"),
     h(X, 17, 6, Field::ArpSha, 0, 48, 0, true, Prereq::Arp, "NXM_NX_ARP_SHA"),
     h(X, 18, 6, Field::ArpTha, 0, 48, 0, true, Prereq::Arp, "NXM_NX_ARP_THA"),
+    h(X, 19, 16, Field::Ipv6SrcLow, 0, 128, 0, true, Prereq::Ipv6, "NXM_NX_IPV6_SRC"),
+    h(X, 20, 16, Field::Ipv6DstLow, 0, 128, 0, true, Prereq::Ipv6, "NXM_NX_IPV6_DST"),
+    h(X, 21, 1, Field::Icmpv6Type, 0, 8, 0, false, Prereq::Proto(IP_PROTO_ICMPV6), "NXM_NX_ICMPV6_TYPE"),
+    h(X, 22, 1, Field::Icmpv6Code, 0, 8, 0, false, Prereq::Proto(IP_PROTO_ICMPV6), "NXM_NX_ICMPV6_CODE"),
+    h(X, 23, 16, Field::NdTargetLow, 0, 128, 0, true, Prereq::NdAny, "NXM_NX_ND_TARGET"),
+    h(X, 24, 6, Field::NdSll, 0, 48, 0, true, Prereq::Nd(ICMPV6_ND_NS), "NXM_NX_ND_SLL"),
+    h(X, 25, 6, Field::NdTll, 0, 48, 0, true, Prereq::Nd(ICMPV6_ND_NA), "NXM_NX_ND_TLL"),
     h(X, 26, 1, Field::IpFrag, 0, 2, 0, true, Prereq::Ip, "NXM_NX_IP_FRAG"),
+    h(X, 27, 4, Field::Ipv6Label, 0, 20, 0, true, Prereq::Ipv6, "NXM_NX_IPV6_LABEL"),
     h(X, 29, 1, Field::IpTtl, 0, 8, 0, false, Prereq::Ip, "NXM_NX_IP_TTL"),
     h(X, 31, 4, Field::TunSrc, 0, 32, 0, true, N, "NXM_NX_TUN_IPV4_SRC"),
     h(X, 32, 4, Field::TunDst, 0, 32, 0, true, N, "NXM_NX_TUN_IPV4_DST"),
@@ -164,8 +206,8 @@ pub static HEADERS: [FieldHeader; 59] = [
     h(O, 4, 2, Field::VlanTci, 0, 16, 0, true, N, "NXM_OF_VLAN_TCI"),
     h(O, 5, 1, Field::IpDscp, 0, 6, 2, false, Prereq::Ip, "NXM_OF_IP_TOS"),
     h(O, 6, 1, Field::IpProto, 0, 8, 0, false, Prereq::Ip, "NXM_OF_IP_PROTO"),
-    h(O, 7, 4, Field::IpSrc, 0, 32, 0, true, Prereq::Ip, "NXM_OF_IP_SRC"),
-    h(O, 8, 4, Field::IpDst, 0, 32, 0, true, Prereq::Ip, "NXM_OF_IP_DST"),
+    h(O, 7, 4, Field::IpSrc, 0, 32, 0, true, Prereq::Ipv4, "NXM_OF_IP_SRC"),
+    h(O, 8, 4, Field::IpDst, 0, 32, 0, true, Prereq::Ipv4, "NXM_OF_IP_DST"),
     h(O, 9, 2, Field::TpSrc, 0, 16, 0, true, Prereq::Proto(IP_PROTO_TCP), "NXM_OF_TCP_SRC"),
     h(O, 10, 2, Field::TpDst, 0, 16, 0, true, Prereq::Proto(IP_PROTO_TCP), "NXM_OF_TCP_DST"),
     h(O, 16, 4, Field::ArpSpa, 0, 32, 0, true, Prereq::Arp, "NXM_OF_ARP_SPA"),

@@ -17,6 +17,7 @@ pub mod message;
 pub mod mods;
 pub mod multipart;
 pub mod oxm;
+mod oxm_set;
 pub mod packet_io;
 pub mod port_status;
 pub mod table_features;
@@ -314,3 +315,5 @@ pub(crate) fn len16(buf: &[u8], start: usize) -> u16 {
 mod tests;
 #[cfg(test)]
 mod tests_ct_label;
+#[cfg(test)]
+mod tests_ipv6;

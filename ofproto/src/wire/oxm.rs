@@ -16,9 +16,10 @@
 
 use super::{err, Ctx, Put, Reader, WireError};
 use flowtable::matching::{
-    ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_UDP,
+    ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ICMPV6_ND_NA, ICMPV6_ND_NS, IP_PROTO_ICMP,
+    IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_UDP,
 };
-use flowtable::{Action, Field, Match, SubField};
+use flowtable::{Field, Match, SubField};
 
 /// OpenFlow basic class.
 pub const OXM_CLASS_OPENFLOW_BASIC: u16 = 0x8000;
@@ -29,6 +30,8 @@ pub const OXM_CLASS_NXM0: u16 = 0x0000;
 
 pub use super::fields::{FieldHeader, HEADERS};
 use super::fields::{Prereq, B, O};
+pub use super::oxm_set::{emit_set_ct_label, emit_set_field, emit_set_field128, emit_set_vlan};
+pub(crate) use super::oxm_set::{emit_set_field_for, parse_set_field};
 
 /// The entry for a wire (class, field), if xbr knows it.
 pub fn lookup(class: u16, field: u8) -> Option<&'static FieldHeader> {
@@ -37,7 +40,7 @@ pub fn lookup(class: u16, field: u8) -> Option<&'static FieldHeader> {
         .find(|h| h.class == class && h.field == field)
 }
 
-fn find(class: u16, field: u8) -> &'static FieldHeader {
+pub(super) fn find(class: u16, field: u8) -> &'static FieldHeader {
     // Every (class, field) passed here is a literal present in HEADERS; the
     // fallback is the first entry only to stay total.
     lookup(class, field).unwrap_or(&HEADERS[0])
@@ -45,7 +48,7 @@ fn find(class: u16, field: u8) -> &'static FieldHeader {
 
 /// The header a match on `field` is dumped with (not VLAN TCI or L4 ports,
 /// which [`emit_oxms`] resolves with more context).
-fn match_header(field: Field) -> &'static FieldHeader {
+pub(super) fn match_header(field: Field) -> &'static FieldHeader {
     HEADERS
         .iter()
         .find(|h| h.target == field && h.in_match && h.shift == 0)
@@ -80,7 +83,7 @@ pub fn operand_header(sf: &SubField) -> &'static FieldHeader {
 }
 
 /// The NXM_NX_CT_LABEL entry of [`HEADERS`].
-fn ct_label_header() -> &'static FieldHeader {
+pub(super) fn ct_label_header() -> &'static FieldHeader {
     find(OXM_CLASS_NXM1, CT_LABEL_FIELD)
 }
 
@@ -115,10 +118,10 @@ pub fn parse_operand(header: u32, ofs: u32, nbits: u32) -> Result<SubField, Wire
             ),
         ));
     }
-    if fh.is_ct_label() {
-        // The key keeps the label as two 64-bit halves; an operand must
-        // lie within one (see `SubField::ct_label`).
-        return SubField::ct_label(ofs, nbits).ok_or_else(|| {
+    if fh.is_wide() {
+        // The key keeps a 128-bit field as two 64-bit halves; an operand
+        // must lie within one (see `SubField::wide`).
+        return SubField::wide(fh.target, ofs, nbits).ok_or_else(|| {
             WireError::BadAction(
                 err::BAC_BAD_ARGUMENT,
                 format!(
@@ -140,6 +143,14 @@ pub fn parse_operand(header: u32, ofs: u32, nbits: u32) -> Result<SubField, Wire
 pub fn emit_operand(sf: &SubField) -> (u32, u32) {
     if sf.field.is_ct_label() {
         return (ct_label_header().header(false), sf.wire_ofs());
+    }
+    if let Some(low) = sf.field.low_half() {
+        let fh = HEADERS
+            .iter()
+            .filter(|h| h.class != OXM_CLASS_OPENFLOW_BASIC)
+            .find(|h| h.target == low)
+            .unwrap_or_else(|| match_header(low));
+        return (fh.header(false), sf.wire_ofs());
     }
     let fh = operand_header(sf);
     (fh.header(false), sf.ofs.saturating_sub(fh.shift))
@@ -250,14 +261,14 @@ pub fn parse_oxms(bytes: &[u8]) -> Result<Match, WireError> {
                 format!("{} is not supported in a match", fh.name),
             ));
         }
-        if fh.is_ct_label() {
-            if m.ct_label().1 != 0 {
+        if fh.is_wide() {
+            if m.get128(fh.target).1 != 0 {
                 return Err(WireError::BadMatch(
                     err::BMC_DUP_FIELD,
                     format!("{} appears twice", fh.name),
                 ));
             }
-            m.set_ct_label_masked(tlv.value, tlv.mask.unwrap_or(u128::MAX));
+            m.set128_masked(fh.target, tlv.value, tlv.mask.unwrap_or(u128::MAX));
             used.push(fh);
             continue;
         }
@@ -287,16 +298,24 @@ pub fn parse_oxms(bytes: &[u8]) -> Result<Match, WireError> {
 fn check_prereqs(m: &Match, used: &[&'static FieldHeader]) -> Result<(), WireError> {
     let eth_type = m.exact(Field::EthType).map(|v| v as u16);
     let proto = m.exact(Field::IpProto).map(|v| v as u8);
-    let is_ip = matches!(eth_type, Some(ETH_TYPE_IPV4) | Some(ETH_TYPE_IPV6));
+    let is_ipv4 = eth_type == Some(ETH_TYPE_IPV4);
+    let is_ipv6 = eth_type == Some(ETH_TYPE_IPV6);
+    let is_icmp6 = is_ipv6 && proto == Some(IP_PROTO_ICMPV6);
+    let icmp6_type = m.exact(Field::Icmpv6Type).map(|t| t as u8);
     for fh in used {
         let ok = match fh.prereq {
             Prereq::None => true,
-            Prereq::Ip => is_ip,
+            Prereq::Ip => is_ipv4 || is_ipv6,
+            Prereq::Ipv4 => is_ipv4,
+            Prereq::Ipv6 => is_ipv6,
             Prereq::Arp => eth_type == Some(ETH_TYPE_ARP),
-            Prereq::Proto(IP_PROTO_ICMP) => {
-                eth_type == Some(ETH_TYPE_IPV4) && proto == Some(IP_PROTO_ICMP)
+            Prereq::Proto(IP_PROTO_ICMP) => is_ipv4 && proto == Some(IP_PROTO_ICMP),
+            Prereq::Proto(IP_PROTO_ICMPV6) => is_icmp6,
+            Prereq::Proto(p) => (is_ipv4 || is_ipv6) && proto == Some(p),
+            Prereq::Nd(t) => is_icmp6 && icmp6_type == Some(t),
+            Prereq::NdAny => {
+                is_icmp6 && matches!(icmp6_type, Some(ICMPV6_ND_NS) | Some(ICMPV6_ND_NA))
             }
-            Prereq::Proto(p) => is_ip && proto == Some(p),
         };
         if !ok {
             return Err(WireError::BadMatch(
@@ -305,16 +324,11 @@ fn check_prereqs(m: &Match, used: &[&'static FieldHeader]) -> Result<(), WireErr
             ));
         }
     }
-    m.check_prerequisites().map_err(|e| {
-        let code = match e {
-            flowtable::error::MatchError::MissingPrerequisite(_) => err::BMC_BAD_PREREQ,
-            flowtable::error::MatchError::Ipv6Unsupported(_) => err::BMC_BAD_FIELD,
-        };
-        WireError::BadMatch(code, e.to_string())
-    })
+    m.check_prerequisites()
+        .map_err(|e| WireError::BadMatch(err::BMC_BAD_PREREQ, e.to_string()))
 }
 
-fn emit_tlv(out: &mut Vec<u8>, fh: &FieldHeader, value: u128, mask: u128) {
+pub(super) fn emit_tlv(out: &mut Vec<u8>, fh: &FieldHeader, value: u128, mask: u128) {
     let exact = mask == ones128(fh.bits);
     out.put_u32(fh.header(!exact));
     put_value(out, value << fh.wire_shift, fh.len);
@@ -336,8 +350,8 @@ fn emit_part(out: &mut Vec<u8>, m: &Match, fh: &FieldHeader) {
 /// The order OVS writes a match in (`nx_put_raw`): metadata, L2, L3, L4,
 /// ARP, tunnel, registers, mark, conntrack, OpenFlow metadata. Keeping it
 /// makes a dumped flow byte-identical to the FLOW_MOD ovs-ofctl sent.
-/// ct_label's two halves are one TLV, emitted at the low half.
-const ENCODE_ORDER: [Field; 38] = [
+/// A 128-bit field's two halves are one TLV, emitted at the low half.
+const ENCODE_ORDER: [Field; 47] = [
     Field::InPort,
     Field::EthSrc,
     Field::EthDst,
@@ -345,6 +359,10 @@ const ENCODE_ORDER: [Field; 38] = [
     Field::VlanTci,
     Field::IpSrc,
     Field::IpDst,
+    Field::Ipv6SrcLow,
+    Field::Ipv6DstLow,
+    Field::Ipv6Label,
+    Field::Ipv6Exthdr,
     Field::IpFrag,
     Field::IpDscp,
     Field::IpEcn,
@@ -354,6 +372,11 @@ const ENCODE_ORDER: [Field; 38] = [
     Field::TpDst,
     Field::IcmpType,
     Field::IcmpCode,
+    Field::Icmpv6Type,
+    Field::Icmpv6Code,
+    Field::NdTargetLow,
+    Field::NdSll,
+    Field::NdTll,
     Field::ArpOp,
     Field::ArpSpa,
     Field::ArpTpa,
@@ -382,13 +405,17 @@ const ENCODE_ORDER: [Field; 38] = [
 pub fn emit_oxms(m: &Match, out: &mut Vec<u8>) {
     let proto = m.exact(Field::IpProto).map(|v| v as u8);
     let present: Vec<Field> = m.fields().collect();
-    let has_label = m.ct_label().1 != 0;
-    let wanted = |f: &Field| present.contains(f) || (*f == Field::CtLabelLow && has_label);
+    let wanted =
+        |f: &Field| present.contains(f) || f.high_half().is_some_and(|h| present.contains(&h));
     for field in ENCODE_ORDER.into_iter().filter(wanted) {
         match field {
             Field::CtLabelLow => {
                 let (value, mask) = m.ct_label();
                 emit_tlv(out, ct_label_header(), value, mask);
+            }
+            f if f.high_half().is_some() => {
+                let (value, mask) = m.get128(f);
+                emit_tlv(out, match_header(f), value, mask);
             }
             Field::VlanTci => {
                 let (_, mask) = m.get(Field::VlanTci);
@@ -453,52 +480,10 @@ pub fn emit_match(m: &Match, out: &mut Vec<u8>) {
     out.pad8_from(start);
 }
 
-/// Decodes the OXM TLV of a SET_FIELD action: an exact value of a header
-/// that carries a whole, writable field, or of ct_label (which validation
-/// admits only inside `ct()`).
-pub(crate) fn parse_set_field(r: &mut Reader<'_>) -> Result<Action, WireError> {
-    let tlv = parse_tlv(r).map_err(|e| {
-        let (_, code) = e.ofp_error();
-        let code = if code == err::BMC_BAD_LEN {
-            err::BAC_BAD_SET_LEN
-        } else {
-            err::BAC_BAD_SET_TYPE
-        };
-        WireError::BadAction(code, format!("set_field: {e}"))
-    })?;
-    let fh = tlv.header;
-    if tlv.mask.is_some() {
-        return Err(WireError::BadAction(
-            err::BAC_BAD_SET_ARGUMENT,
-            format!("set_field of {} may not be masked in OpenFlow 1.3", fh.name),
-        ));
-    }
-    if fh.is_ct_label() {
-        return Ok(Action::SetCtLabel { value: tlv.value });
-    }
-    // OXM_OF_VLAN_VID / OXM_OF_VLAN_PCP: parts of the key's vlan_tci.
-    if fh.class == B && fh.field == 6 {
-        return Ok(Action::SetVlanVid(tlv.value as u16));
-    }
-    if fh.class == B && fh.field == 7 {
-        return Ok(Action::SetVlanPcp(tlv.value as u8));
-    }
-    if !fh.is_whole() || !fh.target.is_writable() {
-        return Err(WireError::BadAction(
-            err::BAC_BAD_SET_TYPE,
-            format!("set_field of {} is not supported", fh.name),
-        ));
-    }
-    Ok(Action::SetField {
-        field: fh.target,
-        value: tlv.value as u64,
-    })
-}
-
 /// The OXM header of a transport port (`TpSrc`/`TpDst`, one field in the
 /// key) for a flow whose match fixes `ip_proto`: UDP's or SCTP's, else
 /// TCP's.
-fn l4_port_header(field: Field, ip_proto: Option<u8>) -> &'static FieldHeader {
+pub(super) fn l4_port_header(field: Field, ip_proto: Option<u8>) -> &'static FieldHeader {
     let base = match ip_proto {
         Some(IP_PROTO_UDP) => 15,
         Some(IP_PROTO_SCTP) => 17,
@@ -512,48 +497,4 @@ fn l4_port_header(field: Field, ip_proto: Option<u8>) -> &'static FieldHeader {
             base + 1
         },
     )
-}
-
-/// Encodes the OXM TLV of SET_FIELD (without the action header).
-pub fn emit_set_field(field: Field, value: u64, out: &mut Vec<u8>) {
-    emit_set_field_for(field, value, None, out);
-}
-
-/// [`emit_set_field`] in a flow whose match fixes `ip_proto`: L4 ports
-/// are one field in the key, so the protocol picks the header the flow was
-/// written with (`udp_src`, `sctp_src`), as [`emit_oxms`] does for the
-/// match.
-pub(crate) fn emit_set_field_for(
-    field: Field,
-    value: u64,
-    ip_proto: Option<u8>,
-    out: &mut Vec<u8>,
-) {
-    let fh = match field {
-        Field::TpSrc | Field::TpDst => l4_port_header(field, ip_proto),
-        _ => set_field_header(field).unwrap_or_else(|| match_header(field)),
-    };
-    emit_tlv(
-        out,
-        fh,
-        u128::from(value & fh.ones()),
-        u128::from(fh.ones()),
-    );
-}
-
-/// Encodes the OXM TLV of a SET_FIELD of OXM_OF_VLAN_VID (`pcp` false) or
-/// OXM_OF_VLAN_PCP.
-pub fn emit_set_vlan(pcp: bool, value: u16, out: &mut Vec<u8>) {
-    let fh = find(B, if pcp { 7 } else { 6 });
-    emit_tlv(
-        out,
-        fh,
-        u128::from(value) & u128::from(fh.ones()),
-        u128::from(fh.ones()),
-    );
-}
-
-/// Encodes the OXM TLV of a SET_FIELD of ct_label.
-pub fn emit_set_ct_label(value: u128, out: &mut Vec<u8>) {
-    emit_tlv(out, ct_label_header(), value, u128::MAX);
 }
