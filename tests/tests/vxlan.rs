@@ -110,7 +110,9 @@ mac = lambda m: bytes.fromhex(m.replace(':', ''))
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, 11, 1)
 for seq in range(int(count)):
-    payload = b'XBRTTOOL' + struct.pack('!Q', seq) + bytes(48)
+    # xbr-testtool's payload pattern after its 16-byte header (its
+    # receiver drops packets whose payload changed).
+    payload = b'XBRTTOOL' + struct.pack('!Q', seq) + bytes((i * 31 + 7) & 0xff for i in range(16, 64))
     udp = struct.pack('!HHHH', 40000, 7777, 8 + len(payload), 0) + payload
     ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(udp), seq, 0x4000, 64, 17, 0,
                      socket.inet_aton(sip), socket.inet_aton(dip))
