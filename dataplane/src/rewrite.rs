@@ -9,7 +9,9 @@
 
 use crate::packet::{Layers, ETH_TYPE_VLAN};
 use flowtable::key::Field;
-use flowtable::matching::{IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP};
+use flowtable::matching::{
+    IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
+};
 
 #[path = "rewrite_ipv6.rs"]
 mod ipv6;
@@ -286,9 +288,31 @@ pub fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u64) -> 
         }
         Field::TpSrc => set_l4_port(frame, layers, 0, value as u16),
         Field::TpDst => set_l4_port(frame, layers, 2, value as u16),
+        Field::IcmpType | Field::IcmpCode => {
+            set_icmp_type_code(frame, layers, field == Field::IcmpType, value as u8)
+        }
         _ => None,
     };
     done.is_some()
+}
+
+/// ICMPv4's type (`is_type`) or code byte, with its checksum (over the
+/// ICMP message only) updated incrementally. Not ICMPv4: nothing, as OVS
+/// skips a set_field whose prerequisites the packet does not meet.
+fn set_icmp_type_code(frame: &mut [u8], layers: Layers, is_type: bool, new: u8) -> Option<()> {
+    if layers.l4 == 0 || layers.proto != IP_PROTO_ICMP {
+        return None;
+    }
+    let pos = layers.l4 as usize;
+    let old = read16(frame, pos)?;
+    let checksum = read16(frame, pos + 2)?;
+    let word = if is_type {
+        (old & 0x00ff) | (u16::from(new) << 8)
+    } else {
+        (old & 0xff00) | u16::from(new)
+    };
+    write16(frame, pos, word)?;
+    write16(frame, pos + 2, csum_replace16(checksum, old, word))
 }
 
 #[cfg(test)]
@@ -400,6 +424,42 @@ mod tests {
         assert!(pop_vlan(&mut plain, l).is_none());
         assert!(push_vlan(&mut plain, len, 0, l).is_none());
         assert_eq!(plain, original);
+    }
+
+    /// ICMP echo request 8/0 turned into a reply 0/0 and a code change:
+    /// the ICMP checksum (over the message only) stays valid.
+    #[test]
+    fn icmp_type_and_code_rewrites_keep_the_checksum_valid() {
+        let mut f = udp_frame();
+        f[23] = 1; // ICMP
+        let c = ipv4_header_checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        let icmp_len = f.len() - 34;
+        f[34] = 8;
+        f[35] = 0;
+        f[36] = 0;
+        f[37] = 0;
+        let sum = |f: &[u8]| {
+            let mut s = 0u32;
+            for pair in f[34..34 + icmp_len].chunks(2) {
+                s += (u32::from(pair[0]) << 8) | u32::from(pair.get(1).copied().unwrap_or(0));
+            }
+            fold(s)
+        };
+        let c = !sum(&f);
+        f[36..38].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(sum(&f), 0xffff);
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert_eq!((k.get(Field::IcmpType), k.get(Field::IcmpCode)), (8, 0));
+        assert!(set_field(&mut f, l, Field::IcmpType, 0));
+        assert!(set_field(&mut f, l, Field::IcmpCode, 3));
+        assert_eq!((f[34], f[35]), (0, 3));
+        assert_eq!(sum(&f), 0xffff, "checksum no longer valid");
+        // Not ICMP: skipped.
+        let mut u = udp_frame();
+        let lu = extract(&u.clone(), 1, &mut k);
+        assert!(!set_field(&mut u, lu, Field::IcmpType, 0));
     }
 
     /// Found by the packet_rewrite fuzz target: a port rewrite on an ICMP

@@ -227,12 +227,12 @@ impl Field {
             Field::IpEcn => at(12, 48, 2),
             Field::IpTtl => at(12, 40, 8),
             Field::IpFrag => at(12, 32, 8),
-            Field::TpSrc | Field::IcmpType => at(12, 16, 16),
-            Field::TpDst | Field::IcmpCode => at(12, 0, 16),
+            Field::TpSrc => at(12, 16, 16),
+            Field::TpDst => at(12, 0, 16),
             // OXM's 8 bits, the low byte of the port bits: a whole-field
             // set_field and an exact match are the OXM's.
-            Field::Icmpv6Type => at(12, 16, 8),
-            Field::Icmpv6Code => at(12, 0, 8),
+            Field::IcmpType | Field::Icmpv6Type => at(12, 16, 8),
+            Field::IcmpCode | Field::Icmpv6Code => at(12, 0, 8),
             Field::ArpSha | Field::NdSll => at(13, 16, 48),
             Field::ArpTha | Field::NdTll => at(14, 16, 48),
             Field::Ipv6SrcHigh => at(15, 0, 64),

@@ -254,6 +254,7 @@ fn ttl_vlan_and_udp_port_actions_dump_as_written() {
         "priority=40,in_port=1 actions=push_vlan:0x8100,set_field:4196->vlan_vid,output:2",
         "priority=45,dl_vlan=100 actions=set_field:3->vlan_pcp,output:1",
         "priority=50,dl_vlan=100 actions=pop_vlan,output:2",
+        "priority=60,icmp,icmp_type=8 actions=set_field:0->icmp_type,set_field:3->icmp_code,output:2",
     ];
     for f in flows {
         h.ok(&["add-flow", &t, f]);
