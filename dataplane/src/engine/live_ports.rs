@@ -92,6 +92,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     fn remove_port(&mut self, ofport: u32) -> Option<P> {
         let idx = self.ports.iter().position(|p| p.meta.ofport == ofport)?;
         self.flush_port(idx);
+        for d in std::mem::take(&mut self.ports[idx].held) {
+            self.frames.free(d.addr);
+        }
         Some(self.ports.remove(idx).io)
     }
 

@@ -84,6 +84,9 @@ struct EnginePort<P> {
     xdp_target: bool,
     /// Rate limits (see `qos.rs`).
     qos: crate::qos::PortQos,
+    /// Frames taken off the ring during a long pipeline change, not yet
+    /// processed (see `hold.rs`).
+    held: Vec<Desc>,
 }
 
 impl<P> EnginePort<P> {
@@ -100,6 +103,7 @@ impl<P> EnginePort<P> {
             xdp_target: io.xdp_redirect_target(),
             io,
             tx: Vec::with_capacity(BATCH * 4),
+            held: Vec::new(),
             totals: Totals::default(),
             config: 0,
             qos: Default::default(),
@@ -259,7 +263,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     pub fn apply_changes(&mut self) {
         let mut last = None;
         while let Some((seq, changes)) = self.changes.try_next() {
-            self.pipeline.apply(&changes);
+            self.apply_holding(&changes);
             last = Some(seq);
         }
         self.apply_port_ops();
@@ -344,7 +348,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         received += self.run_packet_outs();
         for i in 0..self.ports.len() {
             let config = self.ports[i].config;
-            let n = self.ports[i].io.recv(&mut self.frames, &mut batch);
+            let n = self.next_batch(i, &mut batch);
             if n == 0 {
                 continue;
             }
@@ -432,6 +436,7 @@ mod live_ports;
 mod qos;
 pub use live_ports::PortOp;
 mod execute;
+mod hold;
 mod io;
 mod output;
 mod xdp;
