@@ -293,6 +293,16 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 table_miss: rule.priority == 0 && rule.matching.mask() == &FlowKey::zero(),
             };
             let ins = &rule.instructions;
+            // OpenFlow runs the meter instruction first. The rewrites so
+            // far are committed so the meter sees (and a DSCP remark
+            // changes) the packet as the actions left it.
+            if let Some(m) = ins.meter {
+                self.commit();
+                self.push(DpAction::Meter(m));
+                if self.stopped() {
+                    return;
+                }
+            }
             if let Some(actions) = &ins.apply_actions {
                 self.execute(actions, table, depth);
                 if self.stopped() {

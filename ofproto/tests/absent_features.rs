@@ -36,9 +36,9 @@ fn meters_are_advertised_as_absent_and_refused() {
     assert!(!ok && err.contains("OFPMMFC_OUT_OF_METERS"), "{err}");
     let (_, out, err) = h.ofctl(&["dump-meters", &h.target(), "meter=5"]);
     assert!((out + &err).contains("OFPMMFC_UNKNOWN_METER"));
-    // A flow naming a meter is refused as OVS refuses it without meters.
+    // A flow naming a meter that does not exist is refused as OVS does.
     let (ok, _, err) = h.ofctl(&["add-flow", &h.target(), "actions=meter:1,output:2"]);
-    assert!(!ok && err.contains("OFPMMFC_INVALID_METER"), "{err}");
+    assert!(!ok && err.contains("OFPMMFC_UNKNOWN_METER"), "{err}");
     assert!(h.ok(&["del-meters", &h.target()]).is_empty());
 }
 
