@@ -144,28 +144,61 @@ impl MeterState {
     }
 }
 
-/// Raises the drop precedence of an IPv4 packet's DSCP by `prec_level`
-/// (capped at the highest, 3), fixing the header checksum. Only the
-/// Assured Forwarding codepoints (RFC 2597: class 1-4, precedence 1-3)
-/// have a drop precedence; other packets are left alone, as in the
-/// OpenFlow reference switch. Returns whether the packet changed.
+/// Raises the drop precedence of an IP packet's DSCP by `prec_level`
+/// (capped at the highest, 3), fixing the IPv4 header checksum (IPv6 has
+/// none, and no L4 checksum covers the traffic class). Only the Assured
+/// Forwarding codepoints (RFC 2597: class 1-4, precedence 1-3) have a
+/// drop precedence; other packets are left alone, as in the OpenFlow
+/// reference switch. Returns whether the packet changed.
 pub fn remark_dscp(frame: &mut [u8], layers: Layers, prec_level: u8) -> bool {
     let l3 = usize::from(layers.l3);
-    let is_ipv4 = l3 >= 2 && frame.get(l3 - 2..l3) == Some(&[0x08, 0x00][..]);
-    let Some(&tos) = frame.get(l3 + 1).filter(|_| is_ipv4) else {
-        return false;
-    };
-    let dscp = tos >> 2;
+    let ethertype = l3
+        .checked_sub(2)
+        .and_then(|at| frame.get(at..l3))
+        .map(|b| u16::from_be_bytes([b[0], b[1]]));
+    match ethertype {
+        Some(ETH_TYPE_IPV4) => {
+            let Some(&tos) = frame.get(l3 + 1) else {
+                return false;
+            };
+            match raised(tos >> 2, prec_level) {
+                Some(dscp) => rewrite::set_field(frame, layers, Field::IpDscp, u64::from(dscp)),
+                None => false,
+            }
+        }
+        Some(ETH_TYPE_IPV6) => {
+            // Version (4 bits), traffic class (8: DSCP and ECN), flow label.
+            let Some(b) = frame.get_mut(l3..l3 + 2) else {
+                return false;
+            };
+            if b[0] >> 4 != 6 {
+                return false;
+            }
+            let tc = (b[0] << 4) | (b[1] >> 4);
+            let Some(dscp) = raised(tc >> 2, prec_level) else {
+                return false;
+            };
+            let tc = (dscp << 2) | (tc & 3);
+            b[0] = (b[0] & 0xf0) | (tc >> 4);
+            b[1] = (b[1] & 0x0f) | (tc << 4);
+            true
+        }
+        _ => false,
+    }
+}
+
+const ETH_TYPE_IPV4: u16 = 0x0800;
+const ETH_TYPE_IPV6: u16 = 0x86dd;
+
+/// The AF codepoint `dscp` with its drop precedence raised by
+/// `prec_level`, or `None` if it has none or it is at the highest.
+fn raised(dscp: u8, prec_level: u8) -> Option<u8> {
     let (class, prec, low) = (dscp >> 3, (dscp >> 1) & 3, dscp & 1);
     if !(1..=4).contains(&class) || prec == 0 || low != 0 {
-        return false;
+        return None;
     }
-    let raised = prec.saturating_add(prec_level).min(3);
-    if raised == prec {
-        return false;
-    }
-    let new = (class << 3) | (raised << 1);
-    rewrite::set_field(frame, layers, Field::IpDscp, u64::from(new))
+    let up = prec.saturating_add(prec_level).min(3);
+    (up != prec).then_some((class << 3) | (up << 1))
 }
 
 #[cfg(test)]
@@ -288,5 +321,19 @@ mod tests {
         let mut arp = ipv4(10 << 2);
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
         assert!(!remark_dscp(&mut arp, layers, 1));
+    }
+
+    #[test]
+    fn remark_rewrites_the_ipv6_traffic_class() {
+        let layers = Layers { l3: 14, l4: 0 };
+        // Traffic class 0x49: AF21 (18) and ECN 1; flow label 0xabcde.
+        let mut f = vec![0u8; 54];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[14..18].copy_from_slice(&[0x64, 0x9a, 0xbc, 0xde]);
+        assert!(remark_dscp(&mut f, layers, 1));
+        // AF22 (20): traffic class 0x51, version and flow label kept.
+        assert_eq!(&f[14..18], &[0x65, 0x1a, 0xbc, 0xde]);
+        f[14] = 0x45;
+        assert!(!remark_dscp(&mut f, layers, 1), "not version 6");
     }
 }
