@@ -157,3 +157,99 @@ fn bad_meter_mods_get_the_specifications_errors() {
         "{out}"
     );
 }
+
+/// ONF bundles (what the agent writes with) carry meter mods, all or
+/// nothing like flow mods: ovs-ofctl's bundle files cannot hold meters,
+/// so the messages are made by hand.
+#[test]
+fn meter_mods_in_bundles_are_all_or_nothing() {
+    use flowtable::meter::meter_flags::PKTPS;
+    use flowtable::{MeterBand, MeterBandType, MeterMod, MeterModCommand};
+    use ofproto::wire::message::split;
+    use ofproto::wire::{Message, ONF_VENDOR_ID};
+    use std::io::Write;
+
+    let h = Harness::start("meter-bundle");
+    let mut s = std::os::unix::net::UnixStream::connect(&h.sock).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    s.write_all(&Message::Hello { bitmap: Some(0x10) }.emit(1))
+        .unwrap();
+    common::read_msg(&mut s).unwrap();
+    let onf = |exp_type: u32, data: Vec<u8>, xid: u32| {
+        Message::Experimenter {
+            experimenter: ONF_VENDOR_ID,
+            exp_type,
+            data,
+        }
+        .emit(xid)
+    };
+    let control = |bundle: u32, ty: u16, xid: u32| {
+        let mut d = bundle.to_be_bytes().to_vec();
+        d.extend(ty.to_be_bytes());
+        d.extend([0, 1]); // OFPBF_ATOMIC
+        onf(2300, d, xid)
+    };
+    let add = |bundle: u32, inner: Vec<u8>, xid: u32| {
+        let mut d = bundle.to_be_bytes().to_vec();
+        d.extend([0, 0, 0, 1]);
+        d.extend(inner);
+        onf(2301, d, xid)
+    };
+    let meter = |command, meter_id| {
+        Message::MeterMod(MeterMod {
+            command,
+            flags: PKTPS,
+            meter_id,
+            bands: vec![MeterBand {
+                band_type: MeterBandType::Drop,
+                rate: 100,
+                burst_size: 0,
+            }],
+        })
+        .emit(50)
+    };
+    let flow = |text: &str| Message::FlowMod(flowtable::text::parse_flow(text).unwrap()).emit(51);
+    // Runs one bundle; returns the errors it got, as (type, code).
+    let mut run = |bundle: u32, inner: Vec<Vec<u8>>| {
+        let mut out = control(bundle, 0, 10);
+        for m in inner {
+            out.extend(add(bundle, m, 11));
+        }
+        out.extend(control(bundle, 4, 12));
+        out.extend(Message::EchoRequest(Vec::new()).emit(13));
+        s.write_all(&out).unwrap();
+        let mut errors = Vec::new();
+        loop {
+            let m = common::read_msg(&mut s).unwrap();
+            let (hdr, body) = split(&m).unwrap();
+            match Message::parse(&hdr, body).unwrap() {
+                Message::EchoReply(_) => return errors,
+                Message::Error { ty, code, .. } => errors.push((ty, code)),
+                _ => {}
+            }
+        }
+    };
+    let t = h.target();
+    let ok = run(
+        1,
+        vec![
+            meter(MeterModCommand::Add, 1),
+            flow("in_port=1,actions=meter:1,output:2"),
+        ],
+    );
+    assert!(ok.is_empty(), "{ok:?}");
+    assert!(h.ok(&["dump-flows", &t]).contains("meter:1"));
+    // Deleting the meter and naming a missing one: the second fails
+    // (UNKNOWN_METER), so the first never happened either.
+    let failed = run(
+        2,
+        vec![
+            meter(MeterModCommand::Delete, 1),
+            flow("in_port=2,actions=meter:2,output:1"),
+        ],
+    );
+    assert!(failed.contains(&(12, 3)), "{failed:?}");
+    assert!(h.ok(&["dump-meters", &t]).contains("meter=1 pktps"));
+    assert!(h.ok(&["dump-flows", &t]).contains("meter:1"));
+}
