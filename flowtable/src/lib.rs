@@ -1,5 +1,6 @@
 //! xbr's OpenFlow pipeline, free of I/O: flow keys, matches, actions, the
-//! classifier, flow-mod and group-mod semantics, and pipeline execution.
+//! classifier, flow-mod, group-mod and meter-mod semantics, and pipeline
+//! execution.
 
 #![forbid(unsafe_code)]
 
