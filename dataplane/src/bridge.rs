@@ -238,6 +238,7 @@ impl RunningBridge {
                         bad_output_port = d.bad_output_port,
                         invalid_ttl = d.invalid_ttl,
                         qos_policed = d.qos_policed,
+                        meter = d.meter,
                         "packet thread stopped; drops"
                     );
                     let cs = &engine.conntrack().stats;

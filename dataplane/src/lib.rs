@@ -13,6 +13,7 @@ pub mod engine;
 pub mod lab;
 pub mod live;
 pub mod memport;
+pub mod meter;
 pub mod netdev;
 pub mod normal;
 pub mod ovsdb;

@@ -43,9 +43,7 @@ pub enum FlowModError {
     Unsupported(&'static str),
     #[error("bad action argument: {0}")]
     BadArgument(&'static str),
-    /// xbr has no meters (its METER_FEATURES advertise none), so every
-    /// meter a flow names is unknown.
-    #[error("meter {0} does not exist (this switch has no meters)")]
+    #[error("flow refers to meter {0}, which does not exist")]
     NoSuchMeter(u32),
 }
 
@@ -64,8 +62,8 @@ impl FlowModError {
             FlowModError::TableFull(_) => (FLOW_MOD_FAILED, 1),  // TABLE_FULL
             FlowModError::Unsupported(_) => (BAD_ACTION, 0),     // BAD_TYPE
             FlowModError::BadArgument(_) => (BAD_ACTION, 5),     // BAD_ARGUMENT
-            // As OVS answers when its datapath has no meters.
-            FlowModError::NoSuchMeter(_) => (METER_MOD_FAILED, 2), // INVALID_METER
+            // What OVS answers for a flow naming a missing meter.
+            FlowModError::NoSuchMeter(_) => (METER_MOD_FAILED, 3), // UNKNOWN_METER
         }
     }
 }
@@ -97,6 +95,41 @@ impl GroupModError {
             GroupModError::BadBucket(_) => (GROUP_MOD_FAILED, 12), // BAD_BUCKET
             GroupModError::BadType => (GROUP_MOD_FAILED, 10),  // BAD_TYPE
             GroupModError::BadAction(e) => e.ofp_error(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum MeterModError {
+    #[error("meter {0} already exists")]
+    Exists(u32),
+    #[error("meter {0} does not exist")]
+    Unknown(u32),
+    /// 0, or above OFPM_MAX (the virtual slow-path, controller and "all"
+    /// meters cannot be created or changed).
+    #[error("meter id {0:#x} is invalid")]
+    InvalidId(u32),
+    #[error("meter id {0} is beyond the switch's meters")]
+    OutOfMeters(u32),
+    #[error("meter flags {0:#x} are invalid")]
+    BadFlags(u16),
+    #[error("a meter band has rate 0")]
+    BadRate,
+    #[error("{0} bands are more than the switch supports")]
+    OutOfBands(usize),
+}
+
+impl MeterModError {
+    pub fn ofp_error(&self) -> (u16, u16) {
+        use ofp::*;
+        match self {
+            MeterModError::Exists(_) => (METER_MOD_FAILED, 1), // METER_EXISTS
+            MeterModError::InvalidId(_) => (METER_MOD_FAILED, 2), // INVALID_METER
+            MeterModError::Unknown(_) => (METER_MOD_FAILED, 3), // UNKNOWN_METER
+            MeterModError::BadFlags(_) => (METER_MOD_FAILED, 5), // BAD_FLAGS
+            MeterModError::BadRate => (METER_MOD_FAILED, 6),   // BAD_RATE
+            MeterModError::OutOfMeters(_) => (METER_MOD_FAILED, 10), // OUT_OF_METERS
+            MeterModError::OutOfBands(_) => (METER_MOD_FAILED, 11), // OUT_OF_BANDS
         }
     }
 }

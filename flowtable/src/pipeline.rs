@@ -76,6 +76,12 @@ pub enum DpAction {
     PushVlan { tci: u16 },
     /// Remove the outermost VLAN tag.
     PopVlan,
+    /// Run the packet (as rewritten so far) through meter `id`'s bands:
+    /// a DROP band over its rate drops it, ending its actions; a
+    /// DSCP_REMARK band raises its drop precedence. The meter's state
+    /// lives in the datapath, so a translation with a meter may be cached
+    /// as long as the datapath runs the meter for each packet.
+    Meter(u32),
     /// `ct(...)`: send the packet (with the SetFields so far applied)
     /// through the connection tracker. Without `table` the packet goes on
     /// with the next action, NAT applied in place; with `table` the
@@ -326,6 +332,9 @@ impl Pipeline {
                 Change::RemoveGroup(id) => {
                     self.groups.remove(id);
                 }
+                // Meters run in the datapath, which keeps them; the
+                // translation only names them.
+                Change::SetMeter(_) | Change::RemoveMeter(_) => {}
             }
         }
     }

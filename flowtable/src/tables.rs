@@ -4,9 +4,10 @@
 //! # Design
 //!
 //! Stores: one [`Classifier`] per table (0..=253) with that table's lookup
-//! counters, the groups by id, and a reverse index from group id to the
-//! rules whose instructions name the group (so deleting a group finds its
-//! flows without scanning every table).
+//! counters, the groups and the meters by id, and reverse indexes from
+//! group id and meter id to the rules whose instructions name them (so
+//! deleting a group or a meter finds its flows without scanning every
+//! table).
 //!
 //! Every successful mod returns the [`Change`] list that brings a packet
 //! thread's [`crate::pipeline::Pipeline`] replica to the same state; applying
@@ -14,9 +15,9 @@
 //! published as `RemoveRule(old)` followed by `AddRule(new)`.
 //!
 //! Invariants: a rule in the tables passed validation against the groups
-//! that existed when it was installed, and a group is never removed while a
-//! rule refers to it (group deletion removes those rules first), so the
-//! replica never meets a dangling group id.
+//! and meters that existed when it was installed, and a group or meter is
+//! never removed while a rule refers to it (deleting one removes those
+//! rules first), so the replica never meets a dangling group or meter id.
 //!
 //! Cost: ADD, strict MODIFY/DELETE and group ADD/MODIFY are O(1) expected
 //! (see the classifier); non-strict MODIFY/DELETE and `flows()` scan the
@@ -29,10 +30,11 @@
 
 use crate::action::{group as group_no, port, N_TABLES, TABLE_ALL};
 use crate::classifier::Classifier;
-use crate::error::{FlowModError, GroupModError};
+use crate::error::{FlowModError, GroupModError, MeterModError};
 use crate::flow_mod::{flow_mod_flags, FlowFilter, FlowMod, FlowModCommand, GroupMod};
 use crate::group::Group;
 use crate::matching::Match;
+use crate::meter::{Meter, MeterMod};
 use crate::rule::{PipelineCounters, Rule, RuleStats};
 use crate::validate::check_instructions;
 use ahash::RandomState;
@@ -42,7 +44,9 @@ use std::sync::Arc;
 use std::time::Instant;
 use thiserror::Error;
 
+mod batch;
 mod groups;
+mod meters;
 
 /// One step a packet thread's replica must apply.
 #[derive(Clone, Debug)]
@@ -52,6 +56,9 @@ pub enum Change {
     /// Adds or replaces the group with this id.
     SetGroup(Arc<Group>),
     RemoveGroup(u32),
+    /// Adds or replaces the meter with this id.
+    SetMeter(Arc<Meter>),
+    RemoveMeter(u32),
 }
 
 /// One mod of an all-or-nothing batch. Flow mods dominate batches, so
@@ -61,6 +68,7 @@ pub enum Change {
 pub enum PipelineMod {
     Flow(FlowMod),
     Group(GroupMod),
+    Meter(MeterMod),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -69,6 +77,8 @@ pub enum ModError {
     Flow(#[from] FlowModError),
     #[error("group mod: {0}")]
     Group(#[from] GroupModError),
+    #[error("meter mod: {0}")]
+    Meter(#[from] MeterModError),
 }
 
 impl ModError {
@@ -77,6 +87,7 @@ impl ModError {
         match self {
             ModError::Flow(e) => e.ofp_error(),
             ModError::Group(e) => e.ofp_error(),
+            ModError::Meter(e) => e.ofp_error(),
         }
     }
 }
@@ -98,6 +109,8 @@ enum Undo {
     Removed(Arc<Rule>),
     /// The group was set or removed: restore what was there.
     Group(u32, Option<Arc<Group>>),
+    /// The meter was set or removed: restore what was there.
+    Meter(u32, Option<Arc<Meter>>),
 }
 
 /// The control plane's copy of the pipeline.
@@ -108,6 +121,9 @@ pub struct FlowTables {
     groups: BTreeMap<u32, Arc<Group>>,
     /// group id -> rules (by id) whose instructions use the group.
     group_users: HashMap<u32, HashMap<u64, Arc<Rule>, RandomState>, RandomState>,
+    meters: BTreeMap<u32, Arc<Meter>>,
+    /// meter id -> rules (by id) whose meter instruction names it.
+    meter_users: HashMap<u32, HashMap<u64, Arc<Rule>, RandomState>, RandomState>,
     next_id: u64,
     n_rules: usize,
     /// Rules with an idle or hard timeout, by id: what expiry scans, so
@@ -147,6 +163,8 @@ impl FlowTables {
             counters: Arc::default(),
             groups: BTreeMap::new(),
             group_users: HashMap::default(),
+            meters: BTreeMap::new(),
+            meter_users: HashMap::default(),
             next_id: 1,
             n_rules: 0,
             timed: HashMap::default(),
@@ -201,7 +219,7 @@ impl FlowTables {
     }
 
     /// The changes that build a replica of the current state from scratch
-    /// (groups first, so that no rule refers to a missing group).
+    /// (groups and meters first, so that no rule refers to a missing one).
     pub fn replay(&self) -> Vec<Change> {
         let mut out: Vec<Change> = self
             .groups
@@ -209,6 +227,7 @@ impl FlowTables {
             .cloned()
             .map(Change::SetGroup)
             .collect();
+        out.extend(self.meters.values().cloned().map(Change::SetMeter));
         for t in &self.tables {
             out.extend(t.iter().cloned().map(Change::AddRule));
         }
@@ -256,6 +275,12 @@ impl FlowTables {
                 .or_default()
                 .insert(rule.id, rule.clone());
         }
+        if let Some(m) = rule.instructions.meter {
+            self.meter_users
+                .entry(m)
+                .or_default()
+                .insert(rule.id, rule.clone());
+        }
         if let Some(j) = &mut self.journal {
             j.push(Undo::Inserted(rule.clone()));
         }
@@ -276,6 +301,14 @@ impl FlowTables {
                 users.remove(&removed.id);
                 if users.is_empty() {
                     self.group_users.remove(&g);
+                }
+            }
+        }
+        if let Some(m) = removed.instructions.meter {
+            if let Some(users) = self.meter_users.get_mut(&m) {
+                users.remove(&removed.id);
+                if users.is_empty() {
+                    self.meter_users.remove(&m);
                 }
             }
         }
@@ -371,10 +404,14 @@ impl FlowTables {
     }
 
     fn check_instructions(&self, table_id: u8, fm: &FlowMod) -> Result<(), FlowModError> {
-        let groups = &self.groups;
-        check_instructions(table_id, &fm.matching, &fm.instructions, &|g| {
-            groups.contains_key(&g)
-        })
+        let (groups, meters) = (&self.groups, &self.meters);
+        check_instructions(
+            table_id,
+            &fm.matching,
+            &fm.instructions,
+            &|g| groups.contains_key(&g),
+            &|m| meters.contains_key(&m),
+        )
     }
 
     fn add_flow(&mut self, fm: &FlowMod, changes: &mut Vec<Change>) -> Result<(), FlowModError> {
@@ -497,58 +534,5 @@ impl FlowTables {
             self.insert_rule(new, changes);
         }
         Ok(())
-    }
-
-    // ---- batches ----
-
-    /// All or nothing: on the first failing mod (index i) nothing at all is
-    /// changed. Mods see the effects of earlier mods of the batch.
-    pub fn apply_batch(&mut self, mods: &[PipelineMod]) -> Result<Vec<Change>, (usize, ModError)> {
-        let outer = self.journal.replace(Vec::new());
-        let mut changes = Vec::new();
-        let mut result = Ok(());
-        for (i, m) in mods.iter().enumerate() {
-            let r = match m {
-                PipelineMod::Flow(fm) => {
-                    self.flow_mod_into(fm, &mut changes).map_err(ModError::from)
-                }
-                PipelineMod::Group(gm) => self
-                    .group_mod_into(gm, &mut changes)
-                    .map_err(ModError::from),
-            };
-            if let Err(e) = r {
-                result = Err((i, e));
-                break;
-            }
-        }
-        let journal = std::mem::replace(&mut self.journal, outer).unwrap_or_default();
-        match result {
-            Ok(()) => {
-                if let Some(j) = &mut self.journal {
-                    j.extend(journal);
-                }
-                Ok(changes)
-            }
-            Err(e) => {
-                self.undo(journal);
-                Err(e)
-            }
-        }
-    }
-
-    fn undo(&mut self, journal: Vec<Undo>) {
-        let mut sink = Vec::new();
-        for u in journal.into_iter().rev() {
-            match u {
-                Undo::Inserted(r) => self.remove_rule(&r, &mut sink),
-                Undo::Removed(r) => self.insert_rule(r, &mut sink),
-                Undo::Group(id, Some(g)) => {
-                    self.groups.insert(id, g);
-                }
-                Undo::Group(id, None) => {
-                    self.groups.remove(&id);
-                }
-            }
-        }
     }
 }

@@ -187,6 +187,7 @@ pub fn format_datapath(out: &Xlate) -> String {
             }
             DpAction::PopVlan => "pop_vlan".to_string(),
             DpAction::Normal => "normal".to_string(),
+            DpAction::Meter(id) => format!("meter({id})"),
             DpAction::Ct {
                 zone,
                 commit,

@@ -42,9 +42,12 @@ pub(crate) fn check_instructions(
     matching: &Match,
     ins: &Instructions,
     group_exists: &dyn Fn(u32) -> bool,
+    meter_exists: &dyn Fn(u32) -> bool,
 ) -> Result<(), FlowModError> {
     if let Some(m) = ins.meter {
-        return Err(FlowModError::NoSuchMeter(m));
+        if !meter_exists(m) {
+            return Err(FlowModError::NoSuchMeter(m));
+        }
     }
     check_goto(table_id, ins)?;
     for a in ins.apply_actions.iter().flatten() {

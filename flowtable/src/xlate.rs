@@ -53,78 +53,6 @@ const HASH_FIELDS: [Field; 8] = [
     Field::TpDst,
 ];
 
-/// Max distinct set_field actions in the action set.
-const MAX_SET_FIELDS: usize = 16;
-
-/// OpenFlow's action set: at most one action per type, applied as
-/// set-fields, then group or (if no group) output.
-struct ActionSet {
-    sets: [(Field, u64); MAX_SET_FIELDS],
-    n_sets: usize,
-    group: Option<u32>,
-    output: Option<u32>,
-}
-
-impl ActionSet {
-    fn new() -> Self {
-        ActionSet {
-            sets: [(Field::InPort, 0); MAX_SET_FIELDS],
-            n_sets: 0,
-            group: None,
-            output: None,
-        }
-    }
-
-    fn clear(&mut self) {
-        self.n_sets = 0;
-        self.group = None;
-        self.output = None;
-    }
-
-    /// Merges write_actions; `false` when the set overflows.
-    fn write(&mut self, actions: &[Action]) -> bool {
-        for a in actions {
-            match a {
-                Action::Output { port, .. } => self.output = Some(*port),
-                Action::Group(g) => self.group = Some(*g),
-                Action::SetField { field, value } if !self.set(*field, *value) => {
-                    return false;
-                }
-                // The set holds key fields: a 128-bit write is its halves.
-                Action::SetField128 { field, value } => {
-                    let (low, high) = crate::key::split_label(*value);
-                    if !self.set(*field, low)
-                        || !field.high_half().is_none_or(|h| self.set(h, high))
-                    {
-                        return false;
-                    }
-                }
-                // Validation admits nothing else into write_actions.
-                _ => {}
-            }
-        }
-        true
-    }
-
-    /// Adds or replaces the write of `field`; `false` when the set is full.
-    fn set(&mut self, field: Field, value: u64) -> bool {
-        let n = self.n_sets;
-        if let Some(e) = self.sets[..n].iter_mut().find(|e| e.0 == field) {
-            e.1 = value;
-        } else if let Some(e) = self.sets.get_mut(n) {
-            *e = (field, value);
-            self.n_sets += 1;
-        } else {
-            return false;
-        }
-        true
-    }
-
-    fn is_empty(&self) -> bool {
-        self.n_sets == 0 && self.group.is_none() && self.output.is_none()
-    }
-}
-
 struct Ctx<'p, 'o, T: Tracer> {
     pipe: &'p Pipeline,
     /// Observer of the walk; `NoTrace` (a no-op that compiles away) for
@@ -315,6 +243,16 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 table_miss: rule.priority == 0 && rule.matching.mask() == &FlowKey::zero(),
             };
             let ins = &rule.instructions;
+            // OpenFlow runs the meter instruction first. The rewrites so
+            // far are committed so the meter sees (and a DSCP remark
+            // changes) the packet as the actions left it.
+            if let Some(m) = ins.meter {
+                self.commit();
+                self.push(DpAction::Meter(m));
+                if self.stopped() {
+                    return;
+                }
+            }
             if let Some(actions) = &ins.apply_actions {
                 self.execute(actions, table, depth);
                 if self.stopped() {
@@ -623,6 +561,9 @@ fn bucket_is_live(pipe: &Pipeline, b: &Bucket, depth: u32) -> bool {
             }))
 }
 
+#[path = "xlate_action_set.rs"]
+mod action_set;
+use action_set::ActionSet;
 #[path = "xlate_ct.rs"]
 mod ct;
 #[path = "xlate_headers.rs"]

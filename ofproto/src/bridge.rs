@@ -24,7 +24,8 @@ use flowtable::flow_mod::flow_mod_flags;
 use flowtable::tables::Change;
 use flowtable::Rule;
 use flowtable::{
-    FlowMod, FlowModError, FlowTables, GroupMod, GroupModError, ModError, PipelineMod,
+    FlowMod, FlowModError, FlowTables, GroupMod, GroupModError, MeterMod, MeterModError, ModError,
+    PipelineMod,
 };
 use parking_lot::Mutex;
 use std::collections::HashSet;
@@ -100,6 +101,19 @@ impl Bridge {
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::GROUP_DELETE);
+        Ok(())
+    }
+
+    /// Deleting a meter deletes its flows; OpenFlow 1.3 has no removal
+    /// reason for that (1.4's METER_DELETE), so they are reported as
+    /// deleted, as OVS reports them to 1.3 controllers.
+    pub fn meter_mod(&self, mm: &MeterMod) -> Result<(), MeterModError> {
+        let mut st = self.state.lock();
+        let changes = st.tables.meter_mod(mm)?;
+        let gone = deleted(&changes);
+        self.publish(changes);
+        drop(st);
+        self.report_removed(&gone, reason::DELETE);
         Ok(())
     }
 

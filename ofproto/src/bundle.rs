@@ -317,7 +317,9 @@ impl Bundles {
             }
             h.version = OFP_VERSION;
             match h.msg_type {
-                msg_type::FLOW_MOD | msg_type::GROUP_MOD => Ok((h.xid, Message::parse(&h, body)?)),
+                msg_type::FLOW_MOD | msg_type::GROUP_MOD | msg_type::METER_MOD => {
+                    Ok((h.xid, Message::parse(&h, body)?))
+                }
                 t => Err(WireError::BadRequest(
                     err::BRC_BAD_TYPE,
                     format!("type {t} cannot be bundled"),
@@ -331,6 +333,9 @@ impl Bundles {
             }
             Ok((ixid, Message::GroupMod(gm))) => {
                 bundle.msgs.push((ixid, keep, PipelineMod::Group(gm)))
+            }
+            Ok((ixid, Message::MeterMod(mm))) => {
+                bundle.msgs.push((ixid, keep, PipelineMod::Meter(mm)))
             }
             Ok(_) => {
                 bundle.failed = true;

@@ -1,7 +1,7 @@
-//! Groups, meters, queues and table configuration as the real
+//! Groups, queues and table configuration as the real
 //! `ovs-ofctl -O OpenFlow13` sees them: features advertised truthfully,
 //! requests for what the switch lacks refused with the specification's
-//! errors.
+//! errors. Meters, which the switch has, are in `meters.rs`.
 
 mod common;
 use common::Harness;
@@ -19,27 +19,6 @@ fn group_features_advertise_what_groups_do() {
         4,
         "{out}"
     );
-}
-
-#[test]
-fn meters_are_advertised_as_absent_and_refused() {
-    let h = Harness::start("feat-meters");
-    let out = h.ok(&["meter-features", &h.target()]);
-    assert!(out.contains("max_meter:0"), "{out}");
-    let out = h.ok(&["dump-meters", &h.target()]);
-    assert!(out.contains("OFPST_METER_CONFIG reply"), "{out}");
-    let (ok, _, err) = h.ofctl(&[
-        "add-meter",
-        &h.target(),
-        "meter=1,kbps,band=type=drop,rate=1000",
-    ]);
-    assert!(!ok && err.contains("OFPMMFC_OUT_OF_METERS"), "{err}");
-    let (_, out, err) = h.ofctl(&["dump-meters", &h.target(), "meter=5"]);
-    assert!((out + &err).contains("OFPMMFC_UNKNOWN_METER"));
-    // A flow naming a meter is refused as OVS refuses it without meters.
-    let (ok, _, err) = h.ofctl(&["add-flow", &h.target(), "actions=meter:1,output:2"]);
-    assert!(!ok && err.contains("OFPMMFC_INVALID_METER"), "{err}");
-    assert!(h.ok(&["del-meters", &h.target()]).is_empty());
 }
 
 #[test]

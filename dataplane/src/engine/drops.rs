@@ -28,6 +28,8 @@ pub struct EngineDrops {
     pub tunnel: TunnelDrops,
     /// Packets over a port's ingress policing rate or egress limit.
     pub qos_policed: u64,
+    /// Packets a meter's DROP band dropped.
+    pub meter: u64,
 }
 
 impl EngineDrops {

@@ -3,6 +3,7 @@
 
 use super::{ct::Recirc, Desc, Engine, Frames, PortIo, BATCH};
 use crate::control::Upcall;
+use crate::meter::{self, Verdict};
 use crate::packet::{self, Layers};
 use crate::rewrite;
 use crate::vxlan::TunnelMeta;
@@ -35,14 +36,18 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 | DpAction::PushVlan { .. }
                 | DpAction::PopVlan
                 | DpAction::Controller { .. }
+                | DpAction::Meter(_)
                 | DpAction::Ct { table: None, .. } => 0,
             })
             .sum::<usize>();
         let to_controller = actions
             .iter()
             .any(|a| matches!(a, DpAction::Controller { .. }));
-        // `ct(commit)` acts even on a packet that goes nowhere after it.
-        let tracks = actions.iter().any(|a| matches!(a, DpAction::Ct { .. }));
+        // `ct(commit)` acts even on a packet that goes nowhere after it,
+        // and a meter counts it.
+        let tracks = actions
+            .iter()
+            .any(|a| matches!(a, DpAction::Ct { .. } | DpAction::Meter(_)));
         if outputs == 0 && !to_controller && !tracks {
             self.drops
                 .count(self.xlate.drop_reason().unwrap_or(DropReason::ExplicitDrop));
@@ -72,6 +77,23 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                         layers = moved;
                     }
                 }
+                DpAction::Meter(id) => match self.run_meter(id, desc.len) {
+                    Verdict::Pass => {}
+                    Verdict::Remark(level) => {
+                        let frame = self.frames.bytes(desc.addr, desc.len);
+                        meter::remark_dscp(frame, layers, level);
+                    }
+                    Verdict::Drop => {
+                        // The packet's remaining actions are not run; the
+                        // outputs before the meter happened. The frame is
+                        // still ours unless the last output took it.
+                        self.drops.meter += 1;
+                        if outputs == 0 || remaining > 0 {
+                            self.frames.free(desc.addr);
+                        }
+                        return recirc;
+                    }
+                },
                 a @ DpAction::Controller { .. } => self.upcall(in_port, desc, tun_id, a),
                 a @ DpAction::Ct { table: None, .. } => {
                     self.run_ct(in_port, desc, layers, a);

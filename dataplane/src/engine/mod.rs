@@ -35,10 +35,12 @@ use crate::normal::{MacTable, DEFAULT_AGEING_SECS};
 use crate::packet;
 use crate::vxlan::TunnelMeta;
 use crate::xdpcache::{self, FcKey, XdpCache};
+use ahash::RandomState;
 use flowtable::cache::{CacheStats, FlowCache};
 use flowtable::key::{Field, FlowKey};
 use flowtable::pipeline::{Pipeline, Xlate};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::collections::HashMap;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -159,6 +161,10 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     /// Ports were added or removed: the pipeline's live ports (which
     /// fast-failover groups watch) need recomputing.
     liveness_dirty: bool,
+    /// The meters' buckets, by meter id (see `meters.rs`).
+    meters: HashMap<u32, crate::meter::MeterState, RandomState>,
+    /// The meters' clock (ns since `started`), read once per round.
+    meter_now: u64,
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
@@ -200,6 +206,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             rx_xdp_key: None,
             stats_seen: 0,
             liveness_dirty: true,
+            meters: HashMap::default(),
+            meter_now: 0,
         }
     }
 
@@ -264,6 +272,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         let mut last = None;
         while let Some((seq, changes)) = self.changes.try_next() {
             self.apply_holding(&changes);
+            self.apply_meter_changes(&changes);
             last = Some(seq);
         }
         self.apply_port_ops();
@@ -342,6 +351,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         self.now_secs = self.started.elapsed().as_secs();
         self.sync_qos();
+        self.sync_meter_clock();
         self.fail_open = self.shared.fail_open();
         self.ct_now = self.conntrack.now_ms();
         // Controllers' packets first: they were queued before this round.
@@ -433,6 +443,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 mod ct;
 mod drops;
 mod live_ports;
+mod meters;
 mod qos;
 pub use live_ports::PortOp;
 mod execute;

@@ -154,6 +154,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     value,
                 } if out_port.is_none() => set_src = Some(mac_bytes(value)),
                 DpAction::Output { port, .. } if out_port.is_none() => out_port = Some(port),
+                // Anything else stays in userspace; a meter above all: its
+                // buckets and counters are this thread's, and a cached
+                // flow would pass every packet unmetered.
                 _ => return,
             }
         }

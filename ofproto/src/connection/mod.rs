@@ -379,9 +379,12 @@ impl<R: Read> Connection<R> {
                 Ok(()) => Ok(()),
                 Err(e) => self.send_ofp_error(e, xid, raw),
             },
-            Message::MeterMod(mm) => match mm.outcome() {
+            Message::MeterMod(mm) => match self.bridge.meter_mod(&mm) {
                 Ok(()) => Ok(()),
-                Err(e) => self.send_ofp_error(e, xid, raw),
+                Err(e) => {
+                    debug!(peer = %self.peer, error = %e, "meter mod failed");
+                    self.send_ofp_error(e.ofp_error(), xid, raw)
+                }
             },
             Message::QueueGetConfigRequest(p) => {
                 if p != port::ANY && !self.port_exists(p) {

@@ -2,10 +2,11 @@
 
 use super::{millisecond_duration, Connection};
 use crate::wire::multipart::{self, pack_replies, FlowStatsEntry, MultipartRequest};
-use crate::wire::{err, features, table_features, WireError};
+use crate::wire::{err, features, meter, table_features, WireError};
 use flowtable::action::{group as group_no, port};
-use flowtable::FlowFilter;
+use flowtable::{FlowFilter, Meter};
 use std::io::{self, Read};
+use std::sync::Arc;
 
 impl<R: Read> Connection<R> {
     pub(super) fn multipart(
@@ -61,17 +62,20 @@ impl<R: Read> Connection<R> {
             MultipartRequest::GroupStats(id) => self.group_stats(id),
             MultipartRequest::TableFeatures => table_features::entries(),
             MultipartRequest::GroupFeatures => vec![features::group_features_entry()],
-            MultipartRequest::MeterFeatures => vec![features::meter_features_entry()],
-            // No meters: all of them is none, any one is unknown.
+            MultipartRequest::MeterFeatures => vec![meter::meter_features_entry()],
             MultipartRequest::Meter(id) | MultipartRequest::MeterConfig(id) => {
-                if id != features::METER_ALL {
-                    return self.send_ofp_error(
-                        (err::METER_MOD_FAILED, err::MMFC_UNKNOWN_METER),
-                        xid,
-                        raw,
-                    );
+                let stats = matches!(req, MultipartRequest::Meter(_));
+                match self.meter_entries(id, stats) {
+                    Some(entries) => entries,
+                    // As OVS answers for one meter that does not exist.
+                    None => {
+                        return self.send_ofp_error(
+                            (err::METER_MOD_FAILED, err::MMFC_UNKNOWN_METER),
+                            xid,
+                            raw,
+                        )
+                    }
                 }
-                Vec::new()
             }
             // Ports have only their default queue, which is not listed.
             MultipartRequest::Queue(p, q) => {
@@ -121,6 +125,31 @@ impl<R: Read> Connection<R> {
             .filter(|p| port_no == port::ANY || p.port_no == port_no)
             .map(encode)
             .collect()
+    }
+
+    /// METER stats (`stats`) or METER_CONFIG entries of meter `id` or
+    /// of every meter (OFPM_ALL); `None` for a single unknown meter.
+    fn meter_entries(&self, id: u32, stats: bool) -> Option<Vec<Vec<u8>>> {
+        let meters: Vec<(Arc<Meter>, usize)> = self.bridge.with_tables(|t| {
+            let pick = |m: Arc<Meter>| {
+                let n = t.meter_flow_count(m.id);
+                (m, n)
+            };
+            if id == features::METER_ALL {
+                Some(t.meters().into_iter().map(pick).collect())
+            } else {
+                t.meter(id).map(|m| vec![pick(m)])
+            }
+        })?;
+        let entry = |(m, flows): &(Arc<Meter>, usize)| {
+            if stats {
+                let flows = u32::try_from(*flows).unwrap_or(u32::MAX);
+                meter::meter_stats_entry(m, flows, m.stats.installed.elapsed())
+            } else {
+                meter::meter_config_entry(m)
+            }
+        };
+        Some(meters.iter().map(entry).collect())
     }
 
     fn flow_stats(&self, filter: &FlowFilter) -> Vec<Vec<u8>> {

@@ -1,12 +1,13 @@
-//! What the switch advertises about groups, meters, queues and table
-//! configuration, and the messages that would change them.
+//! What the switch advertises about groups, queues and table
+//! configuration, and the messages that would change them (meters have
+//! their own module, `meter.rs`).
 //!
-//! xbr has groups but no meters and no queues beyond a port's default, and
-//! OpenFlow 1.3 table configuration is a deprecated no-op. A controller
-//! learns this from GROUP_FEATURES and METER_FEATURES (zero meters) and
-//! from QUEUE_GET_CONFIG (no queues); a request for what is not there is
-//! refused with the specification's error, as OVS refuses it when its
-//! datapath lacks the feature, never accepted and then ignored.
+//! xbr has no queues beyond a port's default, and OpenFlow 1.3 table
+//! configuration is a deprecated no-op. A controller learns this from
+//! GROUP_FEATURES and from QUEUE_GET_CONFIG (no queues); a request for
+//! what is not there is refused with the specification's error, as OVS
+//! refuses it when its datapath lacks the feature, never accepted and then
+//! ignored.
 
 use super::{err, Ctx, Put, Reader, WireError};
 use crate::wire::action::{OFPAT_GROUP, OFPAT_OUTPUT, OFPAT_SET_FIELD};
@@ -18,22 +19,10 @@ const TABLE_MAX: u8 = 253;
 /// OFPTC_DEPRECATED_MASK: the only config bits OpenFlow 1.3 defines.
 const TABLE_CONFIG_DEPRECATED_MASK: u32 = 3;
 
-/// OFPM_MAX: the highest meter id a controller may create.
-pub const METER_MAX: u32 = 0xffff_0000;
 /// OFPM_ALL: every meter, in stats and config requests.
-pub const METER_ALL: u32 = 0xffff_ffff;
+pub const METER_ALL: u32 = flowtable::meter::METER_ALL;
 /// OFPQ_ALL: every queue of a port.
 pub const QUEUE_ALL: u32 = 0xffff_ffff;
-
-/// OFPMC_* meter mod commands.
-pub mod meter_command {
-    pub const ADD: u16 = 0;
-    pub const MODIFY: u16 = 1;
-    pub const DELETE: u16 = 2;
-}
-
-/// Length of an `ofp_meter_band_*` (every band type is 16 bytes).
-const METER_BAND_LEN: u16 = 16;
 
 /// OFPT_TABLE_MOD body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,72 +63,6 @@ impl TableMod {
     }
 }
 
-/// OFPT_METER_MOD, decoded as far as refusing it needs: the bands are
-/// checked for framing only.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MeterMod {
-    pub command: u16,
-    pub flags: u16,
-    pub meter_id: u32,
-    pub n_bands: usize,
-}
-
-impl MeterMod {
-    pub fn parse(body: &[u8]) -> Result<MeterMod, WireError> {
-        let mut r = Reader::new(body, Ctx::Request, "meter mod");
-        let command = r.u16()?;
-        let flags = r.u16()?;
-        let meter_id = r.u32()?;
-        let mut n_bands = 0;
-        while !r.is_empty() {
-            let _band_type = r.u16()?;
-            let len = r.u16()?;
-            if len != METER_BAND_LEN {
-                return Err(Ctx::Request.bad_len(format!("meter band length {len}")));
-            }
-            r.skip(usize::from(len) - 4)?;
-            n_bands += 1;
-        }
-        Ok(MeterMod {
-            command,
-            flags,
-            meter_id,
-            n_bands,
-        })
-    }
-
-    /// Encodes a meter mod with `n_bands` drop bands (for tests).
-    pub fn emit(&self, out: &mut Vec<u8>) {
-        out.put_u16(self.command);
-        out.put_u16(self.flags);
-        out.put_u32(self.meter_id);
-        for _ in 0..self.n_bands {
-            out.put_u16(1); // OFPMBT_DROP
-            out.put_u16(METER_BAND_LEN);
-            out.put_u32(1000);
-            out.put_u32(0);
-            out.put_zeros(4);
-        }
-    }
-
-    /// What a switch without meters answers. Deleting is a successful
-    /// no-op (there is nothing to delete); creating or changing a meter
-    /// fails like OVS on a datapath without meters.
-    pub fn outcome(&self) -> Result<(), (u16, u16)> {
-        match self.command {
-            meter_command::DELETE => Ok(()),
-            meter_command::ADD | meter_command::MODIFY => {
-                if self.meter_id == 0 || self.meter_id > METER_MAX {
-                    Err((err::METER_MOD_FAILED, err::MMFC_INVALID_METER))
-                } else {
-                    Err((err::METER_MOD_FAILED, err::MMFC_OUT_OF_METERS))
-                }
-            }
-            _ => Err((err::METER_MOD_FAILED, err::MMFC_BAD_COMMAND)),
-        }
-    }
-}
-
 /// OFPGT_* bits of the group types xbr implements.
 const GROUP_TYPES: u32 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3);
 /// OFPGFC_SELECT_WEIGHT: select buckets are chosen in proportion to
@@ -165,18 +88,6 @@ pub fn group_features_entry() -> Vec<u8> {
     out
 }
 
-/// The OFPMP_METER_FEATURES reply body: no meters, no band types.
-pub fn meter_features_entry() -> Vec<u8> {
-    let mut out = Vec::with_capacity(16);
-    out.put_u32(0); // max_meter
-    out.put_u32(0); // band_types
-    out.put_u32(0); // capabilities
-    out.put_u8(0); // max_bands
-    out.put_u8(0); // max_color
-    out.put_zeros(2);
-    out
-}
-
 /// The OFPT_QUEUE_GET_CONFIG_REPLY body for `port`: no queues listed.
 pub fn queue_config_reply_body(port: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(8);
@@ -188,36 +99,6 @@ pub fn queue_config_reply_body(port: u32) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn meter_mods_without_meters() {
-        let m = |command, meter_id| MeterMod {
-            command,
-            flags: 0,
-            meter_id,
-            n_bands: 1,
-        };
-        assert_eq!(m(meter_command::DELETE, 5).outcome(), Ok(()));
-        assert_eq!(
-            m(meter_command::ADD, 5).outcome(),
-            Err((err::METER_MOD_FAILED, err::MMFC_OUT_OF_METERS))
-        );
-        assert_eq!(
-            m(meter_command::MODIFY, 0).outcome(),
-            Err((err::METER_MOD_FAILED, err::MMFC_INVALID_METER))
-        );
-        assert_eq!(
-            m(9, 1).outcome(),
-            Err((err::METER_MOD_FAILED, err::MMFC_BAD_COMMAND))
-        );
-        let mut bytes = Vec::new();
-        m(meter_command::ADD, 7).emit(&mut bytes);
-        assert_eq!(MeterMod::parse(&bytes).unwrap(), m(meter_command::ADD, 7));
-        // A band that lies about its length.
-        bytes[10] = 0;
-        bytes[11] = 8;
-        assert!(MeterMod::parse(&bytes).is_err());
-    }
 
     #[test]
     fn table_mods() {

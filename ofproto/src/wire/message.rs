@@ -1,6 +1,6 @@
 //! Whole OpenFlow messages: `ofp_header` plus a decoded body.
 
-use super::features::{MeterMod, TableMod};
+use super::features::TableMod;
 use super::flow_removed::FlowRemoved;
 use super::header::msg_type as t;
 use super::mods::{emit_flow_mod, emit_group_mod, parse_flow_mod, parse_group_mod, PortMod};
@@ -8,6 +8,7 @@ use super::multipart::MultipartRequest;
 use super::packet_io::{PacketIn, PacketOut};
 use super::port_status::PortStatus;
 use super::{err, Ctx, HeaderRepr, Put, Reader, WireError, HEADER_LEN, OFP_VERSION};
+use flowtable::MeterMod;
 use flowtable::{FlowMod, GroupMod};
 
 /// OFPHET_VERSIONBITMAP.
@@ -299,7 +300,7 @@ impl Message {
             t::PACKET_IN => Message::PacketIn(PacketIn::parse(body)?),
             t::PACKET_OUT => Message::PacketOut(PacketOut::parse(body)?),
             t::PORT_STATUS => Message::PortStatus(PortStatus::parse(body)?),
-            t::METER_MOD => Message::MeterMod(MeterMod::parse(body)?),
+            t::METER_MOD => Message::MeterMod(super::meter::parse_meter_mod(body)?),
             t::QUEUE_GET_CONFIG_REQUEST | t::QUEUE_GET_CONFIG_REPLY => {
                 let port = r.u32()?;
                 r.skip(4)?;
@@ -433,7 +434,7 @@ impl Message {
             Message::PacketIn(m) => m.emit(&mut out),
             Message::PacketOut(m) => m.emit(&mut out),
             Message::PortStatus(m) => m.emit(&mut out),
-            Message::MeterMod(m) => m.emit(&mut out),
+            Message::MeterMod(m) => super::meter::emit_meter_mod(m, &mut out),
             Message::QueueGetConfigRequest(port) => {
                 out.put_u32(*port);
                 out.put_zeros(4);

@@ -14,6 +14,7 @@ pub mod flow_removed;
 pub mod header;
 pub mod instruction;
 pub mod message;
+pub mod meter;
 pub mod mods;
 pub mod multipart;
 pub mod oxm;
@@ -105,10 +106,15 @@ pub mod err {
     pub const TMFC_BAD_CONFIG: u16 = 1;
 
     pub const METER_MOD_FAILED: u16 = 12;
+    pub const MMFC_METER_EXISTS: u16 = 1;
     pub const MMFC_INVALID_METER: u16 = 2;
     pub const MMFC_UNKNOWN_METER: u16 = 3;
     pub const MMFC_BAD_COMMAND: u16 = 4;
+    pub const MMFC_BAD_FLAGS: u16 = 5;
+    pub const MMFC_BAD_RATE: u16 = 6;
+    pub const MMFC_BAD_BAND: u16 = 8;
     pub const MMFC_OUT_OF_METERS: u16 = 10;
+    pub const MMFC_OUT_OF_BANDS: u16 = 11;
 
     pub const ROLE_REQUEST_FAILED: u16 = 11;
     pub const RRFC_STALE: u16 = 0;
@@ -140,6 +146,8 @@ pub enum WireError {
     GroupMod(u16, String),
     #[error("bad table features request: {1}")]
     TableFeatures(u16, String),
+    #[error("bad meter mod: {1}")]
+    MeterMod(u16, String),
 }
 
 impl WireError {
@@ -153,6 +161,7 @@ impl WireError {
             WireError::FlowMod(c, _) => (err::FLOW_MOD_FAILED, *c),
             WireError::GroupMod(c, _) => (err::GROUP_MOD_FAILED, *c),
             WireError::TableFeatures(c, _) => (err::TABLE_FEATURES_FAILED, *c),
+            WireError::MeterMod(c, _) => (err::METER_MOD_FAILED, *c),
         }
     }
 }

@@ -6,9 +6,10 @@
 pub mod sdn;
 
 use flowtable::tables::Change;
-use flowtable::{Action, DpAction, Field, FlowKey, Pipeline, Xlate};
+use flowtable::{Action, DpAction, Field, FlowKey, Meter, Pipeline, Xlate};
 use ofproto::{Bridge, Datapath, PacketOutError, PortCounters, PortInfo, PortModError, Server};
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +25,8 @@ pub struct MemDatapath {
     pub fail_open: Mutex<bool>,
     pub seq: Mutex<u64>,
     pub ports: Mutex<Vec<PortInfo>>,
+    /// The meters as published, which a datapath would run and count in.
+    pub meters: Mutex<HashMap<u32, Arc<Meter>>>,
 }
 
 impl MemDatapath {
@@ -35,6 +38,7 @@ impl MemDatapath {
             fail_open: Mutex::new(false),
             seq: Mutex::new(0),
             ports: Mutex::new(ports),
+            meters: Mutex::default(),
         })
     }
 }
@@ -94,6 +98,18 @@ impl Datapath for MemDatapath {
     }
     fn publish(&self, changes: Vec<Change>) -> u64 {
         self.replica.lock().apply(&changes);
+        let mut meters = self.meters.lock();
+        for c in &changes {
+            match c {
+                Change::SetMeter(m) => {
+                    meters.insert(m.id, m.clone());
+                }
+                Change::RemoveMeter(id) => {
+                    meters.remove(id);
+                }
+                _ => {}
+            }
+        }
         let mut s = self.seq.lock();
         *s += 1;
         *s

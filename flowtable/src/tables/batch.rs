@@ -1,0 +1,67 @@
+//! All-or-nothing batches of mods (ONF bundle commits): every primitive
+//! change records its inverse in a journal while the batch runs, and a
+//! failing mod replays the journal backwards.
+
+use super::{Change, FlowTables, ModError, PipelineMod, Undo};
+
+impl FlowTables {
+    /// All or nothing: on the first failing mod (index i) nothing at all is
+    /// changed. Mods see the effects of earlier mods of the batch.
+    pub fn apply_batch(&mut self, mods: &[PipelineMod]) -> Result<Vec<Change>, (usize, ModError)> {
+        let outer = self.journal.replace(Vec::new());
+        let mut changes = Vec::new();
+        let mut result = Ok(());
+        for (i, m) in mods.iter().enumerate() {
+            let r = match m {
+                PipelineMod::Flow(fm) => {
+                    self.flow_mod_into(fm, &mut changes).map_err(ModError::from)
+                }
+                PipelineMod::Group(gm) => self
+                    .group_mod_into(gm, &mut changes)
+                    .map_err(ModError::from),
+                PipelineMod::Meter(mm) => self
+                    .meter_mod_into(mm, &mut changes)
+                    .map_err(ModError::from),
+            };
+            if let Err(e) = r {
+                result = Err((i, e));
+                break;
+            }
+        }
+        let journal = std::mem::replace(&mut self.journal, outer).unwrap_or_default();
+        match result {
+            Ok(()) => {
+                if let Some(j) = &mut self.journal {
+                    j.extend(journal);
+                }
+                Ok(changes)
+            }
+            Err(e) => {
+                self.undo(journal);
+                Err(e)
+            }
+        }
+    }
+
+    fn undo(&mut self, journal: Vec<Undo>) {
+        let mut sink = Vec::new();
+        for u in journal.into_iter().rev() {
+            match u {
+                Undo::Inserted(r) => self.remove_rule(&r, &mut sink),
+                Undo::Removed(r) => self.insert_rule(r, &mut sink),
+                Undo::Group(id, Some(g)) => {
+                    self.groups.insert(id, g);
+                }
+                Undo::Group(id, None) => {
+                    self.groups.remove(&id);
+                }
+                Undo::Meter(id, Some(m)) => {
+                    self.meters.insert(id, m);
+                }
+                Undo::Meter(id, None) => {
+                    self.meters.remove(&id);
+                }
+            }
+        }
+    }
+}
