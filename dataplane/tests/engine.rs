@@ -2,13 +2,13 @@
 //! outputs, rewrites, drops and their reasons, counters, and frame
 //! accounting (every frame the engine takes comes back to the store).
 
-use dataplane::control::{port_config, ChangeReceiver, DpShared, PortMeta};
-use dataplane::engine::Engine;
-use dataplane::memport::{ArenaFrames, MemPort};
-use flowtable::{Action, Field, FlowFilter, FlowMod, FlowTables, Instructions, Match};
+mod common;
+
+use common::Rig;
+use dataplane::control::port_config;
+use flowtable::{Action, Field, FlowFilter, FlowMod, Instructions, Match};
 use ofproto::Datapath;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 const N_FRAMES: u32 = 256;
 const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
@@ -40,74 +40,15 @@ fn udp_frame(payload_len: usize) -> Vec<u8> {
     f
 }
 
-struct Rig {
-    engine: Engine<ArenaFrames, MemPort>,
-    shared: Arc<DpShared>,
-    metas: Vec<Arc<PortMeta>>,
-    tables: FlowTables,
-}
-
-impl Rig {
-    /// Ports with ofports 1..=n.
-    fn new(n: u32) -> Rig {
-        let metas: Vec<Arc<PortMeta>> = (1..=n)
-            .map(|p| Arc::new(PortMeta::new(p, format!("p{p}"), [2, 0, 0, 0, 1, p as u8])))
-            .collect();
-        let (shared, changes): (Arc<DpShared>, ChangeReceiver) =
-            DpShared::new(1, metas.clone()).expect("eventfd");
-        let ports = metas
-            .iter()
-            .map(|m| (m.clone(), MemPort::default()))
-            .collect();
-        let engine = Engine::new(
-            ArenaFrames::new(N_FRAMES, 2048),
-            ports,
-            shared.clone(),
-            changes,
-        );
-        Rig {
-            engine,
-            shared,
-            metas,
-            tables: FlowTables::new(),
-        }
+/// Adds a flow to table 0 (in_port exact or any) with `actions`.
+fn flow(rig: &mut Rig, priority: u16, in_port: Option<u32>, actions: Vec<Action>) {
+    let mut m = Match::catch_all();
+    if let Some(p) = in_port {
+        m.set_exact(Field::InPort, u64::from(p));
     }
-
-    fn flow(&mut self, priority: u16, in_port: Option<u32>, actions: Vec<Action>) {
-        let mut m = Match::catch_all();
-        if let Some(p) = in_port {
-            m.set_exact(Field::InPort, u64::from(p));
-        }
-        let fm = FlowMod::add(0, priority, m, Instructions::apply(actions));
-        let changes = self.tables.flow_mod(&fm).expect("valid flow");
-        self.shared.publish(changes);
-        self.engine.apply_changes();
-    }
-
-    /// Queues `frame` on the receive side of port `ofport`.
-    fn inject(&mut self, ofport: u32, frame: &[u8]) {
-        let desc = self.engine.frames_mut().load(frame).expect("a free frame");
-        let idx = (ofport - 1) as usize;
-        self.engine
-            .port_io_mut(idx)
-            .expect("port")
-            .rx
-            .push_back(desc);
-    }
-
-    fn sent(&mut self, ofport: u32) -> Vec<Vec<u8>> {
-        std::mem::take(
-            &mut self
-                .engine
-                .port_io_mut((ofport - 1) as usize)
-                .expect("port")
-                .sent,
-        )
-    }
-
-    fn free_frames(&mut self) -> usize {
-        self.engine.frames_mut().free_frames()
-    }
+    let fm = FlowMod::add(0, priority, m, Instructions::apply(actions));
+    let changes = rig.tables.flow_mod(&fm).expect("valid flow");
+    rig.apply(changes);
 }
 
 fn out(port: u32) -> Action {
@@ -116,8 +57,8 @@ fn out(port: u32) -> Action {
 
 #[test]
 fn forwards_unchanged_and_counts_ports_and_rule() {
-    let mut rig = Rig::new(2);
-    rig.flow(100, Some(1), vec![out(2)]);
+    let mut rig = Rig::new(2, N_FRAMES);
+    flow(&mut rig, 100, Some(1), vec![out(2)]);
     let frame = udp_frame(64);
     for _ in 0..10 {
         rig.inject(1, &frame);
@@ -149,9 +90,10 @@ fn forwards_unchanged_and_counts_ports_and_rule() {
 
 #[test]
 fn several_outputs_get_copies_and_rewrites_apply_only_after_them() {
-    let mut rig = Rig::new(3);
+    let mut rig = Rig::new(3, N_FRAMES);
     let new_dst = 0x0200_0000_00ccu64;
-    rig.flow(
+    flow(
+        &mut rig,
         100,
         Some(1),
         vec![
@@ -177,9 +119,14 @@ fn several_outputs_get_copies_and_rewrites_apply_only_after_them() {
 
 #[test]
 fn in_port_output_hairpins_and_plain_output_to_in_port_is_dropped() {
-    let mut rig = Rig::new(2);
-    rig.flow(100, Some(1), vec![out(flowtable::action::port::IN_PORT)]);
-    rig.flow(100, Some(2), vec![out(2)]);
+    let mut rig = Rig::new(2, N_FRAMES);
+    flow(
+        &mut rig,
+        100,
+        Some(1),
+        vec![out(flowtable::action::port::IN_PORT)],
+    );
+    flow(&mut rig, 100, Some(2), vec![out(2)]);
     let frame = udp_frame(10);
     rig.inject(1, &frame);
     rig.inject(2, &frame);
@@ -192,8 +139,8 @@ fn in_port_output_hairpins_and_plain_output_to_in_port_is_dropped() {
 
 #[test]
 fn table_miss_and_explicit_drop_are_counted_separately() {
-    let mut rig = Rig::new(2);
-    rig.flow(100, Some(2), vec![]);
+    let mut rig = Rig::new(2, N_FRAMES);
+    flow(&mut rig, 100, Some(2), vec![]);
     let frame = udp_frame(10);
     rig.inject(1, &frame);
     rig.inject(2, &frame);
@@ -207,8 +154,8 @@ fn table_miss_and_explicit_drop_are_counted_separately() {
 
 #[test]
 fn full_tx_ring_drops_and_frees() {
-    let mut rig = Rig::new(2);
-    rig.flow(100, Some(1), vec![out(2)]);
+    let mut rig = Rig::new(2, N_FRAMES);
+    flow(&mut rig, 100, Some(1), vec![out(2)]);
     rig.engine.port_io_mut(1).expect("port 2").tx_room = Some(3);
     let frame = udp_frame(10);
     for _ in 0..8 {
@@ -223,8 +170,8 @@ fn full_tx_ring_drops_and_frees() {
 
 #[test]
 fn port_mod_down_and_no_fwd_stop_traffic() {
-    let mut rig = Rig::new(2);
-    rig.flow(100, Some(1), vec![out(2)]);
+    let mut rig = Rig::new(2, N_FRAMES);
+    flow(&mut rig, 100, Some(1), vec![out(2)]);
     let frame = udp_frame(10);
 
     rig.metas[1]
@@ -252,8 +199,8 @@ fn port_mod_down_and_no_fwd_stop_traffic() {
 
 #[test]
 fn output_to_a_port_that_does_not_exist_is_counted() {
-    let mut rig = Rig::new(2);
-    rig.flow(100, Some(1), vec![out(7)]);
+    let mut rig = Rig::new(2, N_FRAMES);
+    flow(&mut rig, 100, Some(1), vec![out(7)]);
     rig.inject(1, &udp_frame(10));
     rig.engine.round();
     assert_eq!(rig.engine.drops.bad_output_port, 1);
@@ -262,10 +209,10 @@ fn output_to_a_port_that_does_not_exist_is_counted() {
 
 #[test]
 fn runt_and_garbage_frames_never_panic() {
-    let mut rig = Rig::new(2);
+    let mut rig = Rig::new(2, N_FRAMES);
     // Forward everything; UDP frames through rewrites, so hostile frames
     // reach the checksum code too.
-    rig.flow(1, None, vec![out(2)]);
+    flow(&mut rig, 1, None, vec![out(2)]);
     let mut udp = Match::catch_all();
     udp.set_exact(Field::EthType, 0x0800);
     udp.set_exact(Field::IpProto, 17);
@@ -309,8 +256,8 @@ fn runt_and_garbage_frames_never_panic() {
 
 #[test]
 fn flows_removed_between_rounds_take_effect_on_the_next_round() {
-    let mut rig = Rig::new(2);
-    rig.flow(100, Some(1), vec![out(2)]);
+    let mut rig = Rig::new(2, N_FRAMES);
+    flow(&mut rig, 100, Some(1), vec![out(2)]);
     let frame = udp_frame(10);
     rig.inject(1, &frame);
     rig.engine.round();
@@ -341,8 +288,13 @@ const BROADCAST: [u8; 6] = [0xff; 6];
 
 #[test]
 fn normal_learns_and_stops_flooding() {
-    let mut rig = Rig::new(3);
-    rig.flow(0, None, vec![out(flowtable::action::port::NORMAL)]);
+    let mut rig = Rig::new(3, N_FRAMES);
+    flow(
+        &mut rig,
+        0,
+        None,
+        vec![out(flowtable::action::port::NORMAL)],
+    );
     // Unknown destinations flood (not back out of the input port).
     rig.inject(1, &frame_between(MAC_A, BROADCAST));
     rig.engine.round();
@@ -369,8 +321,8 @@ fn normal_learns_and_stops_flooding() {
 #[test]
 fn fail_open_forwards_by_normal_whatever_the_flows() {
     use ofproto::Datapath;
-    let mut rig = Rig::new(2);
-    rig.flow(100, None, vec![]); // drop everything
+    let mut rig = Rig::new(2, N_FRAMES);
+    flow(&mut rig, 100, None, vec![]); // drop everything
     rig.inject(1, &frame_between(MAC_A, BROADCAST));
     rig.engine.round();
     assert!(rig.sent(2).is_empty());
@@ -388,8 +340,9 @@ fn fail_open_forwards_by_normal_whatever_the_flows() {
 #[test]
 fn packet_out_runs_its_actions_and_controller_copies_are_queued() {
     use ofproto::Datapath;
-    let mut rig = Rig::new(2);
-    rig.flow(
+    let mut rig = Rig::new(2, N_FRAMES);
+    flow(
+        &mut rig,
         5,
         Some(1),
         vec![
@@ -438,13 +391,13 @@ fn packet_out_runs_its_actions_and_controller_copies_are_queued() {
 /// leaves the rings alone.
 #[test]
 fn a_long_change_list_holds_the_rings_and_the_new_tables_process_them() {
-    let mut rig = Rig::new(3);
-    rig.flow(100, Some(1), vec![out(2)]);
+    let mut rig = Rig::new(3, N_FRAMES);
+    flow(&mut rig, 100, Some(1), vec![out(2)]);
     let frame = udp_frame(16);
     for _ in 0..5 {
         rig.inject(1, &frame);
     }
-    rig.flow(50, Some(2), vec![out(1)]);
+    flow(&mut rig, 50, Some(2), vec![out(1)]);
     assert_eq!(
         rig.engine.port_io_mut(0).expect("port").rx.len(),
         5,

@@ -3,70 +3,19 @@
 //! etherparse), and the translation cache tells apart packets that differ
 //! only in IPv6 bits.
 
-use dataplane::control::{ChangeReceiver, DpShared, PortMeta};
-use dataplane::engine::Engine;
-use dataplane::memport::{ArenaFrames, MemPort};
+mod common;
+
+use common::Rig;
 use etherparse::{Icmpv6Type, NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
-use flowtable::FlowTables;
-use ofproto::Datapath;
-use std::sync::Arc;
 
 const N_FRAMES: u32 = 64;
 const SRC: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 const DST: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
-struct Rig {
-    engine: Engine<ArenaFrames, MemPort>,
-    shared: Arc<DpShared>,
-    tables: FlowTables,
-}
-
-impl Rig {
-    fn new(n: u32) -> Rig {
-        let metas: Vec<Arc<PortMeta>> = (1..=n)
-            .map(|p| Arc::new(PortMeta::new(p, format!("p{p}"), [2, 0, 0, 0, 1, p as u8])))
-            .collect();
-        let (shared, changes): (Arc<DpShared>, ChangeReceiver) =
-            DpShared::new(1, metas.clone()).expect("eventfd");
-        let ports = metas
-            .iter()
-            .map(|m| (m.clone(), MemPort::default()))
-            .collect();
-        let engine = Engine::new(
-            ArenaFrames::new(N_FRAMES, 2048),
-            ports,
-            shared.clone(),
-            changes,
-        );
-        Rig {
-            engine,
-            shared,
-            tables: FlowTables::new(),
-        }
-    }
-
-    fn flow(&mut self, text: &str) {
-        let fm = flowtable::text::parse_flow(text).expect("valid flow text");
-        let changes = self.tables.flow_mod(&fm).expect("valid flow");
-        self.shared.publish(changes);
-        self.engine.apply_changes();
-    }
-
-    fn send(&mut self, frame: &[u8]) {
-        let desc = self.engine.frames_mut().load(frame).expect("a free frame");
-        self.engine.port_io_mut(0).expect("port").rx.push_back(desc);
-        self.engine.round();
-    }
-
-    fn sent(&mut self, ofport: u32) -> Vec<Vec<u8>> {
-        std::mem::take(
-            &mut self
-                .engine
-                .port_io_mut((ofport - 1) as usize)
-                .expect("port")
-                .sent,
-        )
-    }
+/// Sends `frame` into port 1 and runs one round.
+fn send(rig: &mut Rig, frame: &[u8]) {
+    rig.inject(1, frame);
+    rig.engine.round();
 }
 
 fn tcp6(src: [u8; 16], dport: u16) -> Vec<u8> {
@@ -98,42 +47,42 @@ fn parsed(f: &[u8]) -> ([u8; 16], u8, bool) {
 
 #[test]
 fn ipv6_flows_forward_and_rewrite_with_right_checksums() {
-    let mut rig = Rig::new(3);
-    rig.flow("priority=20,tcp6,ipv6_dst=2001:db8:1::/48,tp_dst=80,actions=set_field:fd00::7->ipv6_dst,dec_ttl,output:2");
-    rig.flow("priority=10,ipv6,actions=output:3");
+    let mut rig = Rig::new(3, N_FRAMES);
+    rig.flow_text("priority=20,tcp6,ipv6_dst=2001:db8:1::/48,tp_dst=80,actions=set_field:fd00::7->ipv6_dst,dec_ttl,output:2");
+    rig.flow_text("priority=10,ipv6,actions=output:3");
     for _ in 0..2 {
-        rig.send(&tcp6(SRC, 80));
+        send(&mut rig, &tcp6(SRC, 80));
         let to2 = rig.sent(2);
         assert_eq!(to2.len(), 1);
         let (dst, hlim, ok) = parsed(&to2[0]);
         assert_eq!(u128::from_be_bytes(dst), 0xfd00 << 112 | 7);
         assert_eq!(hlim, 63);
         assert!(ok, "TCP checksum wrong after the rewrite");
-        rig.send(&tcp6(SRC, 81));
+        send(&mut rig, &tcp6(SRC, 81));
         assert_eq!(rig.sent(3).len(), 1);
     }
 }
 
 #[test]
 fn packets_differing_only_in_ipv6_bits_are_not_conflated_by_the_cache() {
-    let mut rig = Rig::new(3);
+    let mut rig = Rig::new(3, N_FRAMES);
     // Bit 0 of the source's low half decides.
-    rig.flow("priority=20,ipv6,ipv6_src=::1/::1,actions=output:2");
-    rig.flow("priority=10,ipv6,actions=output:3");
+    rig.flow_text("priority=20,ipv6,ipv6_src=::1/::1,actions=output:2");
+    rig.flow_text("priority=10,ipv6,actions=output:3");
     let mut even = SRC;
     even[15] = 2;
     for _ in 0..3 {
-        rig.send(&tcp6(SRC, 80));
-        rig.send(&tcp6(even, 80));
+        send(&mut rig, &tcp6(SRC, 80));
+        send(&mut rig, &tcp6(even, 80));
         assert_eq!((rig.sent(2).len(), rig.sent(3).len()), (1, 1));
     }
 }
 
 #[test]
 fn neighbor_solicitations_match_on_their_target() {
-    let mut rig = Rig::new(3);
-    rig.flow("priority=20,icmp6,icmp_type=135,nd_target=fe80::99,actions=set_field:fe80::1->nd_target,output:2");
-    rig.flow("priority=10,ipv6,actions=output:3");
+    let mut rig = Rig::new(3, N_FRAMES);
+    rig.flow_text("priority=20,icmp6,icmp_type=135,nd_target=fe80::99,actions=set_field:fe80::1->nd_target,output:2");
+    rig.flow_text("priority=10,ipv6,actions=output:3");
     let ns = |last: u8| {
         let mut payload = vec![0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last];
         payload.extend_from_slice(&[1, 1, 2, 0, 0, 0, 0, 0xa]);
@@ -149,7 +98,7 @@ fn neighbor_solicitations_match_on_their_target() {
             .unwrap();
         f
     };
-    rig.send(&ns(0x99));
+    send(&mut rig, &ns(0x99));
     let to2 = rig.sent(2);
     assert_eq!(to2.len(), 1);
     assert_eq!(
@@ -157,21 +106,21 @@ fn neighbor_solicitations_match_on_their_target() {
         [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
     );
     assert!(parsed(&to2[0]).2, "ICMPv6 checksum wrong after the rewrite");
-    rig.send(&ns(0x98));
+    send(&mut rig, &ns(0x98));
     assert_eq!(rig.sent(3).len(), 1);
 }
 
 #[test]
 fn dec_ttl_alone_ages_the_hop_limit() {
-    let mut rig = Rig::new(3);
-    rig.flow("ipv6,actions=dec_ttl,output:2");
+    let mut rig = Rig::new(3, N_FRAMES);
+    rig.flow_text("ipv6,actions=dec_ttl,output:2");
     // A packet at hop limit 1 first (as the kernel's MLD reports are):
     // it goes to no port; the next one still does.
     let mut f = tcp6(SRC, 80);
     f[21] = 1;
-    rig.send(&f);
+    send(&mut rig, &f);
     assert!(rig.sent(2).is_empty());
-    rig.send(&tcp6(SRC, 80));
+    send(&mut rig, &tcp6(SRC, 80));
     let to2 = rig.sent(2);
     assert_eq!(to2.len(), 1);
     assert_eq!(parsed(&to2[0]).1, 63);

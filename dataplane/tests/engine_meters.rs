@@ -3,13 +3,12 @@
 //! rewrites the packet, the counters reach the meter, and every frame
 //! comes back to the store.
 
-use dataplane::control::{ChangeReceiver, DpShared, PortMeta};
-use dataplane::engine::Engine;
-use dataplane::memport::{ArenaFrames, MemPort};
+mod common;
+
+use common::Rig;
 use flowtable::meter::meter_flags::{BURST, PKTPS};
-use flowtable::{FlowTables, MeterBand, MeterBandType, MeterMod, MeterModCommand};
+use flowtable::{MeterBand, MeterBandType, MeterMod, MeterModCommand};
 use ofproto::Datapath;
-use std::sync::Arc;
 
 const N_FRAMES: u32 = 64;
 
@@ -55,36 +54,12 @@ fn ip_sum(h: &[u8]) -> u16 {
     ((s & 0xffff) + (s >> 16)) as u16
 }
 
-struct Rig {
-    engine: Engine<ArenaFrames, MemPort>,
-    shared: Arc<DpShared>,
-    tables: FlowTables,
+trait Meters {
+    fn meter(&mut self, id: u32, band_type: MeterBandType, burst: u32);
+    fn inject_n(&mut self, ofport: u32, frame: &[u8], n: usize);
 }
 
-impl Rig {
-    fn new(n: u32) -> Rig {
-        let metas: Vec<Arc<PortMeta>> = (1..=n)
-            .map(|p| Arc::new(PortMeta::new(p, format!("p{p}"), [2, 0, 0, 0, 1, p as u8])))
-            .collect();
-        let (shared, changes): (Arc<DpShared>, ChangeReceiver) =
-            DpShared::new(1, metas.clone()).expect("eventfd");
-        let ports = metas
-            .iter()
-            .map(|m| (m.clone(), MemPort::default()))
-            .collect();
-        let engine = Engine::new(
-            ArenaFrames::new(N_FRAMES, 2048),
-            ports,
-            shared.clone(),
-            changes,
-        );
-        Rig {
-            engine,
-            shared,
-            tables: FlowTables::new(),
-        }
-    }
-
+impl Meters for Rig {
     /// A pktps meter of one band with a bucket of `burst` packets and a
     /// rate slow enough that a test's rounds refill nothing.
     fn meter(&mut self, id: u32, band_type: MeterBandType, burst: u32) {
@@ -99,45 +74,24 @@ impl Rig {
             }],
         };
         let changes = self.tables.meter_mod(&mm).expect("valid meter");
-        self.shared.publish(changes);
-        self.engine.apply_changes();
+        self.apply(changes);
     }
 
-    fn flow(&mut self, text: &str) {
-        let fm = flowtable::text::parse_flow(text).expect("flow syntax");
-        let changes = self.tables.flow_mod(&fm).expect("valid flow");
-        self.shared.publish(changes);
-        self.engine.apply_changes();
-    }
-
-    fn inject(&mut self, ofport: u32, frame: &[u8], n: usize) {
+    fn inject_n(&mut self, ofport: u32, frame: &[u8], n: usize) {
         for _ in 0..n {
-            let desc = self.engine.frames_mut().load(frame).expect("a free frame");
-            let io = self
-                .engine
-                .port_io_mut((ofport - 1) as usize)
-                .expect("port");
-            io.rx.push_back(desc);
+            self.inject(ofport, frame);
         }
-    }
-
-    fn sent(&mut self, ofport: u32) -> Vec<Vec<u8>> {
-        let io = self
-            .engine
-            .port_io_mut((ofport - 1) as usize)
-            .expect("port");
-        std::mem::take(&mut io.sent)
     }
 }
 
 #[test]
 fn a_drop_band_ends_the_actions_after_the_outputs_before_it() {
-    let mut rig = Rig::new(3);
+    let mut rig = Rig::new(3, N_FRAMES);
     rig.meter(1, MeterBandType::Drop, 4);
-    rig.flow("in_port=1,actions=output:3,goto_table:1");
-    rig.flow("table=1,actions=meter:1,output:2");
+    rig.flow_text("in_port=1,actions=output:3,goto_table:1");
+    rig.flow_text("table=1,actions=meter:1,output:2");
     let frame = udp_frame(0);
-    rig.inject(1, &frame, 10);
+    rig.inject_n(1, &frame, 10);
     assert_eq!(rig.engine.round(), 10);
     assert_eq!(rig.sent(3).len(), 10, "the output before the meter");
     assert_eq!(rig.sent(2).len(), 4, "the meter's burst");
@@ -151,8 +105,8 @@ fn a_drop_band_ends_the_actions_after_the_outputs_before_it() {
     // A meter whose only action is itself still counts and drops what it
     // must; the rest is an explicit drop.
     rig.meter(2, MeterBandType::Drop, 1);
-    rig.flow("in_port=2,actions=meter:2");
-    rig.inject(2, &frame, 3);
+    rig.flow_text("in_port=2,actions=meter:2");
+    rig.inject_n(2, &frame, 3);
     rig.engine.round();
     assert_eq!(rig.engine.drops.meter, 8);
     assert_eq!(rig.engine.drops.explicit, 1);
@@ -163,9 +117,9 @@ fn a_drop_band_ends_the_actions_after_the_outputs_before_it() {
 
 #[test]
 fn deleting_a_meter_takes_its_flows_and_buckets() {
-    let mut rig = Rig::new(2);
+    let mut rig = Rig::new(2, N_FRAMES);
     rig.meter(1, MeterBandType::Drop, 1);
-    rig.flow("in_port=1,actions=meter:1,output:2");
+    rig.flow_text("in_port=1,actions=meter:1,output:2");
     let del = MeterMod {
         command: MeterModCommand::Delete,
         flags: 0,
@@ -175,7 +129,7 @@ fn deleting_a_meter_takes_its_flows_and_buckets() {
     let changes = rig.tables.meter_mod(&del).expect("delete");
     rig.shared.publish(changes);
     rig.engine.apply_changes();
-    rig.inject(1, &udp_frame(0), 2);
+    rig.inject_n(1, &udp_frame(0), 2);
     rig.engine.round();
     assert_eq!(rig.engine.drops.table_miss, 2);
     assert_eq!(rig.engine.drops.meter, 0);
@@ -183,13 +137,13 @@ fn deleting_a_meter_takes_its_flows_and_buckets() {
 
 #[test]
 fn a_dscp_remark_band_raises_the_drop_precedence() {
-    let mut rig = Rig::new(2);
+    let mut rig = Rig::new(2, N_FRAMES);
     rig.meter(7, MeterBandType::DscpRemark { prec_level: 1 }, 1);
-    rig.flow("in_port=1,actions=meter:7,output:2");
+    rig.flow_text("in_port=1,actions=meter:7,output:2");
     // AF11: the first packet is within the burst, the second is remarked
     // to AF12 and still forwarded.
     let frame = udp_frame(10);
-    rig.inject(1, &frame, 2);
+    rig.inject_n(1, &frame, 2);
     rig.engine.round();
     let sent = rig.sent(2);
     assert_eq!(sent.len(), 2);
