@@ -153,3 +153,17 @@ fn table_features_replies_are_split() {
     }
     assert_eq!(tables, 254);
 }
+
+/// Found by the connection fuzzer: a peer whose very first header has a
+/// length below 8 got the BAD_LEN error before the switch's HELLO (which
+/// waits for the peer's offer on a passive connection).
+#[test]
+fn hello_precedes_the_error_for_a_broken_first_header() {
+    let h = Harness::start("raw-first-header");
+    let mut s = UnixStream::connect(&h.sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&[4, 0, 0, 0, 0, 0, 0, 9]).unwrap();
+    let hello = read_msg(&mut s).unwrap();
+    assert_eq!(hello[..2], [4, 0], "first message is not an OF1.3 HELLO");
+    expect_error(&mut s, 9, 1, 6); // BAD_REQUEST / BAD_LEN
+}

@@ -10,8 +10,8 @@
 use flowtable::tables::Change;
 use libfuzzer_sys::fuzz_target;
 use ofproto::wire::header::msg_type as t;
-use ofproto::wire::multipart::FlowStatsEntry;
 use ofproto::wire::message::split;
+use ofproto::wire::multipart::FlowStatsEntry;
 use ofproto::wire::{Message, OFP_VERSION, ONF_VENDOR_ID};
 use ofproto::{Bridge, Datapath, PortCounters, PortInfo, PortModError, Server};
 use std::io::{Read, Write};
@@ -84,16 +84,31 @@ fn socket_path() -> PathBuf {
     ))
 }
 
-/// Checks one message the switch sent.
-fn check_reply(msg: &[u8]) {
-    let (h, body) = split(msg).unwrap_or_else(|e| panic!("reply framing: {e}: {msg:02x?}"));
-    assert_eq!(h.version, OFP_VERSION, "reply version: {msg:02x?}");
+/// OFPT_BUNDLE_CONTROL of OpenFlow 1.4/1.5.
+const BUNDLE_CONTROL_14: u8 = 33;
+/// OFPET_BUNDLE_FAILED of OpenFlow 1.4/1.5.
+const BUNDLE_FAILED_14: u16 = 17;
+
+/// Checks one message the switch sent on a connection that negotiated
+/// `version` (1.3, or 1.4/1.5 for a peer that offered only those, whose
+/// messages the switch encodes as 1.3 does apart from the bundle ones).
+fn check_reply(msg: &[u8], version: u8) {
+    let (mut h, body) = split(msg).unwrap_or_else(|e| panic!("reply framing: {e}: {msg:02x?}"));
+    assert_eq!(h.version, version, "reply version: {msg:02x?}");
+    h.version = OFP_VERSION;
+    if version != OFP_VERSION && h.msg_type == BUNDLE_CONTROL_14 {
+        assert_eq!(body.len(), 8, "bundle control reply {msg:02x?}");
+        return;
+    }
     match h.msg_type {
         t::HELLO | t::ECHO_REPLY | t::FEATURES_REPLY | t::GET_CONFIG_REPLY | t::BARRIER_REPLY => {
             Message::parse(&h, body).unwrap_or_else(|e| panic!("reply {msg:02x?}: {e}"));
         }
         t::ERROR => match Message::parse(&h, body) {
-            Ok(Message::Error { ty, .. }) => assert!(ty <= 13, "error type {ty}: {msg:02x?}"),
+            Ok(Message::Error { ty, .. }) => assert!(
+                ty <= 13 || (version != OFP_VERSION && ty == BUNDLE_FAILED_14),
+                "error type {ty}: {msg:02x?}"
+            ),
             Ok(Message::ExperimenterError { experimenter, .. }) => {
                 assert_eq!(experimenter, ONF_VENDOR_ID, "{msg:02x?}")
             }
@@ -157,16 +172,26 @@ fuzz_target!(|data: &[u8]| {
     server.shutdown();
     let mut rest = &out[..];
     let mut first = true;
+    let mut version = OFP_VERSION;
     while !rest.is_empty() {
         assert!(rest.len() >= 8, "trailing {} bytes", rest.len());
         let len = usize::from(u16::from_be_bytes([rest[2], rest[3]]));
-        assert!(len >= 8 && len <= rest.len(), "reply length {len}: {rest:02x?}");
+        assert!(
+            len >= 8 && len <= rest.len(),
+            "reply length {len}: {rest:02x?}"
+        );
         let (msg, tail) = rest.split_at(len);
         if first {
             assert_eq!(msg[1], t::HELLO, "first message is not HELLO");
+            // The version the switch chose: every later reply carries it.
+            version = msg[0];
+            assert!(
+                (OFP_VERSION..=OFP_VERSION + 2).contains(&version),
+                "HELLO version {version}"
+            );
             first = false;
         }
-        check_reply(msg);
+        check_reply(msg, version);
         rest = tail;
     }
 });

@@ -188,6 +188,11 @@ impl<R: Read> Connection<R> {
     /// Sends messages encoded by the 1.3 codec, relabelled with the
     /// connection's version.
     fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        // HELLO goes first whatever happens: a peer whose first bytes are
+        // not a message (bad framing) gets an error after it.
+        if !self.hello_sent {
+            self.send_hello(OFP_VERSION)?;
+        }
         if self.version == OFP_VERSION {
             return self.writer.lock().write_all(bytes);
         }
