@@ -166,8 +166,26 @@ fn start_responder(
         })?;
     // It lives until `lab down`; init reaps it.
     drop(child);
-    Ok(())
+    let deadline = std::time::Instant::now() + RESPONDER_START;
+    loop {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if log.contains(LISTENING) {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(LabError::Unexpected(format!(
+                "the responder in {} did not listen within {RESPONDER_START:?}: {log}",
+                pod.name
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
+
+/// What a responder logs once it listens.
+const LISTENING: &str = "xbr lab respond: listening";
+/// Bound on a responder's start.
+const RESPONDER_START: Duration = Duration::from_secs(15);
 
 /// `xbr lab respond`: answers every TCP connection on `port` with `text`
 /// and a newline, forever.
@@ -177,6 +195,9 @@ pub fn respond(port: u16, text: &str) -> Result<(), LabError> {
             context: format!("listening on port {port}"),
             source,
         })?;
+    // start_responder waits for this line: `lab up` returns only once
+    // every backend accepts connections.
+    eprintln!("{LISTENING}");
     let answer = format!("{text}\n");
     for conn in listener.incoming() {
         match conn {
