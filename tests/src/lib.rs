@@ -42,6 +42,24 @@ pub use xbr::{
 
 use std::time::Duration;
 
+/// The agent's table 0/30/31/80 conntrack flows for two pods, A
+/// (10.128.0.2, port 1) and B (10.128.0.3, port 2), with a policy that
+/// lets A start connections to B, lets replies pass and drops the rest:
+/// A's packets take three passes (`ct(table=0)`, `ct(commit,table=31)`,
+/// the output), B's replies two.
+pub const AGENT_CT_FLOWS: &[&str] = &[
+    "table=0, priority=1000, ip, ct_state=-trk, actions=ct(table=0)",
+    "table=0, priority=900, ip, ct_state=+trk+inv, actions=drop",
+    "table=0, priority=100, ip, actions=goto_table:30",
+    "table=30, priority=100, ip, ct_state=-rpl, actions=ct(commit,table=31)",
+    "table=30, priority=0, actions=goto_table:31",
+    "table=31, priority=100, ip, nw_dst=10.128.0.2, actions=load:1->NXM_NX_REG2[],goto_table:80",
+    "table=31, priority=100, ip, nw_dst=10.128.0.3, actions=load:2->NXM_NX_REG2[],goto_table:80",
+    "table=80, priority=200, ip, ct_state=+rpl, actions=output:NXM_NX_REG2[]",
+    "table=80, priority=150, ip, nw_src=10.128.0.2, nw_dst=10.128.0.3, actions=output:NXM_NX_REG2[]",
+    "table=80, priority=0, actions=drop",
+];
+
 /// Timeout for quick configuration commands (`ip`, `ethtool`, `ovs-ofctl`).
 pub const CMD_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -321,13 +321,15 @@ impl Pod {
         Ok(())
     }
 
+    /// Runs `argv` in the pod's namespace; an error unless it succeeds.
+    pub fn exec_ok(&self, argv: &[&str]) -> Result<()> {
+        self.ns.exec(argv, CMD_TIMEOUT)?.ok().map(drop)
+    }
+
     /// Turns GRO on for the pod's interface: a veth accepts frames
     /// redirected to it in XDP (the XDP flow cache's forwarding) only then.
     pub fn accept_xdp_redirects(&self) -> Result<()> {
-        self.ns
-            .exec(&["ethtool", "-K", POD_IF, "gro", "on"], CMD_TIMEOUT)?
-            .ok()?;
-        Ok(())
+        self.exec_ok(&["ethtool", "-K", POD_IF, "gro", "on"])
     }
 
     /// `xbr run` arguments making `pods` ports 1, 2, ... in that order,

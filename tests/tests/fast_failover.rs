@@ -11,9 +11,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
-use xbr_tests::{
-    udp_send_from, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, POD_IF,
-};
+use xbr_tests::{udp_send_from, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr, BRIDGE, POD_IF};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 
@@ -29,10 +27,6 @@ const BURST: u64 = 1000;
 const RATE: u64 = 10_000;
 const RECV_TIMEOUT: Duration = Duration::from_secs(20);
 const SILENT_TIMEOUT: Duration = Duration::from_secs(3);
-
-fn pod_exec(pod: &Pod, argv: &[&str]) -> Result<()> {
-    pod.ns().exec(argv, CMD_TIMEOUT)?.ok().map(drop)
-}
 
 /// Sends one burst from A; returns what B and C received.
 fn burst(tool: &Path, a: &Pod, b: &Pod, c: &Pod, expect_b: bool) -> Result<(u64, u64)> {
@@ -58,8 +52,8 @@ fn traffic_fails_over_when_the_watched_port_goes_down_and_back() -> Result<()> {
     let b = Pod::new(IP_B, 24, MAC_B)?;
     let c = Pod::new(IP_C, 24, MAC_C)?;
     let args = Pod::xdp_port_args(&[&a, &b, &c])?;
-    pod_exec(&a, &["ethtool", "-K", POD_IF, "tx", "off"])?;
-    pod_exec(&c, &["ip", "addr", "add", "10.128.0.3/32", "dev", POD_IF])?;
+    a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
+    c.exec_ok(&["ip", "addr", "add", "10.128.0.3/32", "dev", POD_IF])?;
     a.add_neighbor(&b)?;
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut xbr = Xbr::start(&args)?;

@@ -13,8 +13,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    strip_ansi, udp_send_from, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT,
-    POD_IF,
+    strip_ansi, udp_send_from, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr, BRIDGE, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -41,10 +40,6 @@ const RECV_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long B waits for packets the meter may have dropped.
 const METERED_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn pod_exec(pod: &Pod, argv: &[&str]) -> Result<()> {
-    pod.ns().exec(argv, CMD_TIMEOUT)?.ok().map(drop)
-}
-
 /// Sends SENT packets from A to B's `port`; returns what B received.
 fn send(tool: &Path, a: &Pod, b: &Pod, port: u16, timeout: Duration) -> Result<u64> {
     let dst = SocketAddrV4::new(IP_B, port);
@@ -69,9 +64,9 @@ fn a_drop_meter_limits_its_flow_and_counts() -> Result<()> {
     let a = Pod::new(IP_A, 24, MAC_A)?;
     let b = Pod::new(IP_B, 24, MAC_B)?;
     for p in [&a, &b] {
-        pod_exec(p, &["ethtool", "-K", POD_IF, "gro", "on"])?;
+        p.accept_xdp_redirects()?;
     }
-    pod_exec(&a, &["ethtool", "-K", POD_IF, "tx", "off"])?;
+    a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
     a.add_neighbor(&b)?;
     let specs: Vec<String> = [&a, &b]
         .iter()

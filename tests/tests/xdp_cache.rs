@@ -16,8 +16,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    udp_send_from, without_durations, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr, BRIDGE,
-    CMD_TIMEOUT, POD_IF,
+    udp_send_from, without_durations, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr, BRIDGE, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -60,21 +59,17 @@ struct Observed {
     ports: Vec<String>,
 }
 
-fn pod_exec(pod: &Pod, argv: &[&str]) -> Result<()> {
-    pod.ns().exec(argv, CMD_TIMEOUT)?.ok().map(drop)
-}
-
 fn run(cache: &str) -> Result<(Observed, Option<u64>)> {
     let tool = Path::new(TOOL);
     let a = Pod::new(IP_A, 24, MAC_A)?;
     let b = Pod::new(IP_B, 24, MAC_B)?;
     let c = Pod::new(IP_C, 24, MAC_C)?;
     for p in [&a, &b, &c] {
-        pod_exec(p, &["ethtool", "-K", POD_IF, "gro", "on"])?;
+        p.accept_xdp_redirects()?;
     }
-    pod_exec(&a, &["ethtool", "-K", POD_IF, "tx", "off"])?;
+    a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
     // C answers for B's address once the flows send B's traffic to it.
-    pod_exec(&c, &["ip", "addr", "add", "10.128.0.3/32", "dev", POD_IF])?;
+    c.exec_ok(&["ip", "addr", "add", "10.128.0.3/32", "dev", POD_IF])?;
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
     let specs: Vec<String> = [&a, &b, &c]
@@ -193,9 +188,9 @@ fn ports_added_while_running_share_the_cache() -> Result<()> {
     let a = Pod::new(IP_A, 24, MAC_A)?;
     let b = Pod::new(IP_B, 24, MAC_B)?;
     for p in [&a, &b] {
-        pod_exec(p, &["ethtool", "-K", POD_IF, "gro", "on"])?;
+        p.accept_xdp_redirects()?;
     }
-    pod_exec(&a, &["ethtool", "-K", POD_IF, "tx", "off"])?;
+    a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
     let spec_a = format!("{}=1,xdp_redirect=on", a.host_if());

@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
     tcp_transfer, udp_send_from, without_durations, xdp_cache_counts, Pod, Result, UdpReceiver,
-    Xbr, BRIDGE, CMD_TIMEOUT, POD_IF,
+    Xbr, AGENT_CT_FLOWS, BRIDGE, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -27,23 +27,6 @@ const IP_A: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 2);
 const IP_B: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 3);
 const MAC_A: &str = "0a:58:0a:80:00:02";
 const MAC_B: &str = "0a:58:0a:80:00:03";
-
-/// The agent's table 0/30/31 conntrack flows and a policy that lets A
-/// start connections to B, replies pass, nothing else (as in
-/// conntrack.rs): A's packets take three passes (`ct(table=0)`,
-/// `ct(commit,table=31)`, the output), B's replies two.
-const FLOWS: &[&str] = &[
-    "table=0, priority=1000, ip, ct_state=-trk, actions=ct(table=0)",
-    "table=0, priority=900, ip, ct_state=+trk+inv, actions=drop",
-    "table=0, priority=100, ip, actions=goto_table:30",
-    "table=30, priority=100, ip, ct_state=-rpl, actions=ct(commit,table=31)",
-    "table=30, priority=0, actions=goto_table:31",
-    "table=31, priority=100, ip, nw_dst=10.128.0.2, actions=load:1->NXM_NX_REG2[],goto_table:80",
-    "table=31, priority=100, ip, nw_dst=10.128.0.3, actions=load:2->NXM_NX_REG2[],goto_table:80",
-    "table=80, priority=200, ip, ct_state=+rpl, actions=output:NXM_NX_REG2[]",
-    "table=80, priority=150, ip, nw_src=10.128.0.2, nw_dst=10.128.0.3, actions=output:NXM_NX_REG2[]",
-    "table=80, priority=0, actions=drop",
-];
 
 /// A's UDP socket and B's: one connection, A -> B.
 const A_PORT: u16 = 40001;
@@ -63,10 +46,6 @@ const RECV_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a receiver that must get nothing listens.
 const SILENT_TIMEOUT: Duration = Duration::from_secs(3);
 
-fn pod_exec(pod: &Pod, argv: &[&str]) -> Result<()> {
-    pod.ns().exec(argv, CMD_TIMEOUT)?.ok().map(drop)
-}
-
 /// Two pods on xbr with the flows; the order of fields is drop order.
 struct Lab {
     xbr: Xbr,
@@ -78,8 +57,8 @@ fn lab(cache: &str) -> Result<Lab> {
     let a = Pod::new(IP_A, 24, MAC_A)?;
     let b = Pod::new(IP_B, 24, MAC_B)?;
     for p in [&a, &b] {
-        pod_exec(p, &["ethtool", "-K", POD_IF, "gro", "on"])?;
-        pod_exec(p, &["ethtool", "-K", POD_IF, "tx", "off"])?;
+        p.accept_xdp_redirects()?;
+        p.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
     }
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
@@ -92,7 +71,7 @@ fn lab(cache: &str) -> Result<Lab> {
         args.extend(["--port", s.as_str()]);
     }
     let xbr = Xbr::start(&args)?;
-    for f in FLOWS {
+    for f in AGENT_CT_FLOWS {
         xbr.add_flow(f)?;
     }
     Ok(Lab { xbr, a, b })

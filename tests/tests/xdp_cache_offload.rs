@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
     tcp_transfer, udp_send_sized, without_durations, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr,
-    BRIDGE, CMD_TIMEOUT, POD_IF,
+    AGENT_CT_FLOWS, BRIDGE, CMD_TIMEOUT, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -31,21 +31,6 @@ const MAC_B: &str = "0a:58:0a:80:00:03";
 const PLAIN_FLOWS: &[&str] = &[
     "priority=10,in_port=1,actions=output:2",
     "priority=10,in_port=2,actions=output:1",
-];
-
-/// The agent's conntrack flows (as in xdp_cache_ct.rs): A may start
-/// connections to B, replies pass, nothing else.
-const CT_FLOWS: &[&str] = &[
-    "table=0, priority=1000, ip, ct_state=-trk, actions=ct(table=0)",
-    "table=0, priority=900, ip, ct_state=+trk+inv, actions=drop",
-    "table=0, priority=100, ip, actions=goto_table:30",
-    "table=30, priority=100, ip, ct_state=-rpl, actions=ct(commit,table=31)",
-    "table=30, priority=0, actions=goto_table:31",
-    "table=31, priority=100, ip, nw_dst=10.128.0.2, actions=load:1->NXM_NX_REG2[],goto_table:80",
-    "table=31, priority=100, ip, nw_dst=10.128.0.3, actions=load:2->NXM_NX_REG2[],goto_table:80",
-    "table=80, priority=200, ip, ct_state=+rpl, actions=output:NXM_NX_REG2[]",
-    "table=80, priority=150, ip, nw_src=10.128.0.2, nw_dst=10.128.0.3, actions=output:NXM_NX_REG2[]",
-    "table=80, priority=0, actions=drop",
 ];
 
 const A_PORT: u16 = 40001;
@@ -64,10 +49,6 @@ const TCP_BYTES: usize = 4 << 20;
 /// Slow enough that the packet thread (cache off, 2 shared cores) keeps up.
 const RATE: u64 = 10_000;
 const RECV_TIMEOUT: Duration = Duration::from_secs(20);
-
-fn pod_exec(pod: &Pod, argv: &[&str]) -> Result<()> {
-    pod.ns().exec(argv, CMD_TIMEOUT)?.ok().map(drop)
-}
 
 /// `count` datagrams of `size` bytes from `from`:`sport` to `to`:`dport`;
 /// how many arrived intact.
@@ -106,7 +87,7 @@ fn run(flows: &[&str], cache: &str) -> Result<(Observed, Option<u64>)> {
     let a = Pod::new(IP_A, 24, MAC_A)?;
     let b = Pod::new(IP_B, 24, MAC_B)?;
     for p in [&a, &b] {
-        pod_exec(p, &["ethtool", "-K", POD_IF, "gro", "on"])?;
+        p.accept_xdp_redirects()?;
         // The point of the test: offload as a pod has it.
         let k = p.ns().exec(&["ethtool", "-k", POD_IF], CMD_TIMEOUT)?.ok()?;
         assert!(
@@ -193,5 +174,5 @@ fn offloaded_checksums_through_output_flows_are_completed_in_the_kernel() -> Res
 
 #[test]
 fn offloaded_checksums_through_conntrack_flows_are_completed_in_the_kernel() -> Result<()> {
-    same_with_and_without_the_cache(CT_FLOWS)
+    same_with_and_without_the_cache(AGENT_CT_FLOWS)
 }
