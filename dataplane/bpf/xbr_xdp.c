@@ -60,6 +60,12 @@ struct {
  * the checksum over the segment first (xbr_complete_csum), as xbr's packet
  * thread does for the frames it forwards (src/csum.rs).
  *
+ * VXLAN: the uplink program of a VXLAN port (xbr_xdp_vxlan) looks up the
+ * inner frame of each valid VXLAN packet, keyed with its tunnel source and
+ * VNI, and strips the outer headers on a hit; an entry with XBR_FC_ENCAP
+ * writes the outer headers it holds in front of the frame before it
+ * redirects to the uplink.
+ *
  * Layouts must match src/xdpcache/entry.rs byte for byte.
  */
 struct xbr_fc_key {
@@ -74,6 +80,12 @@ struct xbr_fc_key {
 	__u8 pad;
 	__be16 tp_src; /* ICMP: type, code */
 	__be16 tp_dst;
+	/* Frames decapsulated from a VXLAN port's uplink: the outer source
+	 * (tun_src) and the VNI (tun_id); zero for every other frame. The
+	 * outer destination is the port's local_ip, which the uplink program
+	 * selects on, so the ingress ifindex implies it. */
+	__be32 tun_src;
+	__be32 vni;
 };
 
 #define XBR_FC_REDIRECT 1
@@ -84,6 +96,14 @@ struct xbr_fc_key {
  * connection's state (SYN, FIN, RST, or no ACK) go to xbr, whose conntrack
  * must see them (dataplane/src/conntrack/xdp_link.rs). */
 #define XBR_FC_CT 4
+/* Encapsulate in VXLAN before the redirect (to the uplink): the value's
+ * outer headers (encap) are written in front of the frame. */
+#define XBR_FC_ENCAP 8
+
+/* Outer Ethernet + IPv4 + UDP + VXLAN. */
+#define XBR_VXLAN_OUTER 50
+#define XBR_OUTER_IP_AT 14
+#define XBR_OUTER_UDP_AT 34
 
 #define TCP_FIN 0x01
 #define TCP_SYN 0x02
@@ -100,6 +120,18 @@ struct xbr_fc_val {
 	__u8 eth_dst[6];
 	__u8 eth_src[6];
 	__u8 pad[6];
+	/* XBR_FC_ENCAP: outer Ethernet, IPv4, UDP and VXLAN headers towards
+	 * the remote VTEP with the VNI and UDP source port of this flow; IPv4
+	 * total length, id and checksum and UDP length are zero, filled per
+	 * frame. */
+	__u8 encap[XBR_VXLAN_OUTER];
+	__u8 pad2[2];
+	/* One's-complement sum of the outer IPv4 header as stored. */
+	__u32 encap_ip_sum;
+	/* Longest inner frame the uplink MTU takes; longer ones go to xbr,
+	 * which drops and counts them. */
+	__u16 encap_max_inner;
+	__u8 pad3[6];
 };
 
 /* Sized by xbr when it creates the maps (--xdp-cache-size); these are the
@@ -243,17 +275,50 @@ static __always_inline int xbr_complete_csum(__u8 *l4, void *end, __u32 len, __u
 	return 0;
 }
 
-/* Returns the XDP action for a hit, or -1 for "ask xbr". */
-static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
+/*
+ * Writes the outer headers of an XBR_FC_ENCAP entry at o, in front of an
+ * inner frame of inner_len bytes: the stored headers, then the words that
+ * depend on the frame, as src/vxlan/encap.rs's Template::write does. The
+ * IPv4 id is the entry's per-CPU packet count: DF is set, so it only has
+ * to vary (RFC 6864).
+ */
+static __always_inline void xbr_write_outer(__u8 *o, struct xbr_fc_val *v, __u32 inner_len)
+{
+	__u16 total = (__u16)(inner_len + XBR_VXLAN_OUTER - XBR_OUTER_IP_AT);
+	__u16 id = (__u16)v->packets;
+	__u16 csum = ~fold16(v->encap_ip_sum + total + id);
+
+	__builtin_memcpy(o, v->encap, XBR_VXLAN_OUTER);
+	o[XBR_OUTER_IP_AT + 2] = total >> 8;
+	o[XBR_OUTER_IP_AT + 3] = total & 0xff;
+	o[XBR_OUTER_IP_AT + 4] = id >> 8;
+	o[XBR_OUTER_IP_AT + 5] = id & 0xff;
+	o[XBR_OUTER_IP_AT + 10] = csum >> 8;
+	o[XBR_OUTER_IP_AT + 11] = csum & 0xff;
+	total -= 20;
+	o[XBR_OUTER_UDP_AT + 4] = total >> 8;
+	o[XBR_OUTER_UDP_AT + 5] = total & 0xff;
+}
+
+/*
+ * Returns the XDP action for a hit, or -1 for "ask xbr". The frame to
+ * look up starts off bytes into the packet: 0, or XBR_VXLAN_OUTER for
+ * the inner frame of a VXLAN packet whose outer headers the uplink
+ * program checked (tun_src and vni are then its tunnel metadata, else
+ * zero). A hit on such a frame strips the outer headers.
+ */
+static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen, const __u32 off,
+				     __be32 tun_src, __be32 vni)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
+	struct ethhdr *eth = data + off;
 	struct iphdr *ip;
 	__u8 *l4;
 	struct xbr_fc_key key;
 	struct xbr_fc_val *v;
 	__u8 tcp_flags = 0;
+	__u32 inner_len;
 	/* The L4 checksum holds only the pseudo-header sum (see above). */
 	int partial = 0;
 
@@ -316,6 +381,8 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
 		__builtin_memcpy(&key.tp_src, l4, 2);
 		__builtin_memcpy(&key.tp_dst, l4 + 2, 2);
 	}
+	key.tun_src = tun_src;
+	key.vni = vni;
 
 	v = bpf_map_lookup_elem(&fc_flows, &key);
 	if (!v || v->gen != gen)
@@ -323,13 +390,21 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
 	if ((v->flags & XBR_FC_CT) && key.proto == IPPROTO_TCP &&
 	    (tcp_flags & (TCP_SYN | TCP_FIN | TCP_RST | TCP_ACK)) != TCP_ACK)
 		return -1;
+	inner_len = (__u32)(end - (void *)eth);
 	if (v->action == XBR_FC_DROP) {
 		v->packets++;
-		v->bytes += (__u64)(end - data);
+		v->bytes += inner_len;
 		return XDP_DROP;
 	}
-	/* Before counting: a frame left to xbr is counted there. The
-	 * Ethernet rewrites below do not touch the segment. */
+	/* Too big for the tunnel: xbr drops it and counts why. */
+	if ((v->flags & XBR_FC_ENCAP) && inner_len > v->encap_max_inner)
+		return -1;
+	/* Back into the tunnel it came from: never installed (xbr refuses
+	 * output to the input port), and the head would move twice. */
+	if (off && (v->flags & XBR_FC_ENCAP))
+		return -1;
+	/* Before counting: a frame left to xbr is counted there. Completing
+	 * the checksum does not change what xbr would do with the frame. */
 	if (partial) {
 		__u16 l4_len = bpf_ntohs(ip->tot_len) - 20;
 
@@ -337,12 +412,34 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen)
 				      key.proto == IPPROTO_UDP) < 0)
 			return -1;
 	}
-	v->packets++;
-	v->bytes += (__u64)(end - data);
+	/* Decapsulation strips the outer headers, encapsulation makes room
+	 * for them; if the head cannot move, the frame is unchanged and xbr
+	 * does the work. */
+	if (off) {
+		if (bpf_xdp_adjust_head(ctx, off))
+			return -1;
+	} else if (v->flags & XBR_FC_ENCAP) {
+		if (bpf_xdp_adjust_head(ctx, -XBR_VXLAN_OUTER))
+			return -1;
+	}
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	eth = data;
+	if (v->flags & XBR_FC_ENCAP) {
+		/* The head moved by exactly this much: only for the verifier. */
+		if (data + XBR_VXLAN_OUTER > end)
+			return XDP_ABORTED;
+		xbr_write_outer(data, v, inner_len);
+		eth = data + XBR_VXLAN_OUTER;
+	}
+	if ((void *)(eth + 1) > end)
+		return XDP_ABORTED;
 	if (v->flags & XBR_FC_SET_DST)
 		__builtin_memcpy(eth->h_dest, v->eth_dst, 6);
 	if (v->flags & XBR_FC_SET_SRC)
 		__builtin_memcpy(eth->h_source, v->eth_src, 6);
+	v->packets++;
+	v->bytes += inner_len;
 	return bpf_redirect_map(&fc_devs, v->out_ifindex, 0);
 }
 
@@ -353,7 +450,7 @@ int xbr_xdp_rx(struct xdp_md *ctx)
 	__u64 *gen = bpf_map_lookup_elem(&fc_gen, &zero);
 
 	if (gen && *gen) {
-		int act = fc_lookup(ctx, *gen);
+		int act = fc_lookup(ctx, *gen, 0, 0, 0);
 
 		if (act >= 0)
 			return act;
@@ -382,9 +479,47 @@ struct {
 	__type(value, struct xbr_vxlan_cfg);
 } vxlan_cfg SEC(".maps");
 
+/*
+ * The checks xbr's decapsulation makes (src/vxlan/encap.rs, decap), for a
+ * frame the uplink program selected: a correct IPv4 header checksum, an
+ * IPv4 total length that is the frame's (no Ethernet padding: xbr cuts it,
+ * here it would stay), a UDP length that agrees, no UDP checksum (one to
+ * verify goes to xbr), VXLAN flags exactly I with the reserved bits zero,
+ * and a whole inner Ethernet header. Returns the VNI (network order, in
+ * the low 24 bits of the word's bytes 1-3) through *vni, and 0; -1 leaves
+ * the frame to xbr, which drops and counts what is malformed.
+ */
+static __always_inline int xbr_vxlan_valid(void *data, void *end, __be32 *vni)
+{
+	struct iphdr *ip = data + XBR_OUTER_IP_AT;
+	struct udphdr *udp = data + XBR_OUTER_UDP_AT;
+	__u8 *vx = data + XBR_OUTER_UDP_AT + 8;
+	__s64 sum;
+
+	if ((void *)(vx + 8 + ETH_HLEN) > end)
+		return -1;
+	if (bpf_ntohs(ip->tot_len) != (__u16)(end - (void *)ip))
+		return -1;
+	if (bpf_ntohs(udp->len) != (__u16)(end - (void *)udp) || udp->check != 0)
+		return -1;
+	if (vx[0] != 0x08 || vx[1] || vx[2] || vx[3] || vx[7])
+		return -1;
+	sum = bpf_csum_diff(NULL, 0, (__be32 *)ip, sizeof(*ip), 0);
+	if (sum < 0 || fold16((__u32)sum) != 0xffff)
+		return -1;
+	/* The key holds the VNI as a 32-bit big-endian number. */
+	((__u8 *)vni)[0] = 0;
+	((__u8 *)vni)[1] = vx[4];
+	((__u8 *)vni)[2] = vx[5];
+	((__u8 *)vni)[3] = vx[6];
+	return 0;
+}
+
 /* Redirected: untagged IPv4 without options, not a fragment (xbr does not
- * reassemble), UDP to local_ip:dst_port. xbr validates the rest (checksum,
- * lengths, VXLAN flags) and counts what it drops. */
+ * reassemble), UDP to local_ip:dst_port. Frames whose inner flow has a
+ * cache entry are decapsulated and forwarded here (after the checks
+ * xbr would make); xbr validates the rest (checksum, lengths, VXLAN
+ * flags) and counts what it drops. */
 SEC("xdp")
 int xbr_xdp_vxlan(struct xdp_md *ctx)
 {
@@ -395,6 +530,8 @@ int xbr_xdp_vxlan(struct xdp_md *ctx)
 	struct udphdr *udp;
 	struct xbr_vxlan_cfg *cfg;
 	__u32 zero = 0;
+	__u64 *gen;
+	__be32 vni;
 
 	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
 		return XDP_PASS;
@@ -410,6 +547,13 @@ int xbr_xdp_vxlan(struct xdp_md *ctx)
 	cfg = bpf_map_lookup_elem(&vxlan_cfg, &zero);
 	if (!cfg || ip->daddr != cfg->local_ip || udp->dest != cfg->dst_port)
 		return XDP_PASS;
+	gen = bpf_map_lookup_elem(&fc_gen, &zero);
+	if (gen && *gen && xbr_vxlan_valid(data, end, &vni) == 0) {
+		int act = fc_lookup(ctx, *gen, XBR_VXLAN_OUTER, ip->saddr, vni);
+
+		if (act >= 0)
+			return act;
+	}
 	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 }
 

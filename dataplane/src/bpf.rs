@@ -90,34 +90,18 @@ impl XdpProgram {
 
     /// Attaches the uplink program of a VXLAN port to `ifindex`: IPv4/UDP
     /// to `local_ip:dst_port` (no options, no fragments) goes to the
-    /// socket, the rest to the kernel. The address and port are written
-    /// before the program is attached, so it never runs unconfigured.
+    /// socket (or, with `cache`, through the bridge's flow cache first),
+    /// the rest to the kernel. The address and port are written before
+    /// the program is attached, so it never runs unconfigured.
     pub fn attach_vxlan(
         ifindex: u32,
         request: XdpModeRequest,
         local_ip: std::net::Ipv4Addr,
         dst_port: u16,
+        cache: Option<&crate::xdpcache::CacheMaps>,
     ) -> Result<XdpProgram, BpfError> {
-        let obj = ObjectBuilder::default()
-            .open_memory(XDP_OBJECT)
-            .and_then(|o| o.load())
-            .map_err(BpfError::Load)?;
-        {
-            let map = obj
-                .maps()
-                .find(|m| m.name() == OsStr::new(VXLAN_CFG_NAME))
-                .ok_or(BpfError::Missing("map vxlan_cfg"))?;
-            // struct xbr_vxlan_cfg: __be32 local_ip, __be16 dst_port, pad.
-            let mut value = [0u8; 8];
-            value[..4].copy_from_slice(&local_ip.octets());
-            value[4..6].copy_from_slice(&dst_port.to_be_bytes());
-            map.update(&0u32.to_ne_bytes(), &value, MapFlags::ANY)
-                .map_err(|source| BpfError::Map {
-                    op: "configure",
-                    queue: 0,
-                    source,
-                })?;
-        }
+        let obj = load_rx(cache)?;
+        configure_vxlan(&obj, local_ip, dst_port)?;
         Self::attach_loaded(obj, VXLAN_PROG_NAME, ifindex, request)
     }
 
@@ -206,6 +190,28 @@ impl XdpProgram {
     }
 }
 
+/// Writes a VXLAN uplink program's address and port (`struct
+/// xbr_vxlan_cfg`: __be32 local_ip, __be16 dst_port, pad).
+fn configure_vxlan(
+    obj: &Object,
+    local_ip: std::net::Ipv4Addr,
+    dst_port: u16,
+) -> Result<(), BpfError> {
+    let map = obj
+        .maps()
+        .find(|m| m.name() == OsStr::new(VXLAN_CFG_NAME))
+        .ok_or(BpfError::Missing("map vxlan_cfg"))?;
+    let mut value = [0u8; 8];
+    value[..4].copy_from_slice(&local_ip.octets());
+    value[4..6].copy_from_slice(&dst_port.to_be_bytes());
+    map.update(&0u32.to_ne_bytes(), &value, MapFlags::ANY)
+        .map_err(|source| BpfError::Map {
+            op: "configure",
+            queue: 0,
+            source,
+        })
+}
+
 /// A fresh copy of the object, loaded; with `cache`, its flow cache maps
 /// are the bridge's.
 fn load_rx(cache: Option<&crate::xdpcache::CacheMaps>) -> Result<Object, BpfError> {
@@ -250,13 +256,31 @@ impl XdpTestRun {
     /// kernel). Returns the XDP action and the frame as the program left
     /// it.
     pub fn run(&mut self, frame: &[u8]) -> Result<(u32, Vec<u8>), BpfError> {
+        self.run_prog(PROG_NAME, frame)
+    }
+
+    /// Sets the address and UDP port the VXLAN uplink program selects on.
+    pub fn configure_vxlan(
+        &mut self,
+        local_ip: std::net::Ipv4Addr,
+        dst_port: u16,
+    ) -> Result<(), BpfError> {
+        configure_vxlan(&self.obj, local_ip, dst_port)
+    }
+
+    /// [`XdpTestRun::run`] with the VXLAN uplink program.
+    pub fn run_vxlan(&mut self, frame: &[u8]) -> Result<(u32, Vec<u8>), BpfError> {
+        self.run_prog(VXLAN_PROG_NAME, frame)
+    }
+
+    fn run_prog(&mut self, name: &'static str, frame: &[u8]) -> Result<(u32, Vec<u8>), BpfError> {
         let prog = self
             .obj
             .progs_mut()
-            .find(|p| p.name() == OsStr::new(PROG_NAME))
-            .ok_or(BpfError::Missing(PROG_NAME))?;
-        // The program may not grow the frame (no adjust_head/tail).
-        let mut out = vec![0u8; frame.len()];
+            .find(|p| p.name() == OsStr::new(name))
+            .ok_or(BpfError::Missing(name))?;
+        // Room for the frame to grow by an encapsulation.
+        let mut out = vec![0u8; frame.len() + 128];
         let input = libbpf_rs::ProgramInput {
             data_in: Some(frame),
             data_out: Some(&mut out),

@@ -261,6 +261,8 @@ impl RunningBridge {
                             install_errors = x.install_errors,
                             ct_installs = x.ct_installs,
                             ct_removed = x.ct_removed,
+                            decap_hit_packets = x.decap_hit_packets,
+                            encap_hit_packets = x.encap_hit_packets,
                             "XDP flow cache"
                         );
                     }

@@ -73,11 +73,12 @@ pub struct PortSpec {
     pub mac: Option<[u8; 6]>,
     /// Set exactly when `port_type` is [`PortType::Vxlan`].
     pub vxlan: Option<VxlanSpec>,
-    /// `xdp_redirect=on` (system ports): the interface's peer accepts
-    /// frames redirected in XDP, so the XDP flow cache may forward to it.
-    /// A veth does only if its peer has GRO enabled or an XDP program;
-    /// otherwise the kernel drops such frames without a trace, so xbr
-    /// never assumes it.
+    /// `xdp_redirect=on` (system and vxlan ports): the interface (a vxlan
+    /// port's uplink) accepts frames redirected in XDP, so the XDP flow
+    /// cache may forward to it (encapsulated, for a vxlan port). A veth
+    /// does only if its peer has GRO enabled or an XDP program; otherwise
+    /// the kernel drops such frames without a trace, so xbr never assumes
+    /// it.
     pub xdp_redirect: bool,
 }
 
@@ -246,8 +247,11 @@ impl std::str::FromStr for PortSpec {
                 "dst_port, local_ip and uplink are only supported on type=vxlan ports",
             ));
         }
-        if port.xdp_redirect && port.port_type != PortType::System {
-            return Err(bad(spec, "xdp_redirect applies to type=system ports only"));
+        if port.xdp_redirect && port.port_type == PortType::Internal {
+            return Err(bad(
+                spec,
+                "xdp_redirect applies to type=system and type=vxlan ports only",
+            ));
         }
         if port.port_type == PortType::System && (port.mac.is_some() || port.mtu_request.is_some())
         {
@@ -382,7 +386,10 @@ mod tests {
             ("a,mac=zz", "not a MAC"),
             ("a,mtu_request=9", "not in 68-9000"),
             ("a,xdp_redirect=maybe", "not on or off"),
-            ("a,type=internal,xdp_redirect=on", "type=system ports only"),
+            (
+                "a,type=internal,xdp_redirect=on",
+                "type=system and type=vxlan ports only",
+            ),
             ("a,mac=00:11:22:33:44:55", "only supported on type=internal"),
             ("v,type=vxlan,uplink=eth0", "needs local_ip"),
             ("v,type=vxlan,local_ip=10.0.0.1", "needs uplink"),

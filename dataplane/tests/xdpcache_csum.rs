@@ -160,6 +160,7 @@ fn redirect() -> FcAction {
         out_ifindex: LO,
         set_dst: Some(NEW_DST),
         set_src: None,
+        encap: None,
     }
 }
 

@@ -14,85 +14,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use xbr_tests::{link_has_xdp, run_timeout, unique_tag, Background, Pod, Xbr, NAME_PREFIX};
-
-const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
-/// A receiver waits this long for its packets.
-const RECV_TIMEOUT_MS: u64 = 4000;
-
-/// A running `xbr-testtool udp-recv` in a lab namespace.
-struct Receiver {
-    proc: Background,
-    ready: std::path::PathBuf,
-}
-
-impl Receiver {
-    fn start(netns: &str, bind: &str, count: u64) -> Receiver {
-        let ready = std::env::temp_dir().join(format!("{NAME_PREFIX}-ready-{}", unique_tag()));
-        let count_s = count.to_string();
-        let timeout_s = RECV_TIMEOUT_MS.to_string();
-        let ready_s = ready.display().to_string();
-        let proc = Background::spawn(Command::new("ip").args([
-            "netns",
-            "exec",
-            netns,
-            TOOL,
-            "udp-recv",
-            "--bind",
-            bind,
-            "--count",
-            &count_s,
-            "--timeout-ms",
-            &timeout_s,
-            "--ready-file",
-            &ready_s,
-        ]))
-        .expect("udp-recv");
-        let mut rx = Receiver { proc, ready };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !rx.ready.exists() {
-            assert!(
-                rx.proc.try_status().is_none() && std::time::Instant::now() < deadline,
-                "receiver in {netns} never became ready"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        rx
-    }
-
-    /// Distinct test packets that arrived.
-    fn finish(self) -> u64 {
-        let out = self
-            .proc
-            .wait(Duration::from_millis(RECV_TIMEOUT_MS) + Duration::from_secs(5));
-        let _ = std::fs::remove_file(&self.ready);
-        assert!(
-            matches!(out.code(), Some(0) | Some(1)),
-            "udp-recv: {}\n{}",
-            out.describe_status(),
-            out.stderr
-        );
-        out.stdout
-            .lines()
-            .next()
-            .and_then(|l| l.trim().parse().ok())
-            .unwrap_or_else(|| panic!("udp-recv printed no count: {}", out.stdout))
-    }
-}
-
-fn udp_send(netns: &str, dst: &str, count: u64) -> u64 {
-    let count_s = count.to_string();
-    let out = run_timeout(
-        Command::new("ip").args([
-            "netns", "exec", netns, TOOL, "udp-send", "--dst", dst, "--count", &count_s, "--rate",
-            "2000",
-        ]),
-        Duration::from_secs(15),
-    )
-    .expect("udp-send");
-    assert!(out.success(), "udp-send: {}", out.stderr);
-    out.stdout.trim().parse().expect("sent count")
-}
+use xbr_tests::{link_has_xdp, run_timeout, Pod, Xbr};
 
 /// Sends `count` VXLAN packets from `netns` to `dst:4789` with VNI `vni`,
 /// each carrying an xbr-testtool UDP packet (port 7777) from `src_pod` to
@@ -153,39 +75,6 @@ fn send_vxlan(
     assert!(out.success(), "VXLAN sender: {}", out.stderr);
 }
 
-fn iperf3_tcp(client_ns: &str, server_ns: &str, server_ip: &str) -> f64 {
-    let server = Background::spawn(Command::new("ip").args([
-        "netns", "exec", server_ns, "iperf3", "-s", "-1", "-p", "5201",
-    ]))
-    .expect("iperf3 server");
-    // The server listens within moments; the client retries briefly.
-    let mut last = String::new();
-    for _ in 0..20 {
-        std::thread::sleep(Duration::from_millis(200));
-        let out = run_timeout(
-            Command::new("ip").args([
-                "netns", "exec", client_ns, "iperf3", "-c", server_ip, "-p", "5201", "-t", "3",
-                "-J",
-            ]),
-            Duration::from_secs(20),
-        )
-        .expect("iperf3 client");
-        if out.success() {
-            let _ = server.wait(Duration::from_secs(5));
-            let j: serde_json::Value = serde_json::from_str(&out.stdout).expect("iperf3 -J");
-            return j["end"]["sum_received"]["bits_per_second"]
-                .as_f64()
-                .expect("bits_per_second");
-        }
-        last = format!("{}\n{}", out.stdout, out.stderr);
-        if !last.contains("Connection refused") {
-            break;
-        }
-    }
-    let _ = server.wait(Duration::ZERO);
-    panic!("iperf3 failed:\n{last}");
-}
-
 fn tx_checksumming_on(netns: &str) -> bool {
     let out = sh("ip", &["netns", "exec", netns, "ethtool", "-k", "eth0"]);
     out.stdout.contains("tx-checksumming: on")
@@ -235,38 +124,8 @@ fn pods_talk_across_nodes_with_offload_on_and_the_uplink_stays_the_nodes() {
     // The uplink MTU is followed: below what a 1300-byte ping needs once
     // encapsulated, such pings are dropped (small ones still pass), and
     // they pass again once it is back.
-    let big_ping = |size: &str| {
-        let out = sh(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                s(a, "netns"),
-                "ping",
-                "-n",
-                "-q",
-                "-c",
-                "3",
-                "-i",
-                "0.2",
-                "-w",
-                "3",
-                "-s",
-                size,
-                s(b, "ip"),
-            ],
-        );
-        out.stdout.contains(" 0% packet loss") || out.stdout.contains(" 33% packet loss")
-    };
-    let set_mtu = |mtu: &str| {
-        assert!(sh(
-            "ip",
-            &["-n", s(n1, "netns"), "link", "set", "eth0", "mtu", mtu]
-        )
-        .success());
-        // The resolver hears of the change at once; leave it a moment.
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    let big_ping = |size: &str| ping_sized(s(a, "netns"), s(b, "ip"), size);
+    let set_mtu = |mtu: &str| set_uplink_mtu(s(n1, "netns"), mtu);
     assert!(big_ping("1300"));
     set_mtu("1350");
     assert!(!big_ping("1300"), "oversized VXLAN was sent");

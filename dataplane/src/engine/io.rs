@@ -1,5 +1,6 @@
 //! Frames, descriptors and the port I/O interface the engine drives.
 
+use crate::vxlan::encap::FlowOuter;
 use crate::vxlan::{TunnelDrop, TunnelMeta};
 use std::os::fd::BorrowedFd;
 
@@ -66,5 +67,18 @@ pub trait PortIo<F: Frames> {
     /// Prepends the outer headers for `tun` in the frame's headroom.
     fn encap(&mut self, _frames: &mut F, desc: Desc, _tun: TunnelMeta) -> Result<Desc, TunnelDrop> {
         Ok(desc)
+    }
+    /// A tunnel port's outer headers for the frames of one inner flow
+    /// (whose `encap::flow_hash` is `flow_hash`) sent with `tun`, for an
+    /// XDP flow cache entry to write; `None` when `encap` would not send
+    /// such a frame now (no destination, next hop not resolved).
+    fn xdp_encap(&mut self, _tun: TunnelMeta, _flow_hash: u32) -> Option<FlowOuter> {
+        None
+    }
+    /// Whether what `xdp_encap` returns may have changed since the last
+    /// call (a next hop or the uplink's MTU changed): the engine then
+    /// invalidates the XDP flow cache. Asked at the start of every round.
+    fn xdp_encap_changed(&mut self) -> bool {
+        false
     }
 }

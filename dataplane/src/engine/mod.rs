@@ -336,6 +336,15 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         // The XDP cache's generation before the ports' configs: see
         // `xdpcache` for why this order keeps entries from going stale.
         if let Some(x) = &mut self.xdp {
+            // Encapsulating entries hold a tunnel's next hop and MTU as
+            // they were when installed: a change makes them all stale.
+            let mut tunnels_changed = false;
+            for p in &mut self.ports {
+                tunnels_changed |= p.tunnel && p.io.xdp_encap_changed();
+            }
+            if tunnels_changed {
+                x.invalidate();
+            }
             x.begin_round();
         }
         // Every port's config, before any packet: an output checks the
@@ -377,11 +386,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     continue;
                 }
                 let mut desc = *desc;
+                let mut tunnel = None;
                 if self.ports[i].tunnel {
                     match self.ports[i].io.decap(&mut self.frames, desc) {
                         Ok((inner, meta)) => {
                             desc = inner;
                             self.rx_tunnel = Some(meta);
+                            tunnel = Some(meta);
                         }
                         Err(reason) => {
                             self.ports[i].totals.rx_dropped += 1;
@@ -394,6 +405,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 if let (Some(ifindex), Some(_)) = (self.ports[i].xdp_ifindex, &self.xdp) {
                     let frame = self.frames.bytes(desc.addr, desc.len);
                     self.rx_xdp_key = xdpcache::entry::frame_key(frame, ifindex);
+                    // Decapsulated: keyed as the uplink's program keys it.
+                    if let (Some(k), Some(t)) = (&mut self.rx_xdp_key, tunnel) {
+                        xdpcache::entry::set_tunnel(k, t.tun_src, t.tun_id as u32);
+                    }
                 }
                 self.process(in_port, desc);
                 self.rx_xdp_key = None;

@@ -2,9 +2,11 @@
 //! deciding whether a translation can run in the kernel, and adding the
 //! kernel's hits to the ports' and drop counters.
 
-use super::{Engine, Frames, PortIo};
+use super::{Engine, EnginePort, Frames, PortIo};
 use crate::conntrack::{state, Tuple};
 use crate::control::port_config;
+use crate::vxlan::wire::OUTER_LEN;
+use crate::vxlan::TunnelMeta;
 use crate::xdpcache::{entry::mac_bytes, CtConn, FcAction, FcKey, XdpCache, XdpCacheStats};
 use flowtable::action::port as ofpp;
 use flowtable::cache::Attribution;
@@ -143,6 +145,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             return;
         }
         let (mut set_dst, mut set_src, mut out_port) = (None, None, None);
+        let mut tun = TunnelMeta::default();
         for a in self.xlate.actions() {
             match *a {
                 DpAction::SetField {
@@ -153,7 +156,18 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     field: Field::EthSrc,
                     value,
                 } if out_port.is_none() => set_src = Some(mac_bytes(value)),
-                DpAction::Output { port, .. } if out_port.is_none() => out_port = Some(port),
+                DpAction::Output {
+                    port,
+                    tun_id,
+                    tun_dst,
+                } if out_port.is_none() => {
+                    out_port = Some(port);
+                    tun = TunnelMeta {
+                        tun_id,
+                        tun_src: 0,
+                        tun_dst,
+                    };
+                }
                 // Anything else stays in userspace; a meter above all: its
                 // buckets and counters are this thread's, and a cached
                 // flow would pass every packet unmetered.
@@ -175,18 +189,32 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 let Some(idx) = self.index_of(port) else {
                     return;
                 };
-                let p = &self.ports[idx];
+                let p = &mut self.ports[idx];
                 let (Some(out_ifindex), true) = (p.xdp_ifindex, p.xdp_target) else {
                     return;
                 };
                 if p.config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0 {
                     return;
                 }
+                // A tunnel port: the outer headers its `encap` would write
+                // now, for this flow (the source port hashes the inner
+                // flow, which the key holds); none yet (next hop not
+                // resolved): the packet thread keeps the flow.
+                let encap = if p.tunnel {
+                    let hash = crate::xdpcache::entry::flow_hash(&chain.xk);
+                    let Some(outer) = p.io.xdp_encap(tun, hash) else {
+                        return;
+                    };
+                    Some(outer)
+                } else {
+                    None
+                };
                 (
                     FcAction::Redirect {
                         out_ifindex,
                         set_dst,
                         set_src,
+                        encap,
                     },
                     Ok(idx),
                 )
@@ -271,16 +299,27 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             &self.conntrack,
             self.conntrack.now_ms(),
         );
+        // Entries count inner frames; a tunnel port counts what crosses
+        // its uplink, with the outer headers (every entry from one
+        // decapsulates, every entry to one encapsulates).
+        let outer = |p: &EnginePort<P>, c: &crate::xdpcache::Credit| {
+            c.bytes
+                + if p.tunnel {
+                    OUTER_LEN as u64 * c.packets
+                } else {
+                    0
+                }
+        };
         for c in x.take_credits() {
             if let Some(p) = self.ports.get_mut(c.in_idx) {
                 p.totals.rx_packets += c.packets;
-                p.totals.rx_bytes += c.bytes;
+                p.totals.rx_bytes += outer(p, &c);
             }
             match c.out {
                 Ok(idx) => {
                     if let Some(p) = self.ports.get_mut(idx) {
                         p.totals.tx_packets += c.packets;
-                        p.totals.tx_bytes += c.bytes;
+                        p.totals.tx_bytes += outer(p, &c);
                     }
                 }
                 Err(reason) => self.drops.count_n(reason, c.packets),

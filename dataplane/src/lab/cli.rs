@@ -83,9 +83,10 @@ struct UpArgs {
     /// ports with `ovs-vsctl` as the agent does.
     #[arg(long)]
     ovsdb: bool,
-    /// Pods turn GRO on and their ports get `xdp_redirect=on`, so local
-    /// pod-to-pod traffic the flows allow is forwarded by the XDP flow
-    /// cache.
+    /// Pods and the underlay's end of each node's uplink turn GRO on, and
+    /// the pods' ports and vxlan0 get `xdp_redirect=on`, so pod-to-pod
+    /// traffic the flows allow, local and across nodes, is forwarded by
+    /// the XDP flow cache.
     #[arg(long)]
     xdp_redirect: bool,
 }

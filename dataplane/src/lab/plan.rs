@@ -53,8 +53,9 @@ pub struct Options {
     pub variant: super::flows::Variant,
     /// Configure each node through its own ovsdb-server.
     pub ovsdb: bool,
-    /// Pods turn GRO on and their ports are `xdp_redirect=on`, so xbr's
-    /// XDP flow cache forwards between local pods in the kernel.
+    /// Pods and the underlay's end of each uplink turn GRO on, and the
+    /// pods' ports and vxlan0 are `xdp_redirect=on`, so xbr's XDP flow
+    /// cache forwards between pods, local and across nodes, in the kernel.
     pub xdp_redirect: bool,
 }
 

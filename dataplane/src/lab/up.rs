@@ -224,6 +224,11 @@ fn build(state: &mut LabState) -> Result<(), LabError> {
         new_netns(&ns)?;
         in_ns(&ns, "sysctl", &["-qw", "net.ipv4.ip_forward=1"])?;
         uplink(&ul, &node.name, &ns)?;
+        if state.xdp_redirect {
+            // The XDP flow cache encapsulates into eth0: its peer must
+            // accept redirected frames (GRO on, as for pods).
+            in_ns(&ul, "ethtool", &["-K", &node.name, "gro", "on"])?;
+        }
         let addr = format!("{}/{prefix_len}", node.uplink_ip);
         ip(&["-n", &ns, "addr", "add", &addr, "dev", "eth0"])?;
         ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
@@ -431,7 +436,10 @@ fn xbr_args(state: &LabState, node: &Node) -> Vec<String> {
         "--rundir".into(),
         node.rundir.display().to_string(),
     ];
-    let vxlan0 = if state.vxlan {
+    let vxlan0 = if state.vxlan && state.xdp_redirect {
+        // The underlay's end of the uplink has GRO on (see `build`).
+        format!("{},xdp_redirect=on", vxlan_port_spec(node.uplink_ip))
+    } else if state.vxlan {
         vxlan_port_spec(node.uplink_ip)
     } else {
         // Holds ofport 1 so the agent's flows (output:1) stay valid.

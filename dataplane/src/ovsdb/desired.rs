@@ -183,25 +183,14 @@ fn iface_spec(
         xdp_redirect: false,
     };
     match kind.as_str() {
-        "" | "system" => {
-            // xbr's own interface option: the XDP flow cache may redirect
-            // to this port (see PortSpec::xdp_redirect).
-            spec.xdp_redirect = match options.get("xdp_redirect").map(String::as_str) {
-                None | Some("off" | "false") => false,
-                Some("on" | "true") => true,
-                Some(other) => {
-                    return Err(format!(
-                        "{name}: options:xdp_redirect={other} is not on or off"
-                    ))
-                }
-            };
-        }
+        "" | "system" => spec.xdp_redirect = xdp_redirect(name, &options)?,
         "internal" => {
             spec.port_type = PortType::Internal;
             spec.mac = string(row, "mac").and_then(|m| crate::config::parse_mac(&m));
         }
         "vxlan" => {
             spec.port_type = PortType::Vxlan;
+            spec.xdp_redirect = xdp_redirect(name, &options)?;
             spec.vxlan = Some(vxlan_spec(&options, ports)?);
         }
         other => {
@@ -226,6 +215,19 @@ fn iface_spec(
     Ok(spec)
 }
 
+/// xbr's own interface option `xdp_redirect`: the XDP flow cache may
+/// redirect to this port (a vxlan port: to its uplink; see
+/// PortSpec::xdp_redirect).
+fn xdp_redirect(name: &str, options: &BTreeMap<String, String>) -> Result<bool, String> {
+    match options.get("xdp_redirect").map(String::as_str) {
+        None | Some("off" | "false") => Ok(false),
+        Some("on" | "true") => Ok(true),
+        Some(other) => Err(format!(
+            "{name}: options:xdp_redirect={other} is not on or off"
+        )),
+    }
+}
+
 /// A flow-based VXLAN port: `remote_ip=flow`, `key=flow` (or absent),
 /// optional `dst_port` and `local_ip`. The uplink is the interface that
 /// holds `local_ip`; without one, the interface of the default route and
@@ -237,7 +239,11 @@ fn vxlan_spec(
 ) -> Result<VxlanSpec, String> {
     for (k, v) in options {
         match (k.as_str(), v.as_str()) {
-            ("remote_ip", "flow") | ("key", "flow") | ("dst_port", _) | ("local_ip", _) => {}
+            ("remote_ip", "flow")
+            | ("key", "flow")
+            | ("dst_port", _)
+            | ("local_ip", _)
+            | ("xdp_redirect", _) => {}
             ("remote_ip", _) => {
                 return Err("vxlan: only options:remote_ip=flow is supported by xbr".into())
             }

@@ -61,7 +61,7 @@ pub struct XskPort {
     next_rx: usize,
     /// XDP flow cache entries may redirect to this port (and its ifindex
     /// is in the cache's devmap).
-    pub(super) xdp_target: bool,
+    pub(crate) xdp_target: bool,
     /// A fatal kick error was logged (once per port, not per packet).
     tx_error_logged: bool,
 }

@@ -277,12 +277,37 @@ impl PortIo<UmemFrames> for Port {
     fn xdp_ifindex(&self) -> Option<u32> {
         match self {
             Port::Xsk(p) => Some(p.ifindex()),
-            Port::Internal(_) | Port::Vxlan(_) => None,
+            // Entries for decapsulated frames are keyed by the uplink,
+            // and encapsulating ones redirect to it.
+            Port::Vxlan(v) => Some(v.uplink().ifindex()),
+            Port::Internal(_) => None,
         }
     }
 
     fn xdp_redirect_target(&self) -> bool {
-        matches!(self, Port::Xsk(p) if p.xdp_target)
+        match self {
+            Port::Xsk(p) => p.xdp_target,
+            Port::Vxlan(v) => v.uplink().xdp_target,
+            Port::Internal(_) => false,
+        }
+    }
+
+    fn xdp_encap(
+        &mut self,
+        tun: crate::vxlan::TunnelMeta,
+        flow_hash: u32,
+    ) -> Option<crate::vxlan::encap::FlowOuter> {
+        match self {
+            Port::Vxlan(v) => PortIo::<UmemFrames>::xdp_encap(v, tun, flow_hash),
+            _ => None,
+        }
+    }
+
+    fn xdp_encap_changed(&mut self) -> bool {
+        match self {
+            Port::Vxlan(v) => PortIo::<UmemFrames>::xdp_encap_changed(v),
+            _ => false,
+        }
     }
 
     #[inline]

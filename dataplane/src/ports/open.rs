@@ -162,7 +162,7 @@ pub fn open_one(
             Ok((Arc::new(meta), Port::Xsk(port)))
         }
         PortType::Vxlan => {
-            let (meta, port) = crate::vxlan::port::open(spec, umem)?;
+            let (meta, port) = crate::vxlan::port::open(spec, umem, cache)?;
             Ok((meta, Port::Vxlan(port)))
         }
         PortType::Internal => {

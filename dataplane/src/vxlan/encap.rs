@@ -99,6 +99,42 @@ impl Template {
     }
 }
 
+/// The outer headers of one inner flow's packets towards one remote VTEP,
+/// for the XDP flow cache to write (bpf/xbr_xdp.c, `xbr_write_outer`):
+/// the template with the flow's VNI and UDP source port in place; the
+/// words that change per packet (IPv4 total length, id, checksum, UDP
+/// length) are left zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowOuter {
+    pub hdr: [u8; OUTER_LEN],
+    /// One's-complement sum of the outer IPv4 header as in `hdr`.
+    pub ip_sum: u32,
+    /// The longest inner frame the uplink's MTU takes.
+    pub max_inner: u16,
+}
+
+impl Template {
+    /// The outer headers for the packets of a flow with `vni` and
+    /// `src_port`, over an uplink with `mtu`.
+    pub fn flow_outer(&self, vni: u32, src_port: u16, mtu: u32) -> FlowOuter {
+        let mut hdr = self.hdr;
+        if let Ok(mut udp) = UdpPacket::new_checked(&mut hdr[UDP_AT..VXLAN_AT]) {
+            udp.set_src_port(src_port);
+        }
+        if let Ok(mut vx) = VxlanPacket::new_checked(&mut hdr[VXLAN_AT..]) {
+            vx.set_vni(vni & 0x00ff_ffff);
+        }
+        let max_inner = mtu
+            .saturating_sub(OUTER_IP_OVERHEAD as u32)
+            .min(u32::from(u16::MAX)) as u16;
+        FlowOuter {
+            hdr,
+            ip_sum: self.ip_fixed_sum,
+            max_inner,
+        }
+    }
+}
+
 /// A hash of the inner frame's flow, for the outer UDP source port (RFC
 /// 7348 §5: entropy for ECMP and RSS on the path): IPv4 addresses, protocol
 /// and TCP/UDP ports when present, else the Ethernet addresses and type.
@@ -125,17 +161,32 @@ pub fn flow_hash(inner: &[u8]) -> u32 {
     if eth_type == ETH_TYPE_IPV4 && ihl >= IPV4_HEADER_LEN {
         let l3 = ETH_HEADER_LEN;
         let proto = inner.get(l3 + 9).copied().unwrap_or(0);
-        mix(word(l3 + 12) << 32 | word(l3 + 16));
-        mix(u64::from(proto));
         let not_fragment = inner
             .get(l3 + 6..l3 + 8)
             .is_some_and(|s| u16::from_be_bytes([s[0], s[1]]) & 0x3fff == 0);
-        if not_fragment && matches!(proto, 6 | 17 | 132) {
-            mix(word(l3 + ihl));
-        }
-    } else {
-        mix(word(0) << 16 | word(4) >> 16);
-        mix(word(6) << 32 | word(10));
+        let ports = (not_fragment && matches!(proto, 6 | 17 | 132)).then(|| word(l3 + ihl) as u32);
+        return flow_hash_ipv4(word(l3 + 12) as u32, word(l3 + 16) as u32, proto, ports);
+    }
+    mix(word(0) << 16 | word(4) >> 16);
+    mix(word(6) << 32 | word(10));
+    (h ^ (h >> 29)) as u32
+}
+
+/// [`flow_hash`] of an IPv4 packet from its fields: the addresses, the
+/// protocol and, for TCP, UDP and SCTP when not a fragment, the word of
+/// the two ports (the XDP flow cache computes an entry's source port
+/// from its key with this).
+#[inline]
+pub fn flow_hash_ipv4(src: u32, dst: u32, proto: u8, ports: Option<u32>) -> u32 {
+    let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut mix = |v: u64| {
+        h = (h ^ v).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 32;
+    };
+    mix(u64::from(src) << 32 | u64::from(dst));
+    mix(u64::from(proto));
+    if let Some(p) = ports {
+        mix(u64::from(p));
     }
     (h ^ (h >> 29)) as u32
 }

@@ -27,6 +27,7 @@ pub(crate) mod port;
 pub mod wire;
 
 use crate::engine::{Desc, Frames, PortIo};
+use encap::FlowOuter;
 use neigh::{Miss, NeighReader};
 use std::os::fd::BorrowedFd;
 use wire::{OUTER_IP_OVERHEAD, OUTER_LEN};
@@ -122,6 +123,8 @@ pub struct VxlanPort<P> {
     /// Outer IPv4 id, incremented per packet (DF is set, so it only has to
     /// be distinct enough for duplicate detection, RFC 6864).
     ip_id: u16,
+    /// The resolver's snapshot generation the XDP flow cache last saw.
+    xdp_seen: u64,
 }
 
 impl<P> VxlanPort<P> {
@@ -131,7 +134,12 @@ impl<P> VxlanPort<P> {
             params,
             neigh,
             ip_id: 0,
+            xdp_seen: 0,
         }
+    }
+
+    pub fn uplink(&self) -> &P {
+        &self.uplink
     }
 
     /// The uplink I/O, for orderly teardown.
@@ -212,5 +220,27 @@ impl<F: Frames, P: PortIo<F>> PortIo<F> for VxlanPort<P> {
             (tun.tun_id & 0x00ff_ffff) as u32,
         );
         Ok(out)
+    }
+
+    fn xdp_encap(&mut self, tun: TunnelMeta, flow_hash: u32) -> Option<FlowOuter> {
+        if tun.tun_dst == 0 {
+            return None;
+        }
+        self.neigh.refresh();
+        let mtu = self.neigh.mtu().unwrap_or(self.params.mtu);
+        let template = self.neigh.lookup(tun.tun_dst).ok()?;
+        Some(template.flow_outer(
+            (tun.tun_id & 0x00ff_ffff) as u32,
+            encap::src_port(flow_hash),
+            mtu,
+        ))
+    }
+
+    fn xdp_encap_changed(&mut self) -> bool {
+        self.neigh.refresh();
+        let g = self.neigh.generation();
+        let changed = g != self.xdp_seen;
+        self.xdp_seen = g;
+        changed
     }
 }

@@ -143,6 +143,13 @@ impl NeighReader {
         }
     }
 
+    /// Which snapshot this reader holds: changes whenever it picks up a
+    /// new one.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// The uplink MTU of the current snapshot, if the resolver read one.
     #[inline]
     pub fn mtu(&self) -> Option<u32> {

@@ -10,13 +10,19 @@ use crate::config::PortSpec;
 use crate::control::PortMeta;
 use crate::netdev::{self, NetdevError};
 use crate::ports::{open_xsk, PortError, XskPort};
+use crate::xdpcache::CacheMaps;
 use crate::xsk::Umem;
 use std::sync::Arc;
 
-/// Opens the VXLAN port of `spec` (ofport assigned), or nothing.
+/// Opens the VXLAN port of `spec` (ofport assigned), or nothing. With
+/// `cache` (the XDP flow cache is on), the uplink's program shares the
+/// bridge's cache maps: it decapsulates and forwards frames of cached
+/// flows itself, and with `xdp_redirect=on` entries may encapsulate and
+/// redirect to the uplink.
 pub(crate) fn open(
     spec: &PortSpec,
     umem: &Arc<Umem>,
+    cache: Option<&CacheMaps>,
 ) -> Result<(Arc<PortMeta>, VxlanPort<XskPort>), PortError> {
     let name = spec.name.clone();
     let ofport = spec.ofport.unwrap_or(0);
@@ -35,12 +41,28 @@ pub(crate) fn open(
             source,
         },
     })?;
-    let prog = XdpProgram::attach_vxlan(link.ifindex, XdpModeRequest::Auto, v.local_ip, v.dst_port)
-        .map_err(|source| PortError::Xdp {
-            name: v.uplink.clone(),
-            source,
-        })?;
-    let uplink = open_xsk(&v.uplink, &link, prog, umem)?;
+    let prog = XdpProgram::attach_vxlan(
+        link.ifindex,
+        XdpModeRequest::Auto,
+        v.local_ip,
+        v.dst_port,
+        cache,
+    )
+    .map_err(|source| PortError::Xdp {
+        name: v.uplink.clone(),
+        source,
+    })?;
+    let xdp_target = cache.is_some() && spec.xdp_redirect;
+    if let (Some(cache), true) = (cache, xdp_target) {
+        cache
+            .add_dev(link.ifindex)
+            .map_err(|source| PortError::XdpCache {
+                name: v.uplink.clone(),
+                source,
+            })?;
+    }
+    let mut uplink = open_xsk(&v.uplink, &link, prog, umem)?;
+    uplink.xdp_target = xdp_target;
     let resolver = ResolverConfig {
         uplink_ifindex: link.ifindex,
         uplink_mac: link.mac.unwrap_or_default(),

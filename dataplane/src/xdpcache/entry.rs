@@ -4,11 +4,20 @@
 //! the program looks up.
 
 use crate::packet::ETH_HEADER_LEN;
+use crate::vxlan::encap::FlowOuter;
+use crate::vxlan::wire::OUTER_LEN;
 
-/// `struct xbr_fc_key`: 32 bytes.
-pub const KEY_SIZE: usize = 32;
-/// `struct xbr_fc_val`: 48 bytes (a multiple of 8, as per-CPU values are).
-pub const VALUE_SIZE: usize = 48;
+/// `struct xbr_fc_key`: 40 bytes.
+pub const KEY_SIZE: usize = 40;
+/// `struct xbr_fc_val`: 112 bytes (a multiple of 8, as per-CPU values are).
+pub const VALUE_SIZE: usize = 112;
+/// Where the key holds a decapsulated frame's tunnel source and VNI.
+const KEY_TUN_SRC: usize = 32;
+const KEY_VNI: usize = 36;
+/// Where the value holds the outer headers of an encapsulating entry.
+const VALUE_ENCAP: usize = 48;
+const VALUE_ENCAP_IP_SUM: usize = 100;
+const VALUE_ENCAP_MAX_INNER: usize = 104;
 
 pub type FcKey = [u8; KEY_SIZE];
 
@@ -18,15 +27,28 @@ const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
 
 /// What a hit does: redirect to `out_ifindex` after optional Ethernet
-/// rewrites, or drop.
+/// rewrites and, with `encap`, VXLAN encapsulation (`out_ifindex` is then
+/// the tunnel port's uplink), or drop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FcAction {
     Redirect {
         out_ifindex: u32,
         set_dst: Option<[u8; 6]>,
         set_src: Option<[u8; 6]>,
+        encap: Option<FlowOuter>,
     },
     Drop,
+}
+
+impl FcAction {
+    /// Bytes the entry adds to each frame on the way out (the outer
+    /// headers of an encapsulation), for the egress port's counters.
+    pub fn added_bytes(&self) -> u64 {
+        match self {
+            FcAction::Redirect { encap: Some(_), .. } => OUTER_LEN as u64,
+            _ => 0,
+        }
+    }
 }
 
 const ACTION_REDIRECT: u8 = 1;
@@ -34,6 +56,7 @@ const ACTION_DROP: u8 = 2;
 const FLAG_SET_DST: u8 = 1;
 const FLAG_SET_SRC: u8 = 2;
 const FLAG_CT: u8 = 4;
+const FLAG_ENCAP: u8 = 8;
 
 /// The value stored for `action` in generation `gen`, counters zero.
 /// `ct`: the translation went through conntrack, so TCP segments with
@@ -52,6 +75,7 @@ pub fn value(action: FcAction, gen: u64, ct: bool) -> [u8; VALUE_SIZE] {
             out_ifindex,
             set_dst,
             set_src,
+            encap,
         } => {
             v[24..28].copy_from_slice(&out_ifindex.to_ne_bytes());
             v[28] = ACTION_REDIRECT;
@@ -63,6 +87,14 @@ pub fn value(action: FcAction, gen: u64, ct: bool) -> [u8; VALUE_SIZE] {
             if let Some(mac) = set_src {
                 flags |= FLAG_SET_SRC;
                 v[36..42].copy_from_slice(&mac);
+            }
+            if let Some(outer) = encap {
+                flags |= FLAG_ENCAP;
+                v[VALUE_ENCAP..VALUE_ENCAP + OUTER_LEN].copy_from_slice(&outer.hdr);
+                v[VALUE_ENCAP_IP_SUM..VALUE_ENCAP_IP_SUM + 4]
+                    .copy_from_slice(&outer.ip_sum.to_ne_bytes());
+                v[VALUE_ENCAP_MAX_INNER..VALUE_ENCAP_MAX_INNER + 2]
+                    .copy_from_slice(&outer.max_inner.to_ne_bytes());
             }
             v[29] = flags;
         }
@@ -78,6 +110,32 @@ pub fn counters(v: &[u8]) -> (u64, u64) {
             .map_or(0, u64::from_ne_bytes)
     };
     (word(8), word(16))
+}
+
+/// Adds a decapsulated frame's tunnel metadata to its key (the XDP
+/// program of a VXLAN port's uplink does so): the outer source address
+/// and the VNI. The outer destination is the port's own address, implied
+/// by the ingress ifindex.
+pub fn set_tunnel(key: &mut FcKey, tun_src: u32, vni: u32) {
+    key[KEY_TUN_SRC..KEY_TUN_SRC + 4].copy_from_slice(&tun_src.to_be_bytes());
+    key[KEY_VNI..KEY_VNI + 4].copy_from_slice(&(vni & 0x00ff_ffff).to_be_bytes());
+}
+
+/// Whether `key` is a decapsulated frame's (its tunnel source is set;
+/// statistics use this, lookups need not: a key also holds the ingress
+/// ifindex, an uplink's for every decapsulated frame).
+pub fn is_decapsulated(key: &FcKey) -> bool {
+    key[KEY_TUN_SRC..KEY_TUN_SRC + 4] != [0; 4]
+}
+
+/// The inner flow fields of a key that the VXLAN source port hashes
+/// (`vxlan::encap::flow_hash`): IPv4 addresses, protocol, and the L4
+/// ports of TCP and UDP.
+pub fn flow_hash(key: &FcKey) -> u32 {
+    let word = |at: usize| u32::from_be_bytes([key[at], key[at + 1], key[at + 2], key[at + 3]]);
+    let proto = key[24];
+    let ports = matches!(proto, PROTO_TCP | PROTO_UDP).then(|| word(28));
+    crate::vxlan::encap::flow_hash_ipv4(word(16), word(20), proto, ports)
 }
 
 /// A MAC held in the low 48 bits of a flow-key value, as bytes.
@@ -207,6 +265,7 @@ mod tests {
                 out_ifindex: 9,
                 set_dst: Some([1, 2, 3, 4, 5, 6]),
                 set_src: None,
+                encap: None,
             },
             5,
             false,
@@ -224,11 +283,61 @@ mod tests {
                 out_ifindex: 9,
                 set_dst: None,
                 set_src: Some([1, 2, 3, 4, 5, 6]),
+                encap: None,
             },
             5,
             true,
         );
         assert_eq!(ct[29], FLAG_CT | FLAG_SET_SRC);
         assert_eq!(mac_bytes(0x0a58_0a80_0002), [0x0a, 0x58, 0x0a, 0x80, 0, 2]);
+    }
+
+    #[test]
+    fn tunnel_metadata_and_encap_layout() {
+        let f = udp_frame();
+        let mut k = frame_key(&f, 7).unwrap();
+        assert_eq!(&k[32..40], &[0; 8], "not a decapsulated frame");
+        assert!(!is_decapsulated(&k));
+        set_tunnel(&mut k, 0x0a00_000c, 0x0123_4567);
+        assert!(is_decapsulated(&k));
+        assert_eq!(&k[32..40], &[10, 0, 0, 12, 0, 0x23, 0x45, 0x67]);
+
+        let t = crate::vxlan::encap::Template::new([2; 6], [4; 6], 0x0a00_000b, 0x0a00_000c, 4789);
+        let outer = t.flow_outer(0x12_3456, 0xc001, 1500);
+        assert_eq!(outer.max_inner, 1500 - 36);
+        let v = value(
+            FcAction::Redirect {
+                out_ifindex: 3,
+                set_dst: None,
+                set_src: None,
+                encap: Some(outer),
+            },
+            2,
+            false,
+        );
+        assert_eq!(v[29], FLAG_ENCAP);
+        assert_eq!(&v[48..98], &outer.hdr);
+        assert_eq!(&v[100..104], &outer.ip_sum.to_ne_bytes());
+        assert_eq!(&v[104..106], &(1464u16).to_ne_bytes());
+        // The stored header carries the flow's source port and VNI.
+        assert_eq!(&outer.hdr[34..36], &[0xc0, 0x01]);
+        assert_eq!(&outer.hdr[42..50], &[0x08, 0, 0, 0, 0x12, 0x34, 0x56, 0]);
+    }
+
+    /// The source port an entry stores is the one the packet thread's
+    /// encapsulation computes from the frame.
+    #[test]
+    fn key_flow_hash_is_the_frames() {
+        let mut tcp = udp_frame();
+        tcp[23] = PROTO_TCP;
+        tcp.extend_from_slice(&[0; 12]);
+        for f in [udp_frame(), tcp] {
+            let k = frame_key(&f, 1).unwrap();
+            assert_eq!(flow_hash(&k), crate::vxlan::encap::flow_hash(&f));
+        }
+        let mut icmp = udp_frame();
+        icmp[23] = PROTO_ICMP;
+        let k = frame_key(&icmp, 1).unwrap();
+        assert_eq!(flow_hash(&k), crate::vxlan::encap::flow_hash(&icmp));
     }
 }

@@ -22,9 +22,11 @@
 //!   header field of its flow key, and nothing else (tunnel metadata,
 //!   NORMAL's MAC table; ct state only as described below) entered the
 //!   translation;
-//! - it came from a system port (AF_XDP with this program) and the
+//! - it came from a system port (AF_XDP with this program) or a VXLAN
+//!   port (decapsulated by its uplink's program, see below) and the
 //!   actions are Ethernet address rewrites then one output to another
-//!   system port that may forward, or nothing at all (a drop);
+//!   system port that may forward, or to a VXLAN port whose uplink may
+//!   (`xdp_redirect=on`), or nothing at all (a drop);
 //! - the translation cache holds the translation (flowtable's rules for
 //!   what is cacheable; it also gives the counters to credit);
 //! - the switch is not forwarding by NORMAL for lack of a controller.
@@ -68,6 +70,23 @@
 //! conntrack accepts segments without window checks and resynchronises
 //! the windows from them (`TcpConn::suspend_window`). ICMP is never
 //! cached through `ct()` (the echo identifier is not in the XDP key).
+//!
+//! VXLAN: a frame xbr decapsulated is keyed as its uplink's program
+//! keys it: the inner headers, the uplink's ifindex, and the tunnel
+//! source and VNI (`entry::set_tunnel`); the tunnel destination is the
+//! port's own address, which the program selects on. The program makes
+//! every check xbr's decapsulation makes before it looks up (and leaves
+//! what it cannot check, e.g. a UDP checksum to verify, to xbr), then
+//! strips the outer headers on a hit. An entry that outputs to a VXLAN
+//! port holds the outer headers `VxlanPort::encap` would write for the
+//! flow (the next hop's template, the VNI, the source port hashed from
+//! the inner flow, which the key holds) and the longest inner frame the
+//! uplink MTU takes; the program writes them in front of the frame and
+//! fills in the lengths, id and checksum, or leaves a frame too long to
+//! xbr, which drops and counts it. Entries count inner frames; the
+//! engine adds the outer headers to the tunnel port's counters. A new
+//! next hop or MTU (the resolver's snapshot changed) invalidates the
+//! cache at the start of the next round.
 //!
 //! Invalidation (never a stale hit after a barrier reply): each entry
 //! carries the generation it was installed in, and the program uses it
@@ -180,6 +199,12 @@ pub struct XdpCacheStats {
     pub ct_installs: u64,
     /// Entries removed because their connection changed or went.
     pub ct_removed: u64,
+    /// Packets a VXLAN port's uplink program decapsulated and forwarded
+    /// (or dropped) from entries (part of `hit_packets`).
+    pub decap_hit_packets: u64,
+    /// Packets entries encapsulated into a VXLAN port's uplink (part of
+    /// `hit_packets`).
+    pub encap_hit_packets: u64,
 }
 
 /// Hits to credit to the engine's ports and drop counters.
@@ -202,10 +227,33 @@ struct Installed {
     out: Result<usize, DropReason>,
     /// The connections the translation went through (`ct()` passes).
     links: Vec<CtLink>,
+    /// The key is a decapsulated frame's (see `entry::set_tunnel`).
+    decap: bool,
     /// Hits already credited.
     packets: u64,
     bytes: u64,
     last_active: Instant,
+}
+
+impl Installed {
+    /// Credits `dp` new hits of `db` bytes: to the flows now, to the
+    /// ports through `credits`.
+    fn credit(&self, dp: u64, db: u64, stats: &mut XdpCacheStats, credits: &mut Vec<Credit>) {
+        self.attribution.credit(dp, db);
+        stats.hit_packets += dp;
+        if self.decap {
+            stats.decap_hit_packets += dp;
+        }
+        if self.action.added_bytes() > 0 {
+            stats.encap_hit_packets += dp;
+        }
+        credits.push(Credit {
+            in_idx: self.in_idx,
+            out: self.out,
+            packets: dp,
+            bytes: db,
+        });
+    }
 }
 
 /// The packet thread's side of the XDP flow cache.
@@ -341,6 +389,7 @@ impl XdpCache {
                 in_idx,
                 out,
                 links,
+                decap: entry::is_decapsulated(&key),
                 packets: 0,
                 bytes: 0,
                 last_active: Instant::now(),
@@ -406,14 +455,7 @@ impl XdpCache {
         if dp == 0 {
             return false;
         }
-        e.attribution.credit(dp, db);
-        self.stats.hit_packets += dp;
-        self.credits.push(Credit {
-            in_idx: e.in_idx,
-            out: e.out,
-            packets: dp,
-            bytes: db,
-        });
+        e.credit(dp, db, &mut self.stats, &mut self.credits);
         true
     }
 
@@ -437,14 +479,7 @@ impl XdpCache {
                     bytes.saturating_sub(e.bytes),
                 );
                 if dp > 0 {
-                    e.attribution.credit(dp, db);
-                    self.stats.hit_packets += dp;
-                    self.credits.push(Credit {
-                        in_idx: e.in_idx,
-                        out: e.out,
-                        packets: dp,
-                        bytes: db,
-                    });
+                    e.credit(dp, db, &mut self.stats, &mut self.credits);
                     e.packets = packets;
                     e.bytes = bytes;
                     e.last_active = now;

@@ -1,8 +1,14 @@
-//! The `xbr lab` driver shared by the lab test crates (lab.rs, vxlan.rs):
-//! a lab built with `xbr lab up` and removed with `xbr lab down` on drop,
-//! and small probes (ping, ovs-ofctl counters). Each crate uses a subset,
-//! hence the dead-code allowance.
+//! The `xbr lab` driver shared by the lab test crates (lab.rs, vxlan.rs,
+//! xdp_cache_vxlan.rs): a lab built with `xbr lab up` and removed with
+//! `xbr lab down` on drop, small probes (ping, ovs-ofctl counters) and
+//! pod traffic (`traffic`). Each crate uses a subset, hence the dead-code
+//! allowance.
 #![allow(dead_code)]
+
+mod traffic;
+// lab.rs uses none of it.
+#[allow(unused_imports)]
+pub use traffic::*;
 
 use serde_json::Value;
 use std::path::PathBuf;
