@@ -340,6 +340,7 @@ fn conntrack_entries_complete_checksums() {
         },
         mark: 0,
         label: 0,
+        absent: false,
     };
     r.install(&f, redirect(), &[conn]);
     assert_eq!(r.cache.stats().ct_installs, 1, "a conntrack entry");

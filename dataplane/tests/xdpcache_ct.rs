@@ -76,6 +76,7 @@ fn conn() -> CtConn {
         },
         mark: 0,
         label: 0,
+        absent: false,
     }
 }
 
@@ -99,6 +100,10 @@ fn rig() -> Rig {
 
 impl Rig {
     fn install(&mut self, key_byte: u8) {
+        self.install_through(key_byte, conn());
+    }
+
+    fn install_through(&mut self, key_byte: u8, c: CtConn) {
         let mut key = [0u8; KEY_SIZE];
         key[0] = key_byte;
         let now = self.ct.now_ms();
@@ -109,7 +114,7 @@ impl Rig {
             0,
             Err(flowtable::pipeline::DropReason::ExplicitDrop),
             attribution(),
-            &[conn()],
+            &[c],
             &self.ct,
             now,
         );
@@ -199,4 +204,68 @@ fn retired_entries_unlink_and_a_flush_bumps_the_generation() {
     assert!(r.maps.generation().current() > before);
     assert!(r.forget_dead());
     assert_eq!(r.cache.len(), 0);
+}
+
+/// Uncommitted `+trk+new` (the agent's subnet-mode flows): cached while
+/// the tuple has no connection, in either direction; the first commit of
+/// it removes the entries, before the packet that committed goes on.
+#[test]
+fn an_absent_tuple_is_cached_until_a_connection_is_committed() {
+    let absent = CtConn {
+        absent: true,
+        ..conn()
+    };
+    let reverse = CtConn {
+        tuple: Tuple {
+            src: B,
+            sport: 53,
+            dst: A,
+            dport: 5000,
+            ..absent.tuple
+        },
+        ..absent
+    };
+    for committer in [udp(A, 5000, B, 53), udp(B, 53, A, 5000)] {
+        let mut r = rig();
+        // Uncommitted traffic both ways stores nothing: both cacheable.
+        track(&r.ct, udp(A, 5000, B, 53), &CtRequest::default());
+        track(&r.ct, udp(B, 53, A, 5000), &CtRequest::default());
+        r.install_through(1, absent);
+        r.install_through(2, reverse);
+        assert_eq!(r.cache.len(), 2);
+        assert_eq!(r.cache.stats().ct_installs, 2);
+        // Another zone's commit is another tuple.
+        let other_zone = CtRequest {
+            zone: 9,
+            ..commit()
+        };
+        track(&r.ct, udp(A, 5000, B, 53), &other_zone);
+        assert!(!r.forget_dead());
+        assert_eq!(r.cache.len(), 2);
+        // A commit in either direction fires both watches.
+        track(&r.ct, committer, &commit());
+        assert!(r.forget_dead());
+        assert_eq!(r.cache.len(), 0);
+        assert_eq!(r.cache.stats().ct_removed, 2);
+        // Now there is a connection (+new, not replied): not absent.
+        r.install_through(1, absent);
+        assert_eq!(r.cache.len(), 0);
+    }
+}
+
+#[test]
+fn removed_entries_drop_their_watches() {
+    let mut r = rig();
+    let absent = CtConn {
+        absent: true,
+        ..conn()
+    };
+    r.install_through(1, absent);
+    assert_eq!(r.cache.len(), 1);
+    r.maps.generation().bump();
+    r.cache.sweep(Instant::now(), true, &r.ct, r.ct.now_ms());
+    assert_eq!(r.cache.len(), 0);
+    // The commit finds no watch: nothing queued.
+    track(&r.ct, udp(A, 5000, B, 53), &commit());
+    assert!(!r.forget_dead());
 }

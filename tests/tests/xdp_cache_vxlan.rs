@@ -183,3 +183,56 @@ fn pods_across_nodes_are_encapsulated_and_decapsulated_in_the_kernel() {
         .unwrap_or_else(|| panic!("no tunnel drops in node1's log:\n{log1}"));
     assert!(too_big >= 2, "node1 dropped {too_big} oversized packets");
 }
+
+/// The agent's current flows (subnet mode: every IP packet goes through
+/// `ct(table=0)`, nothing is committed, so every packet is `+trk+new`):
+/// the kernel carries such flows while their tuples have no connection.
+#[test]
+fn uncommitted_conntrack_flows_across_nodes_are_cached() {
+    let lab = Lab::up(&[
+        "--mode",
+        "subnet",
+        "--nodes",
+        "2",
+        "--pods-per-node",
+        "1",
+        "--xdp-redirect",
+    ]);
+    assert_eq!(
+        lab.json["flows"].as_str(),
+        Some("conntrack"),
+        "{}",
+        lab.json
+    );
+    let a = lab.pod(|p| s(p, "name") == "node1-pod1");
+    let b = lab.pod(|p| s(p, "name") == "node2-pod1");
+    let (n1, n2) = (&lab.nodes()[0], &lab.nodes()[1]);
+    // Resolves the nodes' next hops first: until then xbr drops what it
+    // would tunnel (counted as no_neighbour), as it should.
+    assert!(ping(s(a, "netns"), s(b, "ip")), "ping across nodes");
+    let bind = format!("{}:7000", s(b, "ip"));
+    let rx = Receiver::start(s(b, "netns"), &bind, BURST);
+    assert_eq!(udp_send(s(a, "netns"), &bind, BURST), BURST);
+    assert_eq!(rx.finish(), BURST, "UDP across nodes");
+    let bps = iperf3_tcp(s(a, "netns"), s(b, "netns"), s(b, "ip"));
+    eprintln!(
+        "iperf3 TCP node1-pod1 -> node2-pod1: {:.2} Gbit/s",
+        bps / 1e9
+    );
+    assert!(bps > 0.0);
+    let (c1, _) = stop_and_count(n1);
+    let (c2, _) = stop_and_count(n2);
+    eprintln!("node1 XDP cache: {c1:?}\nnode2 XDP cache: {c2:?}");
+    for (node, counts) in [("node1", &c1), ("node2", &c2)] {
+        assert_eq!(count(counts, "install_errors"), 0, "{node}: {counts:?}");
+        assert!(count(counts, "ct_installs") > 0, "{node}: {counts:?}");
+    }
+    assert!(
+        count(&c1, "encap_hit_packets") >= BURST - 10,
+        "node1 encapsulated too little in XDP: {c1:?}"
+    );
+    assert!(
+        count(&c2, "decap_hit_packets") >= BURST - 10,
+        "node2 decapsulated too little in XDP: {c2:?}"
+    );
+}

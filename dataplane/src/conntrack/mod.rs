@@ -54,6 +54,7 @@
 //! the TCP window check and, with NAT, a few incremental checksum updates;
 //! no allocation. A new committed connection allocates its record.
 
+mod absent;
 pub mod ctnetlink;
 mod dump;
 pub mod frag;
@@ -305,6 +306,9 @@ pub struct Conntrack {
     /// whether there are any (see `xdp_link.rs`).
     xdp_dead: Mutex<Vec<usize>>,
     xdp_dead_pending: AtomicBool,
+    /// Ids of watches on absent tuples (odd, so never a connection's
+    /// address; see `absent.rs`).
+    next_absent_id: AtomicUsize,
     /// The XDP flow cache's generation, bumped by flushes.
     xdp_gen: OnceLock<Arc<crate::xdpcache::XdpGen>>,
     pub stats: CtStats,
@@ -347,6 +351,7 @@ impl Conntrack {
             frags: Fragments::default(),
             xdp_dead: Mutex::new(Vec::new()),
             xdp_dead_pending: AtomicBool::new(false),
+            next_absent_id: AtomicUsize::new(0),
             xdp_gen: OnceLock::new(),
             stats: CtStats::default(),
         }

@@ -22,10 +22,14 @@
 //! order: shards before connections, shards by index; nobody takes a
 //! shard lock while holding a connection's.
 //!
+//! Inserting also fires the XDP flow cache's watches on the new tuples
+//! (`absent.rs`) while it holds their shards' write locks.
+//!
 //! Cost: lookup is a hash of the tuple and one `HashMap` probe; inserting
 //! allocates (the record and possibly map growth), which only new
 //! connections do.
 
+use super::absent::AbsentWatches;
 use super::tuple::Tuple;
 use super::Conn;
 use ahash::RandomState;
@@ -49,6 +53,9 @@ pub struct Table {
     shards: Vec<RwLock<HashMap<Tuple, Entry, RandomState>>>,
     hasher: RandomState,
     count: AtomicUsize,
+    /// The XDP flow cache's watches on tuples without a connection
+    /// (`absent.rs`), fired by `insert`.
+    absent: Arc<AbsentWatches>,
 }
 
 impl Table {
@@ -59,7 +66,25 @@ impl Table {
                 .collect(),
             hasher: RandomState::new(),
             count: AtomicUsize::new(0),
+            absent: Arc::new(AbsentWatches::new(SHARDS)),
         }
+    }
+
+    pub fn absent(&self) -> &Arc<AbsentWatches> {
+        &self.absent
+    }
+
+    /// Registers watch `id` on `t` if `t` has no connection; returns the
+    /// shard it is kept under, or `None` if `t` has a connection.
+    pub fn watch_absent(&self, t: &Tuple, id: usize) -> Option<usize> {
+        let idx = self.shard_of(t);
+        let shard = self.shards.get(idx)?;
+        let s = shard.read();
+        if s.contains_key(t) {
+            return None;
+        }
+        self.absent.add(idx, *t, id);
+        Some(idx)
     }
 
     fn shard_of(&self, t: &Tuple) -> usize {
@@ -128,6 +153,8 @@ impl Table {
                 },
             );
             s.insert(reply, Entry { conn, reply: true });
+            self.absent.stored(a, &orig);
+            self.absent.stored(a, &reply);
             return Ok(());
         }
         let (mut ga, mut gb) = if a < b {
@@ -148,6 +175,8 @@ impl Table {
             },
         );
         gb.insert(reply, Entry { conn, reply: true });
+        self.absent.stored(a, &orig);
+        self.absent.stored(b, &reply);
         Ok(())
     }
 

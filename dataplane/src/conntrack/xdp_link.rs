@@ -27,11 +27,15 @@
 //! the kernel carries it; a steady connection's timeout does not depend
 //! on which packets were seen.
 //!
+//! Tuples without a connection: see `absent.rs` ([`Conntrack::xdp_watch_absent`]);
+//! a fired watch's id goes through the same queue.
+//!
 //! TCP window tracking is suspended while linked (`TcpConn::suspend_window`):
 //! the kernel does not tell conntrack the sequence numbers it forwarded,
 //! so the first segment of each peer seen afterwards resynchronises the
 //! window instead of being judged against a stale one.
 
+use super::absent::AbsentWatches;
 use super::table::ConnRef;
 use super::{Conn, Conntrack, Tuple};
 use crate::xdpcache::XdpGen;
@@ -49,10 +53,22 @@ pub(super) fn steady(c: &Conn) -> bool {
         && c.tcp.as_ref().is_none_or(|t| t.established())
 }
 
-/// The XDP flow cache's hold on a connection it carries.
+/// The XDP flow cache's hold on a connection it carries, or on a tuple
+/// without one whose uncommitted `+trk+new` it carries (`absent.rs`).
 #[derive(Clone)]
 pub struct CtLink {
-    conn: ConnRef,
+    kind: LinkKind,
+}
+
+#[derive(Clone)]
+enum LinkKind {
+    Conn(ConnRef),
+    Absent {
+        watches: Arc<AbsentWatches>,
+        shard: usize,
+        tuple: Tuple,
+        id: usize,
+    },
 }
 
 impl std::fmt::Debug for CtLink {
@@ -62,31 +78,54 @@ impl std::fmt::Debug for CtLink {
 }
 
 impl CtLink {
-    /// The connection's identity while this link exists (its address,
-    /// which the link keeps from being reused).
+    /// The link's identity while it exists: the connection's address
+    /// (which the link keeps from being reused), or the watch's odd id.
     pub fn id(&self) -> usize {
-        Arc::as_ptr(&self.conn) as usize
+        match &self.kind {
+            LinkKind::Conn(conn) => Arc::as_ptr(conn) as usize,
+            LinkKind::Absent { id, .. } => *id,
+        }
     }
 
     /// The kernel forwarded packets of the connection at `now`: it lives
     /// on as if conntrack had seen them. A connection that was unlinked,
-    /// removed or already expired is left alone.
+    /// removed or already expired is left alone; an absent tuple has
+    /// nothing to refresh.
     pub fn refresh(&self, ct: &Conntrack, now: u64) {
-        let mut c = self.conn.lock();
+        let LinkKind::Conn(conn) = &self.kind else {
+            return;
+        };
+        let mut c = conn.lock();
         if c.xdp_linked && !c.removed && c.expires > now {
             let until = now.saturating_add(c.timeout(&ct.config.timeouts));
             c.expires = c.expires.max(until);
         }
     }
 
-    /// The cache no longer carries the connection.
+    /// The cache no longer carries the connection (or the tuple).
     pub fn unlink(&self) {
-        self.conn.lock().xdp_linked = false;
+        match &self.kind {
+            LinkKind::Conn(conn) => conn.lock().xdp_linked = false,
+            LinkKind::Absent {
+                watches,
+                shard,
+                tuple,
+                id,
+            } => watches.remove(*shard, tuple, *id),
+        }
     }
 
     /// Whether the link is still in force (tests and diagnostics).
     pub fn is_linked(&self) -> bool {
-        self.conn.lock().xdp_linked
+        match &self.kind {
+            LinkKind::Conn(conn) => conn.lock().xdp_linked,
+            LinkKind::Absent {
+                watches,
+                shard,
+                tuple,
+                id,
+            } => watches.contains(*shard, tuple, *id),
+        }
     }
 }
 
@@ -106,8 +145,25 @@ impl Conntrack {
                 tcp.suspend_window();
             }
             Some(CtLink {
-                conn: e.conn.clone(),
+                kind: LinkKind::Conn(e.conn.clone()),
             })
+        })
+    }
+
+    /// Watches the packet tuple `t`, which an uncommitted `ct()` found
+    /// without a connection (`+trk+new`), for the XDP flow cache: the
+    /// watch fires when a connection with `t` as either tuple is stored.
+    /// `None` if `t` has a connection now (do not cache).
+    pub fn xdp_watch_absent(&self, t: &Tuple) -> Option<CtLink> {
+        let id = self.next_absent_id.fetch_add(1, Ordering::Relaxed) * 2 + 1;
+        let shard = self.table.watch_absent(t, id)?;
+        Some(CtLink {
+            kind: LinkKind::Absent {
+                watches: self.table.absent().clone(),
+                shard,
+                tuple: *t,
+                id,
+            },
         })
     }
 
@@ -127,8 +183,9 @@ impl Conntrack {
     /// Moves the ids of connections whose cache entries must go into
     /// `out`; returns whether there were any. One atomic load when none.
     pub fn xdp_take_dead(&self, out: &mut Vec<usize>) -> bool {
+        let fired = self.table.absent().take_fired(out);
         if !self.xdp_dead_pending.load(Ordering::Acquire) {
-            return false;
+            return fired;
         }
         let mut dead = self.xdp_dead.lock();
         self.xdp_dead_pending.store(false, Ordering::Relaxed);

@@ -48,15 +48,18 @@ impl XdpChain {
     /// After a `ct(table=N)` pass, `key` is what the fork resumes with:
     /// records its connection if the kernel may carry the packet, i.e.
     /// it is `+trk+est` (maybe `+rpl`), not new, invalid, related or
-    /// NATed, and TCP or UDP (the XDP key holds their ports; an ICMP
-    /// echo's identifier it does not). Returns whether it did.
+    /// NATed, or exactly `+trk+new` (no connection, none committed: the
+    /// tuple is then watched until one is, see `conntrack/absent.rs`;
+    /// a committed one without a reply yet is refused when it is linked),
+    /// and TCP or UDP (the XDP key holds their ports; an ICMP echo's
+    /// identifier it does not). Returns whether it did.
     pub(super) fn tracked(&mut self, key: &FlowKey) -> bool {
         let st = key.get(Field::CtState) as u32;
         let need = state::TRK | state::EST;
         let refuse = state::NEW | state::INV | state::REL | state::SNAT | state::DNAT;
         let proto = key.get(Field::IpProto) as u8;
-        if st & need != need
-            || st & refuse != 0
+        let absent = st == state::TRK | state::NEW;
+        if !(absent || (st & need == need && st & refuse == 0))
             || !matches!(proto, IP_PROTO_TCP | IP_PROTO_UDP)
             || self.conns.len() >= MAX_CT_PASSES
         {
@@ -73,6 +76,7 @@ impl XdpChain {
             },
             mark: key.get(Field::CtMark) as u32,
             label: key.ct_label(),
+            absent,
         });
         true
     }
@@ -353,7 +357,11 @@ mod tests {
             (est, IP_PROTO_TCP, true),
             (est | state::RPL, IP_PROTO_UDP, true),
             (est, IP_PROTO_ICMP, false),
-            (state::TRK | state::NEW, IP_PROTO_UDP, false),
+            (state::TRK | state::NEW, IP_PROTO_UDP, true),
+            (state::TRK | state::NEW, IP_PROTO_TCP, true),
+            (state::TRK | state::NEW, IP_PROTO_ICMP, false),
+            (state::TRK | state::NEW | state::RPL, IP_PROTO_UDP, false),
+            (state::TRK | state::NEW | state::DNAT, IP_PROTO_UDP, false),
             (est | state::INV, IP_PROTO_UDP, false),
             (state::TRK | state::REL | state::RPL, IP_PROTO_UDP, false),
             (est | state::SNAT, IP_PROTO_UDP, false),
@@ -379,6 +387,7 @@ mod tests {
                 },
                 mark: 9,
                 label: 0,
+                absent: false,
             }
         );
         for _ in 1..MAX_CT_PASSES {

@@ -65,6 +65,13 @@
 //!   connection's timeout (established TCP, replied UDP) does not depend
 //!   on which of its packets were seen.
 //!
+//! Uncommitted `ct()`: a pass whose packet is exactly `+trk+new` (no
+//! connection, none committed: the agent's subnet-mode flows) over TCP or
+//! UDP is followed too; the entry holds a watch on the packet's tuple
+//! instead of a link (`Conntrack::xdp_watch_absent`, `conntrack/absent.rs`),
+//! which fires, through the same queue, when a connection with that tuple
+//! is stored.
+//!
 //! Known limit: TCP window tracking is skipped for segments the kernel
 //! forwards; while linked, and until each peer was seen again after,
 //! conntrack accepts segments without window checks and resynchronises
@@ -356,7 +363,12 @@ impl XdpCache {
         }
         let mut links = Vec::with_capacity(conns.len());
         for c in conns {
-            match ct.xdp_link(&c.tuple, c.mark, c.label, ct_now) {
+            let link = if c.absent {
+                ct.xdp_watch_absent(&c.tuple)
+            } else {
+                ct.xdp_link(&c.tuple, c.mark, c.label, ct_now)
+            };
+            match link {
                 Some(l) => links.push(l),
                 None => {
                     self.release(&key, &links);
@@ -518,12 +530,15 @@ impl XdpCache {
 }
 
 /// A connection a translation went through: the packet's tuple in the
-/// `ct()` pass, and the ct_mark and ct_label the pass saw.
+/// `ct()` pass, and the ct_mark and ct_label the pass saw; `absent`: the
+/// pass found none and committed none (`+trk+new`, see
+/// `conntrack/absent.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CtConn {
     pub tuple: crate::conntrack::Tuple,
     pub mark: u32,
     pub label: u128,
+    pub absent: bool,
 }
 
 impl Drop for XdpCache {
