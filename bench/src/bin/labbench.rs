@@ -9,13 +9,20 @@
 //! offload off for both switches: OVS's AF_XDP ports need it, and the same
 //! pods make the comparison fair (xbr also works with it on).
 //!
+//! Both labs are built with `--xdp-redirect` (GRO on the pods and on the
+//! underlay's end of the uplinks, xbr's ports `xdp_redirect=on`), so xbr's
+//! XDP flow cache encapsulates and decapsulates in the kernel; the same
+//! topology serves OVS. `--no-xdp-redirect` builds both without it (xbr's
+//! AF_XDP path alone).
+//!
 //! Measured with iperf3 from node1's pod to node2's pod, each run
 //! `--seconds` long, median of `--runs`: TCP throughput, and UDP packet
 //! rate of 64-byte datagrams sent as fast as the pod can (`-b 0`), counted
 //! at the receiver. Reports both switches and the ratio xbr/ovs. The
 //! machine is shared: read the ratios, not the absolute figures.
 //!
-//! Usage (root): `labbench [--runs N] [--seconds S] [--json]`; the xbr
+//! Usage (root): `labbench [--runs N] [--seconds S] [--no-xdp-redirect]
+//! [--json]`; the xbr
 //! binary is `$XBR_BIN`, else `xbr` next to this program (build both with
 //! `cargo build --release -p dataplane --bin xbr -p bench`).
 
@@ -40,6 +47,7 @@ struct Args {
     runs: usize,
     seconds: u32,
     json: bool,
+    xdp_redirect: bool,
 }
 
 fn parse_args() -> Result<Args, BenchError> {
@@ -47,6 +55,7 @@ fn parse_args() -> Result<Args, BenchError> {
         runs: 3,
         seconds: 5,
         json: false,
+        xdp_redirect: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -60,9 +69,11 @@ fn parse_args() -> Result<Args, BenchError> {
             "--runs" => a.runs = num("--runs")? as usize,
             "--seconds" => a.seconds = num("--seconds")?.min(600) as u32,
             "--json" => a.json = true,
+            "--no-xdp-redirect" => a.xdp_redirect = false,
             other => {
                 return Err(BenchError::Usage(format!(
-                    "unknown argument '{other}' (usage: labbench [--runs N] [--seconds S] [--json])"
+                    "unknown argument '{other}' (usage: labbench [--runs N] [--seconds S] \
+                     [--no-xdp-redirect] [--json])"
                 )))
             }
         }
@@ -106,7 +117,7 @@ struct LabRun {
 }
 
 impl LabRun {
-    fn up() -> Result<LabRun, BenchError> {
+    fn up(xdp_redirect: bool) -> Result<LabRun, BenchError> {
         let tag = unique_tag();
         let dir = std::env::temp_dir().join(format!("xbrb-lab-{tag}"));
         let prefix = format!("xbrb-{tag}");
@@ -116,23 +127,25 @@ impl LabRun {
             json: Value::Null,
             ovs: Vec::new(),
         };
-        run(
-            Command::new(xbr_bin()).args([
-                "lab",
-                "up",
-                "--mode",
-                "subnet",
-                "--nodes",
-                "2",
-                "--pods-per-node",
-                "1",
-                "--dir",
-                &dir.display().to_string(),
-                "--prefix",
-                &prefix,
-            ]),
-            Duration::from_secs(180),
-        )?;
+        let dir_s = dir.display().to_string();
+        let mut up = vec![
+            "lab",
+            "up",
+            "--mode",
+            "subnet",
+            "--nodes",
+            "2",
+            "--pods-per-node",
+            "1",
+            "--dir",
+            &dir_s,
+            "--prefix",
+            &prefix,
+        ];
+        if xdp_redirect {
+            up.push("--xdp-redirect");
+        }
+        run(Command::new(xbr_bin()).args(&up), Duration::from_secs(180))?;
         let text = std::fs::read_to_string(dir.join("lab.json"))
             .map_err(|e| BenchError::Failed(format!("reading lab.json: {e}")))?;
         lab.json = serde_json::from_str(&text)
@@ -289,11 +302,11 @@ fn main() -> ExitCode {
 
 fn bench(args: &Args) -> Result<(), BenchError> {
     let xbr = {
-        let lab = LabRun::up()?;
+        let lab = LabRun::up(args.xdp_redirect)?;
         measure(&lab, args)?
     };
     let ovs = {
-        let mut lab = LabRun::up()?;
+        let mut lab = LabRun::up(args.xdp_redirect)?;
         lab.switch_to_ovs()?;
         measure(&lab, args)?
     };
@@ -302,7 +315,7 @@ fn bench(args: &Args) -> Result<(), BenchError> {
         println!(
             "{}",
             serde_json::json!({
-                "runs": args.runs, "seconds": args.seconds,
+                "runs": args.runs, "seconds": args.seconds, "xdp_redirect": args.xdp_redirect,
                 "xbr": {"tcp_gbps": xbr.0, "udp64_kpps": xbr.1},
                 "ovs": {"tcp_gbps": ovs.0, "udp64_kpps": ovs.1},
                 "ratio": {"tcp": ratio(xbr.0, ovs.0), "udp64": ratio(xbr.1, ovs.1)},
