@@ -99,6 +99,9 @@ struct xbr_fc_key {
 /* Encapsulate in VXLAN before the redirect (to the uplink): the value's
  * outer headers (encap) are written in front of the frame. */
 #define XBR_FC_ENCAP 8
+/* Rewrite IPv4 addresses and L4 ports (nw_src ... tp_dst) with
+ * incremental checksum updates. */
+#define XBR_FC_SET_NW 16
 
 /* Outer Ethernet + IPv4 + UDP + VXLAN. */
 #define XBR_VXLAN_OUTER 50
@@ -132,6 +135,14 @@ struct xbr_fc_val {
 	 * which drops and counts them. */
 	__u16 encap_max_inner;
 	__u8 pad3[6];
+	/* XBR_FC_SET_NW: the IPv4 addresses and TCP/UDP ports the frame
+	 * leaves with (set_field, or NAT through ct()); ICMP frames keep
+	 * their type and code. */
+	__be32 nw_src;
+	__be32 nw_dst;
+	__be16 tp_src;
+	__be16 tp_dst;
+	__u8 pad4[4];
 };
 
 /* Sized by xbr when it creates the maps (--xdp-cache-size); these are the
@@ -300,6 +311,65 @@ static __always_inline void xbr_write_outer(__u8 *o, struct xbr_fc_val *v, __u32
 	o[XBR_OUTER_UDP_AT + 5] = total & 0xff;
 }
 
+/* One's-complement sum terms replacing old by new (RFC 1624, eqn. 3),
+ * values in host order. */
+static __always_inline __u32 csum_swap32(__u32 sum, __u32 old, __u32 new)
+{
+	return sum + ((~old >> 16) & 0xffff) + (~old & 0xffff) + (new >> 16) + (new & 0xffff);
+}
+
+static __always_inline __u32 csum_swap16(__u32 sum, __u16 old, __u16 new)
+{
+	return sum + ((~old) & 0xffff) + new;
+}
+
+/*
+ * Rewrites the IPv4 addresses and, for TCP/UDP, the ports of the frame
+ * whose IPv4 header is at ip to the entry's (XBR_FC_SET_NW), updating the
+ * IPv4 checksum and the TCP/UDP one (pseudo-header and ports) as
+ * src/rewrite.rs does: a UDP checksum of 0 (none) stays 0, a computed 0
+ * is sent as 0xffff. Returns -1 if the headers are not all in the frame.
+ */
+static __always_inline int xbr_set_nw(struct iphdr *ip, void *end, struct xbr_fc_val *v)
+{
+	__u8 *l4 = (void *)(ip + 1);
+	__u32 os = bpf_ntohl(ip->saddr), od = bpf_ntohl(ip->daddr);
+	__u32 ns = bpf_ntohl(v->nw_src), nd = bpf_ntohl(v->nw_dst);
+	__u32 sum;
+	__u16 check;
+
+	if ((void *)(ip + 1) > end)
+		return -1;
+	sum = csum_swap32(csum_swap32((~bpf_ntohs(ip->check)) & 0xffff, os, ns), od, nd);
+	ip->check = bpf_htons(~fold16(sum));
+	if (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) {
+		__u16 *field, op0, op1, np0 = bpf_ntohs(v->tp_src), np1 = bpf_ntohs(v->tp_dst);
+		int udp = ip->protocol == IPPROTO_UDP;
+
+		if (l4 + (udp ? 8 : 18) > (__u8 *)end)
+			return -1;
+		field = (__u16 *)(l4 + (udp ? 6 : 16));
+		op0 = (__u16)l4[0] << 8 | l4[1];
+		op1 = (__u16)l4[2] << 8 | l4[3];
+		if (!(udp && *field == 0)) {
+			sum = csum_swap32((~bpf_ntohs(*field)) & 0xffff, os, ns);
+			sum = csum_swap32(sum, od, nd);
+			sum = csum_swap16(csum_swap16(sum, op0, np0), op1, np1);
+			check = ~fold16(sum);
+			if (udp && check == 0)
+				check = 0xffff;
+			*field = bpf_htons(check);
+		}
+		l4[0] = np0 >> 8;
+		l4[1] = np0 & 0xff;
+		l4[2] = np1 >> 8;
+		l4[3] = np1 & 0xff;
+	}
+	ip->saddr = v->nw_src;
+	ip->daddr = v->nw_dst;
+	return 0;
+}
+
 /*
  * Returns the XDP action for a hit, or -1 for "ask xbr". The frame to
  * look up starts off bytes into the packet: 0, or XBR_VXLAN_OUTER for
@@ -433,6 +503,9 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen, const __u32 
 		eth = data + XBR_VXLAN_OUTER;
 	}
 	if ((void *)(eth + 1) > end)
+		return XDP_ABORTED;
+	/* After the head moved: a frame left to xbr must be as it came. */
+	if ((v->flags & XBR_FC_SET_NW) && xbr_set_nw((void *)(eth + 1), end, v) < 0)
 		return XDP_ABORTED;
 	if (v->flags & XBR_FC_SET_DST)
 		__builtin_memcpy(eth->h_dest, v->eth_dst, 6);

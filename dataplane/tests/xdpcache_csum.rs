@@ -9,23 +9,15 @@
 //!
 //! Needs root (loading BPF), as CI runs it.
 
-use dataplane::bpf::XdpTestRun;
+mod xdp_common;
+
 use dataplane::conntrack::{Conntrack, CtRequest};
 use dataplane::csum::{complete_partial, fold, ones_sum, pseudo_header};
 use dataplane::packet;
-use dataplane::xdpcache::entry::frame_key;
-use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, XdpCache};
-use flowtable::cache::{Attribution, FlowCache};
+use dataplane::xdpcache::{CtConn, FcAction};
 use flowtable::key::FlowKey;
-use flowtable::pipeline::{DropReason, Pipeline, Xlate};
-use std::sync::Arc;
-use std::time::Instant;
+use xdp_common::{XdpRig, LO, XDP_DROP, XDP_PASS, XDP_REDIRECT};
 
-const XDP_DROP: u32 = 1;
-const XDP_PASS: u32 = 2;
-const XDP_REDIRECT: u32 = 4;
-/// `BPF_PROG_TEST_RUN` receives on the loopback device.
-const LO: u32 = 1;
 const TCP: u8 = 6;
 const UDP: u8 = 17;
 const SRC: u32 = 0x0a80_0002;
@@ -95,64 +87,8 @@ fn payload(len: usize, seed: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 31 + seed * 7 + 5) as u8).collect()
 }
 
-/// Counters of an (empty) pipeline's translation, to hand to installs.
-fn attribution() -> Attribution {
-    let pipe = Pipeline::new();
-    let mut cache = FlowCache::default();
-    let mut x = Xlate::new();
-    let key = FlowKey::zero();
-    cache.xlate(&pipe, &key, 64, &mut x);
-    cache
-        .attribution(&pipe, &key)
-        .expect("a table miss is cacheable")
-}
-
-struct Rig {
-    ct: Conntrack,
-    cache: XdpCache,
-    prog: XdpTestRun,
-}
-
-fn rig() -> Rig {
-    let maps =
-        Arc::new(CacheMaps::new(64, 4).expect("creating BPF maps (needs root, as CI runs tests)"));
-    maps.add_dev(LO).expect("lo as a redirect target");
-    let prog = XdpTestRun::load(&maps).expect("loading the XDP program");
-    let mut cache = XdpCache::new(maps);
-    cache.begin_round();
-    Rig {
-        ct: Conntrack::default(),
-        cache,
-        prog,
-    }
-}
-
-impl Rig {
-    /// An entry for `f`'s key: redirect to lo rewriting the destination
-    /// MAC, or drop; through conntrack connections `conns`.
-    fn install(&mut self, f: &[u8], action: FcAction, conns: &[CtConn]) {
-        let key = frame_key(f, LO).expect("a frame the program looks up");
-        let out = match action {
-            FcAction::Drop => Err(DropReason::ExplicitDrop),
-            FcAction::Redirect { .. } => Ok(1),
-        };
-        let now = self.ct.now_ms();
-        let before = self.cache.len();
-        self.cache
-            .install(key, action, 0, out, attribution(), conns, &self.ct, now);
-        assert_eq!(self.cache.len(), before + 1, "not installed");
-    }
-
-    fn run(&mut self, f: &[u8]) -> (u32, Vec<u8>) {
-        self.prog.run(f).expect("BPF_PROG_TEST_RUN")
-    }
-
-    /// Hits the program counted so far.
-    fn hits(&mut self) -> u64 {
-        let now = self.ct.now_ms();
-        self.cache.sweep(Instant::now(), true, &self.ct, now);
-        self.cache.stats().hit_packets
-    }
+fn rig() -> XdpRig {
+    XdpRig::new()
 }
 
 fn redirect() -> FcAction {
@@ -160,6 +96,7 @@ fn redirect() -> FcAction {
         out_ifindex: LO,
         set_dst: Some(NEW_DST),
         set_src: None,
+        nw: None,
         encap: None,
     }
 }

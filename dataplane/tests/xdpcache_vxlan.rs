@@ -11,25 +11,15 @@
 //!
 //! Needs root (loading BPF), as CI runs it.
 
-use dataplane::bpf::XdpTestRun;
-use dataplane::conntrack::Conntrack;
+mod xdp_common;
+
 use dataplane::csum::{complete_partial, fold, ones_sum, pseudo_header};
 use dataplane::vxlan::encap::{decap, flow_hash, src_port, Template};
 use dataplane::vxlan::wire::OUTER_LEN;
 use dataplane::xdpcache::entry::{frame_key, set_tunnel};
-use dataplane::xdpcache::{CacheMaps, FcAction, XdpCache};
-use flowtable::cache::{Attribution, FlowCache};
-use flowtable::key::FlowKey;
-use flowtable::pipeline::{Pipeline, Xlate};
+use dataplane::xdpcache::FcAction;
 use std::net::Ipv4Addr;
-use std::sync::Arc;
-use std::time::Instant;
-
-const XDP_DROP: u32 = 1;
-const XDP_PASS: u32 = 2;
-const XDP_REDIRECT: u32 = 4;
-/// `BPF_PROG_TEST_RUN` receives on the loopback device.
-const LO: u32 = 1;
+use xdp_common::{XdpRig, LO, XDP_DROP, XDP_PASS, XDP_REDIRECT};
 const LOCAL: u32 = 0x0a00_000b;
 const REMOTE: u32 = 0x0a00_000c;
 const VNI: u32 = 0x12_3456;
@@ -80,67 +70,25 @@ fn from_remote(f: &[u8], vni: u32) -> Vec<u8> {
     out
 }
 
-fn attribution() -> Attribution {
-    let pipe = Pipeline::new();
-    let mut cache = FlowCache::default();
-    let mut x = Xlate::new();
-    let key = FlowKey::zero();
-    cache.xlate(&pipe, &key, 64, &mut x);
-    cache
-        .attribution(&pipe, &key)
-        .expect("a table miss is cacheable")
-}
-
-struct Rig {
-    ct: Conntrack,
-    cache: XdpCache,
-    prog: XdpTestRun,
-}
-
-fn rig() -> Rig {
-    let maps =
-        Arc::new(CacheMaps::new(64, 4).expect("creating BPF maps (needs root, as CI runs tests)"));
-    maps.add_dev(LO).expect("lo as a redirect target");
-    let mut prog = XdpTestRun::load(&maps).expect("loading the XDP programs");
-    prog.configure_vxlan(Ipv4Addr::from(LOCAL), 4789)
+fn rig() -> XdpRig {
+    let mut r = XdpRig::new();
+    r.prog
+        .configure_vxlan(Ipv4Addr::from(LOCAL), 4789)
         .expect("configuring the uplink program");
-    let mut cache = XdpCache::new(maps);
-    cache.begin_round();
-    Rig {
-        ct: Conntrack::default(),
-        cache,
-        prog,
-    }
-}
-
-impl Rig {
-    fn install(&mut self, key: [u8; 40], action: FcAction) {
-        let out = match action {
-            FcAction::Drop => Err(flowtable::pipeline::DropReason::ExplicitDrop),
-            FcAction::Redirect { .. } => Ok(1),
-        };
-        let now = self.ct.now_ms();
-        let before = self.cache.len();
-        self.cache
-            .install(key, action, 0, out, attribution(), &[], &self.ct, now);
-        assert_eq!(self.cache.len(), before + 1, "not installed");
-    }
-
-    /// Hits the programs counted so far.
-    fn hits(&mut self) -> u64 {
-        let now = self.ct.now_ms();
-        self.cache.sweep(Instant::now(), true, &self.ct, now);
-        self.cache.stats().hit_packets
-    }
+    r
 }
 
 fn encap_action(f: &[u8], mtu: u32) -> FcAction {
     let key = frame_key(f, LO).unwrap();
-    let hash = dataplane::xdpcache::entry::flow_hash(&key);
+    let hash = dataplane::xdpcache::entry::flow_hash(
+        dataplane::xdpcache::entry::key_proto(&key),
+        &dataplane::xdpcache::entry::key_nw(&key),
+    );
     FcAction::Redirect {
         out_ifindex: LO,
         set_dst: None,
         set_src: None,
+        nw: None,
         encap: Some(to_remote().flow_outer(VNI, src_port(hash), mtu)),
     }
 }
@@ -159,13 +107,13 @@ fn packet_thread_encap(f: &[u8], id: u16) -> Vec<u8> {
 fn encapsulation_writes_what_the_packet_thread_writes() {
     let mut r = rig();
     let f = inner(100);
-    r.install(frame_key(&f, LO).unwrap(), encap_action(&f, MTU));
+    r.install(&f, encap_action(&f, MTU), &[]);
     let mut runs = 0;
     for (i, frame) in [f.clone(), partial(f.clone()), f.clone()]
         .iter()
         .enumerate()
     {
-        let (act, out) = r.prog.run(frame).expect("BPF_PROG_TEST_RUN");
+        let (act, out) = r.run(frame);
         runs += 1;
         assert_eq!(act, XDP_REDIRECT, "run {i}");
         let id = u16::from_be_bytes([out[18], out[19]]);
@@ -186,13 +134,13 @@ fn frames_too_big_for_the_uplink_are_left_to_xbr() {
     let f = inner(100);
     // The largest inner frame the MTU takes passes; one byte more does not.
     let mtu = (f.len() + 36) as u32;
-    r.install(frame_key(&f, LO).unwrap(), encap_action(&f, mtu));
-    let (act, _) = r.prog.run(&f).unwrap();
+    r.install(&f, encap_action(&f, mtu), &[]);
+    let (act, _) = r.run(&f);
     assert_eq!(act, XDP_REDIRECT);
 
     let mut r = rig();
-    r.install(frame_key(&f, LO).unwrap(), encap_action(&f, mtu - 1));
-    let (act, out) = r.prog.run(&f).unwrap();
+    r.install(&f, encap_action(&f, mtu - 1), &[]);
+    let (act, out) = r.run(&f);
     assert_eq!(act, XDP_PASS, "to xbr (no socket here: the kernel)");
     assert_eq!(out, f, "untouched");
     assert_eq!(r.hits(), 0);
@@ -209,6 +157,7 @@ fn to_pod() -> FcAction {
         out_ifindex: LO,
         set_dst: Some(POD_MAC),
         set_src: None,
+        nw: None,
         encap: None,
     }
 }
@@ -217,21 +166,18 @@ fn to_pod() -> FcAction {
 fn decapsulation_forwards_the_inner_frame() {
     let mut r = rig();
     let f = inner(64);
-    r.install(decap_key(&f, REMOTE, VNI), to_pod());
+    r.install_key(decap_key(&f, REMOTE, VNI), to_pod(), &[]);
     let pkt = from_remote(&f, VNI);
     let d = decap(&pkt, LOCAL, 4789).expect("the packet thread accepts it");
     assert_eq!((d.meta.tun_src, d.meta.tun_id), (REMOTE, u64::from(VNI)));
-    let (act, out) = r.prog.run_vxlan(&pkt).unwrap();
+    let (act, out) = r.run_vxlan(&pkt);
     assert_eq!(act, XDP_REDIRECT);
     let mut want = f.clone();
     want[0..6].copy_from_slice(&POD_MAC);
     assert_eq!(out, want);
     // A partial inner checksum (a sender's offload that survived the
     // underlay) is completed as for local frames.
-    let (act, out) = r
-        .prog
-        .run_vxlan(&from_remote(&partial(f.clone()), VNI))
-        .unwrap();
+    let (act, out) = r.run_vxlan(&from_remote(&partial(f.clone()), VNI));
     assert_eq!(act, XDP_REDIRECT);
     assert_eq!(out, want);
     assert_eq!(r.hits(), 2);
@@ -243,8 +189,8 @@ fn decapsulation_forwards_the_inner_frame() {
 fn decapsulated_drops_are_counted_in_the_kernel() {
     let mut r = rig();
     let f = inner(10);
-    r.install(decap_key(&f, REMOTE, VNI), FcAction::Drop);
-    let (act, _) = r.prog.run_vxlan(&from_remote(&f, VNI)).unwrap();
+    r.install_key(decap_key(&f, REMOTE, VNI), FcAction::Drop, &[]);
+    let (act, _) = r.run_vxlan(&from_remote(&f, VNI));
     assert_eq!(act, XDP_DROP);
     assert_eq!(r.hits(), 1);
 }
@@ -257,7 +203,7 @@ fn decapsulated_drops_are_counted_in_the_kernel() {
 fn only_what_the_packet_thread_accepts_is_decapsulated() {
     let mut r = rig();
     let f = inner(64);
-    r.install(decap_key(&f, REMOTE, VNI), to_pod());
+    r.install_key(decap_key(&f, REMOTE, VNI), to_pod(), &[]);
     let good = from_remote(&f, VNI);
     let fix_ip_csum = |p: &mut Vec<u8>| {
         p[24..26].fill(0);
@@ -301,7 +247,7 @@ fn only_what_the_packet_thread_accepts_is_decapsulated() {
     cases.push(("another node (a miss)", v));
     cases.push(("truncated inner frame", good[..OUTER_LEN + 20].to_vec()));
     for (what, pkt) in &cases {
-        let (act, out) = r.prog.run_vxlan(pkt).unwrap();
+        let (act, out) = r.run_vxlan(pkt);
         if act == XDP_REDIRECT {
             panic!("{what}: forwarded");
         }
@@ -310,6 +256,6 @@ fn only_what_the_packet_thread_accepts_is_decapsulated() {
     }
     assert_eq!(r.hits(), 0);
     // And the good one goes through.
-    let (act, _) = r.prog.run_vxlan(&good).unwrap();
+    let (act, _) = r.run_vxlan(&good);
     assert_eq!(act, XDP_REDIRECT);
 }

@@ -26,6 +26,20 @@ pub fn tcp_transfer(
     bytes: usize,
     reset: bool,
 ) -> Result<String> {
+    tcp_transfer_via(a, b, b.ip(), sport, dport, bytes, reset)
+}
+
+/// [`tcp_transfer`] with `a` connecting to `via` (an address the switch
+/// translates to `b`'s, e.g. a Service VIP) instead of `b`'s own.
+pub fn tcp_transfer_via(
+    a: &Pod,
+    b: &Pod,
+    via: std::net::Ipv4Addr,
+    sport: u16,
+    dport: u16,
+    bytes: usize,
+    reset: bool,
+) -> Result<String> {
     require_tool("python3")?;
     let ready = std::env::temp_dir().join(format!("{NAME_PREFIX}-ready-{}", unique_tag()));
     let server = format!(
@@ -76,7 +90,7 @@ pub fn tcp_transfer(
          {linger}\
          s.close()\n",
         a = a.ip(),
-        b = b.ip(),
+        b = via,
     );
     let out = a
         .ns()

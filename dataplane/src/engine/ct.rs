@@ -46,7 +46,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             if let Some(c) = &mut chain {
                 // The pass was a `ct(table=N)` fork: the connection must
                 // be one the kernel may carry.
-                if !next.as_ref().is_some_and(|r| c.tracked(&r.key)) {
+                if !next.as_ref().is_some_and(|r| c.tracked(&key, &r.key)) {
                     chain = None;
                 }
             }

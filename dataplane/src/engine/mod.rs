@@ -391,6 +391,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     match self.ports[i].io.decap(&mut self.frames, desc) {
                         Ok((inner, meta)) => {
                             desc = inner;
+                            // A sender's offload may reach us through an
+                            // underlay of veths too (the uplink's XDP
+                            // program completes them alike).
+                            crate::csum::complete_partial(self.frames.bytes(desc.addr, desc.len));
                             self.rx_tunnel = Some(meta);
                             tunnel = Some(meta);
                         }

@@ -7,11 +7,12 @@ use crate::conntrack::{state, Tuple};
 use crate::control::port_config;
 use crate::vxlan::wire::OUTER_LEN;
 use crate::vxlan::TunnelMeta;
-use crate::xdpcache::{entry::mac_bytes, CtConn, FcAction, FcKey, XdpCache, XdpCacheStats};
+use crate::xdpcache::entry::{self, mac_bytes, NwRewrite};
+use crate::xdpcache::{CtConn, FcAction, FcKey, XdpCache, XdpCacheStats};
 use flowtable::action::port as ofpp;
 use flowtable::cache::Attribution;
 use flowtable::key::{Field, FlowKey};
-use flowtable::matching::{IP_PROTO_TCP, IP_PROTO_UDP};
+use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_TCP, IP_PROTO_UDP};
 use flowtable::pipeline::{DpAction, DropReason};
 use std::time::Instant;
 
@@ -45,34 +46,39 @@ impl XdpChain {
         }
     }
 
-    /// After a `ct(table=N)` pass, `key` is what the fork resumes with:
-    /// records its connection if the kernel may carry the packet, i.e.
-    /// it is `+trk+est` (maybe `+rpl`), not new, invalid, related or
-    /// NATed, or exactly `+trk+new` (no connection, none committed: the
+    /// After a `ct(table=N)` pass from `before` (the pass did nothing but
+    /// the `ct()`), `key` is what the fork resumes with: records its
+    /// connection, by the tuple conntrack looked up (before any NAT), if
+    /// the kernel may carry the packet, i.e. it is `+trk+est` (maybe
+    /// `+rpl`, maybe NATed: the entry rewrites as NAT did, from the
+    /// fork's headers), not new, invalid or related, or exactly
+    /// `+trk+new` (no connection, none committed: the
     /// tuple is then watched until one is, see `conntrack/absent.rs`;
     /// a committed one without a reply yet is refused when it is linked),
     /// and TCP or UDP (the XDP key holds their ports; an ICMP echo's
     /// identifier it does not). Returns whether it did.
-    pub(super) fn tracked(&mut self, key: &FlowKey) -> bool {
+    pub(super) fn tracked(&mut self, before: &FlowKey, key: &FlowKey) -> bool {
         let st = key.get(Field::CtState) as u32;
         let need = state::TRK | state::EST;
-        let refuse = state::NEW | state::INV | state::REL | state::SNAT | state::DNAT;
-        let proto = key.get(Field::IpProto) as u8;
+        let refuse = state::NEW | state::INV | state::REL;
         let absent = st == state::TRK | state::NEW;
+        let proto = before.get(Field::IpProto) as u8;
         if !(absent || (st & need == need && st & refuse == 0))
             || !matches!(proto, IP_PROTO_TCP | IP_PROTO_UDP)
             || self.conns.len() >= MAX_CT_PASSES
         {
             return false;
         }
+        // The tuple conntrack looked up: the packet's before the fork's
+        // NAT (the pass did nothing else to it).
         self.conns.push(CtConn {
             tuple: Tuple {
                 zone: key.get(Field::CtZone) as u16,
                 proto,
-                src: key.get(Field::IpSrc) as u32,
-                dst: key.get(Field::IpDst) as u32,
-                sport: key.get(Field::TpSrc) as u16,
-                dport: key.get(Field::TpDst) as u16,
+                src: before.get(Field::IpSrc) as u32,
+                dst: before.get(Field::IpDst) as u32,
+                sport: before.get(Field::TpSrc) as u16,
+                dport: before.get(Field::TpDst) as u16,
             },
             mark: key.get(Field::CtMark) as u32,
             label: key.ct_label(),
@@ -150,8 +156,33 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         let (mut set_dst, mut set_src, mut out_port) = (None, None, None);
         let mut tun = TunnelMeta::default();
+        // The addresses and ports the frame leaves with: NAT in the
+        // `ct()` passes is in `key` already, set_field comes on top.
+        let proto = entry::key_proto(&chain.xk);
+        let mut nw = NwRewrite {
+            src: key.get(Field::IpSrc) as u32,
+            dst: key.get(Field::IpDst) as u32,
+            sport: key.get(Field::TpSrc) as u16,
+            dport: key.get(Field::TpDst) as u16,
+        };
         for a in self.xlate.actions() {
             match *a {
+                DpAction::SetField {
+                    field: Field::IpSrc,
+                    value,
+                } if out_port.is_none() => nw.src = value as u32,
+                DpAction::SetField {
+                    field: Field::IpDst,
+                    value,
+                } if out_port.is_none() => nw.dst = value as u32,
+                DpAction::SetField {
+                    field: Field::TpSrc,
+                    value,
+                } if out_port.is_none() && proto != IP_PROTO_ICMP => nw.sport = value as u16,
+                DpAction::SetField {
+                    field: Field::TpDst,
+                    value,
+                } if out_port.is_none() && proto != IP_PROTO_ICMP => nw.dport = value as u16,
                 DpAction::SetField {
                     field: Field::EthDst,
                     value,
@@ -181,6 +212,12 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         let Some(in_idx) = self.index_of(in_port) else {
             return;
         };
+        let came = entry::key_nw(&chain.xk);
+        // ICMP keeps its type and code (no set_field of them is cached).
+        if proto == IP_PROTO_ICMP && (nw.sport, nw.dport) != (came.sport, came.dport) {
+            return;
+        }
+        let nw_rewrite = (nw != came).then_some(nw);
         let (action, out) = match out_port {
             None => (
                 FcAction::Drop,
@@ -205,7 +242,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 // flow, which the key holds); none yet (next hop not
                 // resolved): the packet thread keeps the flow.
                 let encap = if p.tunnel {
-                    let hash = crate::xdpcache::entry::flow_hash(&chain.xk);
+                    let hash = entry::flow_hash(proto, &nw);
                     let Some(outer) = p.io.xdp_encap(tun, hash) else {
                         return;
                     };
@@ -218,6 +255,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                         out_ifindex,
                         set_dst,
                         set_src,
+                        nw: nw_rewrite,
                         encap,
                     },
                     Ok(idx),
@@ -364,16 +402,21 @@ mod tests {
             (state::TRK | state::NEW | state::DNAT, IP_PROTO_UDP, false),
             (est | state::INV, IP_PROTO_UDP, false),
             (state::TRK | state::REL | state::RPL, IP_PROTO_UDP, false),
-            (est | state::SNAT, IP_PROTO_UDP, false),
-            (est | state::DNAT, IP_PROTO_TCP, false),
+            (est | state::SNAT, IP_PROTO_UDP, true),
+            (est | state::DNAT | state::RPL, IP_PROTO_TCP, true),
             (state::EST, IP_PROTO_TCP, false),
         ] {
             let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
-            assert_eq!(c.tracked(&tracked_key(st, proto)), ok, "{st:#x} {proto}");
+            let k = tracked_key(st, proto);
+            assert_eq!(c.tracked(&k, &k), ok, "{st:#x} {proto}");
             assert_eq!(c.conns.len(), usize::from(ok));
         }
         let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
-        assert!(c.tracked(&tracked_key(est, IP_PROTO_TCP)));
+        // The tuple is the packet's before the fork (DNAT to .9:8080).
+        let mut natted = tracked_key(est | state::DNAT, IP_PROTO_TCP);
+        natted.set(Field::IpDst, 0x0a80_0009);
+        natted.set(Field::TpDst, 8080);
+        assert!(c.tracked(&tracked_key(0, IP_PROTO_TCP), &natted));
         assert_eq!(
             c.conns[0],
             CtConn {
@@ -391,10 +434,14 @@ mod tests {
             }
         );
         for _ in 1..MAX_CT_PASSES {
-            assert!(c.tracked(&tracked_key(est, IP_PROTO_TCP)));
+            let k = tracked_key(est, IP_PROTO_TCP);
+            assert!(c.tracked(&k, &k));
         }
         assert!(
-            !c.tracked(&tracked_key(est, IP_PROTO_TCP)),
+            !c.tracked(
+                &tracked_key(est, IP_PROTO_TCP),
+                &tracked_key(est, IP_PROTO_TCP)
+            ),
             "too many passes"
         );
     }

@@ -9,8 +9,8 @@ use crate::vxlan::wire::OUTER_LEN;
 
 /// `struct xbr_fc_key`: 40 bytes.
 pub const KEY_SIZE: usize = 40;
-/// `struct xbr_fc_val`: 112 bytes (a multiple of 8, as per-CPU values are).
-pub const VALUE_SIZE: usize = 112;
+/// `struct xbr_fc_val`: 128 bytes (a multiple of 8, as per-CPU values are).
+pub const VALUE_SIZE: usize = 128;
 /// Where the key holds a decapsulated frame's tunnel source and VNI.
 const KEY_TUN_SRC: usize = 32;
 const KEY_VNI: usize = 36;
@@ -18,6 +18,7 @@ const KEY_VNI: usize = 36;
 const VALUE_ENCAP: usize = 48;
 const VALUE_ENCAP_IP_SUM: usize = 100;
 const VALUE_ENCAP_MAX_INNER: usize = 104;
+const VALUE_NW: usize = 112;
 
 pub type FcKey = [u8; KEY_SIZE];
 
@@ -27,17 +28,29 @@ const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
 
 /// What a hit does: redirect to `out_ifindex` after optional Ethernet
-/// rewrites and, with `encap`, VXLAN encapsulation (`out_ifindex` is then
-/// the tunnel port's uplink), or drop.
+/// rewrites, an optional IPv4/L4 rewrite (`nw`) and, with `encap`, VXLAN
+/// encapsulation (`out_ifindex` is then the tunnel port's uplink), or drop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FcAction {
     Redirect {
         out_ifindex: u32,
         set_dst: Option<[u8; 6]>,
         set_src: Option<[u8; 6]>,
+        nw: Option<NwRewrite>,
         encap: Option<FlowOuter>,
     },
     Drop,
+}
+
+/// The IPv4 addresses and TCP/UDP ports a frame leaves with, when they
+/// differ from those it came with (set_field, or NAT through `ct()`);
+/// host order. An ICMP frame's `sport`/`dport` are ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NwRewrite {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
 }
 
 impl FcAction {
@@ -57,6 +70,7 @@ const FLAG_SET_DST: u8 = 1;
 const FLAG_SET_SRC: u8 = 2;
 const FLAG_CT: u8 = 4;
 const FLAG_ENCAP: u8 = 8;
+const FLAG_SET_NW: u8 = 16;
 
 /// The value stored for `action` in generation `gen`, counters zero.
 /// `ct`: the translation went through conntrack, so TCP segments with
@@ -75,6 +89,7 @@ pub fn value(action: FcAction, gen: u64, ct: bool) -> [u8; VALUE_SIZE] {
             out_ifindex,
             set_dst,
             set_src,
+            nw,
             encap,
         } => {
             v[24..28].copy_from_slice(&out_ifindex.to_ne_bytes());
@@ -87,6 +102,13 @@ pub fn value(action: FcAction, gen: u64, ct: bool) -> [u8; VALUE_SIZE] {
             if let Some(mac) = set_src {
                 flags |= FLAG_SET_SRC;
                 v[36..42].copy_from_slice(&mac);
+            }
+            if let Some(r) = nw {
+                flags |= FLAG_SET_NW;
+                v[VALUE_NW..VALUE_NW + 4].copy_from_slice(&r.src.to_be_bytes());
+                v[VALUE_NW + 4..VALUE_NW + 8].copy_from_slice(&r.dst.to_be_bytes());
+                v[VALUE_NW + 8..VALUE_NW + 10].copy_from_slice(&r.sport.to_be_bytes());
+                v[VALUE_NW + 10..VALUE_NW + 12].copy_from_slice(&r.dport.to_be_bytes());
             }
             if let Some(outer) = encap {
                 flags |= FLAG_ENCAP;
@@ -128,14 +150,31 @@ pub fn is_decapsulated(key: &FcKey) -> bool {
     key[KEY_TUN_SRC..KEY_TUN_SRC + 4] != [0; 4]
 }
 
-/// The inner flow fields of a key that the VXLAN source port hashes
-/// (`vxlan::encap::flow_hash`): IPv4 addresses, protocol, and the L4
-/// ports of TCP and UDP.
-pub fn flow_hash(key: &FcKey) -> u32 {
+/// The IPv4 addresses and TCP/UDP ports of a key (ICMP: type and code in
+/// the port words), as a rewrite that changes nothing.
+pub fn key_nw(key: &FcKey) -> NwRewrite {
     let word = |at: usize| u32::from_be_bytes([key[at], key[at + 1], key[at + 2], key[at + 3]]);
-    let proto = key[24];
-    let ports = matches!(proto, PROTO_TCP | PROTO_UDP).then(|| word(28));
-    crate::vxlan::encap::flow_hash_ipv4(word(16), word(20), proto, ports)
+    let half = |at: usize| u16::from_be_bytes([key[at], key[at + 1]]);
+    NwRewrite {
+        src: word(16),
+        dst: word(20),
+        sport: half(28),
+        dport: half(30),
+    }
+}
+
+/// The protocol of a key.
+pub fn key_proto(key: &FcKey) -> u8 {
+    key[24]
+}
+
+/// The inner flow fields that the VXLAN source port hashes
+/// (`vxlan::encap::flow_hash`) of a frame of `proto` leaving with `nw`:
+/// IPv4 addresses, protocol, and the L4 ports of TCP and UDP.
+pub fn flow_hash(proto: u8, nw: &NwRewrite) -> u32 {
+    let ports = matches!(proto, PROTO_TCP | PROTO_UDP)
+        .then(|| u32::from(nw.sport) << 16 | u32::from(nw.dport));
+    crate::vxlan::encap::flow_hash_ipv4(nw.src, nw.dst, proto, ports)
 }
 
 /// A MAC held in the low 48 bits of a flow-key value, as bytes.
@@ -265,6 +304,7 @@ mod tests {
                 out_ifindex: 9,
                 set_dst: Some([1, 2, 3, 4, 5, 6]),
                 set_src: None,
+                nw: None,
                 encap: None,
             },
             5,
@@ -283,6 +323,7 @@ mod tests {
                 out_ifindex: 9,
                 set_dst: None,
                 set_src: Some([1, 2, 3, 4, 5, 6]),
+                nw: None,
                 encap: None,
             },
             5,
@@ -310,6 +351,7 @@ mod tests {
                 out_ifindex: 3,
                 set_dst: None,
                 set_src: None,
+                nw: None,
                 encap: Some(outer),
             },
             2,
@@ -333,11 +375,17 @@ mod tests {
         tcp.extend_from_slice(&[0; 12]);
         for f in [udp_frame(), tcp] {
             let k = frame_key(&f, 1).unwrap();
-            assert_eq!(flow_hash(&k), crate::vxlan::encap::flow_hash(&f));
+            assert_eq!(
+                flow_hash(key_proto(&k), &key_nw(&k)),
+                crate::vxlan::encap::flow_hash(&f)
+            );
         }
         let mut icmp = udp_frame();
         icmp[23] = PROTO_ICMP;
         let k = frame_key(&icmp, 1).unwrap();
-        assert_eq!(flow_hash(&k), crate::vxlan::encap::flow_hash(&icmp));
+        assert_eq!(
+            flow_hash(key_proto(&k), &key_nw(&k)),
+            crate::vxlan::encap::flow_hash(&icmp)
+        );
     }
 }

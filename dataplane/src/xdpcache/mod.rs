@@ -24,7 +24,9 @@
 //!   translation;
 //! - it came from a system port (AF_XDP with this program) or a VXLAN
 //!   port (decapsulated by its uplink's program, see below) and the
-//!   actions are Ethernet address rewrites then one output to another
+//!   actions are Ethernet address, IPv4 address and TCP/UDP port
+//!   rewrites (the program updates the checksums incrementally, as
+//!   `rewrite.rs` does) then one output to another
 //!   system port that may forward, or to a VXLAN port whose uplink may
 //!   (`xdp_redirect=on`), or nothing at all (a drop);
 //! - the translation cache holds the translation (flowtable's rules for
@@ -37,7 +39,8 @@
 //! (no ct_mark or ct_label written, no `force`; a `commit` of an
 //! established connection changes nothing, and `nat` of one without a
 //! translation does nothing), after each fork the packet
-//! is `+trk+est` (maybe `+rpl`), neither `+new`, `+inv`, `+rel` nor NATed,
+//! is `+trk+est` (maybe `+rpl`, maybe NATed: the rewrite of the last
+//! pass's headers covers it), neither `+new`, `+inv` nor `+rel`,
 //! over TCP or UDP, and the last pass's actions are as above. The entry
 //! covers the whole translation: its key is the frame's, and it credits
 //! the flows and tables of every pass. That is exact because:
@@ -131,8 +134,9 @@
 //! segment before counting and forwarding it (bpf_csum_diff in bounded
 //! chunks, up to 9216 bytes; longer or truncated segments go to the
 //! packet thread). Entries need not know: the key holds no checksum, a
-//! partial frame translates like a complete one, and neither the
-//! Ethernet rewrites nor conntrack entries touch L4. Frames with
+//! partial frame translates like a complete one, and address and port
+//! rewrites update the completed checksum incrementally (the packet
+//! thread completes on receipt, then rewrites). Frames with
 //! complete checksums pay only the pseudo-header comparison.
 //!
 //! Cost: a miss that installs pays one map update syscall (and an

@@ -1,0 +1,94 @@
+//! The XDP programs with a real flow cache, run by `BPF_PROG_TEST_RUN`
+//! (no device, no traffic), as the XDP cache test crates drive them.
+//! Needs root (loading BPF), as CI runs tests.
+
+#![allow(dead_code)]
+
+use dataplane::bpf::XdpTestRun;
+use dataplane::conntrack::Conntrack;
+use dataplane::xdpcache::entry::{frame_key, FcKey};
+use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, XdpCache};
+use flowtable::cache::{Attribution, FlowCache};
+use flowtable::key::FlowKey;
+use flowtable::pipeline::{DropReason, Pipeline, Xlate};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub const XDP_DROP: u32 = 1;
+pub const XDP_PASS: u32 = 2;
+pub const XDP_REDIRECT: u32 = 4;
+/// `BPF_PROG_TEST_RUN` receives on the loopback device.
+pub const LO: u32 = 1;
+
+/// Counters of an (empty) pipeline's translation, to hand to installs.
+pub fn attribution() -> Attribution {
+    let pipe = Pipeline::new();
+    let mut cache = FlowCache::default();
+    let mut x = Xlate::new();
+    let key = FlowKey::zero();
+    cache.xlate(&pipe, &key, 64, &mut x);
+    cache
+        .attribution(&pipe, &key)
+        .expect("a table miss is cacheable")
+}
+
+/// The programs, a cache whose entries they read (lo is a redirect
+/// target), and the conntrack its conntrack entries link into.
+pub struct XdpRig {
+    pub ct: Conntrack,
+    pub cache: XdpCache,
+    pub prog: XdpTestRun,
+}
+
+impl XdpRig {
+    pub fn new() -> XdpRig {
+        let maps = Arc::new(
+            CacheMaps::new(64, 4).expect("creating BPF maps (needs root, as CI runs tests)"),
+        );
+        maps.add_dev(LO).expect("lo as a redirect target");
+        let prog = XdpTestRun::load(&maps).expect("loading the XDP programs");
+        let mut cache = XdpCache::new(maps);
+        cache.begin_round();
+        XdpRig {
+            ct: Conntrack::default(),
+            cache,
+            prog,
+        }
+    }
+
+    /// Installs `action` at `key`, through conntrack connections `conns`.
+    pub fn install_key(&mut self, key: FcKey, action: FcAction, conns: &[CtConn]) {
+        let out = match action {
+            FcAction::Drop => Err(DropReason::ExplicitDrop),
+            FcAction::Redirect { .. } => Ok(1),
+        };
+        let now = self.ct.now_ms();
+        let before = self.cache.len();
+        self.cache
+            .install(key, action, 0, out, attribution(), conns, &self.ct, now);
+        assert_eq!(self.cache.len(), before + 1, "not installed");
+    }
+
+    /// Installs `action` for frames like `f` received on lo.
+    pub fn install(&mut self, f: &[u8], action: FcAction, conns: &[CtConn]) {
+        let key = frame_key(f, LO).expect("a frame the program looks up");
+        self.install_key(key, action, conns);
+    }
+
+    /// Runs the pods' program on `f`: the action and the frame it left.
+    pub fn run(&mut self, f: &[u8]) -> (u32, Vec<u8>) {
+        self.prog.run(f).expect("BPF_PROG_TEST_RUN")
+    }
+
+    /// Runs a VXLAN uplink's program on `f`.
+    pub fn run_vxlan(&mut self, f: &[u8]) -> (u32, Vec<u8>) {
+        self.prog.run_vxlan(f).expect("BPF_PROG_TEST_RUN")
+    }
+
+    /// Hits the programs counted so far.
+    pub fn hits(&mut self) -> u64 {
+        let now = self.ct.now_ms();
+        self.cache.sweep(Instant::now(), true, &self.ct, now);
+        self.cache.stats().hit_packets
+    }
+}
