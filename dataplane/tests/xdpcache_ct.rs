@@ -6,15 +6,16 @@
 //!
 //! Needs root (creating BPF maps), as CI runs it.
 
+mod xdp_common;
+
 use dataplane::conntrack::{Conntrack, CtRequest, Tuple};
 use dataplane::packet;
 use dataplane::xdpcache::entry::KEY_SIZE;
 use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, XdpCache};
-use flowtable::cache::{Attribution, FlowCache};
 use flowtable::key::FlowKey;
-use flowtable::pipeline::{Pipeline, Xlate};
 use std::sync::Arc;
 use std::time::Instant;
+use xdp_common::attribution;
 
 const A: u32 = 0x0a80_0002;
 const B: u32 = 0x0a80_0003;
@@ -50,18 +51,6 @@ fn commit() -> CtRequest {
         commit: true,
         ..CtRequest::default()
     }
-}
-
-/// Counters of an (empty) pipeline's translation, to hand to installs.
-fn attribution() -> Attribution {
-    let pipe = Pipeline::new();
-    let mut cache = FlowCache::default();
-    let mut x = Xlate::new();
-    let key = FlowKey::zero();
-    cache.xlate(&pipe, &key, 64, &mut x);
-    cache
-        .attribution(&pipe, &key)
-        .expect("a table miss is cacheable")
 }
 
 fn conn() -> CtConn {

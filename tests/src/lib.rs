@@ -31,16 +31,24 @@ mod xbr;
 pub use cmd::{run_timeout, Background, CmdOutput};
 pub use error::HarnessError;
 pub use netns::{
-    link_exists, link_has_xdp, unique_tag, Netns, PeerConfig, Pod, VethPair, NAME_PREFIX, POD_IF,
+    link_exists, link_has_xdp, unique_tag, InNetns, Netns, PeerConfig, Pod, VethPair, NAME_PREFIX,
+    POD_IF,
 };
 pub use tcp::{tcp_transfer, tcp_transfer_via};
 pub use tool::{udp_send, udp_send_flows, udp_send_from, udp_send_sized, UdpReceiver};
 pub use xbr::{
-    flow_n_packets, strip_ansi, without_durations, xdp_cache_counts, xdp_cache_hits, RunDir, Xbr,
-    BRIDGE,
+    flow_n_packets, start_xdp_pair, strip_ansi, without_durations, xdp_cache_count,
+    xdp_cache_counts, xdp_cache_hits, RunDir, Xbr, BRIDGE,
 };
 
 use std::time::Duration;
+
+/// The two pods of the two-pod tests: A (port 1) and B (port 2), with the
+/// agent's `0a:58:` + IPv4 MACs.
+pub const POD_A_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 128, 0, 2);
+pub const POD_B_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 128, 0, 3);
+pub const POD_A_MAC: &str = "0a:58:0a:80:00:02";
+pub const POD_B_MAC: &str = "0a:58:0a:80:00:03";
 
 /// The agent's table 0/30/31/80 conntrack flows for two pods, A
 /// (10.128.0.2, port 1) and B (10.128.0.3, port 2), with a policy that

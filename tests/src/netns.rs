@@ -104,18 +104,49 @@ impl Netns {
 
     /// A `Command` that runs `program args...` inside this namespace.
     pub fn command(&self, program: &str, args: &[&str]) -> Command {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.name, program]).args(args);
-        cmd
+        InNetns::command_in(self, program, args)
     }
 
     /// Runs `argv` inside this namespace, killing it after `timeout`.
     /// `argv[0]` is the program; an empty `argv` is an error.
     pub fn exec(&self, argv: &[&str], timeout: Duration) -> Result<CmdOutput> {
+        InNetns::exec_in(self, argv, timeout)
+    }
+}
+
+/// A network namespace to run commands in: one this harness made
+/// ([`Netns`]), or one another tool made and names (`xbr lab`'s, as a
+/// `str`), which the harness then neither owns nor removes.
+pub trait InNetns {
+    fn netns_name(&self) -> &str;
+
+    /// A `Command` that runs `program args...` inside the namespace.
+    fn command_in(&self, program: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", self.netns_name(), program])
+            .args(args);
+        cmd
+    }
+
+    /// Runs `argv` inside the namespace, killing it after `timeout`.
+    /// `argv[0]` is the program; an empty `argv` is an error.
+    fn exec_in(&self, argv: &[&str], timeout: Duration) -> Result<CmdOutput> {
         let (program, args) = argv
             .split_first()
-            .ok_or_else(|| HarnessError::Unexpected("Netns::exec with an empty argv".into()))?;
-        run_timeout(&mut self.command(program, args), timeout)
+            .ok_or_else(|| HarnessError::Unexpected("exec with an empty argv".into()))?;
+        run_timeout(&mut self.command_in(program, args), timeout)
+    }
+}
+
+impl InNetns for Netns {
+    fn netns_name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl InNetns for str {
+    fn netns_name(&self) -> &str {
+        self
     }
 }
 

@@ -3,7 +3,7 @@
 //! `env!("CARGO_BIN_EXE_xbr-testtool")`).
 
 use crate::cmd::{Background, CmdOutput};
-use crate::netns::{unique_tag, Netns, NAME_PREFIX};
+use crate::netns::{unique_tag, InNetns, NAME_PREFIX};
 use crate::{HarnessError, Result};
 use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
@@ -42,7 +42,7 @@ impl UdpReceiver {
     /// `timeout`, and returns once its socket is bound.
     pub fn start(
         tool: &Path,
-        ns: &Netns,
+        ns: &(impl InNetns + ?Sized),
         bind: SocketAddrV4,
         count: u64,
         timeout: Duration,
@@ -53,7 +53,7 @@ impl UdpReceiver {
         let count_s = count.to_string();
         let timeout_s = timeout.as_millis().to_string();
         let ready_s = ready.to_string_lossy();
-        let mut cmd = ns.command(
+        let mut cmd = ns.command_in(
             &tool_s,
             &[
                 "udp-recv",
@@ -107,7 +107,13 @@ impl UdpReceiver {
 
 /// Sends `count` test packets to `dst` from inside `ns`, at most `rate`
 /// packets per second; returns how many were sent.
-pub fn udp_send(tool: &Path, ns: &Netns, dst: SocketAddrV4, count: u64, rate: u64) -> Result<u64> {
+pub fn udp_send(
+    tool: &Path,
+    ns: &(impl InNetns + ?Sized),
+    dst: SocketAddrV4,
+    count: u64,
+    rate: u64,
+) -> Result<u64> {
     udp_send_flows(tool, ns, dst, count, rate, 1)
 }
 
@@ -115,7 +121,7 @@ pub fn udp_send(tool: &Path, ns: &Netns, dst: SocketAddrV4, count: u64, rate: u6
 /// two calls send the same 5-tuple.
 pub fn udp_send_from(
     tool: &Path,
-    ns: &Netns,
+    ns: &(impl InNetns + ?Sized),
     src_port: u16,
     dst: SocketAddrV4,
     count: u64,
@@ -127,7 +133,7 @@ pub fn udp_send_from(
 /// [`udp_send_from`] with `size` bytes of UDP payload (16-1472).
 pub fn udp_send_sized(
     tool: &Path,
-    ns: &Netns,
+    ns: &(impl InNetns + ?Sized),
     src_port: u16,
     dst: SocketAddrV4,
     count: u64,
@@ -141,7 +147,7 @@ pub fn udp_send_sized(
 /// source port).
 pub fn udp_send_flows(
     tool: &Path,
-    ns: &Netns,
+    ns: &(impl InNetns + ?Sized),
     dst: SocketAddrV4,
     count: u64,
     rate: u64,
@@ -156,7 +162,7 @@ const DEFAULT_SIZE: usize = 64;
 #[allow(clippy::too_many_arguments)]
 fn send(
     tool: &Path,
-    ns: &Netns,
+    ns: &(impl InNetns + ?Sized),
     dst: SocketAddrV4,
     count: u64,
     rate: u64,
@@ -188,6 +194,6 @@ fn send(
     ];
     // At `rate`, sending takes count/rate seconds; allow as much again.
     let secs = count.saturating_mul(2) / rate.max(1);
-    let out = ns.exec(&argv, Duration::from_secs(secs) + SLACK)?.ok()?;
+    let out = ns.exec_in(&argv, Duration::from_secs(secs) + SLACK)?.ok()?;
     parse_count(&out)
 }

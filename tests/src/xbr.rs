@@ -1,7 +1,7 @@
 //! Running the `xbr` binary under test, and talking to it with `ovs-ofctl`.
 
 use crate::cmd::{describe, run_timeout, CmdOutput};
-use crate::netns::{unique_tag, Netns, NAME_PREFIX};
+use crate::netns::{unique_tag, Netns, Pod, NAME_PREFIX};
 use crate::{require_root, require_tool, HarnessError, Result, CMD_TIMEOUT};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -470,6 +470,34 @@ pub fn xdp_cache_hits(log: &str) -> Option<u64> {
     xdp_cache_counts(log)?
         .into_iter()
         .find_map(|(k, v)| (k == "hit_packets").then_some(v))
+}
+
+/// The counter `name` of counts [`xdp_cache_counts`] read (0 if absent).
+pub fn xdp_cache_count(counts: &[(String, u64)], name: &str) -> u64 {
+    counts
+        .iter()
+        .find(|(k, _)| k == name)
+        .map_or(0, |(_, v)| *v)
+}
+
+/// Starts xbr with pod `a` on port 1 and `b` on port 2, both marked
+/// `xdp_redirect=on` (the pods must accept redirects:
+/// `Pod::accept_xdp_redirects`), the XDP flow cache `cache` ("on" or
+/// "off"), and `flows`.
+pub fn start_xdp_pair(a: &Pod, b: &Pod, cache: &str, flows: &[&str]) -> Result<Xbr> {
+    let specs = [
+        format!("{}=1,xdp_redirect=on", a.host_if()),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ];
+    let mut args = vec!["--xdp-cache", cache];
+    for s in &specs {
+        args.extend(["--port", s.as_str()]);
+    }
+    let xbr = Xbr::start(&args)?;
+    for f in flows {
+        xbr.add_flow(f)?;
+    }
+    Ok(xbr)
 }
 
 #[cfg(test)]

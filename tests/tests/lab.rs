@@ -17,7 +17,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use xbr_tests::{require_root, run_timeout, strip_ansi, unique_tag, Background, Xbr, NAME_PREFIX};
+use xbr_tests::{require_root, run_timeout, unique_tag, Background, Xbr, NAME_PREFIX};
 
 #[test]
 fn subnet_single_node_everything_reaches() {
@@ -157,28 +157,12 @@ fn multitenant_with_the_xdp_cache_forwarding_still_isolates_vnids() {
         assert!(ping(s(a, "netns"), s(d1, "ip")), "ns1 did not reach VNID 0");
     }
     // xbr's own account when it stops: entries installed and used.
-    let node = &lab.nodes()[0];
-    let pid = u(node, "xbr_pid");
-    sh("kill", &[&pid.to_string()]);
-    let log_path = Path::new(s(node, "rundir")).join("xbr.log");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let line = loop {
-        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-        if let Some(l) = log.lines().find(|l| l.contains("XDP flow cache")) {
-            break strip_ansi(l);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no XDP flow cache line in\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let hits: u64 = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("hit_packets="))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no hit count in {line}"));
-    assert!(hits >= 4, "the XDP cache forwarded {hits} packets: {line}");
+    let (counts, _) = stop_and_count(&lab.nodes()[0]);
+    let hits = count(&counts, "hit_packets");
+    assert!(
+        hits >= 4,
+        "the XDP cache forwarded {hits} packets: {counts:?}"
+    );
 }
 
 #[test]

@@ -13,20 +13,16 @@
 //! turn TX checksum offload off, so this covers complete checksums
 //! (xdp_cache_offload.rs covers partial ones with these flows).
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    tcp_transfer, udp_send_from, without_durations, xdp_cache_counts, Pod, Result, UdpReceiver,
-    Xbr, AGENT_CT_FLOWS, BRIDGE, POD_IF,
+    start_xdp_pair, tcp_transfer, udp_send_from, without_durations, xdp_cache_count,
+    xdp_cache_counts, Pod, Result, UdpReceiver, Xbr, AGENT_CT_FLOWS, BRIDGE, POD_A_IP as IP_A,
+    POD_A_MAC as MAC_A, POD_B_IP as IP_B, POD_B_MAC as MAC_B, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
-
-const IP_A: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 2);
-const IP_B: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 3);
-const MAC_A: &str = "0a:58:0a:80:00:02";
-const MAC_B: &str = "0a:58:0a:80:00:03";
 
 /// A's UDP socket and B's: one connection, A -> B.
 const A_PORT: u16 = 40001;
@@ -62,18 +58,7 @@ fn lab(cache: &str) -> Result<Lab> {
     }
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
-    let specs = [
-        format!("{}=1,xdp_redirect=on", a.host_if()),
-        format!("{}=2,xdp_redirect=on", b.host_if()),
-    ];
-    let mut args = vec!["--xdp-cache", cache];
-    for s in &specs {
-        args.extend(["--port", s.as_str()]);
-    }
-    let xbr = Xbr::start(&args)?;
-    for f in AGENT_CT_FLOWS {
-        xbr.add_flow(f)?;
-    }
+    let xbr = start_xdp_pair(&a, &b, cache, AGENT_CT_FLOWS)?;
     Ok(Lab { xbr, a, b })
 }
 
@@ -100,13 +85,6 @@ fn ct_dump(xbr: &Xbr) -> Result<Vec<String>> {
 
 /// The counts xbr logs about the XDP cache when it stops.
 type Counts = Vec<(String, u64)>;
-
-fn count(counts: &[(String, u64)], name: &str) -> u64 {
-    counts
-        .iter()
-        .find(|(k, _)| k == name)
-        .map_or(0, |(_, v)| *v)
-}
 
 /// Everything a run observed (durations removed). The counters are
 /// taken after the UDP traffic, whose packets are the same in every run
@@ -253,14 +231,14 @@ fn conntrack_traffic_is_the_same_with_and_without_the_cache() -> Result<()> {
     // And the kernel really carried the established traffic: the UDP
     // replies and established datagrams and most TCP segments.
     let counts = on_counts.expect("xbr logs the XDP flow cache's counts when it stops");
-    let hits = count(&counts, "hit_packets");
+    let hits = xdp_cache_count(&counts, "hit_packets");
     assert!(
         hits >= BURST * 3 / 2,
         "only {hits} packets were forwarded by the XDP cache: {counts:?}"
     );
-    assert!(count(&counts, "ct_installs") >= 2, "{counts:?}");
+    assert!(xdp_cache_count(&counts, "ct_installs") >= 2, "{counts:?}");
     // FINs, RSTs and the flush removed connections' entries.
-    assert!(count(&counts, "ct_removed") >= 2, "{counts:?}");
+    assert!(xdp_cache_count(&counts, "ct_removed") >= 2, "{counts:?}");
     Ok(())
 }
 
@@ -302,7 +280,7 @@ fn a_connection_the_kernel_carries_does_not_expire() -> Result<()> {
     // The packet thread saw (almost) none of them: without the refresh
     // the connection would have expired 30 s after the first.
     assert!(
-        count(&counts, "hit_packets") >= n - 10,
+        xdp_cache_count(&counts, "hit_packets") >= n - 10,
         "the kernel did not carry the connection: {counts:?}"
     );
     Ok(())

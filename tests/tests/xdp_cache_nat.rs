@@ -13,18 +13,15 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    tcp_transfer_via, udp_send_from, without_durations, xdp_cache_counts, Pod, Result, UdpReceiver,
-    Xbr, BRIDGE, POD_IF,
+    start_xdp_pair, tcp_transfer_via, udp_send_from, without_durations, xdp_cache_count,
+    xdp_cache_counts, Pod, Result, UdpReceiver, Xbr, BRIDGE, POD_A_IP as IP_A, POD_A_MAC as MAC_A,
+    POD_B_IP as IP_B, POD_B_MAC as MAC_B, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 
-const IP_A: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 2);
-const IP_B: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 3);
 /// The address A uses for B, which only xbr's NAT knows.
 const VIP: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 100);
-const MAC_A: &str = "0a:58:0a:80:00:02";
-const MAC_B: &str = "0a:58:0a:80:00:03";
 const A_PORT: u16 = 40001;
 const B_PORT: u16 = 5001;
 const TCP_PORT: u16 = 8080;
@@ -77,18 +74,9 @@ fn lab(cache: &str) -> Result<Lab> {
         "permanent",
     ])?;
     b.add_neighbor(&a)?;
-    let specs = [
-        format!("{}=1,xdp_redirect=on", a.host_if()),
-        format!("{}=2,xdp_redirect=on", b.host_if()),
-    ];
-    let mut args = vec!["--xdp-cache", cache];
-    for s in &specs {
-        args.extend(["--port", s.as_str()]);
-    }
-    let xbr = Xbr::start(&args)?;
-    for f in flows() {
-        xbr.add_flow(&f)?;
-    }
+    let flows = flows();
+    let flows: Vec<&str> = flows.iter().map(String::as_str).collect();
+    let xbr = start_xdp_pair(&a, &b, cache, &flows)?;
     Ok(Lab { xbr, a, b })
 }
 
@@ -155,13 +143,6 @@ fn run(cache: &str) -> Result<(Observed, Option<Counts>)> {
     Ok((observed, xdp_cache_counts(&lab.xbr.log())))
 }
 
-fn count(counts: &[(String, u64)], name: &str) -> u64 {
-    counts
-        .iter()
-        .find(|(k, _)| k == name)
-        .map_or(0, |(_, v)| *v)
-}
-
 #[test]
 fn nat_traffic_is_the_same_with_and_without_the_cache() -> Result<()> {
     let (off, off_counts) = run("off")?;
@@ -183,11 +164,11 @@ fn nat_traffic_is_the_same_with_and_without_the_cache() -> Result<()> {
     assert_eq!(on, off, "cache on differs from cache off");
     let counts = on_counts.expect("xbr logs the XDP flow cache's counts when it stops");
     eprintln!("XDP cache: {counts:?}");
-    let hits = count(&counts, "hit_packets");
+    let hits = xdp_cache_count(&counts, "hit_packets");
     assert!(
         hits >= BURST * 3 / 2,
         "only {hits} packets were rewritten by the XDP cache: {counts:?}"
     );
-    assert!(count(&counts, "ct_installs") >= 2, "{counts:?}");
+    assert!(xdp_cache_count(&counts, "ct_installs") >= 2, "{counts:?}");
     Ok(())
 }

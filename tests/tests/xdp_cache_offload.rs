@@ -12,20 +12,16 @@
 //! Pods enable GRO (a veth accepts XDP-redirected frames only then) and
 //! keep every other offload as the kernel sets it.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    tcp_transfer, udp_send_sized, without_durations, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr,
-    AGENT_CT_FLOWS, BRIDGE, CMD_TIMEOUT, POD_IF,
+    start_xdp_pair, tcp_transfer, udp_send_sized, without_durations, xdp_cache_hits, Pod, Result,
+    UdpReceiver, AGENT_CT_FLOWS, BRIDGE, CMD_TIMEOUT, POD_A_IP as IP_A, POD_A_MAC as MAC_A,
+    POD_B_IP as IP_B, POD_B_MAC as MAC_B, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
-
-const IP_A: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 2);
-const IP_B: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 3);
-const MAC_A: &str = "0a:58:0a:80:00:02";
-const MAC_B: &str = "0a:58:0a:80:00:03";
 
 /// Every packet between the two ports, both ways.
 const PLAIN_FLOWS: &[&str] = &[
@@ -98,18 +94,7 @@ fn run(flows: &[&str], cache: &str) -> Result<(Observed, Option<u64>)> {
     }
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
-    let specs = [
-        format!("{}=1,xdp_redirect=on", a.host_if()),
-        format!("{}=2,xdp_redirect=on", b.host_if()),
-    ];
-    let mut args = vec!["--xdp-cache", cache];
-    for s in &specs {
-        args.extend(["--port", s.as_str()]);
-    }
-    let mut xbr = Xbr::start(&args)?;
-    for f in flows {
-        xbr.add_flow(f)?;
-    }
+    let mut xbr = start_xdp_pair(&a, &b, cache, flows)?;
     // A starts the connection, B replies, then A's bursts are (through
     // conntrack) an established connection's.
     let first = udp(&a, A_PORT, &b, B_PORT, 1, 64)?;

@@ -13,10 +13,6 @@
 mod lab_common;
 
 use lab_common::*;
-use serde_json::Value;
-use std::path::Path;
-use std::time::{Duration, Instant};
-use xbr_tests::{strip_ansi, xdp_cache_counts};
 
 /// Packets of the UDP burst.
 const BURST: u64 = 300;
@@ -46,33 +42,16 @@ fn port_counts(rundir: &str, port: &str, dir: &str) -> (u64, u64) {
     (number(line), bytes)
 }
 
-/// Stops the node's xbr and returns its XDP cache counters, from the line
-/// it logs when it stops, and the whole log.
-fn stop_and_count(node: &Value) -> (Vec<(String, u64)>, String) {
-    let pid = u(node, "xbr_pid").to_string();
-    assert!(sh("kill", &[&pid]).success());
-    let log_path = Path::new(s(node, "rundir")).join("xbr.log");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-        if let Some(c) = xdp_cache_counts(&log) {
-            return (c, strip_ansi(&log));
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no XDP flow cache line in\n{}",
-            strip_ansi(&log)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn count(counts: &[(String, u64)], name: &str) -> u64 {
-    counts
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| *v)
-        .unwrap_or_else(|| panic!("no {name} in {counts:?}"))
+/// node1 encapsulated the burst in XDP and node2 decapsulated it.
+fn assert_burst_in_kernel(node1: &[(String, u64)], node2: &[(String, u64)]) {
+    assert!(
+        count(node1, "encap_hit_packets") >= BURST - 10,
+        "node1 encapsulated too little in XDP: {node1:?}"
+    );
+    assert!(
+        count(node2, "decap_hit_packets") >= BURST - 10,
+        "node2 decapsulated too little in XDP: {node2:?}"
+    );
 }
 
 #[test]
@@ -164,14 +143,7 @@ fn pods_across_nodes_are_encapsulated_and_decapsulated_in_the_kernel() {
         assert!(count(counts, "encap_hit_packets") > 0, "{node}: {counts:?}");
         assert!(count(counts, "decap_hit_packets") > 0, "{node}: {counts:?}");
     }
-    assert!(
-        count(&c1, "encap_hit_packets") >= BURST - 10,
-        "node1 encapsulated too little in XDP: {c1:?}"
-    );
-    assert!(
-        count(&c2, "decap_hit_packets") >= BURST - 10,
-        "node2 decapsulated too little in XDP: {c2:?}"
-    );
+    assert_burst_in_kernel(&c1, &c2);
     // At least two of the three oversized pings reached xbr, which
     // dropped them for the MTU.
     let too_big: u64 = log1
@@ -227,12 +199,5 @@ fn uncommitted_conntrack_flows_across_nodes_are_cached() {
         assert_eq!(count(counts, "install_errors"), 0, "{node}: {counts:?}");
         assert!(count(counts, "ct_installs") > 0, "{node}: {counts:?}");
     }
-    assert!(
-        count(&c1, "encap_hit_packets") >= BURST - 10,
-        "node1 encapsulated too little in XDP: {c1:?}"
-    );
-    assert!(
-        count(&c2, "decap_hit_packets") >= BURST - 10,
-        "node2 decapsulated too little in XDP: {c2:?}"
-    );
+    assert_burst_in_kernel(&c1, &c2);
 }

@@ -11,10 +11,13 @@ mod traffic;
 pub use traffic::*;
 
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
-use xbr_tests::{require_root, run_timeout, unique_tag, CmdOutput, Xbr, NAME_PREFIX};
+use std::time::{Duration, Instant};
+use xbr_tests::{
+    require_root, run_timeout, strip_ansi, unique_tag, xdp_cache_counts, CmdOutput, Xbr,
+    NAME_PREFIX,
+};
 
 /// `up` starts one xbr per node; generous for a small shared machine.
 pub const UP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -174,4 +177,34 @@ pub fn n_packets(dump: &str, parts: &[&str]) -> u64 {
         .and_then(|r| r.split(',').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no n_packets in {line}"))
+}
+
+/// Stops the node's xbr and returns its XDP flow cache counters, from the
+/// line it logs when it stops, and its whole log.
+pub fn stop_and_count(node: &Value) -> (Vec<(String, u64)>, String) {
+    let pid = u(node, "xbr_pid").to_string();
+    assert!(sh("kill", &[&pid]).success());
+    let log_path = Path::new(s(node, "rundir")).join("xbr.log");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if let Some(c) = xdp_cache_counts(&log) {
+            return (c, strip_ansi(&log));
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no XDP flow cache line in\n{}",
+            strip_ansi(&log)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The counter `name` of an XDP flow cache line's counters.
+pub fn count(counts: &[(String, u64)], name: &str) -> u64 {
+    counts
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no {name} in {counts:?}"))
 }

@@ -3,86 +3,40 @@
 //! iperf3 TCP.
 
 use super::sh;
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use xbr_tests::{run_timeout, unique_tag, Background, NAME_PREFIX};
+use xbr_tests::{run_timeout, Background, UdpReceiver};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 /// A receiver waits this long for its packets.
-const RECV_TIMEOUT_MS: u64 = 4000;
+const RECV_TIMEOUT: Duration = Duration::from_secs(4);
+/// Datagrams per second a sender sends.
+const SEND_RATE: u64 = 2000;
 
 /// A running `xbr-testtool udp-recv` in a lab namespace.
-pub struct Receiver {
-    proc: Background,
-    ready: std::path::PathBuf,
-}
+pub struct Receiver(UdpReceiver);
 
 impl Receiver {
     pub fn start(netns: &str, bind: &str, count: u64) -> Receiver {
-        let ready = std::env::temp_dir().join(format!("{NAME_PREFIX}-ready-{}", unique_tag()));
-        let count_s = count.to_string();
-        let timeout_s = RECV_TIMEOUT_MS.to_string();
-        let ready_s = ready.display().to_string();
-        let proc = Background::spawn(Command::new("ip").args([
-            "netns",
-            "exec",
-            netns,
-            TOOL,
-            "udp-recv",
-            "--bind",
-            bind,
-            "--count",
-            &count_s,
-            "--timeout-ms",
-            &timeout_s,
-            "--ready-file",
-            &ready_s,
-        ]))
-        .expect("udp-recv");
-        let mut rx = Receiver { proc, ready };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !rx.ready.exists() {
-            assert!(
-                rx.proc.try_status().is_none() && std::time::Instant::now() < deadline,
-                "receiver in {netns} never became ready"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        rx
+        let bind = bind.parse().expect("bind is IPv4:port");
+        Receiver(
+            UdpReceiver::start(Path::new(TOOL), netns, bind, count, RECV_TIMEOUT)
+                .unwrap_or_else(|e| panic!("udp-recv in {netns}: {e}")),
+        )
     }
 
     /// Distinct test packets that arrived.
     pub fn finish(self) -> u64 {
-        let out = self
-            .proc
-            .wait(Duration::from_millis(RECV_TIMEOUT_MS) + Duration::from_secs(5));
-        let _ = std::fs::remove_file(&self.ready);
-        assert!(
-            matches!(out.code(), Some(0) | Some(1)),
-            "udp-recv: {}\n{}",
-            out.describe_status(),
-            out.stderr
-        );
-        out.stdout
-            .lines()
-            .next()
-            .and_then(|l| l.trim().parse().ok())
-            .unwrap_or_else(|| panic!("udp-recv printed no count: {}", out.stdout))
+        self.0.finish().expect("udp-recv")
     }
 }
 
+/// Sends `count` test datagrams from `netns` to `dst` (IPv4:port);
+/// returns how many were sent.
 pub fn udp_send(netns: &str, dst: &str, count: u64) -> u64 {
-    let count_s = count.to_string();
-    let out = run_timeout(
-        Command::new("ip").args([
-            "netns", "exec", netns, TOOL, "udp-send", "--dst", dst, "--count", &count_s, "--rate",
-            "2000",
-        ]),
-        Duration::from_secs(15),
-    )
-    .expect("udp-send");
-    assert!(out.success(), "udp-send: {}", out.stderr);
-    out.stdout.trim().parse().expect("sent count")
+    let dst = dst.parse().expect("dst is IPv4:port");
+    xbr_tests::udp_send(Path::new(TOOL), netns, dst, count, SEND_RATE).expect("udp-send")
 }
 
 /// iperf3 TCP from `client_ns` to the server in `server_ns` for 3 s;
