@@ -46,8 +46,11 @@ struct {
  * reply), and an entry is used only if it carries that generation. 0
  * means the cache is off: nothing is looked up.
  *
- * Counters: the value is per CPU, so hits add to it without atomics; xbr
- * sums the CPUs and credits the flows and ports the entry stands for.
+ * Counters: hits add to the entry's packets and bytes atomically (an
+ * uncontended add: a flow is mostly handled on one CPU at a time); xbr
+ * credits the flows and ports the entry stands for. One value for all
+ * CPUs, not one per CPU: a per-CPU map preallocates entries x CPUs
+ * values, hundreds of megabytes of kernel memory on a large node.
  *
  * Conntrack entries (XBR_FC_CT): translations through ct() of established
  * connections; only TCP segments with ACK and without SYN, FIN or RST are
@@ -148,7 +151,7 @@ struct xbr_fc_val {
 /* Sized by xbr when it creates the maps (--xdp-cache-size); these are the
  * sizes of the unused copies a program without the cache gets. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1);
 	__type(key, struct xbr_fc_key);
 	__type(value, struct xbr_fc_val);
@@ -290,8 +293,8 @@ static __always_inline int xbr_complete_csum(__u8 *l4, void *end, __u32 len, __u
  * Writes the outer headers of an XBR_FC_ENCAP entry at o, in front of an
  * inner frame of inner_len bytes: the stored headers, then the words that
  * depend on the frame, as src/vxlan/encap.rs's Template::write does. The
- * IPv4 id is the entry's per-CPU packet count: DF is set, so it only has
- * to vary (RFC 6864).
+ * IPv4 id is the entry's packet count: DF is set, so it only has to vary
+ * (RFC 6864).
  */
 static __always_inline void xbr_write_outer(__u8 *o, struct xbr_fc_val *v, __u32 inner_len)
 {
@@ -462,8 +465,8 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen, const __u32 
 		return -1;
 	inner_len = (__u32)(end - (void *)eth);
 	if (v->action == XBR_FC_DROP) {
-		v->packets++;
-		v->bytes += inner_len;
+		__sync_fetch_and_add(&v->packets, 1);
+		__sync_fetch_and_add(&v->bytes, inner_len);
 		return XDP_DROP;
 	}
 	/* Too big for the tunnel: xbr drops it and counts why. */
@@ -511,8 +514,8 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen, const __u32 
 		__builtin_memcpy(eth->h_dest, v->eth_dst, 6);
 	if (v->flags & XBR_FC_SET_SRC)
 		__builtin_memcpy(eth->h_source, v->eth_src, 6);
-	v->packets++;
-	v->bytes += inner_len;
+	__sync_fetch_and_add(&v->packets, 1);
+	__sync_fetch_and_add(&v->bytes, inner_len);
 	return bpf_redirect_map(&fc_devs, v->out_ifindex, 0);
 }
 

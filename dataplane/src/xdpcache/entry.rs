@@ -9,7 +9,7 @@ use crate::vxlan::wire::OUTER_LEN;
 
 /// `struct xbr_fc_key`: 40 bytes.
 pub const KEY_SIZE: usize = 40;
-/// `struct xbr_fc_val`: 128 bytes (a multiple of 8, as per-CPU values are).
+/// `struct xbr_fc_val`: 128 bytes (8-aligned for the 64-bit counters).
 pub const VALUE_SIZE: usize = 128;
 /// Where the key holds a decapsulated frame's tunnel source and VNI.
 const KEY_TUN_SRC: usize = 32;
@@ -124,7 +124,7 @@ pub fn value(action: FcAction, gen: u64, ct: bool) -> [u8; VALUE_SIZE] {
     v
 }
 
-/// The hit counters (packets, bytes) of one CPU's copy of a value.
+/// The hit counters (packets, bytes) of a value.
 pub fn counters(v: &[u8]) -> (u64, u64) {
     let word = |at: usize| {
         v.get(at..at + 8)

@@ -20,8 +20,6 @@ pub struct CacheMaps {
     devs: MapHandle,
     gen: Arc<XdpGen>,
     capacity: u32,
-    /// Per-CPU values: one copy per possible CPU.
-    n_cpus: usize,
 }
 
 fn create(
@@ -45,7 +43,7 @@ impl CacheMaps {
     /// the programs' lookups off).
     pub fn new(capacity: u32, max_ports: u32) -> Result<CacheMaps, XdpCacheError> {
         let flows = create(
-            MapType::PercpuHash,
+            MapType::Hash,
             FLOWS_NAME,
             KEY_SIZE as u32,
             VALUE_SIZE as u32,
@@ -53,7 +51,6 @@ impl CacheMaps {
         )?;
         let devs = create(MapType::DevmapHash, DEVS_NAME, 4, 4, max_ports.max(1))?;
         let gen_map = create(MapType::Array, GEN_NAME, 4, 8, 1)?;
-        let n_cpus = libbpf_rs::num_possible_cpus().map_err(XdpCacheError::Cpus)?;
         let gen = Arc::new(XdpGen {
             map: gen_map,
             lock: Mutex::new(()),
@@ -69,7 +66,6 @@ impl CacheMaps {
             devs,
             gen,
             capacity,
-            n_cpus,
         })
     }
 
@@ -103,19 +99,15 @@ impl CacheMaps {
             .map_err(|source| XdpCacheError::Device { ifindex, source })
     }
 
-    /// Stores `value` (the same on every CPU, counters zero) at `key`.
+    /// Stores `value` (counters zero) at `key`.
     pub(crate) fn insert(&self, key: &FcKey, value: &[u8]) -> Result<(), libbpf_rs::Error> {
-        let values = vec![value.to_vec(); self.n_cpus];
-        self.flows.update_percpu(key, &values, MapFlags::ANY)
+        self.flows.update(key, value, MapFlags::ANY)
     }
 
-    /// The entry's hit counters summed over CPUs; `None` if it is absent.
+    /// The entry's hit counters; `None` if it is absent.
     pub(crate) fn read(&self, key: &FcKey) -> Option<(u64, u64)> {
-        let values = self.flows.lookup_percpu(key, MapFlags::ANY).ok()??;
-        Some(values.iter().fold((0, 0), |(p, b), v| {
-            let (vp, vb) = super::entry::counters(v);
-            (p + vp, b + vb)
-        }))
+        let value = self.flows.lookup(key, MapFlags::ANY).ok()??;
+        Some(super::entry::counters(&value))
     }
 
     pub(crate) fn delete(&self, key: &FcKey) {

@@ -8,7 +8,7 @@
 //! switch that moves every frame through a socket near 1 Mpps per core.
 //! An XDP redirect between veths skips both.
 //!
-//! What is stored: a BPF per-CPU hash map (`fc_flows`, `--xdp-cache-size`
+//! What is stored: a BPF hash map (`fc_flows`, `--xdp-cache-size`
 //! entries) from the exact headers of a frame to what the pipeline did
 //! with it (see `entry.rs` and bpf/xbr_xdp.c), and, in the packet thread,
 //! a mirror of every installed entry: the flows, groups and tables its
@@ -111,8 +111,11 @@
 //! Stale entries are deleted by the sweep and reinstalled by the next
 //! miss.
 //!
-//! Counters: hits count packets and bytes per CPU in the entry. Every
-//! [`SWEEP_INTERVAL`], the packet thread sums them and credits the
+//! Counters: hits add to the entry's packets and bytes atomically (one
+//! value for all CPUs: a per-CPU map would preallocate entries x CPUs
+//! values, hundreds of megabytes of kernel memory on a large node, for
+//! an add that is uncontended because a flow is mostly handled on one
+//! CPU at a time). Every [`SWEEP_INTERVAL`], the packet thread reads them and credits the
 //! difference to the entry's flows, groups and tables, to the ingress
 //! port's rx and the egress port's tx counters (or to the drop reason),
 //! so OpenFlow statistics count the same packets with or without the
@@ -179,8 +182,6 @@ pub enum XdpCacheError {
         #[source]
         source: libbpf_rs::Error,
     },
-    #[error("counting possible CPUs: {0}")]
-    Cpus(#[source] libbpf_rs::Error),
     #[error("cannot write the XDP flow cache generation")]
     Generation,
     #[error("adding ifindex {ifindex} to the redirect map: {source}")]
