@@ -30,7 +30,7 @@ use nix::unistd::Pid;
 use crate::bpf::Redirect;
 use crate::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT, NAME_PREFIX};
 use crate::ovs_node::stop_pid;
-use crate::topo::{self, Topology, VETH_A, VETH_B};
+use crate::topo::{self, Topology, VETH_A, VETH_B, VETH_C};
 
 /// Bound on a switch's start (loading XDP, binding sockets, OVS's ports).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -124,6 +124,38 @@ pub enum Running {
 }
 
 impl Running {
+    /// The switch's process (xbr, ovs-vswitchd), for its memory and CPU
+    /// time; `None` for the references, which have none.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Running::Xbr(x) => x.child.as_ref().map(Child::id),
+            Running::Ovs(o) => o.vswitchd_pid(),
+            Running::L2fwd(_) | Running::Redirect(_) | Running::Bridge => None,
+        }
+    }
+
+    /// Whether the switch is an OpenFlow switch (xbr, OVS) and not one of
+    /// the references, which forward by a fixed rule.
+    pub fn has_flow_table(&self) -> bool {
+        matches!(self, Running::Xbr(_) | Running::Ovs(_))
+    }
+
+    /// `ovs-ofctl -O OpenFlow13 ARGS` against the switch's `br0` (xbr and
+    /// OVS only), bounded by `timeout`.
+    pub fn ofctl(&self, args: &[&str], timeout: Duration) -> Result<String, SystemError> {
+        let rundir = match self {
+            Running::Xbr(x) => x.dir.clone(),
+            Running::Ovs(o) => o.dir.join("run"),
+            Running::L2fwd(_) | Running::Redirect(_) | Running::Bridge => {
+                return Err(SystemError::Start {
+                    system: "reference",
+                    reason: "the references have no OpenFlow bridge".into(),
+                })
+            }
+        };
+        Ok(ofctl_bounded(&rundir, args, timeout)?)
+    }
+
     /// How many connections the switch's conntrack holds now (xbr
     /// `conntrack stats`, OVS `dpctl/ct-get-nconns`): the check that the
     /// packets of a conntrack scenario really went through conntrack.
@@ -198,11 +230,15 @@ fn make_dir(what: &str) -> Result<PathBuf, OvsError> {
 }
 
 fn ofctl(rundir: &Path, args: &[&str]) -> Result<String, OvsError> {
+    ofctl_bounded(rundir, args, CMD_TIMEOUT)
+}
+
+fn ofctl_bounded(rundir: &Path, args: &[&str], timeout: Duration) -> Result<String, OvsError> {
     let mut c = Command::new("ovs-ofctl");
     c.args(["-O", "OpenFlow13"])
         .args(args)
         .env("OVS_RUNDIR", rundir);
-    Ok(run_bounded(&mut c, CMD_TIMEOUT)?.ok()?.stdout)
+    Ok(run_bounded(&mut c, timeout)?.ok()?.stdout)
 }
 
 /// `xbr run` in the host namespace; stopped with SIGTERM on drop.
@@ -245,6 +281,11 @@ impl XbrGuard {
             "--port",
             &format!("{VETH_B}=2,xdp_redirect=on"),
         ])
+        .args(
+            topo.pod_c
+                .iter()
+                .flat_map(|_| ["--port".to_string(), format!("{VETH_C}=3,xdp_redirect=on")]),
+        )
         .args(["--cpu", &cpu])
         .args(
             cfg.ct_limit
@@ -478,8 +519,13 @@ impl OvsGuard {
             g.afxdp_port("br0", VETH_A, Some(1))?;
         }
         g.afxdp_port("br0", VETH_B, Some(2))?;
+        let mut ports = vec![VETH_A, VETH_B];
+        if topo.pod_c.is_some() {
+            g.afxdp_port("br0", VETH_C, Some(3))?;
+            ports.push(VETH_C);
+        }
         // A port OVS could not open gets ofport -1 and an error column.
-        for port in [VETH_A, VETH_B] {
+        for port in ports {
             let of = g.vsctl(&["get", "interface", port, "ofport"])?;
             if of.trim() == "-1" || of.trim() == "[]" {
                 let err = g
@@ -500,6 +546,12 @@ impl OvsGuard {
             &["add-flows", "br0", &flows.display().to_string()],
         )?;
         Ok(g)
+    }
+
+    fn vswitchd_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join("run/ovs-vswitchd.pid"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
     }
 
     fn appctl(&self, args: &[&str]) -> Result<String, OvsError> {

@@ -7,6 +7,7 @@ use super::{
     Config, Scenario, CT_DST_PORT, CT_NEW_MAX_CONNECTIONS, CT_SRC_PORT, FLOWS_BASE, LOCAL_NODE,
     REMOTE_NODE, VNI,
 };
+use crate::bpf::SinkClasses;
 use crate::measure::Traffic;
 use crate::packet::{FrameSpec, Template, TemplateError, Vary, VxlanOuter};
 use crate::topo::{MAC_A, MAC_B, MAC_VA};
@@ -32,16 +33,68 @@ pub(super) fn flows_text(cfg: &Config) -> String {
             return s;
         }
         Scenario::Flows => {
-            let base = u32::from(FLOWS_BASE);
             for i in 0..cfg.n_flows {
-                let dst = Ipv4Addr::from(base + i);
-                s.push_str(&format!(
-                    "table=0,priority=100,ip,in_port=1,nw_dst={dst},actions=output:2\n"
-                ));
+                s.push_str(&dst_flow(i, Some(2)));
+                s.push('\n');
             }
+        }
+        // The bundle is the measurement: the switch starts empty.
+        Scenario::Flowmod => return s,
+        // Every destination to port 2, the moving ones too, until the
+        // churn moves them; nothing comes back from the sinks.
+        Scenario::Churn => {
+            for i in 0..cfg.n_flows {
+                s.push_str(&dst_flow(i, Some(2)));
+                s.push('\n');
+            }
+            return s;
         }
     }
     s.push_str("table=0,priority=10,in_port=2,actions=output:1\n");
+    s
+}
+
+/// Destination `i` of the `flows`, `churn` and `flowmod` scenarios.
+pub(super) fn dst(i: u32) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(FLOWS_BASE) + i)
+}
+
+/// The flow for destination `i`, sending it to `port` (`None`: the match
+/// alone, for a strict delete).
+pub(super) fn dst_flow(i: u32, port: Option<u32>) -> String {
+    let m = format!("table=0,priority=100,ip,in_port=1,nw_dst={}", dst(i));
+    match port {
+        Some(p) => format!("{m},actions=output:{p}"),
+        None => m,
+    }
+}
+
+/// `flowmod`: the bundle file (`ovs-ofctl bundle` syntax) adding one flow
+/// per destination for `n` destinations, the `flows` scenario's shape.
+pub(super) fn flowmod_bundle(n: u32) -> String {
+    let mut s = String::with_capacity(n as usize * 80);
+    for i in 0..n {
+        s.push_str("flow add ");
+        s.push_str(&dst_flow(i, Some(2)));
+        s.push('\n');
+    }
+    s
+}
+
+/// `churn`: the bundle that moves every moving destination (odd `i` below
+/// `n`, the sink's class 1) to `port`, or deletes their flows (`None`).
+/// An add over an existing flow with the same match and priority
+/// replaces its actions, as OpenFlow's ADD does.
+pub(super) fn churn_bundle(n: u32, port: Option<u32>) -> String {
+    let mut s = String::new();
+    for i in (1..n).step_by(2) {
+        s.push_str(match port {
+            Some(_) => "flow add ",
+            None => "flow delete_strict ",
+        });
+        s.push_str(&dst_flow(i, port));
+        s.push('\n');
+    }
     s
 }
 
@@ -122,7 +175,8 @@ pub(super) fn traffic(cfg: &Config, case: Case) -> Result<Traffic, TemplateError
                 ..Vary::default()
             },
         ),
-        Scenario::Flows => (
+        // flowmod sends nothing; its arm only keeps the match whole.
+        Scenario::Flows | Scenario::Churn | Scenario::Flowmod => (
             FLOWS_BASE,
             cfg.n_flows,
             Vary {
@@ -153,6 +207,12 @@ pub(super) fn traffic(cfg: &Config, case: Case) -> Result<Traffic, TemplateError
         Scenario::Vxlan => template.decapsulated_tag_off(),
         _ => template.tag_off,
     };
+    // churn: the sinks tell fixed (even) from moving (odd) destinations.
+    let classes = (cfg.scenario == Scenario::Churn).then_some(SinkClasses {
+        ip_off: template.ip_off,
+        base: FLOWS_BASE,
+        n: cfg.n_flows,
+    });
     Ok(Traffic {
         sink_tag_off,
         template,
@@ -160,6 +220,7 @@ pub(super) fn traffic(cfg: &Config, case: Case) -> Result<Traffic, TemplateError
         n_flows,
         method: cfg.method,
         cpu: Some(cfg.gen_cpu),
+        classes,
         stop: cfg.stop.clone(),
     })
 }
@@ -187,6 +248,48 @@ mod tests {
         assert_eq!(&t.template.frame[30..34], &[10, 128, 4, 0]);
         let p2p = flows_text(&cfg(Scenario::P2p));
         assert_eq!(p2p.lines().count(), 2);
+    }
+
+    #[test]
+    fn churn_moves_the_odd_destinations_and_keeps_the_even_ones() {
+        let mut c = cfg(Scenario::Churn);
+        c.n_flows = 5;
+        let initial = flows_text(&c);
+        assert_eq!(initial.lines().count(), 5, "no flow for the way back");
+        assert!(initial.lines().all(|l| l.ends_with("actions=output:2")));
+        assert_eq!(
+            churn_bundle(5, Some(3)).lines().collect::<Vec<_>>(),
+            [
+                "flow add table=0,priority=100,ip,in_port=1,nw_dst=10.128.4.1,actions=output:3",
+                "flow add table=0,priority=100,ip,in_port=1,nw_dst=10.128.4.3,actions=output:3",
+            ]
+        );
+        assert_eq!(
+            churn_bundle(5, None).lines().collect::<Vec<_>>(),
+            [
+                "flow delete_strict table=0,priority=100,ip,in_port=1,nw_dst=10.128.4.1",
+                "flow delete_strict table=0,priority=100,ip,in_port=1,nw_dst=10.128.4.3",
+            ]
+        );
+        // The flows of the moving destinations are the initial ones, so
+        // a strict delete and an add replace exactly those.
+        for l in churn_bundle(5, Some(2)).lines() {
+            assert!(
+                initial.contains(l.strip_prefix("flow add ").unwrap()),
+                "{l}"
+            );
+        }
+        let t = traffic(&c, ONE).unwrap();
+        assert_eq!(t.n_flows, 5);
+        assert!(t.vary.dst_ip);
+        let classes = t.classes.expect("the sinks classify");
+        assert_eq!((classes.ip_off, classes.n), (14, 5));
+        assert_eq!(classes.base, dst(0));
+        assert!(traffic(&cfg(Scenario::Flows), ONE)
+            .unwrap()
+            .classes
+            .is_none());
+        assert_eq!(flows_text(&cfg(Scenario::Flowmod)), "");
     }
 
     #[test]

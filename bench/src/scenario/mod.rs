@@ -34,6 +34,16 @@
 //!   run's); runs stop after [`CT_NEW_MAX_CONNECTIONS`] packets, and both
 //!   switches' tables hold more than that, so none fills.
 //!
+//! - `flowmod`: no traffic; `n_flows` flows (`flows`' shape) loaded into
+//!   an empty switch by one `ovs-ofctl bundle`: wall time, flows/s, the
+//!   switch's CPU time and RSS, every flow checked in the dumps
+//!   ([`flowmod`]).
+//! - `churn`: `flows`' traffic over `n_flows` destinations with a second
+//!   sink (pod C, port 3), while bundles move half of the destinations'
+//!   flows port 2 -> 3 -> deleted -> 2; the sinks' per-destination-class
+//!   counts prove that no frame arrived where the table in force could
+//!   not send it ([`churn`]).
+//!
 //! The conntrack scenarios count the switch's connections after each run
 //! and report whether the count is what the traffic must have created
 //! (`ct_verified`), so a rate can not come from packets that bypassed
@@ -60,12 +70,16 @@ use crate::ovs::OvsError;
 use crate::packet::{Proto, TemplateError};
 use crate::systems::{System, SystemError};
 
+mod churn;
+mod flowmod;
 mod flows;
 use flows::{cases, traffic};
 mod report;
 mod run;
 
-pub use report::{markdown, CtCheck, Ratio, Report, SystemResult};
+pub use report::{
+    markdown, ChurnResult, CtCheck, FlowmodResult, Ratio, Report, SystemResult, TrafficResult,
+};
 pub use run::run;
 
 /// Destination of flow 0 in the `flows` scenario.
@@ -101,6 +115,8 @@ pub enum Scenario {
     Vxlan,
     Conntrack,
     ConntrackNew,
+    Flowmod,
+    Churn,
 }
 
 impl Scenario {
@@ -111,6 +127,22 @@ impl Scenario {
             Scenario::Vxlan => "vxlan",
             Scenario::Conntrack => "conntrack",
             Scenario::ConntrackNew => "conntrack-new",
+            Scenario::Flowmod => "flowmod",
+            Scenario::Churn => "churn",
+        }
+    }
+
+    /// Whether the generator sends traffic (all but `flowmod`).
+    pub fn sends_traffic(self) -> bool {
+        self != Scenario::Flowmod
+    }
+
+    /// The default `n_flows`: `flowmod` loads 100k flows (issue 6), the
+    /// others send to 1000 destinations.
+    pub fn default_flows(self) -> u32 {
+        match self {
+            Scenario::Flowmod => 100_000,
+            _ => 1000,
         }
     }
 
@@ -121,11 +153,15 @@ impl Scenario {
 
     /// The systems measured when none are named: the kernel references
     /// have no conntrack, so the conntrack scenarios compare xbr and OVS.
+    /// `flowmod` and `churn` are about an OpenFlow switch's flow table,
+    /// which the references do not have.
     pub fn default_systems(self) -> Vec<System> {
-        if self.uses_conntrack() {
-            vec![System::Xbr, System::OvsAfxdp]
-        } else {
-            vec![System::XdpRedirect, System::Xbr, System::OvsAfxdp]
+        match self {
+            Scenario::Churn => vec![System::Xbr, System::XbrNocache, System::OvsAfxdp],
+            s if s.uses_conntrack() || s == Scenario::Flowmod => {
+                vec![System::Xbr, System::OvsAfxdp]
+            }
+            _ => vec![System::XdpRedirect, System::Xbr, System::OvsAfxdp],
         }
     }
 
@@ -143,6 +179,15 @@ impl Scenario {
             }
             (s, System::XdpRedirect | System::LinuxBridge) if s.uses_conntrack() => Some(
                 "xdp-redirect and linux-bridge have no conntrack; leave them out of the conntrack scenarios",
+            ),
+            (Scenario::Flowmod, System::Xbr | System::XbrNocache | System::OvsAfxdp) => None,
+            (Scenario::Flowmod, _) => Some(
+                "flowmod loads flows by OpenFlow: only xbr, xbr-nocache and ovs-afxdp have a flow table",
+            ),
+            // xdp-redirect stays allowed in churn: it ignores flows, so it
+            // shows that the misdelivery check catches a switch that does.
+            (Scenario::Churn, System::AfxdpL2fwd | System::LinuxBridge) => Some(
+                "churn moves flows between ports 2 and 3: afxdp-l2fwd and linux-bridge have no flow table",
             ),
             _ => None,
         }
@@ -168,7 +213,8 @@ pub struct Config {
     pub warmup: Duration,
     pub pkt_size: usize,
     pub proto: Proto,
-    /// Flows of the `flows` scenario.
+    /// Flows of the `flows` scenario, destinations of `churn` (half of
+    /// them move), flows `flowmod` loads.
     pub n_flows: u32,
     /// Concurrent connections of the `conntrack` scenario, one case each.
     pub connections: Vec<u32>,
@@ -212,6 +258,8 @@ pub enum ConfigError {
     System(&'static str),
     #[error("--connections: {0}")]
     Connections(String),
+    #[error("--flows: {0}")]
+    Flows(String),
 }
 
 /// Checks what can be checked before anything is built.
@@ -234,6 +282,25 @@ pub fn validate(cfg: &Config) -> Result<(), ConfigError> {
                 "{n} is not within 1..={MAX_CONNECTIONS}"
             )));
         }
+    }
+    let min_flows = if cfg.scenario == Scenario::Churn {
+        2
+    } else {
+        1
+    };
+    if !(min_flows..=MAX_FLOWS).contains(&cfg.n_flows) {
+        return Err(ConfigError::Flows(format!(
+            "{} is not within {min_flows}..={MAX_FLOWS}{}",
+            cfg.n_flows,
+            if min_flows == 2 {
+                " (churn needs a fixed and a moving destination)"
+            } else {
+                ""
+            }
+        )));
+    }
+    if !cfg.scenario.sends_traffic() {
+        return Ok(());
     }
     for case in cases(cfg) {
         traffic(cfg, case)?;
@@ -286,6 +353,38 @@ pub(crate) mod tests {
             validate(&p).is_ok(),
             "--connections only matters to conntrack"
         );
+    }
+
+    #[test]
+    fn flowmod_and_churn_take_only_switches_with_flow_tables() {
+        let mut c = cfg(Scenario::Flowmod);
+        assert_eq!(
+            c.scenario.default_systems(),
+            [System::Xbr, System::OvsAfxdp]
+        );
+        for s in [System::XdpRedirect, System::LinuxBridge, System::AfxdpL2fwd] {
+            c.systems = vec![System::Xbr, s];
+            assert!(matches!(validate(&c), Err(ConfigError::System(_))), "{s:?}");
+        }
+        c.systems = vec![System::Xbr, System::XbrNocache, System::OvsAfxdp];
+        assert!(validate(&c).is_ok());
+        c.pkt_size = 10;
+        assert!(validate(&c).is_ok(), "flowmod sends no frames");
+        let mut c = cfg(Scenario::Churn);
+        assert_eq!(
+            c.scenario.default_systems(),
+            [System::Xbr, System::XbrNocache, System::OvsAfxdp]
+        );
+        c.systems = vec![System::Xbr, System::XdpRedirect];
+        assert!(validate(&c).is_ok(), "the negative control");
+        c.systems = vec![System::LinuxBridge];
+        assert!(matches!(validate(&c), Err(ConfigError::System(_))));
+        c.systems = vec![System::Xbr];
+        c.n_flows = 1;
+        let e = validate(&c).unwrap_err().to_string();
+        assert!(e.contains("--flows") && e.contains("moving"), "{e}");
+        c.n_flows = MAX_FLOWS + 1;
+        assert!(matches!(validate(&c), Err(ConfigError::Flows(_))));
     }
 
     #[test]

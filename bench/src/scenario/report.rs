@@ -3,13 +3,44 @@
 
 use crate::gen::Method;
 
-/// One switch's figures: the median run's, plus every run's rate.
+/// One switch's figures: the median run's, plus every run's.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SystemResult {
     pub system: &'static str,
     /// The `conntrack` case: concurrent connections.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connections: Option<u32>,
+    /// The packet scenarios' figures (all but `flowmod`, which sends none).
+    #[serde(flatten)]
+    pub traffic: Option<TrafficResult>,
+    /// Conntrack scenarios: what the switch's table held after the median
+    /// run, and what the traffic must have created.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conntrack: Option<CtCheck>,
+    /// Conntrack scenarios: whether every run's table held what it must.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ct_verified: Option<bool>,
+    /// `conntrack-new`: connections created (and forwarded) per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conns_per_s: Option<f64>,
+    /// `churn`: the flow-mods made during the traffic and the delivery check.
+    #[serde(flatten)]
+    pub churn: Option<ChurnResult>,
+    /// `flowmod`: the bundle load's time and the switch's memory.
+    #[serde(flatten)]
+    pub flowmod: Option<FlowmodResult>,
+}
+
+impl SystemResult {
+    /// The median run's received rate, for the packet scenarios.
+    pub fn mpps(&self) -> Option<f64> {
+        self.traffic.as_ref().map(|t| t.mpps)
+    }
+}
+
+/// What the sink received in the median run of a packet scenario.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TrafficResult {
     pub mpps: f64,
     pub gbps: f64,
     pub loss: f64,
@@ -25,16 +56,41 @@ pub struct SystemResult {
     pub received: u64,
     pub generator: Method,
     pub runs_mpps: Vec<f64>,
-    /// Conntrack scenarios: what the switch's table held after the median
-    /// run, and what the traffic must have created.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub conntrack: Option<CtCheck>,
-    /// Conntrack scenarios: whether every run's table held what it must.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ct_verified: Option<bool>,
-    /// `conntrack-new`: connections created (and forwarded) per second.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub conns_per_s: Option<f64>,
+}
+
+/// `churn`: how fast the flows changed under the traffic, and whether any
+/// frame arrived where the flow table in force could not have sent it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ChurnResult {
+    /// Flow-mods committed during the median run (all bundles').
+    pub flow_mods: u64,
+    pub flow_mods_per_s: f64,
+    /// Bundles committed during the median run.
+    pub bundles: u64,
+    /// Frames counted on a port the table in force could not send them
+    /// to, over all runs: must be 0.
+    pub misdelivered: u64,
+    /// Frames whose port was checked against one table version (the rest
+    /// straddled a change, see `scenario::churn`), over all runs.
+    pub judged: u64,
+}
+
+/// `flowmod`: one bundle of flows into an empty switch.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FlowmodResult {
+    /// Flows in the bundle (and found in the switch afterwards).
+    pub flows_loaded: u64,
+    /// Wall time of `ovs-ofctl bundle` in the median run.
+    pub bundle_s: f64,
+    pub flows_per_s: f64,
+    /// CPU time the switch process spent meanwhile.
+    pub switch_cpu_s: f64,
+    /// The switch's VmRSS before and after the load, median run.
+    pub rss_before_kib: u64,
+    pub rss_after_kib: u64,
+    /// Whether every run's dump-aggregate and dump-flows showed every flow.
+    pub flows_verified: bool,
+    pub runs_bundle_s: Vec<f64>,
 }
 
 /// The switch's connection count after a run, against the range the run's
@@ -60,6 +116,10 @@ pub struct Ratio {
     /// The `conntrack` case the ratio is of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connections: Option<u32>,
+    /// What is compared, when not the received Mpps: `flowmod`'s
+    /// `flows_per_s` and `rss_after_kib`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric: Option<&'static str>,
     pub ratio: f64,
 }
 
@@ -67,15 +127,21 @@ pub struct Ratio {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Report {
     pub scenario: &'static str,
-    pub pkt_size: usize,
-    pub proto: &'static str,
+    /// Frame size and transport (not for `flowmod`, which sends no traffic).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pkt_size: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proto: Option<&'static str>,
     /// Traffic flows: `flows`' count, for `conntrack` the largest case,
-    /// for `conntrack-new` the most connections a run may create.
+    /// for `conntrack-new` the most connections a run may create; the
+    /// destinations of `churn`, the flows loaded by `flowmod`.
     pub flows: u32,
     /// The `conntrack` cases.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub connections: Vec<u32>,
-    pub duration_s: f64,
+    /// Seconds per measured run (not for `flowmod`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
     pub runs: usize,
     pub rate_pps: Option<u64>,
     pub date: String,
@@ -84,23 +150,40 @@ pub struct Report {
     pub ratios: Vec<Ratio>,
 }
 
-/// xbr's ratios to every other system measured in the same case.
+/// Reads one figure of a result, if it has it.
+type Metric = fn(&SystemResult) -> Option<f64>;
+
+/// xbr's ratios to every other system measured in the same case: of the
+/// received Mpps, or for `flowmod` of the load rate and of the memory.
 pub(super) fn ratios(results: &[SystemResult], connections: Option<u32>) -> Vec<Ratio> {
-    let get = |n: &str| {
+    let find = |n: &str| {
         results
             .iter()
             .find(|r| r.system == n && r.connections == connections)
-            .map(|r| r.mpps)
     };
+    let Some(x) = find("xbr") else {
+        return Vec::new();
+    };
+    let metrics: [(Option<&'static str>, Metric); 3] = [
+        (None, SystemResult::mpps),
+        (Some("flows_per_s"), |r| {
+            r.flowmod.as_ref().map(|f| f.flows_per_s)
+        }),
+        (Some("rss_after_kib"), |r| {
+            r.flowmod.as_ref().map(|f| f.rss_after_kib as f64)
+        }),
+    ];
     let mut out = Vec::new();
-    if let Some(x) = get("xbr") {
-        for other in ["ovs-afxdp", "xbr-nocache", "xdp-redirect", "linux-bridge"] {
-            if let Some(o) = get(other).filter(|o| *o > 0.0) {
+    for other in ["ovs-afxdp", "xbr-nocache", "xdp-redirect", "linux-bridge"] {
+        let Some(o) = find(other) else { continue };
+        for (metric, get) in metrics {
+            if let (Some(a), Some(b)) = (get(x), get(o).filter(|b| *b > 0.0)) {
                 out.push(Ratio {
                     of: "xbr",
                     to: other,
                     connections,
-                    ratio: x / o,
+                    metric,
+                    ratio: a / b,
                 });
             }
         }
@@ -112,8 +195,66 @@ fn opt(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.1}"))
 }
 
+fn mib(kib: u64) -> String {
+    format!("{:.1}", kib as f64 / 1024.0)
+}
+
 /// The report as a markdown table, with the ratios below it.
 pub fn markdown(r: &Report) -> String {
+    let mut s = if r.results.iter().any(|x| x.flowmod.is_some()) {
+        flowmod_table(r)
+    } else {
+        traffic_table(r)
+    };
+    for x in &r.results {
+        if let Some(c) = x.conns_per_s {
+            s.push_str(&format!(
+                "\n{}: {:.0} new connections/s (committed and forwarded)",
+                x.system, c
+            ));
+        }
+    }
+    for q in &r.ratios {
+        let case = q
+            .connections
+            .map_or(String::new(), |n| format!(" ({n} connections)"));
+        let metric = q.metric.map_or(String::new(), |m| format!(" ({m})"));
+        s.push_str(&format!(
+            "\n{} / {}{case}{metric}: {:.2}x",
+            q.of, q.to, q.ratio
+        ));
+    }
+    s.push('\n');
+    s
+}
+
+fn flowmod_table(r: &Report) -> String {
+    let mut s = format!(
+        "{} ({} flows in one `ovs-ofctl -O OpenFlow13 bundle`, median of {} by wall time), {} on {}\n\n",
+        r.scenario, r.flows, r.runs, r.date, r.machine
+    );
+    s.push_str("| system | bundle s | flows/s | switch CPU s | RSS before MiB | RSS after MiB | flows verified | runs (s) |\n");
+    s.push_str(&"| --- ".repeat(8));
+    s.push_str("|\n");
+    for x in &r.results {
+        let Some(f) = &x.flowmod else { continue };
+        let runs: Vec<String> = f.runs_bundle_s.iter().map(|v| format!("{v:.3}")).collect();
+        s.push_str(&format!(
+            "| {} | {:.3} | {:.0} | {:.3} | {} | {} | {} | {} |\n",
+            x.system,
+            f.bundle_s,
+            f.flows_per_s,
+            f.switch_cpu_s,
+            mib(f.rss_before_kib),
+            mib(f.rss_after_kib),
+            if f.flows_verified { "yes" } else { "NO" },
+            runs.join(" ")
+        ));
+    }
+    s
+}
+
+fn traffic_table(r: &Report) -> String {
     let traffic = match r.scenario {
         "conntrack" => format!(
             "{} concurrent connection(s) per case",
@@ -124,18 +265,24 @@ pub fn markdown(r: &Report) -> String {
                 .join(" / ")
         ),
         "conntrack-new" => "every frame a new connection".to_string(),
+        "churn" => format!(
+            "{} destinations, half of them moved port 2 -> 3 -> deleted -> 2 by bundles meanwhile",
+            r.flows
+        ),
         _ => format!("{} flow(s)", r.flows),
     };
+    let generator = r
+        .results
+        .iter()
+        .find_map(|x| x.traffic.as_ref())
+        .map_or("-".to_string(), |t| t.generator.to_string());
     let mut s = format!(
-        "{} ({} {}-byte {} frames, {traffic}, median of {} x {:.0} s{}), {} on {}\n\n",
+        "{} ({generator} {}-byte {} frames, {traffic}, median of {} x {:.0} s{}), {} on {}\n\n",
         r.scenario,
-        r.results
-            .first()
-            .map_or("-".to_string(), |x| x.generator.to_string()),
-        r.pkt_size,
-        r.proto,
+        r.pkt_size.unwrap_or(0),
+        r.proto.unwrap_or("-"),
         r.runs,
-        r.duration_s,
+        r.duration_s.unwrap_or(0.0),
         r.rate_pps
             .map_or(String::new(), |p| format!(", offered {p} pps")),
         r.date,
@@ -143,6 +290,7 @@ pub fn markdown(r: &Report) -> String {
     );
     let ct = r.results.iter().any(|x| x.conntrack.is_some());
     let case = r.results.iter().any(|x| x.connections.is_some());
+    let churn = r.results.iter().any(|x| x.churn.is_some());
     if case {
         s.push_str("| connections ");
     }
@@ -150,26 +298,30 @@ pub fn markdown(r: &Report) -> String {
     if ct {
         s.push_str(" conntrack entries (expected) | verified |");
     }
+    if churn {
+        s.push_str(" flow-mods/s | misdelivered (judged) |");
+    }
     s.push('\n');
-    let columns = 9 + usize::from(case) + 2 * usize::from(ct);
+    let columns = 9 + usize::from(case) + 2 * usize::from(ct) + 2 * usize::from(churn);
     s.push_str(&"| --- ".repeat(columns));
     s.push_str("|\n");
     for x in &r.results {
-        let runs: Vec<String> = x.runs_mpps.iter().map(|v| format!("{v:.3}")).collect();
+        let Some(t) = &x.traffic else { continue };
+        let runs: Vec<String> = t.runs_mpps.iter().map(|v| format!("{v:.3}")).collect();
         if let Some(n) = x.connections {
             s.push_str(&format!("| {n} "));
         }
         s.push_str(&format!(
             "| {} | {:.3} | {:.3} | {:.1}% | {} | {} | {} | {:.3} | {} |",
             x.system,
-            x.mpps,
-            x.gbps,
-            x.loss * 100.0,
-            x.lost_at_ingress
+            t.mpps,
+            t.gbps,
+            t.loss * 100.0,
+            t.lost_at_ingress
                 .map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0)),
-            opt(x.p50_us),
-            opt(x.p99_us),
-            x.offered_mpps,
+            opt(t.p50_us),
+            opt(t.p99_us),
+            t.offered_mpps,
             runs.join(" ")
         ));
         if ct {
@@ -187,22 +339,16 @@ pub fn markdown(r: &Report) -> String {
             };
             s.push_str(&format!(" {entries} | {verified} |"));
         }
+        if churn {
+            match &x.churn {
+                Some(c) => s.push_str(&format!(
+                    " {:.0} | {} ({}) |",
+                    c.flow_mods_per_s, c.misdelivered, c.judged
+                )),
+                None => s.push_str(" - | - |"),
+            }
+        }
         s.push('\n');
     }
-    for x in &r.results {
-        if let Some(c) = x.conns_per_s {
-            s.push_str(&format!(
-                "\n{}: {:.0} new connections/s (committed and forwarded)",
-                x.system, c
-            ));
-        }
-    }
-    for q in &r.ratios {
-        let case = q
-            .connections
-            .map_or(String::new(), |n| format!(" ({n} connections)"));
-        s.push_str(&format!("\n{} / {}{case}: {:.2}x", q.of, q.to, q.ratio));
-    }
-    s.push('\n');
     s
 }

@@ -1,33 +1,103 @@
 //! Running a scenario: rounds of one fresh topology and switch per system,
 //! a warm-up, one measured run, all torn down again.
 
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
+use super::churn::{self, ChurnRun};
+use super::flowmod::{self, FlowmodRun};
 use super::flows::{cases, ct_replies, flows_text, traffic, Case};
-use super::report::{ratios, CtCheck, Report, SystemResult};
+use super::report::{ratios, CtCheck, Report, SystemResult, TrafficResult};
 use super::{
     validate, Config, Scenario, ScenarioError, CT_LIMIT, CT_NEW_MAX_CONNECTIONS, LOCAL_NODE,
 };
 use crate::gen::GenBounds;
 use crate::measure::{Harness, MeasureError, Sample};
-use crate::ovs::{run_bounded, CMD_TIMEOUT};
+use crate::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT, NAME_PREFIX};
 use crate::packet::Proto;
 use crate::systems::{self, SwitchConfig, System};
 use crate::topo::Topology;
 
-/// One measured run: the traffic's figures, and for the conntrack
-/// scenarios the switch's connection count against what it must be.
-#[derive(Debug, Clone)]
-struct Run {
-    sample: Sample,
-    conntrack: Option<CtCheck>,
+/// One measured run: the traffic's figures (not in `flowmod`), and what
+/// the scenario checks besides.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Run {
+    pub(super) sample: Option<Sample>,
+    /// Conntrack scenarios: the switch's connection count against what
+    /// it must be.
+    pub(super) conntrack: Option<CtCheck>,
+    pub(super) churn: Option<ChurnRun>,
+    pub(super) flowmod: Option<FlowmodRun>,
 }
 
-fn median(mut runs: Vec<Run>) -> (Run, Vec<f64>) {
-    let rates = runs.iter().map(|r| r.sample.mpps()).collect();
-    runs.sort_by(|a, b| a.sample.mpps().total_cmp(&b.sample.mpps()));
-    let mid = runs.swap_remove((runs.len() - 1) / 2);
-    (mid, rates)
+impl Run {
+    /// What the median is taken of: the received rate, or how fast
+    /// `flowmod` loaded its flows.
+    fn rank(&self) -> f64 {
+        match (&self.sample, &self.flowmod) {
+            (Some(s), _) => s.mpps(),
+            (None, Some(f)) => f.flows_per_s(),
+            (None, None) => 0.0,
+        }
+    }
+}
+
+fn median(mut runs: Vec<Run>) -> Run {
+    runs.sort_by(|a, b| a.rank().total_cmp(&b.rank()));
+    runs.swap_remove((runs.len() - 1) / 2)
+}
+
+/// How the switches of `cfg` are started.
+pub(super) fn switch_config(cfg: &Config) -> SwitchConfig {
+    SwitchConfig {
+        xbr_bin: cfg.xbr_bin.clone(),
+        xbr_args: cfg.xbr_args.clone(),
+        cpu: cfg.switch_cpu,
+        flows: flows_text(cfg),
+        vxlan_uplink: (cfg.scenario == Scenario::Vxlan).then(|| format!("{LOCAL_NODE}/24")),
+        ct_limit: cfg.scenario.uses_conntrack().then_some(CT_LIMIT),
+    }
+}
+
+/// Maps a measurement's error to the scenario's, naming the switch.
+pub(super) fn measure_err(system: System) -> impl Fn(MeasureError) -> ScenarioError + Copy {
+    move |source| match source {
+        MeasureError::Interrupted => ScenarioError::Interrupted,
+        source => ScenarioError::Measure {
+            system: system.name(),
+            source,
+        },
+    }
+}
+
+/// A private directory for a scenario's files, removed on drop.
+pub(super) struct ScratchDir(pub(super) PathBuf);
+
+impl ScratchDir {
+    pub(super) fn new(what: &str) -> Result<ScratchDir, ScenarioError> {
+        let dir = std::env::temp_dir().join(format!("{NAME_PREFIX}-bench-{what}-{}", unique_tag()));
+        std::fs::create_dir_all(&dir).map_err(|source| OvsError::Io {
+            context: format!("creating {}", dir.display()),
+            source,
+        })?;
+        Ok(ScratchDir(dir))
+    }
+
+    /// Writes `text` to `name` in the directory; returns the path.
+    pub(super) fn write(&self, name: &str, text: &str) -> Result<String, ScenarioError> {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).map_err(|source| OvsError::Io {
+            context: format!("writing {}", path.display()),
+            source,
+        })?;
+        Ok(path.display().to_string())
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// What the connection table must hold after a run that sent `sent`
@@ -58,24 +128,15 @@ fn measure_once(
     case: Case,
     round: usize,
 ) -> Result<Run, ScenarioError> {
+    match cfg.scenario {
+        Scenario::Flowmod => return flowmod::measure_once(system, cfg, round),
+        Scenario::Churn => return churn::measure_once(system, cfg, round),
+        _ => {}
+    }
     let topo = Topology::new()?;
-    let sw = SwitchConfig {
-        xbr_bin: cfg.xbr_bin.clone(),
-        xbr_args: cfg.xbr_args.clone(),
-        cpu: cfg.switch_cpu,
-        flows: flows_text(cfg),
-        vxlan_uplink: (cfg.scenario == Scenario::Vxlan).then(|| format!("{LOCAL_NODE}/24")),
-        ct_limit: cfg.scenario.uses_conntrack().then_some(CT_LIMIT),
-    };
-    let switch = systems::start(system, &topo, &sw)?;
-    let m = |source| match source {
-        MeasureError::Interrupted => ScenarioError::Interrupted,
-        source => ScenarioError::Measure {
-            system: system.name(),
-            source,
-        },
-    };
-    let mut h = Harness::new(&topo, traffic(cfg, case)?).map_err(m)?;
+    let switch = systems::start(system, &topo, &switch_config(cfg))?;
+    let m = measure_err(system);
+    let h = Harness::new(&topo, traffic(cfg, case)?).map_err(m)?;
     let new_conns = cfg.scenario == Scenario::ConntrackNew;
     let bounds = GenBounds {
         duration: cfg.duration,
@@ -141,31 +202,24 @@ fn measure_once(
         ))
     );
     Ok(Run {
-        sample: s,
+        sample: Some(s),
         conntrack,
+        ..Run::default()
     })
 }
 
-fn offered_mpps(s: &Sample) -> f64 {
+pub(super) fn offered_mpps(s: &Sample) -> f64 {
     s.sent as f64 / s.elapsed.as_secs_f64().max(1e-9) / 1e6
 }
 
-fn result(system: System, scenario: Scenario, case: Case, runs: Vec<Run>) -> SystemResult {
-    let ct_verified = scenario.uses_conntrack().then(|| {
-        runs.iter()
-            .all(|r| r.conntrack.as_ref().is_some_and(CtCheck::ok))
-    });
-    let (run, runs_mpps) = median(runs);
-    let s = run.sample;
-    SystemResult {
-        system: system.name(),
-        connections: case.connections,
+fn traffic_result(s: &Sample, runs_mpps: Vec<f64>) -> TrafficResult {
+    TrafficResult {
         mpps: s.mpps(),
         gbps: s.gbps(),
         loss: s.loss(),
         p50_us: s.p50_ns.map(|v| v / 1000.0),
         p99_us: s.p99_ns.map(|v| v / 1000.0),
-        offered_mpps: offered_mpps(&s),
+        offered_mpps: offered_mpps(s),
         lost_at_ingress: s.ingress_drops.and_then(|d| {
             let lost = s.sent.saturating_sub(s.received);
             (lost > 0).then(|| d as f64 / lost as f64)
@@ -174,9 +228,34 @@ fn result(system: System, scenario: Scenario, case: Case, runs: Vec<Run>) -> Sys
         received: s.received,
         generator: s.method,
         runs_mpps,
+    }
+}
+
+fn result(system: System, scenario: Scenario, case: Case, runs: Vec<Run>) -> SystemResult {
+    let ct_verified = scenario.uses_conntrack().then(|| {
+        runs.iter()
+            .all(|r| r.conntrack.as_ref().is_some_and(CtCheck::ok))
+    });
+    let runs_mpps: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.sample.as_ref().map(Sample::mpps))
+        .collect();
+    let churn_all: Vec<ChurnRun> = runs.iter().filter_map(|r| r.churn.clone()).collect();
+    let loads: Vec<FlowmodRun> = runs.iter().filter_map(|r| r.flowmod.clone()).collect();
+    let run = median(runs);
+    SystemResult {
+        system: system.name(),
+        connections: case.connections,
+        traffic: run.sample.as_ref().map(|s| traffic_result(s, runs_mpps)),
         conntrack: run.conntrack,
         ct_verified,
-        conns_per_s: (scenario == Scenario::ConntrackNew).then(|| s.mpps() * 1e6),
+        conns_per_s: run
+            .sample
+            .as_ref()
+            .filter(|_| scenario == Scenario::ConntrackNew)
+            .map(|s| s.mpps() * 1e6),
+        churn: run.churn.as_ref().map(|c| c.result(&churn_all)),
+        flowmod: run.flowmod.as_ref().map(|f| f.result(&loads)),
     }
 }
 
@@ -215,16 +294,17 @@ pub fn run(cfg: &Config) -> Result<Report, ScenarioError> {
         all_ratios.extend(ratios(&results[first..], case.connections));
     }
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let traffic = cfg.scenario.sends_traffic();
     Ok(Report {
         scenario: cfg.scenario.name(),
-        pkt_size: cfg.pkt_size,
-        proto: match cfg.proto {
+        pkt_size: traffic.then_some(cfg.pkt_size),
+        proto: traffic.then_some(match cfg.proto {
             Proto::Udp => "udp",
             Proto::Tcp => "tcp",
-        },
+        }),
         flows: match cfg.scenario {
             Scenario::P2p | Scenario::Vxlan => 1,
-            Scenario::Flows => cfg.n_flows,
+            Scenario::Flows | Scenario::Churn | Scenario::Flowmod => cfg.n_flows,
             Scenario::Conntrack => cfg.connections.iter().copied().max().unwrap_or(1),
             Scenario::ConntrackNew => u32::try_from(CT_NEW_MAX_CONNECTIONS).unwrap_or(u32::MAX),
         },
@@ -232,9 +312,9 @@ pub fn run(cfg: &Config) -> Result<Report, ScenarioError> {
             Scenario::Conntrack => cfg.connections.clone(),
             _ => Vec::new(),
         },
-        duration_s: cfg.duration.as_secs_f64(),
+        duration_s: traffic.then_some(cfg.duration.as_secs_f64()),
         runs: cfg.runs,
-        rate_pps: cfg.rate_pps,
+        rate_pps: cfg.rate_pps.filter(|_| traffic),
         date: command_line("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
         machine: format!("{} ({cpus} CPUs)", command_line("uname", &["-nrm"])),
         results,
