@@ -104,6 +104,46 @@ pub(super) struct Verdict {
     /// Frames whose port was checked: every fixed and other frame, and
     /// the moving ones inside windows.
     pub(super) judged: u64,
+    pub(super) by: Misdelivered,
+}
+
+/// Where the misdelivered frames were found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Misdelivered {
+    /// A fixed destination's frames at port 3.
+    pub fixed_at_port3: u64,
+    /// Frames for an address no flow matches.
+    pub unmatched: u64,
+    /// Moving destinations' frames at port 3 while their flows sent to 2.
+    pub while_at_port2: u64,
+    /// ... at port 2 while their flows sent to 3.
+    pub while_at_port3: u64,
+    /// ... at either port while their flows were deleted.
+    pub while_deleted: u64,
+}
+
+impl Misdelivered {
+    fn add(&mut self, o: &Misdelivered) {
+        self.fixed_at_port3 += o.fixed_at_port3;
+        self.unmatched += o.unmatched;
+        self.while_at_port2 += o.while_at_port2;
+        self.while_at_port3 += o.while_at_port3;
+        self.while_deleted += o.while_deleted;
+    }
+}
+
+impl std::fmt::Display for Misdelivered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "fixed at port 3 {}, unmatched {}, moving while at port 2 {} / at port 3 {} / deleted {}",
+            self.fixed_at_port3,
+            self.unmatched,
+            self.while_at_port2,
+            self.while_at_port3,
+            self.while_deleted
+        )
+    }
 }
 
 /// The misdelivery accounting (see the module comment): `before` and
@@ -115,22 +155,27 @@ pub(super) fn verdict(
 ) -> Verdict {
     let run = [after[0].since(&before[0]), after[1].since(&before[1])];
     let mut v = Verdict::default();
-    for (sink, c) in run.iter().enumerate() {
+    for c in &run {
         v.judged += c.total[CLASS_FIXED] + c.total[CLASS_OTHER];
-        v.misdelivered += c.total[CLASS_OTHER];
-        if sink == 1 {
-            v.misdelivered += c.total[CLASS_FIXED];
-        }
+        v.by.unmatched += c.total[CLASS_OTHER];
     }
+    v.by.fixed_at_port3 = run[1].total[CLASS_FIXED];
     for w in windows {
         for sink in 0..2 {
             let n = w.closed[sink].since(&w.open[sink]).judged[CLASS_MOVING];
             v.judged += n;
             if !w.place.allows(sink) {
-                v.misdelivered += n;
+                *match w.place {
+                    Place::Port2 => &mut v.by.while_at_port2,
+                    Place::Port3 => &mut v.by.while_at_port3,
+                    Place::Deleted => &mut v.by.while_deleted,
+                } += n;
             }
         }
     }
+    let b = &v.by;
+    v.misdelivered =
+        b.fixed_at_port3 + b.unmatched + b.while_at_port2 + b.while_at_port3 + b.while_deleted;
     v
 }
 
@@ -153,6 +198,10 @@ impl ChurnRun {
             bundles: self.bundles,
             misdelivered: all.iter().map(|r| r.verdict.misdelivered).sum(),
             judged: all.iter().map(|r| r.verdict.judged).sum(),
+            misdelivered_by: all.iter().fold(Misdelivered::default(), |mut m, r| {
+                m.add(&r.verdict.by);
+                m
+            }),
         }
     }
 }
@@ -296,7 +345,7 @@ pub(super) fn measure_once(
         verdict,
     };
     eprintln!(
-        "  round {}/{} {}: {:.3} Mpps received during {} bundles ({:.0} flow-mods/s), {} misdelivered of {} judged",
+        "  round {}/{} {}: {:.3} Mpps received during {} bundles ({:.0} flow-mods/s), {} misdelivered of {} judged{}",
         round + 1,
         cfg.runs,
         system.name(),
@@ -304,7 +353,12 @@ pub(super) fn measure_once(
         run.bundles,
         run.flow_mods as f64 / run.elapsed.as_secs_f64().max(1e-9),
         verdict.misdelivered,
-        verdict.judged
+        verdict.judged,
+        if verdict.misdelivered > 0 {
+            format!(" ({})", verdict.by)
+        } else {
+            String::new()
+        }
     );
     Ok(Run {
         sample: Some(sample),
@@ -381,7 +435,9 @@ mod tests {
             closed: [c(0, 1, 0, 1), c(0, 10, 0, 10)],
         }];
         let after = [c(0, 1, 0, 1), c(0, 10, 0, 10)];
-        assert_eq!(verdict(&ZERO, &after, &windows).misdelivered, 1);
+        let v = verdict(&ZERO, &after, &windows);
+        assert_eq!(v.misdelivered, 1);
+        assert_eq!(v.by.while_at_port3, 1);
         // Two delivered after their flows were deleted.
         let windows = [Window {
             place: Place::Deleted,
@@ -397,6 +453,7 @@ mod tests {
         let after = [c(9, 0, 1, 0), c(3, 0, 0, 0)];
         let v = verdict(&before, &after, &[]);
         assert_eq!(v.misdelivered, 3 + 1);
+        assert_eq!((v.by.fixed_at_port3, v.by.unmatched), (3, 1));
         assert_eq!(v.judged, 2 + 1 + 3);
     }
 }

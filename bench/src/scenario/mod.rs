@@ -77,6 +77,7 @@ use flows::{cases, traffic};
 mod report;
 mod run;
 
+pub use churn::Misdelivered;
 pub use report::{
     markdown, ChurnResult, CtCheck, FlowmodResult, Ratio, Report, SystemResult, TrafficResult,
 };

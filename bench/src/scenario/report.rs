@@ -73,6 +73,8 @@ pub struct ChurnResult {
     /// Frames whose port was checked against one table version (the rest
     /// straddled a change, see `scenario::churn`), over all runs.
     pub judged: u64,
+    /// Where the misdelivered frames were found, over all runs.
+    pub misdelivered_by: super::Misdelivered,
 }
 
 /// `flowmod`: one bundle of flows into an empty switch.
@@ -207,6 +209,12 @@ pub fn markdown(r: &Report) -> String {
         traffic_table(r)
     };
     for x in &r.results {
+        if let Some(c) = x.churn.as_ref().filter(|c| c.misdelivered > 0) {
+            s.push_str(&format!(
+                "\n{}: MISDELIVERED {} ({})",
+                x.system, c.misdelivered, c.misdelivered_by
+            ));
+        }
         if let Some(c) = x.conns_per_s {
             s.push_str(&format!(
                 "\n{}: {:.0} new connections/s (committed and forwarded)",
