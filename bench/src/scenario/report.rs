@@ -119,7 +119,7 @@ pub struct Ratio {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connections: Option<u32>,
     /// What is compared, when not the received Mpps: `flowmod`'s
-    /// `flows_per_s` and `rss_after_kib`.
+    /// `flows_per_s` and `rss_after_kib`, `churn`'s `flow_mods_per_s`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metric: Option<&'static str>,
     pub ratio: f64,
@@ -156,7 +156,8 @@ pub struct Report {
 type Metric = fn(&SystemResult) -> Option<f64>;
 
 /// xbr's ratios to every other system measured in the same case: of the
-/// received Mpps, or for `flowmod` of the load rate and of the memory.
+/// received Mpps, for `flowmod` of the load rate and of the memory, for
+/// `churn` also of the flow-mod rate the loop achieved.
 pub(super) fn ratios(results: &[SystemResult], connections: Option<u32>) -> Vec<Ratio> {
     let find = |n: &str| {
         results
@@ -166,8 +167,11 @@ pub(super) fn ratios(results: &[SystemResult], connections: Option<u32>) -> Vec<
     let Some(x) = find("xbr") else {
         return Vec::new();
     };
-    let metrics: [(Option<&'static str>, Metric); 3] = [
+    let metrics: [(Option<&'static str>, Metric); 4] = [
         (None, SystemResult::mpps),
+        (Some("flow_mods_per_s"), |r| {
+            r.churn.as_ref().map(|c| c.flow_mods_per_s)
+        }),
         (Some("flows_per_s"), |r| {
             r.flowmod.as_ref().map(|f| f.flows_per_s)
         }),
@@ -359,4 +363,88 @@ fn traffic_table(r: &Report) -> String {
         s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bare(system: &'static str) -> SystemResult {
+        SystemResult {
+            system,
+            connections: None,
+            traffic: None,
+            conntrack: None,
+            ct_verified: None,
+            conns_per_s: None,
+            churn: None,
+            flowmod: None,
+        }
+    }
+
+    fn churned(system: &'static str, mpps: f64, misdelivered: u64) -> SystemResult {
+        SystemResult {
+            traffic: Some(TrafficResult {
+                mpps,
+                gbps: 0.0,
+                loss: 0.2,
+                p50_us: None,
+                p99_us: None,
+                offered_mpps: 1.0,
+                lost_at_ingress: None,
+                sent: 10,
+                received: 8,
+                generator: Method::LiveFrames,
+                runs_mpps: vec![mpps],
+            }),
+            churn: Some(ChurnResult {
+                flow_mods: 1000,
+                flow_mods_per_s: 500.0 * mpps,
+                bundles: 2,
+                misdelivered,
+                judged: 100,
+                misdelivered_by: super::super::Misdelivered {
+                    while_deleted: misdelivered,
+                    ..Default::default()
+                },
+            }),
+            ..bare(system)
+        }
+    }
+
+    #[test]
+    fn churn_ratios_and_misdelivery_are_reported() {
+        let results = [churned("xbr", 0.4, 0), churned("ovs-afxdp", 0.2, 7)];
+        let q = ratios(&results, None);
+        let get = |m: Option<&str>| q.iter().find(|r| r.metric == m).map(|r| r.ratio);
+        assert_eq!(get(None), Some(2.0));
+        assert_eq!(get(Some("flow_mods_per_s")), Some(2.0));
+        assert_eq!(get(Some("flows_per_s")), None, "no flowmod figures");
+        let report = Report {
+            scenario: "churn",
+            pkt_size: Some(64),
+            proto: Some("udp"),
+            flows: 10,
+            connections: vec![],
+            duration_s: Some(1.0),
+            runs: 1,
+            rate_pps: None,
+            date: String::new(),
+            machine: String::new(),
+            results: results.to_vec(),
+            ratios: q,
+        };
+        let md = markdown(&report);
+        assert!(
+            md.contains("| xbr | 0.400 |") && md.contains("| 200 | 0 (100) |"),
+            "{md}"
+        );
+        assert!(md.contains("ovs-afxdp: MISDELIVERED 7 ("), "{md}");
+        assert!(!md.contains("xbr: MISDELIVERED"), "{md}");
+        let json = serde_json::to_value(&report).unwrap();
+        let x = &json["results"][1];
+        assert_eq!(x["mpps"], 0.2);
+        assert_eq!(x["misdelivered"], 7);
+        assert_eq!(x["misdelivered_by"]["while_deleted"], 7);
+    }
 }
