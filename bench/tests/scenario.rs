@@ -284,11 +284,13 @@ fn flowmod_loads_and_finds_every_flow_on_xbr_and_ovs() {
 }
 
 /// Churn at 5 kpps for 2 s over 100 destinations: xbr (cache on and off)
-/// and OVS deliver every judged frame where the table in force sends it,
-/// while the loop moves, deletes and re-adds the moving destinations'
-/// flows; the kernel redirect, which ignores flows, is caught.
+/// delivers every judged frame where the table in force sends it, while
+/// the loop moves, deletes and re-adds the moving destinations' flows;
+/// the kernel redirect, which ignores flows, is caught. OVS runs the same
+/// loop, but its figure is not required to be 0: it is seen delivering
+/// by the replaced version after answering the commit (bench/RESULTS.md).
 #[test]
-fn churn_misdelivers_nothing_on_xbr_and_ovs_and_catches_a_switch_ignoring_flows() {
+fn churn_misdelivers_nothing_on_xbr_and_catches_a_switch_ignoring_flows() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = namespaces();
     let cfg = base_config(
@@ -310,11 +312,13 @@ fn churn_misdelivers_nothing_on_xbr_and_ovs_and_catches_a_switch_ignoring_flows(
         if r.system == "xdp-redirect" {
             assert!(c.misdelivered > 100, "{r:?}");
             assert_eq!(c.flow_mods, 0, "{r:?}");
-        } else {
-            assert_eq!(c.misdelivered, 0, "{r:?}");
-            // At least one full cycle: moved, deleted, re-added.
-            assert!(c.bundles >= 3 && c.flow_mods == c.bundles * 50, "{r:?}");
+            continue;
         }
+        if r.system != "ovs-afxdp" {
+            assert_eq!(c.misdelivered, 0, "{r:?}");
+        }
+        // At least one full cycle: moved, deleted, re-added.
+        assert!(c.bundles >= 3 && c.flow_mods == c.bundles * 50, "{r:?}");
     }
     let md = scenario::markdown(&report);
     assert!(md.contains("misdelivered"), "{md}");
