@@ -34,19 +34,17 @@
 //! flow-mod rate is what the loop achieves with that pause between
 //! bundles, not the switch's ceiling (`flowmod` measures that).
 
-use std::io::Read;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::flows::{churn_bundle, traffic, Case};
 use super::report::ChurnResult;
-use super::run::{measure_err, switch_config, Run, ScratchDir};
+use super::run::{bundle, measure_err, switch_config, Run, ScratchDir};
 use super::{Config, ScenarioError};
 use crate::bpf::{ClassCounts, Sink, CLASS_FIXED, CLASS_MOVING, CLASS_OTHER};
 use crate::gen::{monotonic_ns, GenBounds};
 use crate::measure::Harness;
-use crate::ovs::{OvsError, CMD_TIMEOUT};
+use crate::ovs::CMD_TIMEOUT;
 use crate::systems::{self, Running, System};
 use crate::topo::Topology;
 
@@ -238,56 +236,6 @@ fn set_windows(sinks: &[Sink], start: u64, end: u64) -> Result<(), ScenarioError
     Ok(())
 }
 
-/// How often [`bundle`] looks whether `ovs-ofctl` has ended.
-const EXIT_POLL: Duration = Duration::from_micros(200);
-
-/// `ovs-ofctl bundle br0 FILE`, returning as soon as the command has
-/// ended (it ends on the commit's reply): the window of the new version
-/// opens from then, so the switch gets no slack beyond the reply but
-/// this poll (`run_bounded` polls every 10 ms). Its output is read
-/// after it ended; it writes only an error, far less than a pipe holds.
-fn bundle(switch: &Running, file: &str) -> Result<(), ScenarioError> {
-    let mut cmd = switch.ofctl_command(&["bundle", "br0", file])?;
-    let what = format!("ovs-ofctl bundle br0 {file}");
-    let io = |e: std::io::Error| {
-        ScenarioError::Ovs(OvsError::Io {
-            context: what.clone(),
-            source: e,
-        })
-    };
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(io)?;
-    let deadline = Instant::now() + CMD_TIMEOUT;
-    let status = loop {
-        if let Some(s) = child.try_wait().map_err(io)? {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(io(std::io::Error::other(format!(
-                "no answer after {CMD_TIMEOUT:?}"
-            ))));
-        }
-        std::thread::sleep(EXIT_POLL);
-    };
-    if status.success() {
-        return Ok(());
-    }
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
-    Err(io(std::io::Error::other(format!(
-        "{status}: {}",
-        err.trim()
-    ))))
-}
-
 /// What the loop did.
 struct Churned {
     windows: Vec<Window>,
@@ -332,7 +280,7 @@ fn churn_loop(
         // A reference has no table to change: the windows go on judging
         // against the cycle it ignores (the check's negative control).
         if switch.has_flow_table() {
-            bundle(switch, &files[place as usize])?;
+            bundle(switch, &files[place as usize], CMD_TIMEOUT)?;
             bundles += 1;
         }
     }

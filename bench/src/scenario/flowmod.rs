@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::flows::{dst, flowmod_bundle};
 use super::report::FlowmodResult;
-use super::run::{switch_config, Run, ScratchDir};
+use super::run::{bundle, switch_config, Run, ScratchDir};
 use super::{Config, ScenarioError};
 use crate::ovs::{cpu_time, rss_kib};
 use crate::systems::{self, System, SystemError};
@@ -87,7 +87,7 @@ pub(super) fn measure_once(
     let rss_before_kib = rss_kib(pid)?;
     let cpu_before = cpu_time(pid)?;
     let start = Instant::now();
-    switch.ofctl(&["bundle", "br0", &file], LOAD_TIMEOUT)?;
+    bundle(&switch, &file, LOAD_TIMEOUT)?;
     let wall = start.elapsed();
     let switch_cpu = cpu_time(pid)?.saturating_sub(cpu_before);
     let rss_after_kib = rss_kib(pid)?;

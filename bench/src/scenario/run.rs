@@ -1,8 +1,11 @@
 //! Running a scenario: rounds of one fresh topology and switch per system,
 //! a warm-up, one measured run, all torn down again.
 
+use std::io::Read;
 use std::path::PathBuf;
+use std::process::Stdio;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use super::churn::{self, ChurnRun};
 use super::flowmod::{self, FlowmodRun};
@@ -15,7 +18,7 @@ use crate::gen::GenBounds;
 use crate::measure::{Harness, MeasureError, Sample};
 use crate::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT, NAME_PREFIX};
 use crate::packet::Proto;
-use crate::systems::{self, SwitchConfig, System};
+use crate::systems::{self, Running, SwitchConfig, System};
 use crate::topo::Topology;
 
 /// One measured run: the traffic's figures (not in `flowmod`), and what
@@ -68,6 +71,57 @@ pub(super) fn measure_err(system: System) -> impl Fn(MeasureError) -> ScenarioEr
             source,
         },
     }
+}
+
+/// How often [`bundle`] looks whether `ovs-ofctl` has ended.
+const EXIT_POLL: Duration = Duration::from_micros(200);
+
+/// `ovs-ofctl bundle br0 FILE`, returning as soon as the command has
+/// ended (it ends on the commit's reply), bounded by `timeout`: `churn`
+/// opens the new version's window from then and `flowmod` stops its
+/// clock, so neither adds `run_bounded`'s 10 ms poll to the switch's
+/// time. Its output is read after it ended; it writes only an error, far
+/// less than a pipe holds.
+pub(super) fn bundle(switch: &Running, file: &str, timeout: Duration) -> Result<(), ScenarioError> {
+    let mut cmd = switch.ofctl_command(&["bundle", "br0", file])?;
+    let what = format!("ovs-ofctl bundle br0 {file}");
+    let io = |e: std::io::Error| {
+        ScenarioError::Ovs(OvsError::Io {
+            context: what.clone(),
+            source: e,
+        })
+    };
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(io)?;
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(s) = child.try_wait().map_err(io)? {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io(std::io::Error::other(format!(
+                "no answer after {timeout:?}"
+            ))));
+        }
+        std::thread::sleep(EXIT_POLL);
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    Err(io(std::io::Error::other(format!(
+        "{status}: {}",
+        err.trim()
+    ))))
 }
 
 /// A private directory for a scenario's files, removed on drop.
