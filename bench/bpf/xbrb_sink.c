@@ -6,6 +6,15 @@
  * timestamp (both sides read bpf_ktime_get_ns(), the same clock on every
  * CPU), in a log-linear histogram. Then drops the frame.
  *
+ * Optionally (n_dst > 0) each tagged frame is also put in a class by its
+ * IPv4 destination: destination i = dst_base + i for i < n_dst, class
+ * i & 1 (0: the `churn` scenario's fixed destinations, 1: the moving
+ * ones), class 2 for any other address. Per class the sink counts every
+ * frame, and the frames it can judge against one flow table: those sent
+ * at or after window[0] and received before window[1] (CLOCK_MONOTONIC
+ * ns, written by userspace around each flow change), which the switch
+ * must have forwarded between those two instants.
+ *
  * Histogram bucket of a latency v ns: v itself below 8; above, 4 buckets
  * per power of two (the highest set bit and the two bits below it), so a
  * bucket spans at most 25% of its value. 128 buckets reach 2^33 ns (8 s);
@@ -13,6 +22,7 @@
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 
 #define HIST_BUCKETS 128
 #define MAX_OFF 512
@@ -20,7 +30,16 @@
 struct xbrb_sink_cfg {
 	__u32 magic;  /* 0: count only */
 	__u16 tag_off; /* the tag: magic (4 bytes), 4 bytes pad, timestamp (8) */
-	__u16 pad;
+	__u16 ip_off;  /* the IPv4 header whose destination is classified */
+	__u32 dst_base; /* destination 0, network byte order */
+	__u32 n_dst;    /* 0: no classes */
+};
+
+#define N_CLASSES 3
+
+struct xbrb_sink_class {
+	__u64 total;
+	__u64 judged;
 };
 
 struct xbrb_sink_stats {
@@ -49,6 +68,49 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } sink_hist SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, N_CLASSES);
+	__type(key, __u32);
+	__type(value, struct xbrb_sink_class);
+} sink_class SEC(".maps");
+
+/* [0]: first send time judged, [1]: receive time from which nothing is.
+ * Two entries, not one struct: userspace updates one 8-byte value at a
+ * time, so the program never sees a half-written pair. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} sink_window SEC(".maps");
+
+static __always_inline void classify(struct xdp_md *ctx, struct xbrb_sink_cfg *cfg,
+				     __u64 sent, __u64 now)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 off = cfg->ip_off;
+	if (cfg->n_dst == 0 || off > MAX_OFF)
+		return;
+	__u8 *ip = data + off;
+	if ((void *)(ip + 20) > data_end)
+		return;
+	__u32 dst;
+	__builtin_memcpy(&dst, ip + 16, 4);
+	__u32 idx = bpf_ntohl(dst) - bpf_ntohl(cfg->dst_base);
+	__u32 class = idx < cfg->n_dst ? (idx & 1) : 2;
+	struct xbrb_sink_class *c = bpf_map_lookup_elem(&sink_class, &class);
+	if (!c)
+		return;
+	c->total++;
+	__u32 k0 = 0, k1 = 1;
+	__u64 *start = bpf_map_lookup_elem(&sink_window, &k0);
+	__u64 *end = bpf_map_lookup_elem(&sink_window, &k1);
+	if (start && end && sent >= *start && now < *end)
+		c->judged++;
+}
 
 static __always_inline __u32 ilog2(__u64 v)
 {
@@ -101,6 +163,7 @@ int xbrb_sink(struct xdp_md *ctx)
 	if (sent > now)
 		return XDP_DROP;
 	st->tagged++;
+	classify(ctx, cfg, sent, now);
 	__u32 b = bucket(now - sent);
 	__u64 *slot = bpf_map_lookup_elem(&sink_hist, &b);
 	if (slot)

@@ -229,6 +229,19 @@ pub struct SinkCounters {
 }
 
 impl SinkCounters {
+    /// Adds another sink's counters to these.
+    pub fn add(&mut self, other: &SinkCounters) {
+        self.packets += other.packets;
+        self.bytes += other.bytes;
+        self.tagged += other.tagged;
+        if self.hist.len() < other.hist.len() {
+            self.hist.resize(other.hist.len(), 0);
+        }
+        for (a, b) in self.hist.iter_mut().zip(&other.hist) {
+            *a += b;
+        }
+    }
+
     /// What was counted between `earlier` and `self`.
     pub fn since(&self, earlier: &SinkCounters) -> SinkCounters {
         SinkCounters {
@@ -278,6 +291,43 @@ pub fn bucket_bounds(b: usize) -> (u64, u64) {
     (lo, lo + (1 << (l - 2)))
 }
 
+/// How the sink classifies frames by IPv4 destination (see
+/// bpf/xbrb_sink.c): destination i = `base` + i for i < `n`, class i & 1
+/// ([`CLASS_FIXED`], [`CLASS_MOVING`]), any other address [`CLASS_OTHER`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SinkClasses {
+    /// Offset of the IPv4 header in the frames the sink receives.
+    pub ip_off: u16,
+    pub base: std::net::Ipv4Addr,
+    pub n: u32,
+}
+
+pub const CLASS_FIXED: usize = 0;
+pub const CLASS_MOVING: usize = 1;
+pub const CLASS_OTHER: usize = 2;
+pub const N_CLASSES: usize = 3;
+
+/// Per class: tagged frames, and of them the ones inside the judging
+/// window (sent after its start, received before its end).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClassCounts {
+    pub total: [u64; N_CLASSES],
+    pub judged: [u64; N_CLASSES],
+}
+
+impl ClassCounts {
+    /// What was counted between `earlier` and `self`.
+    pub fn since(&self, earlier: &ClassCounts) -> ClassCounts {
+        let sub = |a: [u64; N_CLASSES], b: [u64; N_CLASSES]| {
+            std::array::from_fn(|i| a[i].saturating_sub(b[i]))
+        };
+        ClassCounts {
+            total: sub(self.total, earlier.total),
+            judged: sub(self.judged, earlier.judged),
+        }
+    }
+}
+
 /// The sink program attached to one interface.
 pub struct Sink {
     // Drop order: the link first (detaches), then the object.
@@ -291,12 +341,24 @@ impl Sink {
     /// Loads the sink and attaches it to `ifindex` (in the calling thread's
     /// namespace). Frames with [`crate::packet::TAG_MAGIC`] at `tag_off`
     /// get their latency measured.
-    pub fn attach(ifindex: u32, tag_off: u16) -> Result<Sink, BpfError> {
+    pub fn attach(
+        ifindex: u32,
+        tag_off: u16,
+        classes: Option<SinkClasses>,
+    ) -> Result<Sink, BpfError> {
         let obj = load(SINK, SINK_OBJECT)?;
-        let mut cfg = Vec::with_capacity(8);
+        // struct xbrb_sink_cfg, C layout (16 bytes).
+        let mut cfg = Vec::with_capacity(16);
         cfg.extend_from_slice(&crate::packet::TAG_MAGIC.to_ne_bytes());
         cfg.extend_from_slice(&tag_off.to_ne_bytes());
-        cfg.extend_from_slice(&[0, 0]);
+        let c = classes.unwrap_or(SinkClasses {
+            ip_off: 0,
+            base: std::net::Ipv4Addr::UNSPECIFIED,
+            n: 0,
+        });
+        cfg.extend_from_slice(&c.ip_off.to_ne_bytes());
+        cfg.extend_from_slice(&c.base.octets()); // network order, as the field
+        cfg.extend_from_slice(&c.n.to_ne_bytes());
         map(&obj, SINK, "sink_cfg")?
             .update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY)
             .map_err(op_err(SINK, "writing sink_cfg"))?;
@@ -318,6 +380,31 @@ impl Sink {
             tagged,
             hist,
         })
+    }
+
+    /// The per-class counters so far (all zero without classes).
+    pub fn class_counts(&self) -> Result<ClassCounts, BpfError> {
+        let mut c = ClassCounts::default();
+        for class in 0..N_CLASSES {
+            let [total, judged] = percpu_sum::<2>(&self.obj, SINK, "sink_class", class as u32)?;
+            c.total[class] = total;
+            c.judged[class] = judged;
+        }
+        Ok(c)
+    }
+
+    /// Sets the judging window: frames sent at or after `start` and
+    /// received before `end` (CLOCK_MONOTONIC ns) count as judged. The
+    /// end is written last when opening a window and alone when closing
+    /// one, so the program sees either the old or the new bound, never a
+    /// window that is wider than both.
+    pub fn set_window(&self, start: u64, end: u64) -> Result<(), BpfError> {
+        let m = map(&self.obj, SINK, "sink_window")?;
+        for (k, v) in [(0u32, start), (1u32, end)] {
+            m.update(&k.to_ne_bytes(), &v.to_ne_bytes(), MapFlags::ANY)
+                .map_err(op_err(SINK, "writing sink_window"))?;
+        }
+        Ok(())
     }
 }
 

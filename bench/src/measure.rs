@@ -1,5 +1,6 @@
 //! One measured traffic run over a [`Topology`]: the generator in pod A,
-//! the sink on pod B's interface, the switch under test in between.
+//! the sink on pod B's interface (and pod C's, where there is one), the
+//! switch under test in between.
 //!
 //! A [`Harness`] attaches the sink once and loads the generator once; each
 //! [`Harness::run`] reads the sink's counters before and after (plus a
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bpf::{BpfError, Generator, Sink, SinkCounters};
+use crate::bpf::{BpfError, Generator, Sink, SinkClasses, SinkCounters};
 use crate::gen::{self, GenBounds, GenError, GenReport, Method};
 use crate::packet::{Template, Vary, FCS_LEN};
 use crate::topo::{self, NetnsError, Topology, POD_IF, VETH_A};
@@ -45,6 +46,8 @@ pub struct Traffic {
     pub method: MethodChoice,
     /// CPU the generator runs on (live frames send from the calling CPU).
     pub cpu: Option<usize>,
+    /// How the sinks classify the frames by destination, if they do.
+    pub classes: Option<SinkClasses>,
     /// Set (e.g. by a signal handler) to end the current run early.
     pub stop: Arc<AtomicBool>,
 }
@@ -122,27 +125,40 @@ pub struct Harness<'t> {
     topo: &'t Topology,
     traffic: Traffic,
     gen: Generator,
-    sink: Sink,
-    /// Set once live frames were refused under [`MethodChoice::Auto`].
-    fell_back: bool,
+    /// Pod B's sink, then pod C's if the topology has pod C.
+    sinks: Vec<Sink>,
+    /// Set once live frames were refused under [`MethodChoice::Auto`]
+    /// (atomic so that [`Harness::run`] can share `&self` with a thread
+    /// reading the sinks meanwhile).
+    fell_back: AtomicBool,
 }
 
 impl<'t> Harness<'t> {
-    /// Attaches the sink to pod B's interface and loads the generator.
+    /// Attaches a sink to pod B's interface (and pod C's) and loads the
+    /// generator.
     pub fn new(topo: &'t Topology, traffic: Traffic) -> Result<Harness<'t>, MeasureError> {
         let tag = traffic.sink_tag_off;
-        let sink = topo::run_in(&topo.pod_b, || -> Result<Sink, MeasureError> {
-            let idx = topo::ifindex(&topo.pod_b, POD_IF)?;
-            Ok(Sink::attach(idx, tag)?)
-        })?;
+        let classes = traffic.classes;
+        let mut sinks = Vec::new();
+        for pod in std::iter::once(&topo.pod_b).chain(&topo.pod_c) {
+            sinks.push(topo::run_in(pod, || -> Result<Sink, MeasureError> {
+                let idx = topo::ifindex(pod, POD_IF)?;
+                Ok(Sink::attach(idx, tag, classes)?)
+            })?);
+        }
         let gen = Generator::load(&traffic.template, traffic.n_flows, traffic.vary)?;
         Ok(Harness {
             topo,
             traffic,
             gen,
-            sink,
-            fell_back: false,
+            sinks,
+            fell_back: AtomicBool::new(false),
         })
+    }
+
+    /// The sinks: pod B's (port 2), then pod C's (port 3) if any.
+    pub fn sinks(&self) -> &[Sink] {
+        &self.sinks
     }
 
     /// Changes the transmit method for the next runs.
@@ -150,22 +166,26 @@ impl<'t> Harness<'t> {
         self.traffic.method = m;
     }
 
-    /// The sink's counters so far.
+    /// The sinks' counters so far, added up.
     pub fn sink_counters(&self) -> Result<SinkCounters, MeasureError> {
-        Ok(self.sink.counters()?)
+        let mut sum = self.sinks[0].counters()?;
+        for s in &self.sinks[1..] {
+            sum.add(&s.counters()?);
+        }
+        Ok(sum)
     }
 
-    /// Sends under `bounds` and measures what arrived.
-    pub fn run(&mut self, bounds: &GenBounds) -> Result<Sample, MeasureError> {
+    /// Sends under `bounds` and measures what arrived (at every sink).
+    pub fn run(&self, bounds: &GenBounds) -> Result<Sample, MeasureError> {
         let drops_before = self.ingress_drops();
-        let before = self.sink.counters()?;
+        let before = self.sink_counters()?;
         let t = &self.traffic;
         let stop: &AtomicBool = &t.stop;
         let gen = &self.gen;
         let use_live = match t.method {
             MethodChoice::Live => true,
             MethodChoice::Afxdp => false,
-            MethodChoice::Auto => !self.fell_back,
+            MethodChoice::Auto => !self.fell_back.load(Ordering::Relaxed),
         };
         let pod_a = self.topo.pod_a.clone();
         let report = topo::run_in(&pod_a, || -> Result<(GenReport, bool), MeasureError> {
@@ -189,9 +209,11 @@ impl<'t> Harness<'t> {
         if t.stop.load(Ordering::Relaxed) {
             return Err(MeasureError::Interrupted);
         }
-        self.fell_back |= fell_back;
+        if fell_back {
+            self.fell_back.store(true, Ordering::Relaxed);
+        }
         std::thread::sleep(DRAIN);
-        let after = self.sink.counters()?;
+        let after = self.sink_counters()?;
         let drops = match (drops_before, self.ingress_drops()) {
             (Some(b), Some(a)) => Some(a.saturating_sub(b)),
             _ => None,

@@ -217,10 +217,17 @@ pub fn unique_tag() -> String {
 pub fn rss_kib(pid: u32) -> Result<u64, OvsError> {
     let path = format!("/proc/{pid}/status");
     let text = std::fs::read_to_string(&path).map_err(|e| io_err(format!("reading {path}"), e))?;
-    text.lines()
+    parse_vm_rss(&text).ok_or_else(|| io_err(path, std::io::Error::other("no VmRSS line")))
+}
+
+/// The `VmRSS:` value of a /proc/PID/status text, in KiB (the kernel
+/// writes `kB` and means 1024 bytes). `None` without one, as for a
+/// kernel thread or a process that is exiting.
+pub fn parse_vm_rss(status: &str) -> Option<u64> {
+    status
+        .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| io_err(path, std::io::Error::other("no VmRSS line")))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
 }
 
 /// CPU time (user + system, all threads) process `pid` has used so far,
@@ -664,6 +671,21 @@ mod tests {
             normalise_dump(dump),
             vec!["cookie=0x0, table=0, priority=5,in_port=1 actions=output:2".to_string()]
         );
+    }
+
+    #[test]
+    fn vm_rss_is_read_in_kib() {
+        let status =
+            "Name:\txbr\nVmPeak:\t  200000 kB\nVmRSS:\t   41236 kB\nRssAnon:\t   30000 kB\n";
+        assert_eq!(parse_vm_rss(status), Some(41_236));
+        assert_eq!(parse_vm_rss("Name:\tkthreadd\nVmPeak:\t1 kB\n"), None);
+        assert_eq!(
+            parse_vm_rss("VmRSS:\t12 MB\n"),
+            None,
+            "only the kernel's kB"
+        );
+        let me = rss_kib(std::process::id()).unwrap();
+        assert!(me > 100, "this test's own RSS: {me} KiB");
     }
 
     #[test]

@@ -3,7 +3,12 @@
 //! ```text
 //!  pod A (gen)              host (switch under test)              pod B (sink)
 //!  eth0 ------------------- veth-a                veth-b -------- eth0
+//!                                                 veth-c -------- eth0
+//!                                                              pod C (sink)
 //! ```
+//!
+//! Pod C (OpenFlow port 3) exists only where a scenario moves traffic
+//! between two sinks ([`Topology::with_pod_c`], the `churn` scenario).
 //!
 //! The host namespace plays the node's root namespace: the switch attaches
 //! to `veth-a` and `veth-b`, so its names never clash with the real host's
@@ -27,9 +32,12 @@ pub const MAC_A: [u8; 6] = [0x0a, 0x58, 10, 128, 0, 2];
 pub const MAC_B: [u8; 6] = [0x0a, 0x58, 10, 128, 0, 3];
 /// `veth-a`'s MAC (the node's uplink in the VXLAN scenario).
 pub const MAC_VA: [u8; 6] = [0x02, 0, 0, 0, 0x0a, 0x01];
+/// Pod C's MAC.
+pub const MAC_C: [u8; 6] = [0x0a, 0x58, 10, 128, 0, 4];
 /// Host-side interface names (in the host namespace).
 pub const VETH_A: &str = "veth-a";
 pub const VETH_B: &str = "veth-b";
+pub const VETH_C: &str = "veth-c";
 /// The pods' interface name.
 pub const POD_IF: &str = "eth0";
 
@@ -89,6 +97,8 @@ pub struct Topology {
     pub host: String,
     pub pod_a: String,
     pub pod_b: String,
+    /// The second sink's namespace, if there is one.
+    pub pod_c: Option<String>,
     made: Vec<String>,
 }
 
@@ -105,15 +115,26 @@ pub fn mac(m: [u8; 6]) -> String {
 impl Topology {
     /// Creates the namespaces and veths, everything up.
     pub fn new() -> Result<Topology, OvsError> {
+        Self::build(false)
+    }
+
+    /// [`Topology::new`] plus pod C behind `veth-c`.
+    pub fn with_pod_c() -> Result<Topology, OvsError> {
+        Self::build(true)
+    }
+
+    fn build(pod_c: bool) -> Result<Topology, OvsError> {
         let tag = unique_tag();
         let name = |r: &str| format!("{NAME_PREFIX}-{tag}-{r}");
         let mut t = Topology {
             host: name("h"),
             pod_a: name("a"),
             pod_b: name("b"),
+            pod_c: pod_c.then(|| name("c")),
             made: Vec::new(),
         };
-        for ns in [t.host.clone(), t.pod_a.clone(), t.pod_b.clone()] {
+        let spaces = [t.host.clone(), t.pod_a.clone(), t.pod_b.clone()];
+        for ns in spaces.into_iter().chain(t.pod_c.clone()) {
             ip(&["netns", "add", &ns])?;
             t.made.push(ns.clone());
             for key in ["all", "default"] {
@@ -128,7 +149,13 @@ impl Topology {
             }
             ip(&["-n", &ns, "link", "set", "lo", "up"])?;
         }
-        for (veth, pod, m) in [(VETH_A, &t.pod_a, MAC_A), (VETH_B, &t.pod_b, MAC_B)] {
+        let mut pods = vec![
+            (VETH_A, t.pod_a.clone(), MAC_A),
+            (VETH_B, t.pod_b.clone(), MAC_B),
+        ];
+        pods.extend(t.pod_c.clone().map(|c| (VETH_C, c, MAC_C)));
+        for (veth, pod, m) in pods {
+            let pod = &pod;
             ip(&[
                 "-n",
                 &t.host,

@@ -57,6 +57,16 @@ fn bad_arguments_exit_2_naming_the_problem() {
             &["--scenario", "conntrack", "--systems", "afxdp-l2fwd"][..],
             "no conntrack",
         ),
+        (
+            &["--scenario", "flowmod", "--systems", "xbr,xdp-redirect"][..],
+            "flow table",
+        ),
+        (
+            &["--scenario", "churn", "--systems", "linux-bridge"][..],
+            "no flow table",
+        ),
+        (&["--scenario", "churn", "--flows", "1"][..], "--flows"),
+        (&["--scenario", "flowmod", "--flows", "0"][..], "--flows"),
     ] {
         let (code, _, err) = xbr_bench(args);
         assert_eq!(code, Some(2), "{args:?}: {err}");

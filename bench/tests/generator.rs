@@ -98,6 +98,7 @@ fn traffic(method: MethodChoice) -> Traffic {
         n_flows: 100,
         method,
         cpu: None,
+        classes: None,
         stop: Default::default(),
     }
 }

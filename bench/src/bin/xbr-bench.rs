@@ -5,7 +5,9 @@
 //! Without arguments it runs the `p2p` scenario on xdp-redirect, xbr and
 //! ovs-afxdp; `--scenario conntrack` (packets of established connections)
 //! and `conntrack-new` (every packet a new connection) compare xbr and
-//! ovs-afxdp. Needs root. The xbr binary is `--xbr`, else `$XBR_BIN`,
+//! ovs-afxdp, `flowmod` (100k flows by one bundle: time, RSS) too, and
+//! `churn` (flow-mods during traffic: no misdelivery) xbr, xbr-nocache
+//! and ovs-afxdp. Needs root. The xbr binary is `--xbr`, else `$XBR_BIN`,
 //! else `xbr` next to this program (`cargo build --release -p dataplane
 //! --bin xbr -p bench`).
 
@@ -37,7 +39,8 @@ struct Args {
     #[arg(long, value_enum, default_value_t = Scenario::P2p)]
     scenario: Scenario,
     /// Switches to measure, in this order (comma-separated) [default:
-    /// xdp-redirect,xbr,ovs-afxdp; conntrack scenarios: xbr,ovs-afxdp].
+    /// xdp-redirect,xbr,ovs-afxdp; conntrack scenarios and flowmod:
+    /// xbr,ovs-afxdp; churn: xbr,xbr-nocache,ovs-afxdp].
     #[arg(long, value_enum, value_delimiter = ',')]
     systems: Option<Vec<System>>,
     /// Seconds per measured run.
@@ -56,9 +59,11 @@ struct Args {
     /// Transport of the generated frames.
     #[arg(long, value_enum, default_value_t = ProtoArg::Udp)]
     proto: ProtoArg,
-    /// Flows (and destinations) of the `flows` scenario.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=MAX_FLOWS as i64))]
-    flows: u32,
+    /// Flows (and destinations) of the `flows` scenario, destinations of
+    /// `churn` (the odd ones move), flows `flowmod` loads [default: 1000;
+    /// flowmod: 100000].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_FLOWS as i64))]
+    flows: Option<u32>,
     /// Concurrent connections of the `conntrack` scenario, one case each
     /// (comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_CONNECTIONS,
@@ -147,7 +152,7 @@ fn main() -> ExitCode {
             ProtoArg::Udp => Proto::Udp,
             ProtoArg::Tcp => Proto::Tcp,
         },
-        n_flows: a.flows,
+        n_flows: a.flows.unwrap_or(a.scenario.default_flows()),
         connections: a.connections,
         rate_pps: a.rate,
         method: a.generator,

@@ -29,8 +29,10 @@ use nix::unistd::Pid;
 
 use crate::bpf::Redirect;
 use crate::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT, NAME_PREFIX};
-use crate::ovs_node::stop_pid;
-use crate::topo::{self, Topology, VETH_A, VETH_B};
+use crate::topo::{self, Topology, VETH_A, VETH_B, VETH_C};
+
+mod ovs_switch;
+pub use ovs_switch::OvsGuard;
 
 /// Bound on a switch's start (loading XDP, binding sockets, OVS's ports).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -124,6 +126,49 @@ pub enum Running {
 }
 
 impl Running {
+    /// The switch's process (xbr, ovs-vswitchd), for its memory and CPU
+    /// time; `None` for the references, which have none.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Running::Xbr(x) => x.child.as_ref().map(Child::id),
+            Running::Ovs(o) => o.vswitchd_pid(),
+            Running::L2fwd(_) | Running::Redirect(_) | Running::Bridge => None,
+        }
+    }
+
+    /// Whether the switch is an OpenFlow switch (xbr, OVS) and not one of
+    /// the references, which forward by a fixed rule.
+    pub fn has_flow_table(&self) -> bool {
+        matches!(self, Running::Xbr(_) | Running::Ovs(_))
+    }
+
+    /// `ovs-ofctl -O OpenFlow13 ARGS` against the switch's `br0` (xbr and
+    /// OVS only), bounded by `timeout`.
+    pub fn ofctl(&self, args: &[&str], timeout: Duration) -> Result<String, SystemError> {
+        Ok(ofctl_bounded(&self.rundir()?, args, timeout)?)
+    }
+
+    /// The `ovs-ofctl -O OpenFlow13 ARGS` command for the switch's `br0`,
+    /// for callers that run it themselves (e.g. to see it end at once).
+    pub fn ofctl_command(&self, args: &[&str]) -> Result<Command, SystemError> {
+        let mut c = Command::new("ovs-ofctl");
+        c.args(["-O", "OpenFlow13"])
+            .args(args)
+            .env("OVS_RUNDIR", self.rundir()?);
+        Ok(c)
+    }
+
+    fn rundir(&self) -> Result<PathBuf, SystemError> {
+        match self {
+            Running::Xbr(x) => Ok(x.dir.clone()),
+            Running::Ovs(o) => Ok(o.rundir()),
+            Running::L2fwd(_) | Running::Redirect(_) | Running::Bridge => Err(SystemError::Start {
+                system: "reference",
+                reason: "the references have no OpenFlow bridge".into(),
+            }),
+        }
+    }
+
     /// How many connections the switch's conntrack holds now (xbr
     /// `conntrack stats`, OVS `dpctl/ct-get-nconns`): the check that the
     /// packets of a conntrack scenario really went through conntrack.
@@ -198,11 +243,15 @@ fn make_dir(what: &str) -> Result<PathBuf, OvsError> {
 }
 
 fn ofctl(rundir: &Path, args: &[&str]) -> Result<String, OvsError> {
+    ofctl_bounded(rundir, args, CMD_TIMEOUT)
+}
+
+fn ofctl_bounded(rundir: &Path, args: &[&str], timeout: Duration) -> Result<String, OvsError> {
     let mut c = Command::new("ovs-ofctl");
     c.args(["-O", "OpenFlow13"])
         .args(args)
         .env("OVS_RUNDIR", rundir);
-    Ok(run_bounded(&mut c, CMD_TIMEOUT)?.ok()?.stdout)
+    Ok(run_bounded(&mut c, timeout)?.ok()?.stdout)
 }
 
 /// `xbr run` in the host namespace; stopped with SIGTERM on drop.
@@ -245,6 +294,11 @@ impl XbrGuard {
             "--port",
             &format!("{VETH_B}=2,xdp_redirect=on"),
         ])
+        .args(
+            topo.pod_c
+                .iter()
+                .flat_map(|_| ["--port".to_string(), format!("{VETH_C}=3,xdp_redirect=on")]),
+        )
         .args(["--cpu", &cpu])
         .args(
             cfg.ct_limit
@@ -355,239 +409,4 @@ pub(crate) fn stop_child(mut c: Child) {
     }
     let _ = c.kill();
     let _ = c.wait();
-}
-
-/// A private OVS in the host namespace; daemons stopped by pid on drop.
-pub struct OvsGuard {
-    dir: PathBuf,
-    netns: String,
-}
-
-impl OvsGuard {
-    fn p(&self, rel: &str) -> String {
-        self.dir.join(rel).display().to_string()
-    }
-
-    fn ns(&self, args: &[&str], timeout: Duration) -> Result<String, OvsError> {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.netns])
-            .args(args)
-            .env("OVS_RUNDIR", self.p("run"))
-            .env("OVS_DBDIR", self.p("run"))
-            .env("OVS_LOGDIR", self.p("log"))
-            .env("OVS_SYSCONFDIR", self.p("etc"));
-        Ok(run_bounded(&mut c, timeout)?.ok()?.stdout)
-    }
-
-    fn vsctl(&self, args: &[&str]) -> Result<String, OvsError> {
-        let db = format!("--db=unix:{}", self.p("run/db.sock"));
-        let mut all = vec!["ovs-vsctl", db.as_str(), "--timeout=60"];
-        all.extend_from_slice(args);
-        self.ns(&all, START_TIMEOUT)
-    }
-
-    fn start(topo: &Topology, cfg: &SwitchConfig) -> Result<OvsGuard, SystemError> {
-        let g = OvsGuard {
-            dir: make_dir("ovs")?,
-            netns: topo.host.clone(),
-        };
-        for sub in ["run", "log", "etc"] {
-            std::fs::create_dir_all(g.dir.join(sub)).map_err(|source| OvsError::Io {
-                context: format!("creating {sub}"),
-                source,
-            })?;
-        }
-        let db = g.p("run/conf.db");
-        g.ns(
-            &[
-                "ovsdb-tool",
-                "create",
-                &db,
-                "/usr/share/openvswitch/vswitch.ovsschema",
-            ],
-            CMD_TIMEOUT,
-        )?;
-        let ctl = |f: &str| format!("--unixctl={}", g.p(&format!("run/{f}.ctl")));
-        let pid = |f: &str| format!("--pidfile={}", g.p(&format!("run/{f}.pid")));
-        let log = |f: &str| format!("--log-file={}", g.p(&format!("log/{f}.log")));
-        let remote = format!("--remote=punix:{}", g.p("run/db.sock"));
-        g.ns(
-            &[
-                "ovsdb-server",
-                &db,
-                &remote,
-                &ctl("ovsdb-server"),
-                &pid("ovsdb-server"),
-                &log("ovsdb-server"),
-                "--detach",
-                "--no-chdir",
-            ],
-            CMD_TIMEOUT,
-        )?;
-        g.vsctl(&["--no-wait", "init"])?;
-        let mask = format!("other_config:pmd-cpu-mask=0x{:x}", 1u64 << cfg.cpu);
-        g.vsctl(&["--no-wait", "set", "Open_vSwitch", ".", &mask])?;
-        let cpu = cfg.cpu.to_string();
-        let db_sock = format!("unix:{}", g.p("run/db.sock"));
-        g.ns(
-            &[
-                "nice",
-                "-n",
-                "-20",
-                "taskset",
-                "-c",
-                &cpu,
-                "ovs-vswitchd",
-                &db_sock,
-                &ctl("ovs-vswitchd"),
-                &pid("ovs-vswitchd"),
-                &log("ovs-vswitchd"),
-                "--detach",
-                "--no-chdir",
-            ],
-            CMD_TIMEOUT,
-        )?;
-        g.vsctl(&[
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "bridge",
-            "br0",
-            "datapath_type=netdev",
-            "fail_mode=secure",
-            "protocols=OpenFlow13",
-        ])?;
-        if let Some(cidr) = &cfg.vxlan_uplink {
-            g.uplink_bridge(topo, cidr)?;
-            g.vsctl(&[
-                "add-port",
-                "br0",
-                "vxlan0",
-                "--",
-                "set",
-                "interface",
-                "vxlan0",
-                "type=vxlan",
-                "options:remote_ip=flow",
-                "options:key=flow",
-                "options:dst_port=4789",
-                "ofport_request=1",
-            ])?;
-        } else {
-            g.afxdp_port("br0", VETH_A, Some(1))?;
-        }
-        g.afxdp_port("br0", VETH_B, Some(2))?;
-        // A port OVS could not open gets ofport -1 and an error column.
-        for port in [VETH_A, VETH_B] {
-            let of = g.vsctl(&["get", "interface", port, "ofport"])?;
-            if of.trim() == "-1" || of.trim() == "[]" {
-                let err = g
-                    .vsctl(&["get", "interface", port, "error"])
-                    .unwrap_or_default();
-                return Err(start_err(
-                    System::OvsAfxdp,
-                    format!("port {port} not opened: {}", err.trim()),
-                ));
-            }
-        }
-        if let Some(limit) = cfg.ct_limit {
-            g.appctl(&["dpctl/ct-set-maxconns", &limit.to_string()])?;
-        }
-        let flows = write_flows(&g.dir, &cfg.flows)?;
-        ofctl(
-            &g.dir.join("run"),
-            &["add-flows", "br0", &flows.display().to_string()],
-        )?;
-        Ok(g)
-    }
-
-    fn appctl(&self, args: &[&str]) -> Result<String, OvsError> {
-        let target = self.p("run/ovs-vswitchd.ctl");
-        let mut all = vec!["ovs-appctl", "-t", target.as_str()];
-        all.extend_from_slice(args);
-        self.ns(&all, CMD_TIMEOUT)
-    }
-
-    fn conntrack_entries(&self) -> Result<u64, SystemError> {
-        let out = self.appctl(&["dpctl/ct-get-nconns"])?;
-        out.trim().parse().map_err(|_| {
-            start_err(
-                System::OvsAfxdp,
-                format!("dpctl/ct-get-nconns answered `{}`", out.trim()),
-            )
-        })
-    }
-
-    fn afxdp_port(&self, bridge: &str, port: &str, ofport: Option<u32>) -> Result<(), OvsError> {
-        let req = ofport.map(|n| format!("ofport_request={n}"));
-        let mut args = vec![
-            "add-port",
-            bridge,
-            port,
-            "--",
-            "set",
-            "interface",
-            port,
-            "type=afxdp",
-            "options:xdp-mode=native",
-            "options:n_rxq=1",
-        ];
-        args.extend(req.as_deref());
-        self.vsctl(&args)?;
-        Ok(())
-    }
-
-    /// The userspace datapath terminates VXLAN only for an address that a
-    /// bridge's internal port holds: `veth-a` goes into `br-phy` (as
-    /// bench::ovs_node does for the lab), which takes `veth-a`'s MAC (the
-    /// generator's outer destination) and the node's address.
-    fn uplink_bridge(&self, topo: &Topology, cidr: &str) -> Result<(), SystemError> {
-        let hwaddr = format!("other-config:hwaddr=\"{}\"", topo::mac(topo::MAC_VA));
-        self.vsctl(&[
-            "add-br",
-            "br-phy",
-            "--",
-            "set",
-            "bridge",
-            "br-phy",
-            "datapath_type=netdev",
-            &hwaddr,
-        ])?;
-        self.afxdp_port("br-phy", VETH_A, None)?;
-        let deadline = Instant::now() + START_TIMEOUT;
-        while topo
-            .exec(&topo.host, &["ip", "link", "show", "br-phy"])
-            .is_err()
-        {
-            if Instant::now() > deadline {
-                return Err(start_err(System::OvsAfxdp, "br-phy did not appear"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        topo.exec(&topo.host, &["ip", "addr", "add", cidr, "dev", "br-phy"])?;
-        topo.exec(&topo.host, &["ip", "link", "set", "br-phy", "up"])?;
-        Ok(())
-    }
-
-    fn stop(&self, daemon: &str) {
-        if let Some(pid) = std::fs::read_to_string(self.dir.join(format!("run/{daemon}.pid")))
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-        {
-            stop_pid(pid);
-        }
-    }
-}
-
-impl Drop for OvsGuard {
-    fn drop(&mut self) {
-        // Removing the bridge first releases the AF_XDP sockets and XDP
-        // programs cleanly; the pids are the fallback.
-        let _ = self.vsctl(&["--if-exists", "del-br", "br0"]);
-        let _ = self.vsctl(&["--if-exists", "del-br", "br-phy"]);
-        self.stop("ovs-vswitchd");
-        self.stop("ovsdb-server");
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }

@@ -1,0 +1,264 @@
+//! `ovs-afxdp`: Open vSwitch 3.1 in a topology's host namespace, run as
+//! `/work/shared/anchor` runs it (see the module above).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::{
+    make_dir, ofctl, start_err, write_flows, SwitchConfig, System, SystemError, START_TIMEOUT,
+};
+use crate::ovs::{run_bounded, OvsError, CMD_TIMEOUT};
+use crate::ovs_node::stop_pid;
+use crate::topo::{self, Topology, VETH_A, VETH_B, VETH_C};
+
+/// A private OVS in the host namespace; daemons stopped by pid on drop.
+pub struct OvsGuard {
+    dir: PathBuf,
+    netns: String,
+}
+
+impl OvsGuard {
+    fn p(&self, rel: &str) -> String {
+        self.dir.join(rel).display().to_string()
+    }
+
+    fn ns(&self, args: &[&str], timeout: Duration) -> Result<String, OvsError> {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.netns])
+            .args(args)
+            .env("OVS_RUNDIR", self.p("run"))
+            .env("OVS_DBDIR", self.p("run"))
+            .env("OVS_LOGDIR", self.p("log"))
+            .env("OVS_SYSCONFDIR", self.p("etc"));
+        Ok(run_bounded(&mut c, timeout)?.ok()?.stdout)
+    }
+
+    fn vsctl(&self, args: &[&str]) -> Result<String, OvsError> {
+        let db = format!("--db=unix:{}", self.p("run/db.sock"));
+        let mut all = vec!["ovs-vsctl", db.as_str(), "--timeout=60"];
+        all.extend_from_slice(args);
+        self.ns(&all, START_TIMEOUT)
+    }
+
+    pub(super) fn start(topo: &Topology, cfg: &SwitchConfig) -> Result<OvsGuard, SystemError> {
+        let g = OvsGuard {
+            dir: make_dir("ovs")?,
+            netns: topo.host.clone(),
+        };
+        for sub in ["run", "log", "etc"] {
+            std::fs::create_dir_all(g.dir.join(sub)).map_err(|source| OvsError::Io {
+                context: format!("creating {sub}"),
+                source,
+            })?;
+        }
+        let db = g.p("run/conf.db");
+        g.ns(
+            &[
+                "ovsdb-tool",
+                "create",
+                &db,
+                "/usr/share/openvswitch/vswitch.ovsschema",
+            ],
+            CMD_TIMEOUT,
+        )?;
+        let ctl = |f: &str| format!("--unixctl={}", g.p(&format!("run/{f}.ctl")));
+        let pid = |f: &str| format!("--pidfile={}", g.p(&format!("run/{f}.pid")));
+        let log = |f: &str| format!("--log-file={}", g.p(&format!("log/{f}.log")));
+        let remote = format!("--remote=punix:{}", g.p("run/db.sock"));
+        g.ns(
+            &[
+                "ovsdb-server",
+                &db,
+                &remote,
+                &ctl("ovsdb-server"),
+                &pid("ovsdb-server"),
+                &log("ovsdb-server"),
+                "--detach",
+                "--no-chdir",
+            ],
+            CMD_TIMEOUT,
+        )?;
+        g.vsctl(&["--no-wait", "init"])?;
+        let mask = format!("other_config:pmd-cpu-mask=0x{:x}", 1u64 << cfg.cpu);
+        g.vsctl(&["--no-wait", "set", "Open_vSwitch", ".", &mask])?;
+        let cpu = cfg.cpu.to_string();
+        let db_sock = format!("unix:{}", g.p("run/db.sock"));
+        g.ns(
+            &[
+                "nice",
+                "-n",
+                "-20",
+                "taskset",
+                "-c",
+                &cpu,
+                "ovs-vswitchd",
+                &db_sock,
+                &ctl("ovs-vswitchd"),
+                &pid("ovs-vswitchd"),
+                &log("ovs-vswitchd"),
+                "--detach",
+                "--no-chdir",
+            ],
+            CMD_TIMEOUT,
+        )?;
+        g.vsctl(&[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "bridge",
+            "br0",
+            "datapath_type=netdev",
+            "fail_mode=secure",
+            "protocols=OpenFlow13",
+        ])?;
+        if let Some(cidr) = &cfg.vxlan_uplink {
+            g.uplink_bridge(topo, cidr)?;
+            g.vsctl(&[
+                "add-port",
+                "br0",
+                "vxlan0",
+                "--",
+                "set",
+                "interface",
+                "vxlan0",
+                "type=vxlan",
+                "options:remote_ip=flow",
+                "options:key=flow",
+                "options:dst_port=4789",
+                "ofport_request=1",
+            ])?;
+        } else {
+            g.afxdp_port("br0", VETH_A, Some(1))?;
+        }
+        g.afxdp_port("br0", VETH_B, Some(2))?;
+        let mut ports = vec![VETH_A, VETH_B];
+        if topo.pod_c.is_some() {
+            g.afxdp_port("br0", VETH_C, Some(3))?;
+            ports.push(VETH_C);
+        }
+        // A port OVS could not open gets ofport -1 and an error column.
+        for port in ports {
+            let of = g.vsctl(&["get", "interface", port, "ofport"])?;
+            if of.trim() == "-1" || of.trim() == "[]" {
+                let err = g
+                    .vsctl(&["get", "interface", port, "error"])
+                    .unwrap_or_default();
+                return Err(start_err(
+                    System::OvsAfxdp,
+                    format!("port {port} not opened: {}", err.trim()),
+                ));
+            }
+        }
+        if let Some(limit) = cfg.ct_limit {
+            g.appctl(&["dpctl/ct-set-maxconns", &limit.to_string()])?;
+        }
+        let flows = write_flows(&g.dir, &cfg.flows)?;
+        ofctl(
+            &g.dir.join("run"),
+            &["add-flows", "br0", &flows.display().to_string()],
+        )?;
+        Ok(g)
+    }
+
+    pub(super) fn vswitchd_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join("run/ovs-vswitchd.pid"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    }
+
+    /// The directory holding `br0.mgmt`.
+    pub(super) fn rundir(&self) -> PathBuf {
+        self.dir.join("run")
+    }
+
+    fn appctl(&self, args: &[&str]) -> Result<String, OvsError> {
+        let target = self.p("run/ovs-vswitchd.ctl");
+        let mut all = vec!["ovs-appctl", "-t", target.as_str()];
+        all.extend_from_slice(args);
+        self.ns(&all, CMD_TIMEOUT)
+    }
+
+    pub(super) fn conntrack_entries(&self) -> Result<u64, SystemError> {
+        let out = self.appctl(&["dpctl/ct-get-nconns"])?;
+        out.trim().parse().map_err(|_| {
+            start_err(
+                System::OvsAfxdp,
+                format!("dpctl/ct-get-nconns answered `{}`", out.trim()),
+            )
+        })
+    }
+
+    fn afxdp_port(&self, bridge: &str, port: &str, ofport: Option<u32>) -> Result<(), OvsError> {
+        let req = ofport.map(|n| format!("ofport_request={n}"));
+        let mut args = vec![
+            "add-port",
+            bridge,
+            port,
+            "--",
+            "set",
+            "interface",
+            port,
+            "type=afxdp",
+            "options:xdp-mode=native",
+            "options:n_rxq=1",
+        ];
+        args.extend(req.as_deref());
+        self.vsctl(&args)?;
+        Ok(())
+    }
+
+    /// The userspace datapath terminates VXLAN only for an address that a
+    /// bridge's internal port holds: `veth-a` goes into `br-phy` (as
+    /// bench::ovs_node does for the lab), which takes `veth-a`'s MAC (the
+    /// generator's outer destination) and the node's address.
+    fn uplink_bridge(&self, topo: &Topology, cidr: &str) -> Result<(), SystemError> {
+        let hwaddr = format!("other-config:hwaddr=\"{}\"", topo::mac(topo::MAC_VA));
+        self.vsctl(&[
+            "add-br",
+            "br-phy",
+            "--",
+            "set",
+            "bridge",
+            "br-phy",
+            "datapath_type=netdev",
+            &hwaddr,
+        ])?;
+        self.afxdp_port("br-phy", VETH_A, None)?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        while topo
+            .exec(&topo.host, &["ip", "link", "show", "br-phy"])
+            .is_err()
+        {
+            if Instant::now() > deadline {
+                return Err(start_err(System::OvsAfxdp, "br-phy did not appear"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        topo.exec(&topo.host, &["ip", "addr", "add", cidr, "dev", "br-phy"])?;
+        topo.exec(&topo.host, &["ip", "link", "set", "br-phy", "up"])?;
+        Ok(())
+    }
+
+    fn stop(&self, daemon: &str) {
+        if let Some(pid) = std::fs::read_to_string(self.dir.join(format!("run/{daemon}.pid")))
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        {
+            stop_pid(pid);
+        }
+    }
+}
+
+impl Drop for OvsGuard {
+    fn drop(&mut self) {
+        // Removing the bridge first releases the AF_XDP sockets and XDP
+        // programs cleanly; the pids are the fallback.
+        let _ = self.vsctl(&["--if-exists", "del-br", "br0"]);
+        let _ = self.vsctl(&["--if-exists", "del-br", "br-phy"]);
+        self.stop("ovs-vswitchd");
+        self.stop("ovsdb-server");
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
