@@ -241,7 +241,15 @@ impl Bundles {
                     .map(|(x, bytes, m)| ((x, bytes), m))
                     .unzip();
                 match bridge.apply_batch(&mods) {
-                    Ok(()) => vec![framing.control_reply(xid, id, ctrl::COMMIT_REPLY, flags)],
+                    Ok(()) => {
+                        // The reply says the bundle is in force: wait for
+                        // the packet threads (and the XDP cache's
+                        // invalidation) as a barrier would. ovs-ofctl's
+                        // own barrier goes before the commit, and the
+                        // agent acts on the reply.
+                        bridge.barrier();
+                        vec![framing.control_reply(xid, id, ctrl::COMMIT_REPLY, flags)]
+                    }
                     Err((i, e)) => {
                         let mut out = Vec::new();
                         if let Some((mxid, bytes)) = xids.get(i) {

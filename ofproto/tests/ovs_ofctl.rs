@@ -105,6 +105,9 @@ fn bundle_commit_is_atomic() {
     let good = dir.join("good.txt");
     std::fs::write(&good, "group add group_id=5,type=select,bucket=actions=output:2\nflow add table=0,priority=10,in_port=3,actions=group:5\nflow add table=0,priority=5,actions=drop\n").unwrap();
     h.ok(&["bundle", &t, good.to_str().unwrap()]);
+    // The commit reply waited for the packet threads to apply the
+    // bundle (ovs-ofctl's own barrier goes before the commit).
+    assert_eq!(*h.dp.synced.lock(), *h.dp.seq.lock());
     assert_eq!(normalise_dump(&h.ok(&["dump-flows", &t])).len(), 2);
     assert_eq!(h.dp.replica.lock().n_rules(), 2);
     let groups = h.ok(&["dump-groups", &t]);

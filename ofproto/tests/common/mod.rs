@@ -24,6 +24,8 @@ pub struct MemDatapath {
     pub packet_outs: Mutex<Vec<PacketOutRecord>>,
     pub fail_open: Mutex<bool>,
     pub seq: Mutex<u64>,
+    /// The highest change list a caller waited for (`sync`).
+    pub synced: Mutex<u64>,
     pub ports: Mutex<Vec<PortInfo>>,
     /// The meters as published, which a datapath would run and count in.
     pub meters: Mutex<HashMap<u32, Arc<Meter>>>,
@@ -37,6 +39,7 @@ impl MemDatapath {
             packet_outs: Mutex::new(Vec::new()),
             fail_open: Mutex::new(false),
             seq: Mutex::new(0),
+            synced: Mutex::new(0),
             ports: Mutex::new(ports),
             meters: Mutex::default(),
         })
@@ -114,7 +117,10 @@ impl Datapath for MemDatapath {
         *s += 1;
         *s
     }
-    fn sync(&self, _seq: u64) {}
+    fn sync(&self, seq: u64) {
+        let mut s = self.synced.lock();
+        *s = (*s).max(seq);
+    }
     fn set_fail_open(&self, on: bool) {
         *self.fail_open.lock() = on;
     }
