@@ -22,28 +22,56 @@ const MAX_CT_PASSES: usize = 4;
 
 /// A received frame's translation followed across its passes (each
 /// `ct(table=N)` recirculation starts one) while it could still become an
-/// XDP cache entry: the counters of the passes so far and the connections
-/// they went through.
+/// XDP cache entry: the keys of the passes so far (their counters are
+/// gathered only when an entry is installed) and the connections they
+/// went through. Fixed-size: followed for every received frame the XDP
+/// program could look up, it must not allocate.
 pub(super) struct XdpChain {
     xk: FcKey,
-    attribution: Option<Attribution>,
-    conns: Vec<CtConn>,
+    passes: [Option<FlowKey>; MAX_CT_PASSES],
+    conns: [CtConn; MAX_CT_PASSES],
+    n_conns: usize,
 }
+
+/// An unused slot of `XdpChain::conns`.
+const NO_CONN: CtConn = CtConn {
+    tuple: Tuple {
+        zone: 0,
+        proto: 0,
+        src: 0,
+        dst: 0,
+        sport: 0,
+        dport: 0,
+    },
+    mark: 0,
+    label: 0,
+    absent: false,
+};
 
 impl XdpChain {
     pub(super) fn new(xk: FcKey) -> Self {
         XdpChain {
             xk,
-            attribution: None,
-            conns: Vec::new(),
+            passes: [None; MAX_CT_PASSES],
+            conns: [NO_CONN; MAX_CT_PASSES],
+            n_conns: 0,
         }
     }
 
-    fn add(&mut self, a: Attribution) {
-        match &mut self.attribution {
-            Some(all) => all.extend(&a),
-            None => self.attribution = Some(a),
+    /// Records a `ct()` pass translated from `key`; `false` if there
+    /// were too many.
+    fn add_pass(&mut self, key: &FlowKey) -> bool {
+        match self.passes.iter_mut().find(|p| p.is_none()) {
+            Some(slot) => {
+                *slot = Some(*key);
+                true
+            }
+            None => false,
         }
+    }
+
+    fn conns(&self) -> &[CtConn] {
+        &self.conns[..self.n_conns]
     }
 
     /// After a `ct(table=N)` pass from `before` (the pass did nothing but
@@ -65,13 +93,13 @@ impl XdpChain {
         let proto = before.get(Field::IpProto) as u8;
         if !(absent || (st & need == need && st & refuse == 0))
             || !matches!(proto, IP_PROTO_TCP | IP_PROTO_UDP)
-            || self.conns.len() >= MAX_CT_PASSES
+            || self.n_conns >= MAX_CT_PASSES
         {
             return false;
         }
         // The tuple conntrack looked up: the packet's before the fork's
         // NAT (the pass did nothing else to it).
-        self.conns.push(CtConn {
+        self.conns[self.n_conns] = CtConn {
             tuple: Tuple {
                 zone: key.get(Field::CtZone) as u16,
                 proto,
@@ -83,7 +111,8 @@ impl XdpChain {
             mark: key.get(Field::CtMark) as u32,
             label: key.ct_label(),
             absent,
-        });
+        };
+        self.n_conns += 1;
         true
     }
 }
@@ -138,10 +167,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             return None;
         }
         if plain_ct_fork(self.xlate.actions()) {
-            // Now: the next pass's translation may evict this one's.
-            let a = self.cache.as_ref()?.attribution(&self.pipeline, key)?;
-            chain.add(a);
-            return Some(chain);
+            return chain.add_pass(key).then_some(chain);
         }
         self.xdp_install(in_port, chain, key);
         None
@@ -262,33 +288,32 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 )
             }
         };
-        let Some(last) = self
-            .cache
-            .as_ref()
-            .and_then(|c| c.attribution(&self.pipeline, key))
-        else {
+        // The counters of every pass, from the translation cache (a pass
+        // whose translation a later one evicted there is not cached).
+        let Some(cache) = self.cache.as_ref() else {
             return;
         };
-        let XdpChain {
-            xk,
-            attribution,
-            conns,
-        } = chain;
-        let attribution = match attribution {
-            Some(mut all) => {
-                all.extend(&last);
-                all
+        let mut attribution: Option<Attribution> = None;
+        for k in chain.passes.iter().flatten().chain(std::iter::once(key)) {
+            let Some(a) = cache.attribution(&self.pipeline, k) else {
+                return;
+            };
+            match &mut attribution {
+                Some(all) => all.extend(&a),
+                None => attribution = Some(a),
             }
-            None => last,
+        }
+        let Some(attribution) = attribution else {
+            return;
         };
         if let Some(x) = &mut self.xdp {
             x.install(
-                xk,
+                chain.xk,
                 action,
                 in_idx,
                 out,
                 attribution,
-                &conns,
+                chain.conns(),
                 &self.conntrack,
                 self.ct_now,
             );
@@ -409,7 +434,7 @@ mod tests {
             let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
             let k = tracked_key(st, proto);
             assert_eq!(c.tracked(&k, &k), ok, "{st:#x} {proto}");
-            assert_eq!(c.conns.len(), usize::from(ok));
+            assert_eq!(c.conns().len(), usize::from(ok));
         }
         let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
         // The tuple is the packet's before the fork (DNAT to .9:8080).
@@ -418,7 +443,7 @@ mod tests {
         natted.set(Field::TpDst, 8080);
         assert!(c.tracked(&tracked_key(0, IP_PROTO_TCP), &natted));
         assert_eq!(
-            c.conns[0],
+            c.conns()[0],
             CtConn {
                 tuple: Tuple {
                     zone: 3,
