@@ -31,6 +31,8 @@ pub(super) struct XdpChain {
     passes: [Option<FlowKey>; MAX_CT_PASSES],
     conns: [CtConn; MAX_CT_PASSES],
     n_conns: usize,
+    /// The last pass's `ct()` had `commit`.
+    committed: bool,
 }
 
 /// An unused slot of `XdpChain::conns`.
@@ -55,12 +57,14 @@ impl XdpChain {
             passes: [None; MAX_CT_PASSES],
             conns: [NO_CONN; MAX_CT_PASSES],
             n_conns: 0,
+            committed: false,
         }
     }
 
-    /// Records a `ct()` pass translated from `key`; `false` if there
-    /// were too many.
-    fn add_pass(&mut self, key: &FlowKey) -> bool {
+    /// Records a `ct()` pass translated from `key` (`commit`: its `ct()`
+    /// commits); `false` if there were too many.
+    fn add_pass(&mut self, key: &FlowKey, commit: bool) -> bool {
+        self.committed = commit;
         match self.passes.iter_mut().find(|p| p.is_none()) {
             Some(slot) => {
                 *slot = Some(*key);
@@ -89,7 +93,10 @@ impl XdpChain {
         let st = key.get(Field::CtState) as u32;
         let need = state::TRK | state::EST;
         let refuse = state::NEW | state::INV | state::REL;
-        let absent = st == state::TRK | state::NEW;
+        // `+trk+new` after a commit is a connection just stored: it
+        // becomes `+est` with its reply, so no entry (and the packet
+        // thread does no work for one: every new connection comes here).
+        let absent = st == state::TRK | state::NEW && !self.committed;
         let proto = before.get(Field::IpProto) as u8;
         if !(absent || (st & need == need && st & refuse == 0))
             || !matches!(proto, IP_PROTO_TCP | IP_PROTO_UDP)
@@ -122,8 +129,8 @@ impl XdpChain {
 /// ct_label to write, without `force` (a `commit` of an established
 /// connection changes nothing). `nat` may be there: it translates only a
 /// connection that has a translation, and then the fork's state says so
-/// (`+snat`/`+dnat`), which [`XdpChain::tracked`] refuses; the agent's
-/// replies to local pods take `ct(nat,table=70)`.
+/// (`+snat`/`+dnat`), which the entry then rewrites as NAT did; the
+/// agent's replies to local pods take `ct(nat,table=70)`.
 fn plain_ct_fork(actions: &[DpAction]) -> bool {
     matches!(
         actions,
@@ -167,7 +174,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             return None;
         }
         if plain_ct_fork(self.xlate.actions()) {
-            return chain.add_pass(key).then_some(chain);
+            let commit = matches!(self.xlate.actions(), [DpAction::Ct { commit: true, .. }]);
+            return chain.add_pass(key, commit).then_some(chain);
         }
         self.xdp_install(in_port, chain, key);
         None
@@ -436,6 +444,17 @@ mod tests {
             assert_eq!(c.tracked(&k, &k), ok, "{st:#x} {proto}");
             assert_eq!(c.conns().len(), usize::from(ok));
         }
+        // `+trk+new` is a tuple without a connection only if the fork did
+        // not just commit one.
+        let new = tracked_key(state::TRK | state::NEW, IP_PROTO_UDP);
+        let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
+        assert!(c.add_pass(&new, true));
+        assert!(!c.tracked(&new, &new), "committed just now");
+        let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
+        assert!(c.add_pass(&new, false));
+        assert!(c.tracked(&new, &new));
+        assert!(c.conns()[0].absent);
+
         let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
         // The tuple is the packet's before the fork (DNAT to .9:8080).
         let mut natted = tracked_key(est | state::DNAT, IP_PROTO_TCP);
