@@ -9,8 +9,8 @@
 
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{
-    ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP,
-    IP_PROTO_UDP,
+    ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_MPLS, ETH_TYPE_MPLS_MCAST, IP_PROTO_ICMP,
+    IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 
 #[path = "packet_ipv6.rs"]
@@ -28,7 +28,8 @@ pub const FRAG_LATER: u64 = 2;
 /// Byte offsets of the layers found by [`extract`], for header rewrites.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Layers {
-    /// Offset of the L3 header (after Ethernet and an optional 802.1Q tag).
+    /// Offset of the L3 header (after Ethernet and an optional 802.1Q tag);
+    /// of an MPLS packet, its top label stack entry.
     pub l3: u16,
     /// Offset of the L4 header, 0 when there is none (non-IP, later fragment,
     /// truncated).
@@ -86,9 +87,22 @@ pub fn extract(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
         ETH_TYPE_IPV4 => extract_ipv4(frame, l3, key, &mut layers),
         ETH_TYPE_ARP => extract_arp(frame, l3, key),
         ETH_TYPE_IPV6 => ipv6::extract(frame, l3, key, &mut layers),
+        ETH_TYPE_MPLS | ETH_TYPE_MPLS_MCAST => extract_mpls(frame, l3, key),
         _ => {}
     }
     layers
+}
+
+/// The top label stack entry of an MPLS packet; `layers.l3` stays on it.
+/// Nothing behind the label stack is extracted: which protocol follows
+/// the bottom entry is not in the packet (OVS does the same).
+fn extract_mpls(frame: &[u8], l3: usize, key: &mut FlowKey) {
+    if let Some(lse) = be32(frame, l3) {
+        key.set(Field::MplsLabel, u64::from(lse >> 12));
+        key.set(Field::MplsTc, u64::from((lse >> 9) & 7));
+        key.set(Field::MplsBos, u64::from((lse >> 8) & 1));
+        key.set(Field::MplsTtl, u64::from(lse & 0xff));
+    }
 }
 
 fn extract_ipv4(frame: &[u8], l3: usize, key: &mut FlowKey, layers: &mut Layers) {
@@ -226,6 +240,50 @@ pub(crate) mod tests {
                 proto: 17
             }
         );
+    }
+
+    /// The top entry of a two-label stack, behind a VLAN tag; nothing of
+    /// the IPv4 packet behind the stack.
+    #[test]
+    fn mpls_top_label_stack_entry() {
+        let ip = udp_frame();
+        let mut f = ip[..12].to_vec();
+        f.extend_from_slice(&[0x81, 0x00, 0x20, 0x64, 0x88, 0x47]);
+        // label 1000, tc 5, bos 0, ttl 63; then label 16, tc 0, bos 1, ttl 9.
+        f.extend_from_slice(&(1000u32 << 12 | 5 << 9 | 63).to_be_bytes());
+        f.extend_from_slice(&(16u32 << 12 | 1 << 8 | 9).to_be_bytes());
+        f.extend_from_slice(&ip[14..]);
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert_eq!(k.get(Field::EthType), 0x8847);
+        assert_eq!(k.get(Field::VlanTci), 0x1000 | 0x2064);
+        let lse = [
+            Field::MplsLabel,
+            Field::MplsTc,
+            Field::MplsBos,
+            Field::MplsTtl,
+        ];
+        assert_eq!(lse.map(|x| k.get(x)), [1000, 5, 0, 63]);
+        assert_eq!(
+            (
+                k.get(Field::IpSrc),
+                k.get(Field::IpTtl),
+                k.get(Field::TpDst)
+            ),
+            (0, 0, 0)
+        );
+        assert_eq!(
+            l,
+            Layers {
+                l3: 18,
+                l4: 0,
+                proto: 0
+            }
+        );
+        // Cut inside the entry: the Ethernet fields only.
+        extract(&f[..20], 1, &mut k);
+        assert_eq!(lse.map(|x| k.get(x)), [0; 4]);
+        assert_eq!(k.get(Field::EthType), 0x8847);
     }
 
     #[test]

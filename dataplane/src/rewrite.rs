@@ -15,6 +15,9 @@ use flowtable::matching::{
 
 #[path = "rewrite_ipv6.rs"]
 mod ipv6;
+#[path = "rewrite_mpls.rs"]
+mod mpls;
+pub use mpls::{pop_mpls, push_mpls};
 
 /// Folds a 32-bit one's-complement sum into 16 bits.
 fn fold(mut sum: u32) -> u16 {
@@ -290,6 +293,9 @@ pub fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u64) -> 
         Field::TpDst => set_l4_port(frame, layers, 2, value as u16),
         Field::IcmpType | Field::IcmpCode => {
             set_icmp_type_code(frame, layers, field == Field::IcmpType, value as u8)
+        }
+        Field::MplsLabel | Field::MplsTc | Field::MplsBos | Field::MplsTtl => {
+            mpls::set_field(frame, layers, field, value)
         }
         _ => None,
     };

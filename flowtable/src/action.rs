@@ -209,6 +209,23 @@ pub enum Action {
     /// whose TTL would reach zero goes no further (a packet-in with reason
     /// INVALID_TTL for controllers that asked for it), as in OVS.
     DecNwTtl,
+    /// OFPAT_PUSH_MPLS (`push_mpls:0x8847`): a new outermost MPLS label
+    /// stack entry behind the Ethernet header and any VLAN tag, with this
+    /// ethertype (0x8847 or 0x8848). Its label, TC and TTL are the old top
+    /// entry's on an MPLS packet; otherwise label and TC are 0 and the TTL
+    /// is the IP TTL, or 0 for a packet that is not IP (OF1.3's defaults
+    /// for a pushed tag, which os-ken checks; OVS takes TTL 64, label 2 for
+    /// IPv6 and the TC from the DSCP instead).
+    PushMpls(u16),
+    /// OFPAT_POP_MPLS (`pop_mpls:0x0800`): removes the outermost label
+    /// stack entry; the ethertype names what follows it.
+    PopMpls(u16),
+    /// OFPAT_SET_MPLS_TTL (`set_mpls_ttl(64)`).
+    SetMplsTtl(u8),
+    /// OFPAT_DEC_MPLS_TTL (`dec_mpls_ttl`): like `dec_ttl`, a TTL that
+    /// would reach zero ends the packet's actions with a packet-in of
+    /// reason INVALID_TTL for controllers that asked for it.
+    DecMplsTtl,
 }
 
 /// A flow's instructions in OpenFlow's fixed execution order. An all-`None`

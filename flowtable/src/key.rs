@@ -108,6 +108,14 @@ pub enum Field {
     /// hardware address bits, as in OVS.
     NdSll,
     NdTll,
+    /// The top MPLS label stack entry's label (20 bits), traffic class (3),
+    /// bottom-of-stack bit and TTL; zero for a packet without MPLS. Only
+    /// the top entry is in the key: the packet parser stops there, as
+    /// OVS's does, so nothing behind an MPLS stack is in the key either.
+    MplsLabel,
+    MplsTc,
+    MplsBos,
+    MplsTtl,
 }
 
 /// Bits of [`Field::Ipv6Exthdr`] (OF1.3 `ofp_ipv6exthdr_flags`).
@@ -142,7 +150,7 @@ const fn at(word: usize, shift: u32, bits: u32) -> Layout {
 impl Field {
     /// All fields, registers expanded, in the canonical order used when a
     /// match is encoded or printed.
-    pub const ALL: [Field; 51] = [
+    pub const ALL: [Field; 55] = [
         Field::InPort,
         Field::Metadata,
         Field::Reg(0),
@@ -194,6 +202,10 @@ impl Field {
         Field::NdTargetHigh,
         Field::NdSll,
         Field::NdTll,
+        Field::MplsLabel,
+        Field::MplsTc,
+        Field::MplsBos,
+        Field::MplsTtl,
     ];
 
     /// The field's place in a [`FlowKey`]. Registers above 7 do not exist;
@@ -243,6 +255,12 @@ impl Field {
             Field::NdTargetLow => at(20, 0, 64),
             Field::Ipv6Label => at(21, 32, 20),
             Field::Ipv6Exthdr => at(21, 0, 9),
+            // The free bits of the last header word: MPLS has no IPv6
+            // header in the key to share them with.
+            Field::MplsLabel => at(21, 9, 20),
+            Field::MplsTc => at(21, 29, 3),
+            Field::MplsBos => at(21, 52, 1),
+            Field::MplsTtl => at(21, 56, 8),
         }
     }
 
@@ -379,6 +397,10 @@ impl Field {
             Field::NdTargetHigh => "nd_target[64..127]",
             Field::NdSll => "nd_sll",
             Field::NdTll => "nd_tll",
+            Field::MplsLabel => "mpls_label",
+            Field::MplsTc => "mpls_tc",
+            Field::MplsBos => "mpls_bos",
+            Field::MplsTtl => "mpls_ttl",
         }
     }
 }

@@ -84,6 +84,10 @@ fn ipv6_addresses_are_two_header_words_each() {
         Field::NdTargetHigh,
         Field::Ipv6Label,
         Field::Ipv6Exthdr,
+        Field::MplsLabel,
+        Field::MplsTc,
+        Field::MplsBos,
+        Field::MplsTtl,
     ] {
         assert!(HEADER_WORDS.contains(&f.layout().word), "{f:?}");
     }

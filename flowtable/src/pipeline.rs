@@ -76,6 +76,14 @@ pub enum DpAction {
     PushVlan { tci: u16 },
     /// Remove the outermost VLAN tag.
     PopVlan,
+    /// Insert the MPLS label stack entry `lse` (label, TC, BOS, TTL as on
+    /// the wire) in front of the packet's label stack or L3 header, behind
+    /// the Ethernet header and any VLAN tag, and set the ethertype there
+    /// to `ethertype`.
+    PushMpls { ethertype: u16, lse: u32 },
+    /// Remove the outermost MPLS label stack entry; what follows it is
+    /// `ethertype`.
+    PopMpls { ethertype: u16 },
     /// Run the packet (as rewritten so far) through meter `id`'s bands:
     /// a DROP band over its rate drops it, ending its actions; a
     /// DSCP_REMARK band raises its drop precedence. The meter's state

@@ -186,6 +186,14 @@ pub fn format_datapath(out: &Xlate) -> String {
                 format!("push_vlan(vid={},pcp={})", tci & 0xfff, tci >> 13)
             }
             DpAction::PopVlan => "pop_vlan".to_string(),
+            DpAction::PushMpls { ethertype, lse } => format!(
+                "push_mpls(label={},tc={},ttl={},bos={},eth_type={ethertype:#x})",
+                lse >> 12,
+                (lse >> 9) & 7,
+                lse & 0xff,
+                (lse >> 8) & 1
+            ),
+            DpAction::PopMpls { ethertype } => format!("pop_mpls(eth_type={ethertype:#x})"),
             DpAction::Normal => "normal".to_string(),
             DpAction::Meter(id) => format!("meter({id})"),
             DpAction::Ct {

@@ -5,7 +5,7 @@
 use crate::action::{port, Action, CtZone, Instructions, SubField, N_TABLES};
 use crate::error::{FlowModError, MatchError};
 use crate::key::Field;
-use crate::matching::Match;
+use crate::matching::{is_mpls, Match};
 
 /// Where a list of actions lives; decides which actions are allowed.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -50,13 +50,100 @@ pub(crate) fn check_instructions(
         }
     }
     check_goto(table_id, ins)?;
+    // MPLS push and pop change the eth_type later actions' prerequisites
+    // see, as OVS checks them.
+    let mut m = *matching;
+    let mut tags = MplsTags::default();
     for a in ins.apply_actions.iter().flatten() {
-        check_action(a, Context::Apply(matching), group_exists)?;
+        check_action(a, Context::Apply(&m), group_exists)?;
+        tags.check(a)?;
+        tags.apply(a, &mut m);
     }
     for a in ins.write_actions.iter().flatten() {
-        check_action(a, Context::Write(matching), group_exists)?;
+        check_action(a, Context::Write(&m), group_exists)?;
+        tags.check(a)?;
+    }
+    if tags.opaque && ins.goto_table.is_some() {
+        // The datapath parses no further than the label stack, so the
+        // next table would match headers xbr does not know (OVS
+        // recirculates here; xbr does not).
+        return Err(FlowModError::Unsupported(
+            "goto_table after pop_mpls of a received MPLS label",
+        ));
     }
     Ok(())
+}
+
+/// The MPLS labels an action list pushed, for what a pop uncovers.
+#[derive(Default)]
+struct MplsTags {
+    /// eth_type before each push still on the packet, innermost first.
+    below: Vec<u64>,
+    /// A label the packet arrived with was popped: the key holds nothing
+    /// of what follows it.
+    opaque: bool,
+}
+
+impl MplsTags {
+    fn check(&self, a: &Action) -> Result<(), FlowModError> {
+        if self.opaque && reads_behind_l2(a) {
+            return Err(FlowModError::Unsupported(
+                "an action on headers behind a received MPLS label after pop_mpls",
+            ));
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, a: &Action, m: &mut Match) {
+        match a {
+            Action::PushMpls(t) => {
+                self.below.push(m.get(Field::EthType).0);
+                m.set_exact(Field::EthType, u64::from(*t));
+            }
+            Action::PopMpls(t) => {
+                match self.below.pop() {
+                    Some(before) => self.opaque |= before != u64::from(*t),
+                    None => self.opaque = true,
+                }
+                m.set_exact(Field::EthType, u64::from(*t));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether an action needs the headers behind the Ethernet header (and
+/// VLAN tags): those with prerequisites, the TTL actions and conntrack.
+/// After a received MPLS label is popped the key no longer describes
+/// them (see `xlate_mpls.rs`).
+pub(crate) fn reads_behind_l2(a: &Action) -> bool {
+    let behind = |f: Field| !Match::catch_all().prerequisites_met(f);
+    match a {
+        Action::SetField { field, .. } | Action::SetField128 { field, .. } => behind(*field),
+        Action::RegLoad { dst, .. } => behind(dst.field),
+        Action::RegMove { src, dst } => behind(src.field) || behind(dst.field),
+        Action::OutputReg { src, .. } => behind(src.field),
+        Action::SetNwTtl(_)
+        | Action::DecNwTtl
+        | Action::Ct(_)
+        | Action::PushMpls(_)
+        | Action::SetMplsTtl(_)
+        | Action::DecMplsTtl => true,
+        _ => false,
+    }
+}
+
+/// pop_mpls, set_mpls_ttl and dec_mpls_ttl need an MPLS packet; OVS
+/// calls a flow that does not guarantee one inconsistent.
+fn check_mpls(ctx: Context<'_>, what: &'static str) -> Result<(), FlowModError> {
+    match ctx {
+        Context::Apply(m) | Context::Write(m)
+            if !m.exact(Field::EthType).is_some_and(|t| is_mpls(t as u16)) =>
+        {
+            Err(FlowModError::MatchInconsistent(what))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// goto_table must name a later, existing table.
@@ -151,6 +238,15 @@ pub(crate) fn check_action(
             check_prereq(ctx, Field::IpTtl)?;
         }
         Action::PushVlan(0x8100) | Action::PopVlan => {}
+        Action::PushMpls(t) if !is_mpls(*t) => {
+            return Err(FlowModError::BadArgument(
+                "push_mpls needs ethertype 0x8847 or 0x8848",
+            ))
+        }
+        Action::PushMpls(_) => {}
+        Action::PopMpls(_) => check_mpls(ctx, "pop_mpls on a flow that is not MPLS")?,
+        Action::SetMplsTtl(_) => check_mpls(ctx, "set_mpls_ttl on a flow that is not MPLS")?,
+        Action::DecMplsTtl => check_mpls(ctx, "dec_mpls_ttl on a flow that is not MPLS")?,
         Action::SetVlanVid(v) if *v > 0x1fff => {
             return Err(FlowModError::BadField {
                 field: Field::VlanTci,

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// Header fields the datapath can rewrite, in the order rewrites are
 /// emitted. Overlaid fields appear once, under their IP/TCP name.
-const HEADER_FIELDS: [Field; 20] = [
+const HEADER_FIELDS: [Field; 24] = [
     Field::EthSrc,
     Field::EthDst,
     Field::VlanTci,
@@ -39,6 +39,10 @@ const HEADER_FIELDS: [Field; 20] = [
     Field::Ipv6Label,
     Field::NdTargetHigh,
     Field::NdTargetLow,
+    Field::MplsLabel,
+    Field::MplsTc,
+    Field::MplsBos,
+    Field::MplsTtl,
 ];
 
 /// Fields a select group hashes to pick a bucket.
@@ -81,6 +85,8 @@ struct Ctx<'p, 'o, T: Tracer> {
     current: CurrentFlow,
     /// Translating a PACKET_OUT, where `output:TABLE` is meaningful.
     packet_out: bool,
+    /// The label stack beyond the key's top entry.
+    mpls: mpls::MplsState,
 }
 
 /// Identity of the flow whose actions are running, for packet-ins.
@@ -145,6 +151,7 @@ fn run_with<'p, 'o, T: Tracer>(
         last_table: 0,
         current: CurrentFlow::default(),
         packet_out: false,
+        mpls: mpls::MplsState::default(),
     };
     body(&mut ctx);
     if ctx.fatal.is_none() && !ctx.halted && !ctx.missed && !ctx.action_set.is_empty() {
@@ -203,6 +210,13 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             let Some(cls) = pipe.tables.get(usize::from(table)) else {
                 return;
             };
+            if self.mpls.opaque {
+                // The lookup would see headers the key does not hold.
+                self.fail(DropReason::Unsupported(
+                    "a table lookup after popping a received MPLS label",
+                ));
+                return;
+            }
             // A trace must not show up in the statistics it may be
             // debugging.
             let counters = if T::COUNTS {
@@ -294,6 +308,9 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 return;
             }
             self.tracer.action(a, depth);
+            if !self.check_opaque(a) {
+                return;
+            }
             match a {
                 Action::Output {
                     port: port::CONTROLLER,
@@ -366,6 +383,10 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 Action::SetCtLabel { .. } => {
                     self.fail(DropReason::Unsupported("ct_label write outside ct()"))
                 }
+                Action::PushMpls(ethertype) => self.push_mpls(*ethertype),
+                Action::PopMpls(ethertype) => self.pop_mpls(*ethertype),
+                Action::SetMplsTtl(ttl) => self.set_mpls_ttl(*ttl),
+                Action::DecMplsTtl => self.dec_mpls_ttl(),
             }
         }
     }
@@ -516,7 +537,9 @@ impl<T: Tracer> Ctx<'_, '_, T> {
     fn bucket(&mut self, b: &Bucket, table: u8, depth: u32) {
         self.tracer.bucket(b, depth);
         let saved = self.key;
+        let mark = self.mpls_mark();
         self.execute(&b.actions, table, depth);
+        self.undo_mpls(mark);
         self.key = saved;
     }
 
@@ -568,3 +591,5 @@ use action_set::ActionSet;
 mod ct;
 #[path = "xlate_headers.rs"]
 mod headers;
+#[path = "xlate_mpls.rs"]
+mod mpls;

@@ -35,6 +35,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 DpAction::SetField { .. }
                 | DpAction::PushVlan { .. }
                 | DpAction::PopVlan
+                | DpAction::PushMpls { .. }
+                | DpAction::PopMpls { .. }
                 | DpAction::Controller { .. }
                 | DpAction::Meter(_)
                 | DpAction::Ct { table: None, .. } => 0,
@@ -73,6 +75,21 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 DpAction::PopVlan => {
                     let frame = self.frames.bytes(desc.addr, desc.len);
                     if let Some(moved) = rewrite::pop_vlan(frame, layers) {
+                        desc.len -= 4;
+                        layers = moved;
+                    }
+                }
+                DpAction::PushMpls { ethertype, lse } => {
+                    let frame = self.frames.bytes(desc.addr, desc.len + 4);
+                    let len = desc.len as usize;
+                    if let Some(moved) = rewrite::push_mpls(frame, len, ethertype, lse, layers) {
+                        desc.len += 4;
+                        layers = moved;
+                    }
+                }
+                DpAction::PopMpls { ethertype } => {
+                    let frame = self.frames.bytes(desc.addr, desc.len);
+                    if let Some(moved) = rewrite::pop_mpls(frame, ethertype, layers) {
                         desc.len -= 4;
                         layers = moved;
                     }

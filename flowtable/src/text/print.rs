@@ -257,6 +257,10 @@ fn format_action(a: &Action) -> String {
         Action::DecNwTtl => "dec_ttl".to_string(),
         Action::PushVlan(ethertype) => format!("push_vlan:{ethertype:#06x}"),
         Action::PopVlan => "pop_vlan".to_string(),
+        Action::PushMpls(ethertype) => format!("push_mpls:{ethertype:#06x}"),
+        Action::PopMpls(ethertype) => format!("pop_mpls:{ethertype:#06x}"),
+        Action::SetMplsTtl(ttl) => format!("set_mpls_ttl({ttl})"),
+        Action::DecMplsTtl => "dec_mpls_ttl".to_string(),
         Action::SetVlanVid(v) => format!("set_field:{v}->vlan_vid"),
         Action::SetVlanPcp(p) => format!("set_field:{p}->vlan_pcp"),
     }

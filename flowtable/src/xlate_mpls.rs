@@ -1,0 +1,268 @@
+//! MPLS in translation: `push_mpls`, `pop_mpls`, `set_mpls_ttl`,
+//! `dec_mpls_ttl`, and undoing a group bucket's pushes and pops.
+//!
+//! The key holds the top label stack entry only, so a push or a pop
+//! cannot be left to `commit` the way a VLAN tag is: each is emitted in
+//! place (after committing the rewrites before it, which belong to the
+//! headers as they were) and the datapath's view (`base`) follows at once.
+//! What a pop uncovers is known only for a label this translation pushed
+//! (the key as it was before the push, kept in [`MplsState::below`]). A
+//! label the packet arrived with hides everything behind it, since the
+//! packet parser stops at the label stack as OVS's does: after popping one,
+//! the key says nothing of the packet's inner headers ([`MplsState::opaque`]).
+//! OVS re-parses the packet then (recirculation); xbr refuses what would
+//! need it (validation), and a translation that still gets there (a group
+//! bucket or a resubmitted table, which validation cannot see together with
+//! the pop) ends as unsupported rather than act on headers it guessed.
+
+use super::Ctx;
+use crate::action::Action;
+use crate::key::{Field, FlowKey};
+use crate::matching::is_mpls;
+use crate::pipeline::{packet_in_reason, DpAction, DropReason};
+use crate::trace::Tracer;
+
+/// Labels one translation may push over the packet's own (OVS's
+/// FLOW_MAX_MPLS_LABELS).
+const MAX_PUSHED: usize = 3;
+/// Pushes and pops one translation may undo for group buckets.
+const MAX_LOGGED: usize = 8;
+
+/// The MPLS-relevant part of the key before a push or pop: what the
+/// packet was.
+#[derive(Clone, Copy, Default, Debug)]
+struct Top {
+    eth_type: u16,
+    lse: u32,
+    opaque: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Push(Top),
+    Pop(Top),
+}
+
+/// What the translation knows about the label stack beyond the key.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct MplsState {
+    /// For each label this translation pushed and did not pop, the packet
+    /// before the push; innermost first.
+    below: [Top; MAX_PUSHED],
+    n_below: usize,
+    /// The key no longer describes the headers behind the Ethernet header:
+    /// a label the packet arrived with was popped.
+    pub(super) opaque: bool,
+    /// Pushes and pops emitted, oldest first, so a group bucket's can be
+    /// undone for the next bucket.
+    log: [Op; MAX_LOGGED],
+    n_log: usize,
+}
+
+impl Default for MplsState {
+    fn default() -> Self {
+        MplsState {
+            below: [Top::default(); MAX_PUSHED],
+            n_below: 0,
+            opaque: false,
+            log: [Op::Push(Top::default()); MAX_LOGGED],
+            n_log: 0,
+        }
+    }
+}
+
+/// A label stack entry as on the wire: label (20 bits), TC (3), BOS (1),
+/// TTL (8).
+pub(crate) fn lse_of(key: &FlowKey) -> u32 {
+    (key.get(Field::MplsLabel) as u32) << 12
+        | (key.get(Field::MplsTc) as u32) << 9
+        | (key.get(Field::MplsBos) as u32) << 8
+        | key.get(Field::MplsTtl) as u32
+}
+
+fn set_lse(key: &mut FlowKey, lse: u32) {
+    key.set(Field::MplsLabel, u64::from(lse >> 12));
+    key.set(Field::MplsTc, u64::from((lse >> 9) & 7));
+    key.set(Field::MplsBos, u64::from((lse >> 8) & 1));
+    key.set(Field::MplsTtl, u64::from(lse & 0xff));
+}
+
+impl<T: Tracer> Ctx<'_, '_, T> {
+    /// Whether the packet is MPLS now.
+    fn is_mpls(&mut self) -> bool {
+        self.unwildcard(Field::EthType, 0, 16);
+        is_mpls(self.key.get(Field::EthType) as u16)
+    }
+
+    fn top(&self) -> Top {
+        Top {
+            eth_type: self.key.get(Field::EthType) as u16,
+            lse: lse_of(&self.key),
+            opaque: self.mpls.opaque,
+        }
+    }
+
+    /// The datapath's packet now is the key's (after a push or pop that
+    /// followed a commit).
+    fn sync_base(&mut self) {
+        for i in crate::key::HEADER_WORDS {
+            if let (Some(b), Some(k)) = (self.base.words.get_mut(i), self.key.words.get(i)) {
+                *b = *k;
+            }
+        }
+    }
+
+    fn log(&mut self, op: Op) {
+        match self.mpls.log.get_mut(self.mpls.n_log) {
+            Some(slot) => {
+                *slot = op;
+                self.mpls.n_log += 1;
+            }
+            None => self.fail(DropReason::Unsupported("too many MPLS pushes and pops")),
+        }
+    }
+
+    /// `push_mpls`: the new entry copies the top one of an MPLS packet
+    /// (BOS clear); otherwise it is label 0, TC 0, BOS set, with the IP
+    /// TTL or, for a packet that is not IP, TTL 0 (OF1.3's defaults).
+    pub(super) fn push_mpls(&mut self, ethertype: u16) {
+        let before = self.top();
+        let lse = if self.is_mpls() {
+            for f in [Field::MplsLabel, Field::MplsTc, Field::MplsTtl] {
+                self.unwildcard(f, 0, f.bits());
+            }
+            before.lse & !(1 << 8)
+        } else if self.is_ip() {
+            self.unwildcard(Field::IpTtl, 0, 8);
+            1 << 8 | self.key.get(Field::IpTtl) as u32
+        } else {
+            1 << 8
+        };
+        let Some(slot) = self.mpls.below.get_mut(self.mpls.n_below) else {
+            return self.fail(DropReason::Unsupported("more than 3 MPLS labels pushed"));
+        };
+        *slot = before;
+        self.mpls.n_below += 1;
+        self.commit();
+        self.key.set(Field::EthType, u64::from(ethertype));
+        set_lse(&mut self.key, lse);
+        self.push(DpAction::PushMpls { ethertype, lse });
+        self.sync_base();
+        self.log(Op::Push(before));
+    }
+
+    /// `pop_mpls`: nothing on a packet that is not MPLS (as OVS).
+    pub(super) fn pop_mpls(&mut self, ethertype: u16) {
+        if !self.is_mpls() {
+            return;
+        }
+        let before = self.top();
+        self.commit();
+        self.key.set(Field::EthType, u64::from(ethertype));
+        match self.mpls.n_below.checked_sub(1) {
+            Some(i) => {
+                self.mpls.n_below = i;
+                let under = self.mpls.below.get(i).copied().unwrap_or_default();
+                set_lse(&mut self.key, under.lse);
+                // Named as something else than it was, it is not what
+                // the key says.
+                self.mpls.opaque = under.opaque || under.eth_type != ethertype;
+            }
+            None => {
+                set_lse(&mut self.key, 0);
+                self.mpls.opaque = true;
+            }
+        }
+        self.push(DpAction::PopMpls { ethertype });
+        self.sync_base();
+        self.log(Op::Pop(before));
+    }
+
+    /// `set_mpls_ttl`: nothing on a packet that is not MPLS.
+    pub(super) fn set_mpls_ttl(&mut self, ttl: u8) {
+        if self.is_mpls() {
+            self.write(Field::MplsTtl, u64::from(ttl));
+        }
+    }
+
+    /// `dec_mpls_ttl`: `dec_ttl`'s semantics on the top label's TTL.
+    pub(super) fn dec_mpls_ttl(&mut self) {
+        if !self.is_mpls() {
+            return;
+        }
+        self.unwildcard(Field::MplsTtl, 0, 8);
+        let ttl = self.key.get(Field::MplsTtl);
+        if ttl > 1 {
+            self.key.set(Field::MplsTtl, ttl - 1);
+            return;
+        }
+        self.packet_in(u16::MAX, packet_in_reason::INVALID_TTL);
+        self.halted = true;
+        if self.note.is_none() {
+            self.note = Some(DropReason::InvalidTtl);
+        }
+    }
+
+    /// Refuses an action that needs headers the key no longer describes.
+    pub(super) fn check_opaque(&mut self, a: &Action) -> bool {
+        if self.mpls.opaque && crate::validate::reads_behind_l2(a) {
+            self.fail(DropReason::Unsupported(
+                "an action on headers behind a popped MPLS label",
+            ));
+            return false;
+        }
+        true
+    }
+
+    /// Where the log stands, for [`Ctx::undo_mpls`].
+    pub(super) fn mpls_mark(&self) -> (MplsState, usize) {
+        (self.mpls, self.mpls.n_log)
+    }
+
+    /// Undoes the pushes and pops since `mark` in the datapath (a group
+    /// bucket's, before the next bucket), newest first. Rewrites the
+    /// bucket made but did not commit never reached the packet, so the
+    /// undo starts from the datapath's view.
+    pub(super) fn undo_mpls(&mut self, (state, n_log): (MplsState, usize)) {
+        if self.mpls.n_log > n_log {
+            for i in crate::key::HEADER_WORDS {
+                if let (Some(k), Some(b)) = (self.key.words.get_mut(i), self.base.words.get(i)) {
+                    *k = *b;
+                }
+            }
+        }
+        while self.mpls.n_log > n_log && !self.stopped() {
+            self.mpls.n_log -= 1;
+            let Some(op) = self.mpls.log.get(self.mpls.n_log).copied() else {
+                break;
+            };
+            match op {
+                Op::Push(before) => {
+                    self.push(DpAction::PopMpls {
+                        ethertype: before.eth_type,
+                    });
+                    self.key.set(Field::EthType, u64::from(before.eth_type));
+                    set_lse(&mut self.key, before.lse);
+                }
+                Op::Pop(before) if before.opaque => {
+                    // The entry popped was never known.
+                    self.fail(DropReason::Unsupported(
+                        "a group bucket popped an unknown MPLS label",
+                    ));
+                }
+                Op::Pop(before) => {
+                    self.push(DpAction::PushMpls {
+                        ethertype: before.eth_type,
+                        lse: before.lse,
+                    });
+                    self.key.set(Field::EthType, u64::from(before.eth_type));
+                    set_lse(&mut self.key, before.lse);
+                }
+            }
+            self.sync_base();
+        }
+        let n_log = self.mpls.n_log;
+        self.mpls = state;
+        self.mpls.n_log = n_log;
+    }
+}
