@@ -95,6 +95,30 @@ fn mpls_ttl_actions() {
     assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }
 
+/// A popped received label uncovers headers the first parse never read:
+/// goto_table parses the frame again and the next table matches and
+/// rewrites them.
+#[test]
+fn goto_after_pop_matches_the_uncovered_headers() {
+    let mut rig = Rig::new(3, N_FRAMES);
+    rig.flow_text("table=0,actions=pop_mpls:0x0800,goto_table:1");
+    rig.flow_text("table=1,tcp,nw_ttl=64,tp_dst=80,actions=dec_ttl,output:2");
+    rig.flow_text("table=1,priority=0,actions=output:3");
+    let ip = tcp4(64);
+    for _ in 0..2 {
+        send(&mut rig, 1, &labelled(&ip, &[lse(100, 3, 1, 64)]));
+        assert_eq!(rig.sent(2), vec![tcp4(63)]);
+        assert!(rig.sent(3).is_empty());
+    }
+    // Another TTL behind the label: the other flow of table 1.
+    send(&mut rig, 1, &labelled(&tcp4(9), &[lse(100, 3, 1, 64)]));
+    assert_eq!(rig.sent(3), vec![tcp4(9)]);
+    // Unlabelled IPv4 goes straight to table 1.
+    send(&mut rig, 1, &ip);
+    assert_eq!(rig.sent(2), vec![tcp4(63)]);
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
+}
+
 /// The XDP program (and its userspace twin, `frame_key`) looks up
 /// untagged IPv4 only, so a labelled frame never meets an entry.
 #[test]

@@ -84,6 +84,13 @@ pub enum DpAction {
     /// Remove the outermost MPLS label stack entry; what follows it is
     /// `ethertype`.
     PopMpls { ethertype: u16 },
+    /// Parse the packet (as rewritten so far) again and send it through
+    /// the pipeline from the table in [`Xlate::recirc`]'s key, whose
+    /// header fields the datapath replaces with the packet's: how a
+    /// `goto_table` after popping a received MPLS label reaches the
+    /// headers behind it (OVS recirculates there too). Always the last
+    /// action; it consumes the packet like an output.
+    Recirc,
     /// Run the packet (as rewritten so far) through meter `id`'s bands:
     /// a DROP band over its rate drops it, ending its actions; a
     /// DSCP_REMARK band raises its drop precedence. The meter's state
@@ -212,8 +219,9 @@ impl Xlate {
         }
     }
 
-    /// For a translation with a `DpAction::Ct` that has a table: the key
-    /// its tracked fork continues with (registers, metadata and tunnel
+    /// For a translation with a `DpAction::Ct` that has a table or a
+    /// `DpAction::Recirc`: the key its tracked fork (or the packet)
+    /// continues with (registers, metadata and tunnel
     /// fields as the actions left them). The datapath replaces the header
     /// fields with the packet's after conntrack (NAT may change them) and
     /// sets ct_state, ct_zone, ct_mark and ct_label.

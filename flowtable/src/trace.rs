@@ -194,6 +194,7 @@ pub fn format_datapath(out: &Xlate) -> String {
                 (lse >> 8) & 1
             ),
             DpAction::PopMpls { ethertype } => format!("pop_mpls(eth_type={ethertype:#x})"),
+            DpAction::Recirc => "recirc".to_string(),
             DpAction::Normal => "normal".to_string(),
             DpAction::Meter(id) => format!("meter({id})"),
             DpAction::Ct {

@@ -288,6 +288,11 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                     .set(Field::Metadata, (old & !mask) | (value & mask));
             }
             match ins.goto_table {
+                Some(next) if next > table && self.mpls.opaque => {
+                    self.tracer.goto_table(next, depth);
+                    self.recirculate(next, depth);
+                    return;
+                }
                 Some(next) if next > table => {
                     self.tracer.goto_table(next, depth);
                     table = next;

@@ -10,10 +10,13 @@
 //! label the packet arrived with hides everything behind it, since the
 //! packet parser stops at the label stack as OVS's does: after popping one,
 //! the key says nothing of the packet's inner headers ([`MplsState::opaque`]).
-//! OVS re-parses the packet then (recirculation); xbr refuses what would
-//! need it (validation), and a translation that still gets there (a group
-//! bucket or a resubmitted table, which validation cannot see together with
-//! the pop) ends as unsupported rather than act on headers it guessed.
+//! A `goto_table` then makes the datapath parse the packet again and
+//! resume at that table ([`DpAction::Recirc`]), as OVS recirculates.
+//! Actions after the pop in the same list that need those headers are
+//! refused (validation; OVS would freeze the translation there), and a
+//! translation that still gets there (a group bucket or a resubmitted
+//! table, which validation cannot see together with the pop) ends as
+//! unsupported rather than act on headers it guessed.
 
 use super::Ctx;
 use crate::action::Action;
@@ -201,6 +204,29 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         if self.note.is_none() {
             self.note = Some(DropReason::InvalidTtl);
         }
+    }
+
+    /// `goto_table:next` after popping a received label: the datapath
+    /// parses the packet again and the walk goes on at `next` with the
+    /// metadata as the actions left it. Only where nothing of this pass
+    /// is left to run after the goto: at the top level (not inside a
+    /// resubmit, whose caller would continue) and with no action set
+    /// (which the new pass would not carry).
+    pub(super) fn recirculate(&mut self, next: u8, depth: u32) {
+        if depth != 0 || !self.action_set.is_empty() {
+            return self.fail(DropReason::Unsupported(
+                "goto_table after popping a received MPLS label, inside resubmit or with an action set",
+            ));
+        }
+        if self.out.recirc.is_some() {
+            return self.fail(DropReason::Unsupported("two recirculations in one pass"));
+        }
+        self.commit();
+        let mut k = self.key;
+        k.set_recirc_table(Some(next));
+        self.out.recirc = Some(k);
+        self.push(DpAction::Recirc);
+        self.halted = true;
     }
 
     /// Refuses an action that needs headers the key no longer describes.

@@ -165,18 +165,26 @@ fn validation_follows_the_eth_type_through_pushes_and_pops() {
         refused("mpls,actions=write_actions(pop_mpls:0x0800,output:2)"),
         (2, 0)
     );
-    // What a received label hides is not in the key: refused, not guessed.
+    // What a received label hides is not in the key: refused, not guessed
+    // (a goto_table gets there by recirculation, which carries no action
+    // set).
     assert_eq!(
         refused("mpls,actions=pop_mpls:0x0800,dec_ttl,output:2"),
         (2, 0)
     );
-    assert_eq!(refused("mpls,actions=pop_mpls:0x0800,goto_table:1"), (2, 0));
-    // Not even to an inner label: xbr has no recirculation to read it.
     assert_eq!(
-        refused("mpls,mpls_bos=0,actions=pop_mpls:0x8847,goto_table:1"),
+        refused("actions=pop_mpls:0x0800,set_field:1->ip_dscp"),
+        (2, 0)
+    );
+    assert_eq!(
+        refused("mpls,actions=pop_mpls:0x0800,write_actions(output:2),goto_table:1"),
         (2, 0)
     );
     pipeline(&[
+        "mpls,actions=pop_mpls:0x0800,goto_table:1",
+        "mpls,mpls_bos=0,actions=pop_mpls:0x8847,goto_table:1",
+        // Unlike OVS, a pop on a flow that may see MPLS is taken.
+        "actions=pop_mpls:0x86dd,goto_table:1",
         "ip,actions=push_mpls:0x8847,set_field:5->mpls_label,dec_mpls_ttl,output:2",
         "ip,nw_dst=10.0.0.2,actions=push_mpls:0x8848,pop_mpls:0x0800,dec_ttl,output:2",
         "mpls,actions=pop_mpls:0x8847,pop_mpls:0x0800,output:2",
@@ -372,9 +380,39 @@ fn group_buckets_undo_their_pushes_and_pops() {
     );
 }
 
-/// After a received label is popped, a table lookup (which validation
-/// cannot see with the pop, as here through resubmit) would match
-/// headers the key does not hold: the packet is dropped as unsupported.
+/// After a received label is popped, goto_table recirculates: the
+/// datapath parses the packet again and the walk resumes at the next
+/// table with the metadata as the actions left it. A packet without a
+/// label goes straight on.
+#[test]
+fn goto_after_popping_a_received_label_recirculates() {
+    let p = pipeline(&[
+        "actions=pop_mpls:0x0800,set_field:0x5->reg0,goto_table:1",
+        "table=1,ip,reg0=0x5,nw_ttl=64,actions=dec_ttl,output:3",
+    ]);
+    let x = xlate(&p, &mpls_key(1, 100, 3, 1, 64));
+    assert_eq!(
+        changes(&x),
+        vec![DpAction::PopMpls { ethertype: 0x0800 }, DpAction::Recirc]
+    );
+    let mut next = *x.recirc().expect("a recirculation key");
+    assert_eq!(next.recirc_table(), Some(1));
+    assert_eq!(next.get(Field::Reg(0)), 5);
+    // What the datapath parses from the popped packet.
+    next.set_headers_from(&ipv4_key(1, 64));
+    let x = xlate(&p, &next);
+    assert_eq!(changes(&x), vec![set(Field::IpTtl, 63), output(3)]);
+    // A packet without a label: nothing popped, no recirculation (reg0 is
+    // set by the first flow on this path too).
+    let x = xlate(&p, &ipv4_key(1, 64));
+    assert_eq!(changes(&x), vec![set(Field::IpTtl, 63), output(3)]);
+    assert!(x.recirc().is_none());
+}
+
+/// After a received label is popped, a table lookup that is not the
+/// flow's last step (here through resubmit, which validation cannot see
+/// with the pop) would match headers the key does not hold: the packet
+/// is dropped as unsupported.
 #[test]
 fn lookups_after_popping_a_received_label_are_refused() {
     let p = pipeline(&[

@@ -30,8 +30,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             .map(|a| match a {
                 DpAction::Output { .. } => 1,
                 DpAction::Flood | DpAction::Normal => self.ports.len(),
-                // The tracked fork consumes a packet like an output.
-                DpAction::Ct { table: Some(_), .. } => 1,
+                // The tracked fork consumes a packet like an output, and
+                // so does a recirculation.
+                DpAction::Ct { table: Some(_), .. } | DpAction::Recirc => 1,
                 DpAction::SetField { .. }
                 | DpAction::PushVlan { .. }
                 | DpAction::PopVlan
@@ -92,6 +93,14 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     if let Some(moved) = rewrite::pop_mpls(frame, ethertype, layers) {
                         desc.len -= 4;
                         layers = moved;
+                    }
+                }
+                DpAction::Recirc => {
+                    remaining -= 1;
+                    // The last action: the frame is the pass's own.
+                    recirc = self.reparse(in_port, desc);
+                    if recirc.is_none() {
+                        self.frames.free(desc.addr);
                     }
                 }
                 DpAction::Meter(id) => match self.run_meter(id, desc.len) {
