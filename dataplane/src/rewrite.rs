@@ -17,7 +17,7 @@ use flowtable::matching::{
 mod ipv6;
 #[path = "rewrite_mpls.rs"]
 mod mpls;
-pub use mpls::{pop_mpls, push_mpls};
+pub use mpls::{copy_ttl, pop_mpls, push_mpls};
 
 /// Folds a 32-bit one's-complement sum into 16 bits.
 fn fold(mut sum: u32) -> u16 {

@@ -86,6 +86,45 @@ pub(super) fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u
     Some(())
 }
 
+/// `copy_ttl_out` (`out`): the TTL of what follows the top entry (the
+/// next entry, or the IPv4 TTL or IPv6 hop limit behind the bottom one)
+/// into the top entry; `copy_ttl_in`: the other way, keeping an IPv4
+/// header checksum right. `None` (frame untouched) for a frame without a
+/// label stack entry or without such a header behind it.
+pub fn copy_ttl(frame: &mut [u8], layers: Layers, out: bool) -> Option<()> {
+    let at = top_at(frame, layers)?;
+    let top = read32(frame, at)?;
+    let inner = at + LSE_LEN;
+    // Where the inner TTL byte is, and for IPv4 the header to fix.
+    let (ttl_at, ipv4) = if top & 1 << 8 == 0 {
+        read32(frame, inner)?;
+        (inner + 3, false)
+    } else {
+        match frame.get(inner)? >> 4 {
+            4 if frame.len() >= inner + 20 => (inner + 8, true),
+            6 if frame.len() >= inner + 40 => (inner + 7, false),
+            _ => return None,
+        }
+    };
+    if out {
+        let ttl = *frame.get(ttl_at)?;
+        *frame.get_mut(at + 3)? = ttl;
+        return Some(());
+    }
+    let ttl = (top & 0xff) as u16;
+    if ipv4 {
+        let word = read16(frame, ttl_at)?;
+        let inner_layers = Layers {
+            l3: u16::try_from(inner).ok()?,
+            l4: 0,
+            proto: 0,
+        };
+        return super::set_ipv4_word(frame, inner_layers, 8, (word & 0x00ff) | ttl << 8);
+    }
+    *frame.get_mut(ttl_at)? = ttl as u8;
+    Some(())
+}
+
 #[cfg(test)]
 #[path = "rewrite_mpls_tests.rs"]
 mod tests;

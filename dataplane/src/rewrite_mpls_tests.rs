@@ -100,6 +100,60 @@ fn top_entry_rewrites_touch_their_bits_only() {
     assert_eq!(top(&f)[3], 63);
 }
 
+/// copy_ttl_out/in between the bottom entry and IPv4 (whose header
+/// checksum stays right), IPv6, and two entries.
+#[test]
+fn ttl_copies_between_the_top_entry_and_what_follows() {
+    let ip = udp_frame();
+    let mut k = FlowKey::zero();
+    let l = extract(&ip, 1, &mut k);
+    let mut f = ip.clone();
+    let l = push(&mut f, ip.len(), lse(16, 0, 1, 9), l);
+    assert_eq!(copy_ttl(&mut f, l, true), Some(()));
+    assert_eq!(top(&f), [16, 0, 1, 64], "the IPv4 TTL, 64, went out");
+    set_field(&mut f, l, Field::MplsTtl, 7).unwrap();
+    assert_eq!(copy_ttl(&mut f, l, false), Some(()));
+    assert_eq!(f[18 + 8], 7);
+    let ipv4 = &f[18..38];
+    assert_eq!(
+        crate::rewrite::ipv4_header_checksum(ipv4),
+        read16(ipv4, 10).unwrap(),
+        "the header checksum follows the TTL"
+    );
+    // Two entries: between them.
+    let len = f.len();
+    let l2 = push(&mut f, len, lse(5, 0, 0, 30), l);
+    assert_eq!(copy_ttl(&mut f, l2, false), Some(()));
+    assert_eq!(read32(&f, 18), Some(lse(16, 0, 1, 30)));
+    set_field(&mut f, l2, Field::MplsTtl, 99).unwrap();
+    assert_eq!(copy_ttl(&mut f, l2, true), Some(()));
+    assert_eq!(top(&f), [5, 0, 0, 30]);
+    // IPv6: the hop limit (byte 7).
+    let mut v6 = ip[..12].to_vec();
+    v6.extend_from_slice(&[0x88, 0x47]);
+    v6.extend_from_slice(&lse(1, 0, 1, 200).to_be_bytes());
+    let mut h = [0u8; 40];
+    h[0] = 0x60;
+    h[7] = 33;
+    v6.extend_from_slice(&h);
+    let l6 = extract(&v6.clone(), 1, &mut k);
+    assert_eq!(copy_ttl(&mut v6, l6, false), Some(()));
+    assert_eq!(v6[18 + 7], 200);
+    v6[18 + 7] = 12;
+    assert_eq!(copy_ttl(&mut v6, l6, true), Some(()));
+    assert_eq!(top(&v6)[3], 12);
+    // Neither IP nor a label behind the bottom entry: nothing.
+    v6[18] = 0x10;
+    let before = v6.clone();
+    assert_eq!(copy_ttl(&mut v6, l6, true), None);
+    assert_eq!(v6, before);
+    // No label at all: nothing.
+    let mut plain = ip.clone();
+    let lp = extract(&ip, 1, &mut k);
+    assert_eq!(copy_ttl(&mut plain, lp, true), None);
+    assert_eq!(plain, ip);
+}
+
 /// Without a label stack nothing is popped or rewritten; a runt or a
 /// frame without room gets no push.
 #[test]

@@ -95,6 +95,24 @@ fn mpls_ttl_actions() {
     assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }
 
+/// copy_ttl_out and copy_ttl_in on a received label (os-ken's cases: an
+/// IPv4 TTL of 32 under a label TTL of 64).
+#[test]
+fn ttl_copies_on_received_labels() {
+    let mut rig = Rig::new(3, N_FRAMES);
+    rig.flow_text("in_port=1,mpls,actions=copy_ttl_out,output:2");
+    rig.flow_text("in_port=2,mpls,actions=copy_ttl_in,output:3");
+    let inner = tcp4(32);
+    send(&mut rig, 1, &labelled(&inner, &[lse(100, 3, 1, 64)]));
+    assert_eq!(rig.sent(2), vec![labelled(&inner, &[lse(100, 3, 1, 32)])]);
+    send(&mut rig, 2, &labelled(&inner, &[lse(100, 3, 1, 64)]));
+    assert_eq!(
+        rig.sent(3),
+        vec![labelled(&tcp4(64), &[lse(100, 3, 1, 64)])]
+    );
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
+}
+
 /// A popped received label uncovers headers the first parse never read:
 /// goto_table parses the frame again and the next table matches and
 /// rewrites them.

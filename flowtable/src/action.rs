@@ -226,6 +226,13 @@ pub enum Action {
     /// would reach zero ends the packet's actions with a packet-in of
     /// reason INVALID_TTL for controllers that asked for it.
     DecMplsTtl,
+    /// OFPAT_COPY_TTL_OUT (`copy_ttl_out`): the TTL of the header behind
+    /// the outermost label (the next label, or the IP header behind the
+    /// bottom one) into the outermost label. OVS has no such action.
+    CopyTtlOut,
+    /// OFPAT_COPY_TTL_IN (`copy_ttl_in`): the outermost label's TTL into
+    /// the header behind it.
+    CopyTtlIn,
 }
 
 /// A flow's instructions in OpenFlow's fixed execution order. An all-`None`

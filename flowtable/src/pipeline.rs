@@ -84,6 +84,11 @@ pub enum DpAction {
     /// Remove the outermost MPLS label stack entry; what follows it is
     /// `ethertype`.
     PopMpls { ethertype: u16 },
+    /// `copy_ttl_out`/`copy_ttl_in` on a label the packet arrived with:
+    /// between the outermost label's TTL and the one behind it (the next
+    /// label's, or the IPv4 TTL or IPv6 hop limit behind the bottom
+    /// label), which the key does not hold. Nothing for another packet.
+    CopyTtl { out: bool },
     /// Parse the packet (as rewritten so far) again and send it through
     /// the pipeline from the table in [`Xlate::recirc`]'s key, whose
     /// header fields the datapath replaces with the packet's: how a

@@ -195,6 +195,8 @@ pub fn format_datapath(out: &Xlate) -> String {
             ),
             DpAction::PopMpls { ethertype } => format!("pop_mpls(eth_type={ethertype:#x})"),
             DpAction::Recirc => "recirc".to_string(),
+            DpAction::CopyTtl { out: true } => "copy_ttl_out".to_string(),
+            DpAction::CopyTtl { out: false } => "copy_ttl_in".to_string(),
             DpAction::Normal => "normal".to_string(),
             DpAction::Meter(id) => format!("meter({id})"),
             DpAction::Ct {

@@ -106,6 +106,8 @@ impl MplsTags {
                 }
                 m.set_exact(Field::EthType, u64::from(*t));
             }
+            // The TTL it copies from a received packet is not in the key.
+            Action::CopyTtlOut if self.below.is_empty() => self.opaque = true,
             _ => {}
         }
     }
@@ -127,7 +129,9 @@ pub(crate) fn reads_behind_l2(a: &Action) -> bool {
         | Action::Ct(_)
         | Action::PushMpls(_)
         | Action::SetMplsTtl(_)
-        | Action::DecMplsTtl => true,
+        | Action::DecMplsTtl
+        | Action::CopyTtlOut
+        | Action::CopyTtlIn => true,
         _ => false,
     }
 }
@@ -250,6 +254,9 @@ pub(crate) fn check_action(
         Action::PopMpls(_) => check_mpls(ctx, "pop_mpls on a flow that is not MPLS", true)?,
         Action::SetMplsTtl(_) => check_mpls(ctx, "set_mpls_ttl on a flow that is not MPLS", false)?,
         Action::DecMplsTtl => check_mpls(ctx, "dec_mpls_ttl on a flow that is not MPLS", false)?,
+        Action::CopyTtlOut | Action::CopyTtlIn => {
+            check_mpls(ctx, "copy_ttl_out/in on a flow that is not MPLS", false)?
+        }
         Action::SetVlanVid(v) if *v > 0x1fff => {
             return Err(FlowModError::BadField {
                 field: Field::VlanTci,

@@ -392,6 +392,8 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 Action::PopMpls(ethertype) => self.pop_mpls(*ethertype),
                 Action::SetMplsTtl(ttl) => self.set_mpls_ttl(*ttl),
                 Action::DecMplsTtl => self.dec_mpls_ttl(),
+                Action::CopyTtlOut => self.copy_ttl(true),
+                Action::CopyTtlIn => self.copy_ttl(false),
             }
         }
     }

@@ -21,7 +21,7 @@
 use super::Ctx;
 use crate::action::Action;
 use crate::key::{Field, FlowKey};
-use crate::matching::is_mpls;
+use crate::matching::{is_mpls, ETH_TYPE_IPV4, ETH_TYPE_IPV6};
 use crate::pipeline::{packet_in_reason, DpAction, DropReason};
 use crate::trace::Tracer;
 
@@ -227,6 +227,40 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         self.out.recirc = Some(k);
         self.push(DpAction::Recirc);
         self.halted = true;
+    }
+
+    /// `copy_ttl_out` (`out`) and `copy_ttl_in`. Behind the one label
+    /// this translation pushed onto an IP packet, the key holds both
+    /// TTLs. Otherwise the datapath copies: into a header the key does not
+    /// hold (in, behind a received label) that changes nothing the key
+    /// says; else the key no longer knows a TTL it holds, and so says
+    /// nothing behind the Ethernet header any more (a goto_table then
+    /// recirculates).
+    pub(super) fn copy_ttl(&mut self, out: bool) {
+        if !self.is_mpls() {
+            return;
+        }
+        let over_ip = self.mpls.n_below == 1
+            && self.mpls.below.first().is_some_and(|b| {
+                !b.opaque && (b.eth_type == ETH_TYPE_IPV4 || b.eth_type == ETH_TYPE_IPV6)
+            });
+        if over_ip && out {
+            self.unwildcard(Field::IpTtl, 0, 8);
+            let ttl = self.key.get(Field::IpTtl);
+            return self.write(Field::MplsTtl, ttl);
+        }
+        self.commit();
+        self.push(DpAction::CopyTtl { out });
+        if over_ip {
+            // The IP header is behind the label, out of reach of a rewrite
+            // of nw_ttl: the datapath copied, the key follows.
+            self.unwildcard(Field::MplsTtl, 0, 8);
+            let ttl = self.key.get(Field::MplsTtl);
+            self.key.set(Field::IpTtl, ttl);
+            self.sync_base();
+        } else if out || self.mpls.n_below > 0 {
+            self.mpls.opaque = true;
+        }
     }
 
     /// Refuses an action that needs headers the key no longer describes.

@@ -302,6 +302,59 @@ fn label_rewrites_and_ttls() {
     );
 }
 
+/// copy_ttl_out/in: a rewrite where the key holds both TTLs (a label
+/// pushed onto IP), else the datapath's copy; after copying a TTL the key
+/// does not hold, a goto_table recirculates.
+#[test]
+fn ttl_copies() {
+    let p = pipeline(&[
+        "ip,in_port=1,actions=push_mpls:0x8847,set_mpls_ttl(9),copy_ttl_in,set_mpls_ttl(70),copy_ttl_out,pop_mpls:0x0800,output:2",
+        "mpls,in_port=2,actions=copy_ttl_in,copy_ttl_out,output:3",
+        "mpls,in_port=3,actions=copy_ttl_out,goto_table:1",
+        "table=1,actions=output:4",
+    ]);
+    let x = xlate(&p, &ipv4_key(1, 64));
+    assert_eq!(
+        changes(&x),
+        vec![
+            DpAction::PushMpls {
+                ethertype: 0x8847,
+                lse: lse(0, 0, 1, 64),
+            },
+            set(Field::MplsTtl, 9),
+            DpAction::CopyTtl { out: false },
+            DpAction::PopMpls { ethertype: 0x0800 },
+            output(2)
+        ],
+        "the second copy_ttl_out put back 9, which the pop took away"
+    );
+    let x = xlate(&p, &mpls_key(2, 1, 0, 1, 64));
+    assert_eq!(
+        changes(&x),
+        vec![
+            DpAction::CopyTtl { out: false },
+            DpAction::CopyTtl { out: true },
+            output(3)
+        ]
+    );
+    let x = xlate(&p, &mpls_key(3, 1, 0, 1, 64));
+    assert_eq!(
+        changes(&x),
+        vec![DpAction::CopyTtl { out: true }, DpAction::Recirc]
+    );
+    let text = "mpls,actions=copy_ttl_out,copy_ttl_in,output:2";
+    let fm = text::parse_flow(text).unwrap();
+    assert_eq!(
+        text::format_instructions(&fm.instructions),
+        "copy_ttl_out,copy_ttl_in,output:2"
+    );
+    assert_eq!(refused("ip,actions=copy_ttl_in,output:2"), (2, 10));
+    assert_eq!(
+        refused("mpls,actions=copy_ttl_out,dec_mpls_ttl,output:2"),
+        (2, 0)
+    );
+}
+
 /// As dec_ttl: at TTL 1 or 0 the packet goes no further than where it
 /// is, and controllers that asked get reason INVALID_TTL.
 #[test]

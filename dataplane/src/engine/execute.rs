@@ -38,6 +38,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 | DpAction::PopVlan
                 | DpAction::PushMpls { .. }
                 | DpAction::PopMpls { .. }
+                | DpAction::CopyTtl { .. }
                 | DpAction::Controller { .. }
                 | DpAction::Meter(_)
                 | DpAction::Ct { table: None, .. } => 0,
@@ -94,6 +95,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                         desc.len -= 4;
                         layers = moved;
                     }
+                }
+                DpAction::CopyTtl { out } => {
+                    let frame = self.frames.bytes(desc.addr, desc.len);
+                    rewrite::copy_ttl(frame, layers, out);
                 }
                 DpAction::Recirc => {
                     remaining -= 1;

@@ -215,6 +215,8 @@ fn parse_action(token: &str, ports: Option<&PortNames>) -> Result<Vec<Action>, T
             one(Action::SetMplsTtl(ttl as u8))
         }
         "dec_mpls_ttl" if arg.is_none() => one(Action::DecMplsTtl),
+        "copy_ttl_out" if arg.is_none() => one(Action::CopyTtlOut),
+        "copy_ttl_in" if arg.is_none() => one(Action::CopyTtlIn),
         // OpenFlow 1.1's actions, which OVS sends as set_field in 1.3.
         "set_mpls_label" | "set_mpls_tc" => {
             let field = if name == "set_mpls_label" {

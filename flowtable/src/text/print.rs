@@ -261,6 +261,8 @@ fn format_action(a: &Action) -> String {
         Action::PopMpls(ethertype) => format!("pop_mpls:{ethertype:#06x}"),
         Action::SetMplsTtl(ttl) => format!("set_mpls_ttl({ttl})"),
         Action::DecMplsTtl => "dec_mpls_ttl".to_string(),
+        Action::CopyTtlOut => "copy_ttl_out".to_string(),
+        Action::CopyTtlIn => "copy_ttl_in".to_string(),
         Action::SetVlanVid(v) => format!("set_field:{v}->vlan_vid"),
         Action::SetVlanPcp(p) => format!("set_field:{p}->vlan_pcp"),
     }

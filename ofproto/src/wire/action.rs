@@ -1,5 +1,5 @@
 //! Action lists: OpenFlow 1.3 OUTPUT, GROUP, SET_FIELD, the VLAN, MPLS and
-//! TTL actions (not COPY_TTL_OUT/IN, which OVS lacks too), and the Nicira
+//! TTL actions (COPY_TTL_OUT/IN too, which OVS lacks), and the Nicira
 //! experimenter actions OVS sends (REG_MOVE, REG_LOAD, NOTE, RESUBMIT,
 //! RESUBMIT_TABLE, OUTPUT_REG, CT with nested actions, NAT).
 //!
@@ -169,6 +169,14 @@ fn parse_one(ty: u16, body: &[u8], depth: u32) -> Result<Action, WireError> {
         OFPAT_DEC_MPLS_TTL => {
             want_len(&r, 4)?;
             Ok(Action::DecMplsTtl)
+        }
+        OFPAT_COPY_TTL_OUT => {
+            want_len(&r, 4)?;
+            Ok(Action::CopyTtlOut)
+        }
+        OFPAT_COPY_TTL_IN => {
+            want_len(&r, 4)?;
+            Ok(Action::CopyTtlIn)
         }
         OFPAT_SET_NW_TTL => {
             want_len(&r, 4)?;
@@ -411,8 +419,12 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
             out.put_u8(*ttl);
             out.put_zeros(3);
         }
-        Action::DecMplsTtl => {
-            out.put_u16(OFPAT_DEC_MPLS_TTL);
+        Action::DecMplsTtl | Action::CopyTtlOut | Action::CopyTtlIn => {
+            out.put_u16(match a {
+                Action::CopyTtlOut => OFPAT_COPY_TTL_OUT,
+                Action::CopyTtlIn => OFPAT_COPY_TTL_IN,
+                _ => OFPAT_DEC_MPLS_TTL,
+            });
             out.put_u16(8);
             out.put_zeros(4);
         }

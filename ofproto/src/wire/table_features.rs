@@ -3,9 +3,9 @@
 //! rejects entries that lack any of the eight required properties.
 
 use super::action::{
-    OFPAT_DEC_MPLS_TTL, OFPAT_DEC_NW_TTL, OFPAT_GROUP, OFPAT_OUTPUT, OFPAT_POP_MPLS,
-    OFPAT_POP_VLAN, OFPAT_PUSH_MPLS, OFPAT_PUSH_VLAN, OFPAT_SET_FIELD, OFPAT_SET_MPLS_TTL,
-    OFPAT_SET_NW_TTL,
+    OFPAT_COPY_TTL_IN, OFPAT_COPY_TTL_OUT, OFPAT_DEC_MPLS_TTL, OFPAT_DEC_NW_TTL, OFPAT_GROUP,
+    OFPAT_OUTPUT, OFPAT_POP_MPLS, OFPAT_POP_VLAN, OFPAT_PUSH_MPLS, OFPAT_PUSH_VLAN,
+    OFPAT_SET_FIELD, OFPAT_SET_MPLS_TTL, OFPAT_SET_NW_TTL,
 };
 use super::instruction::{
     OFPIT_APPLY_ACTIONS, OFPIT_CLEAR_ACTIONS, OFPIT_GOTO_TABLE, OFPIT_WRITE_ACTIONS,
@@ -89,6 +89,8 @@ fn common() -> Common {
         write_actions: ids(&[OFPAT_OUTPUT, OFPAT_GROUP, OFPAT_SET_FIELD]),
         apply_actions: ids(&[
             OFPAT_OUTPUT,
+            OFPAT_COPY_TTL_OUT,
+            OFPAT_COPY_TTL_IN,
             OFPAT_SET_MPLS_TTL,
             OFPAT_DEC_MPLS_TTL,
             OFPAT_PUSH_VLAN,

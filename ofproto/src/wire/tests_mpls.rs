@@ -1,5 +1,5 @@
-//! MPLS on the wire (OF1.3 §7.2.3.7 fields 34-36, §7.2.5 actions 15, 16,
-//! 19 and 20): matches with their prerequisites and the errors for
+//! MPLS on the wire (OF1.3 §7.2.3.7 fields 34-36, §7.2.5 actions 11, 12,
+//! 15, 16, 19 and 20): matches with their prerequisites and the errors for
 //! masks, values and lengths, the actions, SET_FIELD of the label stack
 //! entry's parts, and what TABLE_FEATURES advertises.
 
@@ -101,6 +101,8 @@ fn mpls_actions_round_trip() {
         ("0014 0008 8847 0000", Action::PopMpls(0x8847)),
         ("000f 0008 7f 000000", Action::SetMplsTtl(127)),
         ("0010 0008 00000000", Action::DecMplsTtl),
+        ("000b 0008 00000000", Action::CopyTtlOut),
+        ("000c 0008 00000000", Action::CopyTtlIn),
         (
             "0019 0010 80004404 000000cb 00000000",
             Action::SetField {
@@ -167,9 +169,8 @@ fn mpls_action_errors_have_their_codes() {
             "0019 0010 80004508 00000001 000fffff",
             (err::BAD_ACTION, err::BAC_BAD_SET_TYPE),
         ),
-        // COPY_TTL_OUT/IN: not supported (nor by OVS).
-        ("000b 0008 00000000", (err::BAD_ACTION, err::BAC_BAD_TYPE)),
-        ("000c 0008 00000000", (err::BAD_ACTION, err::BAC_BAD_TYPE)),
+        ("000b 0010 00000000 00000000 00000000", bad_len),
+        ("000c 0004", bad_len),
     ] {
         let got = parse_actions(&hex(bytes)).map(|_| ()).map_err(code);
         assert_eq!(got, Err(want), "{bytes}");
@@ -209,7 +210,7 @@ fn table_features_advertise_mpls() {
             .collect::<Vec<_>>()
     };
     let apply = types(property(6));
-    for t in [15, 16, 19, 20, 17, 18, 23, 24] {
+    for t in [11, 12, 15, 16, 19, 20, 17, 18, 23, 24] {
         assert!(apply.contains(&t), "apply-actions lacks {t}");
     }
     let write = types(property(4));
