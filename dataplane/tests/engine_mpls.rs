@@ -95,6 +95,37 @@ fn mpls_ttl_actions() {
     assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }
 
+/// A minimum-size frame (padded by its sender) that a pop shortens goes
+/// out padded to 60 bytes again.
+#[test]
+fn popped_short_frames_are_padded_to_the_ethernet_minimum() {
+    let mut rig = Rig::new(2, N_FRAMES);
+    rig.flow_text("mpls,actions=pop_mpls:0x0800,output:2");
+    // An ICMP echo request of 28 bytes of IPv4.
+    let mut ip = vec![
+        0x45, 0, 0, 28, 0, 1, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ];
+    ip.extend_from_slice(&[8, 0, 0xf7, 0xff, 0, 0, 0, 0]);
+    let mut frame = vec![2, 0, 0, 0, 0, 0xb, 2, 0, 0, 0, 0, 0xa, 0x88, 0x47];
+    frame.extend_from_slice(&lse(100, 0, 1, 64));
+    frame.extend_from_slice(&ip);
+    frame.resize(60, 0);
+    // Whatever the sender padded with moves with the frame; the 4 bytes
+    // the pop adds at the end are zero, not what was there.
+    frame[56..].copy_from_slice(&[0xee; 4]);
+    send(&mut rig, 1, &frame);
+    let mut want = frame[..12].to_vec();
+    want.extend_from_slice(&[0x08, 0x00]);
+    want.extend_from_slice(&frame[18..]);
+    want.resize(60, 0);
+    assert_eq!(rig.sent(2), vec![want]);
+    // A frame above the minimum just gets shorter.
+    let long = labelled(&tcp4(64), &[lse(1, 0, 1, 64)]);
+    send(&mut rig, 1, &long);
+    assert_eq!(rig.sent(2), vec![tcp4(64)]);
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
+}
+
 /// copy_ttl_out and copy_ttl_in on a received label (os-ken's cases: an
 /// IPv4 TTL of 32 under a label TTL of 64).
 #[test]

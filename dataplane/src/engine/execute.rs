@@ -12,6 +12,8 @@ use flowtable::pipeline::{DpAction, DropReason};
 
 /// OFPCML_NO_BUFFER: a `controller` action's "send the whole packet".
 const CONTROLLER_MAX_LEN_ALL: u16 = 0xffff;
+/// Ethernet's minimum frame length, without the FCS.
+const ETH_MIN_LEN: u32 = 60;
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Carries out the translation in `self.xlate` on the frame `desc`
@@ -92,7 +94,18 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 DpAction::PopMpls { ethertype } => {
                     let frame = self.frames.bytes(desc.addr, desc.len);
                     if let Some(moved) = rewrite::pop_mpls(frame, ethertype, layers) {
+                        // A frame the pop takes below Ethernet's minimum
+                        // goes out padded back to it, as a NIC would send
+                        // it (a veth would not).
+                        let min = desc.len.min(ETH_MIN_LEN);
                         desc.len -= 4;
+                        if desc.len < min {
+                            let frame = self.frames.bytes(desc.addr, min);
+                            if let Some(tail) = frame.get_mut(desc.len as usize..) {
+                                tail.fill(0);
+                            }
+                            desc.len = frame.len() as u32;
+                        }
                         layers = moved;
                     }
                 }
