@@ -9,8 +9,8 @@
 
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{
-    ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_MPLS, ETH_TYPE_MPLS_MCAST, IP_PROTO_ICMP,
-    IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
+    ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_MPLS, ETH_TYPE_MPLS_MCAST, ETH_TYPE_PBB,
+    IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 
 #[path = "packet_ipv6.rs"]
@@ -88,6 +88,13 @@ pub fn extract(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
         ETH_TYPE_ARP => extract_arp(frame, l3, key),
         ETH_TYPE_IPV6 => ipv6::extract(frame, l3, key, &mut layers),
         ETH_TYPE_MPLS | ETH_TYPE_MPLS_MCAST => extract_mpls(frame, l3, key),
+        // The I-SID of a PBB I-TAG; `layers.l3` stays on the tag, and the
+        // customer frame behind it is not read, as behind MPLS.
+        ETH_TYPE_PBB => {
+            if let Some(itag) = be32(frame, l3) {
+                key.set(Field::PbbIsid, u64::from(itag & 0x00ff_ffff));
+            }
+        }
         _ => {}
     }
     layers

@@ -18,6 +18,9 @@ mod ipv6;
 #[path = "rewrite_mpls.rs"]
 mod mpls;
 pub use mpls::{copy_ttl, pop_mpls, push_mpls};
+#[path = "rewrite_pbb.rs"]
+mod pbb;
+pub use pbb::{pop_pbb, push_pbb, PBB_HEADER_LEN};
 
 /// Folds a 32-bit one's-complement sum into 16 bits.
 fn fold(mut sum: u32) -> u16 {
@@ -297,6 +300,7 @@ pub fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u64) -> 
         Field::MplsLabel | Field::MplsTc | Field::MplsBos | Field::MplsTtl => {
             mpls::set_field(frame, layers, field, value)
         }
+        Field::PbbIsid => pbb::set_isid(frame, layers, value as u32),
         _ => None,
     };
     done.is_some()

@@ -233,6 +233,14 @@ pub enum Action {
     /// OFPAT_COPY_TTL_IN (`copy_ttl_in`): the outermost label's TTL into
     /// the header behind it.
     CopyTtlIn,
+    /// OFPAT_PUSH_PBB (`push_pbb:0x88e7`): the frame becomes the customer
+    /// frame behind a new Ethernet header (the same addresses) and an
+    /// I-TAG with the packet's I-SID if it is PBB already, else 0. OVS
+    /// has no PBB.
+    PushPbb(u16),
+    /// OFPAT_POP_PBB (`pop_pbb`): the customer frame behind the I-TAG is
+    /// the packet again.
+    PopPbb,
 }
 
 /// A flow's instructions in OpenFlow's fixed execution order. An all-`None`

@@ -30,12 +30,12 @@
 //! ports, as in OVS.
 //!
 //! Cost: reading or writing a field is a shift and a mask. Keys are `Copy`
-//! (208 bytes) and never allocate.
+//! (216 bytes) and never allocate.
 
 use std::fmt;
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 26;
+pub const KEY_WORDS: usize = 27;
 
 /// A packet's parsed headers plus pipeline metadata, or a mask over them.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -116,6 +116,10 @@ pub enum Field {
     MplsTc,
     MplsBos,
     MplsTtl,
+    /// The I-SID of a PBB (802.1ah) service instance tag; zero for a
+    /// packet without one. The parser stops at the tag, as at an MPLS
+    /// label stack.
+    PbbIsid,
 }
 
 /// Bits of [`Field::Ipv6Exthdr`] (OF1.3 `ofp_ipv6exthdr_flags`).
@@ -150,7 +154,7 @@ const fn at(word: usize, shift: u32, bits: u32) -> Layout {
 impl Field {
     /// All fields, registers expanded, in the canonical order used when a
     /// match is encoded or printed.
-    pub const ALL: [Field; 55] = [
+    pub const ALL: [Field; 56] = [
         Field::InPort,
         Field::Metadata,
         Field::Reg(0),
@@ -206,6 +210,7 @@ impl Field {
         Field::MplsTc,
         Field::MplsBos,
         Field::MplsTtl,
+        Field::PbbIsid,
     ];
 
     /// The field's place in a [`FlowKey`]. Registers above 7 do not exist;
@@ -225,9 +230,9 @@ impl Field {
             Field::CtState => at(7, 32, 32),
             Field::CtMark => at(7, 0, 32),
             Field::CtZone => at(8, 48, 16),
-            Field::Metadata => at(22, 0, 64),
-            Field::CtLabelLow => at(23, 0, 64),
-            Field::CtLabelHigh => at(24, 0, 64),
+            Field::Metadata => at(23, 0, 64),
+            Field::CtLabelLow => at(24, 0, 64),
+            Field::CtLabelHigh => at(25, 0, 64),
             Field::EthSrc => at(9, 16, 48),
             Field::VlanTci => at(9, 0, 16),
             Field::EthDst => at(10, 16, 48),
@@ -261,6 +266,7 @@ impl Field {
             Field::MplsTc => at(21, 29, 3),
             Field::MplsBos => at(21, 52, 1),
             Field::MplsTtl => at(21, 56, 8),
+            Field::PbbIsid => at(22, 0, 24),
         }
     }
 
@@ -401,6 +407,7 @@ impl Field {
             Field::MplsTc => "mpls_tc",
             Field::MplsBos => "mpls_bos",
             Field::MplsTtl => "mpls_ttl",
+            Field::PbbIsid => "pbb_isid",
         }
     }
 }
@@ -530,9 +537,9 @@ impl FlowKey {
     }
 }
 
-/// Words of a key holding packet headers (EthSrc..ArpTha, then the IPv6
-/// fields); the others are pipeline metadata.
-pub const HEADER_WORDS: std::ops::RangeInclusive<usize> = 9..=21;
+/// Words of a key holding packet headers (EthSrc..ArpTha, then the IPv6,
+/// MPLS and PBB fields); the others are pipeline metadata.
+pub const HEADER_WORDS: std::ops::RangeInclusive<usize> = 9..=22;
 
 /// The word holding [`FlowKey::recirc_table`].
 const RECIRC_WORD: usize = KEY_WORDS - 1;

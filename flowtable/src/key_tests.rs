@@ -88,6 +88,7 @@ fn ipv6_addresses_are_two_header_words_each() {
         Field::MplsTc,
         Field::MplsBos,
         Field::MplsTtl,
+        Field::PbbIsid,
     ] {
         assert!(HEADER_WORDS.contains(&f.layout().word), "{f:?}");
     }

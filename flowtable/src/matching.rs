@@ -13,6 +13,8 @@ pub const ETH_TYPE_IPV6: u16 = 0x86dd;
 /// MPLS unicast and multicast (RFC 5332).
 pub const ETH_TYPE_MPLS: u16 = 0x8847;
 pub const ETH_TYPE_MPLS_MCAST: u16 = 0x8848;
+/// 802.1ah PBB service instance tag (I-TAG).
+pub const ETH_TYPE_PBB: u16 = 0x88e7;
 
 /// Whether `eth_type` is one of MPLS's.
 pub const fn is_mpls(eth_type: u16) -> bool {
@@ -211,6 +213,7 @@ impl Match {
             | Field::Ipv6Exthdr => is_ipv6,
             Field::NdTargetLow | Field::NdTargetHigh => nd_ns || nd_na,
             Field::MplsLabel | Field::MplsTc | Field::MplsBos | Field::MplsTtl => is_mpls,
+            Field::PbbIsid => eth_type == Some(ETH_TYPE_PBB),
             _ => true,
         }
     }

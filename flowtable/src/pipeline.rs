@@ -89,6 +89,12 @@ pub enum DpAction {
     /// label's, or the IPv4 TTL or IPv6 hop limit behind the bottom
     /// label), which the key does not hold. Nothing for another packet.
     CopyTtl { out: bool },
+    /// Put the frame behind a new Ethernet header with its addresses and
+    /// an I-TAG (ethertype 0x88e7) with I-SID `isid`, priority 0.
+    PushPbb { isid: u32 },
+    /// Remove everything up to and including the I-TAG: the customer
+    /// frame behind it is the packet.
+    PopPbb,
     /// Parse the packet (as rewritten so far) again and send it through
     /// the pipeline from the table in [`Xlate::recirc`]'s key, whose
     /// header fields the datapath replaces with the packet's: how a

@@ -197,6 +197,8 @@ pub fn format_datapath(out: &Xlate) -> String {
             DpAction::Recirc => "recirc".to_string(),
             DpAction::CopyTtl { out: true } => "copy_ttl_out".to_string(),
             DpAction::CopyTtl { out: false } => "copy_ttl_in".to_string(),
+            DpAction::PushPbb { isid } => format!("push_pbb(isid={isid})"),
+            DpAction::PopPbb => "pop_pbb".to_string(),
             DpAction::Normal => "normal".to_string(),
             DpAction::Meter(id) => format!("meter({id})"),
             DpAction::Ct {

@@ -4,8 +4,8 @@
 
 use crate::action::{port, Action, CtZone, Instructions, SubField, N_TABLES};
 use crate::error::{FlowModError, MatchError};
-use crate::key::Field;
-use crate::matching::{is_mpls, Match};
+use crate::key::{Field, HEADER_WORDS};
+use crate::matching::{is_mpls, Match, ETH_TYPE_PBB};
 
 /// Where a list of actions lives; decides which actions are allowed.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -73,18 +73,28 @@ pub(crate) fn check_instructions(
     Ok(())
 }
 
-/// The MPLS labels an action list pushed, for what a pop uncovers.
+/// The MPLS labels and PBB tags an action list pushed, for what a pop
+/// uncovers.
 #[derive(Default)]
 struct MplsTags {
-    /// eth_type before each push still on the packet, innermost first.
+    /// eth_type before each push still on the packet, innermost first
+    /// (0 where the flow does not fix it).
     below: Vec<u64>,
     /// A label the packet arrived with was popped: the key holds nothing
     /// of what follows it.
     opaque: bool,
+    /// A PBB tag the packet arrived with was popped: the key holds
+    /// nothing of the customer frame, its Ethernet header included.
+    opaque_l2: bool,
 }
 
 impl MplsTags {
     fn check(&self, a: &Action) -> Result<(), FlowModError> {
+        if self.opaque_l2 && reads_packet(a) {
+            return Err(FlowModError::Unsupported(
+                "an action on the customer frame after pop_pbb of a received PBB tag",
+            ));
+        }
         if self.opaque && reads_behind_l2(a) {
             return Err(FlowModError::Unsupported(
                 "an action on headers behind a received MPLS label after pop_mpls",
@@ -108,6 +118,20 @@ impl MplsTags {
             }
             // The TTL it copies from a received packet is not in the key.
             Action::CopyTtlOut if self.below.is_empty() => self.opaque = true,
+            Action::PushPbb(t) => {
+                self.below.push(m.get(Field::EthType).0);
+                m.set_exact(Field::EthType, u64::from(*t));
+            }
+            Action::PopPbb => match self.below.pop() {
+                Some(before) => {
+                    m.set_masked(Field::EthType, before, u64::from(before != 0) * 0xffff)
+                }
+                None => {
+                    self.opaque = true;
+                    self.opaque_l2 = true;
+                    m.set_masked(Field::EthType, 0, 0);
+                }
+            },
             _ => {}
         }
     }
@@ -133,6 +157,26 @@ pub(crate) fn reads_behind_l2(a: &Action) -> bool {
         | Action::CopyTtlOut
         | Action::CopyTtlIn => true,
         _ => false,
+    }
+}
+
+/// Whether an action reads or writes the packet's headers at all (not
+/// only outputs it or works on metadata). After a received PBB tag is
+/// popped the key describes none of them.
+pub(crate) fn reads_packet(a: &Action) -> bool {
+    let header = |f: Field| HEADER_WORDS.contains(&f.layout().word);
+    match a {
+        Action::Output { .. }
+        | Action::Group(_)
+        | Action::Note(_)
+        | Action::Resubmit { .. }
+        | Action::SetCtLabel { .. }
+        | Action::Nat(_) => false,
+        Action::SetField { field, .. } | Action::SetField128 { field, .. } => header(*field),
+        Action::RegLoad { dst, .. } => header(dst.field),
+        Action::RegMove { src, dst } => header(src.field) || header(dst.field),
+        Action::OutputReg { src, .. } => header(src.field),
+        _ => true,
     }
 }
 
@@ -254,6 +298,21 @@ pub(crate) fn check_action(
         Action::PopMpls(_) => check_mpls(ctx, "pop_mpls on a flow that is not MPLS", true)?,
         Action::SetMplsTtl(_) => check_mpls(ctx, "set_mpls_ttl on a flow that is not MPLS", false)?,
         Action::DecMplsTtl => check_mpls(ctx, "dec_mpls_ttl on a flow that is not MPLS", false)?,
+        Action::PushPbb(t) if *t != ETH_TYPE_PBB => {
+            return Err(FlowModError::BadArgument("push_pbb needs ethertype 0x88e7"))
+        }
+        Action::PushPbb(_) => {}
+        Action::PopPbb => match ctx {
+            Context::Apply(m) | Context::Write(m)
+                if m.exact(Field::EthType)
+                    .is_some_and(|t| t != u64::from(ETH_TYPE_PBB)) =>
+            {
+                return Err(FlowModError::MatchInconsistent(
+                    "pop_pbb on a flow that is not PBB",
+                ))
+            }
+            _ => {}
+        },
         Action::CopyTtlOut | Action::CopyTtlIn => {
             check_mpls(ctx, "copy_ttl_out/in on a flow that is not MPLS", false)?
         }

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// Header fields the datapath can rewrite, in the order rewrites are
 /// emitted. Overlaid fields appear once, under their IP/TCP name.
-const HEADER_FIELDS: [Field; 24] = [
+const HEADER_FIELDS: [Field; 25] = [
     Field::EthSrc,
     Field::EthDst,
     Field::VlanTci,
@@ -43,6 +43,7 @@ const HEADER_FIELDS: [Field; 24] = [
     Field::MplsTc,
     Field::MplsBos,
     Field::MplsTtl,
+    Field::PbbIsid,
 ];
 
 /// Fields a select group hashes to pick a bucket.
@@ -394,6 +395,8 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 Action::DecMplsTtl => self.dec_mpls_ttl(),
                 Action::CopyTtlOut => self.copy_ttl(true),
                 Action::CopyTtlIn => self.copy_ttl(false),
+                Action::PushPbb(_) => self.push_pbb(),
+                Action::PopPbb => self.pop_pbb(),
             }
         }
     }
@@ -600,3 +603,5 @@ mod ct;
 mod headers;
 #[path = "xlate_mpls.rs"]
 mod mpls;
+#[path = "xlate_pbb.rs"]
+mod pbb;

@@ -31,17 +31,24 @@ const MAX_PUSHED: usize = 3;
 /// Pushes and pops one translation may undo for group buckets.
 const MAX_LOGGED: usize = 8;
 
-/// The MPLS-relevant part of the key before a push or pop: what the
-/// packet was.
+/// The part of the key a push or pop changes, before it: what the packet
+/// was. A PBB push hides the Ethernet header and VLAN tag as well.
 #[derive(Clone, Copy, Default, Debug)]
-struct Top {
+pub(super) struct Top {
     eth_type: u16,
     lse: u32,
-    opaque: bool,
+    isid: u32,
+    vlan_tci: u16,
+    eth_src: u64,
+    eth_dst: u64,
+    pub(super) opaque: bool,
+    pub(super) opaque_l2: bool,
+    /// The push or pop was of a PBB tag (`xlate_pbb.rs`).
+    pub(super) pbb: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Op {
+pub(super) enum Op {
     Push(Top),
     Pop(Top),
 }
@@ -56,6 +63,9 @@ pub(super) struct MplsState {
     /// The key no longer describes the headers behind the Ethernet header:
     /// a label the packet arrived with was popped.
     pub(super) opaque: bool,
+    /// Nor the Ethernet header: a PBB tag the packet arrived with was
+    /// popped.
+    pub(super) opaque_l2: bool,
     /// Pushes and pops emitted, oldest first, so a group bucket's can be
     /// undone for the next bucket.
     log: [Op; MAX_LOGGED],
@@ -68,6 +78,7 @@ impl Default for MplsState {
             below: [Top::default(); MAX_PUSHED],
             n_below: 0,
             opaque: false,
+            opaque_l2: false,
             log: [Op::Push(Top::default()); MAX_LOGGED],
             n_log: 0,
         }
@@ -83,7 +94,7 @@ pub(crate) fn lse_of(key: &FlowKey) -> u32 {
         | key.get(Field::MplsTtl) as u32
 }
 
-fn set_lse(key: &mut FlowKey, lse: u32) {
+pub(super) fn set_lse(key: &mut FlowKey, lse: u32) {
     key.set(Field::MplsLabel, u64::from(lse >> 12));
     key.set(Field::MplsTc, u64::from((lse >> 9) & 7));
     key.set(Field::MplsBos, u64::from((lse >> 8) & 1));
@@ -97,17 +108,57 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         is_mpls(self.key.get(Field::EthType) as u16)
     }
 
-    fn top(&self) -> Top {
+    pub(super) fn top(&self) -> Top {
         Top {
             eth_type: self.key.get(Field::EthType) as u16,
             lse: lse_of(&self.key),
+            isid: self.key.get(Field::PbbIsid) as u32,
+            vlan_tci: self.key.get(Field::VlanTci) as u16,
+            eth_src: self.key.get(Field::EthSrc),
+            eth_dst: self.key.get(Field::EthDst),
             opaque: self.mpls.opaque,
+            opaque_l2: self.mpls.opaque_l2,
+            pbb: false,
         }
+    }
+
+    /// Puts the key back as `t` was; for a PBB tag, its Ethernet header
+    /// and VLAN tag too.
+    pub(super) fn restore(&mut self, t: &Top) {
+        self.key.set(Field::EthType, u64::from(t.eth_type));
+        set_lse(&mut self.key, t.lse);
+        if t.pbb {
+            self.key.set(Field::PbbIsid, u64::from(t.isid));
+            self.key.set(Field::VlanTci, u64::from(t.vlan_tci));
+            self.key.set(Field::EthSrc, t.eth_src);
+            self.key.set(Field::EthDst, t.eth_dst);
+        }
+    }
+
+    /// Remembers the packet before a push; `false` (and the translation
+    /// failed) when too many are pushed.
+    pub(super) fn push_below(&mut self, before: Top) -> bool {
+        let Some(slot) = self.mpls.below.get_mut(self.mpls.n_below) else {
+            self.fail(DropReason::Unsupported(
+                "more than 3 MPLS labels or PBB tags pushed",
+            ));
+            return false;
+        };
+        *slot = before;
+        self.mpls.n_below += 1;
+        true
+    }
+
+    /// The packet before the newest push still on it, if any.
+    pub(super) fn pop_below(&mut self) -> Option<Top> {
+        let i = self.mpls.n_below.checked_sub(1)?;
+        self.mpls.n_below = i;
+        self.mpls.below.get(i).copied()
     }
 
     /// The datapath's packet now is the key's (after a push or pop that
     /// followed a commit).
-    fn sync_base(&mut self) {
+    pub(super) fn sync_base(&mut self) {
         for i in crate::key::HEADER_WORDS {
             if let (Some(b), Some(k)) = (self.base.words.get_mut(i), self.key.words.get(i)) {
                 *b = *k;
@@ -115,7 +166,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         }
     }
 
-    fn log(&mut self, op: Op) {
+    pub(super) fn log(&mut self, op: Op) {
         match self.mpls.log.get_mut(self.mpls.n_log) {
             Some(slot) => {
                 *slot = op;
@@ -141,11 +192,9 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         } else {
             1 << 8
         };
-        let Some(slot) = self.mpls.below.get_mut(self.mpls.n_below) else {
-            return self.fail(DropReason::Unsupported("more than 3 MPLS labels pushed"));
-        };
-        *slot = before;
-        self.mpls.n_below += 1;
+        if !self.push_below(before) {
+            return;
+        }
         self.commit();
         self.key.set(Field::EthType, u64::from(ethertype));
         set_lse(&mut self.key, lse);
@@ -162,14 +211,12 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         let before = self.top();
         self.commit();
         self.key.set(Field::EthType, u64::from(ethertype));
-        match self.mpls.n_below.checked_sub(1) {
-            Some(i) => {
-                self.mpls.n_below = i;
-                let under = self.mpls.below.get(i).copied().unwrap_or_default();
+        match self.pop_below() {
+            Some(under) => {
                 set_lse(&mut self.key, under.lse);
                 // Named as something else than it was, it is not what
                 // the key says.
-                self.mpls.opaque = under.opaque || under.eth_type != ethertype;
+                self.mpls.opaque = under.opaque || under.eth_type != ethertype || under.pbb;
             }
             None => {
                 set_lse(&mut self.key, 0);
@@ -242,7 +289,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         }
         let over_ip = self.mpls.n_below == 1
             && self.mpls.below.first().is_some_and(|b| {
-                !b.opaque && (b.eth_type == ETH_TYPE_IPV4 || b.eth_type == ETH_TYPE_IPV6)
+                !b.opaque && !b.pbb && (b.eth_type == ETH_TYPE_IPV4 || b.eth_type == ETH_TYPE_IPV6)
             });
         if over_ip && out {
             self.unwildcard(Field::IpTtl, 0, 8);
@@ -265,6 +312,12 @@ impl<T: Tracer> Ctx<'_, '_, T> {
 
     /// Refuses an action that needs headers the key no longer describes.
     pub(super) fn check_opaque(&mut self, a: &Action) -> bool {
+        if self.mpls.opaque_l2 && crate::validate::reads_packet(a) {
+            self.fail(DropReason::Unsupported(
+                "an action on the customer frame behind a popped PBB tag",
+            ));
+            return false;
+        }
         if self.mpls.opaque && crate::validate::reads_behind_l2(a) {
             self.fail(DropReason::Unsupported(
                 "an action on headers behind a popped MPLS label",
@@ -297,17 +350,21 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 break;
             };
             match op {
+                Op::Push(before) if before.pbb => {
+                    self.push(DpAction::PopPbb);
+                    self.restore(&before);
+                }
                 Op::Push(before) => {
                     self.push(DpAction::PopMpls {
                         ethertype: before.eth_type,
                     });
-                    self.key.set(Field::EthType, u64::from(before.eth_type));
-                    set_lse(&mut self.key, before.lse);
+                    self.restore(&before);
                 }
-                Op::Pop(before) if before.opaque => {
-                    // The entry popped was never known.
+                Op::Pop(before) if before.opaque || before.pbb => {
+                    // The entry popped was never known; a PBB tag's
+                    // Ethernet header is not rebuilt.
                     self.fail(DropReason::Unsupported(
-                        "a group bucket popped an unknown MPLS label",
+                        "a group bucket popped an unknown MPLS label or a PBB tag",
                     ));
                 }
                 Op::Pop(before) => {
@@ -315,8 +372,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                         ethertype: before.eth_type,
                         lse: before.lse,
                     });
-                    self.key.set(Field::EthType, u64::from(before.eth_type));
-                    set_lse(&mut self.key, before.lse);
+                    self.restore(&before);
                 }
             }
             self.sync_base();

@@ -41,6 +41,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 | DpAction::PushMpls { .. }
                 | DpAction::PopMpls { .. }
                 | DpAction::CopyTtl { .. }
+                | DpAction::PushPbb { .. }
+                | DpAction::PopPbb
                 | DpAction::Controller { .. }
                 | DpAction::Meter(_)
                 | DpAction::Ct { table: None, .. } => 0,
@@ -94,18 +96,22 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 DpAction::PopMpls { ethertype } => {
                     let frame = self.frames.bytes(desc.addr, desc.len);
                     if let Some(moved) = rewrite::pop_mpls(frame, ethertype, layers) {
-                        // A frame the pop takes below Ethernet's minimum
-                        // goes out padded back to it, as a NIC would send
-                        // it (a veth would not).
-                        let min = desc.len.min(ETH_MIN_LEN);
-                        desc.len -= 4;
-                        if desc.len < min {
-                            let frame = self.frames.bytes(desc.addr, min);
-                            if let Some(tail) = frame.get_mut(desc.len as usize..) {
-                                tail.fill(0);
-                            }
-                            desc.len = frame.len() as u32;
-                        }
+                        self.shorten(&mut desc, 4);
+                        layers = moved;
+                    }
+                }
+                DpAction::PushPbb { isid } => {
+                    let grow = rewrite::PBB_HEADER_LEN as u32;
+                    let frame = self.frames.bytes(desc.addr, desc.len + grow);
+                    if let Some(moved) = rewrite::push_pbb(frame, desc.len as usize, isid) {
+                        desc.len += grow;
+                        layers = moved;
+                    }
+                }
+                DpAction::PopPbb => {
+                    let frame = self.frames.bytes(desc.addr, desc.len);
+                    if let Some((removed, moved)) = rewrite::pop_pbb(frame, layers) {
+                        self.shorten(&mut desc, removed as u32);
                         layers = moved;
                     }
                 }
@@ -214,6 +220,21 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             self.frames.free(desc.addr);
         }
         recirc
+    }
+
+    /// The frame `desc` after a pop removed `by` bytes from it. One the
+    /// pop takes below Ethernet's minimum goes out padded back to it with
+    /// zeros, as a NIC would send it (a veth would not).
+    fn shorten(&mut self, desc: &mut Desc, by: u32) {
+        let min = desc.len.min(ETH_MIN_LEN);
+        desc.len = desc.len.saturating_sub(by);
+        if desc.len < min {
+            let frame = self.frames.bytes(desc.addr, min);
+            if let Some(tail) = frame.get_mut(desc.len as usize..) {
+                tail.fill(0);
+            }
+            desc.len = frame.len() as u32;
+        }
     }
 
     /// NORMAL's forwarding decision: learns the source MAC on `in_port`

@@ -216,6 +216,15 @@ fn parse_action(token: &str, ports: Option<&PortNames>) -> Result<Vec<Action>, T
         }
         "dec_mpls_ttl" if arg.is_none() => one(Action::DecMplsTtl),
         "copy_ttl_out" if arg.is_none() => one(Action::CopyTtlOut),
+        "push_pbb" => {
+            let arg = need(token, arg)?;
+            let ethertype = parse_u16_literal(arg).ok_or_else(|| TextError::BadAction {
+                token: token.to_string(),
+                reason: format!("`{arg}` is not a 16-bit ethertype"),
+            })?;
+            one(Action::PushPbb(ethertype))
+        }
+        "pop_pbb" if arg.is_none() => one(Action::PopPbb),
         "copy_ttl_in" if arg.is_none() => one(Action::CopyTtlIn),
         // OpenFlow 1.1's actions, which OVS sends as set_field in 1.3.
         "set_mpls_label" | "set_mpls_tc" => {

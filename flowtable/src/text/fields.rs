@@ -97,6 +97,7 @@ static NAMES: &[Name] = &[
     n("nd_sll", Field::NdSll, Mac), n("nd_tll", Field::NdTll, Mac),
     n("mpls_label", Field::MplsLabel, Dec), n("mpls_tc", Field::MplsTc, Dec),
     n("mpls_bos", Field::MplsBos, Dec), n("mpls_ttl", Field::MplsTtl, Dec),
+    n("pbb_isid", Field::PbbIsid, Dec),
     // NXM/OXM names, usable wherever a field name is.
     n("NXM_OF_IN_PORT", Field::InPort, Port), n("OXM_OF_IN_PORT", Field::InPort, Port),
     n("NXM_NX_REG0", Field::Reg(0), Hex), n("NXM_NX_REG1", Field::Reg(1), Hex),
@@ -145,6 +146,7 @@ static NAMES: &[Name] = &[
     n("NXM_NX_ND_TLL", Field::NdTll, Mac), n("OXM_OF_IPV6_ND_TLL", Field::NdTll, Mac),
     n("OXM_OF_MPLS_LABEL", Field::MplsLabel, Dec), n("OXM_OF_MPLS_TC", Field::MplsTc, Dec),
     n("OXM_OF_MPLS_BOS", Field::MplsBos, Dec), n("NXM_NX_MPLS_TTL", Field::MplsTtl, Dec),
+    n("OXM_OF_PBB_ISID", Field::PbbIsid, Dec),
 ];
 
 /// The field a name denotes, with its value syntax.
@@ -205,7 +207,8 @@ pub(crate) fn syntax_of(field: Field) -> Syntax {
         | Field::MplsLabel
         | Field::MplsTc
         | Field::MplsBos
-        | Field::MplsTtl => Dec,
+        | Field::MplsTtl
+        | Field::PbbIsid => Dec,
         Field::PktMark
         | Field::Reg(_)
         | Field::TunId
@@ -274,6 +277,7 @@ pub(crate) fn nxm_name(field: Field) -> &'static str {
         Field::MplsTc => "OXM_OF_MPLS_TC",
         Field::MplsBos => "OXM_OF_MPLS_BOS",
         Field::MplsTtl => "NXM_NX_MPLS_TTL",
+        Field::PbbIsid => "OXM_OF_PBB_ISID",
     }
 }
 

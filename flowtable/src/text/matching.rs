@@ -157,6 +157,7 @@ impl MatchBuilder {
                     Field::MplsLabel | Field::MplsTc | Field::MplsBos | Field::MplsTtl => {
                         "mpls or mplsm"
                     }
+                    Field::PbbIsid => "dl_type=0x88e7",
                     _ => "ip",
                 };
                 return Err(TextError::MissingPrerequisite {

@@ -263,6 +263,8 @@ fn format_action(a: &Action) -> String {
         Action::DecMplsTtl => "dec_mpls_ttl".to_string(),
         Action::CopyTtlOut => "copy_ttl_out".to_string(),
         Action::CopyTtlIn => "copy_ttl_in".to_string(),
+        Action::PushPbb(ethertype) => format!("push_pbb:{ethertype:#06x}"),
+        Action::PopPbb => "pop_pbb".to_string(),
         Action::SetVlanVid(v) => format!("set_field:{v}->vlan_vid"),
         Action::SetVlanPcp(p) => format!("set_field:{p}->vlan_pcp"),
     }

@@ -262,6 +262,11 @@ pub fn format_match(m: &Match, priority: u16) -> String {
             let _ = write!(s, "{name}={v},");
         }
     }
+    // OVS has no PBB; printed as the ports are.
+    let (v, mk) = get(Field::PbbIsid);
+    if mk != 0 {
+        put_dec(&mut s, "pbb_isid", v, mk, Field::PbbIsid.full_mask());
+    }
     let (v, mk) = get(Field::IpFrag);
     let frag = match (mk & 3, v & 3) {
         (3, 3) => Some("later"),

@@ -1,5 +1,6 @@
-//! Action lists: OpenFlow 1.3 OUTPUT, GROUP, SET_FIELD, the VLAN, MPLS and
-//! TTL actions (COPY_TTL_OUT/IN too, which OVS lacks), and the Nicira
+//! Action lists: OpenFlow 1.3 OUTPUT, GROUP, SET_FIELD, the VLAN, MPLS,
+//! PBB and TTL actions (COPY_TTL_OUT/IN and PBB too, which OVS lacks), and
+//! the Nicira
 //! experimenter actions OVS sends (REG_MOVE, REG_LOAD, NOTE, RESUBMIT,
 //! RESUBMIT_TABLE, OUTPUT_REG, CT with nested actions, NAT).
 //!
@@ -17,6 +18,8 @@ use flowtable::{Action, SubField};
 pub const OFPAT_OUTPUT: u16 = 0;
 pub const OFPAT_GROUP: u16 = 22;
 pub const OFPAT_SET_FIELD: u16 = 25;
+pub const OFPAT_PUSH_PBB: u16 = 26;
+pub const OFPAT_POP_PBB: u16 = 27;
 pub const OFPAT_PUSH_VLAN: u16 = 17;
 pub const OFPAT_POP_VLAN: u16 = 18;
 pub const OFPAT_COPY_TTL_OUT: u16 = 11;
@@ -161,6 +164,21 @@ fn parse_one(ty: u16, body: &[u8], depth: u32) -> Result<Action, WireError> {
                 ));
             }
             Ok(Action::PushMpls(ethertype))
+        }
+        OFPAT_PUSH_PBB => {
+            want_len(&r, 4)?;
+            let ethertype = r.u16()?;
+            if ethertype != flowtable::matching::ETH_TYPE_PBB {
+                return Err(bad(
+                    err::BAC_BAD_ARGUMENT,
+                    format!("push_pbb of ethertype {ethertype:#06x}"),
+                ));
+            }
+            Ok(Action::PushPbb(ethertype))
+        }
+        OFPAT_POP_PBB => {
+            want_len(&r, 4)?;
+            Ok(Action::PopPbb)
         }
         OFPAT_SET_MPLS_TTL => {
             want_len(&r, 4)?;
@@ -412,6 +430,17 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
             out.put_u16(8);
             out.put_u16(*ethertype);
             out.put_zeros(2);
+        }
+        Action::PushPbb(ethertype) => {
+            out.put_u16(OFPAT_PUSH_PBB);
+            out.put_u16(8);
+            out.put_u16(*ethertype);
+            out.put_zeros(2);
+        }
+        Action::PopPbb => {
+            out.put_u16(OFPAT_POP_PBB);
+            out.put_u16(8);
+            out.put_zeros(4);
         }
         Action::SetMplsTtl(ttl) => {
             out.put_u16(OFPAT_SET_MPLS_TTL);

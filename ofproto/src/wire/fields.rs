@@ -27,6 +27,8 @@ pub(crate) enum Prereq {
     NdAny,
     /// eth_type 0x8847 or 0x8848.
     Mpls,
+    /// eth_type 0x88e7.
+    Pbb,
 }
 
 /// One TLV header and where its bits live.
@@ -136,7 +138,7 @@ const N: Prereq = Prereq::None;
 /// Every header xbr understands. Order matters only for encoding: the
 /// first match-capable header of a field is the one a match is dumped with.
 #[rustfmt::skip]
-pub static HEADERS: [FieldHeader; 80] = [
+pub static HEADERS: [FieldHeader; 81] = [
     h(B, 0, 4, Field::InPort, 0, 32, 0, false, N, "OXM_OF_IN_PORT"),
     h(B, 2, 8, Field::Metadata, 0, 64, 0, true, N, "OXM_OF_METADATA"),
     h(B, 3, 6, Field::EthDst, 0, 48, 0, true, N, "OXM_OF_ETH_DST"),
@@ -175,6 +177,7 @@ pub static HEADERS: [FieldHeader; 80] = [
     h(B, 34, 4, Field::MplsLabel, 0, 20, 0, false, Prereq::Mpls, "OXM_OF_MPLS_LABEL"),
     h(B, 35, 1, Field::MplsTc, 0, 3, 0, false, Prereq::Mpls, "OXM_OF_MPLS_TC"),
     h(B, 36, 1, Field::MplsBos, 0, 1, 0, false, Prereq::Mpls, "OXM_OF_MPLS_BOS"),
+    h(B, 37, 3, Field::PbbIsid, 0, 24, 0, true, Prereq::Pbb, "OXM_OF_PBB_ISID"),
     h(B, 38, 8, Field::TunId, 0, 64, 0, true, N, "OXM_OF_TUNNEL_ID"),
     h(B, 39, 2, Field::Ipv6Exthdr, 0, 9, 0, true, Prereq::Ipv6, "OXM_OF_IPV6_EXTHDR"),
     h(X, 0, 4, Field::Reg(0), 0, 32, 0, true, N, "NXM_NX_REG0"),

@@ -149,9 +149,9 @@ fn match_errors_have_their_codes() {
 
 #[test]
 fn action_errors_have_their_codes() {
-    // OFPAT_PUSH_PBB.
+    // OFPAT_SET_QUEUE.
     assert_eq!(
-        code(parse_actions(&hex("001a0008 88e70000")).unwrap_err()),
+        code(parse_actions(&hex("00150008 00000001")).unwrap_err()),
         (err::BAD_ACTION, err::BAC_BAD_TYPE)
     );
     // Another vendor.

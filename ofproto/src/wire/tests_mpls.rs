@@ -228,3 +228,75 @@ fn table_features_advertise_mpls() {
         assert!(setfields.contains(&h), "set_field lacks {h:#x}");
     }
 }
+
+/// PBB (OF1.3 field 37, actions 26 and 27), which OVS lacks: the I-SID
+/// is maskable and needs eth_type 0x88e7; push_pbb takes only 0x88e7.
+#[test]
+fn pbb_on_the_wire() {
+    for bytes in [
+        "80000a02 88e7 80004a03 000064",
+        "80000a02 88e7 80004b06 000064 0000ff",
+    ] {
+        let b = hex(bytes);
+        let m = parse_oxms(&b).unwrap();
+        assert_eq!(m.get(Field::PbbIsid).0, 100);
+        let mut out = Vec::new();
+        emit_oxms(&m, &mut out);
+        assert_eq!(out, b);
+    }
+    for (bytes, want) in [
+        ("80004a03 000064", (err::BAD_MATCH, err::BMC_BAD_PREREQ)),
+        (
+            "80000a02 0800 80004a03 000064",
+            (err::BAD_MATCH, err::BMC_BAD_PREREQ),
+        ),
+        (
+            "80000a02 88e7 80004a04 00000064",
+            (err::BAD_MATCH, err::BMC_BAD_LEN),
+        ),
+        (
+            "80000a02 88e7 80004b06 000064 00000f",
+            (err::BAD_MATCH, err::BMC_BAD_WILDCARDS),
+        ),
+    ] {
+        let got = parse_oxms(&hex(bytes)).map(|_| ()).map_err(code);
+        assert_eq!(got, Err(want), "{bytes}");
+    }
+    for (bytes, action) in [
+        ("001a 0008 88e7 0000", Action::PushPbb(0x88e7)),
+        ("001b 0008 00000000", Action::PopPbb),
+        (
+            "0019 0010 80004a03 0000cb 0000000000",
+            Action::SetField {
+                field: Field::PbbIsid,
+                value: 203,
+            },
+        ),
+    ] {
+        let b = hex(bytes);
+        assert_eq!(parse_actions(&b).unwrap(), vec![action.clone()]);
+        let mut out = Vec::new();
+        emit_actions(&[action], &mut out);
+        assert_eq!(out, b);
+    }
+    for (bytes, want) in [
+        (
+            "001a 0008 8100 0000",
+            (err::BAD_ACTION, err::BAC_BAD_ARGUMENT),
+        ),
+        (
+            "001b 0010 00000000 00000000 00000000",
+            (err::BAD_ACTION, err::BAC_BAD_LEN),
+        ),
+    ] {
+        let got = parse_actions(&hex(bytes)).map(|_| ()).map_err(code);
+        assert_eq!(got, Err(want), "{bytes}");
+    }
+    let apply = words(&property(6));
+    assert!(apply.contains(&(26 << 16 | 4)) && apply.contains(&(27 << 16 | 4)));
+    let matches = words(&property(8));
+    assert!(
+        matches.contains(&0x8000_4b06),
+        "pbb_isid advertised maskable"
+    );
+}
