@@ -18,6 +18,8 @@ pub mod ipv6;
 
 pub const ETH_HEADER_LEN: usize = 14;
 pub const ETH_TYPE_VLAN: u16 = 0x8100;
+/// 802.1ad service tag (S-tag).
+pub const ETH_TYPE_8021AD: u16 = 0x88a8;
 /// OVS's "VLAN header present" bit in `vlan_tci` (the CFI/DEI position).
 pub const VLAN_CFI: u16 = 0x1000;
 
@@ -73,7 +75,9 @@ pub fn extract(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
     key.set(Field::EthDst, dst);
     key.set(Field::EthSrc, src);
     let mut l3 = ETH_HEADER_LEN;
-    if eth_type == ETH_TYPE_VLAN {
+    // The outer tag is the key's VLAN whether it is 802.1Q or 802.1ad, as
+    // in OVS (vlan-limit 1): a PBB frame's outer S-tag is one.
+    if eth_type == ETH_TYPE_VLAN || eth_type == ETH_TYPE_8021AD {
         let (Some(tci), Some(inner)) = (be16(frame, 14), be16(frame, 16)) else {
             return layers;
         };
@@ -291,6 +295,21 @@ pub(crate) mod tests {
         extract(&f[..20], 1, &mut k);
         assert_eq!(lse.map(|x| k.get(x)), [0; 4]);
         assert_eq!(k.get(Field::EthType), 0x8847);
+    }
+
+    /// An 802.1ad S-tag is the key's VLAN, and a PBB I-TAG behind it
+    /// gives the I-SID.
+    #[test]
+    fn s_tag_then_pbb_itag() {
+        let mut f = udp_frame()[..12].to_vec();
+        f.extend_from_slice(&[0x88, 0xa8, 0x00, 0x0a, 0x88, 0xe7, 0, 0, 0, 100]);
+        f.extend_from_slice(&udp_frame());
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert_eq!(k.get(Field::VlanTci), 0x1000 | 10);
+        assert_eq!(k.get(Field::EthType), 0x88e7);
+        assert_eq!(k.get(Field::PbbIsid), 100);
+        assert_eq!((k.get(Field::IpSrc), l.l3, l.l4), (0, 18, 0));
     }
 
     #[test]
