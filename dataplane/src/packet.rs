@@ -9,8 +9,8 @@
 
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{
-    ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP,
-    IP_PROTO_UDP,
+    ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_MPLS, ETH_TYPE_MPLS_MCAST, ETH_TYPE_PBB,
+    IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 
 #[path = "packet_ipv6.rs"]
@@ -18,6 +18,8 @@ pub mod ipv6;
 
 pub const ETH_HEADER_LEN: usize = 14;
 pub const ETH_TYPE_VLAN: u16 = 0x8100;
+/// 802.1ad service tag (S-tag).
+pub const ETH_TYPE_8021AD: u16 = 0x88a8;
 /// OVS's "VLAN header present" bit in `vlan_tci` (the CFI/DEI position).
 pub const VLAN_CFI: u16 = 0x1000;
 
@@ -28,7 +30,8 @@ pub const FRAG_LATER: u64 = 2;
 /// Byte offsets of the layers found by [`extract`], for header rewrites.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Layers {
-    /// Offset of the L3 header (after Ethernet and an optional 802.1Q tag).
+    /// Offset of the L3 header (after Ethernet and an optional 802.1Q tag);
+    /// of an MPLS packet, its top label stack entry.
     pub l3: u16,
     /// Offset of the L4 header, 0 when there is none (non-IP, later fragment,
     /// truncated).
@@ -72,7 +75,9 @@ pub fn extract(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
     key.set(Field::EthDst, dst);
     key.set(Field::EthSrc, src);
     let mut l3 = ETH_HEADER_LEN;
-    if eth_type == ETH_TYPE_VLAN {
+    // The outer tag is the key's VLAN whether it is 802.1Q or 802.1ad, as
+    // in OVS (vlan-limit 1): a PBB frame's outer S-tag is one.
+    if eth_type == ETH_TYPE_VLAN || eth_type == ETH_TYPE_8021AD {
         let (Some(tci), Some(inner)) = (be16(frame, 14), be16(frame, 16)) else {
             return layers;
         };
@@ -86,9 +91,29 @@ pub fn extract(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
         ETH_TYPE_IPV4 => extract_ipv4(frame, l3, key, &mut layers),
         ETH_TYPE_ARP => extract_arp(frame, l3, key),
         ETH_TYPE_IPV6 => ipv6::extract(frame, l3, key, &mut layers),
+        ETH_TYPE_MPLS | ETH_TYPE_MPLS_MCAST => extract_mpls(frame, l3, key),
+        // The I-SID of a PBB I-TAG; `layers.l3` stays on the tag, and the
+        // customer frame behind it is not read, as behind MPLS.
+        ETH_TYPE_PBB => {
+            if let Some(itag) = be32(frame, l3) {
+                key.set(Field::PbbIsid, u64::from(itag & 0x00ff_ffff));
+            }
+        }
         _ => {}
     }
     layers
+}
+
+/// The top label stack entry of an MPLS packet; `layers.l3` stays on it.
+/// Nothing behind the label stack is extracted: which protocol follows
+/// the bottom entry is not in the packet (OVS does the same).
+fn extract_mpls(frame: &[u8], l3: usize, key: &mut FlowKey) {
+    if let Some(lse) = be32(frame, l3) {
+        key.set(Field::MplsLabel, u64::from(lse >> 12));
+        key.set(Field::MplsTc, u64::from((lse >> 9) & 7));
+        key.set(Field::MplsBos, u64::from((lse >> 8) & 1));
+        key.set(Field::MplsTtl, u64::from(lse & 0xff));
+    }
 }
 
 fn extract_ipv4(frame: &[u8], l3: usize, key: &mut FlowKey, layers: &mut Layers) {
@@ -226,6 +251,65 @@ pub(crate) mod tests {
                 proto: 17
             }
         );
+    }
+
+    /// The top entry of a two-label stack, behind a VLAN tag; nothing of
+    /// the IPv4 packet behind the stack.
+    #[test]
+    fn mpls_top_label_stack_entry() {
+        let ip = udp_frame();
+        let mut f = ip[..12].to_vec();
+        f.extend_from_slice(&[0x81, 0x00, 0x20, 0x64, 0x88, 0x47]);
+        // label 1000, tc 5, bos 0, ttl 63; then label 16, tc 0, bos 1, ttl 9.
+        f.extend_from_slice(&(1000u32 << 12 | 5 << 9 | 63).to_be_bytes());
+        f.extend_from_slice(&(16u32 << 12 | 1 << 8 | 9).to_be_bytes());
+        f.extend_from_slice(&ip[14..]);
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert_eq!(k.get(Field::EthType), 0x8847);
+        assert_eq!(k.get(Field::VlanTci), 0x1000 | 0x2064);
+        let lse = [
+            Field::MplsLabel,
+            Field::MplsTc,
+            Field::MplsBos,
+            Field::MplsTtl,
+        ];
+        assert_eq!(lse.map(|x| k.get(x)), [1000, 5, 0, 63]);
+        assert_eq!(
+            (
+                k.get(Field::IpSrc),
+                k.get(Field::IpTtl),
+                k.get(Field::TpDst)
+            ),
+            (0, 0, 0)
+        );
+        assert_eq!(
+            l,
+            Layers {
+                l3: 18,
+                l4: 0,
+                proto: 0
+            }
+        );
+        // Cut inside the entry: the Ethernet fields only.
+        extract(&f[..20], 1, &mut k);
+        assert_eq!(lse.map(|x| k.get(x)), [0; 4]);
+        assert_eq!(k.get(Field::EthType), 0x8847);
+    }
+
+    /// An 802.1ad S-tag is the key's VLAN, and a PBB I-TAG behind it
+    /// gives the I-SID.
+    #[test]
+    fn s_tag_then_pbb_itag() {
+        let mut f = udp_frame()[..12].to_vec();
+        f.extend_from_slice(&[0x88, 0xa8, 0x00, 0x0a, 0x88, 0xe7, 0, 0, 0, 100]);
+        f.extend_from_slice(&udp_frame());
+        let mut k = FlowKey::zero();
+        let l = extract(&f, 1, &mut k);
+        assert_eq!(k.get(Field::VlanTci), 0x1000 | 10);
+        assert_eq!(k.get(Field::EthType), 0x88e7);
+        assert_eq!(k.get(Field::PbbIsid), 100);
+        assert_eq!((k.get(Field::IpSrc), l.l3, l.l4), (0, 18, 0));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! is left alone (OpenFlow prerequisites make that a controller error, not a
 //! packet error).
 
-use crate::packet::{Layers, ETH_TYPE_VLAN};
+use crate::packet::{Layers, ETH_TYPE_8021AD, ETH_TYPE_VLAN};
 use flowtable::key::Field;
 use flowtable::matching::{
     IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
@@ -15,6 +15,12 @@ use flowtable::matching::{
 
 #[path = "rewrite_ipv6.rs"]
 mod ipv6;
+#[path = "rewrite_mpls.rs"]
+mod mpls;
+pub use mpls::{copy_ttl, pop_mpls, push_mpls};
+#[path = "rewrite_pbb.rs"]
+mod pbb;
+pub use pbb::{pop_pbb, push_pbb, PBB_HEADER_LEN};
 
 /// Folds a 32-bit one's-complement sum into 16 bits.
 fn fold(mut sum: u32) -> u16 {
@@ -185,7 +191,7 @@ pub fn push_vlan(frame: &mut [u8], len: usize, tci: u16, layers: Layers) -> Opti
 /// the layers moved accordingly, or `None` if it has no tag.
 pub fn pop_vlan(frame: &mut [u8], layers: Layers) -> Option<Layers> {
     let tpid = read16(frame, 12)?;
-    if (tpid != ETH_TYPE_VLAN && tpid != 0x88a8) || frame.len() < 18 {
+    if (tpid != ETH_TYPE_VLAN && tpid != ETH_TYPE_8021AD) || frame.len() < 18 {
         return None;
     }
     let len = frame.len();
@@ -221,7 +227,7 @@ pub fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u64) -> 
         Field::EthSrc => frame.get_mut(6..12).map(|d| d.copy_from_slice(&mac(value))),
         Field::VlanTci => {
             // Rewriting an existing tag only; push/pop are separate actions.
-            if read16(frame, 12) == Some(ETH_TYPE_VLAN) {
+            if matches!(read16(frame, 12), Some(ETH_TYPE_VLAN | ETH_TYPE_8021AD)) {
                 write16(frame, 14, (value as u16) & !crate::packet::VLAN_CFI)
             } else {
                 None
@@ -291,6 +297,10 @@ pub fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u64) -> 
         Field::IcmpType | Field::IcmpCode => {
             set_icmp_type_code(frame, layers, field == Field::IcmpType, value as u8)
         }
+        Field::MplsLabel | Field::MplsTc | Field::MplsBos | Field::MplsTtl => {
+            mpls::set_field(frame, layers, field, value)
+        }
+        Field::PbbIsid => pbb::set_isid(frame, layers, value as u32),
         _ => None,
     };
     done.is_some()
@@ -504,6 +514,19 @@ mod tests {
         let l = extract(&f, 1, &mut k);
         assert!(!set_field(&mut f, l, Field::IpTtl, 3));
         assert_eq!(f, orig);
+    }
+
+    /// The VID/PCP rewrite goes to the outer tag, 802.1Q or 802.1ad.
+    #[test]
+    fn vlan_rewrites_reach_an_s_tag() {
+        let ip = udp_frame();
+        let mut f = ip[..12].to_vec();
+        f.extend_from_slice(&[0x88, 0xa8, 0x00, 0x0a]);
+        f.extend_from_slice(&ip[12..]);
+        let mut k = FlowKey::zero();
+        let l = extract(&f.clone(), 1, &mut k);
+        assert!(set_field(&mut f, l, Field::VlanTci, 0x1000 | 0x6000 | 20));
+        assert_eq!(f[12..16], [0x88, 0xa8, 0x60, 20]);
     }
 
     #[test]

@@ -209,6 +209,38 @@ pub enum Action {
     /// whose TTL would reach zero goes no further (a packet-in with reason
     /// INVALID_TTL for controllers that asked for it), as in OVS.
     DecNwTtl,
+    /// OFPAT_PUSH_MPLS (`push_mpls:0x8847`): a new outermost MPLS label
+    /// stack entry behind the Ethernet header and any VLAN tag, with this
+    /// ethertype (0x8847 or 0x8848). Its label, TC and TTL are the old top
+    /// entry's on an MPLS packet; otherwise label and TC are 0 and the TTL
+    /// is the IP TTL, or 0 for a packet that is not IP (OF1.3's defaults
+    /// for a pushed tag, which os-ken checks; OVS takes TTL 64, label 2 for
+    /// IPv6 and the TC from the DSCP instead).
+    PushMpls(u16),
+    /// OFPAT_POP_MPLS (`pop_mpls:0x0800`): removes the outermost label
+    /// stack entry; the ethertype names what follows it.
+    PopMpls(u16),
+    /// OFPAT_SET_MPLS_TTL (`set_mpls_ttl(64)`).
+    SetMplsTtl(u8),
+    /// OFPAT_DEC_MPLS_TTL (`dec_mpls_ttl`): like `dec_ttl`, a TTL that
+    /// would reach zero ends the packet's actions with a packet-in of
+    /// reason INVALID_TTL for controllers that asked for it.
+    DecMplsTtl,
+    /// OFPAT_COPY_TTL_OUT (`copy_ttl_out`): the TTL of the header behind
+    /// the outermost label (the next label, or the IP header behind the
+    /// bottom one) into the outermost label. OVS has no such action.
+    CopyTtlOut,
+    /// OFPAT_COPY_TTL_IN (`copy_ttl_in`): the outermost label's TTL into
+    /// the header behind it.
+    CopyTtlIn,
+    /// OFPAT_PUSH_PBB (`push_pbb:0x88e7`): the frame becomes the customer
+    /// frame behind a new Ethernet header (the same addresses) and an
+    /// I-TAG with the packet's I-SID if it is PBB already, else 0. OVS
+    /// has no PBB.
+    PushPbb(u16),
+    /// OFPAT_POP_PBB (`pop_pbb`): the customer frame behind the I-TAG is
+    /// the packet again.
+    PopPbb,
 }
 
 /// A flow's instructions in OpenFlow's fixed execution order. An all-`None`

@@ -45,6 +45,8 @@ pub enum FlowModError {
     BadArgument(&'static str),
     #[error("flow refers to meter {0}, which does not exist")]
     NoSuchMeter(u32),
+    #[error("action does not fit the flow's match: {0}")]
+    MatchInconsistent(&'static str),
 }
 
 impl FlowModError {
@@ -62,6 +64,7 @@ impl FlowModError {
             FlowModError::TableFull(_) => (FLOW_MOD_FAILED, 1),  // TABLE_FULL
             FlowModError::Unsupported(_) => (BAD_ACTION, 0),     // BAD_TYPE
             FlowModError::BadArgument(_) => (BAD_ACTION, 5),     // BAD_ARGUMENT
+            FlowModError::MatchInconsistent(_) => (BAD_ACTION, 10), // MATCH_INCONSISTENT
             // What OVS answers for a flow naming a missing meter.
             FlowModError::NoSuchMeter(_) => (METER_MOD_FAILED, 3), // UNKNOWN_METER
         }

@@ -30,12 +30,12 @@
 //! ports, as in OVS.
 //!
 //! Cost: reading or writing a field is a shift and a mask. Keys are `Copy`
-//! (208 bytes) and never allocate.
+//! (216 bytes) and never allocate.
 
 use std::fmt;
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 26;
+pub const KEY_WORDS: usize = 27;
 
 /// A packet's parsed headers plus pipeline metadata, or a mask over them.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -108,6 +108,18 @@ pub enum Field {
     /// hardware address bits, as in OVS.
     NdSll,
     NdTll,
+    /// The top MPLS label stack entry's label (20 bits), traffic class (3),
+    /// bottom-of-stack bit and TTL; zero for a packet without MPLS. Only
+    /// the top entry is in the key: the packet parser stops there, as
+    /// OVS's does, so nothing behind an MPLS stack is in the key either.
+    MplsLabel,
+    MplsTc,
+    MplsBos,
+    MplsTtl,
+    /// The I-SID of a PBB (802.1ah) service instance tag; zero for a
+    /// packet without one. The parser stops at the tag, as at an MPLS
+    /// label stack.
+    PbbIsid,
 }
 
 /// Bits of [`Field::Ipv6Exthdr`] (OF1.3 `ofp_ipv6exthdr_flags`).
@@ -142,7 +154,7 @@ const fn at(word: usize, shift: u32, bits: u32) -> Layout {
 impl Field {
     /// All fields, registers expanded, in the canonical order used when a
     /// match is encoded or printed.
-    pub const ALL: [Field; 51] = [
+    pub const ALL: [Field; 56] = [
         Field::InPort,
         Field::Metadata,
         Field::Reg(0),
@@ -194,6 +206,11 @@ impl Field {
         Field::NdTargetHigh,
         Field::NdSll,
         Field::NdTll,
+        Field::MplsLabel,
+        Field::MplsTc,
+        Field::MplsBos,
+        Field::MplsTtl,
+        Field::PbbIsid,
     ];
 
     /// The field's place in a [`FlowKey`]. Registers above 7 do not exist;
@@ -213,9 +230,9 @@ impl Field {
             Field::CtState => at(7, 32, 32),
             Field::CtMark => at(7, 0, 32),
             Field::CtZone => at(8, 48, 16),
-            Field::Metadata => at(22, 0, 64),
-            Field::CtLabelLow => at(23, 0, 64),
-            Field::CtLabelHigh => at(24, 0, 64),
+            Field::Metadata => at(23, 0, 64),
+            Field::CtLabelLow => at(24, 0, 64),
+            Field::CtLabelHigh => at(25, 0, 64),
             Field::EthSrc => at(9, 16, 48),
             Field::VlanTci => at(9, 0, 16),
             Field::EthDst => at(10, 16, 48),
@@ -243,6 +260,13 @@ impl Field {
             Field::NdTargetLow => at(20, 0, 64),
             Field::Ipv6Label => at(21, 32, 20),
             Field::Ipv6Exthdr => at(21, 0, 9),
+            // The free bits of the last header word: MPLS has no IPv6
+            // header in the key to share them with.
+            Field::MplsLabel => at(21, 9, 20),
+            Field::MplsTc => at(21, 29, 3),
+            Field::MplsBos => at(21, 52, 1),
+            Field::MplsTtl => at(21, 56, 8),
+            Field::PbbIsid => at(22, 0, 24),
         }
     }
 
@@ -379,6 +403,11 @@ impl Field {
             Field::NdTargetHigh => "nd_target[64..127]",
             Field::NdSll => "nd_sll",
             Field::NdTll => "nd_tll",
+            Field::MplsLabel => "mpls_label",
+            Field::MplsTc => "mpls_tc",
+            Field::MplsBos => "mpls_bos",
+            Field::MplsTtl => "mpls_ttl",
+            Field::PbbIsid => "pbb_isid",
         }
     }
 }
@@ -508,9 +537,9 @@ impl FlowKey {
     }
 }
 
-/// Words of a key holding packet headers (EthSrc..ArpTha, then the IPv6
-/// fields); the others are pipeline metadata.
-pub const HEADER_WORDS: std::ops::RangeInclusive<usize> = 9..=21;
+/// Words of a key holding packet headers (EthSrc..ArpTha, then the IPv6,
+/// MPLS and PBB fields); the others are pipeline metadata.
+pub const HEADER_WORDS: std::ops::RangeInclusive<usize> = 9..=22;
 
 /// The word holding [`FlowKey::recirc_table`].
 const RECIRC_WORD: usize = KEY_WORDS - 1;

@@ -84,6 +84,11 @@ fn ipv6_addresses_are_two_header_words_each() {
         Field::NdTargetHigh,
         Field::Ipv6Label,
         Field::Ipv6Exthdr,
+        Field::MplsLabel,
+        Field::MplsTc,
+        Field::MplsBos,
+        Field::MplsTtl,
+        Field::PbbIsid,
     ] {
         assert!(HEADER_WORDS.contains(&f.layout().word), "{f:?}");
     }

@@ -10,6 +10,16 @@ use crate::key::{join_label, split_label, Field, FlowKey};
 pub const ETH_TYPE_IPV4: u16 = 0x0800;
 pub const ETH_TYPE_ARP: u16 = 0x0806;
 pub const ETH_TYPE_IPV6: u16 = 0x86dd;
+/// MPLS unicast and multicast (RFC 5332).
+pub const ETH_TYPE_MPLS: u16 = 0x8847;
+pub const ETH_TYPE_MPLS_MCAST: u16 = 0x8848;
+/// 802.1ah PBB service instance tag (I-TAG).
+pub const ETH_TYPE_PBB: u16 = 0x88e7;
+
+/// Whether `eth_type` is one of MPLS's.
+pub const fn is_mpls(eth_type: u16) -> bool {
+    eth_type == ETH_TYPE_MPLS || eth_type == ETH_TYPE_MPLS_MCAST
+}
 pub const IP_PROTO_ICMP: u8 = 1;
 pub const IP_PROTO_TCP: u8 = 6;
 pub const IP_PROTO_UDP: u8 = 17;
@@ -173,6 +183,7 @@ impl Match {
         let is_ipv6 = eth_type == Some(ETH_TYPE_IPV6);
         let is_ip = is_ipv4 || is_ipv6;
         let is_arp = eth_type == Some(ETH_TYPE_ARP);
+        let is_mpls = eth_type.is_some_and(is_mpls);
         let l4 = matches!(
             proto,
             Some(IP_PROTO_TCP) | Some(IP_PROTO_UDP) | Some(IP_PROTO_SCTP)
@@ -201,6 +212,8 @@ impl Match {
             | Field::Ipv6Label
             | Field::Ipv6Exthdr => is_ipv6,
             Field::NdTargetLow | Field::NdTargetHigh => nd_ns || nd_na,
+            Field::MplsLabel | Field::MplsTc | Field::MplsBos | Field::MplsTtl => is_mpls,
+            Field::PbbIsid => eth_type == Some(ETH_TYPE_PBB),
             _ => true,
         }
     }
@@ -292,6 +305,29 @@ mod tests {
         wider.set_ct_label_masked(1, 1);
         assert!(m.is_subset_of(&wider));
         assert!(!wider.is_subset_of(&m));
+    }
+
+    #[test]
+    fn mpls_fields_need_an_mpls_eth_type() {
+        for f in [
+            Field::MplsLabel,
+            Field::MplsTc,
+            Field::MplsBos,
+            Field::MplsTtl,
+        ] {
+            let mut m = Match::catch_all();
+            m.set_exact(f, 1);
+            assert_eq!(
+                m.check_prerequisites(),
+                Err(MatchError::MissingPrerequisite(f))
+            );
+            m.set_exact(Field::EthType, u64::from(ETH_TYPE_IPV4));
+            assert!(m.check_prerequisites().is_err());
+            for t in [ETH_TYPE_MPLS, ETH_TYPE_MPLS_MCAST] {
+                m.set_exact(Field::EthType, u64::from(t));
+                assert_eq!(m.check_prerequisites(), Ok(()));
+            }
+        }
     }
 
     #[test]

@@ -76,6 +76,32 @@ pub enum DpAction {
     PushVlan { tci: u16 },
     /// Remove the outermost VLAN tag.
     PopVlan,
+    /// Insert the MPLS label stack entry `lse` (label, TC, BOS, TTL as on
+    /// the wire) in front of the packet's label stack or L3 header, behind
+    /// the Ethernet header and any VLAN tag, and set the ethertype there
+    /// to `ethertype`.
+    PushMpls { ethertype: u16, lse: u32 },
+    /// Remove the outermost MPLS label stack entry; what follows it is
+    /// `ethertype`.
+    PopMpls { ethertype: u16 },
+    /// `copy_ttl_out`/`copy_ttl_in` on a label the packet arrived with:
+    /// between the outermost label's TTL and the one behind it (the next
+    /// label's, or the IPv4 TTL or IPv6 hop limit behind the bottom
+    /// label), which the key does not hold. Nothing for another packet.
+    CopyTtl { out: bool },
+    /// Put the frame behind a new Ethernet header with its addresses and
+    /// an I-TAG (ethertype 0x88e7) with I-SID `isid`, priority 0.
+    PushPbb { isid: u32 },
+    /// Remove everything up to and including the I-TAG: the customer
+    /// frame behind it is the packet.
+    PopPbb,
+    /// Parse the packet (as rewritten so far) again and send it through
+    /// the pipeline from the table in [`Xlate::recirc`]'s key, whose
+    /// header fields the datapath replaces with the packet's: how a
+    /// `goto_table` after popping a received MPLS label reaches the
+    /// headers behind it (OVS recirculates there too). Always the last
+    /// action; it consumes the packet like an output.
+    Recirc,
     /// Run the packet (as rewritten so far) through meter `id`'s bands:
     /// a DROP band over its rate drops it, ending its actions; a
     /// DSCP_REMARK band raises its drop precedence. The meter's state
@@ -204,8 +230,9 @@ impl Xlate {
         }
     }
 
-    /// For a translation with a `DpAction::Ct` that has a table: the key
-    /// its tracked fork continues with (registers, metadata and tunnel
+    /// For a translation with a `DpAction::Ct` that has a table or a
+    /// `DpAction::Recirc`: the key its tracked fork (or the packet)
+    /// continues with (registers, metadata and tunnel
     /// fields as the actions left them). The datapath replaces the header
     /// fields with the packet's after conntrack (NAT may change them) and
     /// sets ct_state, ct_zone, ct_mark and ct_label.

@@ -186,6 +186,19 @@ pub fn format_datapath(out: &Xlate) -> String {
                 format!("push_vlan(vid={},pcp={})", tci & 0xfff, tci >> 13)
             }
             DpAction::PopVlan => "pop_vlan".to_string(),
+            DpAction::PushMpls { ethertype, lse } => format!(
+                "push_mpls(label={},tc={},ttl={},bos={},eth_type={ethertype:#x})",
+                lse >> 12,
+                (lse >> 9) & 7,
+                lse & 0xff,
+                (lse >> 8) & 1
+            ),
+            DpAction::PopMpls { ethertype } => format!("pop_mpls(eth_type={ethertype:#x})"),
+            DpAction::Recirc => "recirc".to_string(),
+            DpAction::CopyTtl { out: true } => "copy_ttl_out".to_string(),
+            DpAction::CopyTtl { out: false } => "copy_ttl_in".to_string(),
+            DpAction::PushPbb { isid } => format!("push_pbb(isid={isid})"),
+            DpAction::PopPbb => "pop_pbb".to_string(),
             DpAction::Normal => "normal".to_string(),
             DpAction::Meter(id) => format!("meter({id})"),
             DpAction::Ct {

@@ -4,8 +4,8 @@
 
 use crate::action::{port, Action, CtZone, Instructions, SubField, N_TABLES};
 use crate::error::{FlowModError, MatchError};
-use crate::key::Field;
-use crate::matching::Match;
+use crate::key::{Field, HEADER_WORDS};
+use crate::matching::{is_mpls, Match, ETH_TYPE_PBB};
 
 /// Where a list of actions lives; decides which actions are allowed.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -50,13 +50,151 @@ pub(crate) fn check_instructions(
         }
     }
     check_goto(table_id, ins)?;
+    // MPLS push and pop change the eth_type later actions' prerequisites
+    // see, as OVS checks them.
+    let mut m = *matching;
+    let mut tags = MplsTags::default();
     for a in ins.apply_actions.iter().flatten() {
-        check_action(a, Context::Apply(matching), group_exists)?;
+        check_action(a, Context::Apply(&m), group_exists)?;
+        tags.check(a)?;
+        tags.apply(a, &mut m);
     }
     for a in ins.write_actions.iter().flatten() {
-        check_action(a, Context::Write(matching), group_exists)?;
+        check_action(a, Context::Write(&m), group_exists)?;
+        tags.check(a)?;
+    }
+    if tags.opaque && ins.goto_table.is_some() && ins.write_actions.is_some() {
+        // The goto recirculates (see `xlate_mpls.rs`), which carries no
+        // action set on.
+        return Err(FlowModError::Unsupported(
+            "write_actions with goto_table after pop_mpls of a received MPLS label",
+        ));
     }
     Ok(())
+}
+
+/// The MPLS labels and PBB tags an action list pushed, for what a pop
+/// uncovers.
+#[derive(Default)]
+struct MplsTags {
+    /// eth_type before each push still on the packet, innermost first
+    /// (0 where the flow does not fix it).
+    below: Vec<u64>,
+    /// A label the packet arrived with was popped: the key holds nothing
+    /// of what follows it.
+    opaque: bool,
+    /// A PBB tag the packet arrived with was popped: the key holds
+    /// nothing of the customer frame, its Ethernet header included.
+    opaque_l2: bool,
+}
+
+impl MplsTags {
+    fn check(&self, a: &Action) -> Result<(), FlowModError> {
+        if self.opaque_l2 && reads_packet(a) {
+            return Err(FlowModError::Unsupported(
+                "an action on the customer frame after pop_pbb of a received PBB tag",
+            ));
+        }
+        if self.opaque && reads_behind_l2(a) {
+            return Err(FlowModError::Unsupported(
+                "an action on headers behind a received MPLS label after pop_mpls",
+            ));
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, a: &Action, m: &mut Match) {
+        match a {
+            Action::PushMpls(t) => {
+                self.below.push(m.get(Field::EthType).0);
+                m.set_exact(Field::EthType, u64::from(*t));
+            }
+            Action::PopMpls(t) => {
+                match self.below.pop() {
+                    Some(before) => self.opaque |= before != u64::from(*t),
+                    None => self.opaque = true,
+                }
+                m.set_exact(Field::EthType, u64::from(*t));
+            }
+            // The TTL it copies from a received packet is not in the key.
+            Action::CopyTtlOut if self.below.is_empty() => self.opaque = true,
+            Action::PushPbb(t) => {
+                self.below.push(m.get(Field::EthType).0);
+                m.set_exact(Field::EthType, u64::from(*t));
+            }
+            Action::PopPbb => match self.below.pop() {
+                Some(before) => {
+                    m.set_masked(Field::EthType, before, u64::from(before != 0) * 0xffff)
+                }
+                None => {
+                    self.opaque = true;
+                    self.opaque_l2 = true;
+                    m.set_masked(Field::EthType, 0, 0);
+                }
+            },
+            _ => {}
+        }
+    }
+}
+
+/// Whether an action needs the headers behind the Ethernet header (and
+/// VLAN tags): those with prerequisites, the TTL actions and conntrack.
+/// After a received MPLS label is popped the key no longer describes
+/// them (see `xlate_mpls.rs`).
+pub(crate) fn reads_behind_l2(a: &Action) -> bool {
+    let behind = |f: Field| !Match::catch_all().prerequisites_met(f);
+    match a {
+        Action::SetField { field, .. } | Action::SetField128 { field, .. } => behind(*field),
+        Action::RegLoad { dst, .. } => behind(dst.field),
+        Action::RegMove { src, dst } => behind(src.field) || behind(dst.field),
+        Action::OutputReg { src, .. } => behind(src.field),
+        Action::SetNwTtl(_)
+        | Action::DecNwTtl
+        | Action::Ct(_)
+        | Action::PushMpls(_)
+        | Action::SetMplsTtl(_)
+        | Action::DecMplsTtl
+        | Action::CopyTtlOut
+        | Action::CopyTtlIn => true,
+        _ => false,
+    }
+}
+
+/// Whether an action reads or writes the packet's headers at all (not
+/// only outputs it or works on metadata). After a received PBB tag is
+/// popped the key describes none of them.
+pub(crate) fn reads_packet(a: &Action) -> bool {
+    let header = |f: Field| HEADER_WORDS.contains(&f.layout().word);
+    match a {
+        Action::Output { .. }
+        | Action::Group(_)
+        | Action::Note(_)
+        | Action::Resubmit { .. }
+        | Action::SetCtLabel { .. }
+        | Action::Nat(_) => false,
+        Action::SetField { field, .. } | Action::SetField128 { field, .. } => header(*field),
+        Action::RegLoad { dst, .. } => header(dst.field),
+        Action::RegMove { src, dst } => header(src.field) || header(dst.field),
+        Action::OutputReg { src, .. } => header(src.field),
+        _ => true,
+    }
+}
+
+/// set_mpls_ttl and dec_mpls_ttl need an MPLS packet; OVS calls a flow
+/// that does not guarantee one inconsistent. pop_mpls (`pinned_only`)
+/// is refused only where the flow's eth_type rules MPLS out: on other
+/// packets it does nothing, and a flow that pops whatever label comes
+/// and goes on in the next table is what os-ken's tests (and the
+/// OpenFlow 1.3 spec's examples of popping) use; OVS refuses it.
+fn check_mpls(ctx: Context<'_>, what: &'static str, pinned_only: bool) -> Result<(), FlowModError> {
+    match ctx {
+        Context::Apply(m) | Context::Write(m) => match m.exact(Field::EthType) {
+            Some(t) if is_mpls(t as u16) => Ok(()),
+            None if pinned_only => Ok(()),
+            _ => Err(FlowModError::MatchInconsistent(what)),
+        },
+        _ => Ok(()),
+    }
 }
 
 /// goto_table must name a later, existing table.
@@ -151,6 +289,33 @@ pub(crate) fn check_action(
             check_prereq(ctx, Field::IpTtl)?;
         }
         Action::PushVlan(0x8100) | Action::PopVlan => {}
+        Action::PushMpls(t) if !is_mpls(*t) => {
+            return Err(FlowModError::BadArgument(
+                "push_mpls needs ethertype 0x8847 or 0x8848",
+            ))
+        }
+        Action::PushMpls(_) => {}
+        Action::PopMpls(_) => check_mpls(ctx, "pop_mpls on a flow that is not MPLS", true)?,
+        Action::SetMplsTtl(_) => check_mpls(ctx, "set_mpls_ttl on a flow that is not MPLS", false)?,
+        Action::DecMplsTtl => check_mpls(ctx, "dec_mpls_ttl on a flow that is not MPLS", false)?,
+        Action::PushPbb(t) if *t != ETH_TYPE_PBB => {
+            return Err(FlowModError::BadArgument("push_pbb needs ethertype 0x88e7"))
+        }
+        Action::PushPbb(_) => {}
+        Action::PopPbb => match ctx {
+            Context::Apply(m) | Context::Write(m)
+                if m.exact(Field::EthType)
+                    .is_some_and(|t| t != u64::from(ETH_TYPE_PBB)) =>
+            {
+                return Err(FlowModError::MatchInconsistent(
+                    "pop_pbb on a flow that is not PBB",
+                ))
+            }
+            _ => {}
+        },
+        Action::CopyTtlOut | Action::CopyTtlIn => {
+            check_mpls(ctx, "copy_ttl_out/in on a flow that is not MPLS", false)?
+        }
         Action::SetVlanVid(v) if *v > 0x1fff => {
             return Err(FlowModError::BadField {
                 field: Field::VlanTci,

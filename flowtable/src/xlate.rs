@@ -4,8 +4,7 @@
 //! buckets run on a copy of the key, and the action set runs once at the
 //! end of the top-level pipeline.
 
-use crate::action::{port, Action, Bucket, SubField};
-use crate::flow_mod::GroupType;
+use crate::action::{port, Action, SubField};
 use crate::key::{Field, FlowKey};
 
 /// The flow key's VLAN-present bit in `vlan_tci` (the 802.1Q CFI position).
@@ -18,7 +17,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// Header fields the datapath can rewrite, in the order rewrites are
 /// emitted. Overlaid fields appear once, under their IP/TCP name.
-const HEADER_FIELDS: [Field; 20] = [
+const HEADER_FIELDS: [Field; 25] = [
     Field::EthSrc,
     Field::EthDst,
     Field::VlanTci,
@@ -39,18 +38,11 @@ const HEADER_FIELDS: [Field; 20] = [
     Field::Ipv6Label,
     Field::NdTargetHigh,
     Field::NdTargetLow,
-];
-
-/// Fields a select group hashes to pick a bucket.
-const HASH_FIELDS: [Field; 8] = [
-    Field::EthSrc,
-    Field::EthDst,
-    Field::EthType,
-    Field::IpSrc,
-    Field::IpDst,
-    Field::IpProto,
-    Field::TpSrc,
-    Field::TpDst,
+    Field::MplsLabel,
+    Field::MplsTc,
+    Field::MplsBos,
+    Field::MplsTtl,
+    Field::PbbIsid,
 ];
 
 struct Ctx<'p, 'o, T: Tracer> {
@@ -81,6 +73,8 @@ struct Ctx<'p, 'o, T: Tracer> {
     current: CurrentFlow,
     /// Translating a PACKET_OUT, where `output:TABLE` is meaningful.
     packet_out: bool,
+    /// The label stack beyond the key's top entry.
+    mpls: mpls::MplsState,
 }
 
 /// Identity of the flow whose actions are running, for packet-ins.
@@ -145,6 +139,7 @@ fn run_with<'p, 'o, T: Tracer>(
         last_table: 0,
         current: CurrentFlow::default(),
         packet_out: false,
+        mpls: mpls::MplsState::default(),
     };
     body(&mut ctx);
     if ctx.fatal.is_none() && !ctx.halted && !ctx.missed && !ctx.action_set.is_empty() {
@@ -160,16 +155,6 @@ fn run_with<'p, 'o, T: Tracer>(
     } else if out.n_actions == 0 {
         out.drop_reason = Some(note.unwrap_or(DropReason::ExplicitDrop));
     }
-}
-
-/// A fixed, replica-independent hash (splitmix64 finaliser over the
-/// fields), so every packet thread picks the same bucket for a flow.
-fn mix(mut h: u64, v: u64) -> u64 {
-    h ^= v;
-    h = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
 }
 
 impl<T: Tracer> Ctx<'_, '_, T> {
@@ -203,6 +188,13 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             let Some(cls) = pipe.tables.get(usize::from(table)) else {
                 return;
             };
+            if self.mpls.opaque {
+                // The lookup would see headers the key does not hold.
+                self.fail(DropReason::Unsupported(
+                    "a table lookup after popping a received MPLS label",
+                ));
+                return;
+            }
             // A trace must not show up in the statistics it may be
             // debugging.
             let counters = if T::COUNTS {
@@ -274,6 +266,11 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                     .set(Field::Metadata, (old & !mask) | (value & mask));
             }
             match ins.goto_table {
+                Some(next) if next > table && self.mpls.opaque => {
+                    self.tracer.goto_table(next, depth);
+                    self.recirculate(next, depth);
+                    return;
+                }
                 Some(next) if next > table => {
                     self.tracer.goto_table(next, depth);
                     table = next;
@@ -294,6 +291,9 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 return;
             }
             self.tracer.action(a, depth);
+            if !self.check_opaque(a) {
+                return;
+            }
             match a {
                 Action::Output {
                     port: port::CONTROLLER,
@@ -366,6 +366,14 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 Action::SetCtLabel { .. } => {
                     self.fail(DropReason::Unsupported("ct_label write outside ct()"))
                 }
+                Action::PushMpls(ethertype) => self.push_mpls(*ethertype),
+                Action::PopMpls(ethertype) => self.pop_mpls(*ethertype),
+                Action::SetMplsTtl(ttl) => self.set_mpls_ttl(*ttl),
+                Action::DecMplsTtl => self.dec_mpls_ttl(),
+                Action::CopyTtlOut => self.copy_ttl(true),
+                Action::CopyTtlIn => self.copy_ttl(false),
+                Action::PushPbb(_) => self.push_pbb(),
+                Action::PopPbb => self.pop_pbb(),
             }
         }
     }
@@ -454,72 +462,6 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         });
     }
 
-    fn group(&mut self, id: u32, table: u8, depth: u32) {
-        let pipe = self.pipe;
-        let Some(g) = pipe.groups.get(&id) else {
-            // Validation keeps groups alive while flows use them.
-            return;
-        };
-        self.tracer.group(g);
-        if T::COUNTS {
-            g.stats.count(self.packet_len);
-        }
-        match g.group_type {
-            GroupType::All => {
-                for b in &g.buckets {
-                    self.bucket(b, table, depth);
-                }
-            }
-            GroupType::Indirect => {
-                if let Some(b) = g.buckets.first() {
-                    self.bucket(b, table, depth);
-                }
-            }
-            GroupType::FastFailover => {
-                // The first live bucket; none live drops the packet.
-                if let Some(b) = g.buckets.iter().find(|b| bucket_is_live(pipe, b, 0)) {
-                    self.bucket(b, table, depth);
-                }
-            }
-            GroupType::Select => {
-                if let Some(b) = self.select_bucket(&g.buckets) {
-                    self.bucket(b, table, depth);
-                }
-            }
-        }
-    }
-
-    /// Weighted choice by flow hash; weight 0 buckets are never chosen.
-    fn select_bucket<'b>(&mut self, buckets: &'b [Bucket]) -> Option<&'b Bucket> {
-        let total: u64 = buckets.iter().map(|b| u64::from(b.weight)).sum();
-        if total == 0 {
-            return None;
-        }
-        let mut h = 0;
-        for f in HASH_FIELDS {
-            h = mix(h, self.key.get(f));
-            self.unwildcard(f, 0, f.bits());
-        }
-        let mut point = h % total;
-        for b in buckets {
-            let w = u64::from(b.weight);
-            if point < w {
-                return Some(b);
-            }
-            point -= w;
-        }
-        None
-    }
-
-    /// Runs a bucket as if on a clone of the packet: key changes do not
-    /// leak into the caller's later actions.
-    fn bucket(&mut self, b: &Bucket, table: u8, depth: u32) {
-        self.tracer.bucket(b, depth);
-        let saved = self.key;
-        self.execute(&b.actions, table, depth);
-        self.key = saved;
-    }
-
     fn execute_action_set(&mut self) {
         let n = self.action_set.n_sets;
         for i in 0..n {
@@ -537,34 +479,16 @@ impl<T: Tracer> Ctx<'_, '_, T> {
     }
 }
 
-/// Groups a watch_group chain may pass through before the bucket counts
-/// as dead (group chains cannot loop, as buckets cannot hold groups, but
-/// watch_group may name any group).
-const MAX_WATCH_DEPTH: u32 = 8;
-
-/// OpenFlow's bucket liveness, as OVS decides it: a bucket that watches
-/// nothing is live; otherwise its watch_port must be up or its
-/// watch_group have a live bucket.
-fn bucket_is_live(pipe: &Pipeline, b: &Bucket, depth: u32) -> bool {
-    let watches_port = b.watch_port != port::ANY;
-    let watches_group = b.watch_group != crate::action::group::ANY;
-    if !watches_port && !watches_group {
-        return true;
-    }
-    (watches_port && pipe.is_port_live(b.watch_port))
-        || (watches_group
-            && depth < MAX_WATCH_DEPTH
-            && pipe.groups.get(&b.watch_group).is_some_and(|g| {
-                g.buckets
-                    .iter()
-                    .any(|gb| bucket_is_live(pipe, gb, depth + 1))
-            }))
-}
-
 #[path = "xlate_action_set.rs"]
 mod action_set;
 use action_set::ActionSet;
 #[path = "xlate_ct.rs"]
 mod ct;
+#[path = "xlate_group.rs"]
+mod group;
 #[path = "xlate_headers.rs"]
 mod headers;
+#[path = "xlate_mpls.rs"]
+mod mpls;
+#[path = "xlate_pbb.rs"]
+mod pbb;

@@ -2,7 +2,9 @@
 //! rewrite: none may panic; completion is idempotent; a rewrite the frame
 //! has room for must read back through extraction, leave the layer
 //! offsets alone, and keep a correct IPv4 header checksum correct. IPv6
-//! frames (extension header chains, ND options) take the same path.
+//! frames (extension header chains, ND options) take the same path. An
+//! MPLS push then a pop, and a PBB push then a pop, give back the frame
+//! and its layers.
 
 #![no_main]
 
@@ -27,7 +29,7 @@ use packet::extract;
 use rewrite::{ipv4_header_checksum, set_field};
 
 /// Every field a SET_FIELD can name; the first input byte picks one.
-const FIELDS: [Field; 26] = [
+const FIELDS: [Field; 31] = [
     Field::EthSrc,
     Field::EthDst,
     Field::VlanTci,
@@ -54,6 +56,11 @@ const FIELDS: [Field; 26] = [
     Field::NdTargetLow,
     Field::NdSll,
     Field::NdTll,
+    Field::MplsLabel,
+    Field::MplsTc,
+    Field::MplsBos,
+    Field::MplsTtl,
+    Field::PbbIsid,
 ];
 
 /// Whether extraction reads the IPv6 header at `l3` (version 6, complete).
@@ -115,10 +122,50 @@ fuzz_target!(|data: &[u8]| {
     let mut key = FlowKey::zero();
     let layers = extract(&frame, 1, &mut key);
     let l3 = usize::from(layers.l3);
+
+    // Pushes move the frame in place and pops find its layers again: a
+    // push then a pop is no change at all.
+    let mut grown = original.to_vec();
+    grown.resize(original.len() + rewrite::PBB_HEADER_LEN, 0);
+    let len = original.len();
+    if let Some(pushed) = rewrite::push_mpls(&mut grown, len, 0x8847, value as u32, layers) {
+        let ethertype = u16::from_be_bytes([original[l3 - 2], original[l3 - 1]]);
+        let popped = rewrite::pop_mpls(&mut grown[..len + 4], ethertype, pushed);
+        assert_eq!(
+            popped,
+            Some(layers),
+            "push_mpls then pop_mpls moved the layers"
+        );
+        assert_eq!(
+            &grown[..len],
+            original,
+            "push_mpls then pop_mpls changed the frame"
+        );
+    }
+    let mut grown = original.to_vec();
+    grown.resize(original.len() + rewrite::PBB_HEADER_LEN, 0);
+    if let Some(pushed) = rewrite::push_pbb(&mut grown, len, value as u32) {
+        let popped = rewrite::pop_pbb(&mut grown, pushed);
+        assert_eq!(
+            popped,
+            Some((rewrite::PBB_HEADER_LEN, layers)),
+            "push_pbb then pop_pbb moved the layers"
+        );
+        assert_eq!(
+            &grown[..len],
+            original,
+            "push_pbb then pop_pbb changed the frame"
+        );
+    }
     let ip = l3 != 0 && ipv4_header(&frame, l3).is_some();
     let csum_was_ok = ip && ipv4_header(&frame, l3).is_some_and(ipv4_checksum_ok);
     let arp = l3 != 0 && arp_extracted(&frame, l3);
     let ip6 = l3 != 0 && ipv6_extracted(&frame, l3);
+    let behind = |types: &[[u8; 2]]| {
+        l3 >= 2 && frame.len() >= l3 + 4 && types.iter().any(|t| frame[l3 - 2..l3] == *t)
+    };
+    let mpls = behind(&[[0x88, 0x47], [0x88, 0x48]]);
+    let pbb = behind(&[[0x88, 0xe7]]);
 
     let done = set_field(&mut frame, layers, field, value);
     if !done {
@@ -154,6 +201,11 @@ fuzz_target!(|data: &[u8]| {
         Field::IpEcn if ip6 => value & 3,
         Field::IpTtl if ip6 => value & 0xff,
         Field::Icmpv6Type | Field::Icmpv6Code if ip6 => value & 0xff,
+        Field::MplsLabel if mpls => value & 0xf_ffff,
+        Field::MplsTc if mpls => value & 7,
+        Field::MplsBos if mpls => value & 1,
+        Field::MplsTtl if mpls => value & 0xff,
+        Field::PbbIsid if pbb => value & 0xff_ffff,
         // VLAN TCI and ARP op keep OVS conventions (CFI bit, low opcode
         // byte only); other fields were written where extraction does not
         // look (not IPv4, not Ethernet/IPv4 ARP).

@@ -58,6 +58,16 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
     }
 
+    /// The packet of a `DpAction::Recirc` as the next pass takes it: its
+    /// headers parsed again into the translation's recirculation key.
+    pub(super) fn reparse(&mut self, in_port: u32, desc: Desc) -> Option<Recirc> {
+        let mut key = *self.xlate.recirc()?;
+        let mut pkt = FlowKey::zero();
+        let layers = packet::extract(self.frames.bytes(desc.addr, desc.len), in_port, &mut pkt);
+        key.set_headers_from(&pkt);
+        Some(Recirc { desc, layers, key })
+    }
+
     /// Whether `in_port` is a port to the host (see `PortIo::is_host`).
     fn is_host_port(&self, in_port: u32) -> bool {
         self.port_index

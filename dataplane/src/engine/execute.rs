@@ -12,6 +12,8 @@ use flowtable::pipeline::{DpAction, DropReason};
 
 /// OFPCML_NO_BUFFER: a `controller` action's "send the whole packet".
 const CONTROLLER_MAX_LEN_ALL: u16 = 0xffff;
+/// Ethernet's minimum frame length, without the FCS.
+const ETH_MIN_LEN: u32 = 60;
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Carries out the translation in `self.xlate` on the frame `desc`
@@ -30,11 +32,17 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             .map(|a| match a {
                 DpAction::Output { .. } => 1,
                 DpAction::Flood | DpAction::Normal => self.ports.len(),
-                // The tracked fork consumes a packet like an output.
-                DpAction::Ct { table: Some(_), .. } => 1,
+                // The tracked fork consumes a packet like an output, and
+                // so does a recirculation.
+                DpAction::Ct { table: Some(_), .. } | DpAction::Recirc => 1,
                 DpAction::SetField { .. }
                 | DpAction::PushVlan { .. }
                 | DpAction::PopVlan
+                | DpAction::PushMpls { .. }
+                | DpAction::PopMpls { .. }
+                | DpAction::CopyTtl { .. }
+                | DpAction::PushPbb { .. }
+                | DpAction::PopPbb
                 | DpAction::Controller { .. }
                 | DpAction::Meter(_)
                 | DpAction::Ct { table: None, .. } => 0,
@@ -75,6 +83,48 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     if let Some(moved) = rewrite::pop_vlan(frame, layers) {
                         desc.len -= 4;
                         layers = moved;
+                    }
+                }
+                DpAction::PushMpls { ethertype, lse } => {
+                    let frame = self.frames.bytes(desc.addr, desc.len + 4);
+                    let len = desc.len as usize;
+                    if let Some(moved) = rewrite::push_mpls(frame, len, ethertype, lse, layers) {
+                        desc.len += 4;
+                        layers = moved;
+                    }
+                }
+                DpAction::PopMpls { ethertype } => {
+                    let frame = self.frames.bytes(desc.addr, desc.len);
+                    if let Some(moved) = rewrite::pop_mpls(frame, ethertype, layers) {
+                        self.shorten(&mut desc, 4);
+                        layers = moved;
+                    }
+                }
+                DpAction::PushPbb { isid } => {
+                    let grow = rewrite::PBB_HEADER_LEN as u32;
+                    let frame = self.frames.bytes(desc.addr, desc.len + grow);
+                    if let Some(moved) = rewrite::push_pbb(frame, desc.len as usize, isid) {
+                        desc.len += grow;
+                        layers = moved;
+                    }
+                }
+                DpAction::PopPbb => {
+                    let frame = self.frames.bytes(desc.addr, desc.len);
+                    if let Some((removed, moved)) = rewrite::pop_pbb(frame, layers) {
+                        self.shorten(&mut desc, removed as u32);
+                        layers = moved;
+                    }
+                }
+                DpAction::CopyTtl { out } => {
+                    let frame = self.frames.bytes(desc.addr, desc.len);
+                    rewrite::copy_ttl(frame, layers, out);
+                }
+                DpAction::Recirc => {
+                    remaining -= 1;
+                    // The last action: the frame is the pass's own.
+                    recirc = self.reparse(in_port, desc);
+                    if recirc.is_none() {
+                        self.frames.free(desc.addr);
                     }
                 }
                 DpAction::Meter(id) => match self.run_meter(id, desc.len) {
@@ -170,6 +220,21 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             self.frames.free(desc.addr);
         }
         recirc
+    }
+
+    /// The frame `desc` after a pop removed `by` bytes from it. One the
+    /// pop takes below Ethernet's minimum goes out padded back to it with
+    /// zeros, as a NIC would send it (a veth would not).
+    fn shorten(&mut self, desc: &mut Desc, by: u32) {
+        let min = desc.len.min(ETH_MIN_LEN);
+        desc.len = desc.len.saturating_sub(by);
+        if desc.len < min {
+            let frame = self.frames.bytes(desc.addr, min);
+            if let Some(tail) = frame.get_mut(desc.len as usize..) {
+                tail.fill(0);
+            }
+            desc.len = frame.len() as u32;
+        }
     }
 
     /// NORMAL's forwarding decision: learns the source MAC on `in_port`

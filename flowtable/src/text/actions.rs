@@ -198,6 +198,44 @@ fn parse_action(token: &str, ports: Option<&PortNames>) -> Result<Vec<Action>, T
             one(Action::PushVlan(ethertype))
         }
         "pop_vlan" | "strip_vlan" if arg.is_none() => one(Action::PopVlan),
+        "push_mpls" | "pop_mpls" => {
+            let arg = need(token, arg)?;
+            let ethertype = parse_u16_literal(arg).ok_or_else(|| TextError::BadAction {
+                token: token.to_string(),
+                reason: format!("`{arg}` is not a 16-bit ethertype"),
+            })?;
+            if name == "push_mpls" {
+                one(Action::PushMpls(ethertype))
+            } else {
+                one(Action::PopMpls(ethertype))
+            }
+        }
+        "set_mpls_ttl" => {
+            let (ttl, _) = fields::parse_field_value(Field::MplsTtl, need(token, arg)?)?;
+            one(Action::SetMplsTtl(ttl as u8))
+        }
+        "dec_mpls_ttl" if arg.is_none() => one(Action::DecMplsTtl),
+        "copy_ttl_out" if arg.is_none() => one(Action::CopyTtlOut),
+        "push_pbb" => {
+            let arg = need(token, arg)?;
+            let ethertype = parse_u16_literal(arg).ok_or_else(|| TextError::BadAction {
+                token: token.to_string(),
+                reason: format!("`{arg}` is not a 16-bit ethertype"),
+            })?;
+            one(Action::PushPbb(ethertype))
+        }
+        "pop_pbb" if arg.is_none() => one(Action::PopPbb),
+        "copy_ttl_in" if arg.is_none() => one(Action::CopyTtlIn),
+        // OpenFlow 1.1's actions, which OVS sends as set_field in 1.3.
+        "set_mpls_label" | "set_mpls_tc" => {
+            let field = if name == "set_mpls_label" {
+                Field::MplsLabel
+            } else {
+                Field::MplsTc
+            };
+            let (value, _) = fields::parse_field_value(field, need(token, arg)?)?;
+            one(Action::SetField { field, value })
+        }
         // Only the plain form: `dec_ttl(ids)` needs NXAST_DEC_TTL_CNT_IDS.
         "dec_ttl" if arg.is_none() => one(Action::DecNwTtl),
         "mod_dl_src" | "mod_dl_dst" | "mod_nw_src" | "mod_nw_dst" | "mod_tp_src" | "mod_tp_dst" => {

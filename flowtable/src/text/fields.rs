@@ -95,6 +95,9 @@ static NAMES: &[Name] = &[
     n("icmpv6_type", Field::Icmpv6Type, Dec), n("icmpv6_code", Field::Icmpv6Code, Dec),
     n("nd_target", Field::NdTargetLow, Ipv6),
     n("nd_sll", Field::NdSll, Mac), n("nd_tll", Field::NdTll, Mac),
+    n("mpls_label", Field::MplsLabel, Dec), n("mpls_tc", Field::MplsTc, Dec),
+    n("mpls_bos", Field::MplsBos, Dec), n("mpls_ttl", Field::MplsTtl, Dec),
+    n("pbb_isid", Field::PbbIsid, Dec),
     // NXM/OXM names, usable wherever a field name is.
     n("NXM_OF_IN_PORT", Field::InPort, Port), n("OXM_OF_IN_PORT", Field::InPort, Port),
     n("NXM_NX_REG0", Field::Reg(0), Hex), n("NXM_NX_REG1", Field::Reg(1), Hex),
@@ -141,6 +144,9 @@ static NAMES: &[Name] = &[
     n("NXM_NX_ND_TARGET", Field::NdTargetLow, Ipv6), n("OXM_OF_IPV6_ND_TARGET", Field::NdTargetLow, Ipv6),
     n("NXM_NX_ND_SLL", Field::NdSll, Mac), n("OXM_OF_IPV6_ND_SLL", Field::NdSll, Mac),
     n("NXM_NX_ND_TLL", Field::NdTll, Mac), n("OXM_OF_IPV6_ND_TLL", Field::NdTll, Mac),
+    n("OXM_OF_MPLS_LABEL", Field::MplsLabel, Dec), n("OXM_OF_MPLS_TC", Field::MplsTc, Dec),
+    n("OXM_OF_MPLS_BOS", Field::MplsBos, Dec), n("NXM_NX_MPLS_TTL", Field::MplsTtl, Dec),
+    n("OXM_OF_PBB_ISID", Field::PbbIsid, Dec),
 ];
 
 /// The field a name denotes, with its value syntax.
@@ -197,7 +203,12 @@ pub(crate) fn syntax_of(field: Field) -> Syntax {
         | Field::IcmpType
         | Field::IcmpCode
         | Field::Icmpv6Type
-        | Field::Icmpv6Code => Dec,
+        | Field::Icmpv6Code
+        | Field::MplsLabel
+        | Field::MplsTc
+        | Field::MplsBos
+        | Field::MplsTtl
+        | Field::PbbIsid => Dec,
         Field::PktMark
         | Field::Reg(_)
         | Field::TunId
@@ -262,6 +273,11 @@ pub(crate) fn nxm_name(field: Field) -> &'static str {
         Field::NdTargetLow | Field::NdTargetHigh => "NXM_NX_ND_TARGET",
         Field::NdSll => "NXM_NX_ND_SLL",
         Field::NdTll => "NXM_NX_ND_TLL",
+        Field::MplsLabel => "OXM_OF_MPLS_LABEL",
+        Field::MplsTc => "OXM_OF_MPLS_TC",
+        Field::MplsBos => "OXM_OF_MPLS_BOS",
+        Field::MplsTtl => "NXM_NX_MPLS_TTL",
+        Field::PbbIsid => "OXM_OF_PBB_ISID",
     }
 }
 

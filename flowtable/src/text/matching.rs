@@ -10,12 +10,12 @@ use crate::action::{group, port, Instructions, TABLE_ALL};
 use crate::flow_mod::{flow_mod_flags, FlowMod, FlowModCommand};
 use crate::key::{Field, FlowKey};
 use crate::matching::{
-    Match, ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6,
-    IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
+    Match, ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_MPLS, ETH_TYPE_MPLS_MCAST,
+    IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 
 /// Protocol shorthands: (name, eth_type, ip_proto).
-const PROTOCOLS: [(&str, u16, Option<u8>); 11] = [
+const PROTOCOLS: [(&str, u16, Option<u8>); 13] = [
     ("ip", ETH_TYPE_IPV4, None),
     ("arp", ETH_TYPE_ARP, None),
     ("ipv6", ETH_TYPE_IPV6, None),
@@ -27,6 +27,18 @@ const PROTOCOLS: [(&str, u16, Option<u8>); 11] = [
     ("udp6", ETH_TYPE_IPV6, Some(IP_PROTO_UDP)),
     ("sctp6", ETH_TYPE_IPV6, Some(IP_PROTO_SCTP)),
     ("icmp6", ETH_TYPE_IPV6, Some(IP_PROTO_ICMPV6)),
+    ("mpls", ETH_TYPE_MPLS, None),
+    ("mplsm", ETH_TYPE_MPLS_MCAST, None),
+];
+
+/// Fields OVS matches only exactly (meta-flow's "Maskable: no" among
+/// those that take a plain integer): the MPLS label stack entry's parts,
+/// as OpenFlow 1.3 defines them.
+const EXACT_ONLY: [Field; 4] = [
+    Field::MplsLabel,
+    Field::MplsTc,
+    Field::MplsBos,
+    Field::MplsTtl,
 ];
 
 /// What a field name demands beyond `Match::check_prerequisites`: the
@@ -99,6 +111,12 @@ impl MatchBuilder {
             return Ok(true);
         }
         let (value, mask) = parse_value(token, field, syntax, v, ports)?;
+        if EXACT_ONLY.contains(&field) && mask != field.full_mask() {
+            return Err(TextError::value(
+                token,
+                format!("{name} does not support masking"),
+            ));
+        }
         if mask == 0 {
             return Ok(true);
         }
@@ -136,6 +154,10 @@ impl MatchBuilder {
                     | Field::Ipv6DstHigh
                     | Field::Ipv6Label
                     | Field::Ipv6Exthdr => "ipv6",
+                    Field::MplsLabel | Field::MplsTc | Field::MplsBos | Field::MplsTtl => {
+                        "mpls or mplsm"
+                    }
+                    Field::PbbIsid => "dl_type=0x88e7",
                     _ => "ip",
                 };
                 return Err(TextError::MissingPrerequisite {

@@ -6,8 +6,8 @@ use super::fields::{self, format_ipv4, format_ipv6_masked, format_mac, format_po
 use super::print::{c_hex, c_hex128, DEFAULT_PRIORITY};
 use crate::key::Field;
 use crate::matching::{
-    Match, ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6,
-    IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
+    Match, ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_MPLS, ETH_TYPE_MPLS_MCAST,
+    IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 use std::fmt::Write;
 
@@ -146,6 +146,14 @@ pub fn format_match(m: &Match, priority: u16) -> String {
             skip_type = true;
             s.push_str("arp,");
         }
+        Some(ETH_TYPE_MPLS) => {
+            skip_type = true;
+            s.push_str("mpls,");
+        }
+        Some(ETH_TYPE_MPLS_MCAST) => {
+            skip_type = true;
+            s.push_str("mplsm,");
+        }
         _ => {}
     }
     for r in 0..8u8 {
@@ -241,6 +249,23 @@ pub fn format_match(m: &Match, priority: u16) -> String {
     let (v, mk) = get(Field::IpTtl);
     if mk != 0 {
         let _ = write!(s, "nw_ttl={v},");
+    }
+    // Exact-only fields, printed where OVS prints them.
+    for (f, name) in [
+        (Field::MplsLabel, "mpls_label"),
+        (Field::MplsTc, "mpls_tc"),
+        (Field::MplsTtl, "mpls_ttl"),
+        (Field::MplsBos, "mpls_bos"),
+    ] {
+        let (v, mk) = get(f);
+        if mk != 0 {
+            let _ = write!(s, "{name}={v},");
+        }
+    }
+    // OVS has no PBB; printed as the ports are.
+    let (v, mk) = get(Field::PbbIsid);
+    if mk != 0 {
+        put_dec(&mut s, "pbb_isid", v, mk, Field::PbbIsid.full_mask());
     }
     let (v, mk) = get(Field::IpFrag);
     let frag = match (mk & 3, v & 3) {

@@ -1,4 +1,6 @@
-//! Action lists: OpenFlow 1.3 OUTPUT, GROUP and SET_FIELD, and the Nicira
+//! Action lists: OpenFlow 1.3 OUTPUT, GROUP, SET_FIELD, the VLAN, MPLS,
+//! PBB and TTL actions (COPY_TTL_OUT/IN and PBB too, which OVS lacks), and
+//! the Nicira
 //! experimenter actions OVS sends (REG_MOVE, REG_LOAD, NOTE, RESUBMIT,
 //! RESUBMIT_TABLE, OUTPUT_REG, CT with nested actions, NAT).
 //!
@@ -16,8 +18,16 @@ use flowtable::{Action, SubField};
 pub const OFPAT_OUTPUT: u16 = 0;
 pub const OFPAT_GROUP: u16 = 22;
 pub const OFPAT_SET_FIELD: u16 = 25;
+pub const OFPAT_PUSH_PBB: u16 = 26;
+pub const OFPAT_POP_PBB: u16 = 27;
 pub const OFPAT_PUSH_VLAN: u16 = 17;
 pub const OFPAT_POP_VLAN: u16 = 18;
+pub const OFPAT_COPY_TTL_OUT: u16 = 11;
+pub const OFPAT_COPY_TTL_IN: u16 = 12;
+pub const OFPAT_SET_MPLS_TTL: u16 = 15;
+pub const OFPAT_DEC_MPLS_TTL: u16 = 16;
+pub const OFPAT_PUSH_MPLS: u16 = 19;
+pub const OFPAT_POP_MPLS: u16 = 20;
 pub const OFPAT_SET_NW_TTL: u16 = 23;
 pub const OFPAT_DEC_NW_TTL: u16 = 24;
 pub const OFPAT_EXPERIMENTER: u16 = 0xffff;
@@ -139,6 +149,52 @@ fn parse_one(ty: u16, body: &[u8], depth: u32) -> Result<Action, WireError> {
         OFPAT_POP_VLAN => {
             want_len(&r, 4)?;
             Ok(Action::PopVlan)
+        }
+        OFPAT_PUSH_MPLS | OFPAT_POP_MPLS => {
+            want_len(&r, 4)?;
+            let ethertype = r.u16()?;
+            if ty == OFPAT_POP_MPLS {
+                return Ok(Action::PopMpls(ethertype));
+            }
+            // As OVS: only the MPLS ethertypes can be pushed.
+            if !flowtable::matching::is_mpls(ethertype) {
+                return Err(bad(
+                    err::BAC_BAD_ARGUMENT,
+                    format!("push_mpls of ethertype {ethertype:#06x}"),
+                ));
+            }
+            Ok(Action::PushMpls(ethertype))
+        }
+        OFPAT_PUSH_PBB => {
+            want_len(&r, 4)?;
+            let ethertype = r.u16()?;
+            if ethertype != flowtable::matching::ETH_TYPE_PBB {
+                return Err(bad(
+                    err::BAC_BAD_ARGUMENT,
+                    format!("push_pbb of ethertype {ethertype:#06x}"),
+                ));
+            }
+            Ok(Action::PushPbb(ethertype))
+        }
+        OFPAT_POP_PBB => {
+            want_len(&r, 4)?;
+            Ok(Action::PopPbb)
+        }
+        OFPAT_SET_MPLS_TTL => {
+            want_len(&r, 4)?;
+            Ok(Action::SetMplsTtl(r.u8()?))
+        }
+        OFPAT_DEC_MPLS_TTL => {
+            want_len(&r, 4)?;
+            Ok(Action::DecMplsTtl)
+        }
+        OFPAT_COPY_TTL_OUT => {
+            want_len(&r, 4)?;
+            Ok(Action::CopyTtlOut)
+        }
+        OFPAT_COPY_TTL_IN => {
+            want_len(&r, 4)?;
+            Ok(Action::CopyTtlIn)
         }
         OFPAT_SET_NW_TTL => {
             want_len(&r, 4)?;
@@ -361,6 +417,43 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
         }
         Action::PopVlan => {
             out.put_u16(OFPAT_POP_VLAN);
+            out.put_u16(8);
+            out.put_zeros(4);
+        }
+        Action::PushMpls(ethertype) | Action::PopMpls(ethertype) => {
+            let ty = if matches!(a, Action::PushMpls(_)) {
+                OFPAT_PUSH_MPLS
+            } else {
+                OFPAT_POP_MPLS
+            };
+            out.put_u16(ty);
+            out.put_u16(8);
+            out.put_u16(*ethertype);
+            out.put_zeros(2);
+        }
+        Action::PushPbb(ethertype) => {
+            out.put_u16(OFPAT_PUSH_PBB);
+            out.put_u16(8);
+            out.put_u16(*ethertype);
+            out.put_zeros(2);
+        }
+        Action::PopPbb => {
+            out.put_u16(OFPAT_POP_PBB);
+            out.put_u16(8);
+            out.put_zeros(4);
+        }
+        Action::SetMplsTtl(ttl) => {
+            out.put_u16(OFPAT_SET_MPLS_TTL);
+            out.put_u16(8);
+            out.put_u8(*ttl);
+            out.put_zeros(3);
+        }
+        Action::DecMplsTtl | Action::CopyTtlOut | Action::CopyTtlIn => {
+            out.put_u16(match a {
+                Action::CopyTtlOut => OFPAT_COPY_TTL_OUT,
+                Action::CopyTtlIn => OFPAT_COPY_TTL_IN,
+                _ => OFPAT_DEC_MPLS_TTL,
+            });
             out.put_u16(8);
             out.put_zeros(4);
         }

@@ -25,6 +25,10 @@ pub(crate) enum Prereq {
     Nd(u8),
     /// ICMPv6 neighbor solicitation or advertisement (nd_target).
     NdAny,
+    /// eth_type 0x8847 or 0x8848.
+    Mpls,
+    /// eth_type 0x88e7.
+    Pbb,
 }
 
 /// One TLV header and where its bits live.
@@ -134,7 +138,7 @@ const N: Prereq = Prereq::None;
 /// Every header xbr understands. Order matters only for encoding: the
 /// first match-capable header of a field is the one a match is dumped with.
 #[rustfmt::skip]
-pub static HEADERS: [FieldHeader; 76] = [
+pub static HEADERS: [FieldHeader; 81] = [
     h(B, 0, 4, Field::InPort, 0, 32, 0, false, N, "OXM_OF_IN_PORT"),
     h(B, 2, 8, Field::Metadata, 0, 64, 0, true, N, "OXM_OF_METADATA"),
     h(B, 3, 6, Field::EthDst, 0, 48, 0, true, N, "OXM_OF_ETH_DST"),
@@ -169,6 +173,11 @@ pub static HEADERS: [FieldHeader; 76] = [
     h(B, 31, 16, Field::NdTargetLow, 0, 128, 0, true, Prereq::NdAny, "OXM_OF_IPV6_ND_TARGET"),
     h(B, 32, 6, Field::NdSll, 0, 48, 0, true, Prereq::Nd(ICMPV6_ND_NS), "OXM_OF_IPV6_ND_SLL"),
     h(B, 33, 6, Field::NdTll, 0, 48, 0, true, Prereq::Nd(ICMPV6_ND_NA), "OXM_OF_IPV6_ND_TLL"),
+    // Exact-only in OF1.3 (and in OVS).
+    h(B, 34, 4, Field::MplsLabel, 0, 20, 0, false, Prereq::Mpls, "OXM_OF_MPLS_LABEL"),
+    h(B, 35, 1, Field::MplsTc, 0, 3, 0, false, Prereq::Mpls, "OXM_OF_MPLS_TC"),
+    h(B, 36, 1, Field::MplsBos, 0, 1, 0, false, Prereq::Mpls, "OXM_OF_MPLS_BOS"),
+    h(B, 37, 3, Field::PbbIsid, 0, 24, 0, true, Prereq::Pbb, "OXM_OF_PBB_ISID"),
     h(B, 38, 8, Field::TunId, 0, 64, 0, true, N, "OXM_OF_TUNNEL_ID"),
     h(B, 39, 2, Field::Ipv6Exthdr, 0, 9, 0, true, Prereq::Ipv6, "OXM_OF_IPV6_EXTHDR"),
     h(X, 0, 4, Field::Reg(0), 0, 32, 0, true, N, "NXM_NX_REG0"),
@@ -192,6 +201,7 @@ pub static HEADERS: [FieldHeader; 76] = [
     h(X, 26, 1, Field::IpFrag, 0, 2, 0, true, Prereq::Ip, "NXM_NX_IP_FRAG"),
     h(X, 27, 4, Field::Ipv6Label, 0, 20, 0, true, Prereq::Ipv6, "NXM_NX_IPV6_LABEL"),
     h(X, 29, 1, Field::IpTtl, 0, 8, 0, false, Prereq::Ip, "NXM_NX_IP_TTL"),
+    h(X, 30, 1, Field::MplsTtl, 0, 8, 0, false, Prereq::Mpls, "NXM_NX_MPLS_TTL"),
     h(X, 31, 4, Field::TunSrc, 0, 32, 0, true, N, "NXM_NX_TUN_IPV4_SRC"),
     h(X, 32, 4, Field::TunDst, 0, 32, 0, true, N, "NXM_NX_TUN_IPV4_DST"),
     h(X, 33, 4, Field::PktMark, 0, 32, 0, true, N, "NXM_NX_PKT_MARK"),

@@ -326,3 +326,5 @@ mod tests;
 mod tests_ct_label;
 #[cfg(test)]
 mod tests_ipv6;
+#[cfg(test)]
+mod tests_mpls;

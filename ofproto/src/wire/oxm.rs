@@ -316,6 +316,8 @@ fn check_prereqs(m: &Match, used: &[&'static FieldHeader]) -> Result<(), WireErr
             Prereq::NdAny => {
                 is_icmp6 && matches!(icmp6_type, Some(ICMPV6_ND_NS) | Some(ICMPV6_ND_NA))
             }
+            Prereq::Mpls => eth_type.is_some_and(flowtable::matching::is_mpls),
+            Prereq::Pbb => eth_type == Some(flowtable::matching::ETH_TYPE_PBB),
         };
         if !ok {
             return Err(WireError::BadMatch(
@@ -351,12 +353,17 @@ fn emit_part(out: &mut Vec<u8>, m: &Match, fh: &FieldHeader) {
 /// ARP, tunnel, registers, mark, conntrack, OpenFlow metadata. Keeping it
 /// makes a dumped flow byte-identical to the FLOW_MOD ovs-ofctl sent.
 /// A 128-bit field's two halves are one TLV, emitted at the low half.
-const ENCODE_ORDER: [Field; 47] = [
+const ENCODE_ORDER: [Field; 52] = [
     Field::InPort,
     Field::EthSrc,
     Field::EthDst,
     Field::EthType,
     Field::VlanTci,
+    Field::MplsTc,
+    Field::MplsBos,
+    Field::MplsTtl,
+    Field::MplsLabel,
+    Field::PbbIsid,
     Field::IpSrc,
     Field::IpDst,
     Field::Ipv6SrcLow,

@@ -2,7 +2,11 @@
 //! supports. ovs-ofctl fetches it before every table-aware command and
 //! rejects entries that lack any of the eight required properties.
 
-use super::action::{OFPAT_GROUP, OFPAT_OUTPUT, OFPAT_SET_FIELD};
+use super::action::{
+    OFPAT_COPY_TTL_IN, OFPAT_COPY_TTL_OUT, OFPAT_DEC_MPLS_TTL, OFPAT_DEC_NW_TTL, OFPAT_GROUP,
+    OFPAT_OUTPUT, OFPAT_POP_MPLS, OFPAT_POP_PBB, OFPAT_POP_VLAN, OFPAT_PUSH_MPLS, OFPAT_PUSH_PBB,
+    OFPAT_PUSH_VLAN, OFPAT_SET_FIELD, OFPAT_SET_MPLS_TTL, OFPAT_SET_NW_TTL,
+};
 use super::instruction::{
     OFPIT_APPLY_ACTIONS, OFPIT_CLEAR_ACTIONS, OFPIT_GOTO_TABLE, OFPIT_WRITE_ACTIONS,
     OFPIT_WRITE_METADATA,
@@ -44,7 +48,9 @@ fn ids(list: &[u16]) -> Vec<u8> {
 /// The properties shared by every table (all but NEXT_TABLES).
 struct Common {
     instructions: Vec<u8>,
-    actions: Vec<u8>,
+    /// What write_actions takes (see `flowtable`'s validation).
+    write_actions: Vec<u8>,
+    apply_actions: Vec<u8>,
     matches: Vec<u8>,
     wildcards: Vec<u8>,
     setfields: Vec<u8>,
@@ -80,7 +86,24 @@ fn common() -> Common {
             OFPIT_APPLY_ACTIONS,
             OFPIT_CLEAR_ACTIONS,
         ]),
-        actions: ids(&[OFPAT_OUTPUT, OFPAT_GROUP, OFPAT_SET_FIELD]),
+        write_actions: ids(&[OFPAT_OUTPUT, OFPAT_GROUP, OFPAT_SET_FIELD]),
+        apply_actions: ids(&[
+            OFPAT_OUTPUT,
+            OFPAT_COPY_TTL_OUT,
+            OFPAT_COPY_TTL_IN,
+            OFPAT_SET_MPLS_TTL,
+            OFPAT_DEC_MPLS_TTL,
+            OFPAT_PUSH_VLAN,
+            OFPAT_POP_VLAN,
+            OFPAT_PUSH_MPLS,
+            OFPAT_POP_MPLS,
+            OFPAT_GROUP,
+            OFPAT_SET_NW_TTL,
+            OFPAT_DEC_NW_TTL,
+            OFPAT_SET_FIELD,
+            OFPAT_PUSH_PBB,
+            OFPAT_POP_PBB,
+        ]),
         matches,
         wildcards,
         setfields,
@@ -104,8 +127,8 @@ pub fn entries() -> Vec<Vec<u8>> {
             property(&mut out, TFPT_INSTRUCTIONS, &c.instructions);
             let next: Vec<u8> = (t.saturating_add(1)..N_TABLES).collect();
             property(&mut out, TFPT_NEXT_TABLES, &next);
-            property(&mut out, TFPT_WRITE_ACTIONS, &c.actions);
-            property(&mut out, TFPT_APPLY_ACTIONS, &c.actions);
+            property(&mut out, TFPT_WRITE_ACTIONS, &c.write_actions);
+            property(&mut out, TFPT_APPLY_ACTIONS, &c.apply_actions);
             property(&mut out, TFPT_MATCH, &c.matches);
             property(&mut out, TFPT_WILDCARDS, &c.wildcards);
             property(&mut out, TFPT_WRITE_SETFIELD, &c.setfields);

@@ -149,9 +149,9 @@ fn match_errors_have_their_codes() {
 
 #[test]
 fn action_errors_have_their_codes() {
-    // OFPAT_COPY_TTL_OUT.
+    // OFPAT_SET_QUEUE.
     assert_eq!(
-        code(parse_actions(&hex("000b0008 00000000")).unwrap_err()),
+        code(parse_actions(&hex("00150008 00000001")).unwrap_err()),
         (err::BAD_ACTION, err::BAC_BAD_TYPE)
     );
     // Another vendor.

@@ -1,0 +1,126 @@
+//! Group execution in translation: ALL, INDIRECT, FAST_FAILOVER (bucket
+//! liveness as OVS decides it) and SELECT (a weighted choice by a hash of
+//! the flow); each bucket runs as if on a clone of the packet.
+
+use super::Ctx;
+use crate::action::{port, Bucket};
+use crate::flow_mod::GroupType;
+use crate::key::Field;
+use crate::pipeline::Pipeline;
+use crate::trace::Tracer;
+
+/// Fields a select group hashes to pick a bucket.
+const HASH_FIELDS: [Field; 8] = [
+    Field::EthSrc,
+    Field::EthDst,
+    Field::EthType,
+    Field::IpSrc,
+    Field::IpDst,
+    Field::IpProto,
+    Field::TpSrc,
+    Field::TpDst,
+];
+
+/// A fixed, replica-independent hash (splitmix64 finaliser over the
+/// fields), so every packet thread picks the same bucket for a flow.
+fn mix(mut h: u64, v: u64) -> u64 {
+    h ^= v;
+    h = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+impl<T: Tracer> Ctx<'_, '_, T> {
+    pub(super) fn group(&mut self, id: u32, table: u8, depth: u32) {
+        let pipe = self.pipe;
+        let Some(g) = pipe.groups.get(&id) else {
+            // Validation keeps groups alive while flows use them.
+            return;
+        };
+        self.tracer.group(g);
+        if T::COUNTS {
+            g.stats.count(self.packet_len);
+        }
+        match g.group_type {
+            GroupType::All => {
+                for b in &g.buckets {
+                    self.bucket(b, table, depth);
+                }
+            }
+            GroupType::Indirect => {
+                if let Some(b) = g.buckets.first() {
+                    self.bucket(b, table, depth);
+                }
+            }
+            GroupType::FastFailover => {
+                // The first live bucket; none live drops the packet.
+                if let Some(b) = g.buckets.iter().find(|b| bucket_is_live(pipe, b, 0)) {
+                    self.bucket(b, table, depth);
+                }
+            }
+            GroupType::Select => {
+                if let Some(b) = self.select_bucket(&g.buckets) {
+                    self.bucket(b, table, depth);
+                }
+            }
+        }
+    }
+
+    /// Weighted choice by flow hash; weight 0 buckets are never chosen.
+    fn select_bucket<'b>(&mut self, buckets: &'b [Bucket]) -> Option<&'b Bucket> {
+        let total: u64 = buckets.iter().map(|b| u64::from(b.weight)).sum();
+        if total == 0 {
+            return None;
+        }
+        let mut h = 0;
+        for f in HASH_FIELDS {
+            h = mix(h, self.key.get(f));
+            self.unwildcard(f, 0, f.bits());
+        }
+        let mut point = h % total;
+        for b in buckets {
+            let w = u64::from(b.weight);
+            if point < w {
+                return Some(b);
+            }
+            point -= w;
+        }
+        None
+    }
+
+    /// Runs a bucket as if on a clone of the packet: key changes do not
+    /// leak into the caller's later actions.
+    fn bucket(&mut self, b: &Bucket, table: u8, depth: u32) {
+        self.tracer.bucket(b, depth);
+        let saved = self.key;
+        let mark = self.mpls_mark();
+        self.execute(&b.actions, table, depth);
+        self.undo_mpls(mark);
+        self.key = saved;
+    }
+}
+
+/// Groups a watch_group chain may pass through before the bucket counts
+/// as dead (group chains cannot loop, as buckets cannot hold groups, but
+/// watch_group may name any group).
+const MAX_WATCH_DEPTH: u32 = 8;
+
+/// OpenFlow's bucket liveness, as OVS decides it: a bucket that watches
+/// nothing is live; otherwise its watch_port must be up or its
+/// watch_group have a live bucket.
+fn bucket_is_live(pipe: &Pipeline, b: &Bucket, depth: u32) -> bool {
+    let watches_port = b.watch_port != port::ANY;
+    let watches_group = b.watch_group != crate::action::group::ANY;
+    if !watches_port && !watches_group {
+        return true;
+    }
+    (watches_port && pipe.is_port_live(b.watch_port))
+        || (watches_group
+            && depth < MAX_WATCH_DEPTH
+            && pipe.groups.get(&b.watch_group).is_some_and(|g| {
+                g.buckets
+                    .iter()
+                    .any(|gb| bucket_is_live(pipe, gb, depth + 1))
+            }))
+}
