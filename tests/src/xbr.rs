@@ -382,6 +382,24 @@ impl Xbr {
     pub fn dump_flows(&self) -> Result<String> {
         self.ofctl_ok(&["dump-flows", BRIDGE])
     }
+
+    /// Every OpenFlow counter, as comparable lines ([`without_durations`]):
+    /// what a test compares between runs that must count alike.
+    pub fn counters(&self) -> Result<Counters> {
+        Ok(Counters {
+            flows: without_durations(&self.dump_flows()?),
+            tables: without_durations(&self.ofctl_ok(&["dump-tables", BRIDGE])?),
+            ports: without_durations(&self.ofctl_ok(&["dump-ports", BRIDGE])?),
+        })
+    }
+}
+
+/// `dump-flows`, `dump-tables` and `dump-ports` without durations.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Counters {
+    pub flows: Vec<String>,
+    pub tables: Vec<String>,
+    pub ports: Vec<String>,
 }
 
 impl Drop for Xbr {

@@ -17,9 +17,9 @@ use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    start_xdp_pair, tcp_transfer, udp_send_from, without_durations, xdp_cache_count,
-    xdp_cache_counts, Pod, Result, UdpReceiver, Xbr, AGENT_CT_FLOWS, BRIDGE, POD_A_IP as IP_A,
-    POD_A_MAC as MAC_A, POD_B_IP as IP_B, POD_B_MAC as MAC_B, POD_IF,
+    start_xdp_pair, tcp_transfer, udp_send_from, xdp_cache_count, xdp_cache_counts, Counters, Pod,
+    Result, UdpReceiver, Xbr, AGENT_CT_FLOWS, BRIDGE, POD_A_IP as IP_A, POD_A_MAC as MAC_A,
+    POD_B_IP as IP_B, POD_B_MAC as MAC_B, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -93,9 +93,7 @@ type Counts = Vec<(String, u64)>;
 struct Observed {
     /// A -> B (new), B -> A (replies), A -> B (established).
     udp: [u64; 3],
-    flows: Vec<String>,
-    tables: Vec<String>,
-    ports: Vec<String>,
+    counters: Counters,
     tcp_fin: String,
     tcp_rst: String,
     conntrack: Vec<String>,
@@ -139,7 +137,8 @@ fn port_packets(ports: &[String], port: u32) -> (u64, u64) {
 
 /// Every packet counted once per pass, whoever carried it: the counters
 /// after all the traffic (TCP included) agree with each other.
-fn assert_counters_agree(flows: &[String], ports: &[String], what: &str) {
+fn assert_counters_agree(c: &Counters, what: &str) {
+    let (flows, ports) = (&c.flows, &c.ports);
     let (rx1, tx1) = port_packets(ports, 1);
     let (rx2, tx2) = port_packets(ports, 2);
     // Every IP packet enters table 0 untracked once.
@@ -169,9 +168,7 @@ fn run(cache: &str) -> Result<(Observed, Option<Counts>)> {
     let udp_replies = udp(b, B_PORT, a, A_PORT, BURST, RECV_TIMEOUT)?;
     let udp_est = udp(a, A_PORT, b, B_PORT, BURST, RECV_TIMEOUT)?;
     // Statistics requests collect the kernel's hits first.
-    let flows = without_durations(&lab.xbr.dump_flows()?);
-    let tables = without_durations(&lab.xbr.ofctl_ok(&["dump-tables", BRIDGE])?);
-    let ports = without_durations(&lab.xbr.ofctl_ok(&["dump-ports", BRIDGE])?);
+    let counters = lab.xbr.counters()?;
     let tcp_fin = tcp(a, b, TCP_FIN_SPORT, false)?;
     let tcp_rst = tcp(a, b, TCP_RST_SPORT, true)?;
     let conntrack = ct_dump(&lab.xbr)?;
@@ -180,16 +177,10 @@ fn run(cache: &str) -> Result<(Observed, Option<Counts>)> {
     // Replies of the flushed connection are B starting something now,
     // which the policy refuses.
     let after_flush = udp(b, B_PORT, a, A_PORT, BURST, SILENT_TIMEOUT)?;
-    assert_counters_agree(
-        &without_durations(&lab.xbr.dump_flows()?),
-        &without_durations(&lab.xbr.ofctl_ok(&["dump-ports", BRIDGE])?),
-        &format!("cache {cache}, at the end"),
-    );
+    assert_counters_agree(&lab.xbr.counters()?, &format!("cache {cache}, at the end"));
     let observed = Observed {
         udp: [udp_new, udp_replies, udp_est],
-        flows,
-        tables,
-        ports,
+        counters,
         tcp_fin,
         tcp_rst,
         conntrack,

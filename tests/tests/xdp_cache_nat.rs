@@ -13,9 +13,9 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    start_xdp_pair, tcp_transfer_via, udp_send_from, without_durations, xdp_cache_count,
-    xdp_cache_counts, Pod, Result, UdpReceiver, Xbr, BRIDGE, POD_A_IP as IP_A, POD_A_MAC as MAC_A,
-    POD_B_IP as IP_B, POD_B_MAC as MAC_B, POD_IF,
+    start_xdp_pair, tcp_transfer_via, udp_send_from, xdp_cache_count, xdp_cache_counts, Counters,
+    Pod, Result, UdpReceiver, Xbr, BRIDGE, POD_A_IP as IP_A, POD_A_MAC as MAC_A, POD_B_IP as IP_B,
+    POD_B_MAC as MAC_B, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -103,9 +103,7 @@ fn udp(from: &Pod, sport: u16, to: &Pod, via: Ipv4Addr, dport: u16, count: u64) 
 struct Observed {
     /// A -> VIP (new), B -> A (replies), A -> VIP (established).
     udp: [u64; 3],
-    flows: Vec<String>,
-    tables: Vec<String>,
-    ports: Vec<String>,
+    counters: Counters,
     tcp: String,
     conntrack: Vec<String>,
 }
@@ -119,9 +117,7 @@ fn run(cache: &str) -> Result<(Observed, Option<Counts>)> {
     let udp_new = udp(a, A_PORT, b, VIP, B_PORT, 1)?;
     let udp_replies = udp(b, B_PORT, a, IP_A, A_PORT, BURST)?;
     let udp_est = udp(a, A_PORT, b, VIP, B_PORT, BURST)?;
-    let flows = without_durations(&lab.xbr.dump_flows()?);
-    let tables = without_durations(&lab.xbr.ofctl_ok(&["dump-tables", BRIDGE])?);
-    let ports = without_durations(&lab.xbr.ofctl_ok(&["dump-ports", BRIDGE])?);
+    let counters = lab.xbr.counters()?;
     let tcp = tcp_transfer_via(a, b, VIP, TCP_SPORT, TCP_PORT, TCP_BYTES, false)?;
     let conntrack = lab
         .xbr
@@ -133,9 +129,7 @@ fn run(cache: &str) -> Result<(Observed, Option<Counts>)> {
         .collect();
     let observed = Observed {
         udp: [udp_new, udp_replies, udp_est],
-        flows,
-        tables,
-        ports,
+        counters,
         tcp,
         conntrack,
     };

@@ -16,8 +16,8 @@ use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    start_xdp_pair, tcp_transfer, udp_send_sized, without_durations, xdp_cache_hits, Pod, Result,
-    UdpReceiver, AGENT_CT_FLOWS, BRIDGE, CMD_TIMEOUT, POD_A_IP as IP_A, POD_A_MAC as MAC_A,
+    start_xdp_pair, tcp_transfer, udp_send_sized, xdp_cache_hits, Counters, Pod, Result,
+    UdpReceiver, AGENT_CT_FLOWS, CMD_TIMEOUT, POD_A_IP as IP_A, POD_A_MAC as MAC_A,
     POD_B_IP as IP_B, POD_B_MAC as MAC_B, POD_IF,
 };
 
@@ -70,9 +70,7 @@ struct Observed {
     udp: Vec<u64>,
     /// B -> A.
     replies: u64,
-    flows: Vec<String>,
-    tables: Vec<String>,
-    ports: Vec<String>,
+    counters: Counters,
     /// B's answer to the TCP transfer from A.
     tcp: String,
 }
@@ -104,17 +102,13 @@ fn run(flows: &[&str], cache: &str) -> Result<(Observed, Option<u64>)> {
         udp_counts.push(udp(&a, A_PORT, &b, B_PORT, BURST, size)?);
     }
     // Statistics requests collect the kernel's hits first.
-    let flows = without_durations(&xbr.dump_flows()?);
-    let tables = without_durations(&xbr.ofctl_ok(&["dump-tables", BRIDGE])?);
-    let ports = without_durations(&xbr.ofctl_ok(&["dump-ports", BRIDGE])?);
+    let counters = xbr.counters()?;
     let tcp = tcp_transfer(&a, &b, TCP_SPORT, TCP_PORT, TCP_BYTES, false)?;
     let observed = Observed {
         first,
         udp: udp_counts,
         replies,
-        flows,
-        tables,
-        ports,
+        counters,
         tcp,
     };
     xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
