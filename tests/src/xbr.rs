@@ -498,6 +498,17 @@ pub fn xdp_cache_count(counts: &[(String, u64)], name: &str) -> u64 {
         .map_or(0, |(_, v)| *v)
 }
 
+/// Pods A and B ([`crate::POD_A_IP`], [`crate::POD_B_IP`], /24) ready to
+/// receive frames the XDP flow cache redirects to them.
+pub fn xdp_pods() -> Result<(Pod, Pod)> {
+    let a = Pod::new(crate::POD_A_IP, 24, crate::POD_A_MAC)?;
+    let b = Pod::new(crate::POD_B_IP, 24, crate::POD_B_MAC)?;
+    for p in [&a, &b] {
+        p.accept_xdp_redirects()?;
+    }
+    Ok((a, b))
+}
+
 /// Starts xbr with pod `a` on port 1 and `b` on port 2, both marked
 /// `xdp_redirect=on` (the pods must accept redirects:
 /// `Pod::accept_xdp_redirects`), the XDP flow cache `cache` ("on" or

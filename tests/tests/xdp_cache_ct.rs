@@ -17,9 +17,9 @@ use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    start_xdp_pair, tcp_transfer, udp_send_from, xdp_cache_count, xdp_cache_counts, Counters, Pod,
-    Result, UdpReceiver, Xbr, AGENT_CT_FLOWS, BRIDGE, POD_A_IP as IP_A, POD_A_MAC as MAC_A,
-    POD_B_IP as IP_B, POD_B_MAC as MAC_B, POD_IF,
+    start_xdp_pair, tcp_transfer, udp_send_from, xdp_cache_count, xdp_cache_counts, xdp_pods,
+    Counters, Pod, Result, UdpReceiver, Xbr, AGENT_CT_FLOWS, BRIDGE, POD_A_IP as IP_A,
+    POD_B_IP as IP_B, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -50,10 +50,8 @@ struct Lab {
 }
 
 fn lab(cache: &str) -> Result<Lab> {
-    let a = Pod::new(IP_A, 24, MAC_A)?;
-    let b = Pod::new(IP_B, 24, MAC_B)?;
+    let (a, b) = xdp_pods()?;
     for p in [&a, &b] {
-        p.accept_xdp_redirects()?;
         p.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
     }
     a.add_neighbor(&b)?;

@@ -13,8 +13,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    start_xdp_pair, tcp_transfer_via, udp_send_from, xdp_cache_count, xdp_cache_counts, Counters,
-    Pod, Result, UdpReceiver, Xbr, BRIDGE, POD_A_IP as IP_A, POD_A_MAC as MAC_A, POD_B_IP as IP_B,
+    start_xdp_pair, tcp_transfer_via, udp_send_from, xdp_cache_count, xdp_cache_counts, xdp_pods,
+    Counters, Pod, Result, UdpReceiver, Xbr, BRIDGE, POD_A_IP as IP_A, POD_B_IP as IP_B,
     POD_B_MAC as MAC_B, POD_IF,
 };
 
@@ -53,11 +53,7 @@ struct Lab {
 }
 
 fn lab(cache: &str) -> Result<Lab> {
-    let a = Pod::new(IP_A, 24, MAC_A)?;
-    let b = Pod::new(IP_B, 24, MAC_B)?;
-    for p in [&a, &b] {
-        p.accept_xdp_redirects()?;
-    }
+    let (a, b) = xdp_pods()?;
     // A sends to the virtual address with B's MAC (as a Service's
     // traffic leaves the client pod towards its gateway).
     let vip = VIP.to_string();

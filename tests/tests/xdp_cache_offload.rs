@@ -16,9 +16,8 @@ use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    start_xdp_pair, tcp_transfer, udp_send_sized, xdp_cache_hits, Counters, Pod, Result,
-    UdpReceiver, AGENT_CT_FLOWS, CMD_TIMEOUT, POD_A_IP as IP_A, POD_A_MAC as MAC_A,
-    POD_B_IP as IP_B, POD_B_MAC as MAC_B, POD_IF,
+    start_xdp_pair, tcp_transfer, udp_send_sized, xdp_cache_hits, xdp_pods, Counters, Pod, Result,
+    UdpReceiver, AGENT_CT_FLOWS, CMD_TIMEOUT, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -78,10 +77,8 @@ struct Observed {
 /// Runs the traffic through xbr with `flows` and `--xdp-cache cache`;
 /// returns what it observed and the hits xbr logged.
 fn run(flows: &[&str], cache: &str) -> Result<(Observed, Option<u64>)> {
-    let a = Pod::new(IP_A, 24, MAC_A)?;
-    let b = Pod::new(IP_B, 24, MAC_B)?;
+    let (a, b) = xdp_pods()?;
     for p in [&a, &b] {
-        p.accept_xdp_redirects()?;
         // The point of the test: offload as a pod has it.
         let k = p.ns().exec(&["ethtool", "-k", POD_IF], CMD_TIMEOUT)?.ok()?;
         assert!(
