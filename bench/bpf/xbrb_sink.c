@@ -15,6 +15,15 @@
  * ns, written by userspace around each flow change), which the switch
  * must have forwarded between those two instants.
  *
+ * Optionally (n_checks > 0, or csum_off set) a tagged frame must also
+ * be well formed to count as received: each check compares 4 bytes at an
+ * offset, under a mask, with the expected value (the `encap` scenario
+ * checks the outer headers a switch wrote: addresses, UDP port 4789,
+ * lengths, VXLAN flags and VNI, and the inner frame's headers), and
+ * csum_off names an IPv4 header (no options) whose checksum must verify.
+ * A tagged frame that fails is counted as rejected, not as tagged, so a
+ * switch that encapsulates wrongly delivers nothing.
+ *
  * Histogram bucket of a latency v ns: v itself below 8; above, 4 buckets
  * per power of two (the highest set bit and the two bits below it), so a
  * bucket spans at most 25% of its value. 128 buckets reach 2^33 ns (8 s);
@@ -26,6 +35,15 @@
 
 #define HIST_BUCKETS 128
 #define MAX_OFF 512
+#define MAX_CHECKS 24
+#define NO_CSUM 0xffff
+
+struct xbrb_sink_check {
+	__u16 off;
+	__u16 pad;
+	__u32 mask;  /* bytes as in the frame */
+	__u32 value; /* bytes as in the frame, already masked */
+};
 
 struct xbrb_sink_cfg {
 	__u32 magic;  /* 0: count only */
@@ -33,6 +51,9 @@ struct xbrb_sink_cfg {
 	__u16 ip_off;  /* the IPv4 header whose destination is classified */
 	__u32 dst_base; /* destination 0, network byte order */
 	__u32 n_dst;    /* 0: no classes */
+	__u16 csum_off; /* an IPv4 header whose checksum must verify; NO_CSUM: none */
+	__u16 n_checks; /* entries of checks[] in use */
+	struct xbrb_sink_check checks[MAX_CHECKS];
 };
 
 #define N_CLASSES 3
@@ -46,6 +67,7 @@ struct xbrb_sink_stats {
 	__u64 packets;
 	__u64 bytes;
 	__u64 tagged; /* frames with the generator's tag (latency measured) */
+	__u64 rejected; /* tagged frames that failed a check (not in tagged) */
 };
 
 struct {
@@ -112,6 +134,43 @@ static __always_inline void classify(struct xdp_md *ctx, struct xbrb_sink_cfg *c
 		c->judged++;
 }
 
+/* Whether the frame passes every configured check. */
+static __always_inline int well_formed(struct xdp_md *ctx, struct xbrb_sink_cfg *cfg)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 n = cfg->n_checks;
+	for (__u32 i = 0; i < MAX_CHECKS; i++) {
+		if (i >= n)
+			break;
+		struct xbrb_sink_check *c = &cfg->checks[i];
+		__u32 off = c->off;
+		if (off > MAX_OFF)
+			return 0;
+		__u8 *p = data + off;
+		if ((void *)(p + 4) > data_end)
+			return 0;
+		__u32 v;
+		__builtin_memcpy(&v, p, 4);
+		if ((v & c->mask) != c->value)
+			return 0;
+	}
+	__u32 off = cfg->csum_off;
+	if (off == NO_CSUM)
+		return 1;
+	if (off > MAX_OFF)
+		return 0;
+	__u8 *ip = data + off;
+	if ((void *)(ip + 20) > data_end)
+		return 0;
+	__u32 sum = 0;
+	for (int w = 0; w < 10; w++)
+		sum += ((__u32)ip[2 * w] << 8) | ip[2 * w + 1];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
 static __always_inline __u32 ilog2(__u64 v)
 {
 	__u32 r = 0;
@@ -162,6 +221,10 @@ int xbrb_sink(struct xdp_md *ctx)
 	/* A timestamp from the future is a corrupted tag: count, no latency. */
 	if (sent > now)
 		return XDP_DROP;
+	if (!well_formed(ctx, cfg)) {
+		st->rejected++;
+		return XDP_DROP;
+	}
 	st->tagged++;
 	classify(ctx, cfg, sent, now);
 	__u32 b = bucket(now - sent);

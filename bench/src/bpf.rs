@@ -12,6 +12,9 @@ use std::ffi::OsStr;
 
 use crate::packet::{Template, Vary};
 
+mod checks;
+pub use checks::{SinkChecks, MAX_SINK_CHECKS};
+
 static GEN_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xbrb_gen.bpf.o"));
 static SINK_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xbrb_sink.bpf.o"));
 static REDIRECT_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xbrb_redirect.bpf.o"));
@@ -223,8 +226,11 @@ impl Generator {
 pub struct SinkCounters {
     pub packets: u64,
     pub bytes: u64,
-    /// Frames that carried the generator's tag (their latency is in `hist`).
+    /// Frames that carried the generator's tag (their latency is in `hist`)
+    /// and passed the sink's checks, if it has any.
     pub tagged: u64,
+    /// Frames that carried the tag but failed a check (not in `tagged`).
+    pub rejected: u64,
     pub hist: Vec<u64>,
 }
 
@@ -234,6 +240,7 @@ impl SinkCounters {
         self.packets += other.packets;
         self.bytes += other.bytes;
         self.tagged += other.tagged;
+        self.rejected += other.rejected;
         if self.hist.len() < other.hist.len() {
             self.hist.resize(other.hist.len(), 0);
         }
@@ -248,6 +255,7 @@ impl SinkCounters {
             packets: self.packets.saturating_sub(earlier.packets),
             bytes: self.bytes.saturating_sub(earlier.bytes),
             tagged: self.tagged.saturating_sub(earlier.tagged),
+            rejected: self.rejected.saturating_sub(earlier.rejected),
             hist: self
                 .hist
                 .iter()
@@ -341,14 +349,16 @@ impl Sink {
     /// Loads the sink and attaches it to `ifindex` (in the calling thread's
     /// namespace). Frames with [`crate::packet::TAG_MAGIC`] at `tag_off`
     /// get their latency measured.
+    /// Frames that fail `checks` are counted as rejected instead.
     pub fn attach(
         ifindex: u32,
         tag_off: u16,
         classes: Option<SinkClasses>,
+        checks: Option<&SinkChecks>,
     ) -> Result<Sink, BpfError> {
         let obj = load(SINK, SINK_OBJECT)?;
-        // struct xbrb_sink_cfg, C layout (16 bytes).
-        let mut cfg = Vec::with_capacity(16);
+        // struct xbrb_sink_cfg, C layout (16 bytes, then the checks).
+        let mut cfg = Vec::with_capacity(20 + MAX_SINK_CHECKS * 12);
         cfg.extend_from_slice(&crate::packet::TAG_MAGIC.to_ne_bytes());
         cfg.extend_from_slice(&tag_off.to_ne_bytes());
         let c = classes.unwrap_or(SinkClasses {
@@ -359,6 +369,7 @@ impl Sink {
         cfg.extend_from_slice(&c.ip_off.to_ne_bytes());
         cfg.extend_from_slice(&c.base.octets()); // network order, as the field
         cfg.extend_from_slice(&c.n.to_ne_bytes());
+        cfg.extend_from_slice(&checks.cloned().unwrap_or_default().cfg_bytes());
         map(&obj, SINK, "sink_cfg")?
             .update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY)
             .map_err(op_err(SINK, "writing sink_cfg"))?;
@@ -368,7 +379,7 @@ impl Sink {
 
     /// The counters so far.
     pub fn counters(&self) -> Result<SinkCounters, BpfError> {
-        let [packets, bytes, tagged] = percpu_sum::<3>(&self.obj, SINK, "sink_stats", 0)?;
+        let [packets, bytes, tagged, rejected] = percpu_sum::<4>(&self.obj, SINK, "sink_stats", 0)?;
         let mut hist = Vec::with_capacity(HIST_BUCKETS);
         for b in 0..HIST_BUCKETS as u32 {
             let [n] = percpu_sum::<1>(&self.obj, SINK, "sink_hist", b)?;
@@ -378,6 +389,7 @@ impl Sink {
             packets,
             bytes,
             tagged,
+            rejected,
             hist,
         })
     }
@@ -442,8 +454,32 @@ impl Redirect {
         Self::attach_prog("xbrb_decap_redirect", from, to)
     }
 
+    /// Like [`Redirect::attach`], pushing `outer` (the 50 bytes of outer
+    /// headers, IPv4 checksum 0; lengths are filled in per frame) first.
+    pub fn attach_encap(
+        from: u32,
+        to: u32,
+        outer: &[u8; crate::packet::VXLAN_OVERHEAD],
+    ) -> Result<Redirect, BpfError> {
+        Self::attach_with("xbrb_encap_redirect", from, to, Some(outer))
+    }
+
     fn attach_prog(name: &'static str, from: u32, to: u32) -> Result<Redirect, BpfError> {
+        Self::attach_with(name, from, to, None)
+    }
+
+    fn attach_with(
+        name: &'static str,
+        from: u32,
+        to: u32,
+        outer: Option<&[u8; crate::packet::VXLAN_OVERHEAD]>,
+    ) -> Result<Redirect, BpfError> {
         let obj = load(REDIRECT, REDIRECT_OBJECT)?;
+        if let Some(h) = outer {
+            map(&obj, REDIRECT, "encap_hdr")?
+                .update(&0u32.to_ne_bytes(), h, MapFlags::ANY)
+                .map_err(op_err(REDIRECT, "writing encap_hdr"))?;
+        }
         map(&obj, REDIRECT, "redirect_port")?
             .update(&0u32.to_ne_bytes(), &to.to_ne_bytes(), MapFlags::ANY)
             .map_err(op_err(REDIRECT, format!("devmap entry for ifindex {to}")))?;
@@ -517,6 +553,7 @@ mod tests {
             packets: 100,
             bytes: 6000,
             tagged: 100,
+            rejected: 0,
             hist,
         };
         let p50 = c.latency_quantile_ns(0.5).unwrap();
@@ -527,6 +564,7 @@ mod tests {
             packets: 0,
             bytes: 0,
             tagged: 0,
+            rejected: 0,
             hist: vec![0; HIST_BUCKETS],
         };
         assert_eq!(none.latency_quantile_ns(0.5), None);

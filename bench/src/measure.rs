@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bpf::{BpfError, Generator, Sink, SinkClasses, SinkCounters};
+use crate::bpf::{BpfError, Generator, Sink, SinkChecks, SinkClasses, SinkCounters};
 use crate::gen::{self, GenBounds, GenError, GenReport, Method};
 use crate::packet::{Template, Vary, FCS_LEN};
 use crate::topo::{self, NetnsError, Topology, POD_IF, VETH_A};
@@ -48,6 +48,9 @@ pub struct Traffic {
     pub cpu: Option<usize>,
     /// How the sinks classify the frames by destination, if they do.
     pub classes: Option<SinkClasses>,
+    /// What a tagged frame must look like to count as received, if more
+    /// than its tag.
+    pub checks: Option<SinkChecks>,
     /// Set (e.g. by a signal handler) to end the current run early.
     pub stop: Arc<AtomicBool>,
 }
@@ -139,11 +142,12 @@ impl<'t> Harness<'t> {
     pub fn new(topo: &'t Topology, traffic: Traffic) -> Result<Harness<'t>, MeasureError> {
         let tag = traffic.sink_tag_off;
         let classes = traffic.classes;
+        let checks = traffic.checks.as_ref();
         let mut sinks = Vec::new();
         for pod in std::iter::once(&topo.pod_b).chain(&topo.pod_c) {
             sinks.push(topo::run_in(pod, || -> Result<Sink, MeasureError> {
                 let idx = topo::ifindex(pod, POD_IF)?;
-                Ok(Sink::attach(idx, tag, classes)?)
+                Ok(Sink::attach(idx, tag, classes, checks)?)
             })?);
         }
         let gen = Generator::load(&traffic.template, traffic.n_flows, traffic.vary)?;

@@ -34,7 +34,10 @@ const TCP_LEN: usize = 20;
 const VXLAN_LEN: usize = 8;
 /// Outer Ethernet + IPv4 + UDP + VXLAN headers.
 pub const VXLAN_OVERHEAD: usize = ETH_LEN + IPV4_LEN + UDP_LEN + VXLAN_LEN;
-const VXLAN_PORT: u16 = 4789;
+/// VXLAN's UDP port.
+pub const VXLAN_PORT: u16 = 4789;
+/// The outer UDP source port of the templates and the kernel reference.
+const VXLAN_SRC_PORT: u16 = 49152;
 
 /// The transport of the generated traffic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +98,8 @@ pub enum TemplateError {
     TooLarge { size: usize },
     #[error("VXLAN network identifier {0} does not fit in 24 bits")]
     Vni(u32),
+    #[error("the sink's checks of these frames: {0}")]
+    Checks(String),
 }
 
 impl FrameSpec {
@@ -141,27 +146,7 @@ impl FrameSpec {
         let mut f = vec![0u8; len];
         let mut off = 0;
         if let Some(o) = &self.vxlan {
-            if o.vni >= 1 << 24 {
-                return Err(TemplateError::Vni(o.vni));
-            }
-            write_eth(&mut f[..ETH_LEN], o.src_mac, o.dst_mac);
-            let ip_len = len - ETH_LEN;
-            write_ipv4(
-                &mut f[ETH_LEN..ETH_LEN + IPV4_LEN],
-                ip_len,
-                libc::IPPROTO_UDP as u8,
-                o.src_ip,
-                o.dst_ip,
-            );
-            let udp = ETH_LEN + IPV4_LEN;
-            // The source port of real VTEPs hashes the inner flow; a fixed
-            // one is enough for a switch that decapsulates.
-            f[udp..udp + 2].copy_from_slice(&49152u16.to_be_bytes());
-            f[udp + 2..udp + 4].copy_from_slice(&VXLAN_PORT.to_be_bytes());
-            f[udp + 4..udp + 6].copy_from_slice(&len16(ip_len - IPV4_LEN).to_be_bytes());
-            let vx = udp + UDP_LEN;
-            f[vx] = 0x08; // flags: I (VNI valid)
-            f[vx + 4..vx + 7].copy_from_slice(&o.vni.to_be_bytes()[1..]);
+            write_vxlan_outer(&mut f[..VXLAN_OVERHEAD], o, len)?;
             off = VXLAN_OVERHEAD;
         }
         write_eth(&mut f[off..off + ETH_LEN], self.src_mac, self.dst_mac);
@@ -266,6 +251,46 @@ impl Template {
     pub fn decapsulated_tag_off(&self) -> u16 {
         self.tag_off.saturating_sub(VXLAN_OVERHEAD as u16)
     }
+}
+
+/// The outer headers of `o` for a frame of `len` bytes (outer ones
+/// included) into `f` (VXLAN_OVERHEAD bytes).
+fn write_vxlan_outer(f: &mut [u8], o: &VxlanOuter, len: usize) -> Result<(), TemplateError> {
+    if o.vni >= 1 << 24 {
+        return Err(TemplateError::Vni(o.vni));
+    }
+    write_eth(&mut f[..ETH_LEN], o.src_mac, o.dst_mac);
+    let ip_len = len - ETH_LEN;
+    write_ipv4(
+        &mut f[ETH_LEN..ETH_LEN + IPV4_LEN],
+        ip_len,
+        libc::IPPROTO_UDP as u8,
+        o.src_ip,
+        o.dst_ip,
+    );
+    let udp = ETH_LEN + IPV4_LEN;
+    // The source port of real VTEPs hashes the inner flow; a fixed one
+    // is enough for a switch that decapsulates, and is the least work
+    // for the kernel encapsulation reference.
+    f[udp..udp + 2].copy_from_slice(&VXLAN_SRC_PORT.to_be_bytes());
+    f[udp + 2..udp + 4].copy_from_slice(&VXLAN_PORT.to_be_bytes());
+    f[udp + 4..udp + 6].copy_from_slice(&len16(ip_len - IPV4_LEN).to_be_bytes());
+    let vx = udp + UDP_LEN;
+    f[vx] = 0x08; // flags: I (VNI valid)
+    f[vx + 4..vx + 7].copy_from_slice(&o.vni.to_be_bytes()[1..]);
+    Ok(())
+}
+
+/// The outer headers of `o` with the per-frame fields zero (IPv4 total
+/// length and checksum, UDP length): what the kernel encapsulation
+/// reference pushes and completes (bench/bpf/xbrb_redirect.c).
+pub fn vxlan_header(o: &VxlanOuter) -> Result<[u8; VXLAN_OVERHEAD], TemplateError> {
+    let mut h = [0u8; VXLAN_OVERHEAD];
+    write_vxlan_outer(&mut h, o, VXLAN_OVERHEAD)?;
+    for field in [16, 24, ETH_LEN + IPV4_LEN + 4] {
+        h[field..field + 2].fill(0);
+    }
+    Ok(h)
 }
 
 // Frames are at most MAX_PKT_SIZE long, so lengths and offsets fit.
@@ -417,7 +442,21 @@ mod tests {
         assert_eq!(checksum(&t.frame[64..84], 0), 0, "inner IPv4 verifies");
         assert_eq!(t.tag_off, 92);
         assert_eq!(t.decapsulated_tag_off(), 42);
+        // The reference's header is the template's with the per-frame
+        // fields left to the program.
+        let h = vxlan_header(s.vxlan.as_ref().unwrap()).unwrap();
+        assert_eq!(&h[..16], &t.frame[..16]);
+        assert_eq!(&h[16..18], &[0, 0], "IPv4 total length");
+        assert_eq!(&h[18..24], &t.frame[18..24]);
+        assert_eq!(&h[24..26], &[0, 0], "IPv4 checksum");
+        assert_eq!(&h[26..38], &t.frame[26..38]);
+        assert_eq!(&h[38..40], &[0, 0], "UDP length");
+        assert_eq!(&h[40..50], &t.frame[40..50]);
         s.vxlan.as_mut().unwrap().vni = 1 << 24;
+        assert_eq!(
+            vxlan_header(s.vxlan.as_ref().unwrap()),
+            Err(TemplateError::Vni(1 << 24))
+        );
         assert_eq!(s.build(), Err(TemplateError::Vni(1 << 24)));
     }
 

@@ -66,6 +66,18 @@ fn bad_arguments_exit_2_naming_the_problem() {
             "no flow table",
         ),
         (&["--scenario", "churn", "--flows", "1"][..], "--flows"),
+        (
+            &["--scenario", "encap", "--systems", "xbr,linux-bridge"][..],
+            "does not encapsulate",
+        ),
+        (
+            &["--scenario", "encap", "--systems", "afxdp-l2fwd"][..],
+            "does not encapsulate",
+        ),
+        (
+            &["--scenario", "pipeline", "--proto", "tcp"][..],
+            "too small for TCP",
+        ),
         (&["--scenario", "flowmod", "--flows", "0"][..], "--flows"),
     ] {
         let (code, _, err) = xbr_bench(args);

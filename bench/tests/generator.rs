@@ -99,6 +99,7 @@ fn traffic(method: MethodChoice) -> Traffic {
         method,
         cpu: None,
         classes: None,
+        checks: None,
         stop: Default::default(),
     }
 }

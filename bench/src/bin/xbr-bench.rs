@@ -3,7 +3,9 @@
 //! on veth pairs between network namespaces (see bench::scenario).
 //!
 //! Without arguments it runs the `p2p` scenario on xdp-redirect, xbr and
-//! ovs-afxdp; `--scenario conntrack` (packets of established connections)
+//! ovs-afxdp, as `vxlan` (decapsulation), `encap` (encapsulation) and
+//! `pipeline` (the agent's multitenant flows, 100 pods) do by default;
+//! `--scenario conntrack` (packets of established connections)
 //! and `conntrack-new` (every packet a new connection) compare xbr and
 //! ovs-afxdp, `flowmod` (100k flows by one bundle: time, RSS) too, and
 //! `churn` (flow-mods during traffic: no misdelivery) xbr, xbr-nocache

@@ -308,7 +308,7 @@ pub(super) fn measure_once(
     let [a, b, c] = files;
     let files = [a?, b?, c?];
     let topo = Topology::with_pod_c()?;
-    let switch = systems::start(system, &topo, &switch_config(cfg))?;
+    let switch = systems::start(system, &topo, &switch_config(cfg)?)?;
     let m = measure_err(system);
     let h = Harness::new(&topo, traffic(cfg, Case { connections: None })?).map_err(m)?;
     let bounds = GenBounds {

@@ -82,7 +82,7 @@ pub(super) fn measure_once(
     let dir = ScratchDir::new("flowmod")?;
     let file = dir.write("flows.bundle", &flowmod_bundle(cfg.n_flows))?;
     let topo = Topology::new()?;
-    let switch = systems::start(system, &topo, &switch_config(cfg))?;
+    let switch = systems::start(system, &topo, &switch_config(cfg)?)?;
     let pid = switch.pid().ok_or_else(|| no_pid(system))?;
     let rss_before_kib = rss_kib(pid)?;
     let cpu_before = cpu_time(pid)?;

@@ -12,6 +12,21 @@
 //!   that uplink, and the flow `in_port=1,tun_id=42 -> output:2` delivers
 //!   the inner frame to pod B. The kernel reference strips the outer
 //!   headers in XDP and redirects; the Linux bridge does not apply.
+//! - `encap`: encapsulation, pod to uplink, the `vxlan` topology in
+//!   reverse: pod A (10.128.0.2, OpenFlow port 3, as the agent numbers
+//!   pods) sends plain frames to a pod on another node (10.128.2.3);
+//!   the agent's table 90 flow encapsulates them (`move:REG0 ->
+//!   tun_id`, VNI 42 loaded by table 0, `set_field:10.0.0.12->tun_dst`,
+//!   `output:1`) through `vxlan0` over `veth-b`, this node's uplink
+//!   (10.0.0.11); pod B plays the remote node. Its sink counts only
+//!   frames whose outer headers are right (addresses, UDP port 4789,
+//!   lengths and checksum, VXLAN flags and VNI) around the intact inner
+//!   frame. The kernel reference pushes the outer headers in XDP and
+//!   redirects; the Linux bridge and afxdp-l2fwd do not encapsulate.
+//! - `pipeline`: the agent's multitenant flow set for one node with 100
+//!   local pods ([`pipeline`]), loaded by one bundle; pod A (port 3) to
+//!   pod B (port 4) of the same namespace, every packet through the
+//!   agent's conntrack, VNID and policy tables.
 //! - `flows`: `n_flows` flows to as many destinations: the generator walks
 //!   destination addresses 10.128.4.0 + i, and the switch holds one
 //!   `ip,in_port=1,nw_dst=X -> output:2` flow per address (plus
@@ -74,14 +89,16 @@ mod churn;
 mod flowmod;
 mod flows;
 use flows::{cases, traffic};
+pub mod pipeline;
 mod report;
 mod run;
 
 pub use churn::Misdelivered;
+pub use flows::traffic_of;
 pub use report::{
     markdown, ChurnResult, CtCheck, FlowmodResult, Ratio, Report, SystemResult, TrafficResult,
 };
-pub use run::run;
+pub use run::{run, switch_config};
 
 /// Destination of flow 0 in the `flows` scenario.
 const FLOWS_BASE: Ipv4Addr = Ipv4Addr::new(10, 128, 4, 0);
@@ -89,6 +106,10 @@ const FLOWS_BASE: Ipv4Addr = Ipv4Addr::new(10, 128, 4, 0);
 const LOCAL_NODE: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 11);
 const REMOTE_NODE: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 12);
 const VNI: u32 = 42;
+/// `encap`: the remote pod the generator sends to (on node 2's subnet).
+const ENCAP_DST: Ipv4Addr = Ipv4Addr::new(10, 128, 2, 3);
+/// `encap`: pod A's OpenFlow port (the agent numbers pods from 3).
+const ENCAP_POD_PORT: u32 = 3;
 /// Largest `flows` scenario (addresses stay inside 10.128.0.0/9).
 pub const MAX_FLOWS: u32 = 1 << 20;
 /// Largest `conntrack` case.
@@ -114,6 +135,8 @@ pub enum Scenario {
     P2p,
     Flows,
     Vxlan,
+    Encap,
+    Pipeline,
     Conntrack,
     ConntrackNew,
     Flowmod,
@@ -126,6 +149,8 @@ impl Scenario {
             Scenario::P2p => "p2p",
             Scenario::Flows => "flows",
             Scenario::Vxlan => "vxlan",
+            Scenario::Encap => "encap",
+            Scenario::Pipeline => "pipeline",
             Scenario::Conntrack => "conntrack",
             Scenario::ConntrackNew => "conntrack-new",
             Scenario::Flowmod => "flowmod",
@@ -174,6 +199,12 @@ impl Scenario {
             }
             (Scenario::Vxlan, System::AfxdpL2fwd) => {
                 Some("afxdp-l2fwd forwards frames as they are and does not decapsulate")
+            }
+            (Scenario::Encap, System::LinuxBridge) => {
+                Some("linux-bridge does not apply to the encap scenario: it does not encapsulate")
+            }
+            (Scenario::Encap, System::AfxdpL2fwd) => {
+                Some("afxdp-l2fwd forwards frames as they are and does not encapsulate")
             }
             (s, System::AfxdpL2fwd) if s.uses_conntrack() => {
                 Some("afxdp-l2fwd has no conntrack; leave it out of the conntrack scenarios")
@@ -386,6 +417,66 @@ pub(crate) mod tests {
         assert!(e.contains("--flows") && e.contains("moving"), "{e}");
         c.n_flows = MAX_FLOWS + 1;
         assert!(matches!(validate(&c), Err(ConfigError::Flows(_))));
+    }
+
+    #[test]
+    fn encap_refuses_what_does_not_encapsulate_and_pipeline_takes_all() {
+        let mut c = cfg(Scenario::Encap);
+        for s in [System::LinuxBridge, System::AfxdpL2fwd] {
+            c.systems = vec![System::Xbr, s];
+            let e = validate(&c).unwrap_err().to_string();
+            assert!(e.contains("--systems") && e.contains("encapsulate"), "{e}");
+        }
+        c.systems = vec![
+            System::XdpRedirect,
+            System::Xbr,
+            System::XbrNocache,
+            System::OvsAfxdp,
+        ];
+        assert!(validate(&c).is_ok());
+        assert_eq!(Scenario::Encap.default_pkt_size(), 64, "the pod's frame");
+        let mut p = cfg(Scenario::Pipeline);
+        p.systems = vec![
+            System::XdpRedirect,
+            System::Xbr,
+            System::XbrNocache,
+            System::OvsAfxdp,
+            System::AfxdpL2fwd,
+            System::LinuxBridge,
+        ];
+        assert!(validate(&p).is_ok());
+        for s in [Scenario::Encap, Scenario::Pipeline] {
+            assert_eq!(
+                s.default_systems(),
+                [System::XdpRedirect, System::Xbr, System::OvsAfxdp]
+            );
+        }
+    }
+
+    #[test]
+    fn new_scenarios_number_the_ports_as_the_agent_does() {
+        use crate::systems::Ports;
+        let sw = switch_config(&cfg(Scenario::Pipeline)).unwrap();
+        assert_eq!(sw.ports, Ports::Pods { a: 3, b: 4 });
+        assert!(sw.bundle, "loaded the agent's way");
+        let sw = switch_config(&cfg(Scenario::Encap)).unwrap();
+        assert_eq!(
+            sw.ports,
+            Ports::VxlanOut {
+                cidr: "10.0.0.11/24".into(),
+                a: 3,
+                remote: REMOTE_NODE,
+                remote_mac: crate::topo::MAC_B,
+                vni: 42,
+            }
+        );
+        assert!(!sw.bundle);
+        let sw = switch_config(&cfg(Scenario::P2p)).unwrap();
+        assert_eq!(sw.ports, Ports::P2P);
+        assert!(matches!(
+            switch_config(&cfg(Scenario::Vxlan)).unwrap().ports,
+            Ports::VxlanIn { .. }
+        ));
     }
 
     #[test]

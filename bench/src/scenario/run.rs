@@ -12,14 +12,15 @@ use super::flowmod::{self, FlowmodRun};
 use super::flows::{cases, ct_replies, flows_text, traffic, Case};
 use super::report::{ratios, CtCheck, Report, SystemResult, TrafficResult};
 use super::{
-    validate, Config, Scenario, ScenarioError, CT_LIMIT, CT_NEW_MAX_CONNECTIONS, LOCAL_NODE,
+    pipeline, validate, Config, ConfigError, Scenario, ScenarioError, CT_LIMIT,
+    CT_NEW_MAX_CONNECTIONS, ENCAP_POD_PORT, LOCAL_NODE, REMOTE_NODE, VNI,
 };
 use crate::gen::GenBounds;
 use crate::measure::{Harness, MeasureError, Sample};
 use crate::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT, NAME_PREFIX};
 use crate::packet::Proto;
-use crate::systems::{self, Running, SwitchConfig, System};
-use crate::topo::Topology;
+use crate::systems::{self, Ports, Running, SwitchConfig, System};
+use crate::topo::{Topology, MAC_B};
 
 /// One measured run: the traffic's figures (not in `flowmod`), and what
 /// the scenario checks besides.
@@ -51,15 +52,32 @@ fn median(mut runs: Vec<Run>) -> Run {
 }
 
 /// How the switches of `cfg` are started.
-pub(super) fn switch_config(cfg: &Config) -> SwitchConfig {
-    SwitchConfig {
+pub fn switch_config(cfg: &Config) -> Result<SwitchConfig, ConfigError> {
+    let node = format!("{LOCAL_NODE}/24");
+    Ok(SwitchConfig {
         xbr_bin: cfg.xbr_bin.clone(),
         xbr_args: cfg.xbr_args.clone(),
         cpu: cfg.switch_cpu,
-        flows: flows_text(cfg),
-        vxlan_uplink: (cfg.scenario == Scenario::Vxlan).then(|| format!("{LOCAL_NODE}/24")),
+        flows: flows_text(cfg)?,
+        // The agent writes its flows with one bundle.
+        bundle: cfg.scenario == Scenario::Pipeline,
+        ports: match cfg.scenario {
+            Scenario::Vxlan => Ports::VxlanIn { cidr: node },
+            Scenario::Encap => Ports::VxlanOut {
+                cidr: node,
+                a: ENCAP_POD_PORT,
+                remote: REMOTE_NODE,
+                remote_mac: MAC_B,
+                vni: VNI,
+            },
+            Scenario::Pipeline => Ports::Pods {
+                a: pipeline::POD_A_PORT,
+                b: pipeline::POD_B_PORT,
+            },
+            _ => Ports::P2P,
+        },
         ct_limit: cfg.scenario.uses_conntrack().then_some(CT_LIMIT),
-    }
+    })
 }
 
 /// Maps a measurement's error to the scenario's, naming the switch.
@@ -188,7 +206,7 @@ fn measure_once(
         _ => {}
     }
     let topo = Topology::new()?;
-    let switch = systems::start(system, &topo, &switch_config(cfg))?;
+    let switch = systems::start(system, &topo, &switch_config(cfg)?)?;
     let m = measure_err(system);
     let h = Harness::new(&topo, traffic(cfg, case)?).map_err(m)?;
     let new_conns = cfg.scenario == Scenario::ConntrackNew;
@@ -357,7 +375,8 @@ pub fn run(cfg: &Config) -> Result<Report, ScenarioError> {
             Proto::Tcp => "tcp",
         }),
         flows: match cfg.scenario {
-            Scenario::P2p | Scenario::Vxlan => 1,
+            Scenario::P2p | Scenario::Vxlan | Scenario::Encap => 1,
+            Scenario::Pipeline => u32::try_from(flows_text(cfg)?.lines().count()).unwrap_or(0),
             Scenario::Flows | Scenario::Churn | Scenario::Flowmod => cfg.n_flows,
             Scenario::Conntrack => cfg.connections.iter().copied().max().unwrap_or(1),
             Scenario::ConntrackNew => u32::try_from(CT_NEW_MAX_CONNECTIONS).unwrap_or(u32::MAX),

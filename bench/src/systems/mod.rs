@@ -19,6 +19,7 @@
 //! its pid, and every command is bounded in time.
 
 use std::fs::File;
+use std::net::Ipv4Addr;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -98,20 +99,64 @@ pub struct SwitchConfig {
     pub cpu: usize,
     /// OpenFlow 1.3 flows in `ovs-ofctl add-flows` syntax, one per line.
     pub flows: String,
-    /// `Some`: port 1 is a flow-based VXLAN port (the agent's `vxlan0`)
-    /// over `veth-a` as the node's uplink, with this address (CIDR).
-    pub vxlan_uplink: Option<String>,
+    /// Load `flows` as the agent does, with one `ovs-ofctl -O OpenFlow13
+    /// bundle` (each line a `flow add`), instead of `add-flows`.
+    pub bundle: bool,
+    /// Which veth is which OpenFlow port.
+    pub ports: Ports,
     /// `Some`: the most connections the switch's conntrack may hold (xbr
     /// `--ct-limit`, OVS `dpctl/ct-set-maxconns`), so that a run creating
     /// many connections never meets a full table; `None`: the defaults.
     pub ct_limit: Option<u64>,
 }
 
-impl SwitchConfig {
-    fn local_ip(&self) -> Option<&str> {
-        self.vxlan_uplink
-            .as_deref()
-            .map(|c| c.split('/').next().unwrap_or(c))
+/// How the topology's veths become the switch's OpenFlow ports. A VXLAN
+/// port is the agent's flow-based `vxlan0`, OpenFlow port 1, over one veth
+/// as the node's uplink (not an OpenFlow port itself); for OVS through
+/// `br-phy`, as `bench::ovs_node` does for the lab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ports {
+    /// `veth-a` and `veth-b` with these OpenFlow numbers (and `veth-c` 3
+    /// where the topology has pod C).
+    Pods { a: u32, b: u32 },
+    /// Decapsulation: `vxlan0` over `veth-a` with the node address `cidr`,
+    /// `veth-b` port 2.
+    VxlanIn { cidr: String },
+    /// Encapsulation: `veth-a` is the pod's port `a`; `vxlan0` over
+    /// `veth-b` with the node address `cidr`. The remote VTEP `remote`
+    /// is pod B, whose sink answers no ARP: its MAC `remote_mac` is a
+    /// permanent neighbour entry (xbr reads the kernel's table) and an
+    /// OVS `tnl/neigh/set` entry.
+    VxlanOut {
+        cidr: String,
+        a: u32,
+        remote: Ipv4Addr,
+        remote_mac: [u8; 6],
+        vni: u32,
+    },
+}
+
+impl Ports {
+    /// The plain layout: `veth-a` port 1, `veth-b` port 2.
+    pub const P2P: Ports = Ports::Pods { a: 1, b: 2 };
+
+    /// The node's address (CIDR) on the uplink and its address alone.
+    fn node_address(&self) -> Option<(&str, &str)> {
+        match self {
+            Ports::Pods { .. } => None,
+            Ports::VxlanIn { cidr } | Ports::VxlanOut { cidr, .. } => {
+                Some((cidr, cidr.split('/').next().unwrap_or(cidr)))
+            }
+        }
+    }
+
+    /// The uplink veth, if a VXLAN port has one.
+    fn uplink(&self) -> Option<&'static str> {
+        match self {
+            Ports::Pods { .. } => None,
+            Ports::VxlanIn { .. } => Some(VETH_A),
+            Ports::VxlanOut { .. } => Some(VETH_B),
+        }
     }
 }
 
@@ -196,18 +241,19 @@ pub fn start(system: System, topo: &Topology, cfg: &SwitchConfig) -> Result<Runn
         System::OvsAfxdp => Ok(Running::Ovs(OvsGuard::start(topo, cfg)?)),
         System::AfxdpL2fwd => Ok(Running::L2fwd(crate::l2fwd::L2fwdGuard::start(topo, cfg)?)),
         System::XdpRedirect => {
+            let outer = encap_reference_header(topo, &cfg.ports)?;
             let r = topo::run_in(&topo.host, || -> Result<Redirect, SystemError> {
                 let a = topo::ifindex(&topo.host, VETH_A)?;
                 let b = topo::ifindex(&topo.host, VETH_B)?;
-                if cfg.vxlan_uplink.is_some() {
-                    Ok(Redirect::attach_decap(a, b)?)
-                } else {
-                    Ok(Redirect::attach(a, b)?)
+                match &cfg.ports {
+                    Ports::Pods { .. } => Ok(Redirect::attach(a, b)?),
+                    Ports::VxlanIn { .. } => Ok(Redirect::attach_decap(a, b)?),
+                    Ports::VxlanOut { .. } => Ok(Redirect::attach_encap(a, b, &outer)?),
                 }
             })?;
             Ok(Running::Redirect(r))
         }
-        System::LinuxBridge if cfg.vxlan_uplink.is_some() => Err(start_err(
+        System::LinuxBridge if cfg.ports.uplink().is_some() => Err(start_err(
             system,
             "a Linux bridge does not terminate VXLAN; leave it out of this scenario",
         )),
@@ -224,13 +270,74 @@ pub fn start(system: System, topo: &Topology, cfg: &SwitchConfig) -> Result<Runn
     }
 }
 
-fn write_flows(dir: &Path, flows: &str) -> Result<PathBuf, OvsError> {
+/// The outer headers the kernel encapsulation reference pushes: what
+/// xbr writes for the same flow, from the uplink's MAC to the remote
+/// VTEP's, but with a fixed UDP source port. Zeros where nothing is
+/// encapsulated.
+fn encap_reference_header(
+    topo: &Topology,
+    ports: &Ports,
+) -> Result<[u8; crate::packet::VXLAN_OVERHEAD], SystemError> {
+    let Ports::VxlanOut {
+        cidr,
+        remote,
+        remote_mac,
+        vni,
+        ..
+    } = ports
+    else {
+        return Ok([0; crate::packet::VXLAN_OVERHEAD]);
+    };
+    let uplink = topo.exec(
+        &topo.host,
+        &["cat", &format!("/sys/class/net/{VETH_B}/address")],
+    )?;
+    let src_mac = dataplane::config::parse_mac(uplink.trim()).ok_or_else(|| {
+        start_err(
+            System::XdpRedirect,
+            format!("{VETH_B} has no MAC address: `{}`", uplink.trim()),
+        )
+    })?;
+    let local: Ipv4Addr = cidr
+        .split('/')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| start_err(System::XdpRedirect, format!("bad node address {cidr}")))?;
+    crate::packet::vxlan_header(&crate::packet::VxlanOuter {
+        src_mac,
+        dst_mac: *remote_mac,
+        src_ip: local,
+        dst_ip: *remote,
+        vni: *vni,
+    })
+    .map_err(|e| start_err(System::XdpRedirect, e.to_string()))
+}
+
+/// Writes the flows as `ovs-ofctl add-flows` or, with `bundle`, as
+/// `ovs-ofctl bundle` reads them; returns the file and the subcommand.
+fn write_flows(dir: &Path, flows: &str, bundle: bool) -> Result<(PathBuf, &'static str), OvsError> {
     let path = dir.join("flows.txt");
-    std::fs::write(&path, flows).map_err(|source| OvsError::Io {
+    let text = if bundle {
+        flows
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| format!("flow add {l}\n"))
+            .collect()
+    } else {
+        flows.to_string()
+    };
+    std::fs::write(&path, text).map_err(|source| OvsError::Io {
         context: format!("writing {}", path.display()),
         source,
     })?;
-    Ok(path)
+    Ok((path, if bundle { "bundle" } else { "add-flows" }))
+}
+
+/// Loads `cfg`'s flows into the bridge whose `br0.mgmt` is in `rundir`.
+fn load_flows(dir: &Path, rundir: &Path, cfg: &SwitchConfig) -> Result<(), OvsError> {
+    let (file, how) = write_flows(dir, &cfg.flows, cfg.bundle)?;
+    ofctl(rundir, &[how, "br0", &file.display().to_string()])?;
+    Ok(())
 }
 
 fn make_dir(what: &str) -> Result<PathBuf, OvsError> {
@@ -273,27 +380,61 @@ impl XbrGuard {
         })?;
         let cpu = cfg.cpu.to_string();
         let rundir = dir.display().to_string();
-        let port1 = match (&cfg.vxlan_uplink, cfg.local_ip()) {
-            (Some(cidr), Some(local)) => {
-                topo.exec(&topo.host, &["ip", "addr", "add", cidr, "dev", VETH_A])?;
-                format!("vxlan0=1,type=vxlan,local_ip={local},uplink={VETH_A}")
+        let mut ports = Vec::new();
+        if let (Some((cidr, local)), Some(uplink)) = (cfg.ports.node_address(), cfg.ports.uplink())
+        {
+            topo.exec(&topo.host, &["ip", "addr", "add", cidr, "dev", uplink])?;
+            // Encapsulating entries of the XDP cache redirect to the
+            // uplink: pod B's sink (an XDP program) takes them.
+            let redirect = if uplink == VETH_B {
+                ",xdp_redirect=on"
+            } else {
+                ""
+            };
+            ports.push(format!(
+                "vxlan0=1,type=vxlan,local_ip={local},uplink={uplink}{redirect}"
+            ));
+        }
+        match &cfg.ports {
+            // Pod B's sink is an XDP program, so its veth accepts frames
+            // the XDP flow cache redirects to it.
+            Ports::Pods { a, b } => {
+                ports.push(format!("{VETH_A}={a}"));
+                ports.push(format!("{VETH_B}={b},xdp_redirect=on"));
             }
-            _ => format!("{VETH_A}=1"),
-        };
+            Ports::VxlanIn { .. } => ports.push(format!("{VETH_B}=2,xdp_redirect=on")),
+            Ports::VxlanOut {
+                a,
+                remote,
+                remote_mac,
+                ..
+            } => {
+                ports.push(format!("{VETH_A}={a}"));
+                let (ip, mac) = (remote.to_string(), topo::mac(*remote_mac));
+                topo.exec(
+                    &topo.host,
+                    &[
+                        "ip",
+                        "neigh",
+                        "replace",
+                        &ip,
+                        "lladdr",
+                        &mac,
+                        "dev",
+                        VETH_B,
+                        "nud",
+                        "permanent",
+                    ],
+                )?;
+            }
+        }
         let mut cmd = Command::new("ip");
         cmd.args([
             "netns", "exec", &topo.host, "nice", "-n", "-20", "taskset", "-c", &cpu,
         ])
         .arg(&cfg.xbr_bin)
         .args(["run", "--bridge", "br0", "--rundir", &rundir])
-        // Pod B's sink is an XDP program, so its veth accepts frames the
-        // XDP flow cache redirects to port 2.
-        .args([
-            "--port",
-            &port1,
-            "--port",
-            &format!("{VETH_B}=2,xdp_redirect=on"),
-        ])
+        .args(ports.iter().flat_map(|p| ["--port", p.as_str()]))
         .args(
             topo.pod_c
                 .iter()
@@ -347,8 +488,7 @@ impl XbrGuard {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let flows = write_flows(&g.dir, &cfg.flows)?;
-        ofctl(&g.dir, &["add-flows", "br0", &flows.display().to_string()])?;
+        load_flows(&g.dir, &g.dir, cfg)?;
         Ok(g)
     }
 

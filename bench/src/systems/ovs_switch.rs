@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::{
-    make_dir, ofctl, start_err, write_flows, SwitchConfig, System, SystemError, START_TIMEOUT,
+    load_flows, make_dir, start_err, Ports, SwitchConfig, System, SystemError, START_TIMEOUT,
 };
 use crate::ovs::{run_bounded, OvsError, CMD_TIMEOUT};
 use crate::ovs_node::stop_pid;
@@ -113,8 +113,8 @@ impl OvsGuard {
             "fail_mode=secure",
             "protocols=OpenFlow13",
         ])?;
-        if let Some(cidr) = &cfg.vxlan_uplink {
-            g.uplink_bridge(topo, cidr)?;
+        if let Some((cidr, uplink)) = cfg.ports.node_address().zip(cfg.ports.uplink()) {
+            g.uplink_bridge(topo, cidr.0, uplink)?;
             g.vsctl(&[
                 "add-port",
                 "br0",
@@ -129,10 +129,30 @@ impl OvsGuard {
                 "options:dst_port=4789",
                 "ofport_request=1",
             ])?;
-        } else {
-            g.afxdp_port("br0", VETH_A, Some(1))?;
         }
-        g.afxdp_port("br0", VETH_B, Some(2))?;
+        match &cfg.ports {
+            Ports::Pods { a, b } => {
+                g.afxdp_port("br0", VETH_A, Some(*a))?;
+                g.afxdp_port("br0", VETH_B, Some(*b))?;
+            }
+            Ports::VxlanIn { .. } => g.afxdp_port("br0", VETH_B, Some(2))?,
+            Ports::VxlanOut {
+                a,
+                remote,
+                remote_mac,
+                ..
+            } => {
+                g.afxdp_port("br0", VETH_A, Some(*a))?;
+                // The remote VTEP (pod B's sink) answers no ARP: its
+                // MAC as the neighbour the tunnel's next hop resolves to.
+                g.appctl(&[
+                    "tnl/neigh/set",
+                    "br-phy",
+                    &remote.to_string(),
+                    &topo::mac(*remote_mac),
+                ])?;
+            }
+        }
         let mut ports = vec![VETH_A, VETH_B];
         if topo.pod_c.is_some() {
             g.afxdp_port("br0", VETH_C, Some(3))?;
@@ -154,11 +174,7 @@ impl OvsGuard {
         if let Some(limit) = cfg.ct_limit {
             g.appctl(&["dpctl/ct-set-maxconns", &limit.to_string()])?;
         }
-        let flows = write_flows(&g.dir, &cfg.flows)?;
-        ofctl(
-            &g.dir.join("run"),
-            &["add-flows", "br0", &flows.display().to_string()],
-        )?;
+        load_flows(&g.dir, &g.dir.join("run"), cfg)?;
         Ok(g)
     }
 
@@ -209,11 +225,12 @@ impl OvsGuard {
         Ok(())
     }
 
-    /// The userspace datapath terminates VXLAN only for an address that a
-    /// bridge's internal port holds: `veth-a` goes into `br-phy` (as
-    /// bench::ovs_node does for the lab), which takes `veth-a`'s MAC (the
-    /// generator's outer destination) and the node's address.
-    fn uplink_bridge(&self, topo: &Topology, cidr: &str) -> Result<(), SystemError> {
+    /// The userspace datapath terminates and originates VXLAN only for an
+    /// address that a bridge's internal port holds: the uplink veth goes
+    /// into `br-phy` (as bench::ovs_node does for the lab), which takes
+    /// the MAC the `vxlan` scenario's generator sends to and the node's
+    /// address.
+    fn uplink_bridge(&self, topo: &Topology, cidr: &str, uplink: &str) -> Result<(), SystemError> {
         let hwaddr = format!("other-config:hwaddr=\"{}\"", topo::mac(topo::MAC_VA));
         self.vsctl(&[
             "add-br",
@@ -225,7 +242,7 @@ impl OvsGuard {
             "datapath_type=netdev",
             &hwaddr,
         ])?;
-        self.afxdp_port("br-phy", VETH_A, None)?;
+        self.afxdp_port("br-phy", uplink, None)?;
         let deadline = Instant::now() + START_TIMEOUT;
         while topo
             .exec(&topo.host, &["ip", "link", "show", "br-phy"])
