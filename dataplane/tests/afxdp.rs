@@ -454,3 +454,49 @@ impl Drop for ChildGuard {
         }
     }
 }
+
+/// A veth pair in the test's namespace, deleted on drop.
+struct VethPair(String);
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        let _ = run(&["ip", "link", "del", &self.0]);
+    }
+}
+
+#[test]
+fn a_port_whose_device_uses_fewer_queues_than_it_allocated_gets_full_depth_rings() {
+    // A veth created without a queue count allocates one queue per CPU
+    // (what netlink reports) but uses one: rings sized for the allocation
+    // would give that one a fraction of the depth a single-queue port
+    // gets, and lose bursts. (On a one-CPU machine the two agree and this
+    // checks the plain single-queue case.)
+    let (pid, n) = unique();
+    let pair = VethPair(format!("xq{}{n}a", pid % 1_000_000));
+    let peer = format!("xq{}{n}b", pid % 1_000_000);
+    must(&[
+        "ip", "link", "add", &pair.0, "type", "veth", "peer", "name", &peer,
+    ]);
+    must(&["ip", "link", "set", &pair.0, "up"]);
+    must(&["ip", "link", "set", &peer, "up"]);
+    let link = netdev::link_by_name(&pair.0).expect("link");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    assert_eq!(link.rx_queues, cpus, "the allocation netlink reports");
+
+    let umem = Umem::new(16384, 4096, false).expect("umem");
+    let spec = dataplane::config::PortSpec {
+        name: pair.0.clone(),
+        ofport: Some(1),
+        port_type: dataplane::config::PortType::System,
+        mtu_request: None,
+        mac: None,
+        vxlan: None,
+        xdp_redirect: false,
+    };
+    let (_, port) = dataplane::ports::open_one(&spec, &umem, None).expect("open");
+    let dataplane::ports::Port::Xsk(xsk) = &port else {
+        panic!("a system port is an AF_XDP port");
+    };
+    assert_eq!(xsk.queues(), 1, "one queue in use, one socket");
+    assert_eq!(xsk.rx_ring_sizes(), vec![2048], "single-queue depth");
+}

@@ -15,6 +15,10 @@ pub struct XskConfig {
     pub rx_size: u32,
     pub tx_size: u32,
     pub fill_size: u32,
+    /// Frames lent to the fill ring at first (its share of the UMEM); the
+    /// grant grows up to `fill_size` while the socket is busy (see
+    /// `FillGrant`).
+    pub fill_grant: u32,
     pub comp_size: u32,
     pub mode: XskMode,
     /// Bind with `XDP_USE_NEED_WAKEUP` (sockets sharing a UMEM inherit the
@@ -32,6 +36,7 @@ impl Default for XskConfig {
             rx_size: 2048,
             tx_size: 2048,
             fill_size: 2048,
+            fill_grant: 2048,
             comp_size: 2048,
             mode: XskMode::Copy,
             need_wakeup: true,
@@ -76,6 +81,7 @@ pub struct XskSocket {
     always_kick: bool,
     tx_skb_budget: Option<u32>,
     counters: XskCounters,
+    rx_size: u32,
     fill_size: u32,
     /// Frames the fill ring may hold.
     grant: FillGrant,
@@ -252,8 +258,9 @@ impl XskSocket {
             always_kick: cfg.mode == XskMode::Copy || !need_wakeup,
             tx_skb_budget,
             counters: XskCounters::default(),
+            rx_size: cfg.rx_size,
             fill_size: cfg.fill_size,
-            grant: FillGrant::new(umem, cfg.fill_size),
+            grant: FillGrant::new(umem, cfg.fill_grant, cfg.fill_size),
         })
     }
 
@@ -281,6 +288,16 @@ impl XskSocket {
 
     pub fn counters(&self) -> &XskCounters {
         &self.counters
+    }
+
+    /// Entries of the RX ring.
+    pub fn rx_ring_size(&self) -> u32 {
+        self.rx_size
+    }
+
+    /// Frames the fill ring may hold now (grows with load; see `FillGrant`).
+    pub fn fill_grant(&self) -> u32 {
+        self.grant.frames()
     }
 
     /// Receives up to `out.len()` descriptors; the frames now belong to the caller.

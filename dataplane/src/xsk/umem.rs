@@ -49,13 +49,17 @@ pub struct Umem {
 
 /// How many frames a socket may keep in its fill ring (lent to the
 /// kernel). All grants together stay within half the UMEM (the other half
-/// is for frames in flight: RX and TX rings, copies): a socket gets its
-/// full ring if that budget allows, else what is left but at least
-/// [`INITIAL_FILL`], and doubles its grant, up to its ring size, each
-/// time it receives a full batch and the budget allows. The ports a UMEM
-/// was sized for thus get full rings as before, and a port added beyond
-/// them still finds frames: without grants the sockets bound first would
-/// lend every frame to the kernel and later ones would receive nothing.
+/// is for frames in flight: RX and TX rings, copies): a socket starts with
+/// its share (the `initial` its port was sized for) if that budget allows,
+/// else what is left but at least [`INITIAL_FILL`], and doubles its
+/// grant, up to its fill ring's size, each time it receives a full batch
+/// and the budget allows. The ring may be deeper than the share: a busy
+/// port then takes frames idle ports were not lent, and can absorb
+/// bursts of a ring's depth (a sender's stall of a few milliseconds
+/// queues that many frames), while idle ports pin no more than their
+/// share. A port added beyond the ports the UMEM was sized for still
+/// finds frames: without grants the sockets bound first would lend every
+/// frame to the kernel and later ones would receive nothing.
 /// A grant is returned when its socket closes; it never shrinks
 /// otherwise (frames in a fill ring cannot be taken back).
 pub(super) struct FillGrant {
@@ -68,13 +72,16 @@ pub(super) struct FillGrant {
 const INITIAL_FILL: u32 = 128;
 
 impl FillGrant {
-    pub(super) fn new(umem: &Arc<Umem>, ring: u32) -> Self {
+    /// A grant of `initial` frames (at most `ring`) as far as the budget
+    /// allows, never below [`INITIAL_FILL`].
+    pub(super) fn new(umem: &Arc<Umem>, initial: u32, ring: u32) -> Self {
+        let initial = initial.min(ring);
         let mut g = FillGrant {
             umem: Arc::clone(umem),
-            frames: INITIAL_FILL.min(ring),
+            frames: INITIAL_FILL.min(initial),
         };
         umem.granted.fetch_add(g.frames, Ordering::Relaxed);
-        while g.frames < ring && g.grow(ring) {}
+        while g.frames < initial && g.grow(initial) {}
         g
     }
 
@@ -472,11 +479,11 @@ mod tests {
     fn fill_grants_stay_in_budget_and_grow_with_load() {
         let umem = Umem::new(4096, 2048, false).expect("mmap");
         // Within the budget (half of 4096): full rings.
-        let a = FillGrant::new(&umem, 1024);
-        let b = FillGrant::new(&umem, 1024);
+        let a = FillGrant::new(&umem, 1024, 1024);
+        let b = FillGrant::new(&umem, 1024, 1024);
         assert_eq!((a.frames(), b.frames()), (1024, 1024));
         // Beyond it: the least grant, which does not grow.
-        let mut c = FillGrant::new(&umem, 1024);
+        let mut c = FillGrant::new(&umem, 1024, 1024);
         assert_eq!(c.frames(), INITIAL_FILL);
         assert!(!c.grow(1024));
         // A closed socket's grant is free again for the busy one.
@@ -485,10 +492,27 @@ mod tests {
         assert_eq!(c.frames(), 2 * INITIAL_FILL);
         while c.grow(1024) {}
         assert_eq!(c.frames(), 1024, "capped by the ring");
-        let small = FillGrant::new(&umem, 64);
+        let small = FillGrant::new(&umem, 64, 64);
         assert_eq!(small.frames(), 64);
         drop((b, c, small));
         assert_eq!(umem.granted.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_deep_ring_starts_at_its_share_and_grows_into_it() {
+        let umem = Umem::new(8192, 2048, false).expect("mmap");
+        let mut busy = FillGrant::new(&umem, 1024, 4096);
+        let idle = FillGrant::new(&umem, 1024, 4096);
+        assert_eq!((busy.frames(), idle.frames()), (1024, 1024));
+        assert!(busy.grow(4096));
+        assert_eq!(busy.frames(), 2048);
+        // The budget (4096) is spent: 2048 + 1024, and 1024 left.
+        assert!(busy.grow(4096));
+        assert_eq!(busy.frames(), 3072);
+        assert!(!busy.grow(4096));
+        drop(idle);
+        assert!(busy.grow(4096));
+        assert_eq!(busy.frames(), 4096, "capped by the ring");
     }
 
     #[test]
