@@ -43,7 +43,8 @@ pub enum ConfigError {
 pub enum PortType {
     /// An existing netdev, attached through XDP and AF_XDP.
     System,
-    /// A TAP device that xbr creates, like an OVS internal port.
+    /// A device xbr creates for the host stack, like an OVS internal port:
+    /// a veth pair or a TAP ([`InternalBackend`]).
     Internal,
     /// A flow-based VXLAN tunnel (`options:remote_ip=flow key=flow`) over
     /// an uplink netdev; see [`VxlanSpec`].
