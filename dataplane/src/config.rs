@@ -43,11 +43,36 @@ pub enum ConfigError {
 pub enum PortType {
     /// An existing netdev, attached through XDP and AF_XDP.
     System,
-    /// A TAP device that xbr creates, like an OVS internal port.
+    /// A device xbr creates for the host stack, like an OVS internal port:
+    /// a veth pair or a TAP ([`InternalBackend`]).
     Internal,
     /// A flow-based VXLAN tunnel (`options:remote_ip=flow key=flow`) over
     /// an uplink netdev; see [`VxlanSpec`].
     Vxlan,
+}
+
+/// What backs an internal port (`internal_backend=tap|veth`); see the
+/// README's "Internal ports".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InternalBackend {
+    /// A TAP device: one read(2)/write(2) per frame; vanishes with xbr.
+    Tap,
+    /// A veth pair whose far end xbr serves through AF_XDP (`hostveth`).
+    /// The default: pod <-> host traffic through it measured 1.5-3.7x the
+    /// TAP's (`labbench --tun0`, bench/RESULTS.md).
+    #[default]
+    Veth,
+}
+
+impl InternalBackend {
+    /// Parses an `internal_backend` value.
+    pub fn parse(value: &str) -> Option<InternalBackend> {
+        match value {
+            "tap" => Some(InternalBackend::Tap),
+            "veth" => Some(InternalBackend::Veth),
+            _ => None,
+        }
+    }
 }
 
 /// VXLAN's IANA UDP port (RFC 7348), OVS's default `dst_port`.
@@ -80,6 +105,8 @@ pub struct PortSpec {
     /// the kernel drops such frames without a trace, so xbr never assumes
     /// it.
     pub xdp_redirect: bool,
+    /// What backs a `type=internal` port; ignored for other types.
+    pub internal_backend: InternalBackend,
 }
 
 fn bad(spec: &str, reason: impl Into<String>) -> ConfigError {
@@ -139,7 +166,9 @@ impl std::str::FromStr for PortSpec {
             mac: None,
             vxlan: None,
             xdp_redirect: false,
+            internal_backend: InternalBackend::default(),
         };
+        let mut backend = None;
         let (mut dst_port, mut local_ip, mut uplink) = (None, None, None);
         for item in items {
             let Some((key, value)) = item.split_once('=') else {
@@ -187,6 +216,14 @@ impl std::str::FromStr for PortSpec {
                     let mac = parse_mac(value)
                         .ok_or_else(|| bad(spec, format!("mac '{value}' is not a MAC address")))?;
                     port.mac = Some(mac);
+                }
+                "internal_backend" => {
+                    backend = Some(InternalBackend::parse(value).ok_or_else(|| {
+                        bad(
+                            spec,
+                            format!("internal_backend '{value}' is not tap or veth"),
+                        )
+                    })?);
                 }
                 "ofport_request" => {
                     return Err(bad(spec, "give the ofport as NAME=OFPORT"));
@@ -252,6 +289,15 @@ impl std::str::FromStr for PortSpec {
                 spec,
                 "xdp_redirect applies to type=system and type=vxlan ports only",
             ));
+        }
+        if let Some(b) = backend {
+            if port.port_type != PortType::Internal {
+                return Err(bad(
+                    spec,
+                    "internal_backend applies to type=internal ports only",
+                ));
+            }
+            port.internal_backend = b;
         }
         if port.port_type == PortType::System && (port.mac.is_some() || port.mtu_request.is_some())
         {
@@ -358,6 +404,11 @@ mod tests {
         assert_eq!(p.port_type, PortType::Internal);
         assert_eq!(p.mtu_request, Some(1450));
         assert_eq!(p.mac, Some([0x0a, 0x58, 0x0a, 0x80, 0, 1]));
+        assert_eq!(p.internal_backend, InternalBackend::Veth);
+        let p = spec("tun0,type=internal,internal_backend=veth").unwrap();
+        assert_eq!(p.internal_backend, InternalBackend::Veth);
+        let p = spec("tun0,internal_backend=tap,type=internal").unwrap();
+        assert_eq!(p.internal_backend, InternalBackend::Tap);
         let p = spec("vxlan0=1,type=vxlan,dst_port=4790,local_ip=10.0.0.11,uplink=eth0").unwrap();
         assert_eq!(p.port_type, PortType::Vxlan);
         assert_eq!(
@@ -391,6 +442,8 @@ mod tests {
                 "type=system and type=vxlan ports only",
             ),
             ("a,mac=00:11:22:33:44:55", "only supported on type=internal"),
+            ("a,type=internal,internal_backend=xdp", "not tap or veth"),
+            ("a,internal_backend=veth", "type=internal ports only"),
             ("v,type=vxlan,uplink=eth0", "needs local_ip"),
             ("v,type=vxlan,local_ip=10.0.0.1", "needs uplink"),
             (

@@ -10,6 +10,8 @@ pub mod control;
 pub mod csum;
 pub mod ctl;
 pub mod engine;
+pub mod ethtool;
+pub mod hostveth;
 pub mod lab;
 pub mod live;
 pub mod memport;

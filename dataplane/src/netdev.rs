@@ -11,7 +11,11 @@ use std::io;
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_REQUEST,
 };
-use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_route::link::{
+    InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo as NlLinkInfo, LinkMessage,
+    LinkXdp, XdpAttached,
+};
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
@@ -53,6 +57,13 @@ pub struct LinkInfo {
     pub lower_up: bool,
     pub rx_queues: u32,
     pub tx_queues: u32,
+    /// The driver kind (`IFLA_INFO_KIND`: "veth", "tun", ...), if any.
+    pub kind: Option<String>,
+    /// `IFLA_LINK`: for a veth, its peer's ifindex (in the peer's
+    /// namespace, which is this one unless it was moved).
+    pub link: Option<u32>,
+    /// An XDP program is attached (any mode).
+    pub xdp_attached: bool,
 }
 
 /// Checks a name against the kernel's rules for interface names.
@@ -116,6 +127,56 @@ pub fn set_mac(ifindex: u32, mac: [u8; 6]) -> Result<(), NetdevError> {
     link_set(msg, ifindex, "set mac")
 }
 
+/// Creates a veth pair: `name`, with `mac` and `mtu` when given, and its
+/// peer `peer` with MTU `peer_mtu`, both down. Returns `name`'s ifindex.
+/// Fails (EEXIST) when either name is taken.
+pub fn create_veth(
+    name: &str,
+    mac: Option<[u8; 6]>,
+    mtu: Option<u32>,
+    peer: &str,
+    peer_mtu: u32,
+) -> Result<u32, NetdevError> {
+    validate_name(name)?;
+    validate_name(peer)?;
+    let mut peer_msg = LinkMessage::default();
+    peer_msg
+        .attributes
+        .push(LinkAttribute::IfName(peer.to_owned()));
+    peer_msg.attributes.push(LinkAttribute::Mtu(peer_mtu));
+    let mut msg = LinkMessage::default();
+    msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
+    if let Some(mac) = mac {
+        msg.attributes.push(LinkAttribute::Address(mac.to_vec()));
+    }
+    if let Some(mtu) = mtu {
+        msg.attributes.push(LinkAttribute::Mtu(mtu));
+    }
+    msg.attributes.push(LinkAttribute::LinkInfo(vec![
+        NlLinkInfo::Kind(InfoKind::Veth),
+        NlLinkInfo::Data(InfoData::Veth(InfoVeth::Peer(peer_msg))),
+    ]));
+    request_flags(
+        RouteNetlinkMessage::NewLink(msg),
+        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        "create veth",
+        name,
+    )?;
+    ifindex(name)
+}
+
+/// Deletes the netdev `ifindex` (for a veth, both ends go).
+pub fn delete_link(ifindex: u32) -> Result<(), NetdevError> {
+    let mut msg = LinkMessage::default();
+    msg.header.index = ifindex;
+    request(
+        RouteNetlinkMessage::DelLink(msg),
+        "delete link",
+        &format!("ifindex {ifindex}"),
+    )
+    .map(|_| ())
+}
+
 fn link_get(msg: LinkMessage, dev: &str) -> Result<LinkInfo, NetdevError> {
     let replies = request(RouteNetlinkMessage::GetLink(msg), "get link", dev)?;
     let link = replies
@@ -138,6 +199,9 @@ fn link_get(msg: LinkMessage, dev: &str) -> Result<LinkInfo, NetdevError> {
         lower_up: link.header.flags.contains(LinkFlags::LowerUp),
         rx_queues: 1,
         tx_queues: 1,
+        kind: None,
+        link: None,
+        xdp_attached: false,
     };
     for attr in link.attributes {
         match attr {
@@ -146,6 +210,20 @@ fn link_get(msg: LinkMessage, dev: &str) -> Result<LinkInfo, NetdevError> {
             LinkAttribute::Mtu(m) => info.mtu = m,
             LinkAttribute::NumRxQueues(n) => info.rx_queues = n,
             LinkAttribute::NumTxQueues(n) => info.tx_queues = n,
+            LinkAttribute::Link(i) => info.link = Some(i),
+            LinkAttribute::LinkInfo(infos) => {
+                for i in infos {
+                    if let NlLinkInfo::Kind(k) = i {
+                        info.kind = Some(k.to_string());
+                    }
+                }
+            }
+            LinkAttribute::Xdp(xdp) => {
+                info.xdp_attached |= xdp.iter().any(|x| {
+                    matches!(x, LinkXdp::Attached(a) if *a != XdpAttached::None)
+                        || matches!(x, LinkXdp::ProgId(id) if *id != 0)
+                });
+            }
             _ => {}
         }
     }

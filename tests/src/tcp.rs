@@ -4,8 +4,9 @@
 //! out) and the server checks the bytes themselves.
 
 use crate::cmd::Background;
-use crate::netns::{unique_tag, Pod, NAME_PREFIX};
+use crate::netns::{unique_tag, Netns, Pod, NAME_PREFIX};
 use crate::{require_tool, Result};
+use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 /// Bound on the server getting its socket listening.
@@ -34,9 +35,30 @@ pub fn tcp_transfer(
 pub fn tcp_transfer_via(
     a: &Pod,
     b: &Pod,
-    via: std::net::Ipv4Addr,
+    via: Ipv4Addr,
     sport: u16,
     dport: u16,
+    bytes: usize,
+    reset: bool,
+) -> Result<String> {
+    tcp_transfer_ns(
+        (a.ns(), a.ip()),
+        (b.ns(), b.ip()),
+        via,
+        (sport, dport),
+        bytes,
+        reset,
+    )
+}
+
+/// [`tcp_transfer_via`] between any two namespaces: the client binds
+/// `from.1` in `from.0`, the server listens on `to.1` in `to.0`, the
+/// client connects to `via`.
+pub fn tcp_transfer_ns(
+    from: (&Netns, Ipv4Addr),
+    to: (&Netns, Ipv4Addr),
+    via: Ipv4Addr,
+    (sport, dport): (u16, u16),
     bytes: usize,
     reset: bool,
 ) -> Result<String> {
@@ -62,10 +84,10 @@ pub fn tcp_transfer_via(
          c.sendall(b'%s%d\\n' % (b'corrupt ' if bad else b'', n))\n\
          c.recv(1)\n\
          c.close()\n",
-        ip = b.ip(),
+        ip = to.1,
         ready = ready.display()
     );
-    let mut srv = Background::spawn(&mut b.ns().command("python3", &["-c", &server]))?;
+    let mut srv = Background::spawn(&mut to.0.command("python3", &["-c", &server]))?;
     let deadline = Instant::now() + READY_TIMEOUT;
     while !ready.exists() {
         assert!(Instant::now() < deadline, "TCP server never listened");
@@ -89,11 +111,11 @@ pub fn tcp_transfer_via(
          print(s.makefile().readline().strip())\n\
          {linger}\
          s.close()\n",
-        a = a.ip(),
+        a = from.1,
         b = via,
     );
-    let out = a
-        .ns()
+    let out = from
+        .0
         .exec(
             &["python3", "-c", &client],
             Duration::from_secs(IO_TIMEOUT_S + 10),

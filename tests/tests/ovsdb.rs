@@ -249,7 +249,7 @@ fn agent_vsctl_sequence_matches_ovs_vswitchd() -> Result<()> {
         .ok()?
         .stdout;
     assert!(
-        !links.contains(" tun0:") && !links.contains(" br0:"),
+        !has_link(&links, "tun0") && !has_link(&links, "br0"),
         "{links}"
     );
     Ok(())
@@ -434,11 +434,17 @@ fn one_xbr_serves_every_bridge_and_sets_mtu_in_place() -> Result<()> {
     );
     let links = ns.exec(&["ip", "-o", "link"], CMD_TIMEOUT)?.ok()?.stdout;
     assert!(
-        !links.contains(" tun0:") && !links.contains(" br0:"),
+        !has_link(&links, "tun0") && !has_link(&links, "br0"),
         "{links}"
     );
-    assert!(links.contains(" br1:"), "{links}");
+    assert!(has_link(&links, "br1"), "{links}");
     Ok(())
+}
+
+/// Whether `ip -o link` output lists `name` (a veth-backed internal port
+/// shows as `name@peer:`).
+fn has_link(links: &str, name: &str) -> bool {
+    links.contains(&format!(" {name}:")) || links.contains(&format!(" {name}@"))
 }
 
 #[test]

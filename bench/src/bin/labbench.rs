@@ -21,8 +21,16 @@
 //! at the receiver. Reports both switches and the ratio xbr/ovs. The
 //! machine is shared: read the ratios, not the absolute figures.
 //!
+//! `--tun0` measures instead the gateway path of one node: node1's pod to
+//! the node's host stack through `tun0` (iperf3 server in the node's
+//! namespace on the gateway address; TCP both ways, UDP 64-byte
+//! datagrams pod to host), for three switches built one after the other
+//! in the same run: xbr with tun0 a TAP (`internal_backend=tap`), xbr
+//! with tun0 a veth pair (`internal_backend=veth`), and OVS (whose
+//! userspace-datapath internal port is a TAP). Ratios are against OVS.
+//!
 //! Usage (root): `labbench [--runs N] [--seconds S] [--no-xdp-redirect]
-//! [--json]`; the xbr
+//! [--tun0] [--json]`; the xbr
 //! binary is `$XBR_BIN`, else `xbr` next to this program (build both with
 //! `cargo build --release -p dataplane --bin xbr -p bench`).
 
@@ -48,6 +56,7 @@ struct Args {
     seconds: u32,
     json: bool,
     xdp_redirect: bool,
+    tun0: bool,
 }
 
 fn parse_args() -> Result<Args, BenchError> {
@@ -56,6 +65,7 @@ fn parse_args() -> Result<Args, BenchError> {
         seconds: 5,
         json: false,
         xdp_redirect: true,
+        tun0: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -70,10 +80,11 @@ fn parse_args() -> Result<Args, BenchError> {
             "--seconds" => a.seconds = num("--seconds")?.min(600) as u32,
             "--json" => a.json = true,
             "--no-xdp-redirect" => a.xdp_redirect = false,
+            "--tun0" => a.tun0 = true,
             other => {
                 return Err(BenchError::Usage(format!(
                     "unknown argument '{other}' (usage: labbench [--runs N] [--seconds S] \
-                     [--no-xdp-redirect] [--json])"
+                     [--no-xdp-redirect] [--tun0] [--json])"
                 )))
             }
         }
@@ -117,7 +128,8 @@ struct LabRun {
 }
 
 impl LabRun {
-    fn up(xdp_redirect: bool) -> Result<LabRun, BenchError> {
+    /// A lab whose tun0s are `tun0_backend` (tap, veth), or xbr's default.
+    fn up(xdp_redirect: bool, tun0_backend: Option<&str>) -> Result<LabRun, BenchError> {
         let tag = unique_tag();
         let dir = std::env::temp_dir().join(format!("xbrb-lab-{tag}"));
         let prefix = format!("xbrb-{tag}");
@@ -144,6 +156,9 @@ impl LabRun {
         ];
         if xdp_redirect {
             up.push("--xdp-redirect");
+        }
+        if let Some(b) = tun0_backend {
+            up.extend(["--tun0-backend", b]);
         }
         run(Command::new(xbr_bin()).args(&up), Duration::from_secs(180))?;
         let text = std::fs::read_to_string(dir.join("lab.json"))
@@ -226,6 +241,20 @@ impl Drop for LabRun {
 /// summary.
 fn iperf3(a: &Value, b: &Value, udp: bool, seconds: u32, port: u16) -> Result<Value, BenchError> {
     let (ans, bns, bip) = (field(a, "netns")?, field(b, "netns")?, field(b, "ip")?);
+    iperf3_ns(ans, bns, bip, udp, false, seconds, port)
+}
+
+/// One iperf3 run, client in namespace `ans`, server in `bns` at `bip`;
+/// `reverse`: the server sends (`-R`).
+fn iperf3_ns(
+    ans: &str,
+    bns: &str,
+    bip: &str,
+    udp: bool,
+    reverse: bool,
+    seconds: u32,
+    port: u16,
+) -> Result<Value, BenchError> {
     let port_s = port.to_string();
     run(
         &mut in_ns(bns, &["iperf3", "-s", "-D", "-1", "-p", &port_s]),
@@ -236,6 +265,9 @@ fn iperf3(a: &Value, b: &Value, udp: bool, seconds: u32, port: u16) -> Result<Va
     let mut args = vec!["iperf3", "-c", bip, "-p", &port_s, "-t", &t, "-J"];
     if udp {
         args.extend(["-u", "-b", "0", "-l", "64"]);
+    }
+    if reverse {
+        args.push("-R");
     }
     let out = run(
         &mut in_ns(ans, &args),
@@ -266,21 +298,126 @@ fn measure(lab: &LabRun, args: &Args) -> Result<(f64, f64), BenchError> {
     let (mut tcp, mut udp) = (Vec::new(), Vec::new());
     for i in 0..args.runs {
         let port = 5300 + (i as u16) * 2;
-        let t = iperf3(a, b, false, args.seconds, port)?;
-        tcp.push(
-            t["end"]["sum_received"]["bits_per_second"]
-                .as_f64()
-                .unwrap_or(0.0)
-                / 1e9,
-        );
-        let u = iperf3(a, b, true, args.seconds, port + 1)?;
-        let sum = &u["end"]["sum"];
-        let sent = sum["packets"].as_f64().unwrap_or(0.0);
-        let lost = sum["lost_packets"].as_f64().unwrap_or(0.0);
-        let secs = sum["seconds"].as_f64().filter(|s| *s > 0.0).unwrap_or(1.0);
-        udp.push((sent - lost).max(0.0) / secs / 1e3);
+        tcp.push(tcp_gbps(&iperf3(a, b, false, args.seconds, port)?));
+        udp.push(udp_kpps(&iperf3(a, b, true, args.seconds, port + 1)?));
     }
     Ok((median(tcp), median(udp)))
+}
+
+/// Gbit/s a TCP run's receiver counted.
+fn tcp_gbps(v: &Value) -> f64 {
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e9
+}
+
+/// Thousands of datagrams per second a UDP run delivered.
+fn udp_kpps(v: &Value) -> f64 {
+    let sum = &v["end"]["sum"];
+    let sent = sum["packets"].as_f64().unwrap_or(0.0);
+    let lost = sum["lost_packets"].as_f64().unwrap_or(0.0);
+    let secs = sum["seconds"].as_f64().filter(|s| *s > 0.0).unwrap_or(1.0);
+    (sent - lost).max(0.0) / secs / 1e3
+}
+
+/// Medians of (TCP pod->host Gbit/s, TCP host->pod Gbit/s, UDP 64B
+/// pod->host kpps) between node1's first pod and its node's tun0.
+fn measure_tun0(lab: &LabRun, args: &Args) -> Result<[f64; 3], BenchError> {
+    let pods = lab.pods();
+    let pod = pods
+        .first()
+        .ok_or_else(|| BenchError::Failed("the lab has no pod".into()))?;
+    let node_name = field(pod, "node")?;
+    let node = lab.json["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|n| n["name"].as_str() == Some(node_name))
+        .ok_or_else(|| BenchError::Failed(format!("lab.json: no node {node_name}")))?;
+    let (pns, nns, gw) = (
+        field(pod, "netns")?,
+        field(node, "netns")?,
+        field(node, "gateway")?,
+    );
+    let _ = run_bounded(
+        &mut in_ns(pns, &["ping", "-c", "3", "-i", "0.2", "-W", "1", gw]),
+        CMD_TIMEOUT,
+    );
+    let mut out: [Vec<f64>; 3] = Default::default();
+    for i in 0..args.runs {
+        let port = 5400 + (i as u16) * 3;
+        let s = args.seconds;
+        out[0].push(tcp_gbps(&iperf3_ns(pns, nns, gw, false, false, s, port)?));
+        out[1].push(tcp_gbps(&iperf3_ns(
+            pns,
+            nns,
+            gw,
+            false,
+            true,
+            s,
+            port + 1,
+        )?));
+        out[2].push(udp_kpps(&iperf3_ns(
+            pns,
+            nns,
+            gw,
+            true,
+            false,
+            s,
+            port + 2,
+        )?));
+    }
+    Ok(out.map(median))
+}
+
+fn bench_tun0(args: &Args) -> Result<(), BenchError> {
+    let mut rows: Vec<(&str, [f64; 3])> = Vec::new();
+    for (label, backend) in [("xbr-tap", "tap"), ("xbr-veth", "veth")] {
+        let lab = LabRun::up(args.xdp_redirect, Some(backend))?;
+        rows.push((label, measure_tun0(&lab, args)?));
+    }
+    {
+        let mut lab = LabRun::up(args.xdp_redirect, None)?;
+        lab.switch_to_ovs()?;
+        rows.push(("ovs", measure_tun0(&lab, args)?));
+    }
+    let ovs = rows[rows.len() - 1].1;
+    let ratio = |x: f64, o: f64| if o > 0.0 { x / o } else { f64::INFINITY };
+    if args.json {
+        let mut j = serde_json::Map::new();
+        for (label, r) in &rows {
+            j.insert(
+                label.to_string(),
+                serde_json::json!({
+                    "tcp_to_host_gbps": r[0], "tcp_from_host_gbps": r[1], "udp64_to_host_kpps": r[2],
+                    "ratio_vs_ovs": [ratio(r[0], ovs[0]), ratio(r[1], ovs[1]), ratio(r[2], ovs[2])],
+                }),
+            );
+        }
+        j.insert("runs".into(), args.runs.into());
+        j.insert("seconds".into(), args.seconds.into());
+        j.insert("xdp_redirect".into(), args.xdp_redirect.into());
+        println!("{}", Value::Object(j));
+    } else {
+        println!(
+            "pod <-> host through tun0, median of {} x {} s",
+            args.runs, args.seconds
+        );
+        println!("switch     TCP->host Gbit/s  TCP<-host Gbit/s  UDP 64B->host kpps");
+        for (label, r) in &rows {
+            println!(
+                "{label:<9}  {:>16.2}  {:>16.2}  {:>18.1}   (x ovs: {:.2} {:.2} {:.2})",
+                r[0],
+                r[1],
+                r[2],
+                ratio(r[0], ovs[0]),
+                ratio(r[1], ovs[1]),
+                ratio(r[2], ovs[2])
+            );
+        }
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -291,7 +428,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match bench(&args) {
+    let result = if args.tun0 {
+        bench_tun0(&args)
+    } else {
+        bench(&args)
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("labbench: {e}");
@@ -302,11 +444,11 @@ fn main() -> ExitCode {
 
 fn bench(args: &Args) -> Result<(), BenchError> {
     let xbr = {
-        let lab = LabRun::up(args.xdp_redirect)?;
+        let lab = LabRun::up(args.xdp_redirect, None)?;
         measure(&lab, args)?
     };
     let ovs = {
-        let mut lab = LabRun::up(args.xdp_redirect)?;
+        let mut lab = LabRun::up(args.xdp_redirect, None)?;
         lab.switch_to_ovs()?;
         measure(&lab, args)?
     };

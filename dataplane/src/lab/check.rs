@@ -440,6 +440,7 @@ mod tests {
             variant: crate::lab::flows::Variant::LegacyNonConntrack,
             ovsdb: false,
             xdp_redirect: false,
+            tun0_backend: String::new(),
         };
         let s = plan(&o, 5).unwrap();
         let ps = probes(&s).unwrap();
@@ -475,6 +476,7 @@ mod tests {
             variant: crate::lab::flows::Variant::Conntrack,
             ovsdb: false,
             xdp_redirect: false,
+            tun0_backend: String::new(),
         };
         let s = plan(&o, 5).unwrap();
         // Only the last namespace has policies.

@@ -89,6 +89,10 @@ struct UpArgs {
     /// the XDP flow cache.
     #[arg(long)]
     xdp_redirect: bool,
+    /// What backs each node's tun0 (`internal_backend`): tap or veth;
+    /// default: xbr's.
+    #[arg(long, value_parser = ["tap", "veth"])]
+    tun0_backend: Option<String>,
 }
 
 #[derive(Args)]
@@ -184,6 +188,7 @@ fn run_up(a: UpArgs) -> Result<ExitCode, LabError> {
         },
         ovsdb: a.ovsdb,
         xdp_redirect: a.xdp_redirect,
+        tun0_backend: a.tun0_backend.unwrap_or_default(),
     };
     if !vxlan && opts.nodes > 1 {
         eprintln!(

@@ -117,22 +117,24 @@ pub fn configure(state: &LabState, node: &Node) -> Result<(), LabError> {
         ],
     )?;
     let mtu = format!("mtu_request={}", state.mtu);
-    vsctl(
-        node,
-        &[
-            "--may-exist",
-            "add-port",
-            "br0",
-            "tun0",
-            "--",
-            "set",
-            "Interface",
-            "tun0",
-            "ofport_request=2",
-            "type=internal",
-            &mtu,
-        ],
-    )?;
+    let backend = format!("options:internal_backend={}", state.tun0_backend);
+    let mut tun0 = vec![
+        "--may-exist",
+        "add-port",
+        "br0",
+        "tun0",
+        "--",
+        "set",
+        "Interface",
+        "tun0",
+        "ofport_request=2",
+        "type=internal",
+        &mtu,
+    ];
+    if !state.tun0_backend.is_empty() {
+        tun0.push(&backend);
+    }
+    vsctl(node, &tun0)?;
     for pod in state.pods.iter().filter(|p| p.node == node.name) {
         let ids = format!("external_ids=sandbox=\"{}\",ip=\"{}\"", pod.name, pod.ip);
         vsctl(

@@ -57,6 +57,8 @@ pub struct Options {
     /// pods' ports and vxlan0 are `xdp_redirect=on`, so xbr's XDP flow
     /// cache forwards between pods, local and across nodes, in the kernel.
     pub xdp_redirect: bool,
+    /// tun0's `internal_backend` ("tap" or "veth"); empty: xbr's default.
+    pub tun0_backend: String,
 }
 
 /// splitmix64: a tiny, well-mixed generator; cryptographic strength is not
@@ -250,6 +252,7 @@ pub fn plan(opts: &Options, seed: u64) -> Result<LabState, LabError> {
         vxlan: opts.vxlan,
         ovsdb: opts.ovsdb,
         xdp_redirect: opts.xdp_redirect,
+        tun0_backend: opts.tun0_backend.clone(),
         cluster_network: CLUSTER_NETWORK.to_string(),
         service_network: SERVICE_NETWORK.to_string(),
         vxlan_port: VXLAN_PORT,
@@ -291,6 +294,7 @@ mod tests {
             variant: crate::lab::flows::Variant::LegacyNonConntrack,
             ovsdb: false,
             xdp_redirect: false,
+            tun0_backend: String::new(),
         }
     }
 

@@ -40,6 +40,9 @@ pub struct LabState {
     /// `xdp_redirect=on` (`--xdp-redirect`).
     #[serde(default)]
     pub xdp_redirect: bool,
+    /// tun0's `internal_backend` (`--tun0-backend`); empty: xbr's default.
+    #[serde(default)]
+    pub tun0_backend: String,
     pub cluster_network: String,
     pub service_network: String,
     pub vxlan_port: u16,

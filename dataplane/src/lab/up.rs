@@ -447,7 +447,14 @@ fn xbr_args(state: &LabState, node: &Node) -> Vec<String> {
     };
     for port in [
         vxlan0,
-        format!("tun0=2,type=internal,mtu_request={}", state.mtu),
+        if state.tun0_backend.is_empty() {
+            format!("tun0=2,type=internal,mtu_request={}", state.mtu)
+        } else {
+            format!(
+                "tun0=2,type=internal,mtu_request={},internal_backend={}",
+                state.mtu, state.tun0_backend
+            )
+        },
     ] {
         args.push("--port".into());
         args.push(port);
@@ -651,6 +658,7 @@ mod tests {
             variant: crate::lab::flows::Variant::LegacyNonConntrack,
             ovsdb: false,
             xdp_redirect: false,
+            tun0_backend: String::new(),
         };
         plan::plan(&opts, 11).unwrap()
     }

@@ -181,12 +181,19 @@ fn iface_spec(
         mac: None,
         vxlan: None,
         xdp_redirect: false,
+        internal_backend: Default::default(),
     };
     match kind.as_str() {
         "" | "system" => spec.xdp_redirect = xdp_redirect(name, &options)?,
         "internal" => {
             spec.port_type = PortType::Internal;
             spec.mac = string(row, "mac").and_then(|m| crate::config::parse_mac(&m));
+            if let Some(b) = options.get("internal_backend") {
+                spec.internal_backend =
+                    crate::config::InternalBackend::parse(b).ok_or_else(|| {
+                        format!("{name}: options:internal_backend '{b}' is not tap or veth")
+                    })?;
+            }
         }
         "vxlan" => {
             spec.port_type = PortType::Vxlan;

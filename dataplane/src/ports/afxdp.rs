@@ -79,6 +79,9 @@ pub struct XskPort {
     pub(crate) xdp_target: bool,
     /// A fatal kick error was logged (once per port, not per packet).
     tx_error_logged: bool,
+    /// For an internal port's veth backend, the pair, deleted when the
+    /// port drops; last, so the sockets and program go first.
+    pub(crate) host: Option<crate::hostveth::HostVeth>,
 }
 
 impl XskPort {
@@ -300,6 +303,7 @@ pub(crate) fn open_xsk(
         next_rx: 0,
         tx_error_logged: false,
         xdp_target: false,
+        host: None,
     })
 }
 

@@ -1,6 +1,8 @@
 //! The bridge's ports as the engine sees them: AF_XDP sockets on existing
-//! netdevs (`type=system`) and TAP devices xbr creates (`type=internal`),
-//! all moving packets through frames of one shared UMEM.
+//! netdevs (`type=system`) and TAP devices or veth pairs xbr creates
+//! (`type=internal`, see `hostveth` for the veth backend, which is served
+//! like a system port), all moving packets through frames of one shared
+//! UMEM.
 //!
 //! # Design
 //!
@@ -75,6 +77,13 @@ pub enum PortError {
         #[source]
         source: TapError,
     },
+    #[error("port '{name}': {source}")]
+    HostVeth {
+        name: String,
+        #[source]
+        // Boxed: it would double every PortError's size.
+        source: Box<crate::hostveth::HostVethError>,
+    },
     #[error("port '{name}': XDP flow cache: {source}")]
     XdpCache {
         name: String,
@@ -109,7 +118,7 @@ impl PortError {
                     source: NetdevError::InvalidName(_),
                     ..
                 }
-        )
+        ) || matches!(self, PortError::HostVeth { source, .. } if source.is_config_error())
     }
 }
 
@@ -271,7 +280,11 @@ impl PortIo<UmemFrames> for Port {
     }
 
     fn is_host(&self) -> bool {
-        matches!(self, Port::Internal(_))
+        match self {
+            Port::Xsk(p) => p.host.is_some(),
+            Port::Internal(_) => true,
+            Port::Vxlan(_) => false,
+        }
     }
 
     fn xdp_ifindex(&self) -> Option<u32> {

@@ -1,10 +1,12 @@
 //! Opening ports: the checks that need no attachment, then XDP and
-//! AF_XDP for system ports (and tunnel uplinks), TAP devices for internal
-//! ones. See the `ports` module for the design; this half runs on
+//! AF_XDP for system ports (and tunnel uplinks), TAP devices or veth
+//! pairs (served like system ports) for internal ones. See the `ports` module for the design; this half runs on
 //! whatever thread opens a port (start-up, or a live add), never on the
 //! packet thread.
 
 use super::*;
+use crate::config::InternalBackend;
+use crate::hostveth::{self, HostVeth, HostVethError};
 use crate::xdpcache::CacheMaps;
 
 /// Ports opened for a bridge, with the frame store they share.
@@ -17,7 +19,8 @@ pub struct OpenedPorts {
 
 /// Checks what can be checked about `spec` without attaching anything:
 /// the name, that a system port's interface exists and an internal port's
-/// does not, the uplink of a tunnel, the MTU.
+/// does not (for the veth backend: or is a pair an earlier xbr left, which
+/// opening replaces), the uplink of a tunnel, the MTU.
 pub fn check_spec(spec: &PortSpec) -> Result<(), PortError> {
     netdev::validate_name(&spec.name).map_err(|source| PortError::Netdev {
         name: spec.name.clone(),
@@ -32,6 +35,29 @@ pub fn check_spec(spec: &PortSpec) -> Result<(), PortError> {
                 name: spec.name.clone(),
                 source,
             })
+        }
+        (PortType::Internal, Ok(_)) if spec.internal_backend == InternalBackend::Veth => {
+            match hostveth::existing(&spec.name) {
+                Ok(hostveth::Existing::Leftover(_) | hostveth::Existing::Nothing) => {}
+                Ok(hostveth::Existing::InUse) => {
+                    return Err(PortError::HostVeth {
+                        name: spec.name.clone(),
+                        source: Box::new(HostVethError::InUse {
+                            name: spec.name.clone(),
+                            peer: hostveth::peer_name(&spec.name),
+                        }),
+                    })
+                }
+                Ok(hostveth::Existing::Foreign) => {
+                    return Err(PortError::InterfaceExists(spec.name.clone()))
+                }
+                Err(source) => {
+                    return Err(PortError::Netdev {
+                        name: spec.name.clone(),
+                        source,
+                    })
+                }
+            }
         }
         (PortType::Internal, Ok(_)) => return Err(PortError::InterfaceExists(spec.name.clone())),
         _ => {}
@@ -87,7 +113,11 @@ pub fn open_ports(
         .filter_map(|s| match s.port_type {
             PortType::System => Some(s.name.as_str()),
             PortType::Vxlan => s.vxlan.as_ref().map(|v| v.uplink.as_str()),
-            PortType::Internal => None,
+            PortType::Internal => match s.internal_backend {
+                InternalBackend::Tap => None,
+                // Not created yet: a veth end has one queue.
+                InternalBackend::Veth => Some(""),
+            },
         })
         .map(|dev| {
             let queues = netdev::link_by_name(dev).map_or(1, |l| afxdp::queues_served(l.rx_queues));
@@ -164,6 +194,44 @@ pub fn open_one(
         PortType::Vxlan => {
             let (meta, port) = crate::vxlan::port::open(spec, umem, cache)?;
             Ok((meta, Port::Vxlan(port)))
+        }
+        PortType::Internal if spec.internal_backend == InternalBackend::Veth => {
+            let pair = HostVeth::create(&name, spec.mac, spec.mtu_request).map_err(|source| {
+                PortError::HostVeth {
+                    name: name.clone(),
+                    source: Box::new(source),
+                }
+            })?;
+            let netdev_err = |source| PortError::Netdev {
+                name: name.clone(),
+                source,
+            };
+            let host = netdev::link_by_index(pair.ifindex()).map_err(netdev_err)?;
+            let link = netdev::link_by_index(pair.peer_ifindex()).map_err(netdev_err)?;
+            let prog = XdpProgram::attach(link.ifindex, XdpModeRequest::Auto, cache).map_err(
+                |source| PortError::Xdp {
+                    name: name.clone(),
+                    source,
+                },
+            )?;
+            // The host end has GRO on (HostVeth::create), so the xbr end
+            // always accepts redirected frames.
+            let xdp_target = cache.is_some();
+            if let Some(cache) = cache {
+                cache
+                    .add_dev(link.ifindex)
+                    .map_err(|source| PortError::XdpCache {
+                        name: name.clone(),
+                        source,
+                    })?;
+            }
+            let mut port = open_xsk(&name, &link, prog, umem)?;
+            port.xdp_target = xdp_target;
+            tracing::info!(port = %name, ofport, ifindex = host.ifindex, peer = %pair.peer(),
+                peer_ifindex = link.ifindex, "internal port created (veth)");
+            port.host = Some(pair);
+            let meta = PortMeta::new(ofport, name, host.mac.unwrap_or_default());
+            Ok((Arc::new(meta), Port::Xsk(port)))
         }
         PortType::Internal => {
             let tap_err = |source| PortError::Tap {
