@@ -283,11 +283,13 @@ impl FlowCache {
             // Fixed seeds: the cache's behaviour is reproducible; keys are
             // packet headers an attacker controls either way, and the
             // two-slot layout bounds what a collision costs (a miss).
+            // Not ahash's own constants (the digits of pi it mixes seeds
+            // with): those cancel out and spread keys badly, see the test.
             hasher: ahash::RandomState::with_seeds(
-                0x243f_6a88_85a3_08d3,
-                0x1319_8a2e_0370_7344,
-                0xa409_3822_299f_31d0,
-                0x082e_fa98_ec4e_6c89,
+                0x9e37_79b9_7f4a_7c15,
+                0xbf58_476d_1ce4_e5b9,
+                0x94d0_49bb_1331_11eb,
+                0x2545_f491_4f6c_dd1d,
             ),
             generation: u64::MAX,
             tables: Arc::default(),
@@ -308,7 +310,9 @@ impl FlowCache {
     }
 
     fn slots(&self, hash: u64) -> (usize, usize) {
-        let a = (hash as usize) & self.mask;
+        // Bit 0 is always set (0 marks an empty slot): skip it, or only
+        // odd slots would ever be first choices.
+        let a = ((hash >> 1) as usize) & self.mask;
         let b = ((hash >> 32) as usize) & self.mask;
         (a, b)
     }
@@ -575,4 +579,28 @@ impl Tracer for &mut Recorder<'_> {
     fn goto_table(&mut self, _: u8, _: u32) {}
     fn bucket(&mut self, _: &crate::action::Bucket, _: u32) {}
     fn action_set(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::Field;
+    use std::collections::HashSet;
+
+    /// Distinct keys must get distinct hashes: with a degenerate hash
+    /// (ahash seeded with its own internal constants gives every key the
+    /// same value) every key would compete for the same two slots.
+    #[test]
+    fn the_hash_spreads_keys_over_slots() {
+        let cache = FlowCache::new(8192);
+        let mut slots = HashSet::new();
+        for i in 0..10_000u32 {
+            let mut k = FlowKey::zero();
+            k.set(Field::InPort, 1);
+            k.set(Field::IpDst, u64::from(0x0a80_0000 + i));
+            slots.insert(cache.slots(cache.hasher.hash_one(k) | 1).0);
+        }
+        // 10,000 keys over 8192 slots: most slots taken.
+        assert!(slots.len() > 5000, "{} slots", slots.len());
+    }
 }

@@ -123,13 +123,11 @@ impl Megaflows {
             entries: Vec::new(),
             capacity,
             dirty: Vec::new(),
-            // Fixed seeds, for the exact-match cache's reasons.
-            hasher: RandomState::with_seeds(
-                0x4528_21e6_38d0_1377,
-                0xbe54_66cf_34e9_0c6c,
-                0xc0ac_29b7_c97c_50dd,
-                0x3f84_d5b5_b547_0917,
-            ),
+            // Random per cache: subtables are hash maps whose keys are
+            // packet headers, so fixed seeds would let a sender craft
+            // collisions (and the fixed seeds used before were ahash's own
+            // constants, which gave every key the same hash).
+            hasher: RandomState::new(),
         }
     }
 
@@ -234,4 +232,27 @@ fn masked(key: &FlowKey, mask: &FlowKey) -> FlowKey {
         *o = k & m;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::Field;
+    use std::collections::HashSet;
+
+    /// The subtables' maps must spread masked keys: with a hash that gave
+    /// every key the same value (ahash seeded with its own internal
+    /// constants did) a lookup walked every entry of the subtable.
+    #[test]
+    fn the_hash_spreads_masked_keys() {
+        let m = Megaflows::new(16);
+        let mut hashes = HashSet::new();
+        for i in 0..10_000u32 {
+            let mut k = FlowKey::zero();
+            k.set(Field::InPort, 1);
+            k.set(Field::IpDst, u64::from(0x0a80_0000 + i));
+            hashes.insert(m.hasher.hash_one(k));
+        }
+        assert_eq!(hashes.len(), 10_000);
+    }
 }
