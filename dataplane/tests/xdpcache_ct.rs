@@ -161,7 +161,8 @@ fn retired_entries_unlink_and_a_flush_bumps_the_generation() {
     // A flow change retires the entry; the sweep deletes it and unlinks
     // the connection, so a later change of it is nobody's business.
     r.maps.generation().bump();
-    r.cache.sweep(Instant::now(), true, &r.ct, r.ct.now_ms());
+    r.cache
+        .sweep(Instant::now(), true, false, &r.ct, r.ct.now_ms());
     assert_eq!((r.cache.len(), r.cache.stats().invalidated), (0, 1));
     let mark = CtRequest {
         mark: Some((7, 0xff)),
@@ -252,7 +253,8 @@ fn removed_entries_drop_their_watches() {
     r.install_through(1, absent);
     assert_eq!(r.cache.len(), 1);
     r.maps.generation().bump();
-    r.cache.sweep(Instant::now(), true, &r.ct, r.ct.now_ms());
+    r.cache
+        .sweep(Instant::now(), true, false, &r.ct, r.ct.now_ms());
     assert_eq!(r.cache.len(), 0);
     // The commit finds no watch: nothing queued.
     track(&r.ct, udp(A, 5000, B, 53), &commit());

@@ -262,7 +262,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         self.apply_changes();
         // The kernel's last hits, so the final counters include them.
-        self.xdp_sweep(true);
+        self.xdp_sweep(true, false);
         self
     }
 
@@ -418,7 +418,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 self.rx_xdp_key = None;
             }
         }
-        self.xdp_sweep(false);
+        self.xdp_sweep(false, received > 0);
         self.flush();
         // Hits reach the flow counters when the thread goes idle, and
         // every CACHE_FLUSH_ROUNDS busy rounds: per round, a batch of

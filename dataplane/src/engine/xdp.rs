@@ -158,7 +158,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Collects the XDP cache's hits now (tests and shutdown; rounds do
     /// it every `xdpcache::SWEEP_INTERVAL`).
     pub fn xdp_collect(&mut self) {
-        self.xdp_sweep(true);
+        self.xdp_sweep(true, false);
     }
 
     /// One pass of `chain`'s frame was translated into `self.xlate` from
@@ -348,7 +348,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             return;
         }
         self.stats_seen = want;
-        self.xdp_sweep(true);
+        self.xdp_sweep(true, false);
         self.flush();
         self.flush_cache();
         self.shared.mark_stats_collected(want);
@@ -361,9 +361,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
     }
 
-    /// Sweeps the XDP cache when due (now with `force`) and adds the hits
-    /// it collected to the ports' and drop counters.
-    pub(super) fn xdp_sweep(&mut self, force: bool) {
+    /// Sweeps the XDP cache when due (now with `force`; a step of the
+    /// pass when `busy`, see `XdpCache::sweep`) and adds the hits it
+    /// collected to the ports' and drop counters.
+    pub(super) fn xdp_sweep(&mut self, force: bool, busy: bool) {
         self.xdp_forget_dead();
         let Some(x) = &mut self.xdp else {
             return;
@@ -371,6 +372,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         x.sweep(
             Instant::now(),
             force,
+            busy,
             &self.conntrack,
             self.conntrack.now_ms(),
         );

@@ -42,8 +42,13 @@ pub struct XdpRig {
 
 impl XdpRig {
     pub fn new() -> XdpRig {
+        XdpRig::with_capacity(64)
+    }
+
+    /// A rig whose cache holds `entries`.
+    pub fn with_capacity(entries: u32) -> XdpRig {
         let maps = Arc::new(
-            CacheMaps::new(64, 4).expect("creating BPF maps (needs root, as CI runs tests)"),
+            CacheMaps::new(entries, 4).expect("creating BPF maps (needs root, as CI runs tests)"),
         );
         maps.add_dev(LO).expect("lo as a redirect target");
         let prog = XdpTestRun::load(&maps).expect("loading the XDP programs");
@@ -88,7 +93,7 @@ impl XdpRig {
     /// Hits the programs counted so far.
     pub fn hits(&mut self) -> u64 {
         let now = self.ct.now_ms();
-        self.cache.sweep(Instant::now(), true, &self.ct, now);
+        self.cache.sweep(Instant::now(), true, false, &self.ct, now);
         self.cache.stats().hit_packets
     }
 }
