@@ -151,6 +151,36 @@ pub fn open_ports(
     })
 }
 
+/// Attaches xbr's XDP program to `link` and binds its AF_XDP sockets
+/// on `umem`. With the cache on and `redirect_target` (the device
+/// accepts redirected frames), cache entries may forward to it.
+fn attach_xsk(
+    name: &str,
+    link: &netdev::LinkInfo,
+    umem: &Arc<Umem>,
+    cache: Option<&CacheMaps>,
+    redirect_target: bool,
+) -> Result<XskPort, PortError> {
+    let prog = XdpProgram::attach(link.ifindex, XdpModeRequest::Auto, cache).map_err(|source| {
+        PortError::Xdp {
+            name: name.to_string(),
+            source,
+        }
+    })?;
+    let xdp_target = cache.is_some() && redirect_target;
+    if let (Some(cache), true) = (cache, xdp_target) {
+        cache
+            .add_dev(link.ifindex)
+            .map_err(|source| PortError::XdpCache {
+                name: name.to_string(),
+                source,
+            })?;
+    }
+    let mut port = open_xsk(name, link, prog, umem)?;
+    port.xdp_target = xdp_target;
+    Ok(port)
+}
+
 /// Opens one port on `umem` (any thread; see [`open_xsk`]).
 /// Without `cache` (the cache is off) a system port's program gets
 /// private, empty cache maps: it never hits and is no redirect target.
@@ -170,23 +200,7 @@ pub fn open_one(
                     source,
                 },
             })?;
-            let prog = XdpProgram::attach(link.ifindex, XdpModeRequest::Auto, cache).map_err(
-                |source| PortError::Xdp {
-                    name: name.clone(),
-                    source,
-                },
-            )?;
-            let xdp_target = cache.is_some() && spec.xdp_redirect;
-            if let (Some(cache), true) = (cache, xdp_target) {
-                cache
-                    .add_dev(link.ifindex)
-                    .map_err(|source| PortError::XdpCache {
-                        name: name.clone(),
-                        source,
-                    })?;
-            }
-            let mut port = open_xsk(&name, &link, prog, umem)?;
-            port.xdp_target = xdp_target;
+            let port = attach_xsk(&name, &link, umem, cache, spec.xdp_redirect)?;
             tracing::info!(port = %name, ofport, ifindex = link.ifindex, "attached");
             let meta = PortMeta::new(ofport, name, link.mac.unwrap_or_default());
             Ok((Arc::new(meta), Port::Xsk(port)))
@@ -208,25 +222,9 @@ pub fn open_one(
             };
             let host = netdev::link_by_index(pair.ifindex()).map_err(netdev_err)?;
             let link = netdev::link_by_index(pair.peer_ifindex()).map_err(netdev_err)?;
-            let prog = XdpProgram::attach(link.ifindex, XdpModeRequest::Auto, cache).map_err(
-                |source| PortError::Xdp {
-                    name: name.clone(),
-                    source,
-                },
-            )?;
             // The host end has GRO on (HostVeth::create), so the xbr end
             // always accepts redirected frames.
-            let xdp_target = cache.is_some();
-            if let Some(cache) = cache {
-                cache
-                    .add_dev(link.ifindex)
-                    .map_err(|source| PortError::XdpCache {
-                        name: name.clone(),
-                        source,
-                    })?;
-            }
-            let mut port = open_xsk(&name, &link, prog, umem)?;
-            port.xdp_target = xdp_target;
+            let mut port = attach_xsk(&name, &link, umem, cache, true)?;
             tracing::info!(port = %name, ofport, ifindex = host.ifindex, peer = %pair.peer(),
                 peer_ifindex = link.ifindex, "internal port created (veth)");
             port.host = Some(pair);
