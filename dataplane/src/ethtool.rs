@@ -17,6 +17,9 @@ use std::io;
 use netlink_sys::{protocols::NETLINK_GENERIC, Socket, SocketAddr};
 
 use crate::netdev::NetdevError;
+use crate::nlattr::{
+    put_attr, Attrs, NLA_F_NESTED, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_REQUEST,
+};
 
 const GENL_ID_CTRL: u16 = 0x10;
 const CTRL_CMD_GETFAMILY: u8 = 3;
@@ -33,12 +36,6 @@ const ETHTOOL_A_BITSET_BITS_BIT: u16 = 1;
 const ETHTOOL_A_BITSET_BIT_NAME: u16 = 2;
 const ETHTOOL_A_BITSET_BIT_VALUE: u16 = 3;
 
-const NLMSG_ERROR: u16 = 2;
-const NLM_F_REQUEST: u16 = 1;
-const NLM_F_ACK: u16 = 4;
-const NLA_F_NESTED: u16 = 0x8000;
-const NLA_TYPE_MASK: u16 = 0x3fff;
-const NLMSG_HDRLEN: usize = 16;
 const GENL_HDRLEN: usize = 4;
 
 /// Turns GRO on (`ethtool -K DEV gro on`) for the device `ifindex`.
@@ -103,29 +100,9 @@ fn family_id(name: &str, dev: &str) -> Result<u16, NetdevError> {
         })
 }
 
-/// Appends one netlink attribute (header, value, padding to 4 bytes).
-fn put_attr(buf: &mut Vec<u8>, kind: u16, value: &[u8]) {
-    let len = 4 + value.len();
-    buf.extend_from_slice(&(len as u16).to_ne_bytes());
-    buf.extend_from_slice(&kind.to_ne_bytes());
-    buf.extend_from_slice(value);
-    buf.resize(buf.len() + (align4(len) - len), 0);
-}
-
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
 /// The (type, value) attributes of `buf`; stops at the first malformed one.
 fn attrs_of(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    let mut rest = buf;
-    std::iter::from_fn(move || {
-        let len = usize::from(u16::from_ne_bytes([*rest.first()?, *rest.get(1)?]));
-        let kind = u16::from_ne_bytes([*rest.get(2)?, *rest.get(3)?]) & NLA_TYPE_MASK;
-        let value = rest.get(4..len)?;
-        rest = rest.get(align4(len)..).unwrap_or_default();
-        Some((kind, value))
-    })
+    Attrs::new(buf, 0).map_while(Result::ok)
 }
 
 /// Sends one request and returns the payloads (generic-netlink header
@@ -189,7 +166,7 @@ fn exchange(
                 };
             }
             out.push(body.to_vec());
-            offset += align4(len.max(NLMSG_HDRLEN));
+            offset += (len.max(NLMSG_HDRLEN) + 3) & !3;
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod live;
 pub mod memport;
 pub mod meter;
 pub mod netdev;
+mod nlattr;
 pub mod normal;
 pub mod ovsdb;
 pub mod packet;

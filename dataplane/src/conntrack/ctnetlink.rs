@@ -15,16 +15,12 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use thiserror::Error;
 
+use crate::nlattr::{nest, put_attr, Attrs, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_REQUEST};
+
 const NETLINK_NETFILTER: isize = 12;
 const NFNL_SUBSYS_CTNETLINK: u16 = 1;
 const IPCTNL_MSG_CT_NEW: u16 = 0;
 const IPCTNL_MSG_CT_GET: u16 = 1;
-const NLMSG_ERROR: u16 = 2;
-const NLM_F_REQUEST: u16 = 1;
-const NLM_F_ACK: u16 = 4;
-const NLA_F_NESTED: u16 = 0x8000;
-const NLA_TYPE_MASK: u16 = 0x3fff;
-const NLMSG_HDRLEN: usize = 16;
 const NFGENMSG_LEN: usize = 4;
 
 const CTA_TUPLE_ORIG: u16 = 1;
@@ -69,43 +65,10 @@ pub enum CtnetlinkError {
     Kernel(i32),
 }
 
-/// Netlink attributes of a byte range: (type without flags, payload).
-/// Yields an error once and stops on a malformed length.
-struct Attrs<'a> {
-    buf: &'a [u8],
-    at: usize,
-    base: usize,
-}
-
-impl<'a> Attrs<'a> {
-    fn new(buf: &'a [u8], base: usize) -> Self {
-        Attrs { buf, at: 0, base }
-    }
-}
-
-impl<'a> Iterator for Attrs<'a> {
-    type Item = Result<(u16, &'a [u8]), CtnetlinkError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let rest = self.buf.get(self.at..)?;
-        if rest.is_empty() {
-            return None;
-        }
-        let bad = CtnetlinkError::Truncated(self.base + self.at);
-        if rest.len() < 4 {
-            self.at = self.buf.len();
-            return Some(Err(bad));
-        }
-        let len = usize::from(u16::from_ne_bytes([rest[0], rest[1]]));
-        let ty = u16::from_ne_bytes([rest[2], rest[3]]) & NLA_TYPE_MASK;
-        if len < 4 || len > rest.len() {
-            self.at = self.buf.len();
-            return Some(Err(bad));
-        }
-        let payload = &rest[4..len];
-        self.at += (len + 3) & !3;
-        Some(Ok((ty, payload)))
-    }
+/// Netlink attributes of a byte range (see `nlattr::Attrs`), a malformed
+/// length as [`CtnetlinkError::Truncated`].
+fn attrs(buf: &[u8], base: usize) -> impl Iterator<Item = Result<(u16, &[u8]), CtnetlinkError>> {
+    Attrs::new(buf, base).map(|r| r.map_err(CtnetlinkError::Truncated))
 }
 
 fn be16(b: &[u8]) -> Option<u16> {
@@ -123,11 +86,11 @@ fn parse_tuple(nest: &[u8], zone: u16, base: usize) -> Result<Tuple, CtnetlinkEr
         ..Tuple::default()
     };
     let (mut have_ip, mut have_proto) = (false, false);
-    for a in Attrs::new(nest, base) {
+    for a in attrs(nest, base) {
         let (ty, p) = a?;
         match ty {
             CTA_TUPLE_IP => {
-                for a in Attrs::new(p, base) {
+                for a in attrs(p, base) {
                     let (ty, p) = a?;
                     match ty {
                         CTA_IP_V4_SRC => t.src = be32(p).ok_or(CtnetlinkError::Truncated(base))?,
@@ -139,7 +102,7 @@ fn parse_tuple(nest: &[u8], zone: u16, base: usize) -> Result<Tuple, CtnetlinkEr
             }
             CTA_TUPLE_PROTO => {
                 let (mut id, mut icmp_type) = (0, 0);
-                for a in Attrs::new(p, base) {
+                for a in attrs(p, base) {
                     let (ty, p) = a?;
                     let short = CtnetlinkError::Truncated(base);
                     match ty {
@@ -207,7 +170,7 @@ impl ConntrackMsg {
             .get(base..)
             .ok_or(CtnetlinkError::Truncated(NLMSG_HDRLEN))?;
         let (mut orig, mut reply) = (None, None);
-        for a in Attrs::new(body, base) {
+        for a in attrs(body, base) {
             let (ty, p) = a?;
             match ty {
                 CTA_TUPLE_ORIG => orig = Some(parse_tuple(p, zone, base)?),
@@ -220,20 +183,6 @@ impl ConntrackMsg {
             reply: reply.ok_or(CtnetlinkError::Missing("CTA_TUPLE_REPLY"))?,
         }))
     }
-}
-
-fn put_attr(out: &mut Vec<u8>, ty: u16, payload: &[u8]) {
-    let len = 4 + payload.len();
-    out.extend_from_slice(&(len as u16).to_ne_bytes());
-    out.extend_from_slice(&ty.to_ne_bytes());
-    out.extend_from_slice(payload);
-    out.resize((out.len() + 3) & !3, 0);
-}
-
-fn nest(out: &mut Vec<u8>, ty: u16, fill: impl FnOnce(&mut Vec<u8>)) {
-    let mut inner = Vec::new();
-    fill(&mut inner);
-    put_attr(out, ty | NLA_F_NESTED, &inner);
 }
 
 /// Puts `t` as a `CTA_TUPLE_*` nest of type `ty`.
@@ -469,7 +418,7 @@ mod tests {
             r.len()
         );
         assert_eq!(u16::from_ne_bytes([r[4], r[5]]), 0x101);
-        let attrs: Vec<_> = Attrs::new(&r[20..], 20).map(|a| a.unwrap()).collect();
+        let attrs: Vec<_> = attrs(&r[20..], 20).map(|a| a.unwrap()).collect();
         assert_eq!(attrs.len(), 2);
         assert_eq!(parse_tuple(attrs[0].1, 0, 20).unwrap(), q);
         assert_eq!((attrs[1].0, attrs[1].1), (CTA_ZONE, &[0u8, 0][..]));
