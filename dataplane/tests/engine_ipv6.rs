@@ -13,11 +13,6 @@ const SRC: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 
 const DST: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
 /// Sends `frame` into port 1 and runs one round.
-fn send(rig: &mut Rig, frame: &[u8]) {
-    rig.inject(1, frame);
-    rig.engine.round();
-}
-
 fn tcp6(src: [u8; 16], dport: u16) -> Vec<u8> {
     let mut f = Vec::new();
     PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb])
@@ -51,14 +46,14 @@ fn ipv6_flows_forward_and_rewrite_with_right_checksums() {
     rig.flow_text("priority=20,tcp6,ipv6_dst=2001:db8:1::/48,tp_dst=80,actions=set_field:fd00::7->ipv6_dst,dec_ttl,output:2");
     rig.flow_text("priority=10,ipv6,actions=output:3");
     for _ in 0..2 {
-        send(&mut rig, &tcp6(SRC, 80));
+        rig.send(1, &tcp6(SRC, 80));
         let to2 = rig.sent(2);
         assert_eq!(to2.len(), 1);
         let (dst, hlim, ok) = parsed(&to2[0]);
         assert_eq!(u128::from_be_bytes(dst), 0xfd00 << 112 | 7);
         assert_eq!(hlim, 63);
         assert!(ok, "TCP checksum wrong after the rewrite");
-        send(&mut rig, &tcp6(SRC, 81));
+        rig.send(1, &tcp6(SRC, 81));
         assert_eq!(rig.sent(3).len(), 1);
     }
 }
@@ -72,8 +67,8 @@ fn packets_differing_only_in_ipv6_bits_are_not_conflated_by_the_cache() {
     let mut even = SRC;
     even[15] = 2;
     for _ in 0..3 {
-        send(&mut rig, &tcp6(SRC, 80));
-        send(&mut rig, &tcp6(even, 80));
+        rig.send(1, &tcp6(SRC, 80));
+        rig.send(1, &tcp6(even, 80));
         assert_eq!((rig.sent(2).len(), rig.sent(3).len()), (1, 1));
     }
 }
@@ -98,7 +93,7 @@ fn neighbor_solicitations_match_on_their_target() {
             .unwrap();
         f
     };
-    send(&mut rig, &ns(0x99));
+    rig.send(1, &ns(0x99));
     let to2 = rig.sent(2);
     assert_eq!(to2.len(), 1);
     assert_eq!(
@@ -106,7 +101,7 @@ fn neighbor_solicitations_match_on_their_target() {
         [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
     );
     assert!(parsed(&to2[0]).2, "ICMPv6 checksum wrong after the rewrite");
-    send(&mut rig, &ns(0x98));
+    rig.send(1, &ns(0x98));
     assert_eq!(rig.sent(3).len(), 1);
 }
 
@@ -118,9 +113,9 @@ fn dec_ttl_alone_ages_the_hop_limit() {
     // it goes to no port; the next one still does.
     let mut f = tcp6(SRC, 80);
     f[21] = 1;
-    send(&mut rig, &f);
+    rig.send(1, &f);
     assert!(rig.sent(2).is_empty());
-    send(&mut rig, &tcp6(SRC, 80));
+    rig.send(1, &tcp6(SRC, 80));
     let to2 = rig.sent(2);
     assert_eq!(to2.len(), 1);
     assert_eq!(parsed(&to2[0]).1, 63);

@@ -37,11 +37,6 @@ fn labelled(frame: &[u8], entries: &[[u8; 4]]) -> Vec<u8> {
     f
 }
 
-fn send(rig: &mut Rig, port: u32, frame: &[u8]) {
-    rig.inject(port, frame);
-    rig.engine.round();
-}
-
 #[test]
 fn push_rewrite_and_pop_move_the_frame_in_place() {
     let mut rig = Rig::new(4, N_FRAMES);
@@ -51,15 +46,15 @@ fn push_rewrite_and_pop_move_the_frame_in_place() {
     let ip = tcp4(64);
     // Twice: the second packet takes the cached translation.
     for _ in 0..2 {
-        send(&mut rig, 1, &ip);
+        rig.send(1, &ip);
         let pushed = rig.sent(2);
         assert_eq!(pushed, vec![labelled(&ip, &[lse(100, 0, 1, 64)])]);
-        send(&mut rig, 2, &pushed[0]);
+        rig.send(2, &pushed[0]);
         assert_eq!(rig.sent(3), vec![ip.clone()], "the pop restored the frame");
     }
     // Two pushes: the first entry is the bottom of the stack, the second
     // a copy of it but for the BOS bit, then rewritten.
-    send(&mut rig, 3, &ip);
+    rig.send(3, &ip);
     assert_eq!(
         rig.sent(4),
         vec![labelled(&ip, &[lse(7, 5, 0, 64), lse(0, 5, 1, 64)])]
@@ -74,20 +69,16 @@ fn mpls_ttl_actions() {
     rig.flow_text("in_port=2,mpls,actions=set_mpls_ttl(9),output:3");
     let upcalls = rig.shared.upcalls();
     let ip = tcp4(64);
-    send(&mut rig, 1, &labelled(&ip, &[lse(16, 1, 1, 64)]));
+    rig.send(1, &labelled(&ip, &[lse(16, 1, 1, 64)]));
     assert_eq!(rig.sent(2), vec![labelled(&ip, &[lse(16, 1, 1, 63)])]);
     // TTL 1 would become 0: not forwarded, a packet-in with reason
     // INVALID_TTL (2) queued for controllers that want it.
     let expiring = labelled(&ip, &[lse(16, 1, 1, 1)]);
-    send(&mut rig, 1, &expiring);
+    rig.send(1, &expiring);
     assert!(rig.sent(2).is_empty());
     let up = upcalls.try_recv().expect("an INVALID_TTL packet-in");
     assert_eq!((up.reason, up.data.clone()), (2, expiring));
-    send(
-        &mut rig,
-        2,
-        &labelled(&ip, &[lse(16, 1, 0, 64), lse(3, 0, 1, 8)]),
-    );
+    rig.send(2, &labelled(&ip, &[lse(16, 1, 0, 64), lse(3, 0, 1, 8)]));
     assert_eq!(
         rig.sent(3),
         vec![labelled(&ip, &[lse(16, 1, 0, 9), lse(3, 0, 1, 8)])]
@@ -113,7 +104,7 @@ fn popped_short_frames_are_padded_to_the_ethernet_minimum() {
     // Whatever the sender padded with moves with the frame; the 4 bytes
     // the pop adds at the end are zero, not what was there.
     frame[56..].copy_from_slice(&[0xee; 4]);
-    send(&mut rig, 1, &frame);
+    rig.send(1, &frame);
     let mut want = frame[..12].to_vec();
     want.extend_from_slice(&[0x08, 0x00]);
     want.extend_from_slice(&frame[18..]);
@@ -121,7 +112,7 @@ fn popped_short_frames_are_padded_to_the_ethernet_minimum() {
     assert_eq!(rig.sent(2), vec![want]);
     // A frame above the minimum just gets shorter.
     let long = labelled(&tcp4(64), &[lse(1, 0, 1, 64)]);
-    send(&mut rig, 1, &long);
+    rig.send(1, &long);
     assert_eq!(rig.sent(2), vec![tcp4(64)]);
     assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }
@@ -134,9 +125,9 @@ fn ttl_copies_on_received_labels() {
     rig.flow_text("in_port=1,mpls,actions=copy_ttl_out,output:2");
     rig.flow_text("in_port=2,mpls,actions=copy_ttl_in,output:3");
     let inner = tcp4(32);
-    send(&mut rig, 1, &labelled(&inner, &[lse(100, 3, 1, 64)]));
+    rig.send(1, &labelled(&inner, &[lse(100, 3, 1, 64)]));
     assert_eq!(rig.sent(2), vec![labelled(&inner, &[lse(100, 3, 1, 32)])]);
-    send(&mut rig, 2, &labelled(&inner, &[lse(100, 3, 1, 64)]));
+    rig.send(2, &labelled(&inner, &[lse(100, 3, 1, 64)]));
     assert_eq!(
         rig.sent(3),
         vec![labelled(&tcp4(64), &[lse(100, 3, 1, 64)])]
@@ -155,15 +146,15 @@ fn goto_after_pop_matches_the_uncovered_headers() {
     rig.flow_text("table=1,priority=0,actions=output:3");
     let ip = tcp4(64);
     for _ in 0..2 {
-        send(&mut rig, 1, &labelled(&ip, &[lse(100, 3, 1, 64)]));
+        rig.send(1, &labelled(&ip, &[lse(100, 3, 1, 64)]));
         assert_eq!(rig.sent(2), vec![tcp4(63)]);
         assert!(rig.sent(3).is_empty());
     }
     // Another TTL behind the label: the other flow of table 1.
-    send(&mut rig, 1, &labelled(&tcp4(9), &[lse(100, 3, 1, 64)]));
+    rig.send(1, &labelled(&tcp4(9), &[lse(100, 3, 1, 64)]));
     assert_eq!(rig.sent(3), vec![tcp4(9)]);
     // Unlabelled IPv4 goes straight to table 1.
-    send(&mut rig, 1, &ip);
+    rig.send(1, &ip);
     assert_eq!(rig.sent(2), vec![tcp4(63)]);
     assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }

@@ -28,11 +28,6 @@ fn tagged(inner: &[u8], outer_macs: &[u8; 12], isid: u32) -> Vec<u8> {
     f
 }
 
-fn send(rig: &mut Rig, port: u32, frame: &[u8]) {
-    rig.inject(port, frame);
-    rig.engine.round();
-}
-
 #[test]
 fn push_then_pop_and_pop_then_goto() {
     let mut rig = Rig::new(4, N_FRAMES);
@@ -43,17 +38,17 @@ fn push_then_pop_and_pop_then_goto() {
     let ip = tcp4(64);
     let macs: [u8; 12] = ip[..12].try_into().unwrap();
     for _ in 0..2 {
-        send(&mut rig, 1, &ip);
+        rig.send(1, &ip);
         let pushed = rig.sent(2);
         assert_eq!(pushed, vec![tagged(&ip, &macs, 100)]);
-        send(&mut rig, 2, &pushed[0]);
+        rig.send(2, &pushed[0]);
         assert_eq!(rig.sent(3), vec![tcp4(63)], "popped, parsed, matched");
     }
     // Other outer addresses: the customer frame's are what come out.
     let other = [0xb, 0, 0, 0, 0, 1, 0xb, 0, 0, 0, 0, 2];
     let mut not_80 = ip.clone();
     not_80[36..38].copy_from_slice(&81u16.to_be_bytes());
-    send(&mut rig, 2, &tagged(&not_80, &other, 5));
+    rig.send(2, &tagged(&not_80, &other, 5));
     assert_eq!(rig.sent(4), vec![not_80]);
     assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }
@@ -72,7 +67,7 @@ fn popped_short_customer_frames_are_padded() {
     ]);
     assert_eq!(arp.len(), 42);
     let outer = [0xb, 0, 0, 0, 0, 1, 0xb, 0, 0, 0, 0, 2];
-    send(&mut rig, 1, &tagged(&arp, &outer, 9));
+    rig.send(1, &tagged(&arp, &outer, 9));
     let mut want = arp.clone();
     want.resize(60, 0);
     assert_eq!(rig.sent(2), vec![want]);

@@ -67,6 +67,12 @@ impl Rig {
             .push_back(desc);
     }
 
+    /// Queues `frame` on port `ofport` and runs one engine round.
+    pub fn send(&mut self, ofport: u32, frame: &[u8]) {
+        self.inject(ofport, frame);
+        self.engine.round();
+    }
+
     /// What port `ofport` transmitted since the last call.
     pub fn sent(&mut self, ofport: u32) -> Vec<Vec<u8>> {
         std::mem::take(
