@@ -11,6 +11,7 @@
 # category and the tester's log lines of every failed test; with --min,
 # exits 1 if a category scores below N. --target ovs runs the same with
 # OVS 3.1 (netdev) as the target, for comparison. XBR_OSKEN_LOGS=DIR keeps
+# the tester switch's counters and log, xbr's log and
 # the tester's full log per category there.
 #
 # The topology lives in a private network namespace: target ports 1-3 are
@@ -18,7 +19,7 @@
 # port 1 into the target's port 1 and receives what the target sends on
 # ports 2 and 3). The tester switch is OVS (netdev datapath, dpid 2); the
 # controller (tests/osken/driver.py) listens on the namespace's loopback.
-# Everything started is stopped and removed on exit, also on failure.
+# OVS as the target gets a second namespace (see ns_target). Everything started is stopped and removed on exit, also on failure.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -77,18 +78,34 @@ fi
 
 id=$$
 ns=xbrt-osk-$id
+# OVS as the target runs in a namespace of its own: two netdev datapaths
+# in one namespace would both create the tap device "ovs-netdev".
+ns_target=xbrt-osk-$id-t
 work=$(mktemp -d "${TMPDIR:-/tmp}/xbrt-osk-XXXXXX")
 xbr_pid=
 cleanup() {
     set +e
+    if [ -n "${XBR_OSKEN_LOGS:-}" ] && [ -S "$work/tester/ovs-vswitchd.ctl" ]; then
+        mkdir -p "$XBR_OSKEN_LOGS"
+        for cmd in coverage/show dpctl/show\ -s upcall/show dpctl/dump-flows; do
+            echo "== $cmd"
+            # shellcheck disable=SC2086 # the command's words
+            ovs-appctl -t "$work/tester/ovs-vswitchd.ctl" $cmd
+        done >"$XBR_OSKEN_LOGS/tester-ovs.txt" 2>&1
+        inns ip -s -s link >"$XBR_OSKEN_LOGS/links.txt" 2>&1
+        cp "$work/tester/ovs-vswitchd.log" "$XBR_OSKEN_LOGS/tester-ovs-vswitchd.log" 2>/dev/null
+        [ -f "$work/xbr.log" ] && cp "$work/xbr.log" "$XBR_OSKEN_LOGS/"
+    fi
     [ -n "$xbr_pid" ] && kill "$xbr_pid" 2>/dev/null && wait "$xbr_pid" 2>/dev/null
     for d in tester target; do
         for p in ovs-vswitchd ovsdb-server; do
             [ -f "$work/$d/$p.pid" ] && kill "$(cat "$work/$d/$p.pid")" 2>/dev/null
         done
     done
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
-    ip netns del "$ns" 2>/dev/null
+    for n in "$ns" "$ns_target"; do
+        for pid in $(ip netns pids "$n" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+        ip netns del "$n" 2>/dev/null
+    done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -100,39 +117,65 @@ inns ip link set lo up
 # No IPv6 on the test links: router and neighbour solicitations would be
 # extra packets in the tester's counts.
 inns sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+target_ns=$ns
+controller=127.0.0.1
+if [ "$target" = ovs ]; then
+    target_ns=$ns_target
+    ip netns add "$target_ns"
+    ip netns exec "$target_ns" ip link set lo up
+    ip netns exec "$target_ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+    # The target reaches the controller over a link of its own.
+    inns ip link add xc0 type veth peer name xc1 netns "$target_ns"
+    inns ip addr add 10.255.0.1/30 dev xc0
+    inns ip link set xc0 up
+    ip netns exec "$target_ns" ip addr add 10.255.0.2/30 dev xc1
+    ip netns exec "$target_ns" ip link set xc1 up
+    controller=10.255.0.1
+fi
 for i in 1 2 3; do
-    inns ip link add "xt$i" type veth peer name "xs$i"
-    inns ip link set "xt$i" up
+    inns ip link add "xs$i" type veth peer name "xt$i" netns "$target_ns"
     inns ip link set "xs$i" up
+    ip netns exec "$target_ns" ip link set "xt$i" up
 done
 
-# An OVS instance with private directories, as dpid $2 with ports $3-pairs.
+# An OVS instance with private directories, as dpid $2 with ports $3-pairs,
+# in namespace $4.
 start_ovs() {
-    local d=$work/$1 dpid=$2 side=$3
+    local d=$work/$1 dpid=$2 side=$3 in=(ip netns exec "$4")
     mkdir -p "$d"
     ovsdb-tool create "$d/conf.db" /usr/share/openvswitch/vswitch.ovsschema
     # Inside the namespace too, so that scripts/clean finds it after a kill -9.
-    inns ovsdb-server "$d/conf.db" --remote="punix:$d/db.sock" --unixctl="$d/ovsdb-server.ctl" \
+    "${in[@]}" ovsdb-server "$d/conf.db" --remote="punix:$d/db.sock" --unixctl="$d/ovsdb-server.ctl" \
         --pidfile="$d/ovsdb-server.pid" --log-file="$d/ovsdb-server.log" --detach --no-chdir
     local vsctl=(ovs-vsctl --db="unix:$d/db.sock" --timeout=30)
     "${vsctl[@]}" --no-wait init
-    inns env OVS_RUNDIR="$d" ovs-vswitchd "unix:$d/db.sock" --unixctl="$d/ovs-vswitchd.ctl" \
+    if [ "$1" = tester ]; then
+        # No datapath flow cache in the tester: OVS revalidates cached
+        # flows after a flow table change asynchronously, not before the
+        # barrier reply, so a packet arriving soon after the tester's
+        # per-test "delete all, add in_port=2 -> CONTROLLER" could meet the
+        # cached drop of the moment in between and never reach the
+        # controller ("Receiving timeout: increment in rx_packets in
+        # tester", more often the faster the target forwards).
+        "${vsctl[@]}" --no-wait set Open_vSwitch . other_config:flow-limit=0
+    fi
+    "${in[@]}" env OVS_RUNDIR="$d" ovs-vswitchd "unix:$d/db.sock" --unixctl="$d/ovs-vswitchd.ctl" \
         --pidfile="$d/ovs-vswitchd.pid" --log-file="$d/ovs-vswitchd.log" --detach --no-chdir
-    "${vsctl[@]}" add-br br0 -- set bridge br0 datapath_type=netdev protocols=OpenFlow13 \
+    "${vsctl[@]}" add-br "br-$1" -- set bridge "br-$1" datapath_type=netdev protocols=OpenFlow13 \
         fail_mode=secure other-config:datapath-id="$dpid"
     for i in 1 2 3; do
-        "${vsctl[@]}" add-port br0 "$side$i" -- set interface "$side$i" ofport_request="$i"
+        "${vsctl[@]}" add-port "br-$1" "$side$i" -- set interface "$side$i" ofport_request="$i"
     done
-    "${vsctl[@]}" set-controller br0 tcp:127.0.0.1:6653
+    "${vsctl[@]}" set-controller "br-$1" "tcp:$controller:6653"
 }
-start_ovs tester 0000000000000002 xs
+start_ovs tester 0000000000000002 xs "$ns"
 if [ "$target" = xbr ]; then
     mkdir -p "$work/xbr"
     inns "$xbr" run --bridge br0 --rundir "$work/xbr" --port xt1=1 --port xt2=2 --port xt3=3 \
         --datapath-id 0000000000000001 --controller tcp:127.0.0.1:6653 >"$work/xbr.log" 2>&1 &
     xbr_pid=$!
 else
-    start_ovs target 0000000000000001 xt
+    start_ovs target 0000000000000001 xt "$target_ns"
 fi
 
 status=0
