@@ -11,15 +11,16 @@
 # category and the tester's log lines of every failed test; with --min,
 # exits 1 if a category scores below N. --target ovs runs the same with
 # OVS 3.1 (netdev) as the target, for comparison. XBR_OSKEN_LOGS=DIR keeps
-# the tester switch's counters and log, xbr's log and
-# the tester's full log per category there.
+# there the tester's full log per category, the tester switch's counters
+# and log, the links' counters and xbr's log.
 #
 # The topology lives in a private network namespace: target ports 1-3 are
 # veth pairs to tester ports 1-3 (the tester's defaults: it sends on its
 # port 1 into the target's port 1 and receives what the target sends on
 # ports 2 and 3). The tester switch is OVS (netdev datapath, dpid 2); the
 # controller (tests/osken/driver.py) listens on the namespace's loopback.
-# OVS as the target gets a second namespace (see ns_target). Everything started is stopped and removed on exit, also on failure.
+# OVS as the target gets a second namespace (see ns_target). Everything
+# started is stopped and removed on exit, also on failure.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -111,19 +112,20 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-ip netns add "$ns"
 inns() { ip netns exec "$ns" "$@"; }
-inns ip link set lo up
-# No IPv6 on the test links: router and neighbour solicitations would be
-# extra packets in the tester's counts.
-inns sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+add_ns() {
+    ip netns add "$1"
+    ip netns exec "$1" ip link set lo up
+    # No IPv6 on the test links: router and neighbour solicitations would
+    # be extra packets in the tester's counts.
+    ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+}
+add_ns "$ns"
 target_ns=$ns
 controller=127.0.0.1
 if [ "$target" = ovs ]; then
     target_ns=$ns_target
-    ip netns add "$target_ns"
-    ip netns exec "$target_ns" ip link set lo up
-    ip netns exec "$target_ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+    add_ns "$target_ns"
     # The target reaches the controller over a link of its own.
     inns ip link add xc0 type veth peer name xc1 netns "$target_ns"
     inns ip addr add 10.255.0.1/30 dev xc0
@@ -172,7 +174,7 @@ start_ovs tester 0000000000000002 xs "$ns"
 if [ "$target" = xbr ]; then
     mkdir -p "$work/xbr"
     inns "$xbr" run --bridge br0 --rundir "$work/xbr" --port xt1=1 --port xt2=2 --port xt3=3 \
-        --datapath-id 0000000000000001 --controller tcp:127.0.0.1:6653 >"$work/xbr.log" 2>&1 &
+        --datapath-id 0000000000000001 --controller "tcp:$controller:6653" >"$work/xbr.log" 2>&1 &
     xbr_pid=$!
 else
     start_ovs target 0000000000000001 xt "$target_ns"
