@@ -53,13 +53,14 @@
 //! Concurrency: none. Each packet thread owns its cache, as it owns its
 //! [`Pipeline`] replica.
 
+pub use crate::attribution::Attribution;
+use crate::attribution::{credit, TableVisit};
 use crate::group::Group;
 use crate::key::FlowKey;
 use crate::megaflow::{MegaEntry, Megaflows, DEFAULT_MEGAFLOWS};
 use crate::pipeline::{DpAction, DropReason, Pipeline, Xlate};
 use crate::rule::{PipelineCounters, Rule, RuleStats};
 use crate::trace::Tracer;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// Most datapath actions an entry holds.
@@ -70,13 +71,6 @@ pub const MAX_COUNTERS: usize = 16;
 pub const MAX_TABLE_VISITS: usize = 16;
 /// Entries of a cache made with [`FlowCache::default`].
 pub const DEFAULT_ENTRIES: usize = 8192;
-
-/// One table lookup a translation made: the table and whether it matched.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct TableVisit {
-    table: u8,
-    matched: bool,
-}
 
 struct Entry {
     /// Never 0 for a used entry (0 marks a free slot).
@@ -128,75 +122,6 @@ impl Entry {
 
     fn visits(&self) -> &[TableVisit] {
         self.visits.get(..usize::from(self.n_visits)).unwrap_or(&[])
-    }
-}
-
-/// Adds `packets` translated like one entry to every counter it moved.
-pub(crate) fn credit(
-    counters: &[Option<Arc<RuleStats>>],
-    visits: &[TableVisit],
-    tables: &PipelineCounters,
-    packets: u64,
-    bytes: u64,
-) {
-    for c in counters.iter().flatten() {
-        c.packets.fetch_add(packets, Relaxed);
-        c.bytes.fetch_add(bytes, Relaxed);
-    }
-    for v in visits {
-        if let Some(t) = tables.table(v.table) {
-            t.lookup.fetch_add(packets, Relaxed);
-            if v.matched {
-                t.matched.fetch_add(packets, Relaxed);
-            }
-        }
-    }
-}
-
-/// The counters one cached translation moves (flows, groups, table
-/// lookups), detached from the cache so that packets the translation was
-/// applied to elsewhere (the XDP flow cache in front of the packet thread)
-/// can be credited to them later. Holding one keeps removed rules' counter
-/// blocks alive, nothing else; crediting a removed rule is harmless.
-#[derive(Clone)]
-pub struct Attribution {
-    counters: Vec<Arc<RuleStats>>,
-    visits: Vec<TableVisit>,
-    tables: Arc<PipelineCounters>,
-}
-
-impl Attribution {
-    /// Adds `packets` packets of `bytes` bytes in total, as if each had
-    /// been translated.
-    pub fn credit(&self, packets: u64, bytes: u64) {
-        if packets == 0 {
-            return;
-        }
-        for c in &self.counters {
-            c.packets.fetch_add(packets, Relaxed);
-            c.bytes.fetch_add(bytes, Relaxed);
-        }
-        credit(&[], &self.visits, &self.tables, packets, bytes);
-    }
-}
-
-impl Attribution {
-    /// Adds the counters of `next`, a later pass of the same packet
-    /// (after a `ct(table=N)` recirculation), so one credit counts the
-    /// packet in every flow and table of every pass, as translating each
-    /// pass did.
-    pub fn extend(&mut self, next: &Attribution) {
-        self.counters.extend(next.counters.iter().cloned());
-        self.visits.extend_from_slice(&next.visits);
-    }
-}
-
-impl std::fmt::Debug for Attribution {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Attribution")
-            .field("counters", &self.counters.len())
-            .field("visits", &self.visits.len())
-            .finish()
     }
 }
 

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod action;
+pub mod attribution;
 pub mod cache;
 pub mod classifier;
 pub mod error;

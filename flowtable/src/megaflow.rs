@@ -37,7 +37,8 @@
 //! Concurrency: none; each packet thread owns one, inside its
 //! `FlowCache`.
 
-use crate::cache::{credit, TableVisit, CACHED_ACTIONS};
+use crate::attribution::{credit, TableVisit};
+use crate::cache::CACHED_ACTIONS;
 use crate::key::{FlowKey, HEADER_WORDS, KEY_WORDS};
 use crate::pipeline::{DpAction, DropReason};
 use crate::rule::{PipelineCounters, RuleStats};

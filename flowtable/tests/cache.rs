@@ -172,6 +172,60 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// `Pipeline::retranslate` gives the walk's result without counting,
+    /// and its attribution, credited, counts what the walk did.
+    #[test]
+    fn retranslation_is_an_uncounted_walk(steps in prop::collection::vec(arb_step(), 1..120)) {
+        let mut plain = Switch::new();
+        let mut shadow = Switch::new();
+        let (mut a, mut b) = (Xlate::new(), Xlate::new());
+        for s in &steps {
+            plain.step(s);
+            shadow.step(s);
+            if let Step::Packet { key, len } = s {
+                plain.pipe.xlate(key, *len, &mut a);
+                let before = shadow.counters();
+                let attribution = shadow.pipe.retranslate(key, &mut b);
+                prop_assert_eq!(&before, &shadow.counters(), "retranslate counted");
+                prop_assert_eq!(a.actions(), b.actions());
+                prop_assert_eq!(a.drop_reason(), b.drop_reason());
+                prop_assert_eq!(a.recirc(), b.recirc());
+                prop_assert!(attribution.same(&shadow.pipe.retranslate(key, &mut b)));
+                attribution.credit(1, u64::from(*len));
+            }
+        }
+        prop_assert_eq!(plain.counters(), shadow.counters());
+    }
+}
+
+#[test]
+fn attributions_differ_when_another_flow_takes_the_packet() {
+    let mut sw = Switch::new();
+    let m = m_in_port(1);
+    let add = |prio, o| Step::Add {
+        table: 0,
+        prio,
+        m,
+        kind: 0,
+        o,
+    };
+    sw.step(&add(1, 2));
+    let key = tcp_key(1, 1, 2, 3, 4);
+    let mut x = Xlate::new();
+    let first = sw.pipe.retranslate(&key, &mut x);
+    // The same flow with new actions keeps its counters: same attribution.
+    sw.step(&add(1, 3));
+    assert!(first.same(&sw.pipe.retranslate(&key, &mut x)));
+    assert_eq!(outputs(&x), vec![3]);
+    // A flow of higher priority takes the packet: a different one.
+    sw.step(&add(2, 3));
+    assert!(!first.same(&sw.pipe.retranslate(&key, &mut x)));
+    assert_eq!(outputs(&x), vec![3]);
+}
+
 #[test]
 fn hits_skip_the_walk_and_count_on_flush() {
     let mut sw = Switch::new();
