@@ -257,6 +257,8 @@ impl RunningBridge {
                             hit_packets = x.hit_packets,
                             expired = x.expired,
                             invalidated = x.invalidated,
+                            revalidated = x.revalidated,
+                            revalidated_out = x.revalidated_out,
                             full = x.full,
                             install_errors = x.install_errors,
                             ct_installs = x.ct_installs,

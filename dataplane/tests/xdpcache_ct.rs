@@ -15,7 +15,7 @@ use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, XdpCache};
 use flowtable::key::FlowKey;
 use std::sync::Arc;
 use std::time::Instant;
-use xdp_common::attribution;
+use xdp_common::{attribution, origin};
 
 const A: u32 = 0x0a80_0002;
 const B: u32 = 0x0a80_0003;
@@ -100,7 +100,7 @@ impl Rig {
         self.cache.install(
             key,
             FcAction::Drop,
-            0,
+            origin(),
             Err(flowtable::pipeline::DropReason::ExplicitDrop),
             attribution(),
             &[c],
@@ -181,7 +181,7 @@ fn retired_entries_unlink_and_a_flush_bumps_the_generation() {
     r.cache.install(
         key,
         FcAction::Drop,
-        0,
+        origin(),
         Err(flowtable::pipeline::DropReason::ExplicitDrop),
         attribution(),
         &[marked],

@@ -16,7 +16,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    udp_send_from, without_durations, xdp_cache_hits, Pod, Result, UdpReceiver, Xbr, BRIDGE, POD_IF,
+    udp_send_from, without_durations, xdp_cache_count, xdp_cache_counts, xdp_cache_hits, Pod,
+    Result, UdpReceiver, Xbr, BRIDGE, POD_IF,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -212,6 +213,93 @@ fn ports_added_while_running_share_the_cache() -> Result<()> {
     assert!(
         hits >= BURST * 9 / 10,
         "only {hits} of {BURST} packets were forwarded by the XDP cache"
+    );
+    Ok(())
+}
+
+/// A flow-mod removes only the kernel entries it changes: the entries of
+/// flows it does not touch stay installed (revalidated, not flushed),
+/// and an entry whose packets another flow now counts, even with the
+/// same actions, is replaced so the new flow gets them.
+#[test]
+fn flow_mods_keep_the_entries_they_do_not_change() -> Result<()> {
+    const PORT_KEPT: u16 = PORT_FWD;
+    const PORT_TAKEN: u16 = 5003;
+    let tool = Path::new(TOOL);
+    let a = Pod::new(IP_A, 24, MAC_A)?;
+    let b = Pod::new(IP_B, 24, MAC_B)?;
+    for p in [&a, &b] {
+        p.accept_xdp_redirects()?;
+    }
+    a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let specs = [
+        format!("{}=1,xdp_redirect=on", a.host_if()),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ];
+    let mut xbr = Xbr::start(&["--port", &specs[0], "--port", &specs[1]])?;
+    for port in [PORT_KEPT, PORT_TAKEN] {
+        xbr.add_flow(&format!(
+            "priority=100,in_port=1,udp,tp_dst={port},actions=output:2"
+        ))?;
+    }
+    let burst = |xbr: &Xbr| -> Result<()> {
+        for (port, n) in [(PORT_KEPT, BURST), (PORT_TAKEN, DROPPED)] {
+            let dst = SocketAddrV4::new(IP_B, port);
+            let rx = UdpReceiver::start(tool, b.ns(), dst, n, RECV_TIMEOUT)?;
+            assert_eq!(udp_send_from(tool, a.ns(), SRC_PORT, dst, n, RATE)?, n);
+            assert_eq!(rx.finish()?, n, "to port {port}: {}", xbr.log());
+        }
+        Ok(())
+    };
+    burst(&xbr)?;
+    // A flow no packet of the bursts matches, then one that takes
+    // PORT_TAKEN's packets with the same actions; each acknowledged by a
+    // barrier (ovs-ofctl sends one).
+    xbr.add_flow("priority=100,in_port=1,udp,tp_dst=6000,actions=drop")?;
+    xbr.add_flow(&format!(
+        "priority=200,in_port=1,udp,tp_dst={PORT_TAKEN},actions=output:2"
+    ))?;
+    burst(&xbr)?;
+    let flows = without_durations(&xbr.dump_flows()?);
+    xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
+    let log = xbr.log();
+    let counts = xdp_cache_counts(&log).unwrap_or_else(|| panic!("no cache counts in:\n{log}"));
+    let count = |name| xdp_cache_count(&counts, name);
+    let n_packets = |needle: &str| {
+        flows
+            .iter()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no flow with {needle} in {flows:#?}"))
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("n_packets="))
+            .and_then(|v| v.trim_end_matches(',').parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no n_packets for {needle} in {flows:#?}"))
+    };
+    // Every packet counted on the flow in force when it passed.
+    assert_eq!(
+        n_packets(&format!("priority=100 udp in_port=1 tp_dst={PORT_KEPT} ")),
+        2 * BURST
+    );
+    assert_eq!(
+        n_packets(&format!("priority=100 udp in_port=1 tp_dst={PORT_TAKEN} ")),
+        DROPPED
+    );
+    assert_eq!(
+        n_packets(&format!("priority=200 udp in_port=1 tp_dst={PORT_TAKEN} ")),
+        DROPPED
+    );
+    // Three entries in all: PORT_KEPT's once, PORT_TAKEN's twice; the
+    // second flow-mod revoked exactly one.
+    assert_eq!(count("installs"), 3, "{counts:?}");
+    assert_eq!(count("revalidated_out"), 1, "{counts:?}");
+    // Kept: both entries by the first flow-mod, PORT_KEPT's by the second.
+    assert_eq!(count("revalidated"), 3, "{counts:?}");
+    assert_eq!(count("invalidated"), 0, "{counts:?}");
+    assert!(
+        count("hit_packets") >= (2 * BURST + 2 * DROPPED) * 9 / 10,
+        "{counts:?}"
     );
     Ok(())
 }

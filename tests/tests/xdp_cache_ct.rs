@@ -164,6 +164,10 @@ fn run(cache: &str) -> Result<(Observed, Option<Counts>)> {
     let (a, b) = (&lab.a, &lab.b);
     let udp_new = udp(a, A_PORT, b, B_PORT, 1, RECV_TIMEOUT)?;
     let udp_replies = udp(b, B_PORT, a, A_PORT, BURST, RECV_TIMEOUT)?;
+    // A flow no packet here matches: the replies' entry (two `ct()`
+    // passes) must be kept, not retired (see the assertions on "on").
+    lab.xbr
+        .add_flow("table=0,priority=300,udp,nw_dst=10.99.99.99,actions=drop")?;
     let udp_est = udp(a, A_PORT, b, B_PORT, BURST, RECV_TIMEOUT)?;
     // Statistics requests collect the kernel's hits first.
     let counters = lab.xbr.counters()?;
@@ -226,6 +230,10 @@ fn conntrack_traffic_is_the_same_with_and_without_the_cache() -> Result<()> {
         "only {hits} packets were forwarded by the XDP cache: {counts:?}"
     );
     assert!(xdp_cache_count(&counts, "ct_installs") >= 2, "{counts:?}");
+    // The flow-mod kept the replies' entry: translated again through
+    // its passes, it was the same.
+    assert!(xdp_cache_count(&counts, "revalidated") >= 1, "{counts:?}");
+    assert_eq!(xdp_cache_count(&counts, "revalidated_out"), 0, "{counts:?}");
     // FINs, RSTs and the flush removed connections' entries.
     assert!(xdp_cache_count(&counts, "ct_removed") >= 2, "{counts:?}");
     Ok(())

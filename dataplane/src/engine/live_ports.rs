@@ -53,6 +53,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             match op {
                 PortOp::Add { meta, io } => self.add_port(meta, io),
                 PortOp::Remove { ofport, done } => {
+                    // Before the port goes: entries redirecting to its
+                    // device must not outlive it, and their last hits
+                    // count on it.
+                    if let Some(x) = &mut self.xdp {
+                        x.forget_port(ofport);
+                    }
+                    self.xdp_credit();
                     let io = self.remove_port(ofport);
                     removed |= io.is_some();
                     // The caller may have given up waiting; the port then
@@ -68,12 +75,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         // Cached translations name ports by number and stay valid (an
         // output to a missing port is dropped as it is without the cache);
-        // NORMAL must forget stations learned behind a removed port, and
-        // the XDP cache's entries (which name devices) must go.
+        // NORMAL must forget stations learned behind a removed port. The
+        // XDP cache's entries of a removed port went above; the others
+        // are revalidated, as a port's coming or going changes which
+        // ports are live (fast-failover groups) and which outputs the
+        // kernel can carry out.
         self.reindex_ports();
-        if let Some(x) = &mut self.xdp {
-            x.invalidate();
-        }
+        self.xdp_changed(None);
         if removed {
             self.macs = MacTable::new(super::MAC_TABLE_SIZE, DEFAULT_AGEING_SECS);
         }

@@ -250,7 +250,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         while !stop.load(Ordering::Relaxed) {
             self.apply_changes();
             self.collect_if_asked();
-            if self.round() > 0 {
+            let busy = self.round() > 0;
+            // A chunk while busy, the rest as soon as a round is idle.
+            self.xdp_revalidate(busy);
+            if busy {
                 idle_rounds = 0;
             } else {
                 idle_rounds += 1;
@@ -261,6 +264,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             }
         }
         self.apply_changes();
+        self.xdp_revalidate(false);
         // The kernel's last hits, so the final counters include them.
         self.xdp_sweep(true, false);
         self
@@ -277,19 +281,16 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         self.apply_port_ops();
         if let Some(seq) = last {
-            // Before the barrier can be answered: no entry translated by
-            // the old tables may be used from here on.
-            if let Some(x) = &mut self.xdp {
-                x.invalidate();
-            }
-            self.shared.mark_applied(seq);
+            // The barrier is answered once no entry translated by the old
+            // tables is left in the XDP cache (marked applied then).
+            self.xdp_changed(Some(seq));
         }
     }
 
     /// Tells the pipeline which ports are up (not PORT_DOWN), for
-    /// fast-failover groups. A change retires cached translations,
-    /// including the XDP cache's: its entries made this round carry the
-    /// generation read before, so none outlives the change.
+    /// fast-failover groups. A change retires cached translations and
+    /// revalidates the XDP cache's entries (a PORT_MOD also retires them
+    /// all before its reply, see `control`).
     fn sync_liveness(&mut self) {
         let live = self
             .ports
@@ -297,9 +298,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             .filter(|p| p.config & port_config::PORT_DOWN == 0)
             .map(|p| p.meta.ofport);
         if self.pipeline.set_live_ports(live) {
-            if let Some(x) = &mut self.xdp {
-                x.invalidate();
-            }
+            self.xdp_changed(None);
         }
     }
 
@@ -469,6 +468,7 @@ mod execute;
 mod hold;
 mod io;
 mod output;
+mod revalidate;
 mod xdp;
 
 use ct::Recirc;

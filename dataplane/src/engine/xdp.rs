@@ -8,7 +8,7 @@ use crate::control::port_config;
 use crate::vxlan::wire::OUTER_LEN;
 use crate::vxlan::TunnelMeta;
 use crate::xdpcache::entry::{self, mac_bytes, NwRewrite};
-use crate::xdpcache::{CtConn, FcAction, FcKey, XdpCache, XdpCacheStats};
+use crate::xdpcache::{CtConn, FcAction, FcKey, Origin, XdpCache, XdpCacheStats};
 use flowtable::action::port as ofpp;
 use flowtable::cache::Attribution;
 use flowtable::key::{Field, FlowKey};
@@ -28,7 +28,8 @@ const MAX_CT_PASSES: usize = 4;
 /// program could look up, it must not allocate.
 pub(super) struct XdpChain {
     xk: FcKey,
-    passes: [Option<FlowKey>; MAX_CT_PASSES],
+    /// Each fork pass's key and its `ct(table=N)` action.
+    passes: [Option<(FlowKey, DpAction)>; MAX_CT_PASSES],
     conns: [CtConn; MAX_CT_PASSES],
     n_conns: usize,
     /// The last pass's `ct()` had `commit`.
@@ -61,13 +62,13 @@ impl XdpChain {
         }
     }
 
-    /// Records a `ct()` pass translated from `key` (`commit`: its `ct()`
-    /// commits); `false` if there were too many.
-    fn add_pass(&mut self, key: &FlowKey, commit: bool) -> bool {
-        self.committed = commit;
+    /// Records a pass translated from `key` that ended in the `ct()`
+    /// fork `fork`; `false` if there were too many.
+    fn add_pass(&mut self, key: &FlowKey, fork: DpAction) -> bool {
+        self.committed = matches!(fork, DpAction::Ct { commit: true, .. });
         match self.passes.iter_mut().find(|p| p.is_none()) {
             Some(slot) => {
-                *slot = Some(*key);
+                *slot = Some((*key, fork));
                 true
             }
             None => false,
@@ -130,18 +131,19 @@ impl XdpChain {
 /// connection changes nothing). `nat` may be there: it translates only a
 /// connection that has a translation, and then the fork's state says so
 /// (`+snat`/`+dnat`), which the entry then rewrites as NAT did; the
-/// agent's replies to local pods take `ct(nat,table=70)`.
-fn plain_ct_fork(actions: &[DpAction]) -> bool {
-    matches!(
-        actions,
-        [DpAction::Ct {
+/// agent's replies to local pods take `ct(nat,table=70)`. Returns the
+/// `ct()` action if they are.
+pub(super) fn plain_ct_fork(actions: &[DpAction]) -> Option<&DpAction> {
+    match actions {
+        [a @ DpAction::Ct {
             table: Some(_),
             mark: None,
             label: None,
             force: false,
             ..
-        }]
-    )
+        }] => Some(a),
+        _ => None,
+    }
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
@@ -173,9 +175,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         if self.fail_open || self.xdp.is_none() {
             return None;
         }
-        if plain_ct_fork(self.xlate.actions()) {
-            let commit = matches!(self.xlate.actions(), [DpAction::Ct { commit: true, .. }]);
-            return chain.add_pass(key, commit).then_some(chain);
+        if let Some(&fork) = plain_ct_fork(self.xlate.actions()) {
+            return chain.add_pass(key, fork).then_some(chain);
         }
         self.xdp_install(in_port, chain, key);
         None
@@ -185,21 +186,85 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// `chain` followed, the last from flow key `key`, if the XDP program
     /// can carry it out alone (see `crate::xdpcache` for the rules).
     fn xdp_install(&mut self, in_port: u32, chain: XdpChain, key: &FlowKey) {
-        if self.fail_open || self.xdp.is_none() || self.xlate.recirc().is_some() {
+        if self.fail_open || self.xdp.is_none() {
             return;
+        }
+        let Some((action, out)) = Self::fc_action(
+            &mut self.ports,
+            &self.port_index,
+            in_port,
+            &chain.xk,
+            key,
+            &self.xlate,
+        ) else {
+            return;
+        };
+        // The counters of every pass, from the translation cache (a pass
+        // whose translation a later one evicted there is not cached).
+        let Some(cache) = self.cache.as_ref() else {
+            return;
+        };
+        let fork_keys = chain.passes.iter().flatten().map(|(k, _)| k);
+        let mut attribution: Option<Attribution> = None;
+        for k in fork_keys.clone().chain(std::iter::once(key)) {
+            let Some(a) = cache.attribution(&self.pipeline, k) else {
+                return;
+            };
+            match &mut attribution {
+                Some(all) => all.extend(&a),
+                None => attribution = Some(a),
+            }
+        }
+        let Some(attribution) = attribution else {
+            return;
+        };
+        let origin = Origin {
+            in_port,
+            passes: fork_keys.chain(std::iter::once(key)).copied().collect(),
+            forks: chain.passes.iter().flatten().map(|(_, f)| *f).collect(),
+        };
+        if let Some(x) = &mut self.xdp {
+            x.install(
+                chain.xk,
+                action,
+                origin,
+                out,
+                attribution,
+                chain.conns(),
+                &self.conntrack,
+                self.ct_now,
+            );
+        }
+    }
+
+    /// The XDP action for the last pass of frame `xk` (received on
+    /// `in_port`), translated from `key` into `xlate`, and the port it
+    /// leaves by (or why it is dropped); `None` if the XDP program cannot
+    /// carry it out alone. Reads `ports` (their device, config and
+    /// tunnel next hop), so the answer holds until they change.
+    pub(super) fn fc_action(
+        ports: &mut [EnginePort<P>],
+        port_index: &[u16],
+        in_port: u32,
+        xk: &FcKey,
+        key: &FlowKey,
+        xlate: &flowtable::pipeline::Xlate,
+    ) -> Option<(FcAction, Result<u32, DropReason>)> {
+        if xlate.recirc().is_some() {
+            return None;
         }
         let (mut set_dst, mut set_src, mut out_port) = (None, None, None);
         let mut tun = TunnelMeta::default();
         // The addresses and ports the frame leaves with: NAT in the
         // `ct()` passes is in `key` already, set_field comes on top.
-        let proto = entry::key_proto(&chain.xk);
+        let proto = entry::key_proto(xk);
         let mut nw = NwRewrite {
             src: key.get(Field::IpSrc) as u32,
             dst: key.get(Field::IpDst) as u32,
             sport: key.get(Field::TpSrc) as u16,
             dport: key.get(Field::TpDst) as u16,
         };
-        for a in self.xlate.actions() {
+        for a in xlate.actions() {
             match *a {
                 DpAction::SetField {
                     field: Field::IpSrc,
@@ -240,36 +305,31 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 // Anything else stays in userspace; a meter above all: its
                 // buckets and counters are this thread's, and a cached
                 // flow would pass every packet unmetered.
-                _ => return,
+                _ => return None,
             }
         }
-        let Some(in_idx) = self.index_of(in_port) else {
-            return;
-        };
-        let came = entry::key_nw(&chain.xk);
+        index_in(port_index, in_port)?;
+        let came = entry::key_nw(xk);
         // ICMP keeps its type and code (no set_field of them is cached).
         if proto == IP_PROTO_ICMP && (nw.sport, nw.dport) != (came.sport, came.dport) {
-            return;
+            return None;
         }
         let nw_rewrite = (nw != came).then_some(nw);
-        let (action, out) = match out_port {
-            None => (
+        match out_port {
+            None => Some((
                 FcAction::Drop,
-                Err(self.xlate.drop_reason().unwrap_or(DropReason::ExplicitDrop)),
-            ),
+                Err(xlate.drop_reason().unwrap_or(DropReason::ExplicitDrop)),
+            )),
             Some(port) => {
                 if port == ofpp::IN_PORT || port == in_port {
-                    return;
+                    return None;
                 }
-                let Some(idx) = self.index_of(port) else {
-                    return;
-                };
-                let p = &mut self.ports[idx];
+                let p = ports.get_mut(index_in(port_index, port)?)?;
                 let (Some(out_ifindex), true) = (p.xdp_ifindex, p.xdp_target) else {
-                    return;
+                    return None;
                 };
                 if p.config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0 {
-                    return;
+                    return None;
                 }
                 // A tunnel port: the outer headers its `encap` would write
                 // now, for this flow (the source port hashes the inner
@@ -277,14 +337,11 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 // resolved): the packet thread keeps the flow.
                 let encap = if p.tunnel {
                     let hash = entry::flow_hash(proto, &nw);
-                    let Some(outer) = p.io.xdp_encap(tun, hash) else {
-                        return;
-                    };
-                    Some(outer)
+                    Some(p.io.xdp_encap(tun, hash)?)
                 } else {
                     None
                 };
-                (
+                Some((
                     FcAction::Redirect {
                         out_ifindex,
                         set_dst,
@@ -292,39 +349,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                         nw: nw_rewrite,
                         encap,
                     },
-                    Ok(idx),
-                )
+                    Ok(port),
+                ))
             }
-        };
-        // The counters of every pass, from the translation cache (a pass
-        // whose translation a later one evicted there is not cached).
-        let Some(cache) = self.cache.as_ref() else {
-            return;
-        };
-        let mut attribution: Option<Attribution> = None;
-        for k in chain.passes.iter().flatten().chain(std::iter::once(key)) {
-            let Some(a) = cache.attribution(&self.pipeline, k) else {
-                return;
-            };
-            match &mut attribution {
-                Some(all) => all.extend(&a),
-                None => attribution = Some(a),
-            }
-        }
-        let Some(attribution) = attribution else {
-            return;
-        };
-        if let Some(x) = &mut self.xdp {
-            x.install(
-                chain.xk,
-                action,
-                in_idx,
-                out,
-                attribution,
-                chain.conns(),
-                &self.conntrack,
-                self.ct_now,
-            );
         }
     }
 
@@ -354,13 +381,6 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         self.shared.mark_stats_collected(want);
     }
 
-    fn index_of(&self, ofport: u32) -> Option<usize> {
-        match self.port_index.get(super::live_ports::slot(ofport)) {
-            Some(&i) if i != u16::MAX => Some(usize::from(i)),
-            _ => None,
-        }
-    }
-
     /// Sweeps the XDP cache when due (now with `force`; a step of the
     /// pass when `busy`, see `XdpCache::sweep`) and adds the hits it
     /// collected to the ports' and drop counters.
@@ -376,6 +396,15 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             &self.conntrack,
             self.conntrack.now_ms(),
         );
+        self.xdp_credit();
+    }
+
+    /// Adds the hits the XDP cache collected to the ports' and drop
+    /// counters.
+    pub(super) fn xdp_credit(&mut self) {
+        let Some(x) = &mut self.xdp else {
+            return;
+        };
         // Entries count inner frames; a tunnel port counts what crosses
         // its uplink, with the outer headers (every entry from one
         // decapsulates, every entry to one encapsulates).
@@ -388,13 +417,18 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 }
         };
         for c in x.take_credits() {
-            if let Some(p) = self.ports.get_mut(c.in_idx) {
+            // A port removed meanwhile takes its counts with it.
+            if let Some(p) =
+                index_in(&self.port_index, c.in_port).and_then(|i| self.ports.get_mut(i))
+            {
                 p.totals.rx_packets += c.packets;
                 p.totals.rx_bytes += outer(p, &c);
             }
             match c.out {
-                Ok(idx) => {
-                    if let Some(p) = self.ports.get_mut(idx) {
+                Ok(port) => {
+                    if let Some(p) =
+                        index_in(&self.port_index, port).and_then(|i| self.ports.get_mut(i))
+                    {
                         p.totals.tx_packets += c.packets;
                         p.totals.tx_bytes += outer(p, &c);
                     }
@@ -402,6 +436,14 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 Err(reason) => self.drops.count_n(reason, c.packets),
             }
         }
+    }
+}
+
+/// Where port `ofport` sits in `ports`, by the engine's port index.
+pub(super) fn index_in(port_index: &[u16], ofport: u32) -> Option<usize> {
+    match port_index.get(super::live_ports::slot(ofport)) {
+        Some(&i) if i != u16::MAX => Some(usize::from(i)),
+        _ => None,
     }
 }
 
@@ -449,11 +491,20 @@ mod tests {
         // `+trk+new` is a tuple without a connection only if the fork did
         // not just commit one.
         let new = tracked_key(state::TRK | state::NEW, IP_PROTO_UDP);
+        let fork = |commit| DpAction::Ct {
+            zone: 0,
+            commit,
+            force: false,
+            table: Some(1),
+            nat: None,
+            mark: None,
+            label: None,
+        };
         let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
-        assert!(c.add_pass(&new, true));
+        assert!(c.add_pass(&new, fork(true)));
         assert!(!c.tracked(&new, &new), "committed just now");
         let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
-        assert!(c.add_pass(&new, false));
+        assert!(c.add_pass(&new, fork(false)));
         assert!(c.tracked(&new, &new));
         assert!(c.conns()[0].absent);
 
@@ -504,7 +555,7 @@ mod tests {
             label,
         };
         let fork = ct(Some(1), false, None, None);
-        assert!(plain_ct_fork(&[fork]));
+        assert_eq!(plain_ct_fork(&[fork]), Some(&fork));
         // A bare `nat` (un-NAT of replies): followed, the state tells
         // whether it translated.
         let nat = DpAction::Ct {
@@ -516,22 +567,22 @@ mod tests {
             mark: None,
             label: None,
         };
-        assert!(plain_ct_fork(&[nat]));
+        assert_eq!(plain_ct_fork(&[nat]), Some(&nat));
         let out = DpAction::Output {
             port: 2,
             tun_id: 0,
             tun_dst: 0,
         };
-        assert!(!plain_ct_fork(&[fork, out]));
-        assert!(!plain_ct_fork(&[out]));
-        assert!(!plain_ct_fork(&[]));
+        assert!(plain_ct_fork(&[fork, out]).is_none());
+        assert!(plain_ct_fork(&[out]).is_none());
+        assert!(plain_ct_fork(&[]).is_none());
         for bad in [
             ct(Some(1), false, Some((1, 1)), None),
             ct(Some(1), false, None, Some((1, 1))),
             ct(Some(1), true, None, None),
             ct(None, false, None, None),
         ] {
-            assert!(!plain_ct_fork(&[bad]), "{bad:?}");
+            assert!(plain_ct_fork(&[bad]).is_none(), "{bad:?}");
         }
     }
 }

@@ -98,16 +98,21 @@
 //! next hop or MTU (the resolver's snapshot changed) invalidates the
 //! cache at the start of the next round.
 //!
-//! Invalidation (never a stale hit after a barrier reply): each entry
-//! carries the generation it was installed in, and the program uses it
-//! only if that equals `fc_gen[0]`. The generation is bumped (`XdpGen`)
-//! by the packet thread after it applies flow/group changes and before it
-//! marks them applied (which is what a barrier reply waits for), and by
-//! the control plane on PORT_MOD and fail-mode changes before it replies.
-//! Entries are installed with the generation the packet thread read at
-//! the start of its round, before it read port configurations, and a
-//! pipeline change can only happen between rounds; so an entry either
-//! reflects the current pipeline and ports or carries an old generation.
+//! Invalidation (never a stale hit after a barrier reply): a flow,
+//! group or port change is followed by a revalidation (`revalidate.rs`):
+//! each entry is translated again and removed only if it changed, and
+//! the change counts as applied (what a barrier or bundle-commit reply
+//! waits for) once every entry was checked. Changes whose effect is not
+//! worked out per entry retire them all: each entry carries the
+//! generation it was installed in, and the program uses it only if that
+//! equals `fc_gen[0]`. The generation is bumped (`XdpGen`) by the
+//! control plane on PORT_MOD and fail-mode changes before it replies, by
+//! conntrack on a flush, and by the packet thread when a tunnel's next
+//! hop or MTU changes. Entries are installed with the generation the
+//! packet thread read at the start of its round, before it read port
+//! configurations, and a pipeline change can only happen between rounds;
+//! so an entry either reflects the current pipeline and ports or carries
+//! an old generation (or awaits its revalidation, before the reply).
 //! Stale entries are deleted by the sweep and reinstalled by the next
 //! miss.
 //!
@@ -143,7 +148,9 @@
 //! complete checksums pay only the pseudo-header comparison.
 //!
 //! Cost: a miss that installs pays one map update syscall (and an
-//! allocation for the mirror); the sweep one lookup syscall per entry; a
+//! allocation for the mirror, which keeps the flow key of each pass to
+//! revalidate from: 216 bytes a pass); the sweep one lookup syscall per
+//! entry; a change one translation per pass per entry; a
 //! hit on a partial checksum one pass over the segment in the kernel
 //! (the pass the packet thread would otherwise make, minus the copy).
 //!
@@ -152,13 +159,16 @@
 
 pub mod entry;
 mod maps;
+mod revalidate;
 
 pub use entry::{FcAction, FcKey};
 pub use maps::{CacheMaps, XdpGen};
+pub use revalidate::{Candidate, CHUNK as REVALIDATE_CHUNK};
 
 use crate::conntrack::{Conntrack, CtLink};
 use flowtable::cache::Attribution;
-use flowtable::pipeline::DropReason;
+use flowtable::key::FlowKey;
+use flowtable::pipeline::{DpAction, DropReason};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -218,6 +228,11 @@ pub struct XdpCacheStats {
     pub ct_installs: u64,
     /// Entries removed because their connection changed or went.
     pub ct_removed: u64,
+    /// Entries a revalidation found changed by new flows, groups or
+    /// ports, and removed.
+    pub revalidated_out: u64,
+    /// Entries a revalidation checked and kept.
+    pub revalidated: u64,
     /// Packets a VXLAN port's uplink program decapsulated and forwarded
     /// (or dropped) from entries (part of `hit_packets`).
     pub decap_hit_packets: u64,
@@ -229,21 +244,33 @@ pub struct XdpCacheStats {
 /// Hits to credit to the engine's ports and drop counters.
 #[derive(Clone, Copy, Debug)]
 pub struct Credit {
-    /// Engine port index the packets came in on.
-    pub in_idx: usize,
-    /// Engine port index they went out of, or the reason they were
+    /// The OpenFlow port the packets came in on.
+    pub in_port: u32,
+    /// The OpenFlow port they went out of, or the reason they were
     /// dropped.
-    pub out: Result<usize, DropReason>,
+    pub out: Result<u32, DropReason>,
     pub packets: u64,
     pub bytes: u64,
+}
+
+/// What an entry was translated from: enough to translate it again
+/// (see `revalidate.rs`).
+pub struct Origin {
+    /// The OpenFlow port the frame came in on.
+    pub in_port: u32,
+    /// The flow key of every pass, the first (the frame as received)
+    /// to the last (after the last `ct()` fork).
+    pub passes: Box<[FlowKey]>,
+    /// The `ct(table=N)` action each pass but the last ended with.
+    pub forks: Box<[DpAction]>,
 }
 
 struct Installed {
     gen: u64,
     action: FcAction,
     attribution: Attribution,
-    in_idx: usize,
-    out: Result<usize, DropReason>,
+    origin: Origin,
+    out: Result<u32, DropReason>,
     /// The connections the translation went through (`ct()` passes).
     links: Vec<CtLink>,
     /// The key is a decapsulated frame's (see `entry::set_tunnel`).
@@ -267,7 +294,7 @@ impl Installed {
             stats.encap_hit_packets += dp;
         }
         credits.push(Credit {
-            in_idx: self.in_idx,
+            in_port: self.origin.in_port,
             out: self.out,
             packets: dp,
             bytes: db,
@@ -287,6 +314,8 @@ pub struct XdpCache {
     /// The keys of the sweep pass under way, and how far it got.
     sweep_keys: Vec<FcKey>,
     sweep_pos: usize,
+    /// The revalidation pass under way, if any (see `revalidate.rs`).
+    reval: Option<revalidate::Pass>,
     /// Ports' credits waiting for the engine (filled by sweeps and by
     /// reinstalls, drained by [`XdpCache::take_credits`]).
     credits: Vec<Credit>,
@@ -306,6 +335,7 @@ impl XdpCache {
             last_sweep: Instant::now(),
             sweep_keys: Vec::new(),
             sweep_pos: 0,
+            reval: None,
             credits: Vec::new(),
             stats: XdpCacheStats::default(),
         }
@@ -330,7 +360,9 @@ impl XdpCache {
         self.round_gen = self.maps.generation().current();
     }
 
-    /// Invalidates every entry (the pipeline changed).
+    /// Invalidates every entry at once (a change whose effect on each
+    /// entry is not worked out: tunnel next hops, see also
+    /// [`XdpCache::start_revalidation`]).
     pub fn invalidate(&mut self) {
         self.round_gen = self.maps.generation().bump();
     }
@@ -347,8 +379,8 @@ impl XdpCache {
         &mut self,
         key: FcKey,
         action: FcAction,
-        in_idx: usize,
-        out: Result<usize, DropReason>,
+        origin: Origin,
+        out: Result<u32, DropReason>,
         attribution: Attribution,
         conns: &[CtConn],
         ct: &Conntrack,
@@ -361,6 +393,8 @@ impl XdpCache {
             Some(e)
                 if e.gen == self.round_gen
                     && e.action == action
+                    && e.out == out
+                    && e.attribution.same(&attribution)
                     && e.links.len() == conns.len()
                     && e.links.iter().all(CtLink::is_linked) =>
             {
@@ -415,7 +449,7 @@ impl XdpCache {
                 gen: self.round_gen,
                 action,
                 attribution,
-                in_idx,
+                origin,
                 out,
                 links,
                 decap: entry::is_decapsulated(&key),

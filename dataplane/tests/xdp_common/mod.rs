@@ -7,7 +7,7 @@
 use dataplane::bpf::XdpTestRun;
 use dataplane::conntrack::Conntrack;
 use dataplane::xdpcache::entry::{frame_key, FcKey};
-use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, XdpCache};
+use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, Origin, XdpCache};
 use flowtable::cache::{Attribution, FlowCache};
 use flowtable::key::FlowKey;
 use flowtable::pipeline::{DropReason, Pipeline, Xlate};
@@ -30,6 +30,16 @@ pub fn attribution() -> Attribution {
     cache
         .attribution(&pipe, &key)
         .expect("a table miss is cacheable")
+}
+
+/// Where a test's entry came from: port 0, no passes (a revalidation
+/// would remove it; these tests do not revalidate).
+pub fn origin() -> Origin {
+    Origin {
+        in_port: 0,
+        passes: Box::new([]),
+        forks: Box::new([]),
+    }
 }
 
 /// The programs, a cache whose entries they read (lo is a redirect
@@ -69,8 +79,16 @@ impl XdpRig {
         };
         let now = self.ct.now_ms();
         let before = self.cache.len();
-        self.cache
-            .install(key, action, 0, out, attribution(), conns, &self.ct, now);
+        self.cache.install(
+            key,
+            action,
+            origin(),
+            out,
+            attribution(),
+            conns,
+            &self.ct,
+            now,
+        );
         assert_eq!(self.cache.len(), before + 1, "not installed");
     }
 
