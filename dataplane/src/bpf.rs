@@ -333,3 +333,84 @@ fn link_create(prog_fd: i32, ifindex: u32, mode: XdpAttachMode) -> Result<OwnedF
     // SAFETY: on success `rc` is a new link fd owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(rc) })
 }
+
+/// Where a batched read of a BPF hash map is (`BPF_MAP_LOOKUP_BATCH`):
+/// the kernel's opaque position token, after the first batch.
+#[derive(Debug, Default)]
+pub(crate) struct BatchCursor {
+    /// The token the last batch returned (a bucket index for hash maps,
+    /// 4 bytes; room for 8).
+    token: [u64; 1],
+    started: bool,
+    done: bool,
+}
+
+impl BatchCursor {
+    /// Whether the last batch reached the end of the map.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+/// Reads up to `max` entries of the hash map `fd` (keys of `key_size`
+/// bytes, values of `value_size`) after `cursor` into `keys` and
+/// `values` (resized to fit), one syscall; returns how many. Entries come
+/// whole buckets at a time, so fewer than `max` does not mean the end:
+/// `cursor.is_done()` says that. Entries deleted or added meanwhile may
+/// or may not be seen, each at most once.
+pub(crate) fn hash_lookup_batch(
+    fd: BorrowedFd<'_>,
+    cursor: &mut BatchCursor,
+    key_size: usize,
+    value_size: usize,
+    max: u32,
+    keys: &mut Vec<u8>,
+    values: &mut Vec<u8>,
+) -> io::Result<usize> {
+    if cursor.done {
+        return Ok(0);
+    }
+    keys.resize(key_size * max as usize, 0);
+    values.resize(value_size * max as usize, 0);
+    let opts = libbpf_sys::bpf_map_batch_opts {
+        sz: size_of::<libbpf_sys::bpf_map_batch_opts>() as libbpf_sys::size_t,
+        ..Default::default()
+    };
+    let mut out_token = [0u64; 1];
+    let mut count = max;
+    let in_token = if cursor.started {
+        cursor.token.as_mut_ptr().cast::<libc::c_void>()
+    } else {
+        std::ptr::null_mut()
+    };
+    // SAFETY: `keys` and `values` hold `max` keys and values of the sizes
+    // the map was created with, and `count` (in: their capacity) is `max`;
+    // the tokens are 8 bytes, more than the 4 the kernel copies for a
+    // hash map; `opts` is a sized, initialised options struct; all outlive
+    // the call, which does not keep any pointer.
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_batch(
+            fd.as_raw_fd(),
+            in_token,
+            out_token.as_mut_ptr().cast(),
+            keys.as_mut_ptr().cast(),
+            values.as_mut_ptr().cast(),
+            &mut count,
+            &opts,
+        )
+    };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        // ENOENT: the end of the map, with `count` entries still read.
+        if err.raw_os_error() != Some(libc::ENOENT) {
+            return Err(err);
+        }
+        cursor.done = true;
+    }
+    cursor.token = out_token;
+    cursor.started = true;
+    let n = (count as usize).min(max as usize);
+    keys.truncate(n * key_size);
+    values.truncate(n * value_size);
+    Ok(n)
+}

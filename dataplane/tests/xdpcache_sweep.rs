@@ -1,7 +1,9 @@
 //! The XDP cache's sweep visits a bounded number of entries per busy
 //! round, so a large cache never holds the packet thread for a whole
-//! pass; idle rounds and forced sweeps finish the pass. Needs root
-//! (BPF maps), as CI runs tests.
+//! pass; idle rounds and forced sweeps finish the pass. Both ways of
+//! reading the map: in batches (which end on a hash bucket, so a step
+//! visits a little less than a chunk) and entry by entry (the fallback).
+//! Needs root (BPF maps), as CI runs tests.
 
 mod xdp_common;
 
@@ -17,63 +19,120 @@ fn key(i: u32) -> dataplane::xdpcache::entry::FcKey {
     k
 }
 
-#[test]
-fn a_pass_is_spread_over_busy_rounds_and_finished_by_an_idle_one() {
-    let n = 2 * SWEEP_CHUNK as u32 + 100;
+/// How many fewer than a chunk a batch may return: it ends where a
+/// whole hash bucket no longer fits.
+const BUCKET_SLACK: usize = 32;
+
+/// `n` entries installed, swept entry by entry if `by_key`.
+fn rig(n: u32, by_key: bool) -> XdpRig {
     let mut r = XdpRig::with_capacity(4 * n);
+    if by_key {
+        r.cache.sweep_entry_by_entry();
+    }
     for i in 0..n {
         r.install_key(key(i), FcAction::Drop, &[]);
     }
+    r
+}
+
+/// Whether `visited` is what one step visits.
+fn one_step(visited: usize, by_key: bool) -> bool {
+    if by_key {
+        visited == SWEEP_CHUNK
+    } else {
+        (SWEEP_CHUNK - BUCKET_SLACK..=SWEEP_CHUNK).contains(&visited)
+    }
+}
+
+fn pass_spread_over_busy_rounds(by_key: bool) {
+    let n = 2 * SWEEP_CHUNK as u32 + 100;
+    let mut r = rig(n, by_key);
     let ct_now = r.ct.now_ms();
     // A forced pass at t0 (nothing to remove yet) makes t0 the last sweep.
     let t0 = Instant::now();
     r.cache.sweep(t0, true, false, &r.ct, ct_now);
     assert_eq!(r.cache.len(), n as usize);
-    // A flow change retires them all; sweeps remove what they visit.
+    // A change retires them all; sweeps remove what they visit.
     r.cache.invalidate();
     let sweep = |r: &mut XdpRig, at: Instant, busy: bool| {
         r.cache.sweep(at, false, busy, &r.ct, ct_now);
-        (r.cache.len(), r.cache.stats().invalidated)
+        assert_eq!(
+            n as usize - r.cache.len(),
+            r.cache.stats().invalidated as usize
+        );
+        r.cache.stats().invalidated as usize
     };
 
     // Not due yet: nothing visited.
-    assert_eq!(sweep(&mut r, t0, true), (n as usize, 0));
+    assert_eq!(sweep(&mut r, t0, true), 0);
     let due = t0 + SWEEP_INTERVAL;
-    let chunk = SWEEP_CHUNK;
-    assert_eq!(
-        sweep(&mut r, due, true),
-        (n as usize - chunk, chunk as u64),
-        "one busy round visits one chunk"
+    let first = sweep(&mut r, due, true);
+    assert!(
+        one_step(first, by_key),
+        "one busy round visits one chunk: {first}"
     );
     // The pass goes on in the next round, due or not.
-    assert_eq!(
-        sweep(&mut r, due, true),
-        (n as usize - 2 * chunk, 2 * chunk as u64)
-    );
+    let second = sweep(&mut r, due, true);
+    assert!(one_step(second - first, by_key), "{first} then {second}");
     assert_eq!(
         sweep(&mut r, due, false),
-        (0, u64::from(n)),
+        n as usize,
         "an idle round finishes the pass"
     );
 }
 
 #[test]
-fn a_forced_sweep_visits_everything_at_once_even_mid_pass() {
+fn a_pass_is_spread_over_busy_rounds_and_finished_by_an_idle_one() {
+    pass_spread_over_busy_rounds(false);
+}
+
+#[test]
+fn entry_by_entry_a_pass_is_spread_over_busy_rounds_too() {
+    pass_spread_over_busy_rounds(true);
+}
+
+fn forced_sweep_mid_pass(by_key: bool) {
     let n = SWEEP_CHUNK as u32 + 10;
-    let mut r = XdpRig::with_capacity(4 * n);
-    for i in 0..n {
-        r.install_key(key(i), FcAction::Drop, &[]);
-    }
+    let mut r = rig(n, by_key);
     r.cache.invalidate();
     let ct_now = r.ct.now_ms();
     let due = Instant::now() + SWEEP_INTERVAL;
     r.cache.sweep(due, false, true, &r.ct, ct_now);
-    assert_eq!(r.cache.len(), 10, "mid-pass");
-    // Installed after the pass's snapshot: a forced sweep sees it too.
+    let left = r.cache.len();
+    assert!(one_step(n as usize - left, by_key), "mid-pass: {left} left");
+    // Installed after the pass began: a forced sweep sees it too.
     r.cache.begin_round();
     r.install_key(key(n), FcAction::Drop, &[]);
     r.cache.invalidate();
     r.cache.sweep(due, true, true, &r.ct, ct_now);
     assert_eq!(r.cache.len(), 0);
     assert_eq!(r.cache.stats().invalidated, u64::from(n) + 1);
+}
+
+#[test]
+fn a_forced_sweep_visits_everything_at_once_even_mid_pass() {
+    forced_sweep_mid_pass(false);
+}
+
+#[test]
+fn entry_by_entry_a_forced_sweep_visits_everything_too() {
+    forced_sweep_mid_pass(true);
+}
+
+/// A forced pass reads every batch: with no hits, entries expire once
+/// idle long enough, all of them in one pass over several batches.
+/// (Hits read in batches: every test using `XdpRig::hits`.)
+#[test]
+fn a_forced_pass_expires_idle_entries_across_batches() {
+    let mut r = rig(3 * SWEEP_CHUNK as u32, false);
+    let ct_now = r.ct.now_ms();
+    let before = r.cache.stats().hit_packets;
+    r.cache.sweep(Instant::now(), true, false, &r.ct, ct_now);
+    assert_eq!(r.cache.stats().hit_packets, before, "no hits yet");
+    assert_eq!(r.cache.len(), 3 * SWEEP_CHUNK);
+    // Idle long enough: every entry expires in one forced pass.
+    let later = Instant::now() + dataplane::xdpcache::IDLE_EXPIRY;
+    r.cache.sweep(later, true, false, &r.ct, ct_now);
+    assert_eq!(r.cache.len(), 0);
+    assert_eq!(r.cache.stats().expired, 3 * SWEEP_CHUNK as u64);
 }

@@ -110,19 +110,68 @@ impl CacheMaps {
         Some(super::entry::counters(&value))
     }
 
+    /// Reads the next batch of up to `max` entries after `cursor` (one
+    /// syscall): their keys and hit counters, into `out` (emptied first).
+    /// See [`crate::bpf::hash_lookup_batch`] for what a batch holds.
+    pub(crate) fn read_batch(
+        &self,
+        cursor: &mut BatchRead,
+        max: u32,
+        out: &mut Vec<(FcKey, (u64, u64))>,
+    ) -> std::io::Result<()> {
+        out.clear();
+        let n = crate::bpf::hash_lookup_batch(
+            self.flows.as_fd(),
+            &mut cursor.cursor,
+            KEY_SIZE,
+            VALUE_SIZE,
+            max,
+            &mut cursor.keys,
+            &mut cursor.values,
+        )?;
+        let pairs = cursor
+            .keys
+            .chunks_exact(KEY_SIZE)
+            .zip(cursor.values.chunks_exact(VALUE_SIZE))
+            .take(n);
+        for (k, v) in pairs {
+            let mut key = [0u8; KEY_SIZE];
+            key.copy_from_slice(k);
+            out.push((key, super::entry::counters(v)));
+        }
+        Ok(())
+    }
+
     pub(crate) fn delete(&self, key: &FcKey) {
         // ENOENT: already gone, which is what we wanted.
         let _ = self.flows.delete(key);
     }
 }
 
+/// A pass over the flow map in batches ([`CacheMaps::read_batch`]), with
+/// its buffers.
+#[derive(Debug, Default)]
+pub(crate) struct BatchRead {
+    cursor: crate::bpf::BatchCursor,
+    keys: Vec<u8>,
+    values: Vec<u8>,
+}
+
+impl BatchRead {
+    /// Whether the pass reached the end of the map.
+    pub(crate) fn is_done(&self) -> bool {
+        self.cursor.is_done()
+    }
+}
+
 /// The cache's generation: the value in `fc_gen[0]` that an entry must
 /// carry to be used by the XDP programs.
 ///
-/// Bumped by whoever changes what a translation depends on, before that
-/// change is acknowledged: the packet thread after applying flow/group
-/// changes (before it marks them applied, which releases the barrier
-/// reply), PORT_MOD and fail-mode changes in the control plane. Bumps are
+/// Bumped by whoever changes what a translation depends on without
+/// revalidating entries (`revalidate.rs`), before that change is
+/// acknowledged: PORT_MOD and fail-mode changes in the control plane, a
+/// conntrack flush, the packet thread when a tunnel's next hop changes or
+/// a flow change comes while a revalidation is under way. Bumps are
 /// serialised by `lock` so that the map and `current` move together and
 /// only forward; `current` is stored after the map with Release, so a
 /// reader who sees generation g (Acquire) also sees every port config

@@ -149,8 +149,9 @@
 //!
 //! Cost: a miss that installs pays one map update syscall (and an
 //! allocation for the mirror, which keeps the flow key of each pass to
-//! revalidate from: 216 bytes a pass); the sweep one lookup syscall per
-//! entry; a change one translation per pass per entry; a
+//! revalidate from: 216 bytes a pass); the sweep one batched lookup
+//! syscall per ~1024 entries (`sweep.rs`); a change one translation per
+//! pass per entry; a
 //! hit on a partial checksum one pass over the segment in the kernel
 //! (the pass the packet thread would otherwise make, minus the copy).
 //!
@@ -160,6 +161,7 @@
 pub mod entry;
 mod maps;
 mod revalidate;
+mod sweep;
 
 pub use entry::{FcAction, FcKey};
 pub use maps::{CacheMaps, XdpGen};
@@ -176,7 +178,7 @@ use std::time::{Duration, Instant};
 /// How often hit counters are collected and stale or idle entries removed.
 pub const SWEEP_INTERVAL: Duration = Duration::from_millis(250);
 /// Entries a busy round's sweep step visits at most (see
-/// [`XdpCache::sweep`]): about 1.5 ms of map lookups.
+/// [`XdpCache::sweep`]): one batched map read, about 0.3 ms.
 pub const SWEEP_CHUNK: usize = 1024;
 /// An entry without hits for this long is removed (OVS's default idle
 /// time for datapath flows).
@@ -311,9 +313,12 @@ pub struct XdpCache {
     /// Linked connection id -> the entries that carry it.
     by_conn: HashMap<usize, Vec<FcKey>, ahash::RandomState>,
     last_sweep: Instant,
-    /// The keys of the sweep pass under way, and how far it got.
-    sweep_keys: Vec<FcKey>,
-    sweep_pos: usize,
+    /// The sweep pass under way, if any (see `sweep.rs`).
+    sweep: Option<sweep::Pass>,
+    /// Batched map reads failed once: sweeps read entry by entry.
+    sweep_by_key: bool,
+    /// A batch's entries (a buffer kept between sweeps).
+    sweep_batch: Vec<(FcKey, (u64, u64))>,
     /// The revalidation pass under way, if any (see `revalidate.rs`).
     reval: Option<revalidate::Pass>,
     /// Ports' credits waiting for the engine (filled by sweeps and by
@@ -333,8 +338,9 @@ impl XdpCache {
             maps,
             by_conn: HashMap::with_hasher(ahash::RandomState::new()),
             last_sweep: Instant::now(),
-            sweep_keys: Vec::new(),
-            sweep_pos: 0,
+            sweep: None,
+            sweep_by_key: false,
+            sweep_batch: Vec::new(),
             reval: None,
             credits: Vec::new(),
             stats: XdpCacheStats::default(),
@@ -520,95 +526,6 @@ impl XdpCache {
         }
         e.credit(dp, db, &mut self.stats, &mut self.credits);
         true
-    }
-
-    /// Every [`SWEEP_INTERVAL`] (or at once with `force`): collects hit
-    /// counts, refreshes the connections of entries with hits in
-    /// conntrack (`ct`, at its time `ct_now`), and removes stale and idle
-    /// entries.
-    ///
-    /// A pass reads every entry's counters, one map lookup each (about
-    /// 1.5 us): done at once on a cache of 65,536 entries it held the
-    /// packet thread for ~100 ms every [`SWEEP_INTERVAL`], long enough for
-    /// its RX rings to overflow while misses waited. So a pass snapshots
-    /// the keys and visits at most [`SWEEP_CHUNK`] of them per busy round
-    /// (`busy`), the rest in the rounds after; an idle round, or `force`
-    /// (a statistics request, shutdown), finishes it.
-    pub fn sweep(&mut self, now: Instant, force: bool, busy: bool, ct: &Conntrack, ct_now: u64) {
-        let in_pass = self.sweep_pos < self.sweep_keys.len();
-        if force || (!in_pass && now.duration_since(self.last_sweep) >= SWEEP_INTERVAL) {
-            // A forced pass starts afresh: entries installed since the
-            // snapshot have hits to collect too.
-            self.last_sweep = now;
-            self.sweep_keys.clear();
-            self.sweep_keys.extend(self.mirror.keys().copied());
-            self.sweep_pos = 0;
-        } else if !in_pass {
-            return;
-        }
-        let end = if busy && !force {
-            (self.sweep_pos + SWEEP_CHUNK).min(self.sweep_keys.len())
-        } else {
-            self.sweep_keys.len()
-        };
-        let keys = std::mem::take(&mut self.sweep_keys);
-        let gone = self.visit(&keys[self.sweep_pos..end], now, ct, ct_now);
-        self.sweep_pos = end;
-        self.sweep_keys = keys;
-        for (key, links) in gone {
-            self.release(&key, &links);
-        }
-    }
-
-    /// One sweep step over `keys`: credits hits, refreshes linked
-    /// connections, removes stale and idle entries; returns the removed
-    /// entries' connection links, for [`Self::release`].
-    fn visit(
-        &mut self,
-        keys: &[FcKey],
-        now: Instant,
-        ct: &Conntrack,
-        ct_now: u64,
-    ) -> Vec<(FcKey, Vec<CtLink>)> {
-        let current = self.maps.generation().current();
-        let broken = self.maps.generation().is_broken();
-        let mut gone = Vec::new();
-        for key in keys {
-            // Gone since the snapshot (reinstalled, released): skip.
-            let Some(e) = self.mirror.get_mut(key) else {
-                continue;
-            };
-            if let Some((packets, bytes)) = self.maps.read(key) {
-                let (dp, db) = (
-                    packets.saturating_sub(e.packets),
-                    bytes.saturating_sub(e.bytes),
-                );
-                if dp > 0 {
-                    e.credit(dp, db, &mut self.stats, &mut self.credits);
-                    e.packets = packets;
-                    e.bytes = bytes;
-                    e.last_active = now;
-                    for l in &e.links {
-                        l.refresh(ct, ct_now);
-                    }
-                }
-            }
-            let stale = e.gen != current || broken;
-            let idle = now.duration_since(e.last_active) >= IDLE_EXPIRY;
-            if stale || idle {
-                if !e.links.is_empty() {
-                    gone.push((*key, std::mem::take(&mut e.links)));
-                }
-                self.mirror.remove(key);
-                self.maps.delete(key);
-                if stale {
-                    self.stats.invalidated += 1;
-                } else {
-                    self.stats.expired += 1;
-                }
-            }
-        }
-        gone
     }
 
     /// Hits collected since the last call, for the engine to add to its
