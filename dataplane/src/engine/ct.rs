@@ -18,44 +18,64 @@ pub(super) struct Recirc {
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
-    /// Translates and executes a packet, then its `ct(table=N)` forks,
-    /// up to [`MAX_RECIRC_DEPTH`] times.
-    pub(super) fn process_recirc(&mut self, in_port: u32, first: Recirc) {
-        let mut next = Some(first);
-        let mut depth = 0;
+    /// Translates and executes a packet whose flow key is `key`, then its
+    /// `ct(table=N)` forks, up to [`MAX_RECIRC_DEPTH`] times. The key is
+    /// borrowed: most packets take one pass, and a key is too big to move
+    /// for nothing.
+    pub(super) fn process_recirc(
+        &mut self,
+        in_port: u32,
+        desc: Desc,
+        layers: Layers,
+        key: &FlowKey,
+    ) {
         // A received frame the XDP program could look up: its passes are
         // followed, and the whole translation handed to the kernel if it
         // can carry it out (see `xdp.rs`).
         let mut chain = self.rx_xdp_key.take().map(XdpChain::new);
-        while let Some(Recirc { desc, layers, key }) = next.take() {
+        let mut next = self.process_pass(in_port, desc, layers, key, &mut chain);
+        let mut depth = 1;
+        while let Some(r) = next.take() {
             if depth > MAX_RECIRC_DEPTH {
                 self.drops.ct_recirc_depth += 1;
-                self.frames.free(desc.addr);
+                self.frames.free(r.desc.addr);
                 return;
             }
             depth += 1;
-            match &mut self.cache {
-                _ if self.fail_open => self.xlate.set_normal(),
-                Some(c) => c.xlate(&self.pipeline, &key, desc.len, &mut self.xlate),
-                None => self.pipeline.xlate(&key, desc.len, &mut self.xlate),
-            }
-            if let Some(c) = chain.take() {
-                chain = self.xdp_pass(in_port, c, &key);
-            }
-            next = self.execute(in_port, desc, layers, key.get(Field::TunId));
-            if let Some(c) = &mut chain {
-                // The pass was a `ct(table=N)` fork: the connection must
-                // be one the kernel may carry.
-                if !next.as_ref().is_some_and(|r| c.tracked(&key, &r.key)) {
-                    chain = None;
-                }
-            }
-            if self.xdp.is_some() {
-                // Entries of connections this `ct()` changed go before
-                // the packet that changed them leaves.
-                self.xdp_forget_dead();
+            next = self.process_pass(in_port, r.desc, r.layers, &r.key, &mut chain);
+        }
+    }
+
+    /// One pass: translates `key`, follows `chain`, executes; returns the
+    /// fork to run next, if any.
+    fn process_pass(
+        &mut self,
+        in_port: u32,
+        desc: Desc,
+        layers: Layers,
+        key: &FlowKey,
+        chain: &mut Option<XdpChain>,
+    ) -> Option<Recirc> {
+        match &mut self.cache {
+            _ if self.fail_open => self.xlate.set_normal(),
+            Some(c) => c.xlate(&self.pipeline, key, desc.len, &mut self.xlate),
+            None => self.pipeline.xlate(key, desc.len, &mut self.xlate),
+        }
+        self.xdp_pass(in_port, chain, key);
+        let next = self.execute(in_port, desc, layers, key.get(Field::TunId));
+        if let Some(c) = chain {
+            // The pass was a `ct(table=N)` fork: the connection must
+            // be one the kernel may carry.
+            if !next.as_ref().is_some_and(|r| c.tracked(key, &r.key)) {
+                *chain = None;
             }
         }
+        if self.xdp.is_some() {
+            // Entries of connections this `ct()` changed go before
+            // the packet that changed them leaves.
+            self.xdp_forget_dead();
+        }
+        next
     }
 
     /// The packet of a `DpAction::Recirc` as the next pass takes it: its

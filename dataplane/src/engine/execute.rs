@@ -311,7 +311,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             if let Some(r) = self.execute(req.in_port, Desc { addr, len }, layers, 0) {
                 // A PACKET_OUT's `ct(table=N)` resumes like a received
                 // packet's.
-                self.process_recirc(req.in_port, r);
+                self.process_recirc(req.in_port, r.desc, r.layers, &r.key);
             }
         }
         n

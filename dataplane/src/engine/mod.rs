@@ -440,7 +440,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             key.set(Field::TunSrc, u64::from(t.tun_src));
             key.set(Field::TunDst, u64::from(t.tun_dst));
         }
-        self.process_recirc(in_port, Recirc { desc, layers, key });
+        self.process_recirc(in_port, desc, layers, &key);
     }
 
     /// A port's I/O object by position (tests and diagnostics).
@@ -471,6 +471,5 @@ mod output;
 mod revalidate;
 mod xdp;
 
-use ct::Recirc;
 pub use drops::EngineDrops;
 pub use io::{Desc, Frames, PortIo};

@@ -165,27 +165,32 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 
     /// One pass of `chain`'s frame was translated into `self.xlate` from
     /// `key`: a `ct(table=N)` fork the cache can follow continues the
-    /// chain (returned); the last pass is installed if it can be.
-    pub(super) fn xdp_pass(
-        &mut self,
-        in_port: u32,
-        mut chain: XdpChain,
-        key: &FlowKey,
-    ) -> Option<XdpChain> {
+    /// chain; the last pass is installed if it can be, and ends it. Taken
+    /// by reference: a chain holds a flow key per pass, too big to move
+    /// on every pass of every frame.
+    pub(super) fn xdp_pass(&mut self, in_port: u32, chain: &mut Option<XdpChain>, key: &FlowKey) {
+        let Some(c) = chain else {
+            return;
+        };
         if self.fail_open || self.xdp.is_none() {
-            return None;
+            *chain = None;
+            return;
         }
         if let Some(&fork) = plain_ct_fork(self.xlate.actions()) {
-            return chain.add_pass(key, fork).then_some(chain);
+            if !c.add_pass(key, fork) {
+                *chain = None;
+            }
+            return;
         }
-        self.xdp_install(in_port, chain, key);
-        None
+        if let Some(c) = chain.take() {
+            self.xdp_install(in_port, &c, key);
+        }
     }
 
     /// Installs the translation in `self.xlate` of the frame whose passes
     /// `chain` followed, the last from flow key `key`, if the XDP program
     /// can carry it out alone (see `crate::xdpcache` for the rules).
-    fn xdp_install(&mut self, in_port: u32, chain: XdpChain, key: &FlowKey) {
+    fn xdp_install(&mut self, in_port: u32, chain: &XdpChain, key: &FlowKey) {
         if self.fail_open || self.xdp.is_none() {
             return;
         }
