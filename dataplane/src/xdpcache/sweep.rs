@@ -5,10 +5,11 @@
 //!
 //! A pass visits every entry once, every [`SWEEP_INTERVAL`] and before
 //! every statistics reply. It walks the flow map itself in batches
-//! (`BPF_MAP_LOOKUP_BATCH`, [`SWEEP_CHUNK`] entries a syscall): reading
-//! 100,000 entries took 28 ms that way against 81 ms with one lookup
-//! each (release build, this 2-vCPU VM), so a large cache costs the
-//! packet thread a third of what it did. If the kernel refuses batches
+//! (`BPF_MAP_LOOKUP_BATCH`, [`SWEEP_CHUNK`] entries a syscall): a whole
+//! pass over 100,000 entries took 39 ms that way against 102 ms with one
+//! lookup each (`cargo bench -p bench --bench xdp_sweep`, this 2-vCPU VM),
+//! so a large cache costs the packet thread well under half of what it
+//! did. If the kernel refuses batches
 //! (a kernel before 5.6, or a bucket larger than a batch), the sweep
 //! falls back for good to a snapshot of the mirror's keys read one by
 //! one.
