@@ -255,14 +255,16 @@ impl FlowCache {
             let Some(e) = self.entries.get_mut(idx) else {
                 continue;
             };
-            if e.hash == hash && e.key == *key {
+            if e.hash == hash && e.key.same_as(key) {
                 let n = usize::from(e.n_actions);
                 if let (Some(dst), Some(src)) = (out.actions.get_mut(..n), e.actions.get(..n)) {
                     dst.copy_from_slice(src);
                 }
                 out.n_actions = n;
                 out.drop_reason = e.drop_reason;
-                out.recirc = e.recirc;
+                // Most entries resume nothing: copy the key only if one
+                // does.
+                out.recirc = e.recirc.as_ref().map(|k| *k);
                 e.pending_packets += 1;
                 e.pending_bytes += u64::from(packet_len);
                 if !e.dirty {
@@ -415,7 +417,7 @@ impl FlowCache {
         let exact = [a, b]
             .into_iter()
             .filter_map(|i| self.entries.get(i))
-            .find(|e| e.hash == hash && e.key == *key);
+            .find(|e| e.hash == hash && e.key.same_as(key));
         if let Some(e) = exact {
             return Some(Attribution {
                 counters: e.counters.iter().flatten().cloned().collect(),

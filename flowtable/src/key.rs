@@ -505,6 +505,20 @@ impl FlowKey {
         }
     }
 
+    /// `self == other` without a call or an early exit: OR-ing the XOR of
+    /// every word pair compiles to a few vector instructions, where the
+    /// derived comparison calls `memcmp` (13% of a translation cache
+    /// hit). For comparisons that are mostly equal, as a cache hit's;
+    /// `==` stays better where most differ early (the classifier).
+    #[inline]
+    pub fn same_as(&self, other: &FlowKey) -> bool {
+        let mut diff = 0;
+        for (a, b) in self.words.iter().zip(&other.words) {
+            diff |= a ^ b;
+        }
+        diff == 0
+    }
+
     /// The 128-bit ct_label, joined from its two halves.
     pub fn ct_label(&self) -> u128 {
         join_label(self.get(Field::CtLabelLow), self.get(Field::CtLabelHigh))
