@@ -180,12 +180,9 @@ fn cache_on_and_off_deliver_and_count_alike_and_flow_mods_apply_at_once() -> Res
     Ok(())
 }
 
-/// Ports added while xbr runs (`xbr port add`, and every port in OVSDB
-/// mode) share the bridge's cache: traffic to a port added live is
-/// forwarded in the kernel like traffic between ports given at start.
-#[test]
-fn ports_added_while_running_share_the_cache() -> Result<()> {
-    let tool = Path::new(TOOL);
+/// Pods A and B accepting redirects, A with complete checksums, each
+/// knowing the other's MAC.
+fn sender_and_receiver() -> Result<(Pod, Pod)> {
     let a = Pod::new(IP_A, 24, MAC_A)?;
     let b = Pod::new(IP_B, 24, MAC_B)?;
     for p in [&a, &b] {
@@ -194,6 +191,16 @@ fn ports_added_while_running_share_the_cache() -> Result<()> {
     a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
+    Ok((a, b))
+}
+
+/// Ports added while xbr runs (`xbr port add`, and every port in OVSDB
+/// mode) share the bridge's cache: traffic to a port added live is
+/// forwarded in the kernel like traffic between ports given at start.
+#[test]
+fn ports_added_while_running_share_the_cache() -> Result<()> {
+    let tool = Path::new(TOOL);
+    let (a, b) = sender_and_receiver()?;
     let spec_a = format!("{}=1,xdp_redirect=on", a.host_if());
     let mut xbr = Xbr::start(&["--port", &spec_a])?;
     let spec_b = format!("{}=2,xdp_redirect=on", b.host_if());
@@ -226,14 +233,7 @@ fn flow_mods_keep_the_entries_they_do_not_change() -> Result<()> {
     const PORT_KEPT: u16 = PORT_FWD;
     const PORT_TAKEN: u16 = 5003;
     let tool = Path::new(TOOL);
-    let a = Pod::new(IP_A, 24, MAC_A)?;
-    let b = Pod::new(IP_B, 24, MAC_B)?;
-    for p in [&a, &b] {
-        p.accept_xdp_redirects()?;
-    }
-    a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
-    a.add_neighbor(&b)?;
-    b.add_neighbor(&a)?;
+    let (a, b) = sender_and_receiver()?;
     let specs = [
         format!("{}=1,xdp_redirect=on", a.host_if()),
         format!("{}=2,xdp_redirect=on", b.host_if()),
