@@ -96,6 +96,17 @@ impl Attribution {
         self.visits.extend_from_slice(&next.visits);
     }
 
+    /// The attributions of a packet's passes, in order, as one
+    /// ([`Attribution::extend`]); `None` for no pass.
+    pub fn join(passes: impl IntoIterator<Item = Attribution>) -> Option<Attribution> {
+        let mut passes = passes.into_iter();
+        let mut all = passes.next()?;
+        for next in passes {
+            all.extend(&next);
+        }
+        Some(all)
+    }
+
     /// Whether `other` moves exactly the counters this one does: the same
     /// flow and group counter blocks, the same table visits, in order.
     pub fn same(&self, other: &Attribution) -> bool {

@@ -121,6 +121,15 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     }
 }
 
+/// Where port `ofport` sits in the engine's port list, by its `port_index`.
+#[inline]
+pub(super) fn index_in(port_index: &[u16], ofport: u32) -> Option<usize> {
+    match port_index.get(slot(ofport)) {
+        Some(&i) if i != u16::MAX => Some(usize::from(i)),
+        _ => None,
+    }
+}
+
 /// Where port `ofport` sits in the engine's port index: its number, but
 /// LOCAL (a bridge's own internal port, 0xfffffffe) takes slot 0, which no
 /// port number uses, so the index stays as small as the largest number.

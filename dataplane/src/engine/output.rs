@@ -18,21 +18,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         tun: TunnelMeta,
     ) {
         let port = if port == ofpp::IN_PORT { in_port } else { port };
-        let Some(&idx) = self.port_index.get(live_ports::slot(port)) else {
+        let Some(idx) = live_ports::index_in(&self.port_index, port) else {
             self.drops.bad_output_port += 1;
             if last {
                 self.frames.free(desc.addr);
             }
             return;
         };
-        if idx == u16::MAX {
-            self.drops.bad_output_port += 1;
-            if last {
-                self.frames.free(desc.addr);
-            }
-            return;
-        }
-        let idx = idx as usize;
         if self.ports[idx].config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0 {
             self.ports[idx].totals.tx_dropped += 1;
             self.drops.port_down += 1;

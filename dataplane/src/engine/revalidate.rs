@@ -4,7 +4,8 @@
 
 use super::xdp::plain_ct_fork;
 use super::{Engine, Frames, PortIo};
-use crate::xdpcache::{Candidate, FcKey, REVALIDATE_CHUNK};
+use crate::xdpcache::{Candidate, FcKey, XdpCache, REVALIDATE_CHUNK};
+use flowtable::cache::Attribution;
 use flowtable::key::{Field, FlowKey};
 use flowtable::pipeline::Xlate;
 
@@ -39,23 +40,25 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// One step of the revalidation under way, if any: a chunk of
     /// entries when `busy`, else all that are left.
     pub(super) fn xdp_revalidate(&mut self, busy: bool) {
+        // Every round asks: answer without touching the cache otherwise.
+        if !self.xdp.as_ref().is_some_and(XdpCache::revalidating) {
+            return;
+        }
         let Some(mut x) = self.xdp.take() else {
             return;
         };
-        if x.revalidating() {
-            let mut keys = Vec::new();
-            x.revalidation_chunk(if busy { REVALIDATE_CHUNK } else { usize::MAX }, &mut keys);
-            let mut xlate = Xlate::new();
-            for key in &keys {
-                let exact = match x.candidate(key) {
-                    Some(c) => self.still_exact(key, &c, &mut xlate),
-                    None => continue,
-                };
-                x.revalidated(key, exact);
-            }
-            if let Some(seq) = x.finish_revalidation() {
-                self.shared.mark_applied(seq);
-            }
+        let mut keys = Vec::new();
+        x.revalidation_chunk(if busy { REVALIDATE_CHUNK } else { usize::MAX }, &mut keys);
+        let mut xlate = Xlate::new();
+        for key in &keys {
+            let exact = match x.candidate(key) {
+                Some(c) => self.still_exact(key, &c, &mut xlate),
+                None => continue,
+            };
+            x.revalidated(key, exact);
+        }
+        if let Some(seq) = x.finish_revalidation() {
+            self.shared.mark_applied(seq);
         }
         self.xdp = Some(x);
     }
@@ -74,13 +77,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         if forks.len() != c.origin.forks.len() {
             return false;
         }
-        let mut attribution: Option<flowtable::cache::Attribution> = None;
+        let mut parts = Vec::with_capacity(passes.len());
         for (i, key) in passes.iter().enumerate() {
-            let a = self.pipeline.retranslate(key, xlate);
-            match &mut attribution {
-                Some(all) => all.extend(&a),
-                None => attribution = Some(a),
-            }
+            parts.push(self.pipeline.retranslate(key, xlate));
             let Some(next) = passes.get(i + 1) else {
                 break;
             };
@@ -100,7 +99,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         ) else {
             return false;
         };
-        fresh == (*c.action, c.out) && attribution.is_some_and(|a| a.same(c.attribution))
+        fresh == (*c.action, c.out)
+            && Attribution::join(parts).is_some_and(|a| a.same(c.attribution))
     }
 }
 

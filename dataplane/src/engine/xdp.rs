@@ -2,6 +2,7 @@
 //! deciding whether a translation can run in the kernel, and adding the
 //! kernel's hits to the ports' and drop counters.
 
+use super::live_ports::index_in;
 use super::{Engine, EnginePort, Frames, PortIo};
 use crate::conntrack::{state, Tuple};
 use crate::control::port_config;
@@ -210,17 +211,12 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             return;
         };
         let fork_keys = chain.passes.iter().flatten().map(|(k, _)| k);
-        let mut attribution: Option<Attribution> = None;
-        for k in fork_keys.clone().chain(std::iter::once(key)) {
-            let Some(a) = cache.attribution(&self.pipeline, k) else {
-                return;
-            };
-            match &mut attribution {
-                Some(all) => all.extend(&a),
-                None => attribution = Some(a),
-            }
-        }
-        let Some(attribution) = attribution else {
+        let parts: Option<Vec<Attribution>> = fork_keys
+            .clone()
+            .chain(std::iter::once(key))
+            .map(|k| cache.attribution(&self.pipeline, k))
+            .collect();
+        let Some(attribution) = parts.and_then(Attribution::join) else {
             return;
         };
         let origin = Origin {
@@ -441,14 +437,6 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 Err(reason) => self.drops.count_n(reason, c.packets),
             }
         }
-    }
-}
-
-/// Where port `ofport` sits in `ports`, by the engine's port index.
-pub(super) fn index_in(port_index: &[u16], ofport: u32) -> Option<usize> {
-    match port_index.get(super::live_ports::slot(ofport)) {
-        Some(&i) if i != u16::MAX => Some(usize::from(i)),
-        _ => None,
     }
 }
 

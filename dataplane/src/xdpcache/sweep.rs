@@ -51,10 +51,7 @@ impl XdpCache {
             // last one began have hits to collect too.
             self.last_sweep = now;
             self.sweep = Some(if self.sweep_by_key {
-                Pass::Keys {
-                    keys: self.mirror.keys().copied().collect(),
-                    pos: 0,
-                }
+                self.key_pass()
             } else {
                 Pass::Map(BatchRead::default())
             });
@@ -74,10 +71,7 @@ impl XdpCache {
                             "cannot read the XDP flow cache in batches; reading entry by entry"
                         );
                         self.sweep_by_key = true;
-                        pass = Pass::Keys {
-                            keys: self.mirror.keys().copied().collect(),
-                            pos: 0,
-                        };
+                        pass = self.key_pass();
                         continue;
                     }
                 },
@@ -102,6 +96,14 @@ impl XdpCache {
         }
         for (key, links) in gone {
             self.release(&key, &links);
+        }
+    }
+
+    /// A pass over a snapshot of the mirror's keys.
+    fn key_pass(&self) -> Pass {
+        Pass::Keys {
+            keys: self.mirror.keys().copied().collect(),
+            pos: 0,
         }
     }
 
