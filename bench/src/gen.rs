@@ -22,8 +22,16 @@
 //!
 //! Pacing: with a rate, the sender keeps `sent <= rate * elapsed`, sending
 //! what is due every millisecond at most (bursts of rate/1000 frames).
-//! Without one it sends as fast as it can in chunks short enough (about
-//! 10 ms) to stop on time.
+//! Without one it sends as fast as it can, in calls of about
+//! [`CALL_TARGET`] at the rate reached so far (never past the run's end
+//! at that rate). Calls are that long because each live-frames call
+//! registers the program with the kernel's XDP dispatcher and unregisters
+//! it at the end, and each of the two waits for an RCU grace period with
+//! the thread asleep (`synchronize_rcu()` under
+//! `bpf_dispatcher_change_prog`, 8-16 ms here): with the 50,000-frame calls
+//! used before, the generator's CPU was idle about 40% of a run and the
+//! switch saw bursts with gaps. A paced run still pays that sleep per call,
+//! so its frames leave in bursts of up to a few tens of milliseconds' due.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -34,8 +42,11 @@ use dataplane::xsk::{FramePool, Umem, XdpDesc, XskConfig, XskSocket, DEFAULT_FRA
 use crate::bpf::{BpfError, Generator};
 use crate::packet::{Template, Vary};
 
-/// Frames per BPF_PROG_RUN call when unpaced (~10 ms at 5 Mpps).
-const CHUNK: u64 = 50_000;
+/// Frames of the first unpaced BPF_PROG_RUN call, before the rate is known
+/// (~10 ms at 5 Mpps).
+const FIRST_CHUNK: u64 = 50_000;
+/// How long an unpaced call should last (see the module documentation).
+const CALL_TARGET: Duration = Duration::from_millis(250);
 /// Pacing step.
 const TICK: Duration = Duration::from_millis(1);
 /// AF_XDP batch.
@@ -98,6 +109,20 @@ fn due(b: &GenBounds, elapsed: Duration) -> u64 {
     by_rate.min(b.count.unwrap_or(u64::MAX))
 }
 
+/// Frames for the next live-frames call at `elapsed`, `sent` so far: what
+/// is due, and at most [`CALL_TARGET`] (or what is left of the run, if
+/// less) at the rate reached so far.
+fn next_chunk(b: &GenBounds, elapsed: Duration, sent: u64) -> u64 {
+    let by_time = if sent == 0 || elapsed.is_zero() {
+        FIRST_CHUNK
+    } else {
+        let rate = sent as f64 / elapsed.as_secs_f64();
+        let left = b.duration.saturating_sub(elapsed).min(CALL_TARGET);
+        ((rate * left.as_secs_f64()) as u64).max(1)
+    };
+    due(b, elapsed).saturating_sub(sent).min(by_time)
+}
+
 /// Sends with live frames out of `ifindex` (calling thread's namespace and
 /// CPU) until a bound is reached or `stop` is set.
 pub fn run_live(
@@ -114,7 +139,7 @@ pub fn run_live(
         if now >= b.duration || b.count.is_some_and(|c| sent >= c) {
             break;
         }
-        let want = due(b, now).saturating_sub(sent).min(CHUNK);
+        let want = next_chunk(b, now, sent);
         if want == 0 {
             std::thread::sleep(TICK);
             continue;
@@ -224,5 +249,36 @@ mod tests {
             ..b
         };
         assert_eq!(due(&free, Duration::from_millis(1)), u64::MAX);
+    }
+
+    #[test]
+    fn unpaced_calls_last_a_quarter_second_at_the_rate_reached() {
+        let b = GenBounds {
+            duration: Duration::from_secs(3),
+            count: None,
+            rate_pps: None,
+        };
+        assert_eq!(next_chunk(&b, Duration::ZERO, 0), FIRST_CHUNK);
+        // 2 Mpps so far: 250 ms of it.
+        assert_eq!(next_chunk(&b, Duration::from_secs(1), 2_000_000), 500_000);
+        // 100 ms left: only that much.
+        let near_end = Duration::from_millis(2900);
+        assert_eq!(next_chunk(&b, near_end, 5_800_000), 200_000);
+        // Never past the count, and at least one frame while time is left.
+        let counted = GenBounds {
+            count: Some(2_100_000),
+            ..b
+        };
+        assert_eq!(
+            next_chunk(&counted, Duration::from_secs(1), 2_000_000),
+            100_000
+        );
+        assert_eq!(next_chunk(&b, Duration::from_secs(1), 1), 1);
+        // Paced: what is due, however fast the calls were.
+        let paced = GenBounds {
+            rate_pps: Some(1000),
+            ..b
+        };
+        assert_eq!(next_chunk(&paced, Duration::from_secs(1), 990), 10);
     }
 }
