@@ -150,7 +150,15 @@ impl<'t> Harness<'t> {
                 Ok(Sink::attach(idx, tag, classes, checks)?)
             })?);
         }
-        let gen = Generator::load(&traffic.template, traffic.n_flows, traffic.vary)?;
+        let mut gen = Generator::load(&traffic.template, traffic.n_flows, traffic.vary)?;
+        let pinned = topo::run_in(&topo.pod_a, || -> Result<(), MeasureError> {
+            let idx = topo::ifindex(&topo.pod_a, topo::GEN_PIN_IF)?;
+            Ok(gen.pin(idx)?)
+        });
+        if let Err(e) = pinned {
+            // Still correct, only burstier: each call sleeps ~20 ms.
+            eprintln!("warning: generator not pinned in the XDP dispatcher ({e}); live-frames calls will sleep in synchronize_rcu()");
+        }
         Ok(Harness {
             topo,
             traffic,

@@ -38,6 +38,10 @@ pub const MAC_C: [u8; 6] = [0x0a, 0x58, 10, 128, 0, 4];
 pub const VETH_A: &str = "veth-a";
 pub const VETH_B: &str = "veth-b";
 pub const VETH_C: &str = "veth-c";
+/// In pod A: one end of a veth pair left down, to which the generator's
+/// program is attached so that live-frames calls stay cheap (see
+/// `bpf::Generator::pin`); nothing is ever sent through it.
+pub const GEN_PIN_IF: &str = "gen-pin";
 /// The pods' interface name.
 pub const POD_IF: &str = "eth0";
 
@@ -175,6 +179,10 @@ impl Topology {
             ip(&["-n", &t.host, "link", "set", veth, "up"])?;
             ip(&["-n", pod, "link", "set", POD_IF, "up"])?;
         }
+        let pin_peer = format!("{GEN_PIN_IF}-peer");
+        ip(&[
+            "-n", &t.pod_a, "link", "add", GEN_PIN_IF, "type", "veth", "peer", "name", &pin_peer,
+        ])?;
         Ok(t)
     }
 

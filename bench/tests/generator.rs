@@ -126,6 +126,12 @@ fn counts_add_up_through_the_kernel_redirect() {
     .expect("redirect veth-a -> veth-b");
 
     let mut h = Harness::new(&topo, traffic(MethodChoice::Live)).expect("harness");
+    // The generator's program is held by an idle interface, so live-frames
+    // calls do not each wait for RCU (see `Generator::pin`).
+    let pin = topo
+        .exec(&topo.pod_a, &["ip", "-d", "link", "show", topo::GEN_PIN_IF])
+        .expect("pin interface");
+    assert!(pin.contains("prog/xdp"), "{pin}");
     let s = h.run(&low_rate(10_000)).expect("live run");
     assert_eq!(s.method, Method::LiveFrames);
     assert_eq!(s.sent, 10_000);
