@@ -5,7 +5,7 @@
 //! (dropped first, so the program is detached before its maps go): a
 //! killed xbr-bench leaves no program behind. Attaching resolves the
 //! ifindex in the calling thread's network namespace, so callers attach
-//! from a thread that entered the namespace (see [`crate::netns`]).
+//! from a thread that entered the namespace (see [`crate::topo`]).
 
 use libbpf_rs::{Link, MapCore, MapFlags, Object, ObjectBuilder, ProgramInput};
 use std::ffi::OsStr;

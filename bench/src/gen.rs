@@ -22,16 +22,19 @@
 //!
 //! Pacing: with a rate, the sender keeps `sent <= rate * elapsed`, sending
 //! what is due every millisecond at most (bursts of rate/1000 frames).
-//! Without one it sends as fast as it can, in calls of about
-//! [`CALL_TARGET`] at the rate reached so far (never past the run's end
-//! at that rate). Calls are that long because each live-frames call
-//! registers the program with the kernel's XDP dispatcher and unregisters
-//! it at the end, and each of the two waits for an RCU grace period with
-//! the thread asleep (`synchronize_rcu()` under
-//! `bpf_dispatcher_change_prog`, 8-16 ms here): with the 50,000-frame calls
-//! used before, the generator's CPU was idle about 40% of a run and the
-//! switch saw bursts with gaps. A paced run still pays that sleep per call,
-//! so its frames leave in bursts of up to a few tens of milliseconds' due.
+//! Without one it sends as fast as it can, in calls of about 250 ms at
+//! the rate reached so far (never past the run's end at that rate). A
+//! live-frames call registers the program with the
+//! kernel's XDP dispatcher and unregisters it at the end, and each change
+//! waits for an RCU grace period with the thread asleep
+//! (`synchronize_rcu()` under `bpf_dispatcher_change_prog`, 8-16 ms here),
+//! unless an XDP attachment already holds the program there: the harness
+//! attaches it to an idle interface ([`crate::bpf::Generator::pin`]), so
+//! calls cost no sleep. Unpinned (the pin failed, with a warning), long
+//! calls keep the sleeps to a few percent of an unpaced run, and a paced
+//! run's frames leave in bursts of what came due during each sleep (with
+//! 50,000-frame calls and no pin, as before 2026-11-25, the generator's
+//! CPU idled about 40% of a run).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -45,7 +48,9 @@ use crate::packet::{Template, Vary};
 /// Frames of the first unpaced BPF_PROG_RUN call, before the rate is known
 /// (~10 ms at 5 Mpps).
 const FIRST_CHUNK: u64 = 50_000;
-/// How long an unpaced call should last (see the module documentation).
+/// How long an unpaced call should last: short enough to stop on time,
+/// long enough to amortise an unpinned call's sleeps (see the module
+/// documentation).
 const CALL_TARGET: Duration = Duration::from_millis(250);
 /// Pacing step.
 const TICK: Duration = Duration::from_millis(1);
