@@ -1,6 +1,7 @@
 //! The XDP cache's sweep visits a bounded number of entries per busy
 //! round, so a large cache never holds the packet thread for a whole
-//! pass; idle rounds and forced sweeps finish the pass. Both ways of
+//! pass, forced passes (statistics requests) included; idle rounds finish
+//! a pass. Both ways of
 //! reading the map: in batches (which end on a hash bucket, so a step
 //! visits a little less than a chunk) and entry by entry (the fallback).
 //! Needs root (BPF maps), as CI runs tests.
@@ -92,7 +93,7 @@ fn entry_by_entry_a_pass_is_spread_over_busy_rounds_too() {
 }
 
 fn forced_sweep_mid_pass(by_key: bool) {
-    let n = SWEEP_CHUNK as u32 + 10;
+    let n = 2 * SWEEP_CHUNK as u32 + 10;
     let mut r = rig(n, by_key);
     r.cache.invalidate();
     let ct_now = r.ct.now_ms();
@@ -100,22 +101,48 @@ fn forced_sweep_mid_pass(by_key: bool) {
     r.cache.sweep(due, false, true, &r.ct, ct_now);
     let left = r.cache.len();
     assert!(one_step(n as usize - left, by_key), "mid-pass: {left} left");
-    // Installed after the pass began: a forced sweep sees it too.
+    let completed = r.cache.passes_completed();
+    // Installed after the pass began: a forced pass starts afresh and
+    // sees it too.
     r.cache.begin_round();
     r.install_key(key(n), FcAction::Drop, &[]);
     r.cache.invalidate();
+    // Forced in a busy round (a statistics request under load): one step
+    // now, like any pass, and not complete until everything was visited.
     r.cache.sweep(due, true, true, &r.ct, ct_now);
+    let after_step = r.cache.len();
+    assert!(
+        one_step(left + 1 - after_step, by_key),
+        "forced while busy: {left} + 1 -> {after_step}"
+    );
+    assert!(after_step > 0);
+    assert_eq!(r.cache.passes_completed(), completed);
+    // The next busy round finishes it: every entry visited once.
+    r.cache.sweep(due, false, true, &r.ct, ct_now);
     assert_eq!(r.cache.len(), 0);
+    assert_eq!(r.cache.passes_completed(), completed + 1);
     assert_eq!(r.cache.stats().invalidated, u64::from(n) + 1);
+
+    // Forced in an idle round: the whole pass at once.
+    r.cache.begin_round();
+    for i in 0..n {
+        r.install_key(key(i), FcAction::Drop, &[]);
+    }
+    r.cache.invalidate();
+    r.cache.sweep(due, false, true, &r.ct, ct_now);
+    assert!(!r.cache.is_empty(), "mid-pass again");
+    r.cache.sweep(due, true, false, &r.ct, ct_now);
+    assert_eq!(r.cache.len(), 0);
+    assert_eq!(r.cache.passes_completed(), completed + 2);
 }
 
 #[test]
-fn a_forced_sweep_visits_everything_at_once_even_mid_pass() {
+fn a_forced_sweep_while_busy_goes_a_step_a_round_and_completes_once() {
     forced_sweep_mid_pass(false);
 }
 
 #[test]
-fn entry_by_entry_a_forced_sweep_visits_everything_too() {
+fn entry_by_entry_a_forced_sweep_goes_a_step_a_round_too() {
     forced_sweep_mid_pass(true);
 }
 

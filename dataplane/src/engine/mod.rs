@@ -156,8 +156,11 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     /// The XDP cache key of the packet `process` is about to handle, when
     /// the XDP program could look it up.
     rx_xdp_key: Option<FcKey>,
-    /// The last statistics collection done for the control plane.
+    /// The last statistics collection asked for by the control plane.
     stats_seen: u64,
+    /// The collection being served (see `collect_if_asked`) and the XDP
+    /// cache pass that completes it.
+    stats_pass: Option<(u64, u64)>,
     /// Ports were added or removed: the pipeline's live ports (which
     /// fast-failover groups watch) need recomputing.
     liveness_dirty: bool,
@@ -205,6 +208,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             xdp: None,
             rx_xdp_key: None,
             stats_seen: 0,
+            stats_pass: None,
             liveness_dirty: true,
             meters: HashMap::default(),
             meter_now: 0,
@@ -247,10 +251,11 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// its final counters and tear the ports down in order.
     pub fn run(mut self, stop: &AtomicBool) -> Self {
         let mut idle_rounds = 0u32;
+        let mut busy = false;
         while !stop.load(Ordering::Relaxed) {
             self.apply_changes();
-            self.collect_if_asked();
-            let busy = self.round() > 0;
+            self.collect_if_asked(busy);
+            busy = self.round() > 0;
             // A chunk while busy, the rest as soon as a round is idle.
             self.xdp_revalidate(busy);
             if busy {

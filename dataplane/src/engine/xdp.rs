@@ -368,15 +368,35 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
     }
 
-    /// Collects the XDP cache's hits and publishes every counter when
-    /// the control plane is about to answer a statistics request.
-    pub(super) fn collect_if_asked(&mut self) {
-        let want = self.shared.stats_requested();
-        if want == self.stats_seen {
+    /// Serves the control plane's statistics requests: a request starts
+    /// a fresh XDP cache pass, which goes on a step per busy round like
+    /// any sweep (the rest in an idle one), so a large cache does not
+    /// stall forwarding; when the pass is complete every counter is
+    /// published and the request marked collected. Requests arriving
+    /// meanwhile are served by the next pass. `busy`: the last round had
+    /// packets.
+    pub(super) fn collect_if_asked(&mut self, busy: bool) {
+        if self.stats_pass.is_none() {
+            let want = self.shared.stats_requested();
+            if want == self.stats_seen {
+                return;
+            }
+            self.stats_seen = want;
+            let pass = self.xdp.as_ref().map_or(0, |x| x.passes_completed() + 1);
+            self.stats_pass = Some((want, pass));
+            self.xdp_sweep(true, busy);
+        }
+        let Some((want, pass)) = self.stats_pass else {
+            return;
+        };
+        if self
+            .xdp
+            .as_ref()
+            .is_some_and(|x| x.passes_completed() < pass)
+        {
             return;
         }
-        self.stats_seen = want;
-        self.xdp_sweep(true, false);
+        self.stats_pass = None;
         self.flush();
         self.flush_cache();
         self.shared.mark_stats_collected(want);

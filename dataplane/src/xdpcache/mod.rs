@@ -315,6 +315,8 @@ pub struct XdpCache {
     last_sweep: Instant,
     /// The sweep pass under way, if any (see `sweep.rs`).
     sweep: Option<sweep::Pass>,
+    /// Sweep passes finished (abandoned ones not counted).
+    passes_completed: u64,
     /// Batched map reads failed once: sweeps read entry by entry.
     sweep_by_key: bool,
     /// A batch's entries (a buffer kept between sweeps).
@@ -339,6 +341,7 @@ impl XdpCache {
             by_conn: HashMap::with_hasher(ahash::RandomState::new()),
             last_sweep: Instant::now(),
             sweep: None,
+            passes_completed: 0,
             sweep_by_key: false,
             sweep_batch: Vec::new(),
             reval: None,

@@ -15,8 +15,12 @@
 //! one.
 //!
 //! A busy round visits one batch (about [`SWEEP_CHUNK`] entries: batches
-//! end on a hash bucket), an idle round or a forced pass (a statistics
-//! request, shutdown) the rest, so a pass never holds the rings for long.
+//! end on a hash bucket), an idle round the rest, so a pass never holds
+//! the rings for long. A forced pass (a statistics request, shutdown)
+//! starts afresh and goes the same way: a statistics request is answered
+//! when its pass is complete ([`XdpCache::passes_completed`]), instead of
+//! stalling the packet thread for a whole pass (about 40 ms at 100,000
+//! entries here).
 //! Entries are deleted as they are visited, which the kernel's batch walk
 //! allows (it resumes from a bucket index); entries installed meanwhile
 //! are seen by this pass or the next. Counters are read and acted on in
@@ -39,11 +43,11 @@ pub(super) enum Pass {
 }
 
 impl XdpCache {
-    /// Every [`SWEEP_INTERVAL`] (or at once with `force`): collects hit
-    /// counts, refreshes the connections of entries with hits in
-    /// conntrack (`ct`, at its time `ct_now`), and removes stale and idle
-    /// entries; a step of the pass when `busy` (see the module
-    /// documentation).
+    /// Every [`SWEEP_INTERVAL`] (or at once with `force`, abandoning a
+    /// pass under way): collects hit counts, refreshes the connections of
+    /// entries with hits in conntrack (`ct`, at its time `ct_now`), and
+    /// removes stale and idle entries; one step of the pass when `busy`,
+    /// the rest of it otherwise (see the module documentation).
     pub fn sweep(&mut self, now: Instant, force: bool, busy: bool, ct: &Conntrack, ct_now: u64) {
         let due = now.duration_since(self.last_sweep) >= SWEEP_INTERVAL;
         if force || (self.sweep.is_none() && due) {
@@ -59,7 +63,7 @@ impl XdpCache {
         let Some(mut pass) = self.sweep.take() else {
             return;
         };
-        let whole = force || !busy;
+        let whole = !busy;
         let mut gone = Vec::new();
         let over = loop {
             let step_over = match &mut pass {
@@ -91,12 +95,20 @@ impl XdpCache {
                 break step_over;
             }
         };
-        if !over {
+        if over {
+            self.passes_completed += 1;
+        } else {
             self.sweep = Some(pass);
         }
         for (key, links) in gone {
             self.release(&key, &links);
         }
+    }
+
+    /// Sweep passes completed so far: a pass forced now is complete when
+    /// this reaches one more than its value before.
+    pub fn passes_completed(&self) -> u64 {
+        self.passes_completed
     }
 
     /// A pass over a snapshot of the mirror's keys.
