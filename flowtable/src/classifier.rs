@@ -10,6 +10,13 @@
 //! is kept in [`Rule::precedes`] order (priority descending, then id
 //! ascending), so its first element is the subtable's answer.
 //!
+//! The hash table does not store the masked value: a slot holds only its
+//! rules (one inline, the usual case, or a list), and a probe compares
+//! against the first rule's own match. A 216-byte key per slot would make
+//! a table of 100,000 flows about 25 MB larger, in the control plane's
+//! classifier and again in every packet thread's replica; the probe reads
+//! the rule, which a hit needs anyway.
+//!
 //! Subtables are visited in descending order of the highest priority they
 //! hold (`order`). Once the best rule found so far beats every rule a
 //! subtable could return (its priority is strictly greater than the
@@ -21,7 +28,8 @@
 //! - every subtable holds at least one rule (empty ones are freed at once);
 //! - `by_mask` maps each live subtable's mask to its slot, and `order` lists
 //!   every live slot exactly once, sorted by the subtable's max priority;
-//! - each bucket is non-empty and sorted by `Rule::precedes`;
+//! - each bucket is non-empty and sorted by `Rule::precedes`, its rules
+//!   share one match, and its slot's hash is that match's value's hash;
 //! - `priorities` counts the rules per priority, its last key is the max.
 //!
 //! Cost (n rules, S subtables = distinct masks, k rules sharing one match,
@@ -40,13 +48,82 @@ use crate::key::{FlowKey, KEY_WORDS};
 use crate::matching::Match;
 use crate::rule::Rule;
 use ahash::RandomState;
+use hashbrown::HashTable;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+/// The rules of one subtable that share a match, in `Rule::precedes`
+/// order.
+#[derive(Debug)]
+enum Bucket {
+    One(Arc<Rule>),
+    /// Two or more.
+    Many(Vec<Arc<Rule>>),
+}
+
+impl Bucket {
+    fn rules(&self) -> &[Arc<Rule>] {
+        match self {
+            Bucket::One(r) => std::slice::from_ref(r),
+            Bucket::Many(v) => v,
+        }
+    }
+
+    /// The highest-precedence rule.
+    fn first(&self) -> &Arc<Rule> {
+        match self {
+            Bucket::One(r) => r,
+            Bucket::Many(v) => &v[0],
+        }
+    }
+
+    /// Whether the bucket's rules have this (masked) value.
+    #[inline]
+    fn holds(&self, value: &FlowKey) -> bool {
+        self.first().matching.value().same_as(value)
+    }
+
+    fn insert(&mut self, rule: Arc<Rule>) {
+        match self {
+            Bucket::One(r) => {
+                let existing = r.clone();
+                *self = Bucket::Many(if rule.precedes(&existing) {
+                    vec![rule, existing]
+                } else {
+                    vec![existing, rule]
+                });
+            }
+            Bucket::Many(v) => {
+                let pos = v.partition_point(|r| r.precedes(&rule));
+                v.insert(pos, rule);
+            }
+        }
+    }
+
+    /// Removes the rule with `id`: the rule, and whether the bucket is now
+    /// empty (the caller then drops it).
+    fn remove(&mut self, id: u64) -> Option<(Arc<Rule>, bool)> {
+        match self {
+            Bucket::One(r) => (r.id == id).then(|| (r.clone(), true)),
+            Bucket::Many(v) => {
+                let pos = v.iter().position(|r| r.id == id)?;
+                let removed = v.remove(pos);
+                if v.len() == 1 {
+                    if let Some(last) = v.pop() {
+                        *self = Bucket::One(last);
+                    }
+                }
+                Some((removed, false))
+            }
+        }
+    }
+}
 
 #[derive(Debug)]
 struct Subtable {
     mask: FlowKey,
-    buckets: HashMap<FlowKey, Vec<Arc<Rule>>, RandomState>,
+    buckets: HashTable<Bucket>,
+    hasher: RandomState,
     /// Number of rules per priority; the last key is the max priority.
     priorities: BTreeMap<u16, u32>,
 }
@@ -54,6 +131,11 @@ struct Subtable {
 impl Subtable {
     fn max_priority(&self) -> Option<u16> {
         self.priorities.last_key_value().map(|(p, _)| *p)
+    }
+
+    fn bucket(&self, value: &FlowKey) -> Option<&Bucket> {
+        let hash = self.hasher.hash_one(value);
+        self.buckets.find(hash, |b| b.holds(value))
     }
 }
 
@@ -102,9 +184,16 @@ impl Classifier {
             return;
         };
         let old_max = st.max_priority();
-        let bucket = st.buckets.entry(value).or_default();
-        let pos = bucket.partition_point(|r| r.precedes(&rule));
-        bucket.insert(pos, rule);
+        let hasher = &st.hasher;
+        let hash = hasher.hash_one(value);
+        match st.buckets.find_mut(hash, |b| b.holds(&value)) {
+            Some(bucket) => bucket.insert(rule),
+            None => {
+                st.buckets.insert_unique(hash, Bucket::One(rule), |b| {
+                    hasher.hash_one(b.first().matching.value())
+                });
+            }
+        }
         *st.priorities.entry(priority).or_insert(0) += 1;
         self.n_rules += 1;
         if old_max.is_none_or(|m| priority > m) {
@@ -118,11 +207,11 @@ impl Classifier {
         let slot = *self.by_mask.get(rule.matching.mask())?;
         let st = self.subtables.get_mut(slot)?.as_mut()?;
         let value = rule.matching.value();
-        let bucket = st.buckets.get_mut(value)?;
-        let pos = bucket.iter().position(|r| r.id == rule.id)?;
-        let removed = bucket.remove(pos);
-        if bucket.is_empty() {
-            st.buckets.remove(value);
+        let hash = st.hasher.hash_one(value);
+        let mut entry = st.buckets.find_entry(hash, |b| b.holds(value)).ok()?;
+        let (removed, empty) = entry.get_mut().remove(rule.id)?;
+        if empty {
+            entry.remove();
         }
         let old_max = st.max_priority();
         if let Some(count) = st.priorities.get_mut(&removed.priority) {
@@ -144,8 +233,8 @@ impl Classifier {
     pub fn find_exact(&self, matching: &Match, priority: u16) -> Option<&Arc<Rule>> {
         let slot = *self.by_mask.get(matching.mask())?;
         let st = self.subtables.get(slot)?.as_ref()?;
-        st.buckets
-            .get(matching.value())?
+        st.bucket(matching.value())?
+            .rules()
             .iter()
             .find(|r| r.priority == priority)
     }
@@ -168,7 +257,7 @@ impl Classifier {
                 masked.words[i] = key.words[i] & st.mask.words[i];
                 wildcards.words[i] |= st.mask.words[i];
             }
-            if let Some(candidate) = st.buckets.get(&masked).and_then(|b| b.first()) {
+            if let Some(candidate) = st.bucket(&masked).map(Bucket::first) {
                 if best.is_none_or(|b| candidate.precedes(b)) {
                     best = Some(candidate);
                 }
@@ -182,7 +271,7 @@ impl Classifier {
         self.subtables
             .iter()
             .flatten()
-            .flat_map(|st| st.buckets.values().flatten())
+            .flat_map(|st| st.buckets.iter().flat_map(Bucket::rules))
     }
 
     /// Every rule of one priority, in no particular order; skips subtables
@@ -194,8 +283,8 @@ impl Classifier {
             .filter(move |st| st.priorities.contains_key(&priority))
             .flat_map(move |st| {
                 st.buckets
-                    .values()
-                    .flatten()
+                    .iter()
+                    .flat_map(Bucket::rules)
                     .filter(move |r| r.priority == priority)
             })
     }
@@ -203,7 +292,8 @@ impl Classifier {
     fn new_subtable(&mut self, mask: FlowKey) -> usize {
         let st = Subtable {
             mask,
-            buckets: HashMap::default(),
+            buckets: HashTable::new(),
+            hasher: RandomState::new(),
             priorities: BTreeMap::new(),
         };
         let slot = match self.free.pop() {
