@@ -10,13 +10,15 @@
 //! is kept in [`Rule::precedes`] order (priority descending, then id
 //! ascending), so its first element is the subtable's answer.
 //!
-//! The hash table does not store the masked value: a slot holds only its
-//! rules (one inline, the usual case, or a list), and a probe compares
-//! against the first rule's own match. A 216-byte key per slot would make
-//! a table of 100,000 flows about 25 MB larger, in the control plane's
-//! classifier and again in every packet thread's replica; the probe reads
-//! the rule, which a hit needs anyway.
-//!
+//! A subtable keys its hash table by the words its mask does not clear
+//! (a few of the key's 27: `in_port` and `nw_dst` are two), so a probe
+//! hashes and compares only those, and a slot keeps only the first
+//! [`INLINE_WORDS`] of them next to its rules (one inline, the usual case,
+//! or a list); a mask with more compares the rest against the first
+//! rule's own match. A whole 216-byte key per slot would make a table of
+//! 100,000 flows some 25 MB larger, in the control plane's classifier and
+//! again in every packet thread's replica.
+
 //! Subtables are visited in descending order of the highest priority they
 //! hold (`order`). Once the best rule found so far beats every rule a
 //! subtable could return (its priority is strictly greater than the
@@ -29,7 +31,8 @@
 //! - `by_mask` maps each live subtable's mask to its slot, and `order` lists
 //!   every live slot exactly once, sorted by the subtable's max priority;
 //! - each bucket is non-empty and sorted by `Rule::precedes`, its rules
-//!   share one match, and its slot's hash is that match's value's hash;
+//!   share one match, and its slot's hash and inline words are that
+//!   match's value's words at the subtable's `words`;
 //! - `priorities` counts the rules per priority, its last key is the max.
 //!
 //! Cost (n rules, S subtables = distinct masks, k rules sharing one match,
@@ -77,12 +80,6 @@ impl Bucket {
         }
     }
 
-    /// Whether the bucket's rules have this (masked) value.
-    #[inline]
-    fn holds(&self, value: &FlowKey) -> bool {
-        self.first().matching.value().same_as(value)
-    }
-
     fn insert(&mut self, rule: Arc<Rule>) {
         match self {
             Bucket::One(r) => {
@@ -119,23 +116,160 @@ impl Bucket {
     }
 }
 
+/// Masked-value words a slot keeps inline (see the module documentation).
+pub const INLINE_WORDS: usize = 4;
+
+/// One hash table slot: a match's value, as far as kept inline, and the
+/// rules with that match.
+#[derive(Debug)]
+struct Slot {
+    /// The value's words at the subtable's `words[..INLINE_WORDS]`, zero
+    /// beyond.
+    inline: [u64; INLINE_WORDS],
+    rules: Bucket,
+}
+
+/// A key's words at a subtable's `words`, masked, gathered for hashing
+/// and comparing.
+struct Gathered {
+    words: [u64; KEY_WORDS],
+    len: usize,
+}
+
+impl Gathered {
+    fn inline(&self) -> [u64; INLINE_WORDS] {
+        let mut out = [0; INLINE_WORDS];
+        let n = self.len.min(INLINE_WORDS);
+        out[..n].copy_from_slice(&self.words[..n]);
+        out
+    }
+}
+
 #[derive(Debug)]
 struct Subtable {
     mask: FlowKey,
-    buckets: HashTable<Bucket>,
+    /// Indices of the mask's nonzero words, ascending.
+    words: Box<[u8]>,
+    buckets: HashTable<Slot>,
     hasher: RandomState,
     /// Number of rules per priority; the last key is the max priority.
     priorities: BTreeMap<u16, u32>,
 }
 
 impl Subtable {
+    fn new(mask: FlowKey) -> Self {
+        Subtable {
+            words: (0..KEY_WORDS)
+                .filter(|&i| mask.words[i] != 0)
+                .map(|i| i as u8)
+                .collect(),
+            mask,
+            buckets: HashTable::new(),
+            hasher: RandomState::new(),
+            priorities: BTreeMap::new(),
+        }
+    }
+
     fn max_priority(&self) -> Option<u16> {
         self.priorities.last_key_value().map(|(p, _)| *p)
     }
 
-    fn bucket(&self, value: &FlowKey) -> Option<&Bucket> {
-        let hash = self.hasher.hash_one(value);
-        self.buckets.find(hash, |b| b.holds(value))
+    /// `key & mask` at `words` (a rule's value is already masked).
+    #[inline]
+    fn gather(&self, key: &FlowKey) -> Gathered {
+        let mut g = Gathered {
+            words: [0; KEY_WORDS],
+            len: self.words.len(),
+        };
+        for (j, &i) in self.words.iter().enumerate() {
+            let i = usize::from(i);
+            g.words[j] = key.words[i] & self.mask.words[i];
+        }
+        g
+    }
+
+    #[inline]
+    fn hash(hasher: &RandomState, g: &Gathered) -> u64 {
+        hasher.hash_one(&g.words[..g.len])
+    }
+
+    /// Whether `slot` holds the value gathered in `g`.
+    #[inline]
+    fn holds(&self, slot: &Slot, g: &Gathered) -> bool {
+        let n = g.len.min(INLINE_WORDS);
+        if slot.inline[..n] != g.words[..n] {
+            return false;
+        }
+        let value = slot.rules.first().matching.value();
+        self.words[n..]
+            .iter()
+            .zip(&g.words[n..g.len])
+            .all(|(&i, &w)| value.words[usize::from(i)] == w)
+    }
+
+    fn bucket(&self, g: &Gathered) -> Option<&Bucket> {
+        let hash = Self::hash(&self.hasher, g);
+        self.buckets
+            .find(hash, |s| self.holds(s, g))
+            .map(|s| &s.rules)
+    }
+
+    fn insert(&mut self, rule: Arc<Rule>) {
+        let g = self.gather(rule.matching.value());
+        let hash = Self::hash(&self.hasher, &g);
+        let found = self
+            .buckets
+            .find(hash, |s| self.holds(s, &g))
+            .map(|s| s.rules.first().id);
+        match found {
+            Some(id) => {
+                if let Some(slot) = self.buckets.find_mut(hash, |s| s.rules.first().id == id) {
+                    slot.rules.insert(rule);
+                }
+            }
+            None => {
+                let Subtable {
+                    buckets,
+                    hasher,
+                    words,
+                    ..
+                } = self;
+                let slot = Slot {
+                    inline: g.inline(),
+                    rules: Bucket::One(rule),
+                };
+                buckets.insert_unique(hash, slot, |s| {
+                    // A slot's rules have its value: gather it from them.
+                    let value = s.rules.first().matching.value();
+                    let mut w = [0u64; KEY_WORDS];
+                    for (j, &i) in words.iter().enumerate() {
+                        w[j] = value.words[usize::from(i)];
+                    }
+                    hasher.hash_one(&w[..words.len()])
+                });
+            }
+        }
+    }
+
+    /// Removes the rule with `rule.id`: it, or `None` if not here.
+    fn remove(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
+        let g = self.gather(rule.matching.value());
+        let hash = Self::hash(&self.hasher, &g);
+        let id = self
+            .buckets
+            .find(hash, |s| self.holds(s, &g))?
+            .rules
+            .first()
+            .id;
+        let mut entry = self
+            .buckets
+            .find_entry(hash, |s| s.rules.first().id == id)
+            .ok()?;
+        let (removed, empty) = entry.get_mut().rules.remove(rule.id)?;
+        if empty {
+            entry.remove();
+        }
+        Some(removed)
     }
 }
 
@@ -173,7 +307,6 @@ impl Classifier {
     /// present (ids are unique per `FlowTables`).
     pub fn insert(&mut self, rule: Arc<Rule>) {
         let mask = *rule.matching.mask();
-        let value = *rule.matching.value();
         let priority = rule.priority;
         let slot = match self.by_mask.get(&mask) {
             Some(slot) => *slot,
@@ -184,16 +317,7 @@ impl Classifier {
             return;
         };
         let old_max = st.max_priority();
-        let hasher = &st.hasher;
-        let hash = hasher.hash_one(value);
-        match st.buckets.find_mut(hash, |b| b.holds(&value)) {
-            Some(bucket) => bucket.insert(rule),
-            None => {
-                st.buckets.insert_unique(hash, Bucket::One(rule), |b| {
-                    hasher.hash_one(b.first().matching.value())
-                });
-            }
-        }
+        st.insert(rule);
         *st.priorities.entry(priority).or_insert(0) += 1;
         self.n_rules += 1;
         if old_max.is_none_or(|m| priority > m) {
@@ -206,13 +330,7 @@ impl Classifier {
     pub fn remove(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
         let slot = *self.by_mask.get(rule.matching.mask())?;
         let st = self.subtables.get_mut(slot)?.as_mut()?;
-        let value = rule.matching.value();
-        let hash = st.hasher.hash_one(value);
-        let mut entry = st.buckets.find_entry(hash, |b| b.holds(value)).ok()?;
-        let (removed, empty) = entry.get_mut().remove(rule.id)?;
-        if empty {
-            entry.remove();
-        }
+        let removed = st.remove(rule)?;
         let old_max = st.max_priority();
         if let Some(count) = st.priorities.get_mut(&removed.priority) {
             *count -= 1;
@@ -233,7 +351,7 @@ impl Classifier {
     pub fn find_exact(&self, matching: &Match, priority: u16) -> Option<&Arc<Rule>> {
         let slot = *self.by_mask.get(matching.mask())?;
         let st = self.subtables.get(slot)?.as_ref()?;
-        st.bucket(matching.value())?
+        st.bucket(&st.gather(matching.value()))?
             .rules()
             .iter()
             .find(|r| r.priority == priority)
@@ -252,12 +370,12 @@ impl Classifier {
             let Some(Some(st)) = self.subtables.get(slot) else {
                 continue;
             };
-            let mut masked = FlowKey::zero();
-            for i in 0..KEY_WORDS {
-                masked.words[i] = key.words[i] & st.mask.words[i];
+            // The mask's other words are zero: OR-ing them changes nothing.
+            for &i in st.words.iter() {
+                let i = usize::from(i);
                 wildcards.words[i] |= st.mask.words[i];
             }
-            if let Some(candidate) = st.bucket(&masked).map(Bucket::first) {
+            if let Some(candidate) = st.bucket(&st.gather(key)).map(Bucket::first) {
                 if best.is_none_or(|b| candidate.precedes(b)) {
                     best = Some(candidate);
                 }
@@ -271,7 +389,7 @@ impl Classifier {
         self.subtables
             .iter()
             .flatten()
-            .flat_map(|st| st.buckets.iter().flat_map(Bucket::rules))
+            .flat_map(|st| st.buckets.iter().flat_map(|s| s.rules.rules()))
     }
 
     /// Every rule of one priority, in no particular order; skips subtables
@@ -284,18 +402,13 @@ impl Classifier {
             .flat_map(move |st| {
                 st.buckets
                     .iter()
-                    .flat_map(Bucket::rules)
+                    .flat_map(|s| s.rules.rules())
                     .filter(move |r| r.priority == priority)
             })
     }
 
     fn new_subtable(&mut self, mask: FlowKey) -> usize {
-        let st = Subtable {
-            mask,
-            buckets: HashTable::new(),
-            hasher: RandomState::new(),
-            priorities: BTreeMap::new(),
-        };
+        let st = Subtable::new(mask);
         let slot = match self.free.pop() {
             Some(slot) => {
                 if let Some(s) = self.subtables.get_mut(slot) {

@@ -137,3 +137,67 @@ proptest! {
         }
     }
 }
+
+/// A mask over more words than a slot keeps inline: rules that agree on
+/// the inline words and differ beyond them are still told apart, added
+/// and removed. With this many, hash probes meet slots of other rules
+/// (same 7-bit tag) all the time, so a comparison that skipped the words
+/// beyond the inline ones would return wrong rules.
+#[test]
+fn matches_wider_than_the_inline_words_are_told_apart() {
+    use flowtable::classifier::INLINE_WORDS;
+    const N: u64 = 2000;
+    let wide = |meta: u64| {
+        let mut m = Match::catch_all();
+        m.set_exact(Field::TunId, 2);
+        for r in 0..8 {
+            m.set_exact(Field::Reg(r), u64::from(r) + 10);
+        }
+        // In the highest-numbered word of those set: beyond the inline
+        // ones (checked below).
+        m.set_exact(Field::Metadata, meta);
+        m
+    };
+    let mask = wide(0).mask().words;
+    let words: Vec<usize> = (0..KEY_WORDS).filter(|&i| mask[i] != 0).collect();
+    assert!(words.len() > INLINE_WORDS, "{words:?}");
+    let differ = (0..KEY_WORDS)
+        .find(|&i| wide(0).value().words[i] != wide(1).value().words[i])
+        .expect("the rules differ");
+    assert!(
+        words[INLINE_WORDS..].contains(&differ),
+        "{words:?} {differ}"
+    );
+    let out = |meta: u64| {
+        Instructions::apply(vec![Action::Output {
+            port: meta as u32 + 1,
+            max_len: 0,
+        }])
+    };
+    let mut ft = FlowTables::new();
+    for meta in 0..N {
+        ft.flow_mod(&FlowMod::add(0, 5, wide(meta), out(meta)))
+            .expect("valid flow mod");
+    }
+    // Strict delete of the odd ones.
+    for meta in (1..N).step_by(2) {
+        let del = FlowMod {
+            command: FlowModCommand::DeleteStrict,
+            ..FlowMod::add(0, 5, wide(meta), Instructions::default())
+        };
+        ft.flow_mod(&del).expect("valid delete");
+    }
+    let cls = ft.classifier(0).expect("table 0");
+    assert_eq!(cls.len(), N as usize / 2);
+    for meta in 0..N + 100 {
+        let mut wc = FlowKey::zero();
+        let got = cls.lookup(wide(meta).value(), &mut wc);
+        let want = (meta < N && meta % 2 == 0).then(|| out(meta));
+        assert_eq!(
+            got.map(|r| r.instructions.clone()),
+            want,
+            "metadata = {meta}"
+        );
+        assert_eq!(wc, *wide(0).mask());
+    }
+}
