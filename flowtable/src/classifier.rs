@@ -18,7 +18,7 @@
 //! rule's own match. A whole 216-byte key per slot would make a table of
 //! 100,000 flows some 25 MB larger, in the control plane's classifier and
 //! again in every packet thread's replica.
-
+//!
 //! Subtables are visited in descending order of the highest priority they
 //! hold (`order`). Once the best rule found so far beats every rule a
 //! subtable could return (its priority is strictly greater than the
@@ -174,96 +174,56 @@ impl Subtable {
         self.priorities.last_key_value().map(|(p, _)| *p)
     }
 
-    /// `key & mask` at `words` (a rule's value is already masked).
     #[inline]
     fn gather(&self, key: &FlowKey) -> Gathered {
-        let mut g = Gathered {
-            words: [0; KEY_WORDS],
-            len: self.words.len(),
-        };
-        for (j, &i) in self.words.iter().enumerate() {
-            let i = usize::from(i);
-            g.words[j] = key.words[i] & self.mask.words[i];
-        }
-        g
-    }
-
-    #[inline]
-    fn hash(hasher: &RandomState, g: &Gathered) -> u64 {
-        hasher.hash_one(&g.words[..g.len])
-    }
-
-    /// Whether `slot` holds the value gathered in `g`.
-    #[inline]
-    fn holds(&self, slot: &Slot, g: &Gathered) -> bool {
-        let n = g.len.min(INLINE_WORDS);
-        if slot.inline[..n] != g.words[..n] {
-            return false;
-        }
-        let value = slot.rules.first().matching.value();
-        self.words[n..]
-            .iter()
-            .zip(&g.words[n..g.len])
-            .all(|(&i, &w)| value.words[usize::from(i)] == w)
+        gather(&self.words, &self.mask, key)
     }
 
     fn bucket(&self, g: &Gathered) -> Option<&Bucket> {
-        let hash = Self::hash(&self.hasher, g);
         self.buckets
-            .find(hash, |s| self.holds(s, g))
+            .find(hash(&self.hasher, g), |s| holds(&self.words, s, g))
             .map(|s| &s.rules)
     }
 
     fn insert(&mut self, rule: Arc<Rule>) {
-        let g = self.gather(rule.matching.value());
-        let hash = Self::hash(&self.hasher, &g);
-        let found = self
-            .buckets
-            .find(hash, |s| self.holds(s, &g))
-            .map(|s| s.rules.first().id);
-        match found {
-            Some(id) => {
-                if let Some(slot) = self.buckets.find_mut(hash, |s| s.rules.first().id == id) {
-                    slot.rules.insert(rule);
-                }
-            }
-            None => {
-                let Subtable {
-                    buckets,
-                    hasher,
-                    words,
-                    ..
-                } = self;
-                let slot = Slot {
-                    inline: g.inline(),
-                    rules: Bucket::One(rule),
-                };
-                buckets.insert_unique(hash, slot, |s| {
-                    // A slot's rules have its value: gather it from them.
-                    let value = s.rules.first().matching.value();
-                    let mut w = [0u64; KEY_WORDS];
-                    for (j, &i) in words.iter().enumerate() {
-                        w[j] = value.words[usize::from(i)];
-                    }
-                    hasher.hash_one(&w[..words.len()])
-                });
-            }
+        let Subtable {
+            buckets,
+            hasher,
+            words,
+            mask,
+            ..
+        } = self;
+        let g = gather(words, mask, rule.matching.value());
+        let h = hash(hasher, &g);
+        if let Some(slot) = buckets.find_mut(h, |s| holds(words, s, &g)) {
+            slot.rules.insert(rule);
+            return;
         }
+        let slot = Slot {
+            inline: g.inline(),
+            rules: Bucket::One(rule),
+        };
+        // A slot's rules have its value: rehashing gathers it from them.
+        buckets.insert_unique(h, slot, |s| {
+            hash(
+                hasher,
+                &gather(words, mask, s.rules.first().matching.value()),
+            )
+        });
     }
 
     /// Removes the rule with `rule.id`: it, or `None` if not here.
     fn remove(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
-        let g = self.gather(rule.matching.value());
-        let hash = Self::hash(&self.hasher, &g);
-        let id = self
-            .buckets
-            .find(hash, |s| self.holds(s, &g))?
-            .rules
-            .first()
-            .id;
-        let mut entry = self
-            .buckets
-            .find_entry(hash, |s| s.rules.first().id == id)
+        let Subtable {
+            buckets,
+            hasher,
+            words,
+            mask,
+            ..
+        } = self;
+        let g = gather(words, mask, rule.matching.value());
+        let mut entry = buckets
+            .find_entry(hash(hasher, &g), |s| holds(words, s, &g))
             .ok()?;
         let (removed, empty) = entry.get_mut().rules.remove(rule.id)?;
         if empty {
@@ -271,6 +231,40 @@ impl Subtable {
         }
         Some(removed)
     }
+}
+
+/// `key & mask` at `words` (a rule's value is already masked).
+#[inline]
+fn gather(words: &[u8], mask: &FlowKey, key: &FlowKey) -> Gathered {
+    let mut g = Gathered {
+        words: [0; KEY_WORDS],
+        len: words.len(),
+    };
+    for (j, &i) in words.iter().enumerate() {
+        let i = usize::from(i);
+        g.words[j] = key.words[i] & mask.words[i];
+    }
+    g
+}
+
+#[inline]
+fn hash(hasher: &RandomState, g: &Gathered) -> u64 {
+    hasher.hash_one(&g.words[..g.len])
+}
+
+/// Whether `slot`, of the subtable whose mask's nonzero words are
+/// `words`, holds the value gathered in `g`.
+#[inline]
+fn holds(words: &[u8], slot: &Slot, g: &Gathered) -> bool {
+    let n = g.len.min(INLINE_WORDS);
+    if slot.inline[..n] != g.words[..n] {
+        return false;
+    }
+    let value = slot.rules.first().matching.value();
+    words[n..]
+        .iter()
+        .zip(&g.words[n..g.len])
+        .all(|(&i, &w)| value.words[usize::from(i)] == w)
 }
 
 /// The rules of one table, for lookup by packet and by exact match.
