@@ -323,7 +323,7 @@ pub fn check(state: &LabState) -> Result<CheckReport, LabError> {
     let dead_switches = state
         .nodes
         .iter()
-        .filter(|n| !super::up::process_alive(n.xbr_pid))
+        .filter(|n| !super::xbr_proc::process_alive(n.xbr_pid))
         .map(|n| n.name.clone())
         .collect();
     Ok(CheckReport {

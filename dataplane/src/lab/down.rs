@@ -12,7 +12,7 @@
 use super::plan::is_lab_netns;
 use super::state::{LabState, PREFIX_FILE};
 use super::sys::{self, CMD_TIMEOUT};
-use super::up::process_alive;
+use super::xbr_proc::process_alive;
 use super::LabError;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;

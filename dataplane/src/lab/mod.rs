@@ -27,6 +27,7 @@ pub mod service;
 pub mod state;
 pub mod sys;
 pub mod up;
+pub mod xbr_proc;
 
 use std::path::PathBuf;
 
