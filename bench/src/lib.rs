@@ -8,6 +8,7 @@
 //! the `afxdp-l2fwd` binary, the AF_XDP path without a pipeline.
 
 pub mod bpf;
+pub mod cmd;
 pub mod gen;
 pub mod l2fwd;
 pub mod measure;
