@@ -186,16 +186,10 @@ impl Subtable {
     }
 
     fn insert(&mut self, rule: Arc<Rule>) {
-        let Subtable {
-            buckets,
-            hasher,
-            words,
-            mask,
-            ..
-        } = self;
-        let g = gather(words, mask, rule.matching.value());
-        let h = hash(hasher, &g);
-        if let Some(slot) = buckets.find_mut(h, |s| holds(words, s, &g)) {
+        let g = self.gather(rule.matching.value());
+        let h = hash(&self.hasher, &g);
+        let (hasher, words, mask) = (&self.hasher, &self.words, &self.mask);
+        if let Some(slot) = self.buckets.find_mut(h, |s| holds(words, s, &g)) {
             slot.rules.insert(rule);
             return;
         }
@@ -204,7 +198,7 @@ impl Subtable {
             rules: Bucket::One(rule),
         };
         // A slot's rules have its value: rehashing gathers it from them.
-        buckets.insert_unique(h, slot, |s| {
+        self.buckets.insert_unique(h, slot, |s| {
             hash(
                 hasher,
                 &gather(words, mask, s.rules.first().matching.value()),
@@ -214,17 +208,10 @@ impl Subtable {
 
     /// Removes the rule with `rule.id`: it, or `None` if not here.
     fn remove(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
-        let Subtable {
-            buckets,
-            hasher,
-            words,
-            mask,
-            ..
-        } = self;
-        let g = gather(words, mask, rule.matching.value());
-        let mut entry = buckets
-            .find_entry(hash(hasher, &g), |s| holds(words, s, &g))
-            .ok()?;
+        let g = self.gather(rule.matching.value());
+        let h = hash(&self.hasher, &g);
+        let words = &self.words;
+        let mut entry = self.buckets.find_entry(h, |s| holds(words, s, &g)).ok()?;
         let (removed, empty) = entry.get_mut().rules.remove(rule.id)?;
         if empty {
             entry.remove();
