@@ -16,10 +16,15 @@
 //! the tables, and adds the packet to per-entry pending counts instead of
 //! touching shared atomics.
 //!
-//! Layout: a power-of-two array of entries, each key hashed once with
-//! ahash; a key may live in one of two slots taken from different bits of
-//! its hash (like OVS's EMC), so two hot flows rarely evict each other.
-//! Lookup compares the stored hash, then the whole key (`KEY_WORDS` words).
+//! Layout: a power-of-two number of slots, each key hashed once with
+//! `key_hash`; a key may live in one of two slots taken from different
+//! bits of its hash (like OVS's EMC), so two hot flows rarely evict each
+//! other. A slot is split by who reads it, in three arrays: `Hot` (the
+//! hash, the key and the pending counts: four cache lines, all a lookup
+//! compares and a hit writes), `Cached` (the actions a hit copies out)
+//! and `Cold` (the counters to credit and the key a `ct(table=N)` fork
+//! resumes with, read on flushes and by those forks only). Lookup
+//! compares the stored hash, then the whole key (`KEY_WORDS` words).
 //!
 //! Invariants:
 //! - An entry is only valid for the pipeline generation it was filled in;
@@ -39,16 +44,19 @@
 //!   and `FlowKey::recirc_table`), so each pass has its own entry.
 //!
 //! Counters: the miss itself is counted by the walk. Hits accumulate in
-//! the entry and reach the shared atomics in [`FlowCache::flush`] (the
-//! engine calls it once per batch), on eviction, and on invalidation. A
-//! reader of flow statistics therefore lags by at most one batch.
+//! the entry and reach the shared atomics in [`FlowCache::flush`], on
+//! eviction, and on invalidation. The owner decides how often to flush
+//! (the engine: when idle, before answering a statistics request, and
+//! every 20 ms under load); crediting an entry is a dozen atomic adds, so
+//! flushing after every batch would cost about as much as the hits.
 //!
 //! Cost: a hit is one hash of the key, up to two key compares and a copy
 //! of a few actions; no allocation, no atomic operation. A megaflow hit
 //! adds one mask-and-probe per megaflow mask. A miss is the full walk
 //! plus cloning the recorded `Arc`s (atomic increments) and an allocation
-//! for the megaflow entry, miss path only. Memory: about half a kilobyte
-//! per entry of either kind.
+//! for the megaflow entry, miss path only. Memory: about 1.4 KB per
+//! exact-match slot (most of it the eight 96-byte actions and the resume
+//! key), half a kilobyte per megaflow entry.
 //!
 //! Concurrency: none. Each packet thread owns its cache, as it owns its
 //! [`Pipeline`] replica.
@@ -72,18 +80,16 @@ pub const MAX_TABLE_VISITS: usize = 16;
 /// Entries of a cache made with [`FlowCache::default`].
 pub const DEFAULT_ENTRIES: usize = 8192;
 
-struct Entry {
-    /// Never 0 for a used entry (0 marks a free slot).
-    hash: u64,
+/// A slot's tag, key and the hits it holds for the shared counters: all a
+/// hit reads and writes besides the results it copies. Aligned so they
+/// share four cache lines, the tag with the key's first words (a lookup
+/// that finds its tag reads on into the key, and the next lines come
+/// with the first).
+#[repr(C, align(64))]
+struct Hot {
+    /// The key's hash, 0 for a free slot.
+    tag: u64,
     key: FlowKey,
-    actions: [DpAction; CACHED_ACTIONS],
-    n_actions: u8,
-    drop_reason: Option<DropReason>,
-    /// `Xlate::recirc`: the key a `ct(table=N)` fork resumes with.
-    recirc: Option<FlowKey>,
-    counters: [Option<Arc<RuleStats>>; MAX_COUNTERS],
-    visits: [TableVisit; MAX_TABLE_VISITS],
-    n_visits: u8,
     /// Hits not yet added to the shared counters.
     pending_packets: u64,
     pending_bytes: u64,
@@ -91,47 +97,121 @@ struct Entry {
     dirty: bool,
 }
 
-impl Entry {
+impl Hot {
     fn empty() -> Self {
-        Entry {
-            hash: 0,
+        Hot {
+            tag: 0,
             key: FlowKey::zero(),
-            actions: [DpAction::Flood; CACHED_ACTIONS],
-            n_actions: 0,
-            drop_reason: None,
-            recirc: None,
-            counters: [const { None }; MAX_COUNTERS],
-            visits: [TableVisit::default(); MAX_TABLE_VISITS],
-            n_visits: 0,
             pending_packets: 0,
             pending_bytes: 0,
             dirty: false,
         }
     }
+}
 
-    /// Adds the pending hits to the shared counters.
-    fn flush(&mut self, tables: &PipelineCounters) {
-        if self.pending_packets == 0 {
-            return;
+/// What a hit copies out of a slot; in this order, so the count and the
+/// first action share a cache line.
+#[repr(C)]
+struct Cached {
+    n_actions: u8,
+    /// `Cold::recirc` holds a key.
+    resumes: bool,
+    drop_reason: Option<DropReason>,
+    actions: [DpAction; CACHED_ACTIONS],
+}
+
+impl Cached {
+    fn empty() -> Self {
+        Cached {
+            actions: [DpAction::Flood; CACHED_ACTIONS],
+            n_actions: 0,
+            resumes: false,
+            drop_reason: None,
         }
-        let (packets, bytes) = (self.pending_packets, self.pending_bytes);
-        credit(&self.counters, self.visits(), tables, packets, bytes);
-        self.pending_packets = 0;
-        self.pending_bytes = 0;
+    }
+
+    fn actions(&self) -> &[DpAction] {
+        self.actions
+            .get(..usize::from(self.n_actions))
+            .unwrap_or(&[])
+    }
+}
+
+/// What only misses, flushes and hits of `ct(table=N)` translations read.
+struct Cold {
+    /// `Xlate::recirc`: the key a `ct(table=N)` fork resumes with.
+    recirc: Option<FlowKey>,
+    counters: [Option<Arc<RuleStats>>; MAX_COUNTERS],
+    visits: [TableVisit; MAX_TABLE_VISITS],
+    n_visits: u8,
+}
+
+impl Cold {
+    fn empty() -> Self {
+        Cold {
+            recirc: None,
+            counters: [const { None }; MAX_COUNTERS],
+            visits: [TableVisit::default(); MAX_TABLE_VISITS],
+            n_visits: 0,
+        }
     }
 
     fn visits(&self) -> &[TableVisit] {
         self.visits.get(..usize::from(self.n_visits)).unwrap_or(&[])
     }
-}
 
-impl Entry {
     fn clear(&mut self) {
-        self.hash = 0;
-        self.n_actions = 0;
+        self.recirc = None;
         self.n_visits = 0;
         self.counters.iter_mut().for_each(|c| *c = None);
     }
+}
+
+/// Multipliers of the four lanes of [`key_hash`] (odd, so each step is a
+/// bijection of the lane) and of its final folds.
+const LANE_MULTIPLIERS: [u64; 4] = [
+    0x9e37_79b9_7f4a_7c15,
+    0xbf58_476d_1ce4_e5b9,
+    0x94d0_49bb_1331_11eb,
+    0xd6e8_feb8_6659_fd93,
+];
+const FOLD_MULTIPLIER: u64 = 0x2545_f491_4f6c_dd1d;
+
+/// The upper and lower halves of the 128-bit product, xored: every input
+/// bit reaches every output bit.
+fn folded_multiply(a: u64, b: u64) -> u64 {
+    let p = u128::from(a).wrapping_mul(u128::from(b));
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// The exact-match hash of a key. A byte-stream hasher walks the key's
+/// 216 bytes as one chain of dependent multiplies; here word `i` goes to
+/// lane `i % 4`, so four short chains run side by side, and two folds
+/// mix the lanes at the end. Keys are attacker-chosen either way (see
+/// `with_megaflows`); a collision costs a miss.
+fn key_hash(key: &FlowKey) -> u64 {
+    let mut lanes = LANE_MULTIPLIERS;
+    for (i, w) in key.words.iter().enumerate() {
+        let lane = i % 4;
+        if let (Some(l), Some(k)) = (lanes.get_mut(lane), LANE_MULTIPLIERS.get(lane)) {
+            *l = (*l ^ w).wrapping_mul(*k);
+        }
+    }
+    let [a, b, c, d] = lanes;
+    let low = folded_multiply(a ^ c.rotate_left(32), FOLD_MULTIPLIER);
+    let high = folded_multiply(b ^ d.rotate_left(32), FOLD_MULTIPLIER);
+    folded_multiply(low ^ high.rotate_left(23), FOLD_MULTIPLIER)
+}
+
+/// Adds a slot's pending hits to the shared counters.
+fn flush_slot(hot: &mut Hot, cold: &Cold, tables: &PipelineCounters) {
+    if hot.pending_packets == 0 {
+        return;
+    }
+    let (packets, bytes) = (hot.pending_packets, hot.pending_bytes);
+    credit(&cold.counters, cold.visits(), tables, packets, bytes);
+    hot.pending_packets = 0;
+    hot.pending_bytes = 0;
 }
 
 /// Hit/miss statistics of one cache (for benchmarks and diagnostics).
@@ -151,15 +231,16 @@ pub struct CacheStats {
 /// A packet thread's exact-match translation cache; see the module
 /// documentation.
 pub struct FlowCache {
-    entries: Vec<Entry>,
+    hot: Vec<Hot>,
+    cached: Vec<Cached>,
+    cold: Vec<Cold>,
     mask: usize,
-    hasher: ahash::RandomState,
     /// The pipeline generation the entries belong to.
     generation: u64,
     /// Where table lookups of pending hits are counted: the counters of
     /// the pipeline the entries were filled from.
     tables: Arc<PipelineCounters>,
-    /// Entries with pending hits; capacity reserved up front.
+    /// Slots with pending hits; capacity reserved up front.
     dirty: Vec<u32>,
     stats: CacheStats,
     /// Behind the exact-match entries: see `megaflow.rs`.
@@ -183,7 +264,7 @@ impl Default for FlowCache {
 impl std::fmt::Debug for FlowCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FlowCache")
-            .field("entries", &self.entries.len())
+            .field("entries", &self.hot.len())
             .field("generation", &self.generation)
             .field("stats", &self.stats)
             .finish()
@@ -203,19 +284,10 @@ impl FlowCache {
     pub fn with_megaflows(entries: usize, megaflows: usize) -> Self {
         let n = entries.max(2).next_power_of_two();
         FlowCache {
-            entries: (0..n).map(|_| Entry::empty()).collect(),
+            hot: (0..n).map(|_| Hot::empty()).collect(),
+            cached: (0..n).map(|_| Cached::empty()).collect(),
+            cold: (0..n).map(|_| Cold::empty()).collect(),
             mask: n - 1,
-            // Fixed seeds: the cache's behaviour is reproducible; keys are
-            // packet headers an attacker controls either way, and the
-            // two-slot layout bounds what a collision costs (a miss).
-            // Not ahash's own constants (the digits of pi it mixes seeds
-            // with): those cancel out and spread keys badly, see the test.
-            hasher: ahash::RandomState::with_seeds(
-                0x9e37_79b9_7f4a_7c15,
-                0xbf58_476d_1ce4_e5b9,
-                0x94d0_49bb_1331_11eb,
-                0x2545_f491_4f6c_dd1d,
-            ),
             generation: u64::MAX,
             tables: Arc::default(),
             dirty: Vec::with_capacity(n),
@@ -242,6 +314,16 @@ impl FlowCache {
         (a, b)
     }
 
+    /// The slot holding `key` (whose hash is `hash`), if any.
+    fn find(&self, key: &FlowKey, hash: u64) -> Option<usize> {
+        let (a, b) = self.slots(hash);
+        [a, b].into_iter().find(|&i| {
+            self.hot
+                .get(i)
+                .is_some_and(|h| h.tag == hash && h.key.same_as(key))
+        })
+    }
+
     /// Translates `key` like [`Pipeline::xlate`], from the cache when it
     /// can. On a hit `out` holds the actions and drop reason but not the
     /// wildcards.
@@ -249,32 +331,24 @@ impl FlowCache {
         if self.generation != pipe.generation() {
             self.invalidate(pipe);
         }
-        let hash = self.hasher.hash_one(key) | 1;
-        let (a, b) = self.slots(hash);
-        for idx in [a, b] {
-            let Some(e) = self.entries.get_mut(idx) else {
-                continue;
-            };
-            if e.hash == hash && e.key.same_as(key) {
-                let n = usize::from(e.n_actions);
-                if let (Some(dst), Some(src)) = (out.actions.get_mut(..n), e.actions.get(..n)) {
-                    dst.copy_from_slice(src);
-                }
-                out.n_actions = n;
-                out.drop_reason = e.drop_reason;
-                // Most entries resume nothing: copy the key only if one
-                // does.
-                out.recirc = e.recirc.as_ref().map(|k| *k);
-                e.pending_packets += 1;
-                e.pending_bytes += u64::from(packet_len);
-                if !e.dirty {
-                    e.dirty = true;
-                    self.dirty.push(idx as u32);
-                }
-                self.stats.hits += 1;
-                return;
-            }
+        let hash = key_hash(key) | 1;
+        match self.find(key, hash) {
+            Some(idx) => self.hit(idx, packet_len, out),
+            None => self.xlate_missed(pipe, key, hash, packet_len, out),
         }
+    }
+
+    /// Translates `key`, which no exact-match slot holds: from the
+    /// megaflows, else by walking the pipeline.
+    fn xlate_missed(
+        &mut self,
+        pipe: &Pipeline,
+        key: &FlowKey,
+        hash: u64,
+        packet_len: u32,
+        out: &mut Xlate,
+    ) {
+        let (a, b) = self.slots(hash);
         if let Some(idx) = self.megaflows.lookup(key) {
             if let Some(m) = self.megaflows.entry(idx) {
                 let n = usize::from(m.n_actions);
@@ -303,15 +377,62 @@ impl FlowCache {
         self.fill(pipe, key, hash, (a, b), packet_len, out);
     }
 
+    /// Copies slot `idx`'s translation into `out` and counts the packet
+    /// there.
+    fn hit(&mut self, idx: usize, packet_len: u32, out: &mut Xlate) {
+        let (Some(h), Some(c)) = (self.hot.get_mut(idx), self.cached.get(idx)) else {
+            return;
+        };
+        let n = usize::from(c.n_actions);
+        // One by one: a slice copy of a variable count is a call to
+        // memcpy, slower than the one or two moves most hits need.
+        for (dst, src) in out.actions.iter_mut().zip(&c.actions).take(n) {
+            *dst = *src;
+        }
+        out.n_actions = n;
+        out.drop_reason = c.drop_reason;
+        // Most entries resume nothing: read the cold part only if one
+        // does.
+        out.recirc = if c.resumes {
+            self.cold.get(idx).and_then(|cold| cold.recirc)
+        } else {
+            None
+        };
+        h.pending_packets += 1;
+        h.pending_bytes += u64::from(packet_len);
+        if !h.dirty {
+            h.dirty = true;
+            self.dirty.push(idx as u32);
+        }
+        self.stats.hits += 1;
+    }
+
     /// The free slot, else the one with the smaller hash (an arbitrary but
     /// stateless choice).
     fn victim(&self, (a, b): (usize, usize)) -> usize {
-        match (self.entries.get(a), self.entries.get(b)) {
-            (Some(ea), _) if ea.hash == 0 => a,
-            (_, Some(eb)) if eb.hash == 0 => b,
-            (Some(ea), Some(eb)) if eb.hash < ea.hash => b,
+        match (
+            self.hot.get(a).map(|h| h.tag),
+            self.hot.get(b).map(|h| h.tag),
+        ) {
+            (Some(0), _) => a,
+            (_, Some(0)) => b,
+            (Some(ta), Some(tb)) if tb < ta => b,
             _ => a,
         }
+    }
+
+    /// Empties slot `idx` (its pending hits credited first) and returns
+    /// its parts for refilling.
+    fn take_slot(&mut self, idx: usize) -> Option<(&mut Hot, &mut Cached, &mut Cold)> {
+        let h = self.hot.get_mut(idx)?;
+        let c = self.cached.get_mut(idx)?;
+        let cold = self.cold.get_mut(idx)?;
+        flush_slot(h, cold, &self.tables);
+        h.tag = 0;
+        c.n_actions = 0;
+        c.resumes = false;
+        cold.clear();
+        Some((h, c, cold))
     }
 
     /// Copies megaflow `idx` into an exact-match entry for `key`, counting
@@ -325,28 +446,37 @@ impl FlowCache {
         packet_len: u32,
     ) {
         let victim = self.victim(slots);
-        let (Some(m), Some(e)) = (self.megaflows.entry(idx), self.entries.get_mut(victim)) else {
+        let Some(m) = self.megaflows.entry(idx) else {
             return;
         };
-        e.flush(&self.tables);
-        e.clear();
-        e.actions = m.actions;
-        e.n_actions = m.n_actions;
-        e.drop_reason = m.drop_reason;
-        e.recirc = m.recirc;
-        for (slot, c) in e.counters.iter_mut().zip(&m.counters) {
-            *slot = Some(c.clone());
+        let (actions, n_actions, drop_reason, recirc) =
+            (m.actions, m.n_actions, m.drop_reason, m.recirc);
+        let counters = m.counters.clone();
+        let visits = m.visits.clone();
+        let Some((h, c, cold)) = self.take_slot(victim) else {
+            return;
+        };
+        c.actions = actions;
+        c.n_actions = n_actions;
+        c.drop_reason = drop_reason;
+        c.resumes = recirc.is_some();
+        cold.recirc = recirc;
+        for (slot, counter) in cold.counters.iter_mut().zip(counters) {
+            *slot = Some(counter);
         }
-        for (slot, v) in e.visits.iter_mut().zip(&m.visits) {
+        for (slot, v) in cold.visits.iter_mut().zip(&visits) {
             *slot = *v;
         }
-        e.n_visits = m.visits.len().min(MAX_TABLE_VISITS) as u8;
-        e.key = *key;
-        e.hash = hash;
-        e.pending_packets = 1;
-        e.pending_bytes = u64::from(packet_len);
-        if !e.dirty {
-            e.dirty = true;
+        cold.n_visits = visits.len().min(MAX_TABLE_VISITS) as u8;
+        h.key = *key;
+        h.pending_packets = 1;
+        h.pending_bytes = u64::from(packet_len);
+        let newly_dirty = !h.dirty;
+        h.dirty = true;
+        if let Some(h) = self.hot.get_mut(victim) {
+            h.tag = hash;
+        }
+        if newly_dirty {
             self.dirty.push(victim as u32);
         }
     }
@@ -363,16 +493,13 @@ impl FlowCache {
         out: &mut Xlate,
     ) {
         let victim = self.victim((a, b));
-        let tables = &self.tables;
-        let Some(e) = self.entries.get_mut(victim) else {
+        let Some((h, c, cold)) = self.take_slot(victim) else {
             pipe.xlate(key, packet_len, out);
             return;
         };
-        e.flush(tables);
-        e.clear();
         out.reset();
         let mut rec = Recorder {
-            entry: e,
+            entry: cold,
             n_counters: 0,
             overflow: false,
         };
@@ -380,25 +507,28 @@ impl FlowCache {
         let overflow = rec.overflow;
         let n = out.n_actions;
         if overflow || n > CACHED_ACTIONS {
-            e.clear();
+            cold.clear();
             self.stats.uncacheable += 1;
             return;
         }
-        if let (Some(dst), Some(src)) = (e.actions.get_mut(..n), out.actions.get(..n)) {
+        if let (Some(dst), Some(src)) = (c.actions.get_mut(..n), out.actions.get(..n)) {
             dst.copy_from_slice(src);
         }
-        e.n_actions = n as u8;
-        e.drop_reason = out.drop_reason;
-        e.recirc = out.recirc;
-        e.key = *key;
-        e.hash = hash;
+        c.n_actions = n as u8;
+        c.drop_reason = out.drop_reason;
+        c.resumes = out.recirc.is_some();
+        cold.recirc = out.recirc;
+        h.key = *key;
         let mega = MegaEntry::new(
-            out.actions(),
+            c.actions(),
             out.drop_reason,
             out.recirc,
-            e.counters.iter().flatten().cloned().collect(),
-            e.visits().to_vec(),
+            cold.counters.iter().flatten().cloned().collect(),
+            cold.visits().to_vec(),
         );
+        if let Some(h) = self.hot.get_mut(victim) {
+            h.tag = hash;
+        }
         if let Some(m) = mega {
             self.megaflows.insert(key, &out.wildcards, m, &self.tables);
         }
@@ -412,16 +542,11 @@ impl FlowCache {
         if self.generation != pipe.generation() {
             return None;
         }
-        let hash = self.hasher.hash_one(key) | 1;
-        let (a, b) = self.slots(hash);
-        let exact = [a, b]
-            .into_iter()
-            .filter_map(|i| self.entries.get(i))
-            .find(|e| e.hash == hash && e.key.same_as(key));
-        if let Some(e) = exact {
+        let hash = key_hash(key) | 1;
+        if let Some(cold) = self.find(key, hash).and_then(|i| self.cold.get(i)) {
             return Some(Attribution {
-                counters: e.counters.iter().flatten().cloned().collect(),
-                visits: e.visits().to_vec(),
+                counters: cold.counters.iter().flatten().cloned().collect(),
+                visits: cold.visits().to_vec(),
                 tables: self.tables.clone(),
             });
         }
@@ -436,9 +561,10 @@ impl FlowCache {
     /// Adds every entry's pending hits to the shared counters.
     pub fn flush(&mut self) {
         for idx in self.dirty.drain(..) {
-            if let Some(e) = self.entries.get_mut(idx as usize) {
-                e.flush(&self.tables);
-                e.dirty = false;
+            let idx = idx as usize;
+            if let (Some(h), Some(cold)) = (self.hot.get_mut(idx), self.cold.get(idx)) {
+                flush_slot(h, cold, &self.tables);
+                h.dirty = false;
             }
         }
         self.megaflows.flush(&self.tables);
@@ -447,9 +573,17 @@ impl FlowCache {
     /// Flushes, then empties the cache and adopts `pipe`'s generation.
     fn invalidate(&mut self, pipe: &Pipeline) {
         self.flush();
-        for e in &mut self.entries {
-            if e.hash != 0 {
-                e.clear();
+        for ((h, c), cold) in self
+            .hot
+            .iter_mut()
+            .zip(&mut self.cached)
+            .zip(&mut self.cold)
+        {
+            if h.tag != 0 {
+                h.tag = 0;
+                c.n_actions = 0;
+                c.resumes = false;
+                cold.clear();
             }
         }
         self.megaflows.clear(&self.tables);
@@ -459,9 +593,9 @@ impl FlowCache {
     }
 }
 
-/// Collects the counters a walk touches into the entry being filled.
+/// Collects the counters a walk touches into the slot being filled.
 struct Recorder<'e> {
-    entry: &'e mut Entry,
+    entry: &'e mut Cold,
     n_counters: usize,
     overflow: bool,
 }
@@ -514,20 +648,38 @@ mod tests {
     use crate::key::Field;
     use std::collections::HashSet;
 
-    /// Distinct keys must get distinct hashes: with a degenerate hash
-    /// (ahash seeded with its own internal constants gives every key the
-    /// same value) every key would compete for the same two slots.
+    /// Distinct keys must spread over both slot choices, whichever field
+    /// they differ in (low or high bits, first or last words): a weak hash
+    /// would crowd keys into a few slots that evict each other.
     #[test]
     fn the_hash_spreads_keys_over_slots() {
         let cache = FlowCache::new(8192);
-        let mut slots = HashSet::new();
-        for i in 0..10_000u32 {
-            let mut k = FlowKey::zero();
-            k.set(Field::InPort, 1);
-            k.set(Field::IpDst, u64::from(0x0a80_0000 + i));
-            slots.insert(cache.slots(cache.hasher.hash_one(k) | 1).0);
+        let varied: [(Field, u32); 6] = [
+            (Field::IpDst, 0),
+            (Field::TpSrc, 0),
+            (Field::TunId, 40),
+            (Field::Reg(7), 16),
+            (Field::CtMark, 0),
+            (Field::EthSrc, 32),
+        ];
+        for (field, shift) in varied {
+            let (mut first, mut second) = (HashSet::new(), HashSet::new());
+            for i in 0..10_000u64 {
+                let mut k = FlowKey::zero();
+                k.set(Field::InPort, 1);
+                k.set(field, (i << shift) & field.full_mask());
+                let (a, b) = cache.slots(key_hash(&k) | 1);
+                first.insert(a);
+                second.insert(b);
+            }
+            // 10,000 keys over 8192 slots: random placement takes
+            // 8192 * (1 - e^(-10000/8192)), about 5,775 of them.
+            assert!(first.len() > 5600, "{field:?}: {} first slots", first.len());
+            assert!(
+                second.len() > 5600,
+                "{field:?}: {} second slots",
+                second.len()
+            );
         }
-        // 10,000 keys over 8192 slots: most slots taken.
-        assert!(slots.len() > 5000, "{} slots", slots.len());
     }
 }
