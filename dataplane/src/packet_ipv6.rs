@@ -9,7 +9,7 @@
 //! after [`MAX_EXT_HEADERS`], so a hostile chain costs a bounded amount of
 //! work.
 
-use super::{be16, extract_ports, mac, Layers, FRAG_ANY, FRAG_LATER};
+use super::{be16, extract_ports, mac, FRAG_ANY, FRAG_LATER, L4, NO_L4};
 use flowtable::key::{exthdr, Field, FlowKey};
 use flowtable::matching::{
     ICMPV6_ND_NA, ICMPV6_ND_NS, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
@@ -144,12 +144,12 @@ fn walk(frame: &[u8], mut at: usize, mut nh: u8) -> Chain {
 }
 
 /// Fills the IPv6 fields of `key` from the header at `l3`.
-pub(super) fn extract(frame: &[u8], l3: usize, key: &mut FlowKey, layers: &mut Layers) {
+pub(super) fn extract(frame: &[u8], l3: usize, key: &mut FlowKey) -> L4 {
     let Some(ip) = frame.get(l3..l3 + IPV6_HEADER_LEN) else {
-        return;
+        return NO_L4;
     };
     if ip[0] >> 4 != 6 {
-        return;
+        return NO_L4;
     }
     let tclass = (ip[0] & 0x0f) << 4 | ip[1] >> 4;
     key.set(Field::IpDscp, u64::from(tclass >> 2));
@@ -167,40 +167,37 @@ pub(super) fn extract(frame: &[u8], l3: usize, key: &mut FlowKey, layers: &mut L
     key.set(Field::IpFrag, chain.frag);
     key.set(Field::Ipv6Exthdr, u64::from(chain.exthdr));
     let Some(l4) = chain.l4 else {
-        return;
+        return NO_L4;
     };
     match chain.proto {
-        IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP => {
-            extract_ports(frame, l4, chain.proto, key, layers)
-        }
+        IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP => extract_ports(frame, l4, chain.proto, key),
         // Bytes behind the payload length (Ethernet padding) are not
         // options.
         IP_PROTO_ICMPV6 => {
             let end = packet_end(frame, l3).unwrap_or(frame.len());
-            extract_icmpv6(frame.get(..end).unwrap_or(frame), l4, key, layers)
+            extract_icmpv6(frame.get(..end).unwrap_or(frame), l4, key)
         }
-        _ => {}
+        _ => NO_L4,
     }
 }
 
-fn extract_icmpv6(frame: &[u8], l4: usize, key: &mut FlowKey, layers: &mut Layers) {
+fn extract_icmpv6(frame: &[u8], l4: usize, key: &mut FlowKey) -> L4 {
     let (Some(&ty), Some(&code)) = (frame.get(l4), frame.get(l4 + 1)) else {
-        return;
+        return NO_L4;
     };
     key.set(Field::Icmpv6Type, u64::from(ty));
     key.set(Field::Icmpv6Code, u64::from(code));
-    layers.l4 = l4 as u16;
-    layers.proto = IP_PROTO_ICMPV6;
+    let found = (l4 as u16, IP_PROTO_ICMPV6);
     if code != 0 || !matches!(ty, ICMPV6_ND_NS | ICMPV6_ND_NA) {
-        return;
+        return found;
     }
     let Some(target) = frame.get(l4 + 8..l4 + 24) else {
-        return;
+        return found;
     };
     let (sll, tll) = match nd_options(frame, l4 + 24) {
         Some(opts) => opts,
         // As OVS: a malformed option list leaves the ND fields all zero.
-        None => return,
+        None => return found,
     };
     key.set128(
         Field::NdTargetLow,
@@ -208,6 +205,7 @@ fn extract_icmpv6(frame: &[u8], l4: usize, key: &mut FlowKey, layers: &mut Layer
     );
     key.set(Field::NdSll, sll);
     key.set(Field::NdTll, tll);
+    found
 }
 
 /// The (SLL, TLL) options of an ND message whose options start at `at`;

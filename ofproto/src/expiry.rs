@@ -7,7 +7,7 @@
 //! tables index them, so permanent flows cost nothing). A flow is idle
 //! while its packet counter does not move: the tracker remembers, per flow
 //! id, the count it last saw and when that count last changed. Packet
-//! threads fold cached hits into the counters at least every few
+//! threads fold cached hits into the counters at least every 20
 //! milliseconds while busy and at once when idle, so a flow in use never
 //! looks idle for a whole interval.
 //!
