@@ -19,9 +19,10 @@
 //! Layout: a power-of-two number of slots, each key hashed once with
 //! `key_hash`; a key may live in one of two slots taken from different
 //! bits of its hash (like OVS's EMC), so two hot flows rarely evict each
-//! other. A slot is split by who reads it, in three arrays: `Hot` (the
-//! hash, the key and the pending counts: four cache lines, all a lookup
-//! compares and a hit writes), `Cached` (the actions a hit copies out)
+//! other. A slot is split by who reads it, in four arrays: the tags (the
+//! key's hash, all a lookup that misses reads), `Hot` (the key and the
+//! pending counts: four cache lines, all a hit compares and writes),
+//! `Cached` (the actions a hit copies out)
 //! and `Cold` (the counters to credit and the key a `ct(table=N)` fork
 //! resumes with, read on flushes and by those forks only). Lookup
 //! compares the stored hash, then the whole key (`KEY_WORDS` words).
@@ -80,15 +81,11 @@ pub const MAX_TABLE_VISITS: usize = 16;
 /// Entries of a cache made with [`FlowCache::default`].
 pub const DEFAULT_ENTRIES: usize = 8192;
 
-/// A slot's tag, key and the hits it holds for the shared counters: all a
-/// hit reads and writes besides the results it copies. Aligned so they
-/// share four cache lines, the tag with the key's first words (a lookup
-/// that finds its tag reads on into the key, and the next lines come
-/// with the first).
+/// A slot's key and the hits it holds for the shared counters: all a hit
+/// reads and writes besides its tag and the results it copies. Aligned so
+/// they share four cache lines.
 #[repr(C, align(64))]
 struct Hot {
-    /// The key's hash, 0 for a free slot.
-    tag: u64,
     key: FlowKey,
     /// Hits not yet added to the shared counters.
     pending_packets: u64,
@@ -100,7 +97,6 @@ struct Hot {
 impl Hot {
     fn empty() -> Self {
         Hot {
-            tag: 0,
             key: FlowKey::zero(),
             pending_packets: 0,
             pending_bytes: 0,
@@ -203,6 +199,28 @@ fn key_hash(key: &FlowKey) -> u64 {
     folded_multiply(low ^ high.rotate_left(23), FOLD_MULTIPLIER)
 }
 
+/// Empties slot `idx` of the arrays (its pending hits credited to
+/// `tables` first) and returns its parts for refilling. A function of the
+/// arrays, not of the cache, so a caller may keep a megaflow borrowed.
+fn take_slot<'a>(
+    tags: &mut [u64],
+    hot: &'a mut [Hot],
+    cached: &'a mut [Cached],
+    cold: &'a mut [Cold],
+    tables: &PipelineCounters,
+    idx: usize,
+) -> Option<(&'a mut Hot, &'a mut Cached, &'a mut Cold)> {
+    let h = hot.get_mut(idx)?;
+    let c = cached.get_mut(idx)?;
+    let cold = cold.get_mut(idx)?;
+    flush_slot(h, cold, tables);
+    *tags.get_mut(idx)? = 0;
+    c.n_actions = 0;
+    c.resumes = false;
+    cold.clear();
+    Some((h, c, cold))
+}
+
 /// Adds a slot's pending hits to the shared counters.
 fn flush_slot(hot: &mut Hot, cold: &Cold, tables: &PipelineCounters) {
     if hot.pending_packets == 0 {
@@ -231,6 +249,12 @@ pub struct CacheStats {
 /// A packet thread's exact-match translation cache; see the module
 /// documentation.
 pub struct FlowCache {
+    /// Per slot: the key's hash, 0 for a free slot. Kept apart from the
+    /// keys so a lookup that misses (every packet of a new connection
+    /// misses twice, once per pass) reads 8 bytes a slot from an array
+    /// that stays in the CPU's cache (64 KiB at the default size), not
+    /// the slots' keys (2 MiB).
+    tags: Vec<u64>,
     hot: Vec<Hot>,
     cached: Vec<Cached>,
     cold: Vec<Cold>,
@@ -264,7 +288,7 @@ impl Default for FlowCache {
 impl std::fmt::Debug for FlowCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FlowCache")
-            .field("entries", &self.hot.len())
+            .field("entries", &self.tags.len())
             .field("generation", &self.generation)
             .field("stats", &self.stats)
             .finish()
@@ -284,6 +308,7 @@ impl FlowCache {
     pub fn with_megaflows(entries: usize, megaflows: usize) -> Self {
         let n = entries.max(2).next_power_of_two();
         FlowCache {
+            tags: vec![0; n],
             hot: (0..n).map(|_| Hot::empty()).collect(),
             cached: (0..n).map(|_| Cached::empty()).collect(),
             cold: (0..n).map(|_| Cold::empty()).collect(),
@@ -318,9 +343,7 @@ impl FlowCache {
     fn find(&self, key: &FlowKey, hash: u64) -> Option<usize> {
         let (a, b) = self.slots(hash);
         [a, b].into_iter().find(|&i| {
-            self.hot
-                .get(i)
-                .is_some_and(|h| h.tag == hash && h.key.same_as(key))
+            self.tags.get(i) == Some(&hash) && self.hot.get(i).is_some_and(|h| h.key.same_as(key))
         })
     }
 
@@ -410,10 +433,7 @@ impl FlowCache {
     /// The free slot, else the one with the smaller hash (an arbitrary but
     /// stateless choice).
     fn victim(&self, (a, b): (usize, usize)) -> usize {
-        match (
-            self.hot.get(a).map(|h| h.tag),
-            self.hot.get(b).map(|h| h.tag),
-        ) {
+        match (self.tags.get(a), self.tags.get(b)) {
             (Some(0), _) => a,
             (_, Some(0)) => b,
             (Some(ta), Some(tb)) if tb < ta => b,
@@ -424,15 +444,14 @@ impl FlowCache {
     /// Empties slot `idx` (its pending hits credited first) and returns
     /// its parts for refilling.
     fn take_slot(&mut self, idx: usize) -> Option<(&mut Hot, &mut Cached, &mut Cold)> {
-        let h = self.hot.get_mut(idx)?;
-        let c = self.cached.get_mut(idx)?;
-        let cold = self.cold.get_mut(idx)?;
-        flush_slot(h, cold, &self.tables);
-        h.tag = 0;
-        c.n_actions = 0;
-        c.resumes = false;
-        cold.clear();
-        Some((h, c, cold))
+        take_slot(
+            &mut self.tags,
+            &mut self.hot,
+            &mut self.cached,
+            &mut self.cold,
+            &self.tables,
+            idx,
+        )
     }
 
     /// Copies megaflow `idx` into an exact-match entry for `key`, counting
@@ -449,32 +468,37 @@ impl FlowCache {
         let Some(m) = self.megaflows.entry(idx) else {
             return;
         };
-        let (actions, n_actions, drop_reason, recirc) =
-            (m.actions, m.n_actions, m.drop_reason, m.recirc);
-        let counters = m.counters.clone();
-        let visits = m.visits.clone();
-        let Some((h, c, cold)) = self.take_slot(victim) else {
+        // The fields one by one: `m` stays borrowed from the megaflows
+        // while the slot is refilled, with no copy of its lists.
+        let Some((h, c, cold)) = take_slot(
+            &mut self.tags,
+            &mut self.hot,
+            &mut self.cached,
+            &mut self.cold,
+            &self.tables,
+            victim,
+        ) else {
             return;
         };
-        c.actions = actions;
-        c.n_actions = n_actions;
-        c.drop_reason = drop_reason;
-        c.resumes = recirc.is_some();
-        cold.recirc = recirc;
-        for (slot, counter) in cold.counters.iter_mut().zip(counters) {
-            *slot = Some(counter);
+        c.actions = m.actions;
+        c.n_actions = m.n_actions;
+        c.drop_reason = m.drop_reason;
+        c.resumes = m.recirc.is_some();
+        cold.recirc = m.recirc;
+        for (slot, counter) in cold.counters.iter_mut().zip(&m.counters) {
+            *slot = Some(counter.clone());
         }
-        for (slot, v) in cold.visits.iter_mut().zip(&visits) {
+        for (slot, v) in cold.visits.iter_mut().zip(&m.visits) {
             *slot = *v;
         }
-        cold.n_visits = visits.len().min(MAX_TABLE_VISITS) as u8;
+        cold.n_visits = m.visits.len().min(MAX_TABLE_VISITS) as u8;
         h.key = *key;
         h.pending_packets = 1;
         h.pending_bytes = u64::from(packet_len);
         let newly_dirty = !h.dirty;
         h.dirty = true;
-        if let Some(h) = self.hot.get_mut(victim) {
-            h.tag = hash;
+        if let Some(t) = self.tags.get_mut(victim) {
+            *t = hash;
         }
         if newly_dirty {
             self.dirty.push(victim as u32);
@@ -526,8 +550,8 @@ impl FlowCache {
             cold.counters.iter().flatten().cloned().collect(),
             cold.visits().to_vec(),
         );
-        if let Some(h) = self.hot.get_mut(victim) {
-            h.tag = hash;
+        if let Some(t) = self.tags.get_mut(victim) {
+            *t = hash;
         }
         if let Some(m) = mega {
             self.megaflows.insert(key, &out.wildcards, m, &self.tables);
@@ -573,14 +597,14 @@ impl FlowCache {
     /// Flushes, then empties the cache and adopts `pipe`'s generation.
     fn invalidate(&mut self, pipe: &Pipeline) {
         self.flush();
-        for ((h, c), cold) in self
-            .hot
+        for ((tag, c), cold) in self
+            .tags
             .iter_mut()
             .zip(&mut self.cached)
             .zip(&mut self.cold)
         {
-            if h.tag != 0 {
-                h.tag = 0;
+            if *tag != 0 {
+                *tag = 0;
                 c.n_actions = 0;
                 c.resumes = false;
                 cold.clear();

@@ -34,6 +34,7 @@ use super::tuple::Tuple;
 use super::Conn;
 use ahash::RandomState;
 use parking_lot::{Mutex, RwLock};
+use std::collections::hash_map::Entry as MapEntry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -140,19 +141,29 @@ impl Table {
         let (Some(sa), Some(sb)) = (self.shards.get(a), self.shards.get(b)) else {
             return Err(conn);
         };
+        // One probe per tuple (entry, not contains_key then insert): the
+        // shards are large and each probe is likely a cache miss.
         if a == b {
             let mut s = sa.write();
-            if s.contains_key(&orig) || s.contains_key(&reply) {
-                return Err(conn);
+            match s.entry(orig) {
+                MapEntry::Occupied(_) => return Err(conn),
+                MapEntry::Vacant(v) => {
+                    v.insert(Entry {
+                        conn: conn.clone(),
+                        reply: false,
+                    });
+                }
             }
-            s.insert(
-                orig,
-                Entry {
-                    conn: conn.clone(),
-                    reply: false,
-                },
-            );
-            s.insert(reply, Entry { conn, reply: true });
+            match s.entry(reply) {
+                MapEntry::Vacant(v) => {
+                    v.insert(Entry { conn, reply: true });
+                }
+                MapEntry::Occupied(_) => {
+                    // Both or neither: undo the first.
+                    s.remove(&orig);
+                    return Err(conn);
+                }
+            }
             self.absent.stored(a, &orig);
             self.absent.stored(a, &reply);
             return Ok(());
@@ -164,17 +175,14 @@ impl Table {
             let gb = sb.write();
             (sa.write(), gb)
         };
-        if ga.contains_key(&orig) || gb.contains_key(&reply) {
+        let (MapEntry::Vacant(va), MapEntry::Vacant(vb)) = (ga.entry(orig), gb.entry(reply)) else {
             return Err(conn);
-        }
-        ga.insert(
-            orig,
-            Entry {
-                conn: conn.clone(),
-                reply: false,
-            },
-        );
-        gb.insert(reply, Entry { conn, reply: true });
+        };
+        va.insert(Entry {
+            conn: conn.clone(),
+            reply: false,
+        });
+        vb.insert(Entry { conn, reply: true });
         self.absent.stored(a, &orig);
         self.absent.stored(b, &reply);
         Ok(())
