@@ -22,10 +22,10 @@
 //! other. A slot is split by who reads it, in four arrays: the tags (the
 //! key's hash, all a lookup that misses reads), `Hot` (the key and the
 //! pending counts: four cache lines, all a hit compares and writes),
-//! `Cached` (the actions a hit copies out)
-//! and `Cold` (the counters to credit and the key a `ct(table=N)` fork
-//! resumes with, read on flushes and by those forks only). Lookup
-//! compares the stored hash, then the whole key (`KEY_WORDS` words).
+//! `Cached` (the actions a hit copies out) and `Cold` (the counters to
+//! credit and the key a `ct(table=N)` fork resumes with, read on flushes
+//! and by those forks only). Lookup compares the stored hash, then the
+//! whole key (`KEY_WORDS` words).
 //!
 //! Invariants:
 //! - An entry is only valid for the pipeline generation it was filled in;
@@ -105,8 +105,8 @@ impl Hot {
     }
 }
 
-/// What a hit copies out of a slot; in this order, so the count and the
-/// first action share a cache line.
+/// What a hit copies out of a slot; in this order, so the count lies
+/// right before the first action, not 768 bytes after it.
 #[repr(C)]
 struct Cached {
     n_actions: u8,

@@ -159,7 +159,9 @@ impl Table {
                     v.insert(Entry { conn, reply: true });
                 }
                 MapEntry::Occupied(_) => {
-                    // Both or neither: undo the first.
+                    // Both or neither: undo the first. This includes a
+                    // tuple that is its own reply (the same address and
+                    // port at both ends): it cannot have two entries.
                     s.remove(&orig);
                     return Err(conn);
                 }

@@ -262,6 +262,32 @@ fn full_table_refuses_new_connections_only() {
     );
 }
 
+/// A packet whose reply tuple is its own (same address and port at both
+/// ends) cannot be stored under two entries: it is refused as invalid,
+/// leaves no half entry and no reserved slot, and the table goes on.
+#[test]
+fn a_tuple_that_is_its_own_reply_is_refused_whole() {
+    let ct = Conntrack::new(CtConfig {
+        limit: 1,
+        timeouts: Timeouts::default(),
+    });
+    assert_eq!(
+        run(&ct, udp_frame(A, 53, A, 53), &COMMIT, 0).0.state,
+        TRK_INV
+    );
+    assert_eq!(ct.len(), 0);
+    assert_eq!(
+        run(&ct, udp_frame(A, 53, A, 53), &LOOKUP, 0).0.state,
+        TRK_NEW
+    );
+    // The refused one gave its reservation back: the only slot is free.
+    assert_eq!(
+        run(&ct, udp_frame(A, 1000, B, 53), &COMMIT, 0).0.state,
+        TRK_NEW
+    );
+    assert_eq!(ct.len(), 1);
+}
+
 #[test]
 fn timeouts_follow_the_protocol_state() {
     let ct = Conntrack::default();
