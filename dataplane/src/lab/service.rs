@@ -15,11 +15,8 @@
 use super::state::{LabState, Pod, Service};
 use super::sys;
 use super::LabError;
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The Service's ClusterIP (in the service network, 172.30.0.0/16).
@@ -142,30 +139,16 @@ fn start_responder(
     port: u16,
 ) -> Result<(), LabError> {
     let log_path = state.dir.join(format!("{}-responder.log", pod.name));
-    let log = File::create(&log_path).map_err(|source| LabError::Io {
-        context: format!("creating {}", log_path.display()),
-        source,
-    })?;
-    let log2 = log.try_clone().map_err(|source| LabError::Io {
-        context: "duplicating the log file".into(),
-        source,
-    })?;
-    let port = port.to_string();
-    let child = Command::new("ip")
-        .args(["netns", "exec", &pod.netns])
-        .arg(exe)
-        .args(["lab", "respond", "--port", &port, "--text", &pod.name])
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log2)
-        .process_group(0)
-        .spawn()
-        .map_err(|source| LabError::Spawn {
-            command: format!("ip netns exec {} xbr lab respond", pod.netns),
-            source,
-        })?;
-    // It lives until `lab down`; init reaps it.
-    drop(child);
+    let args = [
+        "lab",
+        "respond",
+        "--port",
+        &port.to_string(),
+        "--text",
+        &pod.name,
+    ]
+    .map(String::from);
+    sys::spawn_detached(&pod.netns, exe, &args, &log_path)?;
     let deadline = std::time::Instant::now() + RESPONDER_START;
     loop {
         let log = std::fs::read_to_string(&log_path).unwrap_or_default();

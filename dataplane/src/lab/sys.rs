@@ -146,6 +146,46 @@ pub fn in_ns(ns: &str, program: &str, args: &[&str]) -> Result<String, LabError>
     run("ip", &full, CMD_TIMEOUT)?.ok()
 }
 
+/// Starts `ip netns exec NS PROGRAM ARGS` to outlive the caller: stdin
+/// closed, stdout and stderr to a new file `log`, in a process group of
+/// its own (a Ctrl-C at the terminal after `lab up` returned must not
+/// stop the lab's processes). Not waited for: init reaps it. Returns its
+/// pid.
+pub fn spawn_detached(
+    ns: &str,
+    program: &std::path::Path,
+    args: &[String],
+    log: &std::path::Path,
+) -> Result<u32, LabError> {
+    use std::os::unix::process::CommandExt;
+    let out = std::fs::File::create(log).map_err(|source| LabError::Io {
+        context: format!("creating {}", log.display()),
+        source,
+    })?;
+    let err = out.try_clone().map_err(|source| LabError::Io {
+        context: "duplicating the log file".into(),
+        source,
+    })?;
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .map_err(|source| LabError::Spawn {
+            command: format!(
+                "ip netns exec {ns} {} {}",
+                program.display(),
+                args.first().map_or("", String::as_str)
+            ),
+            source,
+        })?;
+    Ok(child.id())
+}
+
 /// Network namespaces that exist now (`/run/netns`, where `ip netns` keeps them).
 pub fn list_netns() -> Result<Vec<String>, LabError> {
     let out = run("ip", &["netns", "list"], CMD_TIMEOUT)?.ok()?;

@@ -5,11 +5,8 @@
 use super::state::{LabState, Node};
 use super::up::{vxlan_port_spec, write_file};
 use super::LabError;
-use std::fs::File;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Bound on an xbr's start-up (BPF load, XDP attach, AF_XDP sockets) on a
@@ -78,38 +75,13 @@ pub(super) fn start_xbr(state: &LabState, i: usize) -> Result<u32, LabError> {
         context: "locating the xbr binary".into(),
         source,
     })?;
-    let log_path = node.rundir.join("xbr.log");
-    let log = File::create(&log_path).map_err(|source| LabError::Io {
-        context: format!("creating {}", log_path.display()),
-        source,
-    })?;
-    let log2 = log.try_clone().map_err(|source| LabError::Io {
-        context: "duplicating the log file".into(),
-        source,
-    })?;
     let args = if state.ovsdb {
         super::ovsdb::start_db(node)?;
         super::ovsdb::xbr_args(node)
     } else {
         xbr_args(state, node)
     };
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &node.netns])
-        .arg(&exe)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log2)
-        // Out of the caller's process group: a Ctrl-C at the terminal
-        // after `up` returned must not stop the lab's switches.
-        .process_group(0);
-    let child = cmd.spawn().map_err(|source| LabError::Spawn {
-        command: format!("ip netns exec {} {} run ...", node.netns, exe.display()),
-        source,
-    })?;
-    let pid = child.id();
-    // Not waited for: the switch outlives `up`; init reaps it later.
-    drop(child);
+    let pid = super::sys::spawn_detached(&node.netns, &exe, &args, &node.rundir.join("xbr.log"))?;
     write_file(&node.rundir.join("xbr.pid"), &format!("{pid}\n"))?;
     Ok(pid)
 }
