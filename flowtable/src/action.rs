@@ -153,6 +153,11 @@ pub struct NatAction {
 /// A bucket of a group.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Bucket {
+    /// The bucket's identifier (OpenFlow 1.5; at most
+    /// `flow_mod::BUCKET_ID_MAX`). Buckets that came without one (OpenFlow
+    /// 1.1-1.4, text without `bucket_id:`) are numbered by position from
+    /// 0, as OVS numbers them, so a 1.5 peer sees the ids OVS would show.
+    pub bucket_id: u32,
     pub weight: u16,
     pub watch_port: u32,
     pub watch_group: u32,

@@ -81,6 +81,12 @@ pub enum GroupModError {
     InvalidId(u32),
     #[error("bad bucket: {0}")]
     BadBucket(&'static str),
+    /// INSERT_BUCKET or REMOVE_BUCKET named a bucket id the group lacks.
+    #[error("group has no bucket {0}")]
+    UnknownBucket(u32),
+    /// INSERT_BUCKET brought a bucket id the group already has.
+    #[error("group already has bucket {0}")]
+    BucketExists(u32),
     #[error("unsupported group type")]
     BadType,
     /// A bucket action failed the same checks a flow's action would.
@@ -97,6 +103,9 @@ impl GroupModError {
             GroupModError::Unknown(_) => (GROUP_MOD_FAILED, 8), // UNKNOWN_GROUP
             GroupModError::BadBucket(_) => (GROUP_MOD_FAILED, 12), // BAD_BUCKET
             GroupModError::BadType => (GROUP_MOD_FAILED, 10),  // BAD_TYPE
+            // OpenFlow 1.5's codes, the only version that can cause them.
+            GroupModError::UnknownBucket(_) => (GROUP_MOD_FAILED, 15), // UNKNOWN_BUCKET
+            GroupModError::BucketExists(_) => (GROUP_MOD_FAILED, 16),  // BUCKET_EXISTS
             GroupModError::BadAction(e) => e.ofp_error(),
         }
     }

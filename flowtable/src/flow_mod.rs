@@ -75,6 +75,58 @@ pub enum GroupModCommand {
     Add,
     Modify,
     Delete,
+    /// OVS's OFPGC_ADD_OR_MOD (`mod-group --may-create`): Add if the group
+    /// does not exist, Modify if it does.
+    AddOrModify,
+    /// OpenFlow 1.5's OFPGC_INSERT_BUCKET: the message's buckets join the
+    /// group's at `at` (First, Last, or after the bucket with that id); the
+    /// group's type stays.
+    InsertBucket(BucketPos),
+    /// OpenFlow 1.5's OFPGC_REMOVE_BUCKET: the bucket at `at` (or All) is
+    /// removed; the message carries no buckets.
+    RemoveBucket(BucketPos),
+}
+
+/// The largest bucket id (OFPG_BUCKET_MAX).
+pub const BUCKET_ID_MAX: u32 = 0xffff_ff00;
+
+/// Which bucket an INSERT_BUCKET or REMOVE_BUCKET names
+/// (`command_bucket_id`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BucketPos {
+    First,
+    Last,
+    /// Every bucket (REMOVE_BUCKET only).
+    All,
+    Id(u32),
+}
+
+impl BucketPos {
+    /// OFPG_BUCKET_FIRST, _LAST and _ALL.
+    pub const FIRST: u32 = 0xffff_fffd;
+    pub const LAST: u32 = 0xffff_fffe;
+    pub const ALL: u32 = 0xffff_ffff;
+
+    /// The position a `command_bucket_id` names; `None` for the ids
+    /// between BUCKET_ID_MAX and FIRST, which name nothing.
+    pub fn from_wire(id: u32) -> Option<Self> {
+        match id {
+            Self::FIRST => Some(BucketPos::First),
+            Self::LAST => Some(BucketPos::Last),
+            Self::ALL => Some(BucketPos::All),
+            id if id <= BUCKET_ID_MAX => Some(BucketPos::Id(id)),
+            _ => None,
+        }
+    }
+
+    pub fn to_wire(self) -> u32 {
+        match self {
+            BucketPos::First => Self::FIRST,
+            BucketPos::Last => Self::LAST,
+            BucketPos::All => Self::ALL,
+            BucketPos::Id(id) => id,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -307,14 +307,12 @@ impl Bundles {
                 ));
             }
             // FLOW_MOD and GROUP_MOD of OpenFlow 1.4 are 1.3's (see
-            // versions.rs); 1.5's GROUP_MOD is not.
+            // versions.rs); 1.5's GROUP_MOD has its own codec.
             if framing == Framing::Standard(crate::versions::OFP15_VERSION)
                 && h.msg_type == msg_type::GROUP_MOD
             {
-                return Err(WireError::BadRequest(
-                    err::BRC_BAD_TYPE,
-                    "GROUP_MOD of OpenFlow 1.5 is not supported; use -O OpenFlow13".into(),
-                ));
+                let gm = crate::wire::group15::parse_group_mod(body)?;
+                return Ok((h.xid, Message::GroupMod(gm)));
             }
             if matches!(framing, Framing::Standard(_)) && h.msg_type == msg_type::FLOW_MOD {
                 if let crate::versions::Route::Refuse(e) =

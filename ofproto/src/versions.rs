@@ -26,8 +26,11 @@
 //! Same encodings (OpenFlow 1.4.1 and 1.5.1 against 1.3.5): ECHO, ERROR,
 //! FEATURES, GET/SET_CONFIG, BARRIER; FLOW_MOD (1.4's `importance` sits in
 //! 1.3's padding: a nonzero importance is refused with
-//! OFPFMFC_UNKNOWN, as xbr has no eviction); GROUP_MOD and multipart DESC, FLOW, AGGREGATE, TABLE and
-//! GROUP_DESC in 1.4 only (1.5 reworked groups and flow statistics).
+//! OFPFMFC_UNKNOWN, as xbr has no eviction); multipart GROUP and
+//! GROUP_FEATURES; GROUP_MOD and multipart FLOW, AGGREGATE, TABLE and
+//! GROUP_DESC in 1.4 only. 1.5 reworked groups (bucket ids and properties:
+//! its GROUP_MOD and GROUP_DESC are served by `wire::group15`) and flow
+//! statistics (refused).
 //! Asynchronous messages are not sent on 1.4/1.5 connections (service
 //! connections get none by default and SET_ASYNC is not served there).
 
@@ -68,6 +71,10 @@ pub(crate) enum Route {
     Bundle { control: bool },
     /// OpenFlow 1.5's PORT_DESC request, for one port or ANY.
     PortDesc15 { port_no: u32 },
+    /// OpenFlow 1.5's GROUP_MOD (see `wire::group15`).
+    GroupMod15,
+    /// OpenFlow 1.5's GROUP_DESC request, for one group or ALL.
+    GroupDesc15 { group_id: u32 },
     /// Refuse it with this error.
     Refuse(WireError),
 }
@@ -102,19 +109,25 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
             )),
         },
         msg_type::GROUP_MOD if v14 => Route::AsOf13,
-        msg_type::GROUP_MOD => refuse("GROUP_MOD of OpenFlow 1.5"),
+        msg_type::GROUP_MOD => Route::GroupMod15,
         msg_type::MULTIPART_REQUEST => {
             let mp = body.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+            // 1.5's PORT_DESC and GROUP_DESC requests name a port or group
+            // (ANY / ALL for every one) where 1.3's have no body.
+            let named = |what: &str| match body.get(8..12) {
+                Some(p) => Ok(u32::from_be_bytes([p[0], p[1], p[2], p[3]])),
+                None => Err(Route::Refuse(WireError::BadRequest(
+                    err::BRC_BAD_LEN,
+                    format!("OpenFlow 1.5 {what} request without its {what}"),
+                ))),
+            };
             match mp {
-                Some(mp_type::PORT_DESC) if !v14 => match body.get(8..12) {
-                    Some(p) => Route::PortDesc15 {
-                        port_no: u32::from_be_bytes([p[0], p[1], p[2], p[3]]),
-                    },
-                    None => Route::Refuse(WireError::BadRequest(
-                        err::BRC_BAD_LEN,
-                        "OpenFlow 1.5 port description request without its port".into(),
-                    )),
-                },
+                Some(mp_type::PORT_DESC) if !v14 => named("port")
+                    .map_or_else(|e| e, |port_no| Route::PortDesc15 { port_no }),
+                Some(mp_type::GROUP_DESC) if !v14 => named("group")
+                    .map_or_else(|e| e, |group_id| Route::GroupDesc15 { group_id }),
+                // Group statistics and features kept 1.3's encoding.
+                Some(mp_type::GROUP | mp_type::GROUP_FEATURES) => Route::AsOf13,
                 // PORT_DESC is answered in the later encoding (see
                 // `multipart::port_desc_entry_v14`); TABLE_FEATURES' 1.5
                 // `command` and `features` sit in 1.3's padding, and zero
@@ -192,10 +205,23 @@ mod tests {
         assert_eq!(route(6, 34, &[]), Route::Bundle { control: false });
         assert_eq!(route(5, msg_type::BARRIER_REQUEST, &[]), Route::AsOf13);
         assert_eq!(route(5, msg_type::GROUP_MOD, &[]), Route::AsOf13);
-        assert!(matches!(
-            route(6, msg_type::GROUP_MOD, &[]),
-            Route::Refuse(_)
-        ));
+        assert_eq!(route(6, msg_type::GROUP_MOD, &[]), Route::GroupMod15);
+        for v in [5, 6] {
+            for mp in [mp_type::GROUP, mp_type::GROUP_FEATURES] {
+                let body = [(mp >> 8) as u8, mp as u8, 0, 0];
+                assert_eq!(route(v, msg_type::MULTIPART_REQUEST, &body), Route::AsOf13);
+            }
+        }
+        assert_eq!(
+            route(
+                6,
+                msg_type::MULTIPART_REQUEST,
+                &[0, 7, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xfc, 0, 0, 0, 0]
+            ),
+            Route::GroupDesc15 {
+                group_id: 0xffff_fffc
+            }
+        );
         assert!(matches!(
             route(5, msg_type::PORT_MOD, &[]),
             Route::Refuse(WireError::BadRequest(err::BRC_BAD_TYPE, _))

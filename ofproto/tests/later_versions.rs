@@ -1,6 +1,6 @@
 //! OpenFlow 1.4 and 1.5 peers (`ovs-ofctl -O OpenFlow14|OpenFlow15`): the
-//! standard bundle messages and the messages whose encoding is 1.3's; the
-//! rest refused with the spec's errors.
+//! standard bundle messages, the messages whose encoding is 1.3's and 1.5's
+//! groups; the rest refused with the spec's errors.
 
 mod common;
 use common::{normalise_dump, Harness};
@@ -42,25 +42,88 @@ fn an_openflow14_bundle_applies_all_or_nothing() {
 }
 
 #[test]
-fn an_openflow15_bundle_applies_flows_and_refuses_groups() {
+fn an_openflow15_bundle_applies_flows_and_groups_all_or_nothing() {
     let h = Harness::start("v15-bundle");
     let t = h.target();
-    let flows = "flow add table=0,priority=10,in_port=3,actions=output:2\n\
-                 flow add table=0,priority=5,actions=drop\n";
-    let (ok, out, err) = h.ofctl_with("OpenFlow15", &["bundle", &t, &file(&h, "flows", flows)]);
+    let good = "group add group_id=7,type=select,bucket=bucket_id:4,weight:3,actions=output:2,\
+                bucket=actions=output:1\n\
+                flow add table=0,priority=10,in_port=3,actions=group:7\n\
+                flow add table=0,priority=5,actions=drop\n";
+    let (ok, out, err) = h.ofctl_with("OpenFlow15", &["bundle", &t, &file(&h, "good", good)]);
     assert!(ok, "{out}{err}");
     assert_eq!(normalise_dump(&h.ok(&["dump-flows", &t])).len(), 2);
-    // 1.5 reworked GROUP_MOD: refused, and the bundle with it not applied.
-    let with_group = "flow add table=1,priority=10,actions=output:1\n\
-                      group add group_id=7,type=all,bucket=actions=output:2\n";
+    // 1.5 shows bucket ids (ovs-ofctl numbered the second bucket 0).
+    let (ok, groups, err) = h.ofctl_with("OpenFlow15", &["dump-groups", &t]);
+    assert!(ok, "{groups}{err}");
+    assert!(
+        groups.contains(
+            " group_id=7,type=select,bucket=bucket_id:4,weight:3,actions=output:2,\
+             bucket=bucket_id:0,actions=output:1"
+        ),
+        "{groups}"
+    );
+    // A bucket command that fails takes the bundle's flows with it.
+    let bad = "flow add table=1,priority=10,actions=output:1\n\
+               group insert_bucket group_id=7,command_bucket_id=first,bucket=bucket_id:4,actions=output:3\n";
+    let (ok, _, err) = h.ofctl_with("OpenFlow15", &["bundle", &t, &file(&h, "bad", bad)]);
+    assert!(!ok);
+    assert!(err.contains("OFPGMFC_BUCKET_EXISTS"), "{err}");
+    assert_eq!(normalise_dump(&h.ok(&["dump-flows", &t])).len(), 2);
+    let (_, after, _) = h.ofctl_with("OpenFlow15", &["dump-groups", &t]);
+    assert_eq!(after, groups);
+}
+
+#[test]
+fn openflow15_bucket_commands_edit_a_group_in_place() {
+    let h = Harness::start("v15-buckets");
+    let t = h.target();
+    let of15 = |args: &[&str]| {
+        let (ok, out, err) = h.ofctl_with("OpenFlow15", args);
+        assert!(ok, "{args:?}: {out}{err}");
+        out
+    };
+    of15(&[
+        "add-group",
+        &t,
+        "group_id=1,type=all,bucket=bucket_id:10,actions=output:1",
+    ]);
+    of15(&[
+        "insert-buckets",
+        &t,
+        "group_id=1,command_bucket_id=first,bucket=bucket_id:5,actions=output:2",
+    ]);
+    of15(&[
+        "insert-buckets",
+        &t,
+        "group_id=1,command_bucket_id=10,bucket=bucket_id:20,actions=output:3",
+    ]);
+    let dump = of15(&["dump-groups", &t]);
+    assert!(
+        dump.contains(
+            " group_id=1,type=all,bucket=bucket_id:5,actions=output:2,\
+             bucket=bucket_id:10,actions=output:1,bucket=bucket_id:20,actions=output:3"
+        ),
+        "{dump}"
+    );
+    of15(&["remove-buckets", &t, "group_id=1,command_bucket_id=10"]);
+    // OpenFlow 1.3 sees the same group without ids.
+    assert!(
+        h.ok(&["dump-groups", &t])
+            .contains(" group_id=1,type=all,bucket=actions=output:2,bucket=actions=output:3"),
+        "{}",
+        h.ok(&["dump-groups", &t])
+    );
+    // One group's description, and the spec's error for a missing bucket.
+    let one = of15(&["dump-groups", &t, "1"]);
+    assert!(one.contains("group_id=1,"), "{one}");
     let (ok, _, err) = h.ofctl_with(
         "OpenFlow15",
-        &["bundle", &t, &file(&h, "group", with_group)],
+        &["remove-buckets", &t, "group_id=1,command_bucket_id=99"],
     );
-    assert!(!ok);
-    assert!(err.contains("OFPBRC_BAD_TYPE"), "{err}");
-    assert_eq!(normalise_dump(&h.ok(&["dump-flows", &t])).len(), 2);
-    assert!(!h.ok(&["dump-groups", &t]).contains("group_id=7"));
+    assert!(!ok && err.contains("OFPGMFC_UNKNOWN_BUCKET"), "{err}");
+    // Group statistics keep 1.3's encoding.
+    let stats = of15(&["dump-group-stats", &t]);
+    assert!(stats.contains("group_id=1,"), "{stats}");
 }
 
 #[test]

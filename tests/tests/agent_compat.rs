@@ -18,11 +18,10 @@
 //! 102 TAP devices dominates; each test is bounded by the harness's
 //! command deadlines.
 
-use bench::ovs::{agent_ports, normalise_dump, Ovs, OvsError, PortKind, PortSpec};
+use bench::ovs::{agent_ports, PortKind, PortSpec};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
-use xbr_tests::{run_timeout, HarnessError, Netns, Result, Xbr, BRIDGE};
+use xbr_tests::{run_timeout, HarnessError, Result, BRIDGE};
 
 /// The agent-sized node of the issue: 100 pods, 10 namespaces, 20 remote
 /// nodes, 50 Services.
@@ -37,11 +36,13 @@ const SIZE_ARGS: [&str; 8] = [
     "--services",
     "50",
 ];
-/// Bound on loading or dumping one flow set (hundreds of flows).
-const LOAD_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn ovs_err(e: OvsError) -> HarnessError {
-    HarnessError::Unexpected(e.to_string())
+mod peers;
+use peers::{error_lines, Peers, LOAD_TIMEOUT};
+
+/// Both switches with the agent's ports for [`PODS`] pods.
+fn agent_node() -> Result<Peers> {
+    Peers::start(&agent_ports(PODS))
 }
 
 fn gen_flows_py() -> Result<PathBuf> {
@@ -67,170 +68,6 @@ fn generate(args: &[&str], out: &Path) -> Result<()> {
         .map_err(|e| HarnessError::Unexpected(format!("writing {}: {e}", out.display())))
 }
 
-/// What `ovs-ofctl` did against one switch.
-#[derive(Debug, Clone)]
-struct Out {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// An xbr and an OVS with the same ports. Field order is drop order.
-struct Peers {
-    xbr: Xbr,
-    ovs: Ovs,
-}
-
-fn xbr_port_args(ports: &[PortSpec]) -> Vec<String> {
-    let mut args = Vec::new();
-    for p in ports {
-        // Every port is a TAP device (as on the OVS side): these ports
-        // only hold numbers and carry no traffic, and 102 TAPs start far
-        // faster than 102 veth pairs with XDP and AF_XDP each (six such
-        // xbrs starting at once overran the tests' start-up bound).
-        args.push("--port".to_string());
-        args.push(format!(
-            "{}={},type=internal,internal_backend=tap",
-            p.name, p.ofport
-        ));
-    }
-    args
-}
-
-impl Peers {
-    /// Starts both switches (at the same time) with `ports`.
-    fn start(ports: &[PortSpec]) -> Result<Self> {
-        let xbr_args = xbr_port_args(ports);
-        let started = std::time::Instant::now();
-        let (xbr, ovs) = std::thread::scope(|s| {
-            let ovs = s.spawn(|| Ovs::start(ports));
-            let xbr = (|| {
-                let ns = Netns::new()?;
-                let args: Vec<&str> = xbr_args.iter().map(String::as_str).collect();
-                Xbr::start_in(ns, &args)
-            })();
-            let ovs = ovs
-                .join()
-                .map_err(|_| HarnessError::Unexpected("OVS start-up thread panicked".into()));
-            (xbr, ovs)
-        });
-        let ovs = ovs?.map_err(ovs_err)?;
-        let xbr = xbr?;
-        eprintln!(
-            "xbr and OVS up with {} ports each in {:.1} s",
-            ports.len(),
-            started.elapsed().as_secs_f64()
-        );
-        Ok(Peers { xbr, ovs })
-    }
-
-    fn agent_node() -> Result<Self> {
-        Self::start(&agent_ports(PODS))
-    }
-
-    /// A scratch file path in xbr's private run directory.
-    fn file(&self, name: &str) -> PathBuf {
-        self.xbr.rundir().join(name)
-    }
-
-    /// Runs `ovs-ofctl -O OpenFlow13 args...` against both switches at once.
-    fn both(&self, args: &[&str]) -> Result<[Out; 2]> {
-        std::thread::scope(|s| {
-            let o = s.spawn(|| self.ovs.ofctl_timeout(args, LOAD_TIMEOUT));
-            let x = self.xbr.ofctl_timeout(args, LOAD_TIMEOUT)?;
-            let o = o
-                .join()
-                .map_err(|_| HarnessError::Unexpected("ovs-ofctl thread panicked".into()))?
-                .map_err(ovs_err)?;
-            if o.status.is_none() || x.timed_out {
-                return Err(HarnessError::Unexpected(format!(
-                    "ovs-ofctl {args:?} timed out (xbr: {}, OVS: {})",
-                    x.timed_out,
-                    o.status.is_none()
-                )));
-            }
-            Ok([
-                Out {
-                    ok: x.success(),
-                    stdout: x.stdout,
-                    stderr: x.stderr,
-                },
-                Out {
-                    ok: o.success(),
-                    stdout: o.stdout,
-                    stderr: o.stderr,
-                },
-            ])
-        })
-    }
-
-    /// Like [`Peers::both`]; both must succeed.
-    fn both_ok(&self, args: &[&str]) -> Result<()> {
-        let [x, o] = self.both(args)?;
-        if x.ok && o.ok {
-            return Ok(());
-        }
-        Err(HarnessError::Unexpected(format!(
-            "ovs-ofctl {args:?}: xbr {} / OVS {}\n--- xbr stderr:\n{}\n--- OVS stderr:\n{}\n--- xbr log:\n{}",
-            if x.ok { "ok" } else { "FAILED" },
-            if o.ok { "ok" } else { "FAILED" },
-            x.stderr,
-            o.stderr,
-            self.xbr.log()
-        )))
-    }
-
-    /// Empties both switches' flow and group tables.
-    fn clear(&self) -> Result<()> {
-        self.both_ok(&["del-flows", BRIDGE])?;
-        self.both_ok(&["del-groups", BRIDGE])
-    }
-
-    /// One dump command on both; fails unless the normalised outputs are
-    /// equal as sorted line lists. Returns the number of lines.
-    fn assert_same_dump(&self, args: &[&str], step: &str) -> Result<usize> {
-        let [x, o] = self.both(args)?;
-        if !(x.ok && o.ok) {
-            return Err(HarnessError::Unexpected(format!(
-                "{step}: ovs-ofctl {args:?} failed\n--- xbr:\n{}\n--- OVS:\n{}",
-                x.stderr, o.stderr
-            )));
-        }
-        let mut ours = normalise_dump(&x.stdout);
-        let mut theirs = normalise_dump(&o.stdout);
-        // Compared as sorted lists: OVS dumps a table in its classifier's
-        // internal (hash) order, which nothing (the agent included) relies
-        // on; xbr dumps by priority, then age.
-        ours.sort();
-        theirs.sort();
-        if ours != theirs {
-            let only = |a: &[String], b: &[String]| -> String {
-                a.iter()
-                    .filter(|l| b.binary_search(l).is_err())
-                    .take(15)
-                    .map(|l| format!("  {l}\n"))
-                    .collect()
-            };
-            return Err(HarnessError::Unexpected(format!(
-                "{step}: ovs-ofctl {args:?} differs ({} lines from xbr, {} from OVS)\n\
-                 --- only in xbr (first 15):\n{}--- only in OVS (first 15):\n{}",
-                ours.len(),
-                theirs.len(),
-                only(&ours, &theirs),
-                only(&theirs, &ours)
-            )));
-        }
-        Ok(ours.len())
-    }
-
-    /// Normalised `dump-flows` and `dump-groups` of both; fails with the
-    /// differing lines unless they are equal as sorted line lists.
-    fn assert_same_tables(&self, step: &str) -> Result<usize> {
-        self.assert_same_dump(&["dump-groups", BRIDGE], step)?;
-        self.assert_same_dump(&["dump-flows", BRIDGE], step)
-    }
-}
-
 /// Loads one agent flow set three ways into both switches and compares
 /// after each: as the agent does (`bundle` with group and flow lines),
 /// with `add-groups` + `add-flows`, and with `--bundle replace-flows` over
@@ -246,7 +83,7 @@ fn three_ways_sized(
     size_args: &[&str],
     expected_flows: Option<usize>,
 ) -> Result<()> {
-    let peers = Peers::agent_node()?;
+    let peers = agent_node()?;
     let bundle = peers.file("bundle.txt");
     let flows = peers.file("flows.txt");
     let groups = peers.file("groups.txt");
@@ -372,7 +209,7 @@ fn find_value<'a>(text: &'a str, needle: &str, key: &str) -> Result<&'a str> {
 /// multicast and pending pods, so every template has flows to remove.
 #[test]
 fn delete_templates_like_ovs() -> Result<()> {
-    let peers = Peers::agent_node()?;
+    let peers = agent_node()?;
     let bundle = peers.file("bundle.txt");
     let mut args = vec![
         "--mode",
@@ -563,21 +400,9 @@ fn failed_bundle_is_rejected_like_ovs() -> Result<()> {
     let [x, o] = peers.both(&["bundle", BRIDGE, &file.to_string_lossy()])?;
     assert!(!o.ok, "OVS accepted the bad bundle: {}", o.stderr);
     assert!(!x.ok, "xbr accepted the bad bundle: {}", x.stderr);
-    // The error text names xids and the socket path, which differ.
-    let errors = |s: &str| -> Vec<String> {
-        s.lines()
-            .map(|l| {
-                l.split_whitespace()
-                    .filter(|w| !w.starts_with("(xid="))
-                    .map(|w| if w.starts_with("unix:") { "SOCKET" } else { w })
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .collect()
-    };
     assert_eq!(
-        errors(&x.stderr),
-        errors(&o.stderr),
+        error_lines(&x.stderr),
+        error_lines(&o.stderr),
         "ovs-ofctl reports different errors\n--- xbr:\n{}\n--- OVS:\n{}",
         x.stderr,
         o.stderr

@@ -9,7 +9,7 @@ use crate::action::{
     ct_flags, group as group_no, nat_flags, port, Action, Bucket, CtAction, CtZone, Instructions,
     NatAction, CT_LABEL_BITS,
 };
-use crate::flow_mod::{GroupMod, GroupModCommand, GroupType};
+use crate::flow_mod::{BucketPos, GroupMod, GroupModCommand, GroupType};
 use crate::key::Field;
 
 /// Parses the text after `actions=` into instructions, as ovs-ofctl
@@ -501,6 +501,12 @@ pub(crate) fn parse_group_mod(
     let head = pieces.next().unwrap_or("");
     let mut group_id = None;
     let mut group_type = None;
+    let mut command = command;
+    let bucket_command = matches!(
+        command,
+        GroupModCommand::InsertBucket(_) | GroupModCommand::RemoveBucket(_)
+    );
+    let mut at = None;
     for token in split_top(head)? {
         match token.split_once('=') {
             Some(("group_id", v)) => {
@@ -523,18 +529,47 @@ pub(crate) fn parse_group_mod(
                     }
                 })
             }
+            Some(("command_bucket_id", v)) if bucket_command => {
+                at = Some(match v {
+                    "first" => BucketPos::First,
+                    "last" => BucketPos::Last,
+                    "all" => BucketPos::All,
+                    _ => match BucketPos::from_wire(parse_uint_bits(token, v, 32)? as u32) {
+                        Some(at) => at,
+                        None => return Err(TextError::value(token, "no such bucket position")),
+                    },
+                })
+            }
             Some((k, _)) => return Err(TextError::UnknownField(k.to_string())),
             None => return Err(TextError::UnknownField(token.to_string())),
         }
+    }
+    match (command, at) {
+        (GroupModCommand::InsertBucket(_), Some(BucketPos::All)) => {
+            return Err(TextError::value(
+                "command_bucket_id=all",
+                "buckets are inserted first, last or after a bucket",
+            ))
+        }
+        (GroupModCommand::InsertBucket(_), Some(at)) => command = GroupModCommand::InsertBucket(at),
+        (GroupModCommand::InsertBucket(_), None) => {
+            return Err(TextError::MissingValue("command_bucket_id".into()))
+        }
+        (GroupModCommand::RemoveBucket(_), at) => {
+            command = GroupModCommand::RemoveBucket(at.unwrap_or(BucketPos::All))
+        }
+        _ => {}
     }
     let group_id = match (group_id, command) {
         (Some(g), _) => g,
         (None, GroupModCommand::Delete) => group_no::ALL,
         (None, _) => return Err(TextError::MissingValue("group_id".into())),
     };
+    // A bucket command keeps the group's type whatever it says.
     let group_type = match (group_type, command) {
         (Some(t), _) => t,
         (None, GroupModCommand::Delete) => GroupType::All,
+        (None, _) if bucket_command => GroupType::All,
         (None, _) => return Err(TextError::MissingValue("type".into())),
     };
     let default_weight = if group_type == GroupType::Select {
@@ -543,14 +578,17 @@ pub(crate) fn parse_group_mod(
         0
     };
     let mut buckets = Vec::new();
-    for b in pieces {
-        if command == GroupModCommand::Delete {
+    for (position, b) in pieces.enumerate() {
+        if matches!(
+            command,
+            GroupModCommand::Delete | GroupModCommand::RemoveBucket(_)
+        ) {
             return Err(TextError::Invalid {
                 token: format!("bucket={b}"),
-                reason: "group delete takes no buckets".into(),
+                reason: "this group command takes no buckets".into(),
             });
         }
-        buckets.push(parse_bucket(b, default_weight, ports)?);
+        buckets.push(parse_bucket(b, position as u32, default_weight, ports)?);
     }
     Ok(GroupMod {
         command,
@@ -560,12 +598,15 @@ pub(crate) fn parse_group_mod(
     })
 }
 
+/// One bucket, numbered `position` unless it says `bucket_id:N`.
 fn parse_bucket(
     s: &str,
+    position: u32,
     default_weight: u16,
     ports: Option<&PortNames>,
 ) -> Result<Bucket, TextError> {
     let mut bucket = Bucket {
+        bucket_id: position,
         weight: default_weight,
         watch_port: port::ANY,
         watch_group: group_no::ANY,
@@ -583,6 +624,12 @@ fn parse_bucket(
         };
         match k {
             "weight" => bucket.weight = parse_uint_bits(token, v, 16)? as u16,
+            "bucket_id" => {
+                bucket.bucket_id = parse_uint_bits(token, v, 32)? as u32;
+                if bucket.bucket_id > crate::flow_mod::BUCKET_ID_MAX {
+                    return Err(TextError::value(token, "bucket ids end at 0xffffff00"));
+                }
+            }
             "watch_port" => bucket.watch_port = parse_port(token, v, ports)?,
             "watch_group" => bucket.watch_group = parse_uint_bits(token, v, 32)? as u32,
             _ => bare.push(token),

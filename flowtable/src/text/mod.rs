@@ -147,6 +147,10 @@ pub fn parse_bundle_line_with(
                 "add" => G::Add,
                 "modify" => G::Modify,
                 "delete" => G::Delete,
+                "add_or_mod" => G::AddOrModify,
+                // The position comes from `command_bucket_id=`.
+                "insert_bucket" => G::InsertBucket(crate::flow_mod::BucketPos::Last),
+                "remove_bucket" => G::RemoveBucket(crate::flow_mod::BucketPos::All),
                 _ => return Err(bad()),
             };
             actions::parse_group_mod(body, command, ports).map(PipelineMod::Group)

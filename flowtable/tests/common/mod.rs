@@ -58,7 +58,9 @@ pub fn group_mod(
         group_id: id,
         buckets: buckets
             .into_iter()
-            .map(|actions| Bucket {
+            .enumerate()
+            .map(|(i, actions)| Bucket {
+                bucket_id: i as u32,
                 weight: 1,
                 watch_port: port::ANY,
                 watch_group: flowtable::action::group::ANY,

@@ -294,6 +294,17 @@ impl<R: Read> Connection<R> {
                     self.port_desc_v15(h.xid, port_no)?;
                     return Ok(Next::Continue);
                 }
+                Route::GroupMod15 => {
+                    match crate::wire::group15::parse_group_mod(body) {
+                        Ok(gm) => self.dispatch(h.xid, Message::GroupMod(gm), raw)?,
+                        Err(e) => self.send_error(&e, h.xid, raw)?,
+                    }
+                    return Ok(Next::Continue);
+                }
+                Route::GroupDesc15 { group_id } => {
+                    self.group_desc_v15(h.xid, group_id)?;
+                    return Ok(Next::Continue);
+                }
                 Route::Refuse(e) => {
                     self.send_error(&e, h.xid, raw)?;
                     return Ok(Next::Continue);

@@ -111,6 +111,22 @@ impl<R: Read> Connection<R> {
         Ok(())
     }
 
+    /// OpenFlow 1.5's GROUP_DESC request, for one group or ALL (a group
+    /// that does not exist gets an empty reply, as from OVS).
+    pub(super) fn group_desc_v15(&mut self, xid: u32, group_id: u32) -> io::Result<()> {
+        let entries: Vec<Vec<u8>> = self
+            .bridge
+            .with_tables(|t| t.groups())
+            .iter()
+            .filter(|g| group_id == group_no::ALL || g.id == group_id)
+            .map(|g| crate::wire::group15::group_desc_entry(g.id, g.group_type, &g.buckets))
+            .collect();
+        for m in pack_replies(xid, multipart::mp_type::GROUP_DESC, entries) {
+            self.send(&m)?;
+        }
+        Ok(())
+    }
+
     /// Ports in the connection's version's encoding.
     fn port_desc_entries(&self, port_no: u32) -> Vec<Vec<u8>> {
         let encode = if self.version == crate::wire::OFP_VERSION {

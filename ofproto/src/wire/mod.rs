@@ -11,6 +11,7 @@ pub mod action;
 pub mod features;
 pub mod fields;
 pub mod flow_removed;
+pub mod group15;
 pub mod header;
 pub mod instruction;
 pub mod message;
@@ -92,6 +93,7 @@ pub mod err {
     pub const GMFC_BAD_TYPE: u16 = 10;
     pub const GMFC_BAD_COMMAND: u16 = 11;
     pub const GMFC_BAD_BUCKET: u16 = 12;
+    pub const GMFC_BAD_WATCH: u16 = 13;
 
     pub const PORT_MOD_FAILED: u16 = 7;
 
@@ -124,6 +126,11 @@ pub mod err {
     pub const TABLE_FEATURES_FAILED: u16 = 13;
     pub const TFFC_EPERM: u16 = 5;
 
+    /// OFPET_BAD_PROPERTY (OpenFlow 1.4 on: properties of 1.5 buckets).
+    pub const BAD_PROPERTY: u16 = 14;
+    pub const BPC_BAD_TYPE: u16 = 0;
+    pub const BPC_BAD_LEN: u16 = 1;
+
     /// OF1.3 experimenter error: `exp_type` and an experimenter id follow.
     pub const EXPERIMENTER: u16 = 0xffff;
 }
@@ -148,6 +155,9 @@ pub enum WireError {
     TableFeatures(u16, String),
     #[error("bad meter mod: {1}")]
     MeterMod(u16, String),
+    /// Only from OpenFlow 1.5 messages, which have properties.
+    #[error("bad property: {1}")]
+    BadProperty(u16, String),
 }
 
 impl WireError {
@@ -162,6 +172,7 @@ impl WireError {
             WireError::GroupMod(c, _) => (err::GROUP_MOD_FAILED, *c),
             WireError::TableFeatures(c, _) => (err::TABLE_FEATURES_FAILED, *c),
             WireError::MeterMod(c, _) => (err::METER_MOD_FAILED, *c),
+            WireError::BadProperty(c, _) => (err::BAD_PROPERTY, *c),
         }
     }
 }

@@ -111,11 +111,15 @@ pub(crate) fn group_type_to_wire(t: GroupType) -> u8 {
     }
 }
 
-/// Decodes a list of `ofp_bucket`s.
+/// Decodes a list of `ofp_bucket`s, numbered from 0 in order (as OVS
+/// numbers buckets that came without ids).
 pub(crate) fn parse_buckets(bytes: &[u8]) -> Result<Vec<Bucket>, WireError> {
     let mut r = Reader::new(bytes, Ctx::GroupMod, "buckets");
     let mut out = Vec::new();
-    while !r.is_empty() {
+    for bucket_id in 0u32.. {
+        if r.is_empty() {
+            break;
+        }
         let len = usize::from(r.u16()?);
         if len < 16 || len % 8 != 0 || len - 2 > r.remaining() {
             return Err(WireError::GroupMod(
@@ -130,6 +134,7 @@ pub(crate) fn parse_buckets(bytes: &[u8]) -> Result<Vec<Bucket>, WireError> {
         b.skip(4)?;
         let actions = parse_actions(b.rest())?;
         out.push(Bucket {
+            bucket_id,
             weight,
             watch_port,
             watch_group,
@@ -160,6 +165,7 @@ pub fn parse_group_mod(body: &[u8]) -> Result<GroupMod, WireError> {
         0 => GroupModCommand::Add,
         1 => GroupModCommand::Modify,
         2 => GroupModCommand::Delete,
+        0x8000 => GroupModCommand::AddOrModify,
         c => {
             return Err(WireError::GroupMod(
                 err::GMFC_BAD_COMMAND,
@@ -189,6 +195,11 @@ pub fn emit_group_mod(gm: &GroupMod, out: &mut Vec<u8>) {
         GroupModCommand::Add => 0,
         GroupModCommand::Modify => 1,
         GroupModCommand::Delete => 2,
+        GroupModCommand::AddOrModify => 0x8000,
+        // OpenFlow 1.5's commands, which a 1.3 switch refuses
+        // (BAD_COMMAND): 1.3 has no way to name the bucket position.
+        GroupModCommand::InsertBucket(_) => 3,
+        GroupModCommand::RemoveBucket(_) => 5,
     });
     out.put_u8(group_type_to_wire(gm.group_type));
     out.put_u8(0);

@@ -1,0 +1,162 @@
+//! OpenFlow 1.5's groups (bucket ids and properties, INSERT_BUCKET and
+//! REMOVE_BUCKET, ADD_OR_MOD) against Open vSwitch 3.1: the same
+//! `ovs-ofctl -O OpenFlow15` commands on both switches give the same
+//! `dump-groups` (in 1.5 and in 1.3) and the same errors.
+
+mod peers;
+use bench::ovs::{PortKind, PortSpec};
+use peers::{error_lines, Peers};
+use xbr_tests::{HarnessError, Result, BRIDGE};
+
+fn of15<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["-O", "OpenFlow15"];
+    v.extend_from_slice(args);
+    v
+}
+
+fn same_groups(peers: &Peers, step: &str) -> Result<()> {
+    peers.assert_same_dump(&of15(&["dump-groups", BRIDGE]), step)?;
+    peers.assert_same_dump(&["dump-groups", BRIDGE], step)?;
+    Ok(())
+}
+
+/// The OFPT_ERROR lines of `ovs-ofctl`'s report (how much of the request
+/// each switch echoes differs: xbr the spec's 64 bytes, OVS all of it).
+fn errors(stderr: &str) -> Vec<String> {
+    error_lines(stderr)
+        .into_iter()
+        .filter(|l| l.starts_with("OFPT_ERROR"))
+        .collect()
+}
+
+/// A command both switches must refuse with the same error.
+fn both_refuse(peers: &Peers, args: &[&str], error: &str) -> Result<()> {
+    let [x, o] = peers.both(&of15(args))?;
+    if x.ok || o.ok || errors(&x.stderr) != errors(&o.stderr) {
+        return Err(HarnessError::Unexpected(format!(
+            "{args:?}: xbr ok={} / OVS ok={}\n--- xbr:\n{}\n--- OVS:\n{}",
+            x.ok, o.ok, x.stderr, o.stderr
+        )));
+    }
+    assert!(x.stderr.contains(error), "{args:?}: {}", x.stderr);
+    Ok(())
+}
+
+#[test]
+fn openflow15_groups_like_ovs() -> Result<()> {
+    let peers = Peers::start(&[
+        PortSpec::new("p1", 1, PortKind::Internal),
+        PortSpec::new("p2", 2, PortKind::Internal),
+        PortSpec::new("p3", 3, PortKind::Internal),
+    ])?;
+    // The OVS harness's bridge speaks 1.3 only.
+    let set = peers
+        .ovs
+        .vsctl(&["set", "bridge", BRIDGE, "protocols=OpenFlow13,OpenFlow15"])
+        .map_err(peers::ovs_err)?;
+    if !set.success() {
+        return Err(HarnessError::Unexpected(format!(
+            "ovs-vsctl set protocols: {}",
+            set.stderr
+        )));
+    }
+    let add = |spec: &str| peers.both_ok(&of15(&["add-group", BRIDGE, spec]));
+    add(
+        "group_id=1,type=select,bucket=bucket_id:10,weight:5,actions=output:1,\
+         bucket=bucket_id:20,actions=output:2",
+    )?;
+    add("group_id=2,type=ff,bucket=watch_port:1,actions=output:1,\
+         bucket=watch_port:2,watch_group:1,actions=output:2")?;
+    add("group_id=3,type=all,bucket=actions=output:1,bucket=actions=output:3")?;
+    add("group_id=4,type=indirect,bucket=actions=output:3")?;
+    same_groups(&peers, "after add-group")?;
+
+    let edit = |cmd: &str, spec: &str| peers.both_ok(&of15(&[cmd, BRIDGE, spec]));
+    edit(
+        "insert-buckets",
+        "group_id=1,command_bucket_id=first,bucket=bucket_id:5,weight:7,actions=output:3",
+    )?;
+    edit(
+        "insert-buckets",
+        "group_id=1,command_bucket_id=10,bucket=bucket_id:15,actions=output:2",
+    )?;
+    edit(
+        "insert-buckets",
+        "group_id=3,command_bucket_id=last,bucket=bucket_id:9,actions=output:2",
+    )?;
+    same_groups(&peers, "after insert-buckets")?;
+    edit("remove-buckets", "group_id=1,command_bucket_id=last")?;
+    edit("remove-buckets", "group_id=3,command_bucket_id=1")?;
+    edit("remove-buckets", "group_id=2")?;
+    same_groups(&peers, "after remove-buckets")?;
+    peers.both_ok(&of15(&[
+        "mod-group",
+        "--may-create",
+        BRIDGE,
+        "group_id=6,type=all,bucket=actions=output:1",
+    ]))?;
+    peers.both_ok(&of15(&[
+        "mod-group",
+        BRIDGE,
+        "group_id=3,type=select,bucket=bucket_id:3,actions=output:3",
+    ]))?;
+    same_groups(&peers, "after mod-group")?;
+
+    both_refuse(
+        &peers,
+        &[
+            "insert-buckets",
+            BRIDGE,
+            "group_id=1,command_bucket_id=first,bucket=bucket_id:5,actions=output:1",
+        ],
+        "OFPGMFC_BUCKET_EXISTS",
+    )?;
+    both_refuse(
+        &peers,
+        &["remove-buckets", BRIDGE, "group_id=1,command_bucket_id=99"],
+        "OFPGMFC_UNKNOWN_BUCKET",
+    )?;
+    both_refuse(
+        &peers,
+        &[
+            "insert-buckets",
+            BRIDGE,
+            "group_id=1,command_bucket_id=99,bucket=bucket_id:50,actions=output:1",
+        ],
+        "OFPGMFC_UNKNOWN_BUCKET",
+    )?;
+    both_refuse(
+        &peers,
+        &[
+            "add-group",
+            BRIDGE,
+            "group_id=1,type=all,bucket=actions=output:1",
+        ],
+        "OFPGMFC_GROUP_EXISTS",
+    )?;
+    both_refuse(
+        &peers,
+        &[
+            "add-group",
+            BRIDGE,
+            "group_id=7,type=all,bucket=bucket_id:1,actions=output:1,\
+             bucket=bucket_id:1,actions=output:2",
+        ],
+        "OFPGMFC_BAD_BUCKET",
+    )?;
+    same_groups(&peers, "after the refused commands")?;
+
+    // The agent's way, in 1.5: a bundle of groups and the flows using them.
+    let file = peers.file("v15.bundle");
+    std::fs::write(
+        &file,
+        "group add group_id=8,type=select,bucket=bucket_id:2,actions=output:1,bucket=actions=output:2\n\
+         flow add table=0,priority=10,in_port=3,actions=group:8\n\
+         group insert_bucket group_id=8,command_bucket_id=2,bucket=bucket_id:4,actions=output:3\n",
+    )
+    .map_err(|e| HarnessError::Unexpected(format!("writing {}: {e}", file.display())))?;
+    peers.both_ok(&of15(&["bundle", BRIDGE, &file.to_string_lossy()]))?;
+    same_groups(&peers, "after the 1.5 bundle")?;
+    peers.assert_same_dump(&["dump-flows", BRIDGE], "after the 1.5 bundle")?;
+    Ok(())
+}
