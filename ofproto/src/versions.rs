@@ -26,9 +26,9 @@
 //! Same encodings (OpenFlow 1.4.1 and 1.5.1 against 1.3.5): ECHO, ERROR,
 //! FEATURES, GET/SET_CONFIG, BARRIER; FLOW_MOD (1.4's `importance` sits in
 //! 1.3's padding: a nonzero importance is refused with
-//! OFPFMFC_UNKNOWN, as xbr has no eviction); multipart GROUP and
-//! GROUP_FEATURES; GROUP_MOD and multipart FLOW, AGGREGATE, TABLE and
-//! GROUP_DESC in 1.4 only. 1.5 reworked groups (bucket ids and properties:
+//! OFPFMFC_UNKNOWN, as xbr has no eviction); multipart TABLE, GROUP and
+//! GROUP_FEATURES; GROUP_MOD and multipart FLOW, AGGREGATE and GROUP_DESC
+//! in 1.4 only. 1.5 reworked groups (bucket ids and properties:
 //! its GROUP_MOD and GROUP_DESC are served by `wire::group15`) and flow
 //! statistics (refused).
 //! Asynchronous messages are not sent on 1.4/1.5 connections (service
@@ -126,8 +126,9 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
                     .map_or_else(|e| e, |port_no| Route::PortDesc15 { port_no }),
                 Some(mp_type::GROUP_DESC) if !v14 => named("group")
                     .map_or_else(|e| e, |group_id| Route::GroupDesc15 { group_id }),
-                // Group statistics and features kept 1.3's encoding.
-                Some(mp_type::GROUP | mp_type::GROUP_FEATURES) => Route::AsOf13,
+                // Group and table statistics and group features kept
+                // 1.3's encoding.
+                Some(mp_type::GROUP | mp_type::GROUP_FEATURES | mp_type::TABLE) => Route::AsOf13,
                 // PORT_DESC is answered in the later encoding (see
                 // `multipart::port_desc_entry_v14`); TABLE_FEATURES' 1.5
                 // `command` and `features` sit in 1.3's padding, and zero
@@ -135,8 +136,7 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
                 Some(mp_type::DESC | mp_type::PORT_DESC | mp_type::TABLE_FEATURES) => {
                     Route::AsOf13
                 }
-                Some(mp_type::FLOW | mp_type::AGGREGATE | mp_type::TABLE | mp_type::GROUP_DESC)
-                    if v14 =>
+                Some(mp_type::FLOW | mp_type::AGGREGATE | mp_type::GROUP_DESC) if v14 =>
                 {
                     Route::AsOf13
                 }
@@ -207,7 +207,7 @@ mod tests {
         assert_eq!(route(5, msg_type::GROUP_MOD, &[]), Route::AsOf13);
         assert_eq!(route(6, msg_type::GROUP_MOD, &[]), Route::GroupMod15);
         for v in [5, 6] {
-            for mp in [mp_type::GROUP, mp_type::GROUP_FEATURES] {
+            for mp in [mp_type::GROUP, mp_type::GROUP_FEATURES, mp_type::TABLE] {
                 let body = [(mp >> 8) as u8, mp as u8, 0, 0];
                 assert_eq!(route(v, msg_type::MULTIPART_REQUEST, &body), Route::AsOf13);
             }

@@ -121,9 +121,14 @@ fn openflow15_bucket_commands_edit_a_group_in_place() {
         &["remove-buckets", &t, "group_id=1,command_bucket_id=99"],
     );
     assert!(!ok && err.contains("OFPGMFC_UNKNOWN_BUCKET"), "{err}");
-    // Group statistics keep 1.3's encoding.
+    // Group and table statistics keep 1.3's encoding.
     let stats = of15(&["dump-group-stats", &t]);
     assert!(stats.contains("group_id=1,"), "{stats}");
+    let tables = of15(&["dump-tables", &t]);
+    assert!(
+        tables.contains("OFPST_TABLE reply (OF1.5)") && tables.contains("  table 0:"),
+        "{tables}"
+    );
 }
 
 #[test]
