@@ -267,14 +267,7 @@ fn conntrack_entries_complete_checksums() {
     reply[L4 + 2..L4 + 4].copy_from_slice(&40000u16.to_be_bytes());
     track(&r.ct, reply, false);
     let conn = CtConn {
-        tuple: dataplane::conntrack::Tuple {
-            zone: 0,
-            proto: UDP,
-            src: SRC,
-            dst: DST,
-            sport: 40000,
-            dport: 5001,
-        },
+        tuple: dataplane::conntrack::Tuple::v4(0, UDP, SRC, DST, 40000, 5001),
         mark: 0,
         label: 0,
         absent: false,

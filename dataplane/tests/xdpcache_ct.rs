@@ -8,7 +8,7 @@
 
 mod xdp_common;
 
-use dataplane::conntrack::{Conntrack, CtRequest, Tuple};
+use dataplane::conntrack::{Addr, Conntrack, CtRequest, Tuple};
 use dataplane::packet;
 use dataplane::xdpcache::entry::KEY_SIZE;
 use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, XdpCache};
@@ -55,14 +55,7 @@ fn commit() -> CtRequest {
 
 fn conn() -> CtConn {
     CtConn {
-        tuple: Tuple {
-            zone: 0,
-            proto: UDP,
-            src: A,
-            dst: B,
-            sport: 5000,
-            dport: 53,
-        },
+        tuple: Tuple::v4(0, UDP, A, B, 5000, 53),
         mark: 0,
         label: 0,
         absent: false,
@@ -207,9 +200,9 @@ fn an_absent_tuple_is_cached_until_a_connection_is_committed() {
     };
     let reverse = CtConn {
         tuple: Tuple {
-            src: B,
+            src: Addr::v4(B),
             sport: 53,
-            dst: A,
+            dst: Addr::v4(A),
             dport: 5000,
             ..absent.tuple
         },

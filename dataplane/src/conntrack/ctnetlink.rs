@@ -7,7 +7,7 @@
 //! and the kernel is trusted no more than a packet is); the tuples it
 //! returns are plain values.
 
-use super::tuple::{icmp, Tuple};
+use super::tuple::{icmp, Addr, Tuple};
 use super::HostConntrack;
 use flowtable::matching::IP_PROTO_ICMP;
 use netlink_sys::Socket;
@@ -93,8 +93,12 @@ fn parse_tuple(nest: &[u8], zone: u16, base: usize) -> Result<Tuple, CtnetlinkEr
                 for a in attrs(p, base) {
                     let (ty, p) = a?;
                     match ty {
-                        CTA_IP_V4_SRC => t.src = be32(p).ok_or(CtnetlinkError::Truncated(base))?,
-                        CTA_IP_V4_DST => t.dst = be32(p).ok_or(CtnetlinkError::Truncated(base))?,
+                        CTA_IP_V4_SRC => {
+                            t.src = Addr::v4(be32(p).ok_or(CtnetlinkError::Truncated(base))?)
+                        }
+                        CTA_IP_V4_DST => {
+                            t.dst = Addr::v4(be32(p).ok_or(CtnetlinkError::Truncated(base))?)
+                        }
                         _ => {}
                     }
                 }
@@ -189,8 +193,8 @@ impl ConntrackMsg {
 fn put_tuple(out: &mut Vec<u8>, ty: u16, t: &Tuple) {
     nest(out, ty, |o| {
         nest(o, CTA_TUPLE_IP, |o| {
-            put_attr(o, CTA_IP_V4_SRC, &t.src.to_be_bytes());
-            put_attr(o, CTA_IP_V4_DST, &t.dst.to_be_bytes());
+            put_attr(o, CTA_IP_V4_SRC, &t.src.as_v4().to_be_bytes());
+            put_attr(o, CTA_IP_V4_DST, &t.dst.as_v4().to_be_bytes());
         });
         nest(o, CTA_TUPLE_PROTO, |o| {
             put_attr(o, CTA_PROTO_NUM, &[t.proto]);
@@ -358,14 +362,7 @@ mod tests {
     use flowtable::matching::IP_PROTO_TCP;
 
     fn t(src: u32, sport: u16, dst: u32, dport: u16) -> Tuple {
-        Tuple {
-            zone: 0,
-            proto: IP_PROTO_TCP,
-            src,
-            dst,
-            sport,
-            dport,
-        }
+        Tuple::v4(0, IP_PROTO_TCP, src, dst, sport, dport)
     }
 
     /// A reply as the kernel builds it: header, nfgenmsg, the two tuple
@@ -395,14 +392,7 @@ mod tests {
 
     #[test]
     fn icmp_tuples_use_identifier_and_type() {
-        let req = Tuple {
-            zone: 0,
-            proto: IP_PROTO_ICMP,
-            src: 1,
-            dst: 2,
-            sport: 77,
-            dport: u16::from(icmp::ECHO_REQUEST),
-        };
+        let req = Tuple::v4(0, IP_PROTO_ICMP, 1, 2, 77, u16::from(icmp::ECHO_REQUEST));
         let m = ConntrackMsg::parse(&answer(&req, &req.reverse()), 0)
             .unwrap()
             .unwrap();

@@ -6,30 +6,44 @@
 
 use super::tuple::Tuple;
 use super::{table, Conntrack, CtEntry};
-use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP};
+use flowtable::matching::{
+    IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
+};
 use std::fmt::Write;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::Ordering::Relaxed;
 
-fn proto_name(p: u8) -> String {
-    match p {
-        IP_PROTO_TCP => "tcp".into(),
-        IP_PROTO_UDP => "udp".into(),
-        IP_PROTO_ICMP => "icmp".into(),
-        IP_PROTO_SCTP => "sctp".into(),
+/// OVS's names: `tcp`, `udp6`, `icmpv6`...
+fn proto_name(t: &Tuple) -> String {
+    let six = if t.v6 { "6" } else { "" };
+    match t.proto {
+        IP_PROTO_TCP => format!("tcp{six}"),
+        IP_PROTO_UDP => format!("udp{six}"),
+        IP_PROTO_SCTP => format!("sctp{six}"),
+        IP_PROTO_ICMP if !t.v6 => "icmp".into(),
+        IP_PROTO_ICMPV6 if t.v6 => "icmpv6".into(),
         other => format!("proto={other}"),
     }
 }
 
 fn tuple(s: &mut String, t: &Tuple) {
-    let _ = write!(
-        s,
-        "src={},dst={}",
-        Ipv4Addr::from(t.src),
-        Ipv4Addr::from(t.dst)
-    );
+    let _ = if t.v6 {
+        write!(
+            s,
+            "src={},dst={}",
+            Ipv6Addr::from(t.src.as_v6()),
+            Ipv6Addr::from(t.dst.as_v6())
+        )
+    } else {
+        write!(
+            s,
+            "src={},dst={}",
+            Ipv4Addr::from(t.src.as_v4()),
+            Ipv4Addr::from(t.dst.as_v4())
+        )
+    };
     match t.proto {
-        IP_PROTO_ICMP => {
+        _ if t.is_icmp() => {
             let _ = write!(s, ",id={},type={},code=0", t.sport, t.dport);
         }
         IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP => {
@@ -42,7 +56,7 @@ fn tuple(s: &mut String, t: &Tuple) {
 /// One connection, e.g.
 /// `tcp,orig=(src=10.128.0.2,dst=10.128.0.3,sport=40000,dport=80),reply=(...),zone=1,mark=0x5,protoinfo=(state=ESTABLISHED)`.
 pub fn format_entry(e: &CtEntry) -> String {
-    let mut s = proto_name(e.orig.proto);
+    let mut s = proto_name(&e.orig);
     s.push_str(",orig=(");
     tuple(&mut s, &e.orig);
     s.push_str("),reply=(");
@@ -114,7 +128,7 @@ impl Conntrack {
         format!(
             "connections: {}\nlimit: {}\ncommitted: {}\ninvalid: {}\ntable_full: {}\n\
              nat_exhausted: {}\nexpired: {}\nlearned_from_host: {}\nfragmented_datagrams: {}\nlater_fragments: {}\n\
-             orphan_fragments: {}\nnot_ipv4: {}\n",
+             orphan_fragments: {}\nnot_ip: {}\nipv6_fragments: {}\nnat_family: {}\n",
             self.len(),
             self.config.limit,
             s.committed.load(Relaxed),
@@ -126,7 +140,9 @@ impl Conntrack {
             self.frags.len(),
             s.fragments.load(Relaxed),
             s.orphan_fragments.load(Relaxed),
-            s.not_ipv4.load(Relaxed),
+            s.not_ip.load(Relaxed),
+            s.ipv6_fragments.load(Relaxed),
+            s.nat_family.load(Relaxed),
         )
     }
 

@@ -189,14 +189,7 @@ mod tests {
     const NODE: u32 = 0x0a00_000b;
 
     fn t(src: u32, sport: u16, dst: u32, dport: u16) -> Tuple {
-        Tuple {
-            zone: 0,
-            proto: IP_PROTO_TCP,
-            src,
-            dst,
-            sport,
-            dport,
-        }
+        Tuple::v4(0, IP_PROTO_TCP, src, dst, sport, dport)
     }
 
     #[test]

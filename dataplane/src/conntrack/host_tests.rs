@@ -46,14 +46,7 @@ impl HostConntrack for FakeHost {
 }
 
 fn t(src: u32, sport: u16, dst: u32, dport: u16) -> Tuple {
-    Tuple {
-        zone: 0,
-        proto: IP_PROTO_TCP,
-        src,
-        dst,
-        sport,
-        dport,
-    }
+    Tuple::v4(0, IP_PROTO_TCP, src, dst, sport, dport)
 }
 
 const FROM_HOST: CtRequest = CtRequest {

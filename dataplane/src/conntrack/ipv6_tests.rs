@@ -1,34 +1,184 @@
-//! ct() on IPv6: conntrack is IPv4-only, so an IPv6 packet (a fragment as
-//! well) comes out `+trk+inv`, is counted, and creates nothing.
+//! ct() on IPv6: TCP, UDP, other protocols and ICMPv6 echo are tracked as
+//! IPv4's are, ICMPv6 errors are `+rel` to the connection they quote;
+//! Neighbor Discovery, fragments and NAT ranges (IPv4 only) are `+inv`.
 
-use super::state;
-use super::tests::{run, COMMIT, LOOKUP};
-use super::Conntrack;
-use crate::packet::ipv6::tests::{tcp6_frame, udp6_frame};
+use super::state::{EST, INV, NEW, REL, RPL, TRK};
+use super::tests::{run, snat, BARE_NAT, COMMIT, LOOKUP};
+use super::tuple::tcp_flags as F;
+use super::{format_entry, Conntrack, CtRequest};
+use crate::packet::ipv6::tests::{nd_frame, udp6_frame};
+use flowtable::matching::{ICMPV6_ND_NS, IP_PROTO_ICMPV6, IP_PROTO_TCP, IP_PROTO_UDP};
 use std::sync::atomic::Ordering::Relaxed;
 
+const A: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0002;
+const B: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0003;
+const ROUTER: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0001;
+
+/// An Ethernet + IPv6 frame around `l4` (checksums are not conntrack's
+/// business and stay zero).
+fn ip6_frame(next: u8, src: u128, dst: u128, l4: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x0a, 0x58, 0, 0, 0, 2, 0x0a, 0x58, 0, 0, 0, 1, 0x86, 0xdd];
+    f.extend_from_slice(&[0x60, 0, 0, 0]);
+    f.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[next, 64]);
+    f.extend_from_slice(&src.to_be_bytes());
+    f.extend_from_slice(&dst.to_be_bytes());
+    f.extend_from_slice(l4);
+    f
+}
+
+fn tcp6(
+    (src, sport): (u128, u16),
+    (dst, dport): (u128, u16),
+    seq: u32,
+    ack: u32,
+    flags: u8,
+) -> Vec<u8> {
+    let mut l4 = vec![0u8; 20];
+    l4[0..2].copy_from_slice(&sport.to_be_bytes());
+    l4[2..4].copy_from_slice(&dport.to_be_bytes());
+    l4[4..8].copy_from_slice(&seq.to_be_bytes());
+    l4[8..12].copy_from_slice(&ack.to_be_bytes());
+    l4[12] = 5 << 4;
+    l4[13] = flags;
+    l4[14..16].copy_from_slice(&64000u16.to_be_bytes());
+    ip6_frame(IP_PROTO_TCP, src, dst, &l4)
+}
+
+fn udp6(src: u128, sport: u16, dst: u128, dport: u16) -> Vec<u8> {
+    let mut l4 = vec![0u8; 12];
+    l4[0..2].copy_from_slice(&sport.to_be_bytes());
+    l4[2..4].copy_from_slice(&dport.to_be_bytes());
+    l4[4..6].copy_from_slice(&12u16.to_be_bytes());
+    ip6_frame(IP_PROTO_UDP, src, dst, &l4)
+}
+
+fn echo6(src: u128, dst: u128, ty: u8, id: u16) -> Vec<u8> {
+    let mut l4 = vec![ty, 0, 0, 0, 0, 0, 0, 1];
+    l4[4..6].copy_from_slice(&id.to_be_bytes());
+    ip6_frame(IP_PROTO_ICMPV6, src, dst, &l4)
+}
+
+/// A destination unreachable (type 1, code 4: port) from `src` to `dst`
+/// quoting `quoted`'s IPv6 header and first 8 bytes behind it.
+fn unreachable6(src: u128, dst: u128, quoted: &[u8]) -> Vec<u8> {
+    let mut l4 = vec![1u8, 4, 0, 0, 0, 0, 0, 0];
+    l4.extend_from_slice(&quoted[14..14 + 48]);
+    ip6_frame(IP_PROTO_ICMPV6, src, dst, &l4)
+}
+
+fn state(ct: &Conntrack, frame: Vec<u8>, req: &CtRequest, now: u64) -> u32 {
+    run(ct, frame, req, now).0.state
+}
+
 #[test]
-fn ipv6_packets_are_tracked_as_invalid() {
+fn a_tcp_handshake_is_tracked_and_a_segment_out_of_window_is_invalid() {
     let ct = Conntrack::default();
+    let (a, b) = ((A, 40000), (B, 80));
+    assert_eq!(
+        state(&ct, tcp6(a, b, 1000, 0, F::SYN), &COMMIT, 0),
+        TRK | NEW
+    );
+    assert_eq!(
+        state(&ct, tcp6(b, a, 5000, 1001, F::SYN | F::ACK), &LOOKUP, 1),
+        TRK | EST | RPL
+    );
+    assert_eq!(
+        state(&ct, tcp6(a, b, 1001, 5001, F::ACK), &LOOKUP, 2),
+        TRK | EST
+    );
+    // Far beyond what the peer acknowledged or advertised.
+    assert_eq!(
+        state(&ct, tcp6(a, b, 1001 + (1 << 30), 5001, F::ACK), &LOOKUP, 3),
+        TRK | INV
+    );
+    assert_eq!(ct.len(), 1);
+    let dump = ct.dump(None, 3);
+    assert_eq!(
+        format_entry(&dump[0]).split(",protoinfo").next().unwrap(),
+        "tcp6,orig=(src=fd00::2,dst=fd00::3,sport=40000,dport=80),\
+         reply=(src=fd00::3,dst=fd00::2,sport=80,dport=40000)"
+    );
+}
+
+#[test]
+fn udp_replies_are_established_and_zones_keep_connections_apart() {
+    let ct = Conntrack::default();
+    assert_eq!(state(&ct, udp6(A, 5353, B, 53), &COMMIT, 0), TRK | NEW);
+    assert_eq!(
+        state(&ct, udp6(B, 53, A, 5353), &LOOKUP, 1),
+        TRK | EST | RPL
+    );
+    let zone7 = CtRequest { zone: 7, ..LOOKUP };
+    assert_eq!(state(&ct, udp6(B, 53, A, 5353), &zone7, 1), TRK | NEW);
+    // An IPv4 tuple whose addresses are the IPv6 ones' last words is
+    // another connection.
+    let v4 = super::tests::udp_frame(2, 5353, 3, 53);
+    assert_eq!(state(&ct, v4, &LOOKUP, 1), TRK | NEW);
+}
+
+#[test]
+fn echo_requests_start_exchanges_and_errors_relate_to_them() {
+    let ct = Conntrack::default();
+    assert_eq!(state(&ct, echo6(A, B, 128, 9), &COMMIT, 0), TRK | NEW);
+    assert_eq!(state(&ct, echo6(B, A, 129, 9), &LOOKUP, 1), TRK | EST | RPL);
+    // A reply nobody asked for, and a reply that starts nothing.
+    assert_eq!(state(&ct, echo6(B, A, 129, 10), &COMMIT, 2), TRK | INV);
+
+    let query = udp6(A, 5353, B, 53);
+    assert_eq!(state(&ct, query.clone(), &COMMIT, 2), TRK | NEW);
+    // The router on the way says B is unreachable: related, in the
+    // reply direction.
+    assert_eq!(
+        state(&ct, unreachable6(ROUTER, A, &query), &LOOKUP, 3),
+        TRK | REL | RPL
+    );
+    let unknown = udp6(A, 6000, B, 53);
+    assert_eq!(
+        state(&ct, unreachable6(ROUTER, A, &unknown), &LOOKUP, 3),
+        TRK | INV
+    );
+    assert_eq!(ct.len(), 2);
+}
+
+#[test]
+fn neighbor_discovery_fragments_and_nat_ranges_are_invalid() {
+    let ct = Conntrack::default();
+    let ns = nd_frame(ICMPV6_ND_NS);
+    assert_eq!(state(&ct, ns, &COMMIT, 0), TRK | INV);
     // A first fragment (fragment header, offset 0, more fragments) and a
-    // later one, besides whole TCP and UDP.
+    // later one.
     let mut first = udp6_frame();
     first[20] = 44;
     first.splice(54..54, [17, 0, 0, 1, 0, 0, 0, 7]);
     let mut later = first.clone();
     later[56..58].copy_from_slice(&(100u16 << 3).to_be_bytes());
-    for (i, f) in [tcp6_frame(), udp6_frame(), first, later]
-        .into_iter()
-        .enumerate()
-    {
-        for req in [&COMMIT, &LOOKUP] {
-            let (o, out) = run(&ct, f.clone(), req, i as u64);
-            assert_eq!(o.state, state::TRK | state::INV, "frame {i}");
-            assert_eq!(out, f, "frame {i} was changed");
-        }
+    for f in [first, later] {
+        let (o, out) = run(&ct, f.clone(), &COMMIT, 0);
+        assert_eq!(o.state, TRK | INV);
+        assert_eq!(out, f);
     }
+    assert_eq!(ct.stats.ipv6_fragments.load(Relaxed), 2);
+    // NAT ranges are IPv4 addresses: an IPv6 connection is refused.
+    let (o, out) = run(&ct, udp6(A, 1, B, 2), &snat(0x0a00_000a), 0);
+    assert_eq!(o.state, TRK | INV);
+    assert_eq!(out, udp6(A, 1, B, 2));
+    assert_eq!(ct.stats.nat_family.load(Relaxed), 1);
     assert!(ct.is_empty());
-    assert_eq!(ct.stats.not_ipv4.load(Relaxed), 8);
-    assert_eq!(ct.stats.invalid.load(Relaxed), 8);
-    assert!(ct.stats_text().contains("not_ipv4: 8\n"));
+    // Not IP at all.
+    let mut arp = vec![0u8; 42];
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    assert_eq!(state(&ct, arp, &COMMIT, 0), TRK | INV);
+    assert_eq!(ct.stats.not_ip.load(Relaxed), 1);
+    assert!(ct.stats_text().contains("ipv6_fragments: 2\n"));
+}
+
+#[test]
+fn a_bare_nat_leaves_an_untranslated_ipv6_connection_alone() {
+    let ct = Conntrack::default();
+    assert_eq!(state(&ct, udp6(A, 1, B, 2), &COMMIT, 0), TRK | NEW);
+    let reply = udp6(B, 2, A, 1);
+    let (o, out) = run(&ct, reply.clone(), &BARE_NAT, 1);
+    assert_eq!(o.state, TRK | EST | RPL);
+    assert_eq!(out, reply);
 }

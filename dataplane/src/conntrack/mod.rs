@@ -3,28 +3,32 @@
 //! # Design
 //!
 //! Stores: committed connections, each a [`Conn`] with its original and
-//! reply tuples (zone, protocol, addresses, ports; the reply tuple already
-//! NATed), ct_mark, ct_label, the TCP tracker's state, whether a reply was seen, and
-//! when it expires. The [`table::Table`] maps both tuples to the record, so
-//! a packet of either direction finds it with one lookup; see `table.rs`
-//! for the sharding.
+//! reply tuples (zone, protocol, IPv4 or IPv6 addresses, ports; the reply
+//! tuple already NATed), ct_mark, ct_label, the TCP tracker's state,
+//! whether a reply was seen, and when it expires. The [`table::Table`]
+//! maps both tuples to the record, so a packet of either direction finds
+//! it with one lookup; see `table.rs` for the sharding.
 //!
 //! Semantics follow OVS's `ct()`:
 //! - every packet leaves with `+trk`; `+new` until the connection has seen
 //!   a reply, `+est` after; `+rpl` in the reply direction; `+rel` for an
 //!   ICMP error quoting a tracked connection; `+inv` for what cannot be
-//!   tracked (not IPv4, IPv6 included, which [`CtStats::not_ipv4`]
-//!   counts: a pipeline that drops `+inv` drops it rather than let it
-//!   past its policy untracked; truncated headers, TCP segments outside the window
+//!   tracked (neither IPv4 nor IPv6, IPv6 fragments, ICMPv6 other than
+//!   echo and errors, truncated headers, TCP segments outside the window
 //!   or with nonsense flags, an echo reply or ICMP error without a
 //!   connection, a new connection when the table is full or NAT has no
-//!   free tuple, a later fragment whose first fragment was not seen);
+//!   free tuple, a later fragment whose first fragment was not seen): a
+//!   pipeline that drops `+inv` drops it rather than let it past its
+//!   policy untracked;
 //! - a fragmented datagram is tracked once, by its first fragment, and
 //!   its later fragments share the outcome (see `frag.rs`);
 //! - only `commit` stores a new connection; an uncommitted one is `+new`
 //!   every time. ct_mark and ct_label are written only by a committing
 //!   `ct()` (each under its mask); a packet of the connection carries both
 //!   in its key after `ct()`;
+//! - IPv6 is tracked as IPv4 is (ICMPv6 echo and errors like ICMP's),
+//!   except fragments, and NAT, whose ranges are IPv4: asked to translate
+//!   an IPv6 connection, `ct()` makes it `+inv`;
 //! - NAT happens only when the action has `nat`: `nat(src=..)`/`nat(dst=..)`
 //!   choose the translation when the connection is committed, a bare `nat`
 //!   applies an existing connection's translation in whichever direction
@@ -80,12 +84,12 @@ mod xdp_link_tests;
 
 pub use dump::{format_entry, Sweeper, SWEEP_INTERVAL};
 pub use host::HostConntrack;
-pub use tuple::Tuple;
+pub use tuple::{Addr, Tuple};
 pub use xdp_link::CtLink;
 
 use crate::packet::Layers;
 use flowtable::key::FlowKey;
-use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_TCP};
+use flowtable::matching::IP_PROTO_TCP;
 use flowtable::pipeline::NatSpec;
 use frag::Fragments;
 use parking_lot::Mutex;
@@ -228,9 +232,9 @@ impl Conn {
             // Learned from the host, untracked here: its end is not seen.
             return t.tcp_established;
         }
-        match (self.orig.proto, self.seen_reply) {
-            (IP_PROTO_ICMP, false) => t.icmp_first,
-            (IP_PROTO_ICMP, true) => t.icmp_reply,
+        match (self.orig.is_icmp(), self.seen_reply) {
+            (true, false) => t.icmp_first,
+            (true, true) => t.icmp_reply,
             (_, true) => t.other_bidir,
             (_, false) if self.multiple => t.other_multiple,
             _ => t.other_first,
@@ -274,9 +278,15 @@ pub struct CtStats {
     /// Later fragments without a first fragment seen (`+inv`, also
     /// counted in `invalid`).
     pub orphan_fragments: AtomicU64,
-    /// Packets other than IPv4 (IPv6 among them: conntrack is IPv4-only),
-    /// `+inv` and also counted in `invalid`.
-    pub not_ipv4: AtomicU64,
+    /// Packets neither IPv4 nor IPv6, `+inv` and also counted in
+    /// `invalid`.
+    pub not_ip: AtomicU64,
+    /// IPv6 fragments (first or later), `+inv` and also counted in
+    /// `invalid`: unlike IPv4's, they are not tracked yet.
+    pub ipv6_fragments: AtomicU64,
+    /// New IPv6 connections whose `nat()` names an IPv4 range, `+inv` and
+    /// also counted in `invalid`.
+    pub nat_family: AtomicU64,
 }
 
 /// A connection as `dump` reports it.
@@ -520,7 +530,8 @@ impl Conntrack {
                     return o;
                 }
                 Found::Missing => {
-                    if req.from_host {
+                    // The host's conntrack is asked about IPv4 only.
+                    if req.from_host && !t.v6 {
                         if let Some(o) = self.learn(t, req, now) {
                             return o;
                         }

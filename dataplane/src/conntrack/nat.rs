@@ -25,7 +25,7 @@
 //! `crate::rewrite` for addresses and ports, and by hand for what an ICMP
 //! error quotes (the quoted header and the ICMP checksum that covers it).
 
-use super::tuple::{Quoted, Tuple};
+use super::tuple::{Addr, Quoted, Tuple};
 use crate::packet::Layers;
 use crate::rewrite;
 use flowtable::key::Field;
@@ -51,9 +51,9 @@ pub fn allocate(orig: &Tuple, spec: &NatSpec, in_use: impl Fn(&Tuple) -> bool) -
     let icmp = base.proto == IP_PROTO_ICMP;
     // The (address, port) pair being translated and its current value.
     let (cur_ip, cur_port) = match (snat, icmp) {
-        (true, false) => (base.dst, base.dport),
-        (true, true) => (base.dst, base.sport),
-        (false, _) => (base.src, base.sport),
+        (true, false) => (base.dst.as_v4(), base.dport),
+        (true, true) => (base.dst.as_v4(), base.sport),
+        (false, _) => (base.src.as_v4(), base.sport),
     };
     let (ip_lo, ip_hi) = if spec.ip_min == 0 {
         (cur_ip, cur_ip)
@@ -70,13 +70,13 @@ pub fn allocate(orig: &Tuple, spec: &NatSpec, in_use: impl Fn(&Tuple) -> bool) -
     let make = |ip: u32, port: u16| {
         let mut t = base;
         if snat && icmp {
-            t.dst = ip;
+            t.dst = Addr::v4(ip);
             t.sport = port;
         } else if snat {
-            t.dst = ip;
+            t.dst = Addr::v4(ip);
             t.dport = port;
         } else {
-            t.src = ip;
+            t.src = Addr::v4(ip);
             t.sport = port;
         }
         t
@@ -108,7 +108,7 @@ pub fn allocate(orig: &Tuple, spec: &NatSpec, in_use: impl Fn(&Tuple) -> bool) -
 
 /// A stable spread of the tuple over the range.
 fn spread(t: &Tuple) -> u64 {
-    let mut h = u64::from(t.src) << 32 | u64::from(t.dst);
+    let mut h = u64::from(t.src.as_v4()) << 32 | u64::from(t.dst.as_v4());
     h ^= u64::from(t.sport) << 16 | u64::from(t.dport) | u64::from(t.proto) << 40;
     h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h ^ (h >> 29)
@@ -118,10 +118,10 @@ fn spread(t: &Tuple) -> u64 {
 /// (addresses, and ports or the echo identifier), checksums included.
 pub fn rewrite_packet(frame: &mut [u8], layers: Layers, from: &Tuple, to: &Tuple) {
     if from.src != to.src {
-        rewrite::set_field(frame, layers, Field::IpSrc, u64::from(to.src));
+        rewrite::set_field(frame, layers, Field::IpSrc, u64::from(to.src.as_v4()));
     }
     if from.dst != to.dst {
-        rewrite::set_field(frame, layers, Field::IpDst, u64::from(to.dst));
+        rewrite::set_field(frame, layers, Field::IpDst, u64::from(to.dst.as_v4()));
     }
     if from.proto == IP_PROTO_ICMP {
         // An echo's identifier, covered by the ICMP checksum only.
@@ -211,8 +211,8 @@ pub fn rewrite_icmp_error(
             put16(frame, at + 2, new as u16, icmp_csum, qcsum);
         }
     };
-    addr(frame, quoted.l3 + 12, q.src, quoted_to.src);
-    addr(frame, quoted.l3 + 16, q.dst, quoted_to.dst);
+    addr(frame, quoted.l3 + 12, q.src.as_v4(), quoted_to.src.as_v4());
+    addr(frame, quoted.l3 + 16, q.dst.as_v4(), quoted_to.dst.as_v4());
     if q.has_ports() {
         if q.sport != quoted_to.sport {
             put16(frame, quoted.l4, quoted_to.sport, icmp_csum, None);
@@ -235,14 +235,7 @@ mod tests {
     use flowtable::matching::IP_PROTO_TCP;
 
     fn t(src: u32, sport: u16, dst: u32, dport: u16) -> Tuple {
-        Tuple {
-            zone: 0,
-            proto: IP_PROTO_TCP,
-            src,
-            dst,
-            sport,
-            dport,
-        }
+        Tuple::v4(0, IP_PROTO_TCP, src, dst, sport, dport)
     }
 
     #[test]
@@ -260,7 +253,10 @@ mod tests {
         // Port taken: another one from the default range, never a used one.
         let used = r;
         let r2 = allocate(&orig, &spec, |x| *x == used).unwrap();
-        assert_eq!((r2.src, r2.sport, r2.dst), (0x0101_0101, 80, 0x0a00_000a));
+        assert_eq!(
+            (r2.src.as_v4(), r2.sport, r2.dst.as_v4()),
+            (0x0101_0101, 80, 0x0a00_000a)
+        );
         assert_ne!(r2.dport, 40000);
         assert!(r2.dport >= 1024);
     }
@@ -278,7 +274,7 @@ mod tests {
         let mut taken = std::collections::HashSet::new();
         for _ in 0..8 {
             let r = allocate(&orig, &spec, |x| taken.contains(x)).unwrap();
-            assert!((0x0a00_000a..=0x0a00_000b).contains(&r.dst));
+            assert!((0x0a00_000a..=0x0a00_000b).contains(&r.dst.as_v4()));
             assert!((2000..=2003).contains(&r.dport));
             assert!(taken.insert(r), "allocated twice: {r:?}");
         }
@@ -301,14 +297,7 @@ mod tests {
 
     #[test]
     fn snat_of_echo_varies_the_identifier() {
-        let orig = Tuple {
-            zone: 0,
-            proto: IP_PROTO_ICMP,
-            src: 0x0a80_0002,
-            dst: 0x0101_0101,
-            sport: 7,
-            dport: 8,
-        };
+        let orig = Tuple::v4(0, IP_PROTO_ICMP, 0x0a80_0002, 0x0101_0101, 7, 8);
         let spec = NatSpec {
             flags: NatSpec::SRC,
             ip_min: 0x0a00_000a,
@@ -319,11 +308,14 @@ mod tests {
         let r = allocate(&orig, &spec, |_| false).unwrap();
         // Reply: from the host to the node address, identifier kept.
         assert_eq!(
-            (r.src, r.dst, r.sport, r.dport),
+            (r.src.as_v4(), r.dst.as_v4(), r.sport, r.dport),
             (0x0101_0101, 0x0a00_000a, 7, 0)
         );
         let r2 = allocate(&orig, &spec, |x| *x == r).unwrap();
-        assert_eq!((r2.src, r2.dst, r2.dport), (0x0101_0101, 0x0a00_000a, 0));
+        assert_eq!(
+            (r2.src.as_v4(), r2.dst.as_v4(), r2.dport),
+            (0x0101_0101, 0x0a00_000a, 0)
+        );
         assert_ne!(r2.sport, 7);
     }
 }

@@ -1,12 +1,12 @@
 //! The packets that do not continue a connection: new ones (`+new`,
-//! stored if committed, NATed as asked) and ICMP errors quoting one
-//! (`+rel`).
+//! stored if committed, NATed as asked) and ICMP or ICMPv6 errors quoting
+//! one (`+rel`).
 
 use super::tcp::{self, TcpConn};
-use super::tuple::{icmp, Quoted, TcpSeg};
+use super::tuple::{Quoted, TcpSeg};
 use super::{nat, state, Conn, Conntrack, CtOutcome, CtRequest, Tuple, NAT_DST, NAT_SRC};
 use crate::packet::Layers;
-use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_TCP};
+use flowtable::matching::IP_PROTO_TCP;
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -27,7 +27,7 @@ impl Conntrack {
                 return self.invalid(req.zone);
             }
         }
-        if t.proto == IP_PROTO_ICMP && t.dport != u16::from(icmp::ECHO_REQUEST) {
+        if t.is_icmp() && t.dport != t.echo_request() {
             // Only a request starts an echo exchange.
             return self.invalid(req.zone);
         }
@@ -45,6 +45,14 @@ impl Conntrack {
             return self.invalid(req.zone);
         }
         let spec = req.nat.filter(|n| n.is_snat() || n.is_dnat());
+        if spec.is_some() && t.v6 {
+            // NAT ranges are IPv4 (the flow syntax has no other): an IPv6
+            // connection cannot be translated as asked, and passing it
+            // untranslated could take it past what the NAT stood for.
+            self.table.unreserve();
+            self.stats.nat_family.fetch_add(1, Relaxed);
+            return self.invalid(req.zone);
+        }
         let reply = match &spec {
             Some(spec) => match nat::allocate(t, spec, |c| c == t || self.table.contains(c)) {
                 Some(r) => r,
@@ -69,7 +77,7 @@ impl Conntrack {
         let tcp = seg.map(TcpConn::new);
         let first = if t.proto == IP_PROTO_TCP {
             self.config.timeouts.tcp_first_packet
-        } else if t.proto == IP_PROTO_ICMP {
+        } else if t.is_icmp() {
             self.config.timeouts.icmp_first
         } else {
             self.config.timeouts.other_first
@@ -150,7 +158,14 @@ impl Conntrack {
                 } else {
                     outer.src
                 };
-                nat::rewrite_icmp_error(frame, layers, quoted, &real, real.src, outer_src);
+                nat::rewrite_icmp_error(
+                    frame,
+                    layers,
+                    quoted,
+                    &real,
+                    real.src.as_v4(),
+                    outer_src.as_v4(),
+                );
                 st |= c.nat_state();
             }
             Some(CtOutcome {

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::packet;
-use flowtable::matching::IP_PROTO_UDP;
+use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_UDP};
 use tuple::icmp;
 use tuple::tcp_flags as F;
 
@@ -351,7 +351,7 @@ fn force_restarts_a_connection_seen_in_reply() {
     let o = run(&ct, udp_frame(B, 2, A, 1), &force, 1).0;
     assert_eq!(o.state, TRK_NEW);
     let d = ct.dump(None, 1);
-    assert_eq!((d.len(), d[0].orig.src), (1, B));
+    assert_eq!((d.len(), d[0].orig.src.as_v4()), (1, B));
 }
 
 #[test]
@@ -623,10 +623,10 @@ mod prop {
             run(&ct, tcp_frame((A, 1), (B, 2), 1000, 0, F::SYN, 0), &COMMIT, 0);
             run(&ct, tcp_frame((B, 2), (A, 1), 5000, 1001, F::SYN | F::ACK, 0), &LOOKUP, 0);
             for (reply, seq, ack, flags, len) in segs {
-                let before = ct.table.get(&Tuple { zone: 0, proto: IP_PROTO_TCP, src: A, dst: B, sport: 1, dport: 2 }).map(|e| e.conn.lock().tcp);
+                let before = ct.table.get(&Tuple::v4(0, IP_PROTO_TCP, A, B, 1, 2)).map(|e| e.conn.lock().tcp);
                 let f = if reply { tcp_frame((B, 2), (A, 1), seq, ack, flags, len) } else { tcp_frame((A, 1), (B, 2), seq, ack, flags, len) };
                 let o = run(&ct, f, &LOOKUP, 1).0;
-                let after = ct.table.get(&Tuple { zone: 0, proto: IP_PROTO_TCP, src: A, dst: B, sport: 1, dport: 2 }).map(|e| e.conn.lock().tcp);
+                let after = ct.table.get(&Tuple::v4(0, IP_PROTO_TCP, A, B, 1, 2)).map(|e| e.conn.lock().tcp);
                 if o.state & state::INV != 0 {
                     prop_assert_eq!(before, after);
                 }

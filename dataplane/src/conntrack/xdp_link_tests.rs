@@ -8,25 +8,11 @@ use super::{Conntrack, CtConfig, CtRequest, Timeouts, Tuple};
 use flowtable::matching::{IP_PROTO_TCP, IP_PROTO_UDP};
 
 fn udp_tuple() -> Tuple {
-    Tuple {
-        zone: 0,
-        proto: IP_PROTO_UDP,
-        src: A,
-        dst: B,
-        sport: 5000,
-        dport: 53,
-    }
+    Tuple::v4(0, IP_PROTO_UDP, A, B, 5000, 53)
 }
 
 fn tcp_tuple() -> Tuple {
-    Tuple {
-        zone: 0,
-        proto: IP_PROTO_TCP,
-        src: A,
-        dst: B,
-        sport: 40000,
-        dport: 80,
-    }
+    Tuple::v4(0, IP_PROTO_TCP, A, B, 40000, 80)
 }
 
 fn dead(ct: &Conntrack) -> Vec<usize> {

@@ -39,14 +39,7 @@ pub(super) struct XdpChain {
 
 /// An unused slot of `XdpChain::conns`.
 const NO_CONN: CtConn = CtConn {
-    tuple: Tuple {
-        zone: 0,
-        proto: 0,
-        src: 0,
-        dst: 0,
-        sport: 0,
-        dport: 0,
-    },
+    tuple: Tuple::v4(0, 0, 0, 0, 0, 0),
     mark: 0,
     label: 0,
     absent: false,
@@ -109,14 +102,15 @@ impl XdpChain {
         // The tuple conntrack looked up: the packet's before the fork's
         // NAT (the pass did nothing else to it).
         self.conns[self.n_conns] = CtConn {
-            tuple: Tuple {
-                zone: key.get(Field::CtZone) as u16,
+            // IPv4 only: the XDP cache keys IPv4 frames alone.
+            tuple: Tuple::v4(
+                key.get(Field::CtZone) as u16,
                 proto,
-                src: before.get(Field::IpSrc) as u32,
-                dst: before.get(Field::IpDst) as u32,
-                sport: before.get(Field::TpSrc) as u16,
-                dport: before.get(Field::TpDst) as u16,
-            },
+                before.get(Field::IpSrc) as u32,
+                before.get(Field::IpDst) as u32,
+                before.get(Field::TpSrc) as u16,
+                before.get(Field::TpDst) as u16,
+            ),
             mark: key.get(Field::CtMark) as u32,
             label: key.ct_label(),
             absent,
@@ -530,14 +524,7 @@ mod tests {
         assert_eq!(
             c.conns()[0],
             CtConn {
-                tuple: Tuple {
-                    zone: 3,
-                    proto: IP_PROTO_TCP,
-                    src: 0x0a80_0002,
-                    dst: 0x0a80_0003,
-                    sport: 40000,
-                    dport: 80,
-                },
+                tuple: Tuple::v4(3, IP_PROTO_TCP, 0x0a80_0002, 0x0a80_0003, 40000, 80),
                 mark: 9,
                 label: 0,
                 absent: false,

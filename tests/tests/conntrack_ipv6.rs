@@ -1,0 +1,182 @@
+//! Conntrack over IPv6 end to end: two pods on one xbr with IPv6
+//! addresses, flows that let only A start connections (`ct(commit)` for
+//! A's new ones, established traffic both ways, everything else dropped),
+//! real TCP and ping between the pods, and `xbr conntrack dump`.
+//!
+//! Needs root (namespaces, veths, XDP), a built `xbr`, `ping` and
+//! `python3`. Traffic is a handful of packets per step, each step bounded
+//! in time.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+use xbr_tests::{
+    require_tool, run_timeout, unique_tag, Background, Pod, Result, Xbr, BRIDGE, NAME_PREFIX,
+    POD_IF,
+};
+
+const IP6_A: &str = "fd00::2";
+const IP6_B: &str = "fd00::3";
+const TCP_PORT: u16 = 8080;
+const CMD_TIMEOUT: Duration = Duration::from_secs(20);
+
+const FLOWS: &[&str] = &[
+    "table=0, priority=1000, ipv6, ct_state=-trk, actions=ct(table=0)",
+    "table=0, priority=900, ipv6, ct_state=+trk+inv, actions=drop",
+    "table=0, priority=800, ipv6, ct_state=+trk+new, in_port=1, actions=ct(commit),output:2",
+    "table=0, priority=700, ipv6, ct_state=+trk+est, in_port=1, actions=output:2",
+    "table=0, priority=700, ipv6, ct_state=+trk+est, in_port=2, actions=output:1",
+    "table=0, priority=0, actions=drop",
+];
+
+/// Gives `pod` the IPv6 address `ip` (no duplicate detection: the test
+/// sends no Neighbor Discovery) and a permanent neighbour entry for
+/// `peer` at `peer_mac`.
+fn enable_ipv6(pod: &Pod, ip: &str, peer: &str, peer_mac: &str) -> Result<()> {
+    for knob in [
+        "net.ipv6.conf.all.disable_ipv6=0".to_string(),
+        format!("net.ipv6.conf.{POD_IF}.disable_ipv6=0"),
+    ] {
+        pod.exec_ok(&["sysctl", "-qw", &knob])?;
+    }
+    pod.exec_ok(&[
+        "ip",
+        "-6",
+        "addr",
+        "add",
+        &format!("{ip}/64"),
+        "dev",
+        POD_IF,
+        "nodad",
+    ])?;
+    pod.exec_ok(&[
+        "ip",
+        "-6",
+        "neigh",
+        "replace",
+        peer,
+        "lladdr",
+        peer_mac,
+        "dev",
+        POD_IF,
+        "nud",
+        "permanent",
+    ])
+}
+
+/// A one-connection TCP server on [`IP6_B`] that greets its client with
+/// the client's address; returns once it listens.
+fn tcp_server(pod: &Pod) -> Result<Background> {
+    require_tool("python3")?;
+    let ready = std::env::temp_dir().join(format!("{NAME_PREFIX}-ready6-{}", unique_tag()));
+    let script = format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_INET6)\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('{IP6_B}', {TCP_PORT}))\n\
+         s.listen(4)\n\
+         open('{ready}', 'w').close()\n\
+         s.settimeout(15)\n\
+         c, peer = s.accept()\n\
+         c.sendall(('hello %s\\n' % peer[0]).encode())\n\
+         c.recv(100)\n\
+         c.close()\n",
+        ready = ready.display()
+    );
+    let server = Background::spawn(&mut pod.ns().command("python3", &["-c", &script]))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "TCP server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(ready);
+    Ok(server)
+}
+
+/// Connects from `pod` to `dst`:TCP_PORT and reads the greeting; `None`
+/// if no connection was made within 3 s.
+fn tcp_greeting(pod: &Pod, dst: &str) -> Result<Option<String>> {
+    let script = format!(
+        "import socket\n\
+         s = socket.create_connection(('{dst}', {TCP_PORT}), timeout=3)\n\
+         print(s.recv(100).decode().strip())\n\
+         s.sendall(b'bye')\n"
+    );
+    let out = pod.ns().exec(&["python3", "-c", &script], CMD_TIMEOUT)?;
+    Ok(out.success().then(|| out.stdout.trim().to_string()))
+}
+
+fn ping6(pod: &Pod, dst: &str, count: u32) -> Result<bool> {
+    let count = count.to_string();
+    let out = pod.ns().exec(
+        &[
+            "ping", "-6", "-n", "-q", "-c", &count, "-i", "0.2", "-W", "1", dst,
+        ],
+        CMD_TIMEOUT,
+    )?;
+    Ok(out.success())
+}
+
+#[test]
+fn ipv6_connections_are_tracked_and_only_their_replies_pass() -> Result<()> {
+    let a = Pod::new("10.128.0.2".parse().unwrap(), 24, "0a:58:0a:80:00:02")?;
+    let b = Pod::new("10.128.0.3".parse().unwrap(), 24, "0a:58:0a:80:00:03")?;
+    enable_ipv6(&a, IP6_A, IP6_B, b.mac())?;
+    enable_ipv6(&b, IP6_B, IP6_A, a.mac())?;
+    let specs = [format!("{}=1", a.host_if()), format!("{}=2", b.host_if())];
+    let args: Vec<&str> = specs.iter().flat_map(|p| ["--port", p.as_str()]).collect();
+    let xbr = Xbr::start(&args)?;
+    for f in FLOWS {
+        xbr.add_flow(f)?;
+    }
+    let log = || {
+        format!(
+            "--- flows:\n{}\n--- xbr log:\n{}",
+            xbr.dump_flows().unwrap_or_default(),
+            xbr.log()
+        )
+    };
+
+    assert!(ping6(&a, IP6_B, 3)?, "A -> B ping6\n{}", log());
+    assert!(!ping6(&b, IP6_A, 2)?, "B -> A must be denied\n{}", log());
+
+    let server = tcp_server(&b)?;
+    assert_eq!(
+        tcp_greeting(&a, IP6_B)?.as_deref(),
+        Some("hello fd00::2"),
+        "{}",
+        log()
+    );
+    let _ = server.wait(Duration::from_secs(5));
+    // B's own connection attempt towards A is new and not A's: dropped.
+    assert_eq!(tcp_greeting(&b, IP6_A)?, None, "B -> A TCP\n{}", log());
+
+    let mut cmd = Command::new(Xbr::binary()?);
+    cmd.args(["conntrack", "--rundir"])
+        .arg(xbr.rundir())
+        .args(["dump", BRIDGE]);
+    let dump = run_timeout(&mut cmd, CMD_TIMEOUT)?;
+    assert!(dump.success(), "{dump:?}");
+    assert!(
+        dump.stdout.lines().any(|l| l
+            .starts_with(&format!("tcp6,orig=(src={IP6_A},dst={IP6_B},sport="))
+            && l.contains(&format!(
+                ",dport={TCP_PORT}),reply=(src={IP6_B},dst={IP6_A},sport={TCP_PORT},"
+            ))),
+        "{}",
+        dump.stdout
+    );
+    assert!(
+        dump.stdout
+            .lines()
+            .any(|l| l.starts_with(&format!("icmpv6,orig=(src={IP6_A},dst={IP6_B},id="))),
+        "{}",
+        dump.stdout
+    );
+    // Only A's connections were stored.
+    assert!(
+        !dump.stdout.contains(&format!("orig=(src={IP6_B},")),
+        "{}",
+        dump.stdout
+    );
+    Ok(())
+}
