@@ -268,6 +268,35 @@ pub fn packet_end(frame: &[u8], l3: usize) -> Option<usize> {
     Some((l3 + IPV6_HEADER_LEN + payload).min(frame.len()))
 }
 
+/// The Identification of a fragmented packet whose IPv6 header starts at
+/// `l3`: the fragment header's, found by walking the extension headers
+/// before it (hop-by-hop, routing, destination options, authentication;
+/// at most [`MAX_EXT_HEADERS`]). `None` when there is no fragment header
+/// or the chain is truncated.
+pub fn fragment_id(frame: &[u8], l3: usize) -> Option<u32> {
+    let mut nh = *frame.get(l3 + 6)?;
+    let mut at = l3 + IPV6_HEADER_LEN;
+    for _ in 0..MAX_EXT_HEADERS {
+        let len = usize::from(*frame.get(at + 1)?);
+        match nh {
+            NH_FRAGMENT => {
+                let b = frame.get(at + 4..at + 8)?;
+                return Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            }
+            NH_HOP | NH_ROUTING | NH_DEST => {
+                nh = *frame.get(at)?;
+                at += (len + 1) * 8;
+            }
+            NH_AUTH => {
+                nh = *frame.get(at)?;
+                at += (len + 2) * 4;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 #[path = "packet_ipv6_tests.rs"]
 pub(crate) mod tests;

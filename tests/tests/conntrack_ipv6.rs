@@ -1,7 +1,8 @@
 //! Conntrack over IPv6 end to end: two pods on one xbr with IPv6
 //! addresses, flows that let only A start connections (`ct(commit)` for
 //! A's new ones, established traffic both ways, everything else dropped),
-//! real TCP and ping between the pods, and `xbr conntrack dump`.
+//! real TCP and ping (also fragmented) between the pods, and
+//! `xbr conntrack dump`.
 //!
 //! Needs root (namespaces, veths, XDP), a built `xbr`, `ping` and
 //! `python3`. Traffic is a handful of packets per step, each step bounded
@@ -105,11 +106,13 @@ fn tcp_greeting(pod: &Pod, dst: &str) -> Result<Option<String>> {
     Ok(out.success().then(|| out.stdout.trim().to_string()))
 }
 
-fn ping6(pod: &Pod, dst: &str, count: u32) -> Result<bool> {
-    let count = count.to_string();
+/// `count` pings of `size` bytes (above 1452, each one a fragmented
+/// datagram both ways).
+fn ping6(pod: &Pod, dst: &str, count: u32, size: u32) -> Result<bool> {
+    let (count, size) = (count.to_string(), size.to_string());
     let out = pod.ns().exec(
         &[
-            "ping", "-6", "-n", "-q", "-c", &count, "-i", "0.2", "-W", "1", dst,
+            "ping", "-6", "-n", "-q", "-c", &count, "-s", &size, "-i", "0.2", "-W", "1", dst,
         ],
         CMD_TIMEOUT,
     )?;
@@ -136,8 +139,18 @@ fn ipv6_connections_are_tracked_and_only_their_replies_pass() -> Result<()> {
         )
     };
 
-    assert!(ping6(&a, IP6_B, 3)?, "A -> B ping6\n{}", log());
-    assert!(!ping6(&b, IP6_A, 2)?, "B -> A must be denied\n{}", log());
+    assert!(ping6(&a, IP6_B, 3, 56)?, "A -> B ping6\n{}", log());
+    assert!(
+        !ping6(&b, IP6_A, 2, 56)?,
+        "B -> A must be denied\n{}",
+        log()
+    );
+    // Fragmented both ways: each datagram tracked by its first fragment.
+    assert!(
+        ping6(&a, IP6_B, 2, 3000)?,
+        "A -> B 3000-byte ping6\n{}",
+        log()
+    );
 
     let server = tcp_server(&b)?;
     assert_eq!(
@@ -150,11 +163,21 @@ fn ipv6_connections_are_tracked_and_only_their_replies_pass() -> Result<()> {
     // B's own connection attempt towards A is new and not A's: dropped.
     assert_eq!(tcp_greeting(&b, IP6_A)?, None, "B -> A TCP\n{}", log());
 
-    let mut cmd = Command::new(Xbr::binary()?);
-    cmd.args(["conntrack", "--rundir"])
-        .arg(xbr.rundir())
-        .args(["dump", BRIDGE]);
-    let dump = run_timeout(&mut cmd, CMD_TIMEOUT)?;
+    let conntrack = |args: &[&str]| -> Result<xbr_tests::CmdOutput> {
+        let mut cmd = Command::new(Xbr::binary()?);
+        cmd.args(["conntrack", "--rundir"])
+            .arg(xbr.rundir())
+            .args(args);
+        run_timeout(&mut cmd, CMD_TIMEOUT)
+    };
+    // The big pings' later fragments went by their first fragments.
+    let stats = conntrack(&["stats", BRIDGE])?;
+    let later = stats
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("later_fragments: ")?.parse::<u64>().ok());
+    assert!(later.is_some_and(|n| n >= 4), "{}", stats.stdout);
+    let dump = conntrack(&["dump", BRIDGE])?;
     assert!(dump.success(), "{dump:?}");
     assert!(
         dump.stdout.lines().any(|l| l

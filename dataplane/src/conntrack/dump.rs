@@ -128,7 +128,7 @@ impl Conntrack {
         format!(
             "connections: {}\nlimit: {}\ncommitted: {}\ninvalid: {}\ntable_full: {}\n\
              nat_exhausted: {}\nexpired: {}\nlearned_from_host: {}\nfragmented_datagrams: {}\nlater_fragments: {}\n\
-             orphan_fragments: {}\nnot_ip: {}\nipv6_fragments: {}\nnat_family: {}\n",
+             orphan_fragments: {}\nnot_ip: {}\nnat_family: {}\n",
             self.len(),
             self.config.limit,
             s.committed.load(Relaxed),
@@ -141,7 +141,6 @@ impl Conntrack {
             s.fragments.load(Relaxed),
             s.orphan_fragments.load(Relaxed),
             s.not_ip.load(Relaxed),
-            s.ipv6_fragments.load(Relaxed),
             s.nat_family.load(Relaxed),
         )
     }

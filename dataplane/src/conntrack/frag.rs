@@ -1,5 +1,4 @@
-//! IPv4 fragments through `ct()` (IPv6 fragments are `+inv`, counted in
-//! `CtStats::ipv6_fragments`).
+//! IPv4 and IPv6 fragments through `ct()`.
 //!
 //! # Design
 //!
@@ -32,11 +31,12 @@
 //! [`Conntrack::execute_datagram`], the entry point for every packet, is
 //! here too: it sends unfragmented packets straight on to the tracker.
 
+use super::tuple::Addr;
 use super::{state, Conntrack, CtOutcome, CtRequest};
 use crate::packet::{Layers, FRAG_LATER};
 use ahash::RandomState;
 use flowtable::key::{Field, FlowKey};
-use flowtable::matching::IP_PROTO_ICMP;
+use flowtable::matching::{ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -48,22 +48,25 @@ pub const FRAG_TIMEOUT_MS: u64 = 15_000;
 /// fragments are `+inv`).
 pub const MAX_DATAGRAMS: usize = 4096;
 
-/// A fragmented datagram's identity (RFC 791: source, destination,
-/// protocol, identification), per conntrack zone.
+/// A fragmented datagram's identity (RFC 791 and RFC 8200: source,
+/// destination, protocol, identification; IPv4's identification is 16
+/// bits, IPv6's 32), per conntrack zone.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct DatagramId {
     pub zone: u16,
     pub proto: u8,
-    pub src: u32,
-    pub dst: u32,
-    pub id: u16,
+    pub v6: bool,
+    pub src: Addr,
+    pub dst: Addr,
+    pub id: u32,
 }
 
 /// What a first fragment got from one kind of `ct()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FragOutcome {
     pub outcome: CtOutcome,
-    /// Source and destination address after NAT, when NAT changed them.
+    /// Source and destination address after NAT, when NAT changed them
+    /// (IPv4 only: IPv6 is not translated).
     pub nat_addrs: Option<(u32, u32)>,
 }
 
@@ -176,12 +179,6 @@ impl Conntrack {
         if frag == 0 {
             return (self.execute_whole(frame, layers, key, req, now), None);
         }
-        if v6 {
-            // IPv6 keeps a datagram's identification in an extension
-            // header this module does not read: not tracked yet.
-            self.stats.ipv6_fragments.fetch_add(1, Relaxed);
-            return (self.invalid(req.zone), None);
-        }
         let Some(id) = datagram_id(frame, layers, key, req.zone) else {
             return (self.invalid(req.zone), None);
         };
@@ -190,10 +187,10 @@ impl Conntrack {
             return match self.frags.lookup(&id, with_nat, now) {
                 Some((first, l4)) => {
                     if let (true, Some((src, dst))) = (with_nat, first.nat_addrs) {
-                        if src != id.src {
+                        if src != id.src.as_v4() {
                             crate::rewrite::set_field(frame, layers, Field::IpSrc, u64::from(src));
                         }
-                        if dst != id.dst {
+                        if dst != id.dst.as_v4() {
                             crate::rewrite::set_field(frame, layers, Field::IpDst, u64::from(dst));
                         }
                     }
@@ -213,7 +210,10 @@ impl Conntrack {
         let l4 = first_fragment_l4(key);
         let after = (ipv4_addr(frame, layers, 12), ipv4_addr(frame, layers, 16));
         let nat_addrs = match after {
-            (Some(src), Some(dst)) if (src, dst) != (id.src, id.dst) => Some((src, dst)),
+            _ if v6 => None,
+            (Some(src), Some(dst)) if (src, dst) != (id.src.as_v4(), id.dst.as_v4()) => {
+                Some((src, dst))
+            }
             _ => None,
         };
         let got = FragOutcome { outcome, nat_addrs };
@@ -229,23 +229,41 @@ fn datagram_id(frame: &[u8], layers: Layers, key: &FlowKey, zone: u16) -> Option
     if layers.l3 == 0 {
         return None;
     }
-    let at = usize::from(layers.l3) + 4;
-    let id = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
+    let l3 = usize::from(layers.l3);
+    let proto = key.get(Field::IpProto) as u8;
+    if key.get(Field::EthType) == u64::from(flowtable::matching::ETH_TYPE_IPV6) {
+        return Some(DatagramId {
+            zone,
+            proto,
+            v6: true,
+            src: Addr::v6(key.get128(Field::Ipv6SrcLow)),
+            dst: Addr::v6(key.get128(Field::Ipv6DstLow)),
+            id: crate::packet::ipv6::fragment_id(frame, l3)?,
+        });
+    }
+    let id = u16::from_be_bytes([*frame.get(l3 + 4)?, *frame.get(l3 + 5)?]);
     Some(DatagramId {
         zone,
-        proto: key.get(Field::IpProto) as u8,
-        src: key.get(Field::IpSrc) as u32,
-        dst: key.get(Field::IpDst) as u32,
-        id,
+        proto,
+        v6: false,
+        src: Addr::v4(key.get(Field::IpSrc) as u32),
+        dst: Addr::v4(key.get(Field::IpDst) as u32),
+        id: u32::from(id),
     })
 }
 
 /// The L4 words of a first fragment's key (see `execute_datagram`).
 fn first_fragment_l4(key: &FlowKey) -> (u16, u16) {
-    if key.get(Field::IpProto) as u8 == IP_PROTO_ICMP {
+    let proto = key.get(Field::IpProto) as u8;
+    if proto == IP_PROTO_ICMP && key.get(Field::EthType) != u64::from(ETH_TYPE_IPV6) {
         (
             key.get(Field::IcmpType) as u16,
             key.get(Field::IcmpCode) as u16,
+        )
+    } else if proto == IP_PROTO_ICMPV6 {
+        (
+            key.get(Field::Icmpv6Type) as u16,
+            key.get(Field::Icmpv6Code) as u16,
         )
     } else {
         (key.get(Field::TpSrc) as u16, key.get(Field::TpDst) as u16)
@@ -266,9 +284,10 @@ mod tests {
         DatagramId {
             zone: 0,
             proto: 17,
-            src: 1,
-            dst: 2,
-            id: n,
+            v6: false,
+            src: Addr::v4(1),
+            dst: Addr::v4(2),
+            id: u32::from(n),
         }
     }
 

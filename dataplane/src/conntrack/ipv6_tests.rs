@@ -1,6 +1,7 @@
-//! ct() on IPv6: TCP, UDP, other protocols and ICMPv6 echo are tracked as
-//! IPv4's are, ICMPv6 errors are `+rel` to the connection they quote;
-//! Neighbor Discovery, fragments and NAT ranges (IPv4 only) are `+inv`.
+//! ct() on IPv6: TCP, UDP, other protocols, ICMPv6 echo and fragmented
+//! datagrams are tracked as IPv4's are, ICMPv6 errors are `+rel` to the
+//! connection they quote; Neighbor Discovery and NAT ranges (IPv4 only)
+//! are `+inv`.
 
 use super::state::{EST, INV, NEW, REL, RPL, TRK};
 use super::tests::{run, snat, BARE_NAT, COMMIT, LOOKUP};
@@ -141,24 +142,63 @@ fn echo_requests_start_exchanges_and_errors_relate_to_them() {
     assert_eq!(ct.len(), 2);
 }
 
+/// `frame` (IPv6, no extension headers) as a fragment of datagram `id`:
+/// a fragment header (and, with `hop`, a hop-by-hop header before it),
+/// at 8-byte `offset`, more fragments to come when `more`.
+fn fragment(frame: &[u8], id: u32, offset: u16, more: bool, hop: bool) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    let next = f[20];
+    let mut ext = Vec::new();
+    if hop {
+        ext.extend_from_slice(&[44, 0, 1, 4, 0, 0, 0, 0]);
+        f[20] = 0;
+    } else {
+        f[20] = 44;
+    }
+    ext.extend_from_slice(&[next, 0]);
+    ext.extend_from_slice(&(offset << 3 | u16::from(more)).to_be_bytes());
+    ext.extend_from_slice(&id.to_be_bytes());
+    let plen = u16::from_be_bytes([f[18], f[19]]) + ext.len() as u16;
+    f[18..20].copy_from_slice(&plen.to_be_bytes());
+    f.splice(54..54, ext);
+    f
+}
+
 #[test]
-fn neighbor_discovery_fragments_and_nat_ranges_are_invalid() {
+fn a_fragmented_datagram_is_tracked_by_its_first_fragment() {
+    for hop in [false, true] {
+        let ct = Conntrack::default();
+        let whole = udp6(A, 5353, B, 53);
+        let first = fragment(&whole, 7, 0, true, hop);
+        let mut later = fragment(&whole, 7, 100, false, hop);
+        later.truncate(later.len() - 4);
+        let (o, out) = run(&ct, first.clone(), &COMMIT, 0);
+        assert_eq!(o.state, TRK | NEW, "hop {hop}");
+        assert_eq!(out, first);
+        // The later fragment shares the outcome (and the datagram's ports,
+        // which the engine puts in its key).
+        let (o, out) = run(&ct, later.clone(), &COMMIT, 1);
+        assert_eq!(o.state, TRK | NEW, "hop {hop}");
+        assert_eq!(out, later);
+        assert_eq!(ct.stats.fragments.load(Relaxed), 1);
+        // The first fragment made the connection: B's reply is its.
+        assert_eq!(
+            state(&ct, udp6(B, 53, A, 5353), &LOOKUP, 2),
+            TRK | EST | RPL
+        );
+        // A later fragment of a datagram whose first was not seen.
+        let orphan = fragment(&whole, 8, 100, false, hop);
+        assert_eq!(state(&ct, orphan, &LOOKUP, 2), TRK | INV);
+        assert_eq!(ct.stats.orphan_fragments.load(Relaxed), 1);
+        assert_eq!(ct.len(), 1);
+    }
+}
+
+#[test]
+fn neighbor_discovery_nat_ranges_and_other_protocols() {
     let ct = Conntrack::default();
     let ns = nd_frame(ICMPV6_ND_NS);
     assert_eq!(state(&ct, ns, &COMMIT, 0), TRK | INV);
-    // A first fragment (fragment header, offset 0, more fragments) and a
-    // later one.
-    let mut first = udp6_frame();
-    first[20] = 44;
-    first.splice(54..54, [17, 0, 0, 1, 0, 0, 0, 7]);
-    let mut later = first.clone();
-    later[56..58].copy_from_slice(&(100u16 << 3).to_be_bytes());
-    for f in [first, later] {
-        let (o, out) = run(&ct, f.clone(), &COMMIT, 0);
-        assert_eq!(o.state, TRK | INV);
-        assert_eq!(out, f);
-    }
-    assert_eq!(ct.stats.ipv6_fragments.load(Relaxed), 2);
     // NAT ranges are IPv4 addresses: an IPv6 connection is refused.
     let (o, out) = run(&ct, udp6(A, 1, B, 2), &snat(0x0a00_000a), 0);
     assert_eq!(o.state, TRK | INV);
@@ -170,7 +210,16 @@ fn neighbor_discovery_fragments_and_nat_ranges_are_invalid() {
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
     assert_eq!(state(&ct, arp, &COMMIT, 0), TRK | INV);
     assert_eq!(ct.stats.not_ip.load(Relaxed), 1);
-    assert!(ct.stats_text().contains("ipv6_fragments: 2\n"));
+    assert!(ct.stats_text().contains("nat_family: 1\n"));
+    // Another protocol (GRE) is tracked by its addresses.
+    let gre = ip6_frame(47, A, B, &[0; 8]);
+    assert_eq!(state(&ct, gre, &COMMIT, 0), TRK | NEW);
+    assert_eq!(
+        state(&ct, ip6_frame(47, B, A, &[0; 8]), &LOOKUP, 1),
+        TRK | EST | RPL
+    );
+    // The fixed frames of the packet tests still parse (whole UDP).
+    assert_eq!(state(&ct, udp6_frame(), &LOOKUP, 1), TRK | NEW);
 }
 
 #[test]

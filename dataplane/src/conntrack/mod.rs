@@ -13,7 +13,7 @@
 //! - every packet leaves with `+trk`; `+new` until the connection has seen
 //!   a reply, `+est` after; `+rpl` in the reply direction; `+rel` for an
 //!   ICMP error quoting a tracked connection; `+inv` for what cannot be
-//!   tracked (neither IPv4 nor IPv6, IPv6 fragments, ICMPv6 other than
+//!   tracked (neither IPv4 nor IPv6, ICMPv6 other than
 //!   echo and errors, truncated headers, TCP segments outside the window
 //!   or with nonsense flags, an echo reply or ICMP error without a
 //!   connection, a new connection when the table is full or NAT has no
@@ -26,9 +26,9 @@
 //!   every time. ct_mark and ct_label are written only by a committing
 //!   `ct()` (each under its mask); a packet of the connection carries both
 //!   in its key after `ct()`;
-//! - IPv6 is tracked as IPv4 is (ICMPv6 echo and errors like ICMP's),
-//!   except fragments, and NAT, whose ranges are IPv4: asked to translate
-//!   an IPv6 connection, `ct()` makes it `+inv`;
+//! - IPv6 is tracked as IPv4 is (ICMPv6 echo and errors like ICMP's,
+//!   fragments like IPv4's), except NAT, whose ranges are IPv4: asked to
+//!   translate an IPv6 connection, `ct()` makes it `+inv`;
 //! - NAT happens only when the action has `nat`: `nat(src=..)`/`nat(dst=..)`
 //!   choose the translation when the connection is committed, a bare `nat`
 //!   applies an existing connection's translation in whichever direction
@@ -281,9 +281,6 @@ pub struct CtStats {
     /// Packets neither IPv4 nor IPv6, `+inv` and also counted in
     /// `invalid`.
     pub not_ip: AtomicU64,
-    /// IPv6 fragments (first or later), `+inv` and also counted in
-    /// `invalid`: unlike IPv4's, they are not tracked yet.
-    pub ipv6_fragments: AtomicU64,
     /// New IPv6 connections whose `nat()` names an IPv4 range, `+inv` and
     /// also counted in `invalid`.
     pub nat_family: AtomicU64,

@@ -7,7 +7,7 @@ use super::{Desc, Engine, Frames, PortIo, MAX_RECIRC_DEPTH};
 use crate::conntrack::{state, CtRequest};
 use crate::packet::{self, Layers};
 use flowtable::key::{Field, FlowKey};
-use flowtable::matching::IP_PROTO_ICMP;
+use flowtable::matching::{ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6};
 use flowtable::pipeline::DpAction;
 
 /// A `ct(table=N)` fork waiting to re-enter the pipeline.
@@ -155,9 +155,14 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 /// fragment, with the datagram's L4 words (ports, or ICMP type and code).
 fn as_whole_datagram(key: &mut FlowKey, (first, second): (u16, u16)) {
     key.set(Field::IpFrag, 0);
-    if key.get(Field::IpProto) as u8 == IP_PROTO_ICMP {
+    let proto = key.get(Field::IpProto) as u8;
+    let v6 = key.get(Field::EthType) == u64::from(ETH_TYPE_IPV6);
+    if proto == IP_PROTO_ICMP && !v6 {
         key.set(Field::IcmpType, u64::from(first));
         key.set(Field::IcmpCode, u64::from(second));
+    } else if proto == IP_PROTO_ICMPV6 && v6 {
+        key.set(Field::Icmpv6Type, u64::from(first));
+        key.set(Field::Icmpv6Code, u64::from(second));
     } else {
         key.set(Field::TpSrc, u64::from(first));
         key.set(Field::TpDst, u64::from(second));
