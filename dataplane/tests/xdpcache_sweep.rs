@@ -47,10 +47,12 @@ fn one_step(visited: usize, by_key: bool) -> bool {
 
 fn pass_spread_over_busy_rounds(by_key: bool) {
     let n = 2 * SWEEP_CHUNK as u32 + 100;
+    // The clock starts before the installs: on a loaded machine they can
+    // take longer than the idle expiry, and no entry may look idle here.
+    let t0 = Instant::now();
     let mut r = rig(n, by_key);
     let ct_now = r.ct.now_ms();
     // A forced pass at t0 (nothing to remove yet) makes t0 the last sweep.
-    let t0 = Instant::now();
     r.cache.sweep(t0, true, false, &r.ct, ct_now);
     assert_eq!(r.cache.len(), n as usize);
     // A change retires them all; sweeps remove what they visit.
@@ -151,10 +153,13 @@ fn entry_by_entry_a_forced_sweep_goes_a_step_a_round_too() {
 /// (Hits read in batches: every test using `XdpRig::hits`.)
 #[test]
 fn a_forced_pass_expires_idle_entries_across_batches() {
+    // Before the installs, which a loaded machine may make slower than the
+    // idle expiry.
+    let t0 = Instant::now();
     let mut r = rig(3 * SWEEP_CHUNK as u32, false);
     let ct_now = r.ct.now_ms();
     let before = r.cache.stats().hit_packets;
-    r.cache.sweep(Instant::now(), true, false, &r.ct, ct_now);
+    r.cache.sweep(t0, true, false, &r.ct, ct_now);
     assert_eq!(r.cache.stats().hit_packets, before, "no hits yet");
     assert_eq!(r.cache.len(), 3 * SWEEP_CHUNK);
     // Idle long enough: every entry expires in one forced pass.

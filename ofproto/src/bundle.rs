@@ -307,12 +307,25 @@ impl Bundles {
                 ));
             }
             // FLOW_MOD and GROUP_MOD of OpenFlow 1.4 are 1.3's (see
-            // versions.rs); 1.5's GROUP_MOD has its own codec.
-            if framing == Framing::Standard(crate::versions::OFP15_VERSION)
-                && h.msg_type == msg_type::GROUP_MOD
-            {
-                let gm = crate::wire::group15::parse_group_mod(body)?;
-                return Ok((h.xid, Message::GroupMod(gm)));
+            // versions.rs); 1.5's have their own decoders.
+            if framing == Framing::Standard(crate::versions::OFP15_VERSION) {
+                match h.msg_type {
+                    msg_type::GROUP_MOD => {
+                        let gm = crate::wire::group15::parse_group_mod(body)?;
+                        return Ok((h.xid, Message::GroupMod(gm)));
+                    }
+                    msg_type::FLOW_MOD => {
+                        if let crate::versions::Route::Refuse(e) =
+                            crate::versions::route(h.version, h.msg_type, body)
+                        {
+                            return Err(e);
+                        }
+                        let dialect = crate::wire::action::Dialect::Of15;
+                        let fm = crate::wire::mods::parse_flow_mod_in(body, dialect)?;
+                        return Ok((h.xid, Message::FlowMod(fm)));
+                    }
+                    _ => {}
+                }
             }
             if matches!(framing, Framing::Standard(_)) && h.msg_type == msg_type::FLOW_MOD {
                 if let crate::versions::Route::Refuse(e) =

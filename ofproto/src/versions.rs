@@ -25,7 +25,8 @@
 //!
 //! Same encodings (OpenFlow 1.4.1 and 1.5.1 against 1.3.5): ECHO, ERROR,
 //! FEATURES, GET/SET_CONFIG, BARRIER; FLOW_MOD (1.4's `importance` sits in
-//! 1.3's padding: a nonzero importance is refused with
+//! 1.3's padding; 1.5's instructions write loads, copies and meters in
+//! their own way, see `wire::action15`; a nonzero importance is refused with
 //! OFPFMFC_UNKNOWN, as xbr has no eviction); multipart TABLE, GROUP and
 //! GROUP_FEATURES; GROUP_MOD and multipart FLOW, AGGREGATE and GROUP_DESC
 //! in 1.4 only. 1.5 reworked groups (bucket ids and properties:
@@ -73,6 +74,9 @@ pub(crate) enum Route {
     PortDesc15 { port_no: u32 },
     /// OpenFlow 1.5's GROUP_MOD (see `wire::group15`).
     GroupMod15,
+    /// OpenFlow 1.5's FLOW_MOD: 1.3's layout, instructions in 1.5's
+    /// dialect (see `wire::action15`).
+    FlowMod15,
     /// OpenFlow 1.5's GROUP_DESC request, for one group or ALL.
     GroupDesc15 { group_id: u32 },
     /// Refuse it with this error.
@@ -101,7 +105,8 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
         | msg_type::SET_CONFIG
         | msg_type::BARRIER_REQUEST => Route::AsOf13,
         msg_type::FLOW_MOD => match importance(body) {
-            Some(0) | None => Route::AsOf13,
+            Some(0) | None if v14 => Route::AsOf13,
+            Some(0) | None => Route::FlowMod15,
             // OFPFMFC_UNKNOWN: no code says "unsupported field value".
             Some(_) => Route::Refuse(WireError::FlowMod(
                 0,
@@ -136,7 +141,11 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
                 Some(mp_type::DESC | mp_type::PORT_DESC | mp_type::TABLE_FEATURES) => {
                     Route::AsOf13
                 }
-                Some(mp_type::FLOW | mp_type::AGGREGATE | mp_type::GROUP_DESC) if v14 =>
+                // Flow statistics requests are 1.3's in 1.4 and 1.5; the
+                // replies are encoded for the connection's version (see
+                // `wire::stats15`).
+                Some(mp_type::FLOW | mp_type::AGGREGATE) => Route::AsOf13,
+                Some(mp_type::GROUP_DESC) if v14 =>
                 {
                     Route::AsOf13
                 }
@@ -230,8 +239,12 @@ mod tests {
             route(5, msg_type::MULTIPART_REQUEST, &[0, 1, 0, 0]),
             Route::AsOf13
         );
-        assert!(matches!(
+        assert_eq!(
             route(6, msg_type::MULTIPART_REQUEST, &[0, 1, 0, 0]),
+            Route::AsOf13
+        );
+        assert!(matches!(
+            route(6, msg_type::MULTIPART_REQUEST, &[0, 4, 0, 0]),
             Route::Refuse(WireError::BadRequest(err::BRC_BAD_MULTIPART, _))
         ));
         assert!(matches!(
@@ -252,6 +265,7 @@ mod tests {
         ));
         let mut fm = vec![0u8; 48];
         assert_eq!(route(5, msg_type::FLOW_MOD, &fm), Route::AsOf13);
+        assert_eq!(route(6, msg_type::FLOW_MOD, &fm), Route::FlowMod15);
         fm[39] = 1;
         assert!(matches!(
             route(5, msg_type::FLOW_MOD, &fm),

@@ -23,9 +23,13 @@ fn an_openflow14_bundle_applies_all_or_nothing() {
     assert!(ok, "{out}{err}");
     let v13 = normalise_dump(&h.ok(&["dump-flows", &t]));
     assert_eq!(v13.len(), 2, "{v13:?}");
-    let (ok, dump14, err) = h.ofctl_with("OpenFlow14", &["dump-flows", &t]);
-    assert!(ok && dump14.contains("(OF1.4)"), "{dump14}{err}");
-    assert_eq!(normalise_dump(&dump14), v13);
+    for v in ["OpenFlow14", "OpenFlow15"] {
+        let (ok, dump, err) = h.ofctl_with(v, &["dump-flows", &t]);
+        assert!(ok && dump.contains(" reply (OF1."), "{v}: {dump}{err}");
+        assert_eq!(normalise_dump(&dump), v13, "{v}");
+    }
+    let (ok, agg, err) = h.ofctl_with("OpenFlow15", &["dump-aggregate", &t]);
+    assert!(ok && agg.contains("flow_count=2"), "{agg}{err}");
     let (ok, groups, _) = h.ofctl_with("OpenFlow14", &["dump-groups", &t]);
     assert!(ok && groups.contains("group_id=5,type=select"), "{groups}");
 
@@ -151,7 +155,7 @@ fn what_later_versions_encode_differently_is_refused() {
     let (ok, out, err) = h.ofctl_with("OpenFlow14", &["mod-port", &t, "3", "down"]);
     assert!(!ok && err.contains("OFPBRC_BAD_TYPE"), "{out}{err}");
     assert_eq!(*h.dp.ports.lock(), before);
-    let (_, out, err) = h.ofctl_with("OpenFlow15", &["dump-flows", &t]);
+    let (_, out, err) = h.ofctl_with("OpenFlow15", &["dump-ports", &t]);
     assert!(out.contains("OFPBRC_BAD_STAT"), "{out}{err}");
     // xbr never evicts flows, so an importance is refused, not ignored.
     let (ok, out, err) = h.ofctl_with("OpenFlow14", &["add-flow", &t, "importance=5,actions=drop"]);

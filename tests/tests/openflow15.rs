@@ -42,14 +42,14 @@ fn both_refuse(peers: &Peers, args: &[&str], error: &str) -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn openflow15_groups_like_ovs() -> Result<()> {
+/// Both switches with three ports, OVS's bridge also speaking 1.5 (the
+/// harness's speaks 1.3 only).
+fn peers_with_of15() -> Result<Peers> {
     let peers = Peers::start(&[
         PortSpec::new("p1", 1, PortKind::Internal),
         PortSpec::new("p2", 2, PortKind::Internal),
         PortSpec::new("p3", 3, PortKind::Internal),
     ])?;
-    // The OVS harness's bridge speaks 1.3 only.
     let set = peers
         .ovs
         .vsctl(&["set", "bridge", BRIDGE, "protocols=OpenFlow13,OpenFlow15"])
@@ -60,6 +60,51 @@ fn openflow15_groups_like_ovs() -> Result<()> {
             set.stderr
         )));
     }
+    Ok(peers)
+}
+
+#[test]
+fn openflow15_flow_statistics_like_ovs() -> Result<()> {
+    let peers = peers_with_of15()?;
+    for flow in [
+        "table=0,priority=100,cookie=0x5,in_port=1,ip,nw_dst=10.128.0.0/14,\
+         actions=load:0x7->NXM_NX_REG0[],goto_table:20",
+        "table=0,priority=50,idle_timeout=300,hard_timeout=600,arp,actions=output:2",
+        "table=20,priority=10,ip,ct_state=-trk,actions=ct(table=30,zone=3)",
+        "table=30,priority=5,tcp,tp_dst=80,actions=ct(commit),output:3",
+        "table=30,priority=0,actions=drop",
+    ] {
+        peers.both_ok(&["add-flow", BRIDGE, flow])?;
+    }
+    // The same kinds of action written in 1.5, where loads are masked
+    // set_fields and moves copy_fields.
+    for flow in [
+        "table=40,priority=10,actions=load:0x7->NXM_NX_REG0[4..7],\
+         move:NXM_NX_REG0[0..3]->NXM_NX_REG1[4..7],goto_table:41",
+        "table=41,priority=10,ip,actions=ct(commit,exec(load:0x1->NXM_NX_CT_MARK[0..3])),\
+         load:0xa->NXM_NX_TUN_ID[0..31],output:1",
+        "table=42,priority=10,actions=set_field:0x5/0xf->reg2,move:NXM_NX_REG2[]->NXM_NX_REG3[]",
+    ] {
+        peers.both_ok(&of15(&["add-flow", BRIDGE, flow]))?;
+    }
+    peers.assert_same_dump(&["dump-flows", BRIDGE], "1.3 dump-flows")?;
+    peers.assert_same_dump(&of15(&["dump-flows", BRIDGE]), "1.5 dump-flows")?;
+    peers.assert_same_dump(
+        &of15(&["dump-flows", BRIDGE, "table=30"]),
+        "1.5 dump-flows of one table",
+    )?;
+    // `NXST_AGGREGATE reply (OF1.5) (xid=0x2): packet_count=0 ...`.
+    let [x, o] = peers.both(&of15(&["dump-aggregate", BRIDGE]))?;
+    let without_xid = |s: &str| -> Vec<String> { error_lines(s) };
+    assert!(x.ok && o.ok, "xbr: {}\nOVS: {}", x.stderr, o.stderr);
+    assert_eq!(without_xid(&x.stdout), without_xid(&o.stdout));
+    assert!(x.stdout.contains("flow_count=8"), "{}", x.stdout);
+    Ok(())
+}
+
+#[test]
+fn openflow15_groups_like_ovs() -> Result<()> {
+    let peers = peers_with_of15()?;
     let add = |spec: &str| peers.both_ok(&of15(&["add-group", BRIDGE, spec]));
     add(
         "group_id=1,type=select,bucket=bucket_id:10,weight:5,actions=output:1,\
@@ -69,6 +114,10 @@ fn openflow15_groups_like_ovs() -> Result<()> {
          bucket=watch_port:2,watch_group:1,actions=output:2")?;
     add("group_id=3,type=all,bucket=actions=output:1,bucket=actions=output:3")?;
     add("group_id=4,type=indirect,bucket=actions=output:3")?;
+    add(
+        "group_id=5,type=all,bucket=actions=load:0x3->NXM_NX_REG0[0..7],output:1,\
+         bucket=actions=move:NXM_NX_REG0[0..7]->NXM_NX_REG1[8..15],output:2",
+    )?;
     same_groups(&peers, "after add-group")?;
 
     let edit = |cmd: &str, spec: &str| peers.both_ok(&of15(&[cmd, BRIDGE, spec]));

@@ -294,6 +294,14 @@ impl<R: Read> Connection<R> {
                     self.port_desc_v15(h.xid, port_no)?;
                     return Ok(Next::Continue);
                 }
+                Route::FlowMod15 => {
+                    let dialect = crate::wire::action::Dialect::Of15;
+                    match crate::wire::mods::parse_flow_mod_in(body, dialect) {
+                        Ok(fm) => self.dispatch(h.xid, Message::FlowMod(fm), raw)?,
+                        Err(e) => self.send_error(&e, h.xid, raw)?,
+                    }
+                    return Ok(Next::Continue);
+                }
                 Route::GroupMod15 => {
                     match crate::wire::group15::parse_group_mod(body) {
                         Ok(gm) => self.dispatch(h.xid, Message::GroupMod(gm), raw)?,

@@ -1,8 +1,9 @@
 //! Multipart (statistics) requests of one connection.
 
 use super::{millisecond_duration, Connection};
+use crate::versions::OFP15_VERSION;
 use crate::wire::multipart::{self, pack_replies, FlowStatsEntry, MultipartRequest};
-use crate::wire::{err, features, meter, table_features, WireError};
+use crate::wire::{err, features, meter, stats15, table_features, WireError};
 use flowtable::action::{group as group_no, port};
 use flowtable::{FlowFilter, Meter};
 use std::io::{self, Read};
@@ -33,7 +34,11 @@ impl<R: Read> Connection<R> {
                     (p.wrapping_add(rp), b.wrapping_add(rb))
                 });
                 let n = u32::try_from(rules.len()).unwrap_or(u32::MAX);
-                vec![multipart::aggregate_entry(p, b, n)]
+                if self.version == OFP15_VERSION {
+                    vec![stats15::aggregate_entry(p, b, n)]
+                } else {
+                    vec![multipart::aggregate_entry(p, b, n)]
+                }
             }
             MultipartRequest::Table => self
                 .bridge
@@ -188,7 +193,7 @@ impl<R: Read> Connection<R> {
                     matching: r.matching,
                     instructions: r.instructions.clone(),
                 }
-                .emit(&mut out);
+                .emit_for(self.version, &mut out);
                 out
             })
             .collect()

@@ -86,12 +86,29 @@ fn join_ofs_nbits(ofs: u32, nbits: u32) -> u16 {
     ((ofs << 6) | (nbits.saturating_sub(1) & 0x3f)) as u16
 }
 
-/// Decodes a whole action list.
-pub fn parse_actions(bytes: &[u8]) -> Result<Vec<Action>, WireError> {
-    parse_list(bytes, 0)
+/// Which OpenFlow version's encodings an action list is read and written
+/// in: 1.3 (and 1.4), where bit-range writes and copies are Nicira's
+/// REG_LOAD and REG_MOVE, or 1.5, where a masked SET_FIELD and
+/// OFPAT_COPY_FIELD replaced them (see `action15.rs`). Everything else is
+/// the same in both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dialect {
+    #[default]
+    Of13,
+    Of15,
 }
 
-fn parse_list(bytes: &[u8], depth: u32) -> Result<Vec<Action>, WireError> {
+/// Decodes a whole action list.
+pub fn parse_actions(bytes: &[u8]) -> Result<Vec<Action>, WireError> {
+    parse_list(bytes, 0, Dialect::Of13)
+}
+
+/// [`parse_actions`] in `dialect`.
+pub fn parse_actions_in(bytes: &[u8], dialect: Dialect) -> Result<Vec<Action>, WireError> {
+    parse_list(bytes, 0, dialect)
+}
+
+fn parse_list(bytes: &[u8], depth: u32, dialect: Dialect) -> Result<Vec<Action>, WireError> {
     let mut r = Reader::new(bytes, Ctx::Action, "action list");
     let mut out = Vec::new();
     while !r.is_empty() {
@@ -110,13 +127,13 @@ fn parse_list(bytes: &[u8], depth: u32) -> Result<Vec<Action>, WireError> {
             ));
         }
         let body = r.bytes(len - 4)?;
-        out.push(parse_one(ty, body, depth)?);
+        out.push(parse_one(ty, body, depth, dialect)?);
     }
     Ok(out)
 }
 
 /// Decodes one action given its type and the bytes after type and length.
-fn parse_one(ty: u16, body: &[u8], depth: u32) -> Result<Action, WireError> {
+fn parse_one(ty: u16, body: &[u8], depth: u32, dialect: Dialect) -> Result<Action, WireError> {
     let mut r = Reader::new(body, Ctx::Action, "action");
     let want_len = |r: &Reader<'_>, n: usize| {
         if r.remaining() == n {
@@ -205,7 +222,10 @@ fn parse_one(ty: u16, body: &[u8], depth: u32) -> Result<Action, WireError> {
             Ok(Action::DecNwTtl)
         }
         OFPAT_SET_FIELD => {
-            let action = oxm::parse_set_field(&mut r)?;
+            let action = match dialect {
+                Dialect::Of13 => oxm::parse_set_field(&mut r)?,
+                Dialect::Of15 => super::action15::parse_set_field(&mut r)?,
+            };
             if r.rest().iter().any(|b| *b != 0) {
                 return Err(bad(err::BAC_BAD_SET_LEN, "set_field padding is not zero"));
             }
@@ -220,7 +240,17 @@ fn parse_one(ty: u16, body: &[u8], depth: u32) -> Result<Action, WireError> {
                 ));
             }
             let subtype = r.u16()?;
-            parse_nx(subtype, &mut r, depth)
+            if dialect == Dialect::Of15 && matches!(subtype, NXAST_REG_LOAD | NXAST_REG_MOVE) {
+                // As OVS: 1.5 has set_field and copy_field for these.
+                return Err(bad(
+                    err::BAC_BAD_EXP_TYPE,
+                    format!("Nicira action subtype {subtype} does not exist in OpenFlow 1.5"),
+                ));
+            }
+            parse_nx(subtype, &mut r, depth, dialect)
+        }
+        super::action15::OFPAT_COPY_FIELD if dialect == Dialect::Of15 => {
+            super::action15::parse_copy_field(&mut r)
         }
         _ => Err(bad(
             err::BAC_BAD_TYPE,
@@ -230,7 +260,12 @@ fn parse_one(ty: u16, body: &[u8], depth: u32) -> Result<Action, WireError> {
 }
 
 /// Decodes a Nicira action body after its subtype.
-fn parse_nx(subtype: u16, r: &mut Reader<'_>, depth: u32) -> Result<Action, WireError> {
+fn parse_nx(
+    subtype: u16,
+    r: &mut Reader<'_>,
+    depth: u32,
+    dialect: Dialect,
+) -> Result<Action, WireError> {
     // Body lengths after vendor and subtype (action length minus 10).
     let exact = |r: &Reader<'_>, n: usize| {
         if r.remaining() == n {
@@ -286,7 +321,7 @@ fn parse_nx(subtype: u16, r: &mut Reader<'_>, depth: u32) -> Result<Action, Wire
             }
             Ok(Action::OutputReg { src, max_len })
         }
-        NXAST_CT => parse_ct(r, depth),
+        NXAST_CT => parse_ct(r, depth, dialect),
         NXAST_NAT => parse_nat(r),
         _ => Err(bad(
             err::BAC_BAD_EXP_TYPE,
@@ -295,7 +330,7 @@ fn parse_nx(subtype: u16, r: &mut Reader<'_>, depth: u32) -> Result<Action, Wire
     }
 }
 
-fn parse_ct(r: &mut Reader<'_>, depth: u32) -> Result<Action, WireError> {
+fn parse_ct(r: &mut Reader<'_>, depth: u32, dialect: Dialect) -> Result<Action, WireError> {
     let flags = r.u16()?;
     let zone_src = r.u32()?;
     let zone_word = r.u16()?;
@@ -311,7 +346,7 @@ fn parse_ct(r: &mut Reader<'_>, depth: u32) -> Result<Action, WireError> {
     if depth >= MAX_DEPTH {
         return Err(bad(err::BAC_BAD_ARGUMENT, "ct() nested too deeply"));
     }
-    let actions = parse_list(r.rest(), depth + 1)?;
+    let actions = parse_list(r.rest(), depth + 1, dialect)?;
     Ok(Action::Ct(CtAction {
         flags,
         zone,
@@ -361,8 +396,18 @@ pub fn emit_actions(actions: &[Action], out: &mut Vec<u8>) {
 /// [`emit_actions`] for a flow whose match fixes `ip_proto` (see
 /// [`oxm::emit_set_field_for`]).
 pub(crate) fn emit_actions_for(actions: &[Action], ip_proto: Option<u8>, out: &mut Vec<u8>) {
+    emit_actions_in(actions, ip_proto, Dialect::Of13, out);
+}
+
+/// [`emit_actions_for`] in `dialect`.
+pub(crate) fn emit_actions_in(
+    actions: &[Action],
+    ip_proto: Option<u8>,
+    dialect: Dialect,
+    out: &mut Vec<u8>,
+) {
     for a in actions {
-        emit_one(a, ip_proto, out);
+        emit_one(a, ip_proto, dialect, out);
     }
 }
 
@@ -377,15 +422,25 @@ fn nx_start(out: &mut Vec<u8>, subtype: u16) -> usize {
 }
 
 /// Pads the action started at `len_at - 2` to 8 bytes and fills in its length.
-fn finish(out: &mut Vec<u8>, len_at: usize) {
+pub(super) fn finish(out: &mut Vec<u8>, len_at: usize) {
     let start = len_at - 2;
     out.pad8_from(start);
     let len = super::len16(out, start);
     out.patch_u16(len_at, len);
 }
 
-fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
+fn emit_one(a: &Action, ip_proto: Option<u8>, dialect: Dialect, out: &mut Vec<u8>) {
     match a {
+        Action::RegLoad { dst, value } if dialect == Dialect::Of15 => {
+            out.put_u16(OFPAT_SET_FIELD);
+            let at = out.len();
+            out.put_u16(0);
+            super::action15::emit_load(dst, *value, out);
+            finish(out, at);
+        }
+        Action::RegMove { src, dst } if dialect == Dialect::Of15 => {
+            super::action15::emit_copy_field(src, dst, out);
+        }
         Action::Output { port, max_len } => {
             out.put_u16(OFPAT_OUTPUT);
             out.put_u16(16);
@@ -551,7 +606,7 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, out: &mut Vec<u8>) {
             out.put_u8(ct.recirc_table.unwrap_or(255));
             out.put_zeros(3);
             out.put_u16(ct.alg);
-            emit_actions_for(&ct.actions, ip_proto, out);
+            emit_actions_in(&ct.actions, ip_proto, dialect, out);
             finish(out, at);
         }
         Action::Nat(nat) => {

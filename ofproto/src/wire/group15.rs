@@ -1,7 +1,8 @@
 //! OpenFlow 1.5's group encodings: GROUP_MOD (`ofp_group_mod` with a
 //! bucket array length and a command bucket id), buckets with ids and
 //! properties instead of fixed fields, and GROUP_DESC entries in that
-//! form. Group and bucket statistics and GROUP_FEATURES are 1.3's.
+//! form; bucket actions are in 1.5's dialect (see `action15.rs`). Group and
+//! bucket statistics and GROUP_FEATURES are 1.3's.
 //!
 //! A bucket's weight, watch port and watch group travel as properties
 //! (each padded to 8 bytes; the length field counts the weight's two
@@ -10,7 +11,7 @@
 //! the watches, as OVS reads them. Group properties (OVS's NTR
 //! `selection_method`) are refused: xbr has one selection method.
 
-use super::action::{emit_actions, parse_actions};
+use super::action::{emit_actions_in, parse_actions_in, Dialect};
 use super::mods::{group_type_from_wire, group_type_to_wire};
 use super::{err, Ctx, Put, Reader, WireError};
 use flowtable::action::{group as group_no, port};
@@ -137,7 +138,7 @@ fn parse_buckets(bytes: &[u8], group_type: GroupType) -> Result<Vec<Bucket>, Wir
         if bucket_id > BUCKET_ID_MAX {
             return Err(bad_bucket(format!("bucket id {bucket_id:#x}")));
         }
-        let actions = parse_actions(r.bytes(actions_len)?)?;
+        let actions = parse_actions_in(r.bytes(actions_len)?, Dialect::Of15)?;
         let mut bucket = Bucket {
             bucket_id,
             weight: u16::from(group_type == GroupType::Select),
@@ -211,7 +212,7 @@ fn emit_bucket(b: &Bucket, group_type: GroupType, out: &mut Vec<u8>) {
     out.put_u16(0);
     out.put_u16(0);
     out.put_u32(b.bucket_id);
-    emit_actions(&b.actions, out);
+    emit_actions_in(&b.actions, None, Dialect::Of15, out);
     let actions_len = super::len16(out, start + BUCKET_LEN);
     if group_type == GroupType::Select || b.weight != 0 {
         // 16-bit values get 8-byte properties in the specs (OVS too).

@@ -2,7 +2,8 @@
 //! [`Instructions`] and encoded in OpenFlow's execution order, which is
 //! also the order OVS sends them in.
 
-use super::action::{emit_actions_for, parse_actions};
+use super::action::{emit_actions_in, parse_actions_in, Dialect};
+use super::action15;
 use super::{err, Ctx, Put, Reader, WireError};
 use flowtable::Instructions;
 
@@ -24,6 +25,12 @@ fn dup(name: &str) -> WireError {
 
 /// Decodes an instruction list (the rest of a FLOW_MOD or flow stats entry).
 pub fn parse_instructions(bytes: &[u8]) -> Result<Instructions, WireError> {
+    parse_instructions_in(bytes, Dialect::Of13)
+}
+
+/// [`parse_instructions`] in `dialect`: in OpenFlow 1.5 the meter is the
+/// first action of apply-actions, not an instruction.
+pub fn parse_instructions_in(bytes: &[u8], dialect: Dialect) -> Result<Instructions, WireError> {
     let mut r = Reader::new(bytes, Ctx::Instruction, "instructions");
     let mut ins = Instructions::default();
     while !r.is_empty() {
@@ -70,7 +77,21 @@ pub fn parse_instructions(bytes: &[u8]) -> Result<Instructions, WireError> {
             }
             OFPIT_WRITE_ACTIONS | OFPIT_APPLY_ACTIONS => {
                 b.skip(4)?;
-                let actions = parse_actions(b.rest())?;
+                let mut list = b.rest();
+                if ty == OFPIT_APPLY_ACTIONS && dialect == Dialect::Of15 {
+                    let (meter, rest) = action15::split_meter(list)?;
+                    if let Some(m) = meter {
+                        if ins.meter.replace(m).is_some() {
+                            return Err(dup("meter"));
+                        }
+                        if rest.is_empty() {
+                            // Only the meter: there are no apply-actions.
+                            continue;
+                        }
+                    }
+                    list = rest;
+                }
+                let actions = parse_actions_in(list, dialect)?;
                 let slot = if ty == OFPIT_WRITE_ACTIONS {
                     &mut ins.write_actions
                 } else {
@@ -85,6 +106,12 @@ pub fn parse_instructions(bytes: &[u8]) -> Result<Instructions, WireError> {
                 if std::mem::replace(&mut ins.clear_actions, true) {
                     return Err(dup("clear_actions"));
                 }
+            }
+            OFPIT_METER if dialect == Dialect::Of15 => {
+                return Err(bad(
+                    err::BIC_UNKNOWN_INST,
+                    "the meter is an action in OpenFlow 1.5",
+                ))
             }
             OFPIT_METER => {
                 fixed(&b, 4)?;
@@ -106,15 +133,20 @@ pub fn parse_instructions(bytes: &[u8]) -> Result<Instructions, WireError> {
 
 fn emit_action_list(
     ty: u16,
+    meter: Option<u32>,
     actions: &[flowtable::Action],
     ip_proto: Option<u8>,
+    dialect: Dialect,
     out: &mut Vec<u8>,
 ) {
     let start = out.len();
     out.put_u16(ty);
     out.put_u16(0);
     out.put_zeros(4);
-    emit_actions_for(actions, ip_proto, out);
+    if let Some(m) = meter {
+        action15::emit_meter(m, out);
+    }
+    emit_actions_in(actions, ip_proto, dialect, out);
     let len = super::len16(out, start);
     out.patch_u16(start + 2, len);
 }
@@ -127,13 +159,33 @@ pub fn emit_instructions(ins: &Instructions, out: &mut Vec<u8>) {
 /// [`emit_instructions`] of a flow whose match fixes `ip_proto`, so that
 /// set_field of L4 ports keeps its protocol's header.
 pub fn emit_instructions_for(ins: &Instructions, ip_proto: Option<u8>, out: &mut Vec<u8>) {
-    if let Some(m) = ins.meter {
-        out.put_u16(OFPIT_METER);
-        out.put_u16(8);
-        out.put_u32(m);
-    }
-    if let Some(a) = &ins.apply_actions {
-        emit_action_list(OFPIT_APPLY_ACTIONS, a, ip_proto, out);
+    emit_instructions_in(ins, ip_proto, Dialect::Of13, out);
+}
+
+/// [`emit_instructions_for`] in `dialect` (1.5 puts the meter first in
+/// apply-actions).
+pub fn emit_instructions_in(
+    ins: &Instructions,
+    ip_proto: Option<u8>,
+    dialect: Dialect,
+    out: &mut Vec<u8>,
+) {
+    let meter_action = match (ins.meter, dialect) {
+        (Some(m), Dialect::Of15) => Some(m),
+        (Some(m), Dialect::Of13) => {
+            out.put_u16(OFPIT_METER);
+            out.put_u16(8);
+            out.put_u32(m);
+            None
+        }
+        (None, _) => None,
+    };
+    match (&ins.apply_actions, meter_action) {
+        (Some(a), m) => emit_action_list(OFPIT_APPLY_ACTIONS, m, a, ip_proto, dialect, out),
+        (None, Some(m)) => {
+            emit_action_list(OFPIT_APPLY_ACTIONS, Some(m), &[], ip_proto, dialect, out)
+        }
+        (None, None) => {}
     }
     if ins.clear_actions {
         out.put_u16(OFPIT_CLEAR_ACTIONS);
@@ -141,7 +193,7 @@ pub fn emit_instructions_for(ins: &Instructions, ip_proto: Option<u8>, out: &mut
         out.put_zeros(4);
     }
     if let Some(a) = &ins.write_actions {
-        emit_action_list(OFPIT_WRITE_ACTIONS, a, ip_proto, out);
+        emit_action_list(OFPIT_WRITE_ACTIONS, None, a, ip_proto, dialect, out);
     }
     if let Some((v, m)) = ins.write_metadata {
         out.put_u16(OFPIT_WRITE_METADATA);

@@ -8,6 +8,7 @@
 //! OVS sends), `emit(parse(bytes)) == bytes`.
 
 pub mod action;
+mod action15;
 pub mod features;
 pub mod fields;
 pub mod flow_removed;
@@ -22,6 +23,7 @@ pub mod oxm;
 mod oxm_set;
 pub mod packet_io;
 pub mod port_status;
+pub mod stats15;
 pub mod table_features;
 
 use thiserror::Error;

@@ -1,7 +1,8 @@
 //! FLOW_MOD, GROUP_MOD and PORT_MOD bodies (everything after `ofp_header`).
 
+use super::action::Dialect;
 use super::action::{emit_actions, parse_actions};
-use super::instruction::{emit_instructions_for, parse_instructions};
+use super::instruction::{emit_instructions_for, parse_instructions_in};
 use super::oxm::{emit_match, parse_match};
 use super::{err, Ctx, Put, Reader, WireError};
 use flowtable::{Bucket, FlowMod, FlowModCommand, GroupMod, GroupModCommand, GroupType};
@@ -34,6 +35,12 @@ fn command_to_wire(c: FlowModCommand) -> u8 {
 
 /// Decodes an `ofp_flow_mod` body.
 pub fn parse_flow_mod(body: &[u8]) -> Result<FlowMod, WireError> {
+    parse_flow_mod_in(body, Dialect::Of13)
+}
+
+/// [`parse_flow_mod`] with instructions in `dialect` (the rest of the
+/// body is the same in 1.3, 1.4 and 1.5).
+pub fn parse_flow_mod_in(body: &[u8], dialect: Dialect) -> Result<FlowMod, WireError> {
     let mut r = Reader::new(body, Ctx::Request, "flow_mod");
     let cookie = r.u64()?;
     let cookie_mask = r.u64()?;
@@ -48,7 +55,7 @@ pub fn parse_flow_mod(body: &[u8]) -> Result<FlowMod, WireError> {
     let flags = r.u16()?;
     r.skip(2)?;
     let matching = parse_match(&mut r)?;
-    let instructions = parse_instructions(r.rest())?;
+    let instructions = parse_instructions_in(r.rest(), dialect)?;
     Ok(FlowMod {
         cookie,
         cookie_mask,
