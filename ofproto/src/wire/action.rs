@@ -1,8 +1,9 @@
 //! Action lists: OpenFlow 1.3 OUTPUT, GROUP, SET_FIELD, the VLAN, MPLS,
 //! PBB and TTL actions (COPY_TTL_OUT/IN and PBB too, which OVS lacks), and
-//! the Nicira
-//! experimenter actions OVS sends (REG_MOVE, REG_LOAD, NOTE, RESUBMIT,
-//! RESUBMIT_TABLE, OUTPUT_REG, CT with nested actions, NAT).
+//! the Nicira experimenter actions OVS sends (REG_MOVE, REG_LOAD, NOTE,
+//! RESUBMIT, RESUBMIT_TABLE, OUTPUT_REG, CT with nested actions, NAT;
+//! decoded in `action_nx.rs`), in OpenFlow 1.3's encodings or 1.5's
+//! ([`Dialect`], `action15.rs`).
 //!
 //! Each wire action decodes to exactly one [`Action`] variant and each
 //! variant has one encoding, so a flow dumps in the encoding it was added
@@ -12,7 +13,7 @@
 //! come back with the preferred one.
 
 use super::{err, oxm, Ctx, Put, Reader, WireError, NX_VENDOR_ID};
-use flowtable::action::{CtAction, CtZone, NatAction};
+use flowtable::action::CtZone;
 use flowtable::{Action, SubField};
 
 pub const OFPAT_OUTPUT: u16 = 0;
@@ -42,7 +43,7 @@ pub const NXAST_CT: u16 = 35;
 pub const NXAST_NAT: u16 = 36;
 
 /// NX_NAT_RANGE_* bits of `range_present`.
-mod nat_range {
+pub(super) mod nat_range {
     pub const IPV4_MIN: u16 = 1 << 0;
     pub const IPV4_MAX: u16 = 1 << 1;
     pub const IPV6_MIN: u16 = 1 << 2;
@@ -53,15 +54,15 @@ mod nat_range {
 
 /// Nesting limit for `ct()` actions: OVS allows only NAT and field writes
 /// inside `ct()`, so anything deeper is malformed.
-const MAX_DEPTH: u32 = 2;
+pub(super) const MAX_DEPTH: u32 = 2;
 
-fn bad(code: u16, detail: impl Into<String>) -> WireError {
+pub(super) fn bad(code: u16, detail: impl Into<String>) -> WireError {
     WireError::BadAction(code, detail.into())
 }
 
 /// OpenFlow 1.0-style 16-bit port numbers (used by NXAST_RESUBMIT) map
 /// their reserved range 0xff00.. onto OpenFlow 1.1+'s 0xffffff00...
-fn port_from_16(p: u16) -> u32 {
+pub(super) fn port_from_16(p: u16) -> u32 {
     if p >= 0xff00 {
         0xffff_0000 | u32::from(p)
     } else {
@@ -78,7 +79,7 @@ fn port_to_16(p: u32) -> Option<u16> {
 }
 
 /// `ofs_nbits`: offset in the upper 10 bits, `nbits - 1` in the lower 6.
-fn split_ofs_nbits(v: u16) -> (u32, u32) {
+pub(super) fn split_ofs_nbits(v: u16) -> (u32, u32) {
     (u32::from(v >> 6), u32::from(v & 0x3f) + 1)
 }
 
@@ -108,7 +109,11 @@ pub fn parse_actions_in(bytes: &[u8], dialect: Dialect) -> Result<Vec<Action>, W
     parse_list(bytes, 0, dialect)
 }
 
-fn parse_list(bytes: &[u8], depth: u32, dialect: Dialect) -> Result<Vec<Action>, WireError> {
+pub(super) fn parse_list(
+    bytes: &[u8],
+    depth: u32,
+    dialect: Dialect,
+) -> Result<Vec<Action>, WireError> {
     let mut r = Reader::new(bytes, Ctx::Action, "action list");
     let mut out = Vec::new();
     while !r.is_empty() {
@@ -247,7 +252,7 @@ fn parse_one(ty: u16, body: &[u8], depth: u32, dialect: Dialect) -> Result<Actio
                     format!("Nicira action subtype {subtype} does not exist in OpenFlow 1.5"),
                 ));
             }
-            parse_nx(subtype, &mut r, depth, dialect)
+            super::action_nx::parse_nx(subtype, &mut r, depth, dialect)
         }
         super::action15::OFPAT_COPY_FIELD if dialect == Dialect::Of15 => {
             super::action15::parse_copy_field(&mut r)
@@ -257,135 +262,6 @@ fn parse_one(ty: u16, body: &[u8], depth: u32, dialect: Dialect) -> Result<Actio
             format!("action type {ty} is not supported"),
         )),
     }
-}
-
-/// Decodes a Nicira action body after its subtype.
-fn parse_nx(
-    subtype: u16,
-    r: &mut Reader<'_>,
-    depth: u32,
-    dialect: Dialect,
-) -> Result<Action, WireError> {
-    // Body lengths after vendor and subtype (action length minus 10).
-    let exact = |r: &Reader<'_>, n: usize| {
-        if r.remaining() == n {
-            Ok(())
-        } else {
-            Err(bad(
-                err::BAC_BAD_LEN,
-                format!(
-                    "NXAST subtype {subtype}: {} body bytes, expected {n}",
-                    r.remaining()
-                ),
-            ))
-        }
-    };
-    match subtype {
-        NXAST_RESUBMIT | NXAST_RESUBMIT_TABLE => {
-            exact(r, 6)?;
-            let in_port = port_from_16(r.u16()?);
-            let table = r.u8()?;
-            let table = (subtype == NXAST_RESUBMIT_TABLE && table != 255).then_some(table);
-            Ok(Action::Resubmit { in_port, table })
-        }
-        NXAST_REG_MOVE => {
-            exact(r, 14)?;
-            let nbits = u32::from(r.u16()?);
-            let src_ofs = u32::from(r.u16()?);
-            let dst_ofs = u32::from(r.u16()?);
-            let src = oxm::parse_operand(r.u32()?, src_ofs, nbits)?;
-            let dst = oxm::parse_operand(r.u32()?, dst_ofs, nbits)?;
-            Ok(Action::RegMove { src, dst })
-        }
-        NXAST_REG_LOAD => {
-            exact(r, 14)?;
-            let (ofs, nbits) = split_ofs_nbits(r.u16()?);
-            let dst = oxm::parse_operand(r.u32()?, ofs, nbits)?;
-            let value = r.u64()?;
-            if nbits < 64 && value >> nbits != 0 {
-                return Err(bad(
-                    err::BAC_BAD_ARGUMENT,
-                    format!("load value {value:#x} wider than {nbits} bits"),
-                ));
-            }
-            Ok(Action::RegLoad { dst, value })
-        }
-        NXAST_NOTE => Ok(Action::Note(r.rest().to_vec())),
-        NXAST_OUTPUT_REG => {
-            exact(r, 14)?;
-            let (ofs, nbits) = split_ofs_nbits(r.u16()?);
-            let src = oxm::parse_operand(r.u32()?, ofs, nbits)?;
-            let max_len = r.u16()?;
-            if r.rest().iter().any(|b| *b != 0) {
-                return Err(bad(err::BAC_BAD_ARGUMENT, "output_reg padding is not zero"));
-            }
-            Ok(Action::OutputReg { src, max_len })
-        }
-        NXAST_CT => parse_ct(r, depth, dialect),
-        NXAST_NAT => parse_nat(r),
-        _ => Err(bad(
-            err::BAC_BAD_EXP_TYPE,
-            format!("Nicira action subtype {subtype} is not supported"),
-        )),
-    }
-}
-
-fn parse_ct(r: &mut Reader<'_>, depth: u32, dialect: Dialect) -> Result<Action, WireError> {
-    let flags = r.u16()?;
-    let zone_src = r.u32()?;
-    let zone_word = r.u16()?;
-    let recirc = r.u8()?;
-    r.skip(3)?;
-    let alg = r.u16()?;
-    let zone = if zone_src == 0 {
-        CtZone::Immediate(zone_word)
-    } else {
-        let (ofs, nbits) = split_ofs_nbits(zone_word);
-        CtZone::Field(oxm::parse_operand(zone_src, ofs, nbits)?)
-    };
-    if depth >= MAX_DEPTH {
-        return Err(bad(err::BAC_BAD_ARGUMENT, "ct() nested too deeply"));
-    }
-    let actions = parse_list(r.rest(), depth + 1, dialect)?;
-    Ok(Action::Ct(CtAction {
-        flags,
-        zone,
-        recirc_table: (recirc != 255).then_some(recirc),
-        alg,
-        actions,
-    }))
-}
-
-fn parse_nat(r: &mut Reader<'_>) -> Result<Action, WireError> {
-    r.skip(2)?;
-    let flags = r.u16()?;
-    let present = r.u16()?;
-    if present & (nat_range::IPV6_MIN | nat_range::IPV6_MAX) != 0 {
-        return Err(bad(
-            err::BAC_BAD_ARGUMENT,
-            "IPv6 NAT ranges are not supported",
-        ));
-    }
-    let mut nat = NatAction {
-        flags,
-        ..Default::default()
-    };
-    if present & nat_range::IPV4_MIN != 0 {
-        nat.ipv4_min = Some(r.u32()?);
-    }
-    if present & nat_range::IPV4_MAX != 0 {
-        nat.ipv4_max = Some(r.u32()?);
-    }
-    if present & nat_range::PROTO_MIN != 0 {
-        nat.proto_min = Some(r.u16()?);
-    }
-    if present & nat_range::PROTO_MAX != 0 {
-        nat.proto_max = Some(r.u16()?);
-    }
-    if r.rest().iter().any(|b| *b != 0) {
-        return Err(bad(err::BAC_BAD_LEN, "nat() has trailing bytes"));
-    }
-    Ok(Action::Nat(nat))
 }
 
 /// Encodes an action list.

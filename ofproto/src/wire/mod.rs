@@ -9,6 +9,7 @@
 
 pub mod action;
 mod action15;
+mod action_nx;
 pub mod features;
 pub mod fields;
 pub mod flow_removed;
