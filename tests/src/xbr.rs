@@ -383,6 +383,16 @@ impl Xbr {
         self.ofctl_ok(&["dump-flows", BRIDGE])
     }
 
+    /// The flows (with their counters) and the log: what a failed
+    /// traffic assertion should show.
+    pub fn flows_and_log(&self) -> String {
+        format!(
+            "--- flows:\n{}\n--- xbr log:\n{}",
+            self.dump_flows().unwrap_or_default(),
+            self.log()
+        )
+    }
+
     /// Every OpenFlow counter, as comparable lines ([`without_durations`]):
     /// what a test compares between runs that must count alike.
     pub fn counters(&self) -> Result<Counters> {

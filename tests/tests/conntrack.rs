@@ -139,13 +139,7 @@ fn udp_arrivals(from: &Pod, to: &Pod, count: u64) -> Result<u64> {
 #[test]
 fn policy_allows_connections_and_their_replies_only() -> Result<()> {
     let lab = lab()?;
-    let log = || {
-        format!(
-            "--- flows:\n{}\n--- xbr log:\n{}",
-            lab.xbr.dump_flows().unwrap_or_default(),
-            lab.xbr.log()
-        )
-    };
+    let log = || lab.xbr.flows_and_log();
 
     // ICMP: A reaches B (the reply comes back as +rpl); B may not start
     // anything towards A, C nothing towards B.
@@ -352,13 +346,7 @@ fn snat_to_the_outside_and_replies_back() -> Result<()> {
     ] {
         xbr.add_flow(f)?;
     }
-    let log = || {
-        format!(
-            "--- flows:\n{}\n--- xbr log:\n{}",
-            xbr.dump_flows().unwrap_or_default(),
-            xbr.log()
-        )
-    };
+    let log = || xbr.flows_and_log();
     let out = a.ping(ext.ip(), 3)?;
     assert!(
         out.success(),

@@ -131,13 +131,7 @@ fn ipv6_connections_are_tracked_and_only_their_replies_pass() -> Result<()> {
     for f in FLOWS {
         xbr.add_flow(f)?;
     }
-    let log = || {
-        format!(
-            "--- flows:\n{}\n--- xbr log:\n{}",
-            xbr.dump_flows().unwrap_or_default(),
-            xbr.log()
-        )
-    };
+    let log = || xbr.flows_and_log();
 
     assert!(ping6(&a, IP6_B, 3, 56)?, "A -> B ping6\n{}", log());
     assert!(

@@ -49,13 +49,7 @@ fn only_connections_labelled_on_commit_pass_the_recirculated_table() -> Result<(
     for f in FLOWS {
         xbr.add_flow(f)?;
     }
-    let log = || {
-        format!(
-            "--- flows:\n{}\n--- xbr log:\n{}",
-            xbr.dump_flows().unwrap_or_default(),
-            xbr.log()
-        )
-    };
+    let log = || xbr.flows_and_log();
 
     // The flows dump as OVS prints them.
     let flows = xbr.dump_flows()?;

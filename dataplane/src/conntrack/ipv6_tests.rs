@@ -4,7 +4,7 @@
 //! are `+inv`.
 
 use super::state::{EST, INV, NEW, REL, RPL, TRK};
-use super::tests::{run, snat, BARE_NAT, COMMIT, LOOKUP};
+use super::tests::{run, snat, tcp_header, BARE_NAT, COMMIT, LOOKUP};
 use super::tuple::tcp_flags as F;
 use super::{format_entry, Conntrack, CtRequest};
 use crate::packet::ipv6::tests::{nd_frame, udp6_frame};
@@ -35,15 +35,12 @@ fn tcp6(
     ack: u32,
     flags: u8,
 ) -> Vec<u8> {
-    let mut l4 = vec![0u8; 20];
-    l4[0..2].copy_from_slice(&sport.to_be_bytes());
-    l4[2..4].copy_from_slice(&dport.to_be_bytes());
-    l4[4..8].copy_from_slice(&seq.to_be_bytes());
-    l4[8..12].copy_from_slice(&ack.to_be_bytes());
-    l4[12] = 5 << 4;
-    l4[13] = flags;
-    l4[14..16].copy_from_slice(&64000u16.to_be_bytes());
-    ip6_frame(IP_PROTO_TCP, src, dst, &l4)
+    ip6_frame(
+        IP_PROTO_TCP,
+        src,
+        dst,
+        &tcp_header(sport, dport, seq, ack, flags, 0),
+    )
 }
 
 fn udp6(src: u128, sport: u16, dst: u128, dport: u16) -> Vec<u8> {

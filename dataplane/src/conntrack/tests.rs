@@ -67,6 +67,24 @@ pub(crate) fn tcp_frame(
     flags: u8,
     len: usize,
 ) -> Vec<u8> {
+    ip_frame(
+        IP_PROTO_TCP,
+        src,
+        dst,
+        tcp_header(sport, dport, seq, ack, flags, len),
+    )
+}
+
+/// A TCP header (20 bytes, window 64000, checksum 0) and `len` bytes of
+/// zero payload.
+pub(crate) fn tcp_header(
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    len: usize,
+) -> Vec<u8> {
     let mut l4 = vec![0u8; 20 + len];
     l4[0..2].copy_from_slice(&sport.to_be_bytes());
     l4[2..4].copy_from_slice(&dport.to_be_bytes());
@@ -75,7 +93,7 @@ pub(crate) fn tcp_frame(
     l4[12] = 5 << 4;
     l4[13] = flags;
     l4[14..16].copy_from_slice(&64000u16.to_be_bytes());
-    ip_frame(IP_PROTO_TCP, src, dst, l4)
+    l4
 }
 
 pub(crate) fn udp_frame(src: u32, sport: u16, dst: u32, dport: u16) -> Vec<u8> {

@@ -138,6 +138,15 @@ impl Tuple {
         })
     }
 
+    /// The echo reply type of the tuple's family.
+    fn echo_reply(&self) -> u16 {
+        u16::from(if self.v6 {
+            icmp6::ECHO_REPLY
+        } else {
+            icmp::ECHO_REPLY
+        })
+    }
+
     /// The tuple of the other direction, before any NAT.
     pub fn reverse(&self) -> Tuple {
         let (sport, dport) = if self.is_icmp() {
@@ -448,22 +457,26 @@ fn quoted6(frame: &[u8], l3: usize, end: usize, zone: u16) -> Option<Quoted> {
         sport: 0,
         dport: 0,
     };
-    match proto {
-        IP_PROTO_TCP | IP_PROTO_UDP => {
-            tuple.sport = be16(frame, l4)?;
-            tuple.dport = be16(frame, l4 + 2)?;
-        }
-        IP_PROTO_ICMPV6 => {
-            let ty = *frame.get(l4)?;
-            if ty != icmp6::ECHO_REQUEST && ty != icmp6::ECHO_REPLY {
-                return None;
-            }
-            tuple.sport = be16(frame, l4 + 4)?;
-            tuple.dport = u16::from(ty);
-        }
-        _ => {}
-    }
+    quoted_l4(frame, l4, &mut tuple)?;
     Some(Quoted { tuple, l3, l4 })
+}
+
+/// Fills a quoted packet's ports, or its echo identifier and type, from
+/// the first 8 bytes of its L4 header at `l4`; `None` for a quoted ICMP
+/// message other than echo (errors do not quote errors).
+fn quoted_l4(frame: &[u8], l4: usize, tuple: &mut Tuple) -> Option<()> {
+    if matches!(tuple.proto, IP_PROTO_TCP | IP_PROTO_UDP) {
+        tuple.sport = be16(frame, l4)?;
+        tuple.dport = be16(frame, l4 + 2)?;
+    } else if tuple.is_icmp() {
+        let ty = u16::from(*frame.get(l4)?);
+        if ty != tuple.echo_request() && ty != tuple.echo_reply() {
+            return None;
+        }
+        tuple.sport = be16(frame, l4 + 4)?;
+        tuple.dport = ty;
+    }
+    Some(())
 }
 
 /// The window scale option of a SYN's options, capped at 14 (RFC 7323).
@@ -513,20 +526,6 @@ fn quoted(frame: &[u8], l3: usize, end: usize, zone: u16) -> Option<Quoted> {
         0,
         0,
     );
-    match proto {
-        IP_PROTO_TCP | IP_PROTO_UDP => {
-            tuple.sport = be16(frame, l4)?;
-            tuple.dport = be16(frame, l4 + 2)?;
-        }
-        IP_PROTO_ICMP => {
-            let ty = *frame.get(l4)?;
-            if ty != icmp::ECHO_REQUEST && ty != icmp::ECHO_REPLY {
-                return None;
-            }
-            tuple.sport = be16(frame, l4 + 4)?;
-            tuple.dport = u16::from(ty);
-        }
-        _ => {}
-    }
+    quoted_l4(frame, l4, &mut tuple)?;
     Some(Quoted { tuple, l3, l4 })
 }

@@ -11,7 +11,7 @@
 //! how a load of a whole field is written back.
 
 use super::action::finish;
-use super::oxm::{self, lookup};
+use super::oxm::{self, be_value, lookup, ones128};
 use super::{err, Put, Reader, WireError};
 use flowtable::{Action, SubField};
 
@@ -23,18 +23,6 @@ const HAS_MASK: u32 = 0x100;
 
 fn bad(code: u16, detail: impl Into<String>) -> WireError {
     WireError::BadAction(code, detail.into())
-}
-
-fn be_value(bytes: &[u8]) -> u128 {
-    bytes.iter().fold(0u128, |acc, b| acc << 8 | u128::from(*b))
-}
-
-fn ones128(bits: u32) -> u128 {
-    if bits >= 128 {
-        u128::MAX
-    } else {
-        (1u128 << bits) - 1
-    }
 }
 
 /// Decodes the OXM TLV of a 1.5 SET_FIELD (after the action header),

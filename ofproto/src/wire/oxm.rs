@@ -158,11 +158,11 @@ pub fn emit_operand(sf: &SubField) -> (u32, u32) {
 
 /// A big-endian value of up to 16 bytes (header lengths are checked
 /// against the table before this is called).
-fn be_value(bytes: &[u8]) -> u128 {
+pub(super) fn be_value(bytes: &[u8]) -> u128 {
     bytes.iter().fold(0u128, |acc, b| acc << 8 | u128::from(*b))
 }
 
-fn ones128(bits: u32) -> u128 {
+pub(super) fn ones128(bits: u32) -> u128 {
     if bits >= 128 {
         u128::MAX
     } else {
