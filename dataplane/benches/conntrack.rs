@@ -101,6 +101,7 @@ fn bench(c: &mut Criterion) {
             ip_max: 0x0a00_000b,
             port_min: 0,
             port_max: 0,
+            ipv6_range: false,
         }),
         ..COMMIT
     };

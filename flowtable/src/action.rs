@@ -146,6 +146,9 @@ pub struct NatAction {
     pub flags: u16,
     pub ipv4_min: Option<u32>,
     pub ipv4_max: Option<u32>,
+    /// An IPv6 range instead (never both families).
+    pub ipv6_min: Option<u128>,
+    pub ipv6_max: Option<u128>,
     pub proto_min: Option<u16>,
     pub proto_max: Option<u16>,
 }

@@ -147,6 +147,10 @@ pub struct NatSpec {
     /// free, else pick one.
     pub port_min: u16,
     pub port_max: u16,
+    /// The action named an IPv6 address range, which is not kept here
+    /// (the translation does not do IPv6: such a connection is refused,
+    /// see the dataplane's conntrack).
+    pub ipv6_range: bool,
 }
 
 impl NatSpec {
@@ -174,6 +178,7 @@ impl NatSpec {
             ip_max: n.ipv4_max.unwrap_or(ip_min).max(ip_min),
             port_min,
             port_max: n.proto_max.unwrap_or(port_min).max(port_min),
+            ipv6_range: n.ipv6_min.is_some(),
         }
     }
 }

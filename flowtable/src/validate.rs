@@ -391,7 +391,7 @@ pub(crate) fn check_action(
             }
             for inner in &ct.actions {
                 match inner {
-                    Action::Nat(_) => {}
+                    Action::Nat(_) => check_action(inner, Context::Ct, group_exists)?,
                     Action::SetField {
                         field: Field::CtMark,
                         ..
@@ -426,9 +426,13 @@ pub(crate) fn check_action(
                 return Err(FlowModError::Unsupported("nat outside ct()"));
             }
             let bad_range = matches!((nat.ipv4_min, nat.ipv4_max), (Some(a), Some(b)) if a > b)
+                || matches!((nat.ipv6_min, nat.ipv6_max), (Some(a), Some(b)) if a > b)
                 || matches!((nat.proto_min, nat.proto_max), (Some(a), Some(b)) if a > b);
             if bad_range {
                 return Err(FlowModError::Unsupported("nat range with min > max"));
+            }
+            if nat.ipv4_min.is_some() && nat.ipv6_min.is_some() {
+                return Err(FlowModError::Unsupported("nat range of both families"));
             }
         }
     }

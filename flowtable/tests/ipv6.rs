@@ -231,3 +231,43 @@ fn writes_to_fields_the_flow_does_not_pin_are_refused() {
         );
     }
 }
+
+/// `nat()` with IPv6 ranges reads and prints as OVS writes it: brackets
+/// only before a port range; validation refuses an inverted range.
+#[test]
+fn ipv6_nat_ranges_read_and_print_as_ovs_does() {
+    for actions in [
+        "ct(commit,nat(src=fd00::1-fd00::5))",
+        "ct(commit,nat(src=[fd00::1]-[fd00::5]:1000-2000))",
+        "ct(commit,nat(dst=[fd00::9]:80))",
+        "ct(commit,nat(dst=fd00::9,persistent))",
+    ] {
+        let fm = text::parse_flow(&format!("table=0,ipv6,actions={actions}")).unwrap();
+        let printed = text::format_instructions(&fm.instructions);
+        assert_eq!(printed, actions);
+        let mut ft = FlowTables::new();
+        ft.apply_batch(&[PipelineMod::Flow(fm)]).unwrap();
+    }
+    // Unbracketed, the colons are the address's: no port range there.
+    let fm = text::parse_flow("ipv6,actions=ct(commit,nat(src=fd00::1:80))").unwrap();
+    assert_eq!(
+        text::format_instructions(&fm.instructions),
+        "ct(commit,nat(src=fd00::1:80))"
+    );
+    for bad in [
+        "ipv6,actions=ct(commit,nat(src=[fd00::1))",
+        "ipv6,actions=ct(commit,nat(src=[fd00::1]x))",
+        "ipv6,actions=ct(commit,nat(src=fd00::/64))",
+    ] {
+        assert!(text::parse_flow(bad).is_err(), "{bad}");
+    }
+    let inverted = text::parse_flow("ipv6,actions=ct(commit,nat(src=fd00::5-fd00::1))").unwrap();
+    assert!(FlowTables::new()
+        .apply_batch(&[PipelineMod::Flow(inverted)])
+        .is_err());
+    // IPv4's too (nat() inside ct() was not checked before).
+    let v4 = text::parse_flow("ip,actions=ct(commit,nat(src=10.0.0.5-10.0.0.1))").unwrap();
+    assert!(FlowTables::new()
+        .apply_batch(&[PipelineMod::Flow(v4)])
+        .is_err());
+}

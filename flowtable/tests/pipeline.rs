@@ -561,7 +561,8 @@ fn ct_without_table_continues_and_carries_nat() {
                 ip_min: 0x0a00_000a,
                 ip_max: 0x0a00_000b,
                 port_min: 1024,
-                port_max: 2047
+                port_max: 2047,
+                ipv6_range: false,
             }),
             mark: None,
             label: None

@@ -73,6 +73,8 @@ fn openflow15_flow_statistics_like_ovs() -> Result<()> {
         "table=20,priority=10,ip,ct_state=-trk,actions=ct(table=30,zone=3)",
         "table=30,priority=5,tcp,tp_dst=80,actions=ct(commit),output:3",
         "table=30,priority=0,actions=drop",
+        "table=31,priority=5,ipv6,actions=ct(commit,nat(src=[fd00::1]-[fd00::5]:1000-2000))",
+        "table=31,priority=4,ipv6,actions=ct(commit,nat(dst=fd00::9))",
     ] {
         peers.both_ok(&["add-flow", BRIDGE, flow])?;
     }
@@ -98,7 +100,7 @@ fn openflow15_flow_statistics_like_ovs() -> Result<()> {
     let without_xid = |s: &str| -> Vec<String> { error_lines(s) };
     assert!(x.ok && o.ok, "xbr: {}\nOVS: {}", x.stderr, o.stderr);
     assert_eq!(without_xid(&x.stdout), without_xid(&o.stdout));
-    assert!(x.stdout.contains("flow_count=8"), "{}", x.stdout);
+    assert!(x.stdout.contains("flow_count=10"), "{}", x.stdout);
     Ok(())
 }
 

@@ -201,13 +201,26 @@ fn neighbor_discovery_nat_ranges_and_other_protocols() {
     assert_eq!(o.state, TRK | INV);
     assert_eq!(out, udp6(A, 1, B, 2));
     assert_eq!(ct.stats.nat_family.load(Relaxed), 1);
+    // Nor does an IPv6 range translate anything, IPv6 or IPv4.
+    let v6_range = CtRequest {
+        nat: Some(flowtable::NatSpec {
+            flags: flowtable::NatSpec::SRC,
+            ipv6_range: true,
+            ..Default::default()
+        }),
+        ..COMMIT
+    };
+    assert_eq!(state(&ct, udp6(A, 1, B, 2), &v6_range, 0), TRK | INV);
+    let v4 = super::tests::udp_frame(2, 5353, 3, 53);
+    assert_eq!(state(&ct, v4, &v6_range, 0), TRK | INV);
+    assert_eq!(ct.stats.nat_family.load(Relaxed), 3);
     assert!(ct.is_empty());
     // Not IP at all.
     let mut arp = vec![0u8; 42];
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
     assert_eq!(state(&ct, arp, &COMMIT, 0), TRK | INV);
     assert_eq!(ct.stats.not_ip.load(Relaxed), 1);
-    assert!(ct.stats_text().contains("nat_family: 1\n"));
+    assert!(ct.stats_text().contains("nat_family: 3\n"));
     // Another protocol (GRE) is tracked by its addresses.
     let gre = ip6_frame(47, A, B, &[0; 8]);
     assert_eq!(state(&ct, gre, &COMMIT, 0), TRK | NEW);

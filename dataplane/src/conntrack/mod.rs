@@ -27,8 +27,9 @@
 //!   `ct()` (each under its mask); a packet of the connection carries both
 //!   in its key after `ct()`;
 //! - IPv6 is tracked as IPv4 is (ICMPv6 echo and errors like ICMP's,
-//!   fragments like IPv4's), except NAT, whose ranges are IPv4: asked to
-//!   translate an IPv6 connection, `ct()` makes it `+inv`;
+//!   fragments like IPv4's), except NAT, which translates IPv4 only: asked
+//!   to translate an IPv6 connection (or to an IPv6 range), `ct()` makes
+//!   the packet `+inv`;
 //! - NAT happens only when the action has `nat`: `nat(src=..)`/`nat(dst=..)`
 //!   choose the translation when the connection is committed, a bare `nat`
 //!   applies an existing connection's translation in whichever direction
@@ -281,8 +282,9 @@ pub struct CtStats {
     /// Packets neither IPv4 nor IPv6, `+inv` and also counted in
     /// `invalid`.
     pub not_ip: AtomicU64,
-    /// New IPv6 connections whose `nat()` names an IPv4 range, `+inv` and
-    /// also counted in `invalid`.
+    /// New connections asked to be translated where the translation is
+    /// IPv4's only: IPv6 connections, or an IPv6 range in `nat()`; `+inv`
+    /// and also counted in `invalid`.
     pub nat_family: AtomicU64,
 }
 

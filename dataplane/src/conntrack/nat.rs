@@ -247,6 +247,7 @@ mod tests {
             ip_max: 0x0a00_000a,
             port_min: 0,
             port_max: 0,
+            ipv6_range: false,
         };
         let r = allocate(&orig, &spec, |_| false).unwrap();
         assert_eq!(r, t(0x0101_0101, 80, 0x0a00_000a, 40000));
@@ -270,6 +271,7 @@ mod tests {
             ip_max: 0x0a00_000b,
             port_min: 2000,
             port_max: 2003,
+            ipv6_range: false,
         };
         let mut taken = std::collections::HashSet::new();
         for _ in 0..8 {
@@ -290,6 +292,7 @@ mod tests {
             ip_max: 0x0a80_0009,
             port_min: 8080,
             port_max: 8080,
+            ipv6_range: false,
         };
         let r = allocate(&orig, &spec, |_| false).unwrap();
         assert_eq!(r, t(0x0a80_0009, 8080, 0x0a80_0002, 40000));
@@ -304,6 +307,7 @@ mod tests {
             ip_max: 0x0a00_000a,
             port_min: 0,
             port_max: 0,
+            ipv6_range: false,
         };
         let r = allocate(&orig, &spec, |_| false).unwrap();
         // Reply: from the host to the node address, identifier kept.

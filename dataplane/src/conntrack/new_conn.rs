@@ -45,9 +45,9 @@ impl Conntrack {
             return self.invalid(req.zone);
         }
         let spec = req.nat.filter(|n| n.is_snat() || n.is_dnat());
-        if spec.is_some() && t.v6 {
-            // NAT ranges are IPv4 (the flow syntax has no other): an IPv6
-            // connection cannot be translated as asked, and passing it
+        if spec.is_some_and(|n| t.v6 || n.ipv6_range) {
+            // The translation is IPv4's: an IPv6 connection, or an IPv6
+            // range, cannot be translated as asked, and passing the packet
             // untranslated could take it past what the NAT stood for.
             self.table.unreserve();
             self.stats.nat_family.fetch_add(1, Relaxed);

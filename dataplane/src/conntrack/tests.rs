@@ -389,6 +389,7 @@ pub(crate) fn snat(ip: u32) -> CtRequest {
             ip_max: ip,
             port_min: 0,
             port_max: 0,
+            ipv6_range: false,
         }),
         ..COMMIT
     }
@@ -404,6 +405,7 @@ pub(crate) const BARE_NAT: CtRequest = CtRequest {
         ip_max: 0,
         port_min: 0,
         port_max: 0,
+        ipv6_range: false,
     }),
     mark: None,
     label: None,
@@ -505,6 +507,7 @@ fn dnat_like_a_service_and_back() {
             ip_max: B,
             port_min: 8080,
             port_max: 8080,
+            ipv6_range: false,
         }),
         ..COMMIT
     };

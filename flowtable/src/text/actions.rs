@@ -463,18 +463,54 @@ fn parse_nat(token: &str, inner: Option<&str>) -> Result<NatAction, TextError> {
     Ok(nat)
 }
 
+/// `IP[-IP][:PORT[-PORT]]`; IPv6 addresses as OVS takes them, bare
+/// (`fd00::1-fd00::2`, no port range then: the colons are the address's)
+/// or in brackets (`[fd00::1]-[fd00::2]:80`).
 fn parse_nat_range(token: &str, v: &str, nat: &mut NatAction) -> Result<(), TextError> {
-    let (addrs, ports) = match v.split_once(':') {
-        Some((a, p)) => (a, Some(p)),
-        None => (v, None),
+    let v6 = v.starts_with('[') || v.matches(':').count() > 1;
+    let (addrs, ports) = if !v6 {
+        match v.split_once(':') {
+            Some((a, p)) => (a, Some(p)),
+            None => (v, None),
+        }
+    } else if v.starts_with('[') {
+        let end = v
+            .rfind(']')
+            .ok_or_else(|| TextError::action(token, "nat: `[` without `]`"))?;
+        match &v[end + 1..] {
+            "" => (&v[..=end], None),
+            rest => match rest.strip_prefix(':') {
+                Some(p) => (&v[..=end], Some(p)),
+                None => return Err(TextError::action(token, format!("nat: garbage `{rest}`"))),
+            },
+        }
+    } else {
+        (v, None)
     };
     let (lo, hi) = match addrs.split_once('-') {
         Some((a, b)) => (a, Some(b)),
         None => (addrs, None),
     };
-    nat.ipv4_min = Some(fields::parse_ipv4(token, lo)?);
-    if let Some(hi) = hi {
-        nat.ipv4_max = Some(fields::parse_ipv4(token, hi)?);
+    if v6 {
+        let addr = |s: &str| -> Result<u128, TextError> {
+            let bare = s
+                .strip_prefix('[')
+                .and_then(|s| s.strip_suffix(']'))
+                .unwrap_or(s);
+            match fields::parse_ipv6(token, bare)? {
+                (a, u128::MAX) => Ok(a),
+                _ => Err(TextError::action(token, "nat: an address, not a prefix")),
+            }
+        };
+        nat.ipv6_min = Some(addr(lo)?);
+        if let Some(hi) = hi {
+            nat.ipv6_max = Some(addr(hi)?);
+        }
+    } else {
+        nat.ipv4_min = Some(fields::parse_ipv4(token, lo)?);
+        if let Some(hi) = hi {
+            nat.ipv4_max = Some(fields::parse_ipv4(token, hi)?);
+        }
     }
     if let Some(p) = ports {
         let (lo, hi) = match p.split_once('-') {

@@ -332,6 +332,21 @@ fn format_nat(nat: &crate::action::NatAction) -> String {
                 let _ = write!(r, "-{}", format_ipv4(u64::from(hi)));
             }
         }
+        if let Some(lo) = nat.ipv6_min {
+            // In brackets when a port range follows, as OVS prints them.
+            let addr = |a: u128| {
+                let a = std::net::Ipv6Addr::from(a);
+                if nat.proto_min.is_some() {
+                    format!("[{a}]")
+                } else {
+                    a.to_string()
+                }
+            };
+            r.push_str(&addr(lo));
+            if let Some(hi) = nat.ipv6_max.filter(|hi| *hi != lo) {
+                let _ = write!(r, "-{}", addr(hi));
+            }
+        }
         if let Some(lo) = nat.proto_min {
             let _ = write!(r, ":{lo}");
             if let Some(hi) = nat.proto_max.filter(|hi| *hi != lo) {

@@ -493,6 +493,8 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, dialect: Dialect, out: &mut Vec<u8
             for (set, bit) in [
                 (nat.ipv4_min.is_some(), nat_range::IPV4_MIN),
                 (nat.ipv4_max.is_some(), nat_range::IPV4_MAX),
+                (nat.ipv6_min.is_some(), nat_range::IPV6_MIN),
+                (nat.ipv6_max.is_some(), nat_range::IPV6_MAX),
                 (nat.proto_min.is_some(), nat_range::PROTO_MIN),
                 (nat.proto_max.is_some(), nat_range::PROTO_MAX),
             ] {
@@ -503,6 +505,9 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, dialect: Dialect, out: &mut Vec<u8
             out.put_u16(present);
             for v in [nat.ipv4_min, nat.ipv4_max].into_iter().flatten() {
                 out.put_u32(v);
+            }
+            for v in [nat.ipv6_min, nat.ipv6_max].into_iter().flatten() {
+                out.extend_from_slice(&v.to_be_bytes());
             }
             for v in [nat.proto_min, nat.proto_max].into_iter().flatten() {
                 out.put_u16(v);

@@ -113,10 +113,29 @@ fn parse_nat(r: &mut Reader<'_>) -> Result<Action, WireError> {
     r.skip(2)?;
     let flags = r.u16()?;
     let present = r.u16()?;
-    if present & (nat_range::IPV6_MIN | nat_range::IPV6_MAX) != 0 {
+    // As OVS: known flags, not both src and dst, not both hash and random.
+    use flowtable::action::nat_flags as f;
+    let known = f::SRC | f::DST | f::PERSISTENT | f::PROTO_HASH | f::PROTO_RANDOM;
+    if flags & !known != 0
+        || flags & (f::SRC | f::DST) == f::SRC | f::DST
+        || flags & (f::PROTO_HASH | f::PROTO_RANDOM) == f::PROTO_HASH | f::PROTO_RANDOM
+    {
         return Err(bad(
             err::BAC_BAD_ARGUMENT,
-            "IPv6 NAT ranges are not supported",
+            format!("nat() flags {flags:#x}"),
+        ));
+    }
+    let v4 = present & (nat_range::IPV4_MIN | nat_range::IPV4_MAX) != 0;
+    let v6 = present & (nat_range::IPV6_MIN | nat_range::IPV6_MAX) != 0;
+    // As OVS: one family, and a maximum only with its minimum.
+    let orphan_max = |min, max| present & max != 0 && present & min == 0;
+    if (v4 && v6)
+        || orphan_max(nat_range::IPV4_MIN, nat_range::IPV4_MAX)
+        || orphan_max(nat_range::IPV6_MIN, nat_range::IPV6_MAX)
+    {
+        return Err(bad(
+            err::BAC_BAD_ARGUMENT,
+            format!("nat() range_present {present:#x}"),
         ));
     }
     let mut nat = NatAction {
@@ -129,11 +148,37 @@ fn parse_nat(r: &mut Reader<'_>) -> Result<Action, WireError> {
     if present & nat_range::IPV4_MAX != 0 {
         nat.ipv4_max = Some(r.u32()?);
     }
+    let mut v6_addr = || -> Result<u128, WireError> { Ok(u128::from_be_bytes(r.array::<16>()?)) };
+    if present & nat_range::IPV6_MIN != 0 {
+        nat.ipv6_min = Some(v6_addr()?);
+    }
+    if present & nat_range::IPV6_MAX != 0 {
+        nat.ipv6_max = Some(v6_addr()?);
+    }
+    if nat.ipv4_min == Some(0) || nat.ipv6_min == Some(0) {
+        return Err(bad(err::BAC_BAD_ARGUMENT, "nat() range from address 0"));
+    }
+    let inverted =
+        |min: Option<u128>, max: Option<u128>| matches!((min, max), (Some(a), Some(b)) if b < a);
+    if inverted(nat.ipv4_min.map(u128::from), nat.ipv4_max.map(u128::from))
+        || inverted(nat.ipv6_min, nat.ipv6_max)
+    {
+        return Err(bad(
+            err::BAC_BAD_ARGUMENT,
+            "nat() address range ends before it starts",
+        ));
+    }
     if present & nat_range::PROTO_MIN != 0 {
         nat.proto_min = Some(r.u16()?);
     }
     if present & nat_range::PROTO_MAX != 0 {
         nat.proto_max = Some(r.u16()?);
+    }
+    if inverted(nat.proto_min.map(u128::from), nat.proto_max.map(u128::from)) {
+        return Err(bad(
+            err::BAC_BAD_ARGUMENT,
+            "nat() port range ends before it starts",
+        ));
     }
     if r.rest().iter().any(|b| *b != 0) {
         return Err(bad(err::BAC_BAD_LEN, "nat() has trailing bytes"));

@@ -102,6 +102,56 @@ fn ct_nat_round_trips() {
     assert_eq!(out, b);
 }
 
+/// `ct(commit,nat(src=[fd00::1]-[fd00::5]:1000-2000))`, which
+/// `ovs-ofctl ofp-print` reads back as such inside a FLOW_MOD.
+const CT_NAT6: &str = "ffff0050 00002320 0023 0001 00000000 0000 ff 000000 0000 \
+     ffff0038 00002320 0024 0000 0001 003c fd000000000000000000000000000001 \
+     fd000000000000000000000000000005 03e8 07d0 00000000";
+
+#[test]
+fn ipv6_nat_ranges_round_trip_and_bad_ones_are_refused() {
+    let b = hex(CT_NAT6);
+    let nat = NatAction {
+        flags: 1,
+        ipv6_min: Some(0xfd00_0000_0000_0000_0000_0000_0000_0001),
+        ipv6_max: Some(0xfd00_0000_0000_0000_0000_0000_0000_0005),
+        proto_min: Some(1000),
+        proto_max: Some(2000),
+        ..NatAction::default()
+    };
+    let a = Action::Ct(CtAction {
+        flags: 1,
+        zone: CtZone::Immediate(0),
+        recirc_table: None,
+        alg: 0,
+        actions: vec![Action::Nat(nat)],
+    });
+    assert_eq!(parse_actions(&b).unwrap(), vec![a.clone()]);
+    let mut out = Vec::new();
+    emit_actions(&[a], &mut out);
+    assert_eq!(out, b);
+    // Byte 24 starts the NAT action: flags at 24+12, range_present at
+    // 24+14, the IPv6 minimum at 24+16, the ports at 24+48.
+    let bad = |at: usize, bytes: &[u8]| {
+        let mut b = hex(CT_NAT6);
+        b[at..at + bytes.len()].copy_from_slice(bytes);
+        code(parse_actions(&b).unwrap_err())
+    };
+    let bad_argument = (err::BAD_ACTION, err::BAC_BAD_ARGUMENT);
+    // Both families present; a maximum without its minimum.
+    assert_eq!(bad(24 + 14, &[0x00, 0x3d]), bad_argument);
+    assert_eq!(bad(24 + 14, &[0x00, 0x38]), bad_argument);
+    // Unknown flags; src and dst; hash and random.
+    assert_eq!(bad(24 + 12, &[0x00, 0x21]), bad_argument);
+    assert_eq!(bad(24 + 12, &[0x00, 0x03]), bad_argument);
+    assert_eq!(bad(24 + 12, &[0x00, 0x19]), bad_argument);
+    // The range from fd00::9 down to fd00::5; from address 0.
+    assert_eq!(bad(24 + 31, &[9]), bad_argument);
+    assert_eq!(bad(24 + 16, &[0; 16]), bad_argument);
+    // Ports 1000 down to 999.
+    assert_eq!(bad(24 + 50, &[0x03, 0xe7]), bad_argument);
+}
+
 fn code(e: WireError) -> (u16, u16) {
     e.ofp_error()
 }
@@ -325,12 +375,16 @@ fn arb_action() -> impl Strategy<Value = Action> {
     prop_oneof![
         4 => arb_leaf_action(),
         1 => (any::<u16>(), prop::option::of(any::<u8>().prop_filter("not 255", |t| *t != 255)),
-              prop::option::of((any::<u32>(), any::<u16>())))
+              prop::option::of((1u32.., any::<u16>(), any::<bool>(), 1u128..)))
             .prop_map(|(zone, recirc_table, range)| {
+                // An IPv4 or an IPv6 range (never from address 0).
+                let v6 = range.is_some_and(|r| r.2);
                 let nat = NatAction {
                     flags: 1,
-                    ipv4_min: range.map(|r| r.0),
+                    ipv4_min: range.filter(|_| !v6).map(|r| r.0),
                     ipv4_max: None,
+                    ipv6_min: range.filter(|_| v6).map(|r| r.3),
+                    ipv6_max: range.filter(|_| v6).map(|r| r.3),
                     proto_min: range.map(|r| r.1),
                     proto_max: range.map(|r| r.1),
                 };
