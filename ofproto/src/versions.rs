@@ -1,16 +1,19 @@
 //! OpenFlow 1.4 and 1.5 on service connections: what `ovs-ofctl -O
-//! OpenFlow14 bundle` (or `-O OpenFlow15`) needs, and nothing the codec
-//! would answer wrongly.
+//! OpenFlow14` (or `-O OpenFlow15`) sends, and nothing the codec would
+//! answer wrongly.
 //!
 //! # Design
 //!
 //! xbr is an OpenFlow 1.3 switch; its codec speaks 1.3. A peer that offers
 //! 1.3 always gets 1.3. A peer that offers only 1.4 or 1.5 gets that
-//! version, and then only the messages whose 1.4/1.5 encoding is the 1.3
-//! one byte for byte (the header's version aside) are served, through the
-//! 1.3 codec; the standard bundle messages (OFPT_BUNDLE_CONTROL and
+//! version, and then each message is routed by [`route`]: those whose
+//! 1.4/1.5 encoding is 1.3's byte for byte (the header's version aside)
+//! through the 1.3 codec; those whose encoding changed through decoders of
+//! their own (`wire::group15`, `wire::action15`, `wire::stats15`,
+//! `wire::port14`), replies encoded for the connection's version; the
+//! standard bundle messages (OFPT_BUNDLE_CONTROL and
 //! OFPT_BUNDLE_ADD_MESSAGE, the ONF extension's bodies under their own
-//! types) go to the same bundle engine as the ONF ones. Everything else is
+//! types) to the same bundle engine as the ONF ones. Everything else is
 //! refused with OFPBRC_BAD_TYPE (or OFPBRC_BAD_MULTIPART), never decoded
 //! as 1.3 and answered wrongly.
 //!
@@ -24,14 +27,18 @@
 //! in part).
 //!
 //! Same encodings (OpenFlow 1.4.1 and 1.5.1 against 1.3.5): ECHO, ERROR,
-//! FEATURES, GET/SET_CONFIG, BARRIER; FLOW_MOD (1.4's `importance` sits in
-//! 1.3's padding; 1.5's instructions write loads, copies and meters in
-//! their own way, see `wire::action15`; a nonzero importance is refused with
-//! OFPFMFC_UNKNOWN, as xbr has no eviction); multipart TABLE, GROUP and
-//! GROUP_FEATURES; GROUP_MOD and multipart FLOW, AGGREGATE and GROUP_DESC
-//! in 1.4 only. 1.5 reworked groups (bucket ids and properties:
-//! its GROUP_MOD and GROUP_DESC are served by `wire::group15`) and flow
-//! statistics (refused).
+//! FEATURES, GET/SET_CONFIG, BARRIER, ROLE_REQUEST, METER_MOD; FLOW_MOD's
+//! layout (1.4's `importance` sits in 1.3's padding: a nonzero one is
+//! refused with OFPFMFC_UNKNOWN, as xbr has no eviction); the requests of
+//! multipart FLOW, AGGREGATE, PORT_STATS, QUEUE, TABLE, GROUP,
+//! GROUP_FEATURES, METER, METER_CONFIG, METER_FEATURES, TABLE_FEATURES
+//! and DESC, and most of their replies. Changed, and served by their own
+//! codecs: PORT_MOD and PORT_STATS entries (1.4 on: properties); PORT_DESC
+//! entries (1.4 on) and its 1.5 request; 1.5's GROUP_MOD and GROUP_DESC
+//! (bucket ids and properties), FLOW_DESC and AGGREGATE replies (OXS
+//! statistics) and its action dialect (masked set_field, copy_field, the
+//! meter action). Refused: TABLE_MOD, the 1.4 TABLE_DESC, QUEUE_DESC and
+//! FLOW_MONITOR multiparts, 1.5's PACKET_OUT, GET/SET_ASYNC.
 //! Asynchronous messages are not sent on 1.4/1.5 connections (service
 //! connections get none by default and SET_ASYNC is not served there).
 
@@ -77,6 +84,8 @@ pub(crate) enum Route {
     /// OpenFlow 1.5's FLOW_MOD: 1.3's layout, instructions in 1.5's
     /// dialect (see `wire::action15`).
     FlowMod15,
+    /// OpenFlow 1.4/1.5's PORT_MOD, with properties (see `wire::port14`).
+    PortMod14,
     /// OpenFlow 1.5's GROUP_DESC request, for one group or ALL.
     GroupDesc15 { group_id: u32 },
     /// Refuse it with this error.
@@ -103,7 +112,10 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
         | msg_type::FEATURES_REQUEST
         | msg_type::GET_CONFIG_REQUEST
         | msg_type::SET_CONFIG
-        | msg_type::BARRIER_REQUEST => Route::AsOf13,
+        | msg_type::BARRIER_REQUEST
+        | msg_type::METER_MOD
+        | msg_type::ROLE_REQUEST => Route::AsOf13,
+        msg_type::PORT_MOD => Route::PortMod14,
         msg_type::FLOW_MOD => match importance(body) {
             Some(0) | None if v14 => Route::AsOf13,
             Some(0) | None => Route::FlowMod15,
@@ -131,9 +143,21 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
                     .map_or_else(|e| e, |port_no| Route::PortDesc15 { port_no }),
                 Some(mp_type::GROUP_DESC) if !v14 => named("group")
                     .map_or_else(|e| e, |group_id| Route::GroupDesc15 { group_id }),
-                // Group and table statistics and group features kept
-                // 1.3's encoding.
-                Some(mp_type::GROUP | mp_type::GROUP_FEATURES | mp_type::TABLE) => Route::AsOf13,
+                // Group, table and meter statistics, meter configuration
+                // and the features kept 1.3's encoding; so did queue
+                // statistics' request, and xbr's reply lists no queue.
+                // Port statistics' request too (the reply is encoded for
+                // the connection's version, see `wire::port14`).
+                Some(
+                    mp_type::GROUP
+                    | mp_type::GROUP_FEATURES
+                    | mp_type::TABLE
+                    | mp_type::METER
+                    | mp_type::METER_CONFIG
+                    | mp_type::METER_FEATURES
+                    | mp_type::QUEUE
+                    | mp_type::PORT_STATS,
+                ) => Route::AsOf13,
                 // PORT_DESC is answered in the later encoding (see
                 // `multipart::port_desc_entry_v14`); TABLE_FEATURES' 1.5
                 // `command` and `features` sit in 1.3's padding, and zero
@@ -231,8 +255,9 @@ mod tests {
                 group_id: 0xffff_fffc
             }
         );
+        assert_eq!(route(5, msg_type::PORT_MOD, &[]), Route::PortMod14);
         assert!(matches!(
-            route(5, msg_type::PORT_MOD, &[]),
+            route(5, msg_type::TABLE_MOD, &[]),
             Route::Refuse(WireError::BadRequest(err::BRC_BAD_TYPE, _))
         ));
         assert_eq!(
@@ -244,11 +269,15 @@ mod tests {
             Route::AsOf13
         );
         assert!(matches!(
-            route(6, msg_type::MULTIPART_REQUEST, &[0, 4, 0, 0]),
+            route(6, msg_type::MULTIPART_REQUEST, &[0, 15, 0, 0]),
             Route::Refuse(WireError::BadRequest(err::BRC_BAD_MULTIPART, _))
         ));
-        assert!(matches!(
+        assert_eq!(
             route(5, msg_type::MULTIPART_REQUEST, &[0, 4, 0, 0]),
+            Route::AsOf13
+        );
+        assert!(matches!(
+            route(5, msg_type::MULTIPART_REQUEST, &[0, 14, 0, 0]),
             Route::Refuse(WireError::BadRequest(err::BRC_BAD_MULTIPART, _))
         ));
         assert_eq!(

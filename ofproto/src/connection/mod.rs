@@ -302,6 +302,13 @@ impl<R: Read> Connection<R> {
                     }
                     return Ok(Next::Continue);
                 }
+                Route::PortMod14 => {
+                    match crate::wire::port14::parse_port_mod(body) {
+                        Ok(pm) => self.dispatch(h.xid, Message::PortMod(pm), raw)?,
+                        Err(e) => self.send_error(&e, h.xid, raw)?,
+                    }
+                    return Ok(Next::Continue);
+                }
                 Route::GroupMod15 => {
                     match crate::wire::group15::parse_group_mod(body) {
                         Ok(gm) => self.dispatch(h.xid, Message::GroupMod(gm), raw)?,

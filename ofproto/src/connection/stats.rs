@@ -55,7 +55,14 @@ impl<R: Read> Connection<R> {
                     let e = WireError::BadRequest(err::BRC_BAD_PORT, format!("no port {p}"));
                     return self.send_error(&e, xid, raw);
                 }
-                stats.iter().map(multipart::port_stats_entry).collect()
+                if self.version == crate::wire::OFP_VERSION {
+                    stats.iter().map(multipart::port_stats_entry).collect()
+                } else {
+                    stats
+                        .iter()
+                        .map(crate::wire::port14::port_stats_entry)
+                        .collect()
+                }
             }
             MultipartRequest::PortDesc => self.port_desc_entries(port::ANY),
             MultipartRequest::GroupDesc => self

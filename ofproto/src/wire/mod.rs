@@ -23,6 +23,7 @@ pub mod multipart;
 pub mod oxm;
 mod oxm_set;
 pub mod packet_io;
+pub mod port14;
 pub mod port_status;
 pub mod stats15;
 pub mod table_features;
