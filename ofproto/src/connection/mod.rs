@@ -296,25 +296,17 @@ impl<R: Read> Connection<R> {
                 }
                 Route::FlowMod15 => {
                     let dialect = crate::wire::action::Dialect::Of15;
-                    match crate::wire::mods::parse_flow_mod_in(body, dialect) {
-                        Ok(fm) => self.dispatch(h.xid, Message::FlowMod(fm), raw)?,
-                        Err(e) => self.send_error(&e, h.xid, raw)?,
-                    }
-                    return Ok(Next::Continue);
+                    let m =
+                        crate::wire::mods::parse_flow_mod_in(body, dialect).map(Message::FlowMod);
+                    return self.serve_decoded(h.xid, m, raw);
                 }
                 Route::PortMod14 => {
-                    match crate::wire::port14::parse_port_mod(body) {
-                        Ok(pm) => self.dispatch(h.xid, Message::PortMod(pm), raw)?,
-                        Err(e) => self.send_error(&e, h.xid, raw)?,
-                    }
-                    return Ok(Next::Continue);
+                    let m = crate::wire::port14::parse_port_mod(body).map(Message::PortMod);
+                    return self.serve_decoded(h.xid, m, raw);
                 }
                 Route::GroupMod15 => {
-                    match crate::wire::group15::parse_group_mod(body) {
-                        Ok(gm) => self.dispatch(h.xid, Message::GroupMod(gm), raw)?,
-                        Err(e) => self.send_error(&e, h.xid, raw)?,
-                    }
-                    return Ok(Next::Continue);
+                    let m = crate::wire::group15::parse_group_mod(body).map(Message::GroupMod);
+                    return self.serve_decoded(h.xid, m, raw);
                 }
                 Route::GroupDesc15 { group_id } => {
                     self.group_desc_v15(h.xid, group_id)?;
@@ -329,6 +321,21 @@ impl<R: Read> Connection<R> {
         match Message::parse(&h, body) {
             Ok(m) => self.dispatch(h.xid, m, raw)?,
             Err(e) => self.send_error(&e, h.xid, raw)?,
+        }
+        Ok(Next::Continue)
+    }
+
+    /// Serves a message a later version's own decoder read, or reports
+    /// why it could not.
+    fn serve_decoded(
+        &mut self,
+        xid: u32,
+        decoded: Result<Message, WireError>,
+        raw: &[u8],
+    ) -> io::Result<Next> {
+        match decoded {
+            Ok(m) => self.dispatch(xid, m, raw)?,
+            Err(e) => self.send_error(&e, xid, raw)?,
         }
         Ok(Next::Continue)
     }
