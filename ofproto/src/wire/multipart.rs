@@ -377,6 +377,16 @@ pub fn port_stats_entry(c: &PortCounters) -> Vec<u8> {
     let mut out = Vec::with_capacity(112);
     out.put_u32(c.port_no);
     out.put_zeros(4);
+    put_port_counters(&mut out, c);
+    // rx_frame_err, rx_over_err, rx_crc_err, collisions: not tracked.
+    out.put_zeros(32);
+    put_duration(&mut out, c.duration);
+    out
+}
+
+/// The eight counters every version's port statistics entry has, in
+/// their order.
+pub(crate) fn put_port_counters(out: &mut Vec<u8>, c: &PortCounters) {
     for v in [
         c.rx_packets,
         c.tx_packets,
@@ -389,10 +399,6 @@ pub fn port_stats_entry(c: &PortCounters) -> Vec<u8> {
     ] {
         out.put_u64(v);
     }
-    // rx_frame_err, rx_over_err, rx_crc_err, collisions: not tracked.
-    out.put_zeros(32);
-    put_duration(&mut out, c.duration);
-    out
 }
 
 /// `ofp_port` (64 bytes).

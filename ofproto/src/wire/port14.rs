@@ -85,18 +85,7 @@ pub fn port_stats_entry(c: &PortCounters) -> Vec<u8> {
     out.put_u32(c.port_no);
     out.put_u32(u32::try_from(c.duration.as_secs()).unwrap_or(u32::MAX));
     out.put_u32(c.duration.subsec_nanos());
-    for v in [
-        c.rx_packets,
-        c.tx_packets,
-        c.rx_bytes,
-        c.tx_bytes,
-        c.rx_dropped,
-        c.tx_dropped,
-        c.rx_errors,
-        c.tx_errors,
-    ] {
-        out.put_u64(v);
-    }
+    super::multipart::put_port_counters(&mut out, c);
     out.put_u16(PROP_ETHERNET);
     out.put_u16(40);
     out.put_zeros(4);
