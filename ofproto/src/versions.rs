@@ -27,7 +27,8 @@
 //! in part).
 //!
 //! Same encodings (OpenFlow 1.4.1 and 1.5.1 against 1.3.5): ECHO, ERROR,
-//! FEATURES, GET/SET_CONFIG, BARRIER, ROLE_REQUEST, METER_MOD; FLOW_MOD's
+//! FEATURES, GET/SET_CONFIG, BARRIER, ROLE_REQUEST, METER_MOD, 1.4's
+//! PACKET_OUT; FLOW_MOD's
 //! layout (1.4's `importance` sits in 1.3's padding: a nonzero one is
 //! refused with OFPFMFC_UNKNOWN, as xbr has no eviction); the requests of
 //! multipart FLOW, AGGREGATE, PORT_STATS, QUEUE, TABLE, GROUP,
@@ -37,8 +38,9 @@
 //! entries (1.4 on) and its 1.5 request; 1.5's GROUP_MOD and GROUP_DESC
 //! (bucket ids and properties), FLOW_DESC and AGGREGATE replies (OXS
 //! statistics) and its action dialect (masked set_field, copy_field, the
-//! meter action). Refused: TABLE_MOD, the 1.4 TABLE_DESC, QUEUE_DESC and
-//! FLOW_MONITOR multiparts, 1.5's PACKET_OUT, GET/SET_ASYNC.
+//! meter action), PACKET_OUT (in_port in a match; other packet metadata
+//! is refused). Refused: TABLE_MOD, the 1.4 TABLE_DESC, QUEUE_DESC and
+//! FLOW_MONITOR multiparts, GET/SET_ASYNC.
 //! Asynchronous messages are not sent on 1.4/1.5 connections (service
 //! connections get none by default and SET_ASYNC is not served there).
 
@@ -86,6 +88,9 @@ pub(crate) enum Route {
     FlowMod15,
     /// OpenFlow 1.4/1.5's PORT_MOD, with properties (see `wire::port14`).
     PortMod14,
+    /// OpenFlow 1.5's PACKET_OUT: the in_port in a match, actions in 1.5's
+    /// dialect.
+    PacketOut15,
     /// OpenFlow 1.5's GROUP_DESC request, for one group or ALL.
     GroupDesc15 { group_id: u32 },
     /// Refuse it with this error.
@@ -116,6 +121,8 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
         | msg_type::METER_MOD
         | msg_type::ROLE_REQUEST => Route::AsOf13,
         msg_type::PORT_MOD => Route::PortMod14,
+        msg_type::PACKET_OUT if v14 => Route::AsOf13,
+        msg_type::PACKET_OUT => Route::PacketOut15,
         msg_type::FLOW_MOD => match importance(body) {
             Some(0) | None if v14 => Route::AsOf13,
             Some(0) | None => Route::FlowMod15,

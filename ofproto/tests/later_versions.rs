@@ -209,3 +209,34 @@ fn what_later_versions_encode_differently_is_refused() {
     assert!(!ok && err.contains("OFPFMFC_UNKNOWN"), "{out}{err}");
     assert_eq!(h.dp.replica.lock().n_rules(), 0);
 }
+
+#[test]
+fn packet_outs_in_later_versions() {
+    let h = Harness::start("v15-packet-out");
+    let t = h.target();
+    let frame =
+        "0a580a8000030a580a80000208004500001c0001000040117b660a8000020a800003000a0014000800ac";
+    for v in ["OpenFlow14", "OpenFlow15"] {
+        let (ok, out, err) = h.ofctl_with(
+            v,
+            &[
+                "packet-out",
+                &t,
+                &format!("in_port=1,packet={frame},actions=load:0x5->NXM_NX_REG0[0..3],output:3"),
+            ],
+        );
+        assert!(ok, "{v}: {out}{err}");
+    }
+    let outs = h.dp.packet_outs.lock().clone();
+    assert_eq!(outs.len(), 2);
+    for (in_port, data, actions) in &outs {
+        assert_eq!(*in_port, 1);
+        assert_eq!(data.len(), frame.len() / 2);
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, flowtable::DpAction::Output { port: 3, .. })),
+            "{actions:?}"
+        );
+    }
+}

@@ -300,6 +300,11 @@ impl<R: Read> Connection<R> {
                         crate::wire::mods::parse_flow_mod_in(body, dialect).map(Message::FlowMod);
                     return self.serve_decoded(h.xid, m, raw);
                 }
+                Route::PacketOut15 => {
+                    let m =
+                        crate::wire::packet_io::PacketOut::parse_v15(body).map(Message::PacketOut);
+                    return self.serve_decoded(h.xid, m, raw);
+                }
                 Route::PortMod14 => {
                     let m = crate::wire::port14::parse_port_mod(body).map(Message::PortMod);
                     return self.serve_decoded(h.xid, m, raw);
