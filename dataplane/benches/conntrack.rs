@@ -95,14 +95,7 @@ fn bench(c: &mut Criterion) {
 
     let ct = tracker();
     let snat = CtRequest {
-        nat: Some(NatSpec {
-            flags: NatSpec::SRC,
-            ip_min: 0x0a00_000b,
-            ip_max: 0x0a00_000b,
-            port_min: 0,
-            port_max: 0,
-            ipv6_range: false,
-        }),
+        nat: Some(NatSpec::v4(NatSpec::SRC, 0x0a00_000b, 0x0a00_000b, 0, 0)),
         ..COMMIT
     };
     let bare_nat = CtRequest {

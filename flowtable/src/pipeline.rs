@@ -135,22 +135,27 @@ pub enum DpAction {
 /// `nat(...)` nested in `ct()`, flattened to a fixed-size value. Neither
 /// [`NatSpec::SRC`] nor [`NatSpec::DST`] in `flags` is the bare `nat`:
 /// apply the connection's existing translation (un-NAT of replies).
+///
+/// The address range is its first address and a span, in words, so that
+/// an IPv6 range fits without growing [`DpAction`] (a translation cache
+/// slot holds eight of them): 28 bytes either family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct NatSpec {
     /// NX_NAT_F_* bits (see [`crate::action::nat_flags`]).
     pub flags: u16,
-    /// Address range, host byte order; `ip_min == 0` means "keep the
-    /// address" (only a port range was given).
-    pub ip_min: u32,
-    pub ip_max: u32,
     /// Port range; `port_min == 0` means no range: keep the port if it is
     /// free, else pick one.
     pub port_min: u16,
     pub port_max: u16,
-    /// The action named an IPv6 address range, which is not kept here
-    /// (the translation does not do IPv6: such a connection is refused,
-    /// see the dataplane's conntrack).
-    pub ipv6_range: bool,
+    /// The address range is IPv6's (else IPv4's).
+    pub v6: bool,
+    /// The range's first address, most significant word first (an IPv4
+    /// address in the last word); all zero means "keep the address" (only
+    /// a port range was given).
+    pub addr_min: [u32; 4],
+    /// How many addresses follow the first; an IPv6 range of more than
+    /// 2^32 addresses uses its first 2^32.
+    pub addr_span: u32,
 }
 
 impl NatSpec {
@@ -167,18 +172,61 @@ impl NatSpec {
         self.flags & Self::DST != 0
     }
 
+    /// An IPv4 range `ip_min..=ip_max` (0 for none) and ports.
+    pub const fn v4(flags: u16, ip_min: u32, ip_max: u32, port_min: u16, port_max: u16) -> Self {
+        NatSpec {
+            flags,
+            port_min,
+            port_max,
+            v6: false,
+            addr_min: [0, 0, 0, ip_min],
+            addr_span: ip_max.saturating_sub(ip_min),
+        }
+    }
+
+    /// The first address as a number (an IPv4 address in the low 32
+    /// bits); 0 for none.
+    pub fn first_addr(&self) -> u128 {
+        self.addr_min
+            .iter()
+            .fold(0u128, |acc, w| acc << 32 | u128::from(*w))
+    }
+
+    /// The last address of the range.
+    pub fn last_addr(&self) -> u128 {
+        self.first_addr() + u128::from(self.addr_span)
+    }
+
     /// Converts the flow-table form; ranges with only a minimum become
     /// single values.
     pub fn from_action(n: &crate::action::NatAction) -> Self {
-        let ip_min = n.ipv4_min.unwrap_or(0);
         let port_min = n.proto_min.unwrap_or(0);
+        let (v6, min, max) = match (n.ipv6_min, n.ipv4_min) {
+            (Some(lo), _) => (true, lo, n.ipv6_max.unwrap_or(lo).max(lo)),
+            (None, lo) => {
+                let lo = lo.unwrap_or(0);
+                (
+                    false,
+                    u128::from(lo),
+                    u128::from(n.ipv4_max.unwrap_or(lo).max(lo)),
+                )
+            }
+        };
+        let words = |a: u128| {
+            [
+                (a >> 96) as u32,
+                (a >> 64) as u32,
+                (a >> 32) as u32,
+                a as u32,
+            ]
+        };
         NatSpec {
             flags: n.flags,
-            ip_min,
-            ip_max: n.ipv4_max.unwrap_or(ip_min).max(ip_min),
             port_min,
             port_max: n.proto_max.unwrap_or(port_min).max(port_min),
-            ipv6_range: n.ipv6_min.is_some(),
+            v6,
+            addr_min: words(min),
+            addr_span: u32::try_from(max - min).unwrap_or(u32::MAX),
         }
     }
 }

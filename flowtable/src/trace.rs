@@ -272,10 +272,18 @@ fn format_ct(
             parts.push("nat".into());
         } else {
             let mut r = format!("nat({kind}");
-            if n.ip_min != 0 {
-                r.push_str(&format!("={}", std::net::Ipv4Addr::from(n.ip_min)));
-                if n.ip_max != n.ip_min {
-                    r.push_str(&format!("-{}", std::net::Ipv4Addr::from(n.ip_max)));
+            let (lo, hi) = (n.first_addr(), n.last_addr());
+            let addr = |a: u128| {
+                if n.v6 {
+                    std::net::Ipv6Addr::from(a).to_string()
+                } else {
+                    std::net::Ipv4Addr::from(a as u32).to_string()
+                }
+            };
+            if lo != 0 {
+                r.push_str(&format!("={}", addr(lo)));
+                if hi != lo {
+                    r.push_str(&format!("-{}", addr(hi)));
                 }
             }
             if n.port_min != 0 {

@@ -556,14 +556,13 @@ fn ct_without_table_continues_and_carries_nat() {
             commit: true,
             force: false,
             table: None,
-            nat: Some(NatSpec {
-                flags: NatSpec::SRC,
-                ip_min: 0x0a00_000a,
-                ip_max: 0x0a00_000b,
-                port_min: 1024,
-                port_max: 2047,
-                ipv6_range: false,
-            }),
+            nat: Some(NatSpec::v4(
+                NatSpec::SRC,
+                0x0a00_000a,
+                0x0a00_000b,
+                1024,
+                2047
+            )),
             mark: None,
             label: None
         }
@@ -727,4 +726,12 @@ fn normal_output_is_a_datapath_action() {
     y.set_normal();
     assert_eq!(y.actions(), [DpAction::Normal]);
     assert_eq!(y.drop_reason(), None);
+}
+
+/// A translation cache slot holds eight datapath actions: an IPv6 NAT
+/// range (its first address and a span) must not make them bigger.
+#[test]
+fn a_datapath_action_stays_96_bytes() {
+    assert!(std::mem::size_of::<DpAction>() <= 96);
+    assert!(std::mem::size_of::<Option<NatSpec>>() <= 28);
 }

@@ -65,9 +65,8 @@ pub struct DatagramId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FragOutcome {
     pub outcome: CtOutcome,
-    /// Source and destination address after NAT, when NAT changed them
-    /// (IPv4 only: IPv6 is not translated).
-    pub nat_addrs: Option<(u32, u32)>,
+    /// Source and destination address after NAT, when NAT changed them.
+    pub nat_addrs: Option<(Addr, Addr)>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -187,11 +186,12 @@ impl Conntrack {
             return match self.frags.lookup(&id, with_nat, now) {
                 Some((first, l4)) => {
                     if let (true, Some((src, dst))) = (with_nat, first.nat_addrs) {
-                        if src != id.src.as_v4() {
-                            crate::rewrite::set_field(frame, layers, Field::IpSrc, u64::from(src));
+                        // A later fragment has no L4 checksum to keep.
+                        if src != id.src {
+                            super::nat::set_addr(frame, layers, true, src, v6);
                         }
-                        if dst != id.dst.as_v4() {
-                            crate::rewrite::set_field(frame, layers, Field::IpDst, u64::from(dst));
+                        if dst != id.dst {
+                            super::nat::set_addr(frame, layers, false, dst, v6);
                         }
                     }
                     self.stats.fragments.fetch_add(1, Relaxed);
@@ -208,12 +208,12 @@ impl Conntrack {
             return (outcome, None);
         }
         let l4 = first_fragment_l4(key);
-        let after = (ipv4_addr(frame, layers, 12), ipv4_addr(frame, layers, 16));
+        let after = (
+            addr_at(frame, layers, true, v6),
+            addr_at(frame, layers, false, v6),
+        );
         let nat_addrs = match after {
-            _ if v6 => None,
-            (Some(src), Some(dst)) if (src, dst) != (id.src.as_v4(), id.dst.as_v4()) => {
-                Some((src, dst))
-            }
+            (Some(src), Some(dst)) if (src, dst) != (id.src, id.dst) => Some((src, dst)),
             _ => None,
         };
         let got = FragOutcome { outcome, nat_addrs };
@@ -270,10 +270,18 @@ fn first_fragment_l4(key: &FlowKey) -> (u16, u16) {
     }
 }
 
-fn ipv4_addr(frame: &[u8], layers: Layers, at: usize) -> Option<u32> {
-    let at = usize::from(layers.l3) + at;
-    let b = frame.get(at..at + 4)?;
-    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+/// The packet's source (`src`) or destination address as it is now.
+fn addr_at(frame: &[u8], layers: Layers, src: bool, v6: bool) -> Option<Addr> {
+    let l3 = usize::from(layers.l3);
+    if v6 {
+        let at = l3 + if src { 8 } else { 24 };
+        let b: [u8; 16] = frame.get(at..at + 16)?.try_into().ok()?;
+        Some(Addr::v6(u128::from_be_bytes(b)))
+    } else {
+        let at = l3 + if src { 12 } else { 16 };
+        let b: [u8; 4] = frame.get(at..at + 4)?.try_into().ok()?;
+        Some(Addr::v4(u32::from_be_bytes(b)))
+    }
 }
 
 #[cfg(test)]

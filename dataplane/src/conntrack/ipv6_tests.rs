@@ -9,11 +9,87 @@ use super::tuple::tcp_flags as F;
 use super::{format_entry, Conntrack, CtRequest};
 use crate::packet::ipv6::tests::{nd_frame, udp6_frame};
 use flowtable::matching::{ICMPV6_ND_NS, IP_PROTO_ICMPV6, IP_PROTO_TCP, IP_PROTO_UDP};
+use flowtable::{NatAction, NatSpec};
 use std::sync::atomic::Ordering::Relaxed;
 
 const A: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0002;
 const B: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0003;
 const ROUTER: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0001;
+/// The address A's connections leave with (SNAT) and a Service's (DNAT).
+const EXT6: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0100;
+const SVC6: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0030;
+
+/// `ct(commit,nat(src=ADDR))` / `nat(dst=ADDR:PORT)` for IPv6.
+fn snat6(addr: u128) -> CtRequest {
+    nat6(NatAction {
+        flags: NatSpec::SRC,
+        ipv6_min: Some(addr),
+        ..NatAction::default()
+    })
+}
+
+fn nat6(n: NatAction) -> CtRequest {
+    CtRequest {
+        nat: Some(NatSpec::from_action(&n)),
+        ..COMMIT
+    }
+}
+
+fn sum16(b: &[u8]) -> u32 {
+    b.chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)])))
+        .sum()
+}
+
+fn fold(mut s: u32) -> u16 {
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+/// The L4 checksum's offset in an IPv6 frame without extension headers.
+fn csum_at(f: &[u8]) -> usize {
+    54 + match f[20] {
+        IP_PROTO_TCP => 16,
+        IP_PROTO_UDP => 6,
+        _ => 2,
+    }
+}
+
+/// The sum of the pseudo-header and the L4 bytes.
+fn l4_sum(f: &[u8]) -> u32 {
+    let l4 = &f[54..];
+    sum16(&f[22..54]) + l4.len() as u32 + u32::from(f[20]) + sum16(l4)
+}
+
+/// `f` with its TCP, UDP or ICMPv6 checksum filled in.
+fn with_checksum(mut f: Vec<u8>) -> Vec<u8> {
+    let at = csum_at(&f);
+    f[at..at + 2].copy_from_slice(&[0, 0]);
+    let c = !fold(l4_sum(&f));
+    f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+fn checksum_ok(f: &[u8]) -> bool {
+    fold(l4_sum(f)) == 0xffff
+}
+
+fn src_of(f: &[u8]) -> u128 {
+    u128::from_be_bytes(f[22..38].try_into().unwrap())
+}
+
+fn dst_of(f: &[u8]) -> u128 {
+    u128::from_be_bytes(f[38..54].try_into().unwrap())
+}
+
+fn ports_of(f: &[u8]) -> (u16, u16) {
+    (
+        u16::from_be_bytes([f[54], f[55]]),
+        u16::from_be_bytes([f[56], f[57]]),
+    )
+}
 
 /// An Ethernet + IPv6 frame around `l4` (checksums are not conntrack's
 /// business and stay zero).
@@ -196,31 +272,21 @@ fn neighbor_discovery_nat_ranges_and_other_protocols() {
     let ct = Conntrack::default();
     let ns = nd_frame(ICMPV6_ND_NS);
     assert_eq!(state(&ct, ns, &COMMIT, 0), TRK | INV);
-    // NAT ranges are IPv4 addresses: an IPv6 connection is refused.
+    // A range of the other family translates nothing: an IPv6
+    // connection to IPv4 addresses, an IPv4 one to IPv6 addresses.
     let (o, out) = run(&ct, udp6(A, 1, B, 2), &snat(0x0a00_000a), 0);
     assert_eq!(o.state, TRK | INV);
     assert_eq!(out, udp6(A, 1, B, 2));
-    assert_eq!(ct.stats.nat_family.load(Relaxed), 1);
-    // Nor does an IPv6 range translate anything, IPv6 or IPv4.
-    let v6_range = CtRequest {
-        nat: Some(flowtable::NatSpec {
-            flags: flowtable::NatSpec::SRC,
-            ipv6_range: true,
-            ..Default::default()
-        }),
-        ..COMMIT
-    };
-    assert_eq!(state(&ct, udp6(A, 1, B, 2), &v6_range, 0), TRK | INV);
     let v4 = super::tests::udp_frame(2, 5353, 3, 53);
-    assert_eq!(state(&ct, v4, &v6_range, 0), TRK | INV);
-    assert_eq!(ct.stats.nat_family.load(Relaxed), 3);
+    assert_eq!(state(&ct, v4, &snat6(EXT6), 0), TRK | INV);
+    assert_eq!(ct.stats.nat_family.load(Relaxed), 2);
     assert!(ct.is_empty());
     // Not IP at all.
     let mut arp = vec![0u8; 42];
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
     assert_eq!(state(&ct, arp, &COMMIT, 0), TRK | INV);
     assert_eq!(ct.stats.not_ip.load(Relaxed), 1);
-    assert!(ct.stats_text().contains("nat_family: 3\n"));
+    assert!(ct.stats_text().contains("nat_family: 2\n"));
     // Another protocol (GRE) is tracked by its addresses.
     let gre = ip6_frame(47, A, B, &[0; 8]);
     assert_eq!(state(&ct, gre, &COMMIT, 0), TRK | NEW);
@@ -240,4 +306,75 @@ fn a_bare_nat_leaves_an_untranslated_ipv6_connection_alone() {
     let (o, out) = run(&ct, reply.clone(), &BARE_NAT, 1);
     assert_eq!(o.state, TRK | EST | RPL);
     assert_eq!(out, reply);
+}
+
+#[test]
+fn snat_rewrites_ipv6_sources_and_replies_come_back() {
+    let ct = Conntrack::default();
+    let query = with_checksum(udp6(A, 5353, B, 53));
+    let (o, out) = run(&ct, query, &snat6(EXT6), 0);
+    assert_eq!(o.state, TRK | NEW | super::state::SNAT);
+    assert_eq!((src_of(&out), dst_of(&out)), (EXT6, B));
+    assert!(checksum_ok(&out));
+    let sport = ports_of(&out).0;
+    // The reply to the translated address is un-NATed back to A.
+    let reply = with_checksum(udp6(B, 53, EXT6, sport));
+    let (o, back) = run(&ct, reply, &BARE_NAT, 1);
+    assert_eq!(o.state, TRK | EST | RPL | super::state::SNAT);
+    assert_eq!(
+        (src_of(&back), dst_of(&back), ports_of(&back)),
+        (B, A, (53, 5353))
+    );
+    assert!(checksum_ok(&back));
+    // B's router reports the query's destination unreachable, to the
+    // translated address: it reaches A, quoting what A sent.
+    let error = with_checksum(unreachable6(ROUTER, EXT6, &out));
+    let (o, translated) = run(&ct, error, &BARE_NAT, 2);
+    assert_eq!(o.state & (REL | RPL), REL | RPL);
+    assert_eq!(dst_of(&translated), A);
+    let quoted_src = u128::from_be_bytes(translated[62 + 8..62 + 24].try_into().unwrap());
+    assert_eq!(quoted_src, A);
+    assert!(checksum_ok(&translated));
+}
+
+#[test]
+fn dnat_sends_a_service_address_to_its_backend_and_back() {
+    let ct = Conntrack::default();
+    let to_backend = nat6(NatAction {
+        flags: NatSpec::DST,
+        ipv6_min: Some(B),
+        proto_min: Some(8080),
+        proto_max: Some(8080),
+        ..NatAction::default()
+    });
+    let syn = with_checksum(tcp6((A, 40000), (SVC6, 80), 1000, 0, F::SYN));
+    let (o, out) = run(&ct, syn, &to_backend, 0);
+    assert_eq!(o.state, TRK | NEW | super::state::DNAT);
+    assert_eq!((dst_of(&out), ports_of(&out).1), (B, 8080));
+    assert!(checksum_ok(&out));
+    let syn_ack = with_checksum(tcp6((B, 8080), (A, 40000), 5000, 1001, F::SYN | F::ACK));
+    let (o, back) = run(&ct, syn_ack, &BARE_NAT, 1);
+    assert_eq!(o.state & (EST | RPL), EST | RPL);
+    assert_eq!((src_of(&back), ports_of(&back).0), (SVC6, 80));
+    assert!(checksum_ok(&back));
+    // ICMPv6 echo through SNAT: the addresses (in ICMPv6's pseudo-header)
+    // change and the checksum stays right.
+    let (o, ping) = run(&ct, with_checksum(echo6(A, B, 128, 7)), &snat6(EXT6), 2);
+    assert_eq!(o.state & NEW, NEW);
+    assert_eq!(src_of(&ping), EXT6);
+    assert!(checksum_ok(&ping));
+}
+
+#[test]
+fn later_fragments_follow_their_first_fragments_translation() {
+    let ct = Conntrack::default();
+    let whole = udp6(A, 5353, B, 53);
+    let first = fragment(&whole, 9, 0, true, false);
+    let mut later = fragment(&whole, 9, 100, false, false);
+    later.truncate(later.len() - 4);
+    let (o, out) = run(&ct, first, &snat6(EXT6), 0);
+    assert_eq!(o.state & NEW, NEW);
+    assert_eq!(src_of(&out), EXT6);
+    let (_, out) = run(&ct, later, &snat6(EXT6), 1);
+    assert_eq!((src_of(&out), dst_of(&out)), (EXT6, B));
 }

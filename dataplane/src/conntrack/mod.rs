@@ -26,10 +26,9 @@
 //!   every time. ct_mark and ct_label are written only by a committing
 //!   `ct()` (each under its mask); a packet of the connection carries both
 //!   in its key after `ct()`;
-//! - IPv6 is tracked as IPv4 is (ICMPv6 echo and errors like ICMP's,
-//!   fragments like IPv4's), except NAT, which translates IPv4 only: asked
-//!   to translate an IPv6 connection (or to an IPv6 range), `ct()` makes
-//!   the packet `+inv`;
+//! - IPv6 is tracked and translated as IPv4 is (ICMPv6 echo and errors
+//!   like ICMP's, fragments like IPv4's); a connection asked to be
+//!   translated to an address range of the other family is `+inv`;
 //! - NAT happens only when the action has `nat`: `nat(src=..)`/`nat(dst=..)`
 //!   choose the translation when the connection is committed, a bare `nat`
 //!   applies an existing connection's translation in whichever direction
@@ -282,9 +281,9 @@ pub struct CtStats {
     /// Packets neither IPv4 nor IPv6, `+inv` and also counted in
     /// `invalid`.
     pub not_ip: AtomicU64,
-    /// New connections asked to be translated where the translation is
-    /// IPv4's only: IPv6 connections, or an IPv6 range in `nat()`; `+inv`
-    /// and also counted in `invalid`.
+    /// New connections asked to be translated to an address range of the
+    /// other family (an IPv6 connection to an IPv4 range or the reverse);
+    /// `+inv` and also counted in `invalid`.
     pub nat_family: AtomicU64,
 }
 

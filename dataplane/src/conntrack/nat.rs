@@ -29,7 +29,6 @@ use super::tuple::{Addr, Quoted, Tuple};
 use crate::packet::Layers;
 use crate::rewrite;
 use flowtable::key::Field;
-use flowtable::matching::IP_PROTO_ICMP;
 use flowtable::pipeline::NatSpec;
 
 /// Ports used for SNAT when the action gives no range and the original
@@ -48,17 +47,34 @@ pub fn allocate(orig: &Tuple, spec: &NatSpec, in_use: impl Fn(&Tuple) -> bool) -
     // An echo's identifier names the exchange in both directions (the
     // tuples' `sport`); SNAT varies it like a source port, so pings of
     // several hosts with the same identifier share an address.
-    let icmp = base.proto == IP_PROTO_ICMP;
+    let icmp = base.is_icmp();
     // The (address, port) pair being translated and its current value.
-    let (cur_ip, cur_port) = match (snat, icmp) {
-        (true, false) => (base.dst.as_v4(), base.dport),
-        (true, true) => (base.dst.as_v4(), base.sport),
-        (false, _) => (base.src.as_v4(), base.sport),
+    let (cur_addr, cur_port) = match (snat, icmp) {
+        (true, false) => (base.dst, base.dport),
+        (true, true) => (base.dst, base.sport),
+        (false, _) => (base.src, base.sport),
     };
-    let (ip_lo, ip_hi) = if spec.ip_min == 0 {
-        (cur_ip, cur_ip)
+    // Addresses as numbers (IPv4's in the low 32 bits): the range's first
+    // and how many follow it.
+    let as_number = |a: Addr| {
+        if base.v6 {
+            a.as_v6()
+        } else {
+            u128::from(a.as_v4())
+        }
+    };
+    let (addr_lo, span) = if spec.first_addr() == 0 {
+        (as_number(cur_addr), 0)
     } else {
-        (spec.ip_min, spec.ip_max.max(spec.ip_min))
+        (spec.first_addr(), spec.addr_span)
+    };
+    let addr_at_offset = |off: u64| {
+        let n = addr_lo.wrapping_add(u128::from(off));
+        if base.v6 {
+            Addr::v6(n)
+        } else {
+            Addr::v4(n as u32)
+        }
     };
     let ports = base.has_ports() || (icmp && snat);
     let (p_lo, p_hi) = match (ports, spec.port_min) {
@@ -67,24 +83,24 @@ pub fn allocate(orig: &Tuple, spec: &NatSpec, in_use: impl Fn(&Tuple) -> bool) -
         (true, 0) => (cur_port, cur_port),
         (true, lo) => (lo, spec.port_max.max(lo)),
     };
-    let make = |ip: u32, port: u16| {
+    let make = |addr: Addr, port: u16| {
         let mut t = base;
         if snat && icmp {
-            t.dst = Addr::v4(ip);
+            t.dst = addr;
             t.sport = port;
         } else if snat {
-            t.dst = Addr::v4(ip);
+            t.dst = addr;
             t.dport = port;
         } else {
-            t.src = Addr::v4(ip);
+            t.src = addr;
             t.sport = port;
         }
         t
     };
-    let n_ips = u64::from(ip_hi - ip_lo) + 1;
+    let n_ips = u64::from(span) + 1;
     let n_ports = u64::from(p_hi - p_lo) + 1;
     let h = spread(orig);
-    let ip_at = |i: u64| ip_lo + (h.wrapping_add(i) % n_ips) as u32;
+    let ip_at = |i: u64| addr_at_offset(h.wrapping_add(i) % n_ips);
     // The original port first, on each address, if the range has it or
     // no range was given.
     if spec.port_min == 0 || (p_lo..=p_hi).contains(&cur_port) {
@@ -108,7 +124,15 @@ pub fn allocate(orig: &Tuple, spec: &NatSpec, in_use: impl Fn(&Tuple) -> bool) -
 
 /// A stable spread of the tuple over the range.
 fn spread(t: &Tuple) -> u64 {
-    let mut h = u64::from(t.src.as_v4()) << 32 | u64::from(t.dst.as_v4());
+    // IPv4 as before; an IPv6 address folded to 32 bits.
+    let fold = |a: Addr| {
+        if t.v6 {
+            a.0.iter().fold(0u32, |acc, w| acc.rotate_left(7) ^ w)
+        } else {
+            a.as_v4()
+        }
+    };
+    let mut h = u64::from(fold(t.src)) << 32 | u64::from(fold(t.dst));
     h ^= u64::from(t.sport) << 16 | u64::from(t.dport) | u64::from(t.proto) << 40;
     h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h ^ (h >> 29)
@@ -118,12 +142,12 @@ fn spread(t: &Tuple) -> u64 {
 /// (addresses, and ports or the echo identifier), checksums included.
 pub fn rewrite_packet(frame: &mut [u8], layers: Layers, from: &Tuple, to: &Tuple) {
     if from.src != to.src {
-        rewrite::set_field(frame, layers, Field::IpSrc, u64::from(to.src.as_v4()));
+        set_addr(frame, layers, true, to.src, to.v6);
     }
     if from.dst != to.dst {
-        rewrite::set_field(frame, layers, Field::IpDst, u64::from(to.dst.as_v4()));
+        set_addr(frame, layers, false, to.dst, to.v6);
     }
-    if from.proto == IP_PROTO_ICMP {
+    if from.is_icmp() {
         // An echo's identifier, covered by the ICMP checksum only.
         if from.sport != to.sport {
             let l4 = usize::from(layers.l4);
@@ -136,6 +160,24 @@ pub fn rewrite_packet(frame: &mut [u8], layers: Layers, from: &Tuple, to: &Tuple
     }
     if from.dport != to.dport {
         rewrite::set_field(frame, layers, Field::TpDst, u64::from(to.dport));
+    }
+}
+
+/// Writes the packet's source (`src`) or destination address, the L4
+/// checksum updated for the pseudo-header (and IPv4's header checksum).
+pub(super) fn set_addr(frame: &mut [u8], layers: Layers, src: bool, a: Addr, v6: bool) {
+    if v6 {
+        let (high, low) = if src {
+            (Field::Ipv6SrcHigh, Field::Ipv6SrcLow)
+        } else {
+            (Field::Ipv6DstHigh, Field::Ipv6DstLow)
+        };
+        let n = a.as_v6();
+        rewrite::set_field(frame, layers, high, (n >> 64) as u64);
+        rewrite::set_field(frame, layers, low, n as u64);
+    } else {
+        let field = if src { Field::IpSrc } else { Field::IpDst };
+        rewrite::set_field(frame, layers, field, u64::from(a.as_v4()));
     }
 }
 
@@ -199,20 +241,29 @@ pub fn rewrite_icmp_error(
     layers: Layers,
     quoted: &Quoted,
     quoted_to: &Tuple,
-    outer_dst: u32,
-    outer_src: u32,
+    outer_dst: Addr,
+    outer_src: Addr,
 ) {
     let icmp_csum = usize::from(layers.l4) + 2;
     let q = &quoted.tuple;
-    let qcsum = Some(quoted.l3 + 10);
-    let addr = |frame: &mut [u8], at: usize, old: u32, new: u32| {
-        if old != new {
-            put16(frame, at, (new >> 16) as u16, icmp_csum, qcsum);
-            put16(frame, at + 2, new as u16, icmp_csum, qcsum);
+    // IPv4's quoted header has a checksum of its own; IPv6's has none.
+    let (qcsum, src_at, dst_at, words) = if q.v6 {
+        (None, quoted.l3 + 8, quoted.l3 + 24, 4)
+    } else {
+        (Some(quoted.l3 + 10), quoted.l3 + 12, quoted.l3 + 16, 1)
+    };
+    let addr = |frame: &mut [u8], at: usize, old: Addr, new: Addr| {
+        // An IPv4 address is `Addr`'s first word; IPv6's all four.
+        for (i, (o, n)) in old.0.iter().zip(new.0.iter()).take(words).enumerate() {
+            if o != n {
+                let at = at + 4 * i;
+                put16(frame, at, (n >> 16) as u16, icmp_csum, qcsum);
+                put16(frame, at + 2, *n as u16, icmp_csum, qcsum);
+            }
         }
     };
-    addr(frame, quoted.l3 + 12, q.src.as_v4(), quoted_to.src.as_v4());
-    addr(frame, quoted.l3 + 16, q.dst.as_v4(), quoted_to.dst.as_v4());
+    addr(frame, src_at, q.src, quoted_to.src);
+    addr(frame, dst_at, q.dst, quoted_to.dst);
     if q.has_ports() {
         if q.sport != quoted_to.sport {
             put16(frame, quoted.l4, quoted_to.sport, icmp_csum, None);
@@ -220,19 +271,20 @@ pub fn rewrite_icmp_error(
         if q.dport != quoted_to.dport {
             put16(frame, quoted.l4 + 2, quoted_to.dport, icmp_csum, None);
         }
-    } else if q.proto == IP_PROTO_ICMP && q.sport != quoted_to.sport {
+    } else if q.is_icmp() && q.sport != quoted_to.sport {
         // A quoted echo's identifier.
         put16(frame, quoted.l4 + 4, quoted_to.sport, icmp_csum, None);
     }
-    // The outer addresses are not covered by the ICMP checksum.
-    rewrite::set_field(frame, layers, Field::IpDst, u64::from(outer_dst));
-    rewrite::set_field(frame, layers, Field::IpSrc, u64::from(outer_src));
+    // The outer addresses: outside ICMP's checksum, inside ICMPv6's
+    // pseudo-header (which `set_addr` keeps right).
+    set_addr(frame, layers, false, outer_dst, q.v6);
+    set_addr(frame, layers, true, outer_src, q.v6);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flowtable::matching::IP_PROTO_TCP;
+    use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_TCP};
 
     fn t(src: u32, sport: u16, dst: u32, dport: u16) -> Tuple {
         Tuple::v4(0, IP_PROTO_TCP, src, dst, sport, dport)
@@ -241,14 +293,7 @@ mod tests {
     #[test]
     fn snat_keeps_the_port_when_free_and_avoids_collisions() {
         let orig = t(0x0a80_0002, 40000, 0x0101_0101, 80);
-        let spec = NatSpec {
-            flags: NatSpec::SRC,
-            ip_min: 0x0a00_000a,
-            ip_max: 0x0a00_000a,
-            port_min: 0,
-            port_max: 0,
-            ipv6_range: false,
-        };
+        let spec = NatSpec::v4(NatSpec::SRC, 0x0a00_000a, 0x0a00_000a, 0, 0);
         let r = allocate(&orig, &spec, |_| false).unwrap();
         assert_eq!(r, t(0x0101_0101, 80, 0x0a00_000a, 40000));
         // Port taken: another one from the default range, never a used one.
@@ -265,14 +310,7 @@ mod tests {
     #[test]
     fn a_full_range_is_refused_and_ranges_are_respected() {
         let orig = t(0x0a80_0002, 40000, 0x0101_0101, 80);
-        let spec = NatSpec {
-            flags: NatSpec::SRC,
-            ip_min: 0x0a00_000a,
-            ip_max: 0x0a00_000b,
-            port_min: 2000,
-            port_max: 2003,
-            ipv6_range: false,
-        };
+        let spec = NatSpec::v4(NatSpec::SRC, 0x0a00_000a, 0x0a00_000b, 2000, 2003);
         let mut taken = std::collections::HashSet::new();
         for _ in 0..8 {
             let r = allocate(&orig, &spec, |x| taken.contains(x)).unwrap();
@@ -286,14 +324,7 @@ mod tests {
     #[test]
     fn dnat_rewrites_the_responder() {
         let orig = t(0x0a80_0002, 40000, 0xac1e_0001, 80);
-        let spec = NatSpec {
-            flags: NatSpec::DST,
-            ip_min: 0x0a80_0009,
-            ip_max: 0x0a80_0009,
-            port_min: 8080,
-            port_max: 8080,
-            ipv6_range: false,
-        };
+        let spec = NatSpec::v4(NatSpec::DST, 0x0a80_0009, 0x0a80_0009, 8080, 8080);
         let r = allocate(&orig, &spec, |_| false).unwrap();
         assert_eq!(r, t(0x0a80_0009, 8080, 0x0a80_0002, 40000));
     }
@@ -301,14 +332,7 @@ mod tests {
     #[test]
     fn snat_of_echo_varies_the_identifier() {
         let orig = Tuple::v4(0, IP_PROTO_ICMP, 0x0a80_0002, 0x0101_0101, 7, 8);
-        let spec = NatSpec {
-            flags: NatSpec::SRC,
-            ip_min: 0x0a00_000a,
-            ip_max: 0x0a00_000a,
-            port_min: 0,
-            port_max: 0,
-            ipv6_range: false,
-        };
+        let spec = NatSpec::v4(NatSpec::SRC, 0x0a00_000a, 0x0a00_000a, 0, 0);
         let r = allocate(&orig, &spec, |_| false).unwrap();
         // Reply: from the host to the node address, identifier kept.
         assert_eq!(

@@ -45,10 +45,10 @@ impl Conntrack {
             return self.invalid(req.zone);
         }
         let spec = req.nat.filter(|n| n.is_snat() || n.is_dnat());
-        if spec.is_some_and(|n| t.v6 || n.ipv6_range) {
-            // The translation is IPv4's: an IPv6 connection, or an IPv6
-            // range, cannot be translated as asked, and passing the packet
-            // untranslated could take it past what the NAT stood for.
+        if spec.is_some_and(|n| n.first_addr() != 0 && n.v6 != t.v6) {
+            // A range of the other family: the connection cannot be
+            // translated as asked, and passing the packet untranslated
+            // could take it past what the NAT stood for.
             self.table.unreserve();
             self.stats.nat_family.fetch_add(1, Relaxed);
             return self.invalid(req.zone);
@@ -158,14 +158,7 @@ impl Conntrack {
                 } else {
                     outer.src
                 };
-                nat::rewrite_icmp_error(
-                    frame,
-                    layers,
-                    quoted,
-                    &real,
-                    real.src.as_v4(),
-                    outer_src.as_v4(),
-                );
+                nat::rewrite_icmp_error(frame, layers, quoted, &real, real.src, outer_src);
                 st |= c.nat_state();
             }
             Some(CtOutcome {

@@ -383,14 +383,7 @@ fn non_ip_is_invalid() {
 
 pub(crate) fn snat(ip: u32) -> CtRequest {
     CtRequest {
-        nat: Some(NatSpec {
-            flags: NatSpec::SRC,
-            ip_min: ip,
-            ip_max: ip,
-            port_min: 0,
-            port_max: 0,
-            ipv6_range: false,
-        }),
+        nat: Some(NatSpec::v4(NatSpec::SRC, ip, ip, 0, 0)),
         ..COMMIT
     }
 }
@@ -399,14 +392,7 @@ pub(crate) const BARE_NAT: CtRequest = CtRequest {
     zone: 0,
     commit: false,
     force: false,
-    nat: Some(NatSpec {
-        flags: 0,
-        ip_min: 0,
-        ip_max: 0,
-        port_min: 0,
-        port_max: 0,
-        ipv6_range: false,
-    }),
+    nat: Some(NatSpec::v4(0, 0, 0, 0, 0)),
     mark: None,
     label: None,
     from_host: false,
@@ -501,14 +487,7 @@ fn dnat_like_a_service_and_back() {
     let ct = Conntrack::default();
     const SVC: u32 = 0xac1e_0001;
     let dnat = CtRequest {
-        nat: Some(NatSpec {
-            flags: NatSpec::DST,
-            ip_min: B,
-            ip_max: B,
-            port_min: 8080,
-            port_max: 8080,
-            ipv6_range: false,
-        }),
+        nat: Some(NatSpec::v4(NatSpec::DST, B, B, 8080, 8080)),
         ..COMMIT
     };
     let (o, out) = run(&ct, udp_frame(A, 5000, SVC, 53), &dnat, 0);
