@@ -197,3 +197,56 @@ fn ipv6_connections_are_tracked_and_only_their_replies_pass() -> Result<()> {
     );
     Ok(())
 }
+
+/// A's connections leave with this address (SNAT in xbr).
+const IP6_EXT: &str = "fd00::100";
+
+const SNAT_FLOWS: &[&str] = &[
+    "table=0, priority=100, ipv6, in_port=1, actions=ct(commit,nat(src=fd00::100)),output:2",
+    "table=0, priority=100, ipv6, in_port=2, ct_state=-trk, actions=ct(nat,table=1)",
+    "table=1, priority=100, ipv6, ct_state=+trk+est, actions=output:1",
+    "table=1, priority=0, actions=drop",
+];
+
+#[test]
+fn ipv6_snat_hides_the_source_and_replies_come_back() -> Result<()> {
+    let a = Pod::new("10.128.0.2".parse().unwrap(), 24, "0a:58:0a:80:00:02")?;
+    let b = Pod::new("10.128.0.3".parse().unwrap(), 24, "0a:58:0a:80:00:03")?;
+    enable_ipv6(&a, IP6_A, IP6_B, b.mac())?;
+    // B answers the translated address; xbr un-NATs towards A's MAC.
+    enable_ipv6(&b, IP6_B, IP6_EXT, a.mac())?;
+    let specs = [format!("{}=1", a.host_if()), format!("{}=2", b.host_if())];
+    let args: Vec<&str> = specs.iter().flat_map(|p| ["--port", p.as_str()]).collect();
+    let xbr = Xbr::start(&args)?;
+    for f in SNAT_FLOWS {
+        xbr.add_flow(f)?;
+    }
+    // B's server sees the connection come from the translated address.
+    let server = tcp_server(&b)?;
+    assert_eq!(
+        tcp_greeting(&a, IP6_B)?.as_deref(),
+        Some("hello fd00::100"),
+        "{}",
+        xbr.flows_and_log()
+    );
+    let _ = server.wait(Duration::from_secs(5));
+    assert!(
+        ping6(&a, IP6_B, 2, 56)?,
+        "A -> B ping6 through SNAT\n{}",
+        xbr.flows_and_log()
+    );
+    let mut cmd = Command::new(Xbr::binary()?);
+    cmd.args(["conntrack", "--rundir"])
+        .arg(xbr.rundir())
+        .args(["dump", BRIDGE]);
+    let dump = run_timeout(&mut cmd, CMD_TIMEOUT)?;
+    assert!(
+        dump.stdout.lines().any(
+            |l| l.starts_with(&format!("tcp6,orig=(src={IP6_A},dst={IP6_B},"))
+                && l.contains(&format!("reply=(src={IP6_B},dst={IP6_EXT},"))
+        ),
+        "{}",
+        dump.stdout
+    );
+    Ok(())
+}

@@ -12,8 +12,10 @@
 //! the reply direction leaves as `orig.reverse()`; one rule covers SNAT,
 //! DNAT and both.
 //!
-//! ICMP echo is translated by address and, for SNAT, identifier (the
-//! echo's "port").
+//! ICMP and ICMPv6 echo are translated by address and, for SNAT,
+//! identifier (the echo's "port"). Both families work alike: an address
+//! range is its first address and a span (see `NatSpec`), so allocation
+//! counts offsets from the first address in either.
 //!
 //! Allocation searches the configured range for an address and port whose
 //! reply tuple is not in use (the caller's `in_use` checks the table), the
@@ -22,8 +24,10 @@
 //! connection whose whole range is taken is refused (`+inv`).
 //!
 //! Rewrites update checksums incrementally (RFC 1624), through
-//! `crate::rewrite` for addresses and ports, and by hand for what an ICMP
-//! error quotes (the quoted header and the ICMP checksum that covers it).
+//! `crate::rewrite` for addresses and ports (an IPv6 address through the
+//! TCP, UDP or ICMPv6 checksum's pseudo-header), and by hand for what an
+//! ICMP error quotes (the quoted header, the IPv4 one's checksum, and the
+//! ICMP or ICMPv6 checksum that covers them).
 
 use super::tuple::{Addr, Quoted, Tuple};
 use crate::packet::Layers;
