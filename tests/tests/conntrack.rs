@@ -10,11 +10,10 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use xbr_tests::{
-    require_tool, run_timeout, udp_send, unique_tag, Background, CmdOutput, Pod, Result,
-    UdpReceiver, Xbr, BRIDGE, NAME_PREFIX,
+    require_tool, udp_send, unique_tag, Background, CmdOutput, Pod, Result, UdpReceiver, Xbr,
+    BRIDGE, NAME_PREFIX,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -80,12 +79,9 @@ fn lab_with(extra: &[&str]) -> Result<Lab> {
 
 /// `xbr conntrack ARGS... --rundir DIR`.
 fn conntrack(xbr: &Xbr, args: &[&str]) -> Result<CmdOutput> {
-    let mut cmd = Command::new(Xbr::binary()?);
-    cmd.arg("conntrack")
-        .arg("--rundir")
-        .arg(xbr.rundir())
-        .args(args);
-    run_timeout(&mut cmd, CMD_TIMEOUT)
+    let mut full = vec!["conntrack"];
+    full.extend_from_slice(args);
+    xbr.client(&full)
 }
 
 /// A one-connection TCP server in `pod` that greets its client with both

@@ -8,11 +8,9 @@
 //! `python3`. Traffic is a handful of packets per step, each step bounded
 //! in time.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 use xbr_tests::{
-    require_tool, run_timeout, unique_tag, Background, Pod, Result, Xbr, BRIDGE, NAME_PREFIX,
-    POD_IF,
+    require_tool, unique_tag, Background, Pod, Result, Xbr, BRIDGE, NAME_PREFIX, POD_IF,
 };
 
 const IP6_A: &str = "fd00::2";
@@ -62,6 +60,23 @@ fn enable_ipv6(pod: &Pod, ip: &str, peer: &str, peer_mac: &str) -> Result<()> {
         "nud",
         "permanent",
     ])
+}
+
+/// Pods A (port 1) and B (port 2) with IPv6 addresses, B's neighbour
+/// entry for `b_peer` pointing at A, and an xbr programmed with `flows`.
+/// Bound as `let (a, b, xbr)`, xbr (the last binding) drops first.
+fn lab(b_peer: &str, flows: &[&str]) -> Result<(Pod, Pod, Xbr)> {
+    let a = Pod::new("10.128.0.2".parse().unwrap(), 24, "0a:58:0a:80:00:02")?;
+    let b = Pod::new("10.128.0.3".parse().unwrap(), 24, "0a:58:0a:80:00:03")?;
+    enable_ipv6(&a, IP6_A, IP6_B, b.mac())?;
+    enable_ipv6(&b, IP6_B, b_peer, a.mac())?;
+    let specs = [format!("{}=1", a.host_if()), format!("{}=2", b.host_if())];
+    let args: Vec<&str> = specs.iter().flat_map(|p| ["--port", p.as_str()]).collect();
+    let xbr = Xbr::start(&args)?;
+    for f in flows {
+        xbr.add_flow(f)?;
+    }
+    Ok((a, b, xbr))
 }
 
 /// A one-connection TCP server on [`IP6_B`] that greets its client with
@@ -121,16 +136,7 @@ fn ping6(pod: &Pod, dst: &str, count: u32, size: u32) -> Result<bool> {
 
 #[test]
 fn ipv6_connections_are_tracked_and_only_their_replies_pass() -> Result<()> {
-    let a = Pod::new("10.128.0.2".parse().unwrap(), 24, "0a:58:0a:80:00:02")?;
-    let b = Pod::new("10.128.0.3".parse().unwrap(), 24, "0a:58:0a:80:00:03")?;
-    enable_ipv6(&a, IP6_A, IP6_B, b.mac())?;
-    enable_ipv6(&b, IP6_B, IP6_A, a.mac())?;
-    let specs = [format!("{}=1", a.host_if()), format!("{}=2", b.host_if())];
-    let args: Vec<&str> = specs.iter().flat_map(|p| ["--port", p.as_str()]).collect();
-    let xbr = Xbr::start(&args)?;
-    for f in FLOWS {
-        xbr.add_flow(f)?;
-    }
+    let (a, b, xbr) = lab(IP6_A, FLOWS)?;
     let log = || xbr.flows_and_log();
 
     assert!(ping6(&a, IP6_B, 3, 56)?, "A -> B ping6\n{}", log());
@@ -157,12 +163,10 @@ fn ipv6_connections_are_tracked_and_only_their_replies_pass() -> Result<()> {
     // B's own connection attempt towards A is new and not A's: dropped.
     assert_eq!(tcp_greeting(&b, IP6_A)?, None, "B -> A TCP\n{}", log());
 
-    let conntrack = |args: &[&str]| -> Result<xbr_tests::CmdOutput> {
-        let mut cmd = Command::new(Xbr::binary()?);
-        cmd.args(["conntrack", "--rundir"])
-            .arg(xbr.rundir())
-            .args(args);
-        run_timeout(&mut cmd, CMD_TIMEOUT)
+    let conntrack = |args: &[&str]| {
+        let mut full = vec!["conntrack"];
+        full.extend_from_slice(args);
+        xbr.client(&full)
     };
     // The big pings' later fragments went by their first fragments.
     let stats = conntrack(&["stats", BRIDGE])?;
@@ -210,17 +214,8 @@ const SNAT_FLOWS: &[&str] = &[
 
 #[test]
 fn ipv6_snat_hides_the_source_and_replies_come_back() -> Result<()> {
-    let a = Pod::new("10.128.0.2".parse().unwrap(), 24, "0a:58:0a:80:00:02")?;
-    let b = Pod::new("10.128.0.3".parse().unwrap(), 24, "0a:58:0a:80:00:03")?;
-    enable_ipv6(&a, IP6_A, IP6_B, b.mac())?;
     // B answers the translated address; xbr un-NATs towards A's MAC.
-    enable_ipv6(&b, IP6_B, IP6_EXT, a.mac())?;
-    let specs = [format!("{}=1", a.host_if()), format!("{}=2", b.host_if())];
-    let args: Vec<&str> = specs.iter().flat_map(|p| ["--port", p.as_str()]).collect();
-    let xbr = Xbr::start(&args)?;
-    for f in SNAT_FLOWS {
-        xbr.add_flow(f)?;
-    }
+    let (a, b, xbr) = lab(IP6_EXT, SNAT_FLOWS)?;
     // B's server sees the connection come from the translated address.
     let server = tcp_server(&b)?;
     assert_eq!(
@@ -235,11 +230,7 @@ fn ipv6_snat_hides_the_source_and_replies_come_back() -> Result<()> {
         "A -> B ping6 through SNAT\n{}",
         xbr.flows_and_log()
     );
-    let mut cmd = Command::new(Xbr::binary()?);
-    cmd.args(["conntrack", "--rundir"])
-        .arg(xbr.rundir())
-        .args(["dump", BRIDGE]);
-    let dump = run_timeout(&mut cmd, CMD_TIMEOUT)?;
+    let dump = xbr.client(&["conntrack", "dump", BRIDGE])?;
     assert!(
         dump.stdout.lines().any(
             |l| l.starts_with(&format!("tcp6,orig=(src={IP6_A},dst={IP6_B},"))

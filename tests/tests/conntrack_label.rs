@@ -7,14 +7,11 @@
 //! Without root the test fails with a message saying so.
 
 use std::net::Ipv4Addr;
-use std::process::Command;
-use std::time::Duration;
-use xbr_tests::{run_timeout, Pod, Result, Xbr, BRIDGE};
+use xbr_tests::{Pod, Result, Xbr, BRIDGE};
 
 const IP_A: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 2);
 const IP_B: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 3);
 const IP_C: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 4);
-const CMD_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Table 0 tracks, then commits what A starts with label bit 0 set and
 /// everything else unlabelled; table 1 only sees tracked packets (after
@@ -81,11 +78,7 @@ fn only_connections_labelled_on_commit_pass_the_recirculated_table() -> Result<(
         log()
     );
 
-    let mut cmd = Command::new(Xbr::binary()?);
-    cmd.args(["conntrack", "--rundir"])
-        .arg(xbr.rundir())
-        .args(["dump", BRIDGE]);
-    let dump = run_timeout(&mut cmd, CMD_TIMEOUT)?;
+    let dump = xbr.client(&["conntrack", "dump", BRIDGE])?;
     assert!(dump.success(), "{dump:?}");
     let icmp = |src: Ipv4Addr, dst: Ipv4Addr| {
         let start = format!("icmp,orig=(src={src},dst={dst},id=");
