@@ -34,7 +34,7 @@ pub use netns::{
     link_exists, link_has_xdp, unique_tag, InNetns, Netns, PeerConfig, Pod, VethPair, NAME_PREFIX,
     POD_IF,
 };
-pub use tcp::{tcp_transfer, tcp_transfer_ns, tcp_transfer_via};
+pub use tcp::{greeting, greeting_server, tcp_transfer, tcp_transfer_ns, tcp_transfer_via};
 pub use tool::{udp_send, udp_send_flows, udp_send_from, udp_send_sized, UdpReceiver};
 pub use xbr::{
     flow_n_packets, start_xdp_pair, strip_ansi, without_durations, xdp_cache_count,

@@ -124,3 +124,60 @@ pub fn tcp_transfer_ns(
     let _ = srv.wait(Duration::from_secs(10));
     Ok(out.stdout.trim().to_string())
 }
+
+/// A one-connection TCP server in `ns` on `addr`:`port` (IPv4 or IPv6)
+/// that greets its client with `hello from ADDR to PEER` (the addresses
+/// as the server sees them: a NAT between them shows); returns once it
+/// listens. The server gives up after 15 s without a client.
+pub fn greeting_server(ns: &Netns, addr: &str, port: u16) -> Result<Background> {
+    require_tool("python3")?;
+    let ready = std::env::temp_dir().join(format!("{NAME_PREFIX}-greeter-{}", unique_tag()));
+    let family = if addr.contains(':') {
+        "AF_INET6"
+    } else {
+        "AF_INET"
+    };
+    let script = format!(
+        "import socket\n\
+         s = socket.socket(socket.{family})\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('{addr}', {port}))\n\
+         s.listen(4)\n\
+         open('{ready}', 'w').close()\n\
+         s.settimeout(15)\n\
+         c, peer = s.accept()\n\
+         c.sendall(('hello from {addr} to %s\\n' % peer[0]).encode())\n\
+         c.recv(100)\n\
+         c.close()\n",
+        ready = ready.display()
+    );
+    let server = Background::spawn(&mut ns.command("python3", &["-c", &script]))?;
+    let deadline = Instant::now() + READY_TIMEOUT;
+    while !ready.exists() {
+        if Instant::now() > deadline {
+            let _ = std::fs::remove_file(&ready);
+            return Err(crate::HarnessError::Unexpected(format!(
+                "the greeting server on {addr}:{port} never listened"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(&ready);
+    Ok(server)
+}
+
+/// Connects from `ns` to `addr`:`port` and reads the greeting line;
+/// `None` if no connection was made within 3 s.
+pub fn greeting(ns: &Netns, addr: &str, port: u16) -> Result<Option<String>> {
+    let script = format!(
+        "import socket\n\
+         s = socket.create_connection(('{addr}', {port}), timeout=3)\n\
+         print(s.recv(100).decode().strip())\n\
+         s.sendall(b'bye')\n"
+    );
+    let out = ns.exec(
+        &["python3", "-c", &script],
+        Duration::from_secs(IO_TIMEOUT_S),
+    )?;
+    Ok(out.success().then(|| out.stdout.trim().to_string()))
+}

@@ -10,10 +10,10 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use xbr_tests::{
-    require_tool, udp_send, unique_tag, Background, CmdOutput, Pod, Result, UdpReceiver, Xbr,
-    BRIDGE, NAME_PREFIX,
+    greeting, greeting_server, require_tool, udp_send, Background, CmdOutput, Pod, Result,
+    UdpReceiver, Xbr, BRIDGE,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -84,47 +84,6 @@ fn conntrack(xbr: &Xbr, args: &[&str]) -> Result<CmdOutput> {
     xbr.client(&full)
 }
 
-/// A one-connection TCP server in `pod` that greets its client with both
-/// addresses as it sees them; returns once it listens.
-fn tcp_server(pod: &Pod) -> Result<(Background, std::path::PathBuf)> {
-    require_tool("python3")?;
-    let ready = std::env::temp_dir().join(format!("{NAME_PREFIX}-ready-{}", unique_tag()));
-    let script = format!(
-        "import socket\n\
-         s = socket.socket()\n\
-         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-         s.bind(('{ip}', {TCP_PORT}))\n\
-         s.listen(4)\n\
-         open('{ready}', 'w').close()\n\
-         s.settimeout(15)\n\
-         c, peer = s.accept()\n\
-         c.sendall(('hello from {ip} to %s\\n' % peer[0]).encode())\n\
-         c.recv(100)\n\
-         c.close()\n",
-        ip = pod.ip(),
-        ready = ready.display()
-    );
-    let server = Background::spawn(&mut pod.ns().command("python3", &["-c", &script]))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "TCP server never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok((server, ready))
-}
-
-/// Connects from `pod` to `dst`:TCP_PORT and reads the greeting; `None`
-/// if no connection was made within 3 s.
-fn tcp_greeting(pod: &Pod, dst: Ipv4Addr) -> Result<Option<String>> {
-    let script = format!(
-        "exec 3<>/dev/tcp/{dst}/{TCP_PORT} && read -t 3 line <&3 && echo \"$line\" && echo bye >&3"
-    );
-    let out = pod
-        .ns()
-        .exec(&["timeout", "3", "bash", "-c", &script], CMD_TIMEOUT)?;
-    Ok(out.success().then(|| out.stdout.trim().to_string()))
-}
-
 fn udp_arrivals(from: &Pod, to: &Pod, count: u64) -> Result<u64> {
     let dst = SocketAddrV4::new(to.ip(), UDP_PORT);
     let rx = UdpReceiver::start(Path::new(TOOL), to.ns(), dst, count, Duration::from_secs(3))?;
@@ -163,21 +122,20 @@ fn policy_allows_connections_and_their_replies_only() -> Result<()> {
 
     // TCP: A connects to B and reads B's greeting (the handshake and the
     // data flow back through conntrack); C gets nothing.
-    let (server, ready) = tcp_server(&lab.b)?;
+    let server = greeting_server(lab.b.ns(), &IP_B.to_string(), TCP_PORT)?;
     assert_eq!(
-        tcp_greeting(&lab.c, IP_B)?,
+        greeting(lab.c.ns(), &IP_B.to_string(), TCP_PORT)?,
         None,
         "C -> B TCP must be denied\n{}",
         log()
     );
     assert_eq!(
-        tcp_greeting(&lab.a, IP_B)?.as_deref(),
+        greeting(lab.a.ns(), &IP_B.to_string(), TCP_PORT)?.as_deref(),
         Some("hello from 10.128.0.3 to 10.128.0.2"),
         "{}",
         log()
     );
     let _ = server.wait(Duration::from_secs(5));
-    let _ = std::fs::remove_file(ready);
 
     // The tracker knows the connections, in dpctl/dump-conntrack's form.
     let dump = conntrack(&lab.xbr, &["dump", BRIDGE])?;
@@ -351,15 +309,14 @@ fn snat_to_the_outside_and_replies_back() -> Result<()> {
         log()
     );
     // The outside host sees the node address, and its replies get back.
-    let (server, ready) = tcp_server(&ext)?;
+    let server = greeting_server(ext.ns(), &ext.ip().to_string(), TCP_PORT)?;
     assert_eq!(
-        tcp_greeting(&a, ext.ip())?.as_deref(),
+        greeting(a.ns(), &ext.ip().to_string(), TCP_PORT)?.as_deref(),
         Some("hello from 10.0.0.2 to 10.0.0.11"),
         "{}",
         log()
     );
     let _ = server.wait(Duration::from_secs(5));
-    let _ = std::fs::remove_file(ready);
     // Nothing the outside starts reaches A through the node address.
     assert!(
         !ext.ping(Ipv4Addr::new(10, 0, 0, 11), 2)?.success(),

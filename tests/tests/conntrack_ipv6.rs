@@ -8,10 +8,8 @@
 //! `python3`. Traffic is a handful of packets per step, each step bounded
 //! in time.
 
-use std::time::{Duration, Instant};
-use xbr_tests::{
-    require_tool, unique_tag, Background, Pod, Result, Xbr, BRIDGE, NAME_PREFIX, POD_IF,
-};
+use std::time::Duration;
+use xbr_tests::{greeting, greeting_server, Pod, Result, Xbr, BRIDGE, POD_IF};
 
 const IP6_A: &str = "fd00::2";
 const IP6_B: &str = "fd00::3";
@@ -79,48 +77,6 @@ fn lab(b_peer: &str, flows: &[&str]) -> Result<(Pod, Pod, Xbr)> {
     Ok((a, b, xbr))
 }
 
-/// A one-connection TCP server on [`IP6_B`] that greets its client with
-/// the client's address; returns once it listens.
-fn tcp_server(pod: &Pod) -> Result<Background> {
-    require_tool("python3")?;
-    let ready = std::env::temp_dir().join(format!("{NAME_PREFIX}-ready6-{}", unique_tag()));
-    let script = format!(
-        "import socket\n\
-         s = socket.socket(socket.AF_INET6)\n\
-         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-         s.bind(('{IP6_B}', {TCP_PORT}))\n\
-         s.listen(4)\n\
-         open('{ready}', 'w').close()\n\
-         s.settimeout(15)\n\
-         c, peer = s.accept()\n\
-         c.sendall(('hello %s\\n' % peer[0]).encode())\n\
-         c.recv(100)\n\
-         c.close()\n",
-        ready = ready.display()
-    );
-    let server = Background::spawn(&mut pod.ns().command("python3", &["-c", &script]))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "TCP server never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = std::fs::remove_file(ready);
-    Ok(server)
-}
-
-/// Connects from `pod` to `dst`:TCP_PORT and reads the greeting; `None`
-/// if no connection was made within 3 s.
-fn tcp_greeting(pod: &Pod, dst: &str) -> Result<Option<String>> {
-    let script = format!(
-        "import socket\n\
-         s = socket.create_connection(('{dst}', {TCP_PORT}), timeout=3)\n\
-         print(s.recv(100).decode().strip())\n\
-         s.sendall(b'bye')\n"
-    );
-    let out = pod.ns().exec(&["python3", "-c", &script], CMD_TIMEOUT)?;
-    Ok(out.success().then(|| out.stdout.trim().to_string()))
-}
-
 /// `count` pings of `size` bytes (above 1452, each one a fragmented
 /// datagram both ways).
 fn ping6(pod: &Pod, dst: &str, count: u32, size: u32) -> Result<bool> {
@@ -152,16 +108,21 @@ fn ipv6_connections_are_tracked_and_only_their_replies_pass() -> Result<()> {
         log()
     );
 
-    let server = tcp_server(&b)?;
+    let server = greeting_server(b.ns(), IP6_B, TCP_PORT)?;
     assert_eq!(
-        tcp_greeting(&a, IP6_B)?.as_deref(),
-        Some("hello fd00::2"),
+        greeting(a.ns(), IP6_B, TCP_PORT)?.as_deref(),
+        Some("hello from fd00::3 to fd00::2"),
         "{}",
         log()
     );
     let _ = server.wait(Duration::from_secs(5));
     // B's own connection attempt towards A is new and not A's: dropped.
-    assert_eq!(tcp_greeting(&b, IP6_A)?, None, "B -> A TCP\n{}", log());
+    assert_eq!(
+        greeting(b.ns(), IP6_A, TCP_PORT)?,
+        None,
+        "B -> A TCP\n{}",
+        log()
+    );
 
     let conntrack = |args: &[&str]| {
         let mut full = vec!["conntrack"];
@@ -217,10 +178,10 @@ fn ipv6_snat_hides_the_source_and_replies_come_back() -> Result<()> {
     // B answers the translated address; xbr un-NATs towards A's MAC.
     let (a, b, xbr) = lab(IP6_EXT, SNAT_FLOWS)?;
     // B's server sees the connection come from the translated address.
-    let server = tcp_server(&b)?;
+    let server = greeting_server(b.ns(), IP6_B, TCP_PORT)?;
     assert_eq!(
-        tcp_greeting(&a, IP6_B)?.as_deref(),
-        Some("hello fd00::100"),
+        greeting(a.ns(), IP6_B, TCP_PORT)?.as_deref(),
+        Some("hello from fd00::3 to fd00::100"),
         "{}",
         xbr.flows_and_log()
     );
