@@ -156,21 +156,7 @@ fn parse_bucket_properties(bytes: &[u8], bucket: &mut Bucket) -> Result<(), Wire
     let bad_len = |detail: String| WireError::BadProperty(err::BPC_BAD_LEN, detail);
     let mut r = Reader::new(bytes, Ctx::Request, "bucket property");
     while !r.is_empty() {
-        if r.remaining() < 4 {
-            return Err(bad_len(format!(
-                "{} bytes after the last property",
-                r.remaining()
-            )));
-        }
-        let ty = r.u16()?;
-        let len = usize::from(r.u16()?);
-        // The length leaves out the padding to 8 bytes, which must be there.
-        let padded = len.div_ceil(8) * 8;
-        if len < 4 || padded - 4 > r.remaining() {
-            return Err(bad_len(format!("bucket property {ty} of length {len}")));
-        }
-        let mut value = Reader::new(r.bytes(len - 4)?, Ctx::Request, "bucket property");
-        r.skip(padded - len)?;
+        let (ty, len, mut value) = r.property("bucket property")?;
         // A 16-bit value may come with its 2 bytes of padding counted in
         // the length (the specs' way) or not; OVS takes either.
         let exact = |n: usize, value: &Reader| {

@@ -279,6 +279,32 @@ impl<'a> Reader<'a> {
         Ok(u64::from_be_bytes(self.array()?))
     }
 
+    /// Reads one OpenFlow 1.4+ property (`ofp_prop_header`: type, a
+    /// length without the padding to 8 bytes, which must be there) and
+    /// returns its type, its length and a reader over its value.
+    /// `what` names the property list in errors (OFPBPC_BAD_LEN).
+    pub(crate) fn property(
+        &mut self,
+        what: &'static str,
+    ) -> Result<(u16, usize, Reader<'a>), WireError> {
+        let bad_len = |detail: String| WireError::BadProperty(err::BPC_BAD_LEN, detail);
+        if self.remaining() < 4 {
+            return Err(bad_len(format!(
+                "{} bytes after the last {what}",
+                self.remaining()
+            )));
+        }
+        let ty = self.u16()?;
+        let len = usize::from(self.u16()?);
+        let padded = len.div_ceil(8) * 8;
+        if len < 4 || padded - 4 > self.remaining() {
+            return Err(bad_len(format!("{what} {ty} of length {len}")));
+        }
+        let value = Reader::new(self.bytes(len - 4)?, Ctx::Request, what);
+        self.skip(padded - len)?;
+        Ok((ty, len, value))
+    }
+
     /// The rest of the buffer.
     pub(crate) fn rest(&mut self) -> &'a [u8] {
         let out = &self.buf[self.pos..];

@@ -227,17 +227,8 @@ pub struct PortMod {
 impl PortMod {
     pub fn parse(body: &[u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(body, Ctx::Request, "port_mod");
-        let port_no = r.u32()?;
-        r.skip(4)?;
-        let hw_addr = r.array()?;
-        r.skip(2)?;
-        let pm = PortMod {
-            port_no,
-            hw_addr,
-            config: r.u32()?,
-            mask: r.u32()?,
-            advertise: r.u32()?,
-        };
+        let mut pm = Self::parse_head(&mut r)?;
+        pm.advertise = r.u32()?;
         r.skip(4)?;
         if !r.is_empty() {
             return Err(Ctx::Request.bad_len("port_mod has trailing bytes".into()));
@@ -245,13 +236,34 @@ impl PortMod {
         Ok(pm)
     }
 
-    pub fn emit(&self, out: &mut Vec<u8>) {
+    /// The 24 bytes every version's port mod starts with (port, hardware
+    /// address, config and mask); `advertise` is left 0.
+    pub(crate) fn parse_head(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let port_no = r.u32()?;
+        r.skip(4)?;
+        let hw_addr = r.array()?;
+        r.skip(2)?;
+        Ok(PortMod {
+            port_no,
+            hw_addr,
+            config: r.u32()?,
+            mask: r.u32()?,
+            advertise: 0,
+        })
+    }
+
+    /// Writes what [`PortMod::parse_head`] reads.
+    pub(crate) fn emit_head(&self, out: &mut Vec<u8>) {
         out.put_u32(self.port_no);
         out.put_zeros(4);
         out.extend_from_slice(&self.hw_addr);
         out.put_zeros(2);
         out.put_u32(self.config);
         out.put_u32(self.mask);
+    }
+
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        self.emit_head(out);
         out.put_u32(self.advertise);
         out.put_zeros(4);
     }

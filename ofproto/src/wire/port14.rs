@@ -19,29 +19,9 @@ const PROP_ETHERNET: u16 = 0;
 /// Decodes a 1.4/1.5 `ofp_port_mod` body.
 pub fn parse_port_mod(body: &[u8]) -> Result<PortMod, WireError> {
     let mut r = Reader::new(body, Ctx::Request, "port_mod");
-    let port_no = r.u32()?;
-    r.skip(4)?;
-    let hw_addr = r.array()?;
-    r.skip(2)?;
-    let mut pm = PortMod {
-        port_no,
-        hw_addr,
-        config: r.u32()?,
-        mask: r.u32()?,
-        advertise: 0,
-    };
+    let mut pm = PortMod::parse_head(&mut r)?;
     while !r.is_empty() {
-        let ty = r.u16()?;
-        let len = usize::from(r.u16()?);
-        let padded = len.div_ceil(8) * 8;
-        if len < 4 || padded - 4 > r.remaining() {
-            return Err(WireError::BadProperty(
-                err::BPC_BAD_LEN,
-                format!("port_mod property {ty} of length {len}"),
-            ));
-        }
-        let mut value = Reader::new(r.bytes(len - 4)?, Ctx::Request, "port_mod property");
-        r.skip(padded - len)?;
+        let (ty, len, mut value) = r.property("port_mod property")?;
         match ty {
             PROP_ETHERNET if value.remaining() == 4 => pm.advertise = value.u32()?,
             PROP_ETHERNET => {
@@ -64,12 +44,7 @@ pub fn parse_port_mod(body: &[u8]) -> Result<PortMod, WireError> {
 /// Encodes a 1.4/1.5 `ofp_port_mod` body (the Ethernet property only when
 /// something is advertised, as ovs-ofctl writes it).
 pub fn emit_port_mod(pm: &PortMod, out: &mut Vec<u8>) {
-    out.put_u32(pm.port_no);
-    out.put_zeros(4);
-    out.extend_from_slice(&pm.hw_addr);
-    out.put_zeros(2);
-    out.put_u32(pm.config);
-    out.put_u32(pm.mask);
+    pm.emit_head(out);
     if pm.advertise != 0 {
         out.put_u16(PROP_ETHERNET);
         out.put_u16(8);
