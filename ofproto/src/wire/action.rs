@@ -137,22 +137,26 @@ pub(super) fn parse_list(
     Ok(out)
 }
 
+/// OFPBAC_BAD_LEN unless `r` has exactly `n` bytes left (an action's fixed
+/// body); `what` names the action.
+pub(super) fn body_len(
+    r: &Reader<'_>,
+    n: usize,
+    what: std::fmt::Arguments<'_>,
+) -> Result<(), WireError> {
+    if r.remaining() == n {
+        return Ok(());
+    }
+    Err(bad(
+        err::BAC_BAD_LEN,
+        format!("{what}: body of {} bytes, expected {n}", r.remaining()),
+    ))
+}
+
 /// Decodes one action given its type and the bytes after type and length.
 fn parse_one(ty: u16, body: &[u8], depth: u32, dialect: Dialect) -> Result<Action, WireError> {
     let mut r = Reader::new(body, Ctx::Action, "action");
-    let want_len = |r: &Reader<'_>, n: usize| {
-        if r.remaining() == n {
-            Ok(())
-        } else {
-            Err(bad(
-                err::BAC_BAD_LEN,
-                format!(
-                    "action type {ty}: body of {} bytes, expected {n}",
-                    r.remaining()
-                ),
-            ))
-        }
-    };
+    let want_len = |r: &Reader<'_>, n: usize| body_len(r, n, format_args!("action type {ty}"));
     match ty {
         OFPAT_OUTPUT => {
             want_len(&r, 12)?;

@@ -21,17 +21,7 @@ pub(super) fn parse_nx(
 ) -> Result<Action, WireError> {
     // Body lengths after vendor and subtype (action length minus 10).
     let exact = |r: &Reader<'_>, n: usize| {
-        if r.remaining() == n {
-            Ok(())
-        } else {
-            Err(bad(
-                err::BAC_BAD_LEN,
-                format!(
-                    "NXAST subtype {subtype}: {} body bytes, expected {n}",
-                    r.remaining()
-                ),
-            ))
-        }
+        super::action::body_len(r, n, format_args!("NXAST subtype {subtype}"))
     };
     match subtype {
         NXAST_RESUBMIT | NXAST_RESUBMIT_TABLE => {
