@@ -17,9 +17,11 @@
 use crate::datapath::Datapath;
 use crate::notify::Notifier;
 use crate::roles::Roles;
+use crate::wire::features::{TableMod, TABLE_ALL, TABLE_MAX};
 use crate::wire::flow_removed::reason;
 use crate::wire::message::SwitchConfig;
 use crate::wire::packet_io::PacketIn;
+use crate::wire::table14::TableSettings;
 use flowtable::flow_mod::flow_mod_flags;
 use flowtable::tables::Change;
 use flowtable::Rule;
@@ -35,6 +37,8 @@ use std::sync::Arc;
 struct State {
     tables: FlowTables,
     config: SwitchConfig,
+    /// Each table's OpenFlow 1.4 eviction and vacancy settings, by id.
+    table_settings: Vec<TableSettings>,
 }
 
 pub struct Bridge {
@@ -55,6 +59,7 @@ impl Bridge {
                     flags: 0,
                     miss_send_len: 128,
                 },
+                table_settings: vec![TableSettings::default(); usize::from(TABLE_MAX) + 1],
             }),
             dp,
             last_seq: AtomicU64::new(0),
@@ -178,6 +183,32 @@ impl Bridge {
 
     pub fn set_config(&self, config: SwitchConfig) {
         self.state.lock().config = config;
+    }
+
+    /// Applies a TABLE_MOD: 1.3's is a no-op once checked; 1.4's replaces
+    /// the eviction and vacancy settings of its table, or of every table.
+    pub fn table_mod(&self, tm: &TableMod) -> Result<(), (u16, u16)> {
+        tm.check()?;
+        if let Some(new) = tm.settings {
+            let mut st = self.state.lock();
+            for (id, s) in st.table_settings.iter_mut().enumerate() {
+                if tm.table_id == TABLE_ALL || usize::from(tm.table_id) == id {
+                    *s = new;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every table's id, 1.4 settings and number of flows (TABLE_DESC).
+    pub fn table_descs(&self) -> Vec<(u8, TableSettings, u32)> {
+        let st = self.state.lock();
+        st.tables
+            .table_stats()
+            .iter()
+            .zip(&st.table_settings)
+            .map(|(t, s)| (t.table_id, *s, t.active_count))
+            .collect()
     }
 
     /// Runs `f` with the tables locked (dumps, statistics).

@@ -39,8 +39,10 @@
 //! (bucket ids and properties), FLOW_DESC and AGGREGATE replies (OXS
 //! statistics) and its action dialect (masked set_field, copy_field, the
 //! meter action), PACKET_OUT (in_port in a match; other packet metadata
-//! is refused). Refused: TABLE_MOD, the 1.4 TABLE_DESC, QUEUE_DESC and
-//! FLOW_MONITOR multiparts, GET/SET_ASYNC.
+//! is refused). New in 1.4, served by `wire::table14`: TABLE_MOD's
+//! eviction and vacancy settings and the TABLE_DESC multipart that
+//! reports them; QUEUE_DESC (no queue is listed, as for 1.3's queue
+//! requests). Refused: the FLOW_MONITOR multipart, GET/SET_ASYNC.
 //! Asynchronous messages are not sent on 1.4/1.5 connections (service
 //! connections get none by default and SET_ASYNC is not served there).
 
@@ -93,6 +95,12 @@ pub(crate) enum Route {
     PacketOut15,
     /// OpenFlow 1.5's GROUP_DESC request, for one group or ALL.
     GroupDesc15 { group_id: u32 },
+    /// OpenFlow 1.4/1.5's TABLE_MOD, with properties (see `wire::table14`).
+    TableMod14,
+    /// OpenFlow 1.4/1.5's TABLE_DESC request.
+    TableDesc14,
+    /// OpenFlow 1.4/1.5's QUEUE_DESC request.
+    QueueDesc14 { port_no: u32, queue_id: u32 },
     /// Refuse it with this error.
     Refuse(WireError),
 }
@@ -121,6 +129,7 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
         | msg_type::METER_MOD
         | msg_type::ROLE_REQUEST => Route::AsOf13,
         msg_type::PORT_MOD => Route::PortMod14,
+        msg_type::TABLE_MOD => Route::TableMod14,
         msg_type::PACKET_OUT if v14 => Route::AsOf13,
         msg_type::PACKET_OUT => Route::PacketOut15,
         msg_type::FLOW_MOD => match importance(body) {
@@ -146,6 +155,17 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
                 ))),
             };
             match mp {
+                Some(mp_type::TABLE_DESC) => Route::TableDesc14,
+                Some(mp_type::QUEUE_DESC) => match (body.get(8..12), body.get(12..16)) {
+                    (Some(p), Some(q)) => Route::QueueDesc14 {
+                        port_no: u32::from_be_bytes([p[0], p[1], p[2], p[3]]),
+                        queue_id: u32::from_be_bytes([q[0], q[1], q[2], q[3]]),
+                    },
+                    _ => Route::Refuse(WireError::BadRequest(
+                        err::BRC_BAD_LEN,
+                        "queue description request without its port and queue".into(),
+                    )),
+                },
                 Some(mp_type::PORT_DESC) if !v14 => named("port")
                     .map_or_else(|e| e, |port_no| Route::PortDesc15 { port_no }),
                 Some(mp_type::GROUP_DESC) if !v14 => named("group")
@@ -263,9 +283,29 @@ mod tests {
             }
         );
         assert_eq!(route(5, msg_type::PORT_MOD, &[]), Route::PortMod14);
+        assert_eq!(route(5, msg_type::TABLE_MOD, &[]), Route::TableMod14);
         assert!(matches!(
-            route(5, msg_type::TABLE_MOD, &[]),
+            route(5, msg_type::GET_ASYNC_REQUEST, &[]),
             Route::Refuse(WireError::BadRequest(err::BRC_BAD_TYPE, _))
+        ));
+        assert_eq!(
+            route(6, msg_type::MULTIPART_REQUEST, &[0, 14, 0, 0, 0, 0, 0, 0]),
+            Route::TableDesc14
+        );
+        assert_eq!(
+            route(
+                5,
+                msg_type::MULTIPART_REQUEST,
+                &[0, 15, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0xff, 0xff, 0xff, 0xff]
+            ),
+            Route::QueueDesc14 {
+                port_no: 3,
+                queue_id: 0xffff_ffff
+            }
+        );
+        assert!(matches!(
+            route(5, msg_type::MULTIPART_REQUEST, &[0, 15, 0, 0, 0, 0, 0, 0]),
+            Route::Refuse(WireError::BadRequest(err::BRC_BAD_LEN, _))
         ));
         assert_eq!(
             route(5, msg_type::MULTIPART_REQUEST, &[0, 1, 0, 0]),
@@ -276,17 +316,14 @@ mod tests {
             Route::AsOf13
         );
         assert!(matches!(
-            route(6, msg_type::MULTIPART_REQUEST, &[0, 15, 0, 0]),
+            route(6, msg_type::MULTIPART_REQUEST, &[0, 16, 0, 0]),
             Route::Refuse(WireError::BadRequest(err::BRC_BAD_MULTIPART, _))
         ));
         assert_eq!(
             route(5, msg_type::MULTIPART_REQUEST, &[0, 4, 0, 0]),
             Route::AsOf13
         );
-        assert!(matches!(
-            route(5, msg_type::MULTIPART_REQUEST, &[0, 14, 0, 0]),
-            Route::Refuse(WireError::BadRequest(err::BRC_BAD_MULTIPART, _))
-        ));
+
         assert_eq!(
             route(
                 6,

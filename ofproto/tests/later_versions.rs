@@ -192,18 +192,78 @@ fn meters_in_later_versions() {
     assert!(of15(&["meter-stats", &t]).contains("meter:1 flow_count:1"));
 }
 
+/// The lines of one table in `ovs-ofctl dump-table-desc` output.
+fn table_desc(dump: &str, table: u8) -> String {
+    let head = format!("  table {table}:");
+    let mut lines = dump.lines().skip_while(|l| *l != head);
+    let Some(first) = lines.next() else {
+        panic!("no {head} in {dump}")
+    };
+    let rest: Vec<&str> = lines.take_while(|l| l.starts_with("   ")).collect();
+    format!("{first}\n{}", rest.join("\n"))
+}
+
+#[test]
+fn table_settings_and_queue_descriptions_in_later_versions() {
+    let h = Harness::start("v14-tables");
+    let t = h.target();
+    let (ok, dump, err) = h.ofctl_with("OpenFlow14", &["dump-table-desc", &t]);
+    assert!(ok, "{dump}{err}");
+    assert_eq!(dump.matches("  table ").count(), 254, "{dump}");
+    let off = "eviction=off eviction_flags=OTHER|IMPORTANCE|LIFETIME\n   vacancy=off";
+    assert_eq!(table_desc(&dump, 253), format!("  table 253:\n   {off}"));
+
+    // ovs-ofctl reads the description first and keeps the other setting.
+    for args in [
+        ["0", "evict"],
+        ["1", "vacancy:10,20"],
+        ["2", "vacancy:10,20"],
+    ] {
+        let (ok, out, err) = h.ofctl_with("OpenFlow14", &[&["mod-table", &t][..], &args].concat());
+        assert!(ok, "{args:?}: {out}{err}");
+    }
+    let (ok, out, err) = h.ofctl_with("OpenFlow15", &["mod-table", &t, "2", "novacancy"]);
+    assert!(ok, "{out}{err}");
+    h.ok(&["add-flow", &t, "table=1,actions=drop"]);
+    let (ok, dump, err) = h.ofctl_with("OpenFlow15", &["dump-table-desc", &t]);
+    assert!(
+        ok && dump.starts_with("OFPST_TABLE_DESC reply (OF1.5)"),
+        "{dump}{err}"
+    );
+    assert_eq!(
+        table_desc(&dump, 0),
+        "  table 0:\n   eviction=on eviction_flags=OTHER|IMPORTANCE|LIFETIME\n   vacancy=off"
+    );
+    // Vacancy as OVS reports an unlimited table with a flow in it.
+    assert_eq!(
+        table_desc(&dump, 1),
+        "  table 1:\n   eviction=off eviction_flags=OTHER|IMPORTANCE|LIFETIME\n   \
+         vacancy=on vacancy_down=10% vacancy_up=20% vacancy=99%"
+    );
+    assert_eq!(table_desc(&dump, 2), format!("  table 2:\n   {off}"));
+
+    let (ok, out, err) = h.ofctl_with("OpenFlow14", &["mod-table", &t, "254", "evict"]);
+    assert!(!ok && err.contains("OFPTMFC_BAD_TABLE"), "{out}{err}");
+
+    // Queues: only a port's default one, which is not listed.
+    for v in ["OpenFlow14", "OpenFlow15"] {
+        let (ok, out, err) = h.ofctl_with(v, &["queue-get-config", &t]);
+        assert!(
+            ok && out.contains("OFPST_QUEUE_DESC reply"),
+            "{v}: {out}{err}"
+        );
+        assert_eq!(out.lines().count(), 1, "{out}");
+        let (_, out, _) = h.ofctl_with(v, &["queue-get-config", &t, "1", "5"]);
+        assert!(out.contains("OFPQOFC_BAD_QUEUE"), "{v}: {out}");
+        let (_, out, _) = h.ofctl_with(v, &["queue-get-config", &t, "77"]);
+        assert!(out.contains("OFPQOFC_BAD_PORT"), "{v}: {out}");
+    }
+}
+
 #[test]
 fn what_later_versions_encode_differently_is_refused() {
     let h = Harness::start("v14-refused");
     let t = h.target();
-    // ovs-ofctl reads the table description before a 1.4 table mod.
-    let (ok, out, err) = h.ofctl_with("OpenFlow14", &["mod-table", &t, "0", "evict"]);
-    assert!(!ok && err.contains("OFPBRC_BAD_STAT"), "{out}{err}");
-    let (ok, out, err) = h.ofctl_with("OpenFlow14", &["dump-table-desc", &t]);
-    assert!(
-        format!("{out}{err}").contains("OFPBRC_BAD_STAT"),
-        "{ok} {out}{err}"
-    );
     // xbr never evicts flows, so an importance is refused, not ignored.
     let (ok, out, err) = h.ofctl_with("OpenFlow14", &["add-flow", &t, "importance=5,actions=drop"]);
     assert!(!ok && err.contains("OFPFMFC_UNKNOWN"), "{out}{err}");

@@ -317,6 +317,24 @@ impl<R: Read> Connection<R> {
                     self.group_desc_v15(h.xid, group_id)?;
                     return Ok(Next::Continue);
                 }
+                Route::TableMod14 => {
+                    let m = crate::wire::table14::parse_table_mod(body).map(|(table_id, s)| {
+                        Message::TableMod(crate::wire::features::TableMod {
+                            table_id,
+                            config: 0,
+                            settings: Some(s),
+                        })
+                    });
+                    return self.serve_decoded(h.xid, m, raw);
+                }
+                Route::TableDesc14 => {
+                    self.table_desc(h.xid)?;
+                    return Ok(Next::Continue);
+                }
+                Route::QueueDesc14 { port_no, queue_id } => {
+                    self.queue_desc(h.xid, port_no, queue_id, raw)?;
+                    return Ok(Next::Continue);
+                }
                 Route::Refuse(e) => {
                     self.send_error(&e, h.xid, raw)?;
                     return Ok(Next::Continue);
@@ -418,7 +436,7 @@ impl<R: Read> Connection<R> {
                 self.send_ofp_error((err::BAD_REQUEST, err::BRC_IS_SLAVE), xid, raw)
             }
             Message::PacketOut(po) => self.packet_out(xid, po, raw),
-            Message::TableMod(tm) => match tm.check() {
+            Message::TableMod(tm) => match self.bridge.table_mod(&tm) {
                 Ok(()) => Ok(()),
                 Err(e) => self.send_ofp_error(e, xid, raw),
             },

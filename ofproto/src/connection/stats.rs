@@ -89,26 +89,60 @@ impl<R: Read> Connection<R> {
                     }
                 }
             }
-            // Ports have only their default queue, which is not listed.
             MultipartRequest::Queue(p, q) => {
-                if p != port::ANY && !self.port_exists(p) {
-                    return self.send_ofp_error(
-                        (err::QUEUE_OP_FAILED, err::QOFC_BAD_PORT),
-                        xid,
-                        raw,
-                    );
-                }
-                if q != features::QUEUE_ALL {
-                    return self.send_ofp_error(
-                        (err::QUEUE_OP_FAILED, err::QOFC_BAD_QUEUE),
-                        xid,
-                        raw,
-                    );
+                if let Err(e) = self.check_queue(p, q) {
+                    return self.send_ofp_error(e, xid, raw);
                 }
                 Vec::new()
             }
         };
         for m in pack_replies(xid, ty, entries) {
+            self.send(&m)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `queue` of `port` (either may be ALL / ANY) names queues
+    /// the switch has: ports have only their default queue, which is not
+    /// listed, so only "every queue" is, and answered with none.
+    fn check_queue(&self, port: u32, queue: u32) -> Result<(), (u16, u16)> {
+        if port != port::ANY && !self.port_exists(port) {
+            return Err((err::QUEUE_OP_FAILED, err::QOFC_BAD_PORT));
+        }
+        if queue != features::QUEUE_ALL {
+            return Err((err::QUEUE_OP_FAILED, err::QOFC_BAD_QUEUE));
+        }
+        Ok(())
+    }
+
+    /// OpenFlow 1.4's QUEUE_DESC request (no queue is listed, see
+    /// `check_queue`).
+    pub(super) fn queue_desc(
+        &mut self,
+        xid: u32,
+        port_no: u32,
+        queue_id: u32,
+        raw: &[u8],
+    ) -> io::Result<()> {
+        if let Err(e) = self.check_queue(port_no, queue_id) {
+            return self.send_ofp_error(e, xid, raw);
+        }
+        for m in pack_replies(xid, multipart::mp_type::QUEUE_DESC, Vec::new()) {
+            self.send(&m)?;
+        }
+        Ok(())
+    }
+
+    /// OpenFlow 1.4's TABLE_DESC request: every table's eviction and
+    /// vacancy settings.
+    pub(super) fn table_desc(&mut self, xid: u32) -> io::Result<()> {
+        let entries: Vec<Vec<u8>> = self
+            .bridge
+            .table_descs()
+            .iter()
+            .map(|(id, s, n)| crate::wire::table14::table_desc_entry(*id, s, *n))
+            .collect();
+        for m in pack_replies(xid, multipart::mp_type::TABLE_DESC, entries) {
             self.send(&m)?;
         }
         Ok(())

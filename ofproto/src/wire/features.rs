@@ -11,11 +11,12 @@
 
 use super::{err, Ctx, Put, Reader, WireError};
 use crate::wire::action::{OFPAT_GROUP, OFPAT_OUTPUT, OFPAT_SET_FIELD};
+use crate::wire::table14::TableSettings;
 
 /// OFPTT_ALL: a TABLE_MOD for every table.
 pub const TABLE_ALL: u8 = 0xff;
 /// Highest table id (tables are 0-253).
-const TABLE_MAX: u8 = 253;
+pub const TABLE_MAX: u8 = 253;
 /// OFPTC_DEPRECATED_MASK: the only config bits OpenFlow 1.3 defines.
 const TABLE_CONFIG_DEPRECATED_MASK: u32 = 3;
 
@@ -29,6 +30,10 @@ pub const QUEUE_ALL: u32 = 0xffff_ffff;
 pub struct TableMod {
     pub table_id: u8,
     pub config: u32,
+    /// OpenFlow 1.4 on: the eviction and vacancy settings `config` and
+    /// the properties give the table (see `table14`); `None` from 1.3,
+    /// whose config bits mean nothing any more.
+    pub settings: Option<TableSettings>,
 }
 
 impl TableMod {
@@ -40,7 +45,11 @@ impl TableMod {
         if !r.is_empty() {
             return Err(Ctx::Request.bad_len("table mod longer than 8 bytes".into()));
         }
-        Ok(TableMod { table_id, config })
+        Ok(TableMod {
+            table_id,
+            config,
+            settings: None,
+        })
     }
 
     pub fn emit(&self, out: &mut Vec<u8>) {
@@ -51,12 +60,12 @@ impl TableMod {
 
     /// Whether the switch accepts it: OpenFlow 1.3 gives table config no
     /// meaning left, so a valid table and only the deprecated bits are a
-    /// successful no-op.
+    /// successful no-op; 1.4's settings were checked as they were read.
     pub fn check(&self) -> Result<(), (u16, u16)> {
         if self.table_id > TABLE_MAX && self.table_id != TABLE_ALL {
             return Err((err::TABLE_MOD_FAILED, err::TMFC_BAD_TABLE));
         }
-        if self.config & !TABLE_CONFIG_DEPRECATED_MASK != 0 {
+        if self.settings.is_none() && self.config & !TABLE_CONFIG_DEPRECATED_MASK != 0 {
             return Err((err::TABLE_MOD_FAILED, err::TMFC_BAD_CONFIG));
         }
         Ok(())
@@ -102,7 +111,14 @@ mod tests {
 
     #[test]
     fn table_mods() {
-        let t = |table_id, config| TableMod { table_id, config }.check();
+        let t = |table_id, config| {
+            TableMod {
+                table_id,
+                config,
+                settings: None,
+            }
+            .check()
+        };
         assert_eq!(t(0, 0), Ok(()));
         assert_eq!(t(TABLE_ALL, 3), Ok(()));
         assert_eq!(t(254, 0), Err((err::TABLE_MOD_FAILED, err::TMFC_BAD_TABLE)));
@@ -111,13 +127,15 @@ mod tests {
         TableMod {
             table_id: 3,
             config: 0,
+            settings: None,
         }
         .emit(&mut bytes);
         assert_eq!(
             TableMod::parse(&bytes),
             Ok(TableMod {
                 table_id: 3,
-                config: 0
+                config: 0,
+                settings: None,
             })
         );
         assert!(TableMod::parse(&bytes[..6]).is_err());

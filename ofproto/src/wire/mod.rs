@@ -26,6 +26,7 @@ pub mod packet_io;
 pub mod port14;
 pub mod port_status;
 pub mod stats15;
+pub mod table14;
 pub mod table_features;
 
 use thiserror::Error;
@@ -130,10 +131,12 @@ pub mod err {
     pub const TABLE_FEATURES_FAILED: u16 = 13;
     pub const TFFC_EPERM: u16 = 5;
 
-    /// OFPET_BAD_PROPERTY (OpenFlow 1.4 on: properties of 1.5 buckets).
+    /// OFPET_BAD_PROPERTY (OpenFlow 1.4 on: properties of 1.5 buckets,
+    /// 1.4 port and table mods).
     pub const BAD_PROPERTY: u16 = 14;
     pub const BPC_BAD_TYPE: u16 = 0;
     pub const BPC_BAD_LEN: u16 = 1;
+    pub const BPC_BAD_VALUE: u16 = 2;
 
     /// OF1.3 experimenter error: `exp_type` and an experimenter id follow.
     pub const EXPERIMENTER: u16 = 0xffff;
@@ -159,7 +162,9 @@ pub enum WireError {
     TableFeatures(u16, String),
     #[error("bad meter mod: {1}")]
     MeterMod(u16, String),
-    /// Only from OpenFlow 1.5 messages, which have properties.
+    #[error("bad table mod: {1}")]
+    TableMod(u16, String),
+    /// Only from OpenFlow 1.4 and 1.5 messages, which have properties.
     #[error("bad property: {1}")]
     BadProperty(u16, String),
 }
@@ -176,6 +181,7 @@ impl WireError {
             WireError::GroupMod(c, _) => (err::GROUP_MOD_FAILED, *c),
             WireError::TableFeatures(c, _) => (err::TABLE_FEATURES_FAILED, *c),
             WireError::MeterMod(c, _) => (err::METER_MOD_FAILED, *c),
+            WireError::TableMod(c, _) => (err::TABLE_MOD_FAILED, *c),
             WireError::BadProperty(c, _) => (err::BAD_PROPERTY, *c),
         }
     }

@@ -24,6 +24,9 @@ pub mod mp_type {
     pub const METER_FEATURES: u16 = 11;
     pub const TABLE_FEATURES: u16 = 12;
     pub const PORT_DESC: u16 = 13;
+    /// OpenFlow 1.4 on.
+    pub const TABLE_DESC: u16 = 14;
+    pub const QUEUE_DESC: u16 = 15;
 }
 
 /// OFPMPF_REQ_MORE / OFPMPF_REPLY_MORE.
