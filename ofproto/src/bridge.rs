@@ -15,13 +15,16 @@
 //! encode outside it.
 
 use crate::datapath::Datapath;
-use crate::notify::Notifier;
+use crate::monitor::FlowMonitors;
+use crate::notify::{Notifier, SharedWriter};
 use crate::roles::Roles;
 use crate::wire::features::{TableMod, TABLE_ALL, TABLE_MAX};
 use crate::wire::flow_removed::reason;
 use crate::wire::message::SwitchConfig;
+use crate::wire::monitor::MonitorRequest;
 use crate::wire::packet_io::PacketIn;
 use crate::wire::table14::TableSettings;
+use crate::wire::WireError;
 use flowtable::flow_mod::flow_mod_flags;
 use flowtable::tables::Change;
 use flowtable::Rule;
@@ -30,7 +33,7 @@ use flowtable::{
     PipelineMod,
 };
 use parking_lot::Mutex;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -93,6 +96,7 @@ impl Bridge {
         let mut st = self.state.lock();
         let changes = st.tables.flow_mod(fm)?;
         let gone = deleted(&changes);
+        self.monitors().queue(&changes, &|_| reason::DELETE);
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::DELETE);
@@ -103,6 +107,7 @@ impl Bridge {
         let mut st = self.state.lock();
         let changes = st.tables.group_mod(gm)?;
         let gone = deleted(&changes);
+        self.monitors().queue(&changes, &|_| reason::GROUP_DELETE);
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::GROUP_DELETE);
@@ -116,6 +121,7 @@ impl Bridge {
         let mut st = self.state.lock();
         let changes = st.tables.meter_mod(mm)?;
         let gone = deleted(&changes);
+        self.monitors().queue(&changes, &|_| reason::DELETE);
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::DELETE);
@@ -127,6 +133,7 @@ impl Bridge {
         let mut st = self.state.lock();
         let changes = st.tables.apply_batch(mods)?;
         let gone = deleted(&changes);
+        self.monitors().queue(&changes, &|_| reason::DELETE);
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::DELETE);
@@ -150,11 +157,16 @@ impl Bridge {
         for (r, _) in &doomed {
             changes.extend(st.tables.expire(r));
         }
+        let why: HashMap<u64, u8> = doomed.iter().map(|(r, why)| (r.id, *why)).collect();
+        self.monitors().queue(&changes, &|r| {
+            why.get(&r.id).copied().unwrap_or(reason::DELETE)
+        });
         self.publish(changes);
         drop(st);
         for (r, why) in &doomed {
             self.notifier.flow_removed(r, *why);
         }
+        self.monitors().flush();
     }
 
     /// Hands a packet from the datapath to the controllers (PACKET_IN);
@@ -163,10 +175,42 @@ impl Bridge {
         self.notifier.packet_in(pi) > 0
     }
 
+    /// FLOW_REMOVED for `rules`, and what flow monitors were owed for
+    /// the change that removed them.
     fn report_removed(&self, rules: &[Arc<Rule>], why: u8) {
         for r in rules {
             self.notifier.flow_removed(r, why);
         }
+        self.monitors().flush();
+    }
+
+    fn monitors(&self) -> &FlowMonitors {
+        &self.notifier.monitors
+    }
+
+    /// Serves a flow monitor request of connection `conn` (see
+    /// `monitor.rs`): the reply, with the flows the new monitors report
+    /// initially, is written before any later change's update.
+    pub(crate) fn monitor_request(
+        &self,
+        conn: u64,
+        writer: &SharedWriter,
+        version: u8,
+        xid: u32,
+        requests: Vec<MonitorRequest>,
+    ) -> Result<(), WireError> {
+        let st = self.state.lock();
+        let done = self
+            .monitors()
+            .request(conn, writer, version, xid, requests, &st.tables);
+        drop(st);
+        self.monitors().flush();
+        done
+    }
+
+    /// Cancels flow monitor `id` of connection `conn`.
+    pub(crate) fn monitor_cancel(&self, conn: u64, version: u8, id: u32) -> Result<(), WireError> {
+        self.monitors().cancel(conn, version, id)
     }
 
     /// Waits until the datapath applied every change published so far.

@@ -13,6 +13,7 @@ mod connection;
 mod datapath;
 mod error;
 mod expiry;
+mod monitor;
 pub mod notify;
 pub mod roles;
 mod server;

@@ -1,5 +1,6 @@
 //! Asynchronous messages: what the switch sends to connections without
-//! being asked (FLOW_REMOVED, PACKET_IN, PORT_STATUS).
+//! being asked (FLOW_REMOVED, PACKET_IN, PORT_STATUS; flow monitors'
+//! updates are `monitor.rs`'s).
 //!
 //! # Design
 //!
@@ -20,6 +21,7 @@
 //! so a stuck controller delays notifications by at most that long.
 
 use crate::datapath::PortInfo;
+use crate::monitor::FlowMonitors;
 use crate::roles::ConnRole;
 use crate::wire::flow_removed::FlowRemoved;
 use crate::wire::message::{role, AsyncConfig};
@@ -48,6 +50,8 @@ struct Subscriber {
 pub struct Notifier {
     subs: Mutex<HashMap<u64, Subscriber>>,
     next_id: AtomicU64,
+    /// The connections' flow monitors (see `monitor.rs`).
+    pub(crate) monitors: FlowMonitors,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -64,9 +68,17 @@ pub(crate) struct Subscription {
     notifier: Arc<Notifier>,
 }
 
+impl Subscription {
+    /// The connection's id among the bridge's (for its flow monitors).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+}
+
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.notifier.subs.lock().remove(&self.id);
+        self.notifier.monitors.forget(self.id);
     }
 }
 

@@ -42,7 +42,8 @@
 //! is refused). New in 1.4, served by `wire::table14`: TABLE_MOD's
 //! eviction and vacancy settings and the TABLE_DESC multipart that
 //! reports them; QUEUE_DESC (no queue is listed, as for 1.3's queue
-//! requests). Refused: the FLOW_MONITOR multipart, GET/SET_ASYNC.
+//! requests); FLOW_MONITOR (`wire::monitor`, which also serves 1.3's ONF
+//! extension). Refused: GET/SET_ASYNC.
 //! Asynchronous messages are not sent on 1.4/1.5 connections (service
 //! connections get none by default and SET_ASYNC is not served there).
 
@@ -99,6 +100,8 @@ pub(crate) enum Route {
     TableMod14,
     /// OpenFlow 1.4/1.5's TABLE_DESC request.
     TableDesc14,
+    /// OpenFlow 1.4/1.5's FLOW_MONITOR request (see `wire::monitor`).
+    FlowMonitor14,
     /// OpenFlow 1.4/1.5's QUEUE_DESC request.
     QueueDesc14 { port_no: u32, queue_id: u32 },
     /// Refuse it with this error.
@@ -156,6 +159,7 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
             };
             match mp {
                 Some(mp_type::TABLE_DESC) => Route::TableDesc14,
+                Some(crate::wire::monitor::MP_FLOW_MONITOR) => Route::FlowMonitor14,
                 Some(mp_type::QUEUE_DESC) => match (body.get(8..12), body.get(12..16)) {
                     (Some(p), Some(q)) => Route::QueueDesc14 {
                         port_no: u32::from_be_bytes([p[0], p[1], p[2], p[3]]),
@@ -315,8 +319,12 @@ mod tests {
             route(6, msg_type::MULTIPART_REQUEST, &[0, 1, 0, 0]),
             Route::AsOf13
         );
-        assert!(matches!(
+        assert_eq!(
             route(6, msg_type::MULTIPART_REQUEST, &[0, 16, 0, 0]),
+            Route::FlowMonitor14
+        );
+        assert!(matches!(
+            route(6, msg_type::MULTIPART_REQUEST, &[0, 17, 0, 0]),
             Route::Refuse(WireError::BadRequest(err::BRC_BAD_MULTIPART, _))
         ));
         assert_eq!(

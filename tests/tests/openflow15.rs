@@ -5,7 +5,6 @@
 //! statistics, and 1.4's table settings and table and queue descriptions.
 
 mod peers;
-use bench::ovs::{PortKind, PortSpec};
 use peers::{error_lines, Peers};
 use xbr_tests::{HarnessError, Result, BRIDGE};
 
@@ -43,30 +42,9 @@ fn both_refuse(peers: &Peers, args: &[&str], error: &str) -> Result<()> {
     Ok(())
 }
 
-/// Both switches with three ports, OVS's bridge also speaking 1.5 (the
-/// harness's speaks 1.3 only).
-fn peers_with_of15() -> Result<Peers> {
-    let peers = Peers::start(&[
-        PortSpec::new("p1", 1, PortKind::Internal),
-        PortSpec::new("p2", 2, PortKind::Internal),
-        PortSpec::new("p3", 3, PortKind::Internal),
-    ])?;
-    let set = peers
-        .ovs
-        .vsctl(&["set", "bridge", BRIDGE, "protocols=OpenFlow13,OpenFlow15"])
-        .map_err(peers::ovs_err)?;
-    if !set.success() {
-        return Err(HarnessError::Unexpected(format!(
-            "ovs-vsctl set protocols: {}",
-            set.stderr
-        )));
-    }
-    Ok(peers)
-}
-
 #[test]
 fn openflow15_flow_statistics_like_ovs() -> Result<()> {
-    let peers = peers_with_of15()?;
+    let peers = Peers::with_openflow15()?;
     for flow in [
         "table=0,priority=100,cookie=0x5,in_port=1,ip,nw_dst=10.128.0.0/14,\
          actions=load:0x7->NXM_NX_REG0[],goto_table:20",
@@ -107,7 +85,7 @@ fn openflow15_flow_statistics_like_ovs() -> Result<()> {
 
 #[test]
 fn openflow15_groups_like_ovs() -> Result<()> {
-    let peers = peers_with_of15()?;
+    let peers = Peers::with_openflow15()?;
     let add = |spec: &str| peers.both_ok(&of15(&["add-group", BRIDGE, spec]));
     add(
         "group_id=1,type=select,bucket=bucket_id:10,weight:5,actions=output:1,\
@@ -217,7 +195,7 @@ fn openflow15_groups_like_ovs() -> Result<()> {
 /// their description and the queue descriptions, as OVS gives them.
 #[test]
 fn openflow15_table_and_queue_descriptions_like_ovs() -> Result<()> {
-    let peers = peers_with_of15()?;
+    let peers = Peers::with_openflow15()?;
     let same = |args: &[&str], step: &str| -> Result<()> {
         let [x, o] = peers.both(&of15(args))?;
         if (x.ok, error_lines(&x.stdout)) != (o.ok, error_lines(&o.stdout)) {

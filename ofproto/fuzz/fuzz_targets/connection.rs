@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use ofproto::wire::header::msg_type as t;
 use ofproto::wire::message::split;
 use ofproto::wire::multipart::FlowStatsEntry;
-use ofproto::wire::{Message, OFP_VERSION, ONF_VENDOR_ID};
+use ofproto::wire::{Message, NX_VENDOR_ID, OFP_VERSION, ONF_VENDOR_ID};
 use ofproto::{Bridge, Datapath, PortCounters, PortInfo, PortModError, Server};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -90,6 +90,8 @@ const BUNDLE_CONTROL_14: u8 = 33;
 const BUNDLE_FAILED_14: u16 = 17;
 /// OFPET_BAD_PROPERTY (1.4 on): 1.4 port and table mods, 1.5 buckets.
 const BAD_PROPERTY_14: u16 = 14;
+/// OFPET_FLOW_MONITOR_FAILED (1.4 on).
+const FLOW_MONITOR_FAILED_14: u16 = 16;
 
 /// Checks one message the switch sent on a connection that negotiated
 /// `version` (1.3, or 1.4/1.5 for a peer that offered only those, whose
@@ -110,12 +112,15 @@ fn check_reply(msg: &[u8], version: u8) {
         t::ERROR => match Message::parse(&h, body) {
             Ok(Message::Error { ty, .. }) => assert!(
                 ty <= 13
-                    || (version != OFP_VERSION && (ty == BAD_PROPERTY_14 || ty == BUNDLE_FAILED_14)),
+                    || (version != OFP_VERSION
+                        && [BAD_PROPERTY_14, FLOW_MONITOR_FAILED_14, BUNDLE_FAILED_14].contains(&ty)),
                 "error type {ty}: {msg:02x?}"
             ),
-            Ok(Message::ExperimenterError { experimenter, .. }) => {
-                assert_eq!(experimenter, ONF_VENDOR_ID, "{msg:02x?}")
-            }
+            // ONF's (bundles) or Nicira's (1.3's flow monitors).
+            Ok(Message::ExperimenterError { experimenter, .. }) => assert!(
+                experimenter == ONF_VENDOR_ID || experimenter == NX_VENDOR_ID,
+                "{msg:02x?}"
+            ),
             other => panic!("bad error reply {other:?}: {msg:02x?}"),
         },
         t::EXPERIMENTER => match Message::parse(&h, body) {

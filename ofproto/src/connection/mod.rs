@@ -246,7 +246,10 @@ impl<R: Read> Connection<R> {
                 Ok(Message::Hello { bitmap })
                     if versions::negotiate(h.version, bitmap) == Some(self.version) =>
                 {
-                    if self.subscription.is_none() && self.version == OFP_VERSION {
+                    // Every version subscribes (flow monitors); 1.4/1.5
+                    // connections never get other asynchronous messages,
+                    // as their SET_ASYNC is refused and they start with none.
+                    if self.subscription.is_none() {
                         self.subscription = Some(self.bridge.notifier().subscribe(
                             self.writer.clone(),
                             &self.role,
@@ -326,6 +329,12 @@ impl<R: Read> Connection<R> {
                         })
                     });
                     return self.serve_decoded(h.xid, m, raw);
+                }
+                Route::FlowMonitor14 => {
+                    return match crate::wire::monitor::parse_of14(body.get(8..).unwrap_or(&[])) {
+                        Ok(reqs) => self.flow_monitor(h.xid, reqs, raw).map(|()| Next::Continue),
+                        Err(e) => self.send_error(&e, h.xid, raw).map(|()| Next::Continue),
+                    };
                 }
                 Route::TableDesc14 => {
                     self.table_desc(h.xid)?;
@@ -511,6 +520,9 @@ impl<R: Read> Connection<R> {
                         format!("experimenter {experimenter:#x}"),
                     );
                     return self.send_error(&e, xid, raw);
+                }
+                if exp_type == crate::wire::monitor::ONF_FLOW_MONITOR {
+                    return self.flow_monitor_cancel(xid, &data, raw);
                 }
                 let out = self.bundles.handle(&self.bridge, xid, exp_type, &data, raw);
                 for m in out {

@@ -17,7 +17,9 @@ impl<R: Read> Connection<R> {
         raw: &[u8],
     ) -> io::Result<()> {
         let ty = req.mp_type();
-        self.bridge.datapath().collect_stats();
+        if !matches!(req, MultipartRequest::FlowMonitor(_)) {
+            self.bridge.datapath().collect_stats();
+        }
         let entries: Vec<Vec<u8>> = match req {
             MultipartRequest::Desc => vec![multipart::desc_entry(
                 "xbr",
@@ -89,6 +91,8 @@ impl<R: Read> Connection<R> {
                     }
                 }
             }
+            // Its replies go through the monitors' queue (`monitor.rs`).
+            MultipartRequest::FlowMonitor(reqs) => return self.flow_monitor(xid, reqs, raw),
             MultipartRequest::Queue(p, q) => {
                 if let Err(e) = self.check_queue(p, q) {
                     return self.send_ofp_error(e, xid, raw);
@@ -100,6 +104,48 @@ impl<R: Read> Connection<R> {
             self.send(&m)?;
         }
         Ok(())
+    }
+
+    /// Sets up, changes or deletes flow monitors (see `monitor.rs`); the
+    /// reply with the initial flows goes out through the monitors' queue,
+    /// ahead of any later update.
+    pub(super) fn flow_monitor(
+        &mut self,
+        xid: u32,
+        reqs: Vec<crate::wire::monitor::MonitorRequest>,
+        raw: &[u8],
+    ) -> io::Result<()> {
+        let Some(conn) = self.subscription.as_ref().map(|s| s.id()) else {
+            let e = WireError::BadRequest(err::BRC_EPERM, "no HELLO yet".into());
+            return self.send_error(&e, xid, raw);
+        };
+        match self
+            .bridge
+            .monitor_request(conn, &self.writer, self.version, xid, reqs)
+        {
+            Ok(()) => Ok(()),
+            Err(e) => self.send_error(&e, xid, raw),
+        }
+    }
+
+    /// OpenFlow 1.3's cancel of a flow monitor (an ONF experimenter
+    /// message).
+    pub(super) fn flow_monitor_cancel(
+        &mut self,
+        xid: u32,
+        data: &[u8],
+        raw: &[u8],
+    ) -> io::Result<()> {
+        let cancelled = crate::wire::monitor::parse_onf13_cancel(data).and_then(|id| {
+            match self.subscription.as_ref() {
+                Some(s) => self.bridge.monitor_cancel(s.id(), self.version, id),
+                None => Err(WireError::BadRequest(err::BRC_EPERM, "no HELLO yet".into())),
+            }
+        });
+        match cancelled {
+            Ok(()) => Ok(()),
+            Err(e) => self.send_error(&e, xid, raw),
+        }
     }
 
     /// Whether `queue` of `port` (either may be ALL / ANY) names queues

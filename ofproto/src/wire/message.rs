@@ -456,12 +456,16 @@ impl Message {
     /// The OFPT_ERROR reporting `e` for the message `offending` (whose
     /// first bytes it carries).
     pub fn error_for(e: &WireError, offending: &[u8]) -> Message {
-        let (ty, code) = e.ofp_error();
-        Message::Error {
-            ty,
-            code,
-            data: offending[..offending.len().min(ERROR_DATA_LEN)].to_vec(),
+        let data = offending[..offending.len().min(ERROR_DATA_LEN)].to_vec();
+        if let WireError::Nicira(code, _) = e {
+            return Message::ExperimenterError {
+                exp_type: *code,
+                experimenter: super::NX_VENDOR_ID,
+                data,
+            };
         }
+        let (ty, code) = e.ofp_error();
+        Message::Error { ty, code, data }
     }
 }
 

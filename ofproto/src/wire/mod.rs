@@ -19,6 +19,7 @@ pub mod instruction;
 pub mod message;
 pub mod meter;
 pub mod mods;
+pub mod monitor;
 pub mod multipart;
 pub mod oxm;
 mod oxm_set;
@@ -138,6 +139,9 @@ pub mod err {
     pub const BPC_BAD_LEN: u16 = 1;
     pub const BPC_BAD_VALUE: u16 = 2;
 
+    /// OFPET_FLOW_MONITOR_FAILED (OpenFlow 1.4 on).
+    pub const FLOW_MONITOR_FAILED: u16 = 16;
+
     /// OF1.3 experimenter error: `exp_type` and an experimenter id follow.
     pub const EXPERIMENTER: u16 = 0xffff;
 }
@@ -164,6 +168,12 @@ pub enum WireError {
     MeterMod(u16, String),
     #[error("bad table mod: {1}")]
     TableMod(u16, String),
+    /// OFPET_FLOW_MONITOR_FAILED (OpenFlow 1.4 on).
+    #[error("bad flow monitor request: {1}")]
+    FlowMonitor(u16, String),
+    /// A Nicira experimenter error (OpenFlow 1.3's flow monitor errors).
+    #[error("bad request (Nicira extension): {1}")]
+    Nicira(u16, String),
     /// Only from OpenFlow 1.4 and 1.5 messages, which have properties.
     #[error("bad property: {1}")]
     BadProperty(u16, String),
@@ -182,6 +192,9 @@ impl WireError {
             WireError::TableFeatures(c, _) => (err::TABLE_FEATURES_FAILED, *c),
             WireError::MeterMod(c, _) => (err::METER_MOD_FAILED, *c),
             WireError::TableMod(c, _) => (err::TABLE_MOD_FAILED, *c),
+            WireError::FlowMonitor(c, _) => (err::FLOW_MONITOR_FAILED, *c),
+            // Sent as an experimenter error with Nicira's id (`error_for`).
+            WireError::Nicira(c, _) => (err::EXPERIMENTER, *c),
             WireError::BadProperty(c, _) => (err::BAD_PROPERTY, *c),
         }
     }

@@ -3,8 +3,9 @@
 use super::header::msg_type;
 use super::instruction::{emit_instructions_for, parse_instructions};
 use super::mods::{emit_buckets, group_type_to_wire};
+use super::monitor::{self, MonitorRequest};
 use super::oxm::{emit_match, parse_match};
-use super::{err, Ctx, HeaderRepr, Put, Reader, WireError, HEADER_LEN, OFP_VERSION};
+use super::{err, Ctx, HeaderRepr, Put, Reader, WireError, HEADER_LEN, OFP_VERSION, ONF_VENDOR_ID};
 use crate::datapath::{PortCounters, PortInfo};
 use flowtable::{Bucket, FlowFilter, GroupType, Instructions, Match};
 use std::time::Duration;
@@ -58,6 +59,8 @@ pub enum MultipartRequest {
     MeterConfig(u32),
     /// Queue statistics: (port or OFPP_ANY, queue or OFPQ_ALL).
     Queue(u32, u32),
+    /// The ONF extension's flow monitors (an experimenter multipart).
+    FlowMonitor(Vec<MonitorRequest>),
 }
 
 impl MultipartRequest {
@@ -78,6 +81,7 @@ impl MultipartRequest {
             MultipartRequest::Meter(_) => mp_type::METER,
             MultipartRequest::MeterConfig(_) => mp_type::METER_CONFIG,
             MultipartRequest::Queue(..) => mp_type::QUEUE,
+            MultipartRequest::FlowMonitor(_) => monitor::MP_EXPERIMENTER,
         }
     }
 
@@ -135,6 +139,23 @@ impl MultipartRequest {
                 empty(&r)?;
                 MultipartRequest::Queue(port, queue)
             }
+            monitor::MP_EXPERIMENTER => {
+                let experimenter = r.u32()?;
+                let exp_type = r.u32()?;
+                if experimenter != ONF_VENDOR_ID {
+                    return Err(WireError::BadRequest(
+                        err::BRC_BAD_EXPERIMENTER,
+                        format!("experimenter multipart of {experimenter:#x}"),
+                    ));
+                }
+                if exp_type != monitor::ONF_FLOW_MONITOR {
+                    return Err(WireError::BadRequest(
+                        err::BRC_BAD_EXP_TYPE,
+                        format!("ONF multipart type {exp_type}"),
+                    ));
+                }
+                MultipartRequest::FlowMonitor(monitor::parse_onf13(r.rest())?)
+            }
             mp_type::TABLE_FEATURES => {
                 if !r.is_empty() {
                     return Err(WireError::TableFeatures(
@@ -181,6 +202,11 @@ impl MultipartRequest {
                 out.put_u32(*port);
                 out.put_u32(*queue);
             }
+            MultipartRequest::FlowMonitor(reqs) => {
+                out.put_u32(ONF_VENDOR_ID);
+                out.put_u32(monitor::ONF_FLOW_MONITOR);
+                monitor::emit_requests(OFP_VERSION, reqs, out);
+            }
             _ => {}
         }
     }
@@ -212,6 +238,17 @@ fn parse_flow_filter(r: &mut Reader<'_>) -> Result<FlowFilter, WireError> {
 /// takes to keep each below 64 KiB, with OFPMPF_REPLY_MORE on all but the
 /// last. No entries still produce one (empty) reply.
 pub fn pack_replies(xid: u32, ty: u16, entries: impl IntoIterator<Item = Vec<u8>>) -> Vec<Vec<u8>> {
+    pack_replies_with(xid, ty, &[], entries)
+}
+
+/// [`pack_replies`] with `prefix` (an experimenter multipart's
+/// experimenter and type) after every message's multipart header.
+pub fn pack_replies_with(
+    xid: u32,
+    ty: u16,
+    prefix: &[u8],
+    entries: impl IntoIterator<Item = Vec<u8>>,
+) -> Vec<Vec<u8>> {
     let start_msg = || {
         let mut m = Vec::with_capacity(1024);
         HeaderRepr {
@@ -224,12 +261,15 @@ pub fn pack_replies(xid: u32, ty: u16, entries: impl IntoIterator<Item = Vec<u8>
         m.put_u16(ty);
         m.put_u16(0);
         m.put_zeros(4);
+        m.extend_from_slice(prefix);
         m
     };
     let mut msgs = Vec::new();
     let mut cur = start_msg();
     for e in entries {
-        if cur.len() + e.len() > MAX_MSG_LEN && cur.len() > HEADER_LEN + MP_HEADER_LEN {
+        if cur.len() + e.len() > MAX_MSG_LEN
+            && cur.len() > HEADER_LEN + MP_HEADER_LEN + prefix.len()
+        {
             msgs.push(std::mem::replace(&mut cur, start_msg()));
         }
         cur.extend_from_slice(&e);

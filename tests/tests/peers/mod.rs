@@ -8,7 +8,7 @@
 //! traffic.
 #![allow(dead_code)]
 
-use bench::ovs::{normalise_dump, Ovs, OvsError, PortSpec};
+use bench::ovs::{normalise_dump, Ovs, OvsError, PortKind, PortSpec};
 use std::path::PathBuf;
 use std::time::Duration;
 use xbr_tests::{HarnessError, Netns, Result, Xbr, BRIDGE};
@@ -75,6 +75,32 @@ impl Peers {
             started.elapsed().as_secs_f64()
         );
         Ok(Peers { xbr, ovs })
+    }
+
+    /// Both switches with three ports (p1-p3), OVS's bridge also
+    /// speaking OpenFlow 1.4 and 1.5 (the harness's speaks 1.3 only).
+    pub fn with_openflow15() -> Result<Self> {
+        let peers = Peers::start(&[
+            PortSpec::new("p1", 1, PortKind::Internal),
+            PortSpec::new("p2", 2, PortKind::Internal),
+            PortSpec::new("p3", 3, PortKind::Internal),
+        ])?;
+        let set = peers
+            .ovs
+            .vsctl(&[
+                "set",
+                "bridge",
+                BRIDGE,
+                "protocols=OpenFlow13,OpenFlow14,OpenFlow15",
+            ])
+            .map_err(ovs_err)?;
+        if !set.success() {
+            return Err(HarnessError::Unexpected(format!(
+                "ovs-vsctl set protocols: {}",
+                set.stderr
+            )));
+        }
+        Ok(peers)
     }
 
     /// A scratch file path in xbr's private run directory.
