@@ -20,7 +20,6 @@ use crate::notify::{Notifier, SharedWriter};
 use crate::roles::Roles;
 use crate::wire::features::{TableMod, TABLE_ALL, TABLE_MAX};
 use crate::wire::flow_removed::reason;
-use crate::wire::message::SwitchConfig;
 use crate::wire::monitor::MonitorRequest;
 use crate::wire::packet_io::PacketIn;
 use crate::wire::table14::TableSettings;
@@ -39,7 +38,9 @@ use std::sync::Arc;
 
 struct State {
     tables: FlowTables,
-    config: SwitchConfig,
+    /// OFPC_FRAG_* (SET_CONFIG's flags are the switch's; its
+    /// miss_send_len is each connection's own).
+    frag_flags: u16,
     /// Each table's OpenFlow 1.4 eviction and vacancy settings, by id.
     table_settings: Vec<TableSettings>,
 }
@@ -58,10 +59,7 @@ impl Bridge {
         Arc::new(Bridge {
             state: Mutex::new(State {
                 tables: FlowTables::new(),
-                config: SwitchConfig {
-                    flags: 0,
-                    miss_send_len: 128,
-                },
+                frag_flags: 0,
                 table_settings: vec![TableSettings::default(); usize::from(TABLE_MAX) + 1],
             }),
             dp,
@@ -221,12 +219,13 @@ impl Bridge {
         }
     }
 
-    pub fn config(&self) -> SwitchConfig {
-        self.state.lock().config
+    /// OFPC_FRAG_* as the last SET_CONFIG left them.
+    pub fn frag_flags(&self) -> u16 {
+        self.state.lock().frag_flags
     }
 
-    pub fn set_config(&self, config: SwitchConfig) {
-        self.state.lock().config = config;
+    pub fn set_frag_flags(&self, flags: u16) {
+        self.state.lock().frag_flags = flags;
     }
 
     /// Applies a TABLE_MOD: 1.3's is a no-op once checked; 1.4's replaces

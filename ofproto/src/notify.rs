@@ -6,9 +6,12 @@
 //!
 //! Stores: for every live connection of one bridge, its writer (shared
 //! with the connection thread, which writes its replies through the same
-//! mutex, so messages never interleave), its role and its async
-//! configuration (SET_ASYNC). A message goes to every connection whose
-//! configuration, for its current role, has the message's reason bit.
+//! mutex, so messages never interleave), its role, its async
+//! configuration (SET_ASYNC) and, for a service connection, its
+//! miss_send_len. A message goes to every connection whose configuration,
+//! for its current role, has the message's reason bit, except service
+//! connections whose miss_send_len is 0 (OVS's rule: `ovs-ofctl monitor
+//! br0 65534` asks for them, a plain `ovs-ofctl` gets none).
 //!
 //! Invariants: a connection is subscribed for exactly as long as its
 //! [`Subscription`] lives. Callers notify after releasing the bridge's
@@ -23,17 +26,19 @@
 use crate::datapath::PortInfo;
 use crate::monitor::FlowMonitors;
 use crate::roles::ConnRole;
+use crate::versions::{self, OFP15_VERSION};
 use crate::wire::flow_removed::FlowRemoved;
+use crate::wire::header::msg_type;
 use crate::wire::message::{role, AsyncConfig};
 use crate::wire::packet_io::PacketIn;
 use crate::wire::port_status::PortStatus;
-use crate::wire::Message;
+use crate::wire::{HeaderRepr, Message, HEADER_LEN, OFP_VERSION};
 use flowtable::flow_mod::flow_mod_flags;
 use flowtable::Rule;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A connection's writer, shared between its thread and the notifier.
@@ -43,6 +48,11 @@ struct Subscriber {
     writer: SharedWriter,
     role: Arc<AtomicU32>,
     config: Arc<Mutex<AsyncConfig>>,
+    /// A service connection's miss_send_len: while it is 0 the connection
+    /// gets nothing (`None` for connections to controllers).
+    gate: Option<Arc<AtomicU16>>,
+    /// The OpenFlow version messages are encoded in.
+    version: u8,
 }
 
 /// The async-message fan-out of one bridge.
@@ -88,6 +98,8 @@ impl Notifier {
         writer: SharedWriter,
         role: &ConnRole,
         config: Arc<Mutex<AsyncConfig>>,
+        gate: Option<Arc<AtomicU16>>,
+        version: u8,
     ) -> Subscription {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.subs.lock().insert(
@@ -96,6 +108,8 @@ impl Notifier {
                 writer,
                 role: role.shared(),
                 config,
+                gate,
+                version,
             },
         );
         Subscription {
@@ -111,7 +125,7 @@ impl Notifier {
             return;
         }
         let (packet_count, byte_count) = rule.stats.read();
-        let msg = Message::FlowRemoved(FlowRemoved {
+        let fr = FlowRemoved {
             cookie: rule.cookie,
             priority: rule.priority,
             reason,
@@ -122,9 +136,17 @@ impl Notifier {
             packet_count,
             byte_count,
             matching: rule.matching,
-        })
-        .emit(0);
-        self.send(&msg, reason, |c| c.flow_removed_mask);
+        };
+        let encode = |version| {
+            if version == OFP15_VERSION {
+                let mut body = Vec::with_capacity(96);
+                fr.emit_v15(&mut body);
+                framed(msg_type::FLOW_REMOVED, &body)
+            } else {
+                Message::FlowRemoved(fr.clone()).emit(0)
+            }
+        };
+        self.send(encode, reason, |c| c.flow_removed_mask);
     }
 
     /// Sends a packet to the controllers that want packet-ins of its
@@ -132,29 +154,95 @@ impl Notifier {
     /// Returns how many connections it was sent to.
     pub fn packet_in(&self, pi: PacketIn) -> usize {
         let reason = pi.reason;
+        // The same layout in every version xbr speaks.
         let msg = Message::PacketIn(pi).emit(0);
-        self.send(&msg, reason, |c| c.packet_in_mask)
+        self.send(|_| msg.clone(), reason, |c| c.packet_in_mask)
     }
 
     /// Reports a port added, removed or changed (OFPPR_*).
     pub fn port_status(&self, reason: u8, port: PortInfo) {
-        let msg = Message::PortStatus(PortStatus { reason, port }).emit(0);
-        self.send(&msg, reason, |c| c.port_status_mask);
+        self.port_status_from(reason, port, None);
     }
 
-    /// Writes `msg` to every connection whose `mask` (for its role) has
-    /// the `reason` bit.
-    fn send(&self, msg: &[u8], reason: u8, mask: impl Fn(&AsyncConfig) -> [u32; 2]) -> usize {
+    /// [`Notifier::port_status`] for a change the connection `source`
+    /// made (PORT_MOD): before OpenFlow 1.5 it is not told, as OVS does
+    /// it (1.3 says a PORT_MOD makes no PORT_STATUS; 1.5 tells everyone).
+    pub(crate) fn port_status_from(&self, reason: u8, port: PortInfo, source: Option<u64>) {
+        let ps = PortStatus { reason, port };
+        let encode = |version| {
+            if version == OFP_VERSION {
+                Message::PortStatus(ps.clone()).emit(0)
+            } else {
+                let mut body = Vec::with_capacity(80);
+                ps.emit_v14(&mut body);
+                framed(msg_type::PORT_STATUS, &body)
+            }
+        };
+        let skip = |id: u64, s: &Subscriber| Some(id) == source && s.version < OFP15_VERSION;
+        self.send_but(encode, reason, |c| c.port_status_mask, skip);
+    }
+
+    /// Writes the message to every connection whose `mask` (for its role)
+    /// has the `reason` bit, encoded by `encode` for the connection's
+    /// version (once per version).
+    fn send(
+        &self,
+        encode: impl Fn(u8) -> Vec<u8>,
+        reason: u8,
+        mask: impl Fn(&AsyncConfig) -> [u32; 2],
+    ) -> usize {
+        self.send_but(encode, reason, mask, |_, _| false)
+    }
+
+    /// [`Notifier::send`], skipping the connections `skip` names.
+    fn send_but(
+        &self,
+        encode: impl Fn(u8) -> Vec<u8>,
+        reason: u8,
+        mask: impl Fn(&AsyncConfig) -> [u32; 2],
+        skip: impl Fn(u64, &Subscriber) -> bool,
+    ) -> usize {
         let bit = 1u32.checked_shl(u32::from(reason)).unwrap_or(0);
+        let mut encoded: HashMap<u8, Vec<u8>> = HashMap::new();
         let mut sent = 0;
-        for s in self.subs.lock().values() {
+        for (&id, s) in self.subs.lock().iter() {
+            let gated = s
+                .gate
+                .as_ref()
+                .is_some_and(|g| g.load(Ordering::Relaxed) == 0);
+            if gated || skip(id, s) {
+                continue;
+            }
             let slave = s.role.load(Ordering::Acquire) == role::SLAVE;
             let m = mask(&s.config.lock())[usize::from(slave)];
+            if m & bit == 0 {
+                continue;
+            }
+            let msg = encoded.entry(s.version).or_insert_with(|| {
+                let mut m = encode(s.version);
+                versions::relabel(&mut m, s.version);
+                m
+            });
             // A failed write is the connection's to notice and report.
-            if m & bit != 0 && s.writer.lock().write_all(msg).is_ok() {
+            if s.writer.lock().write_all(msg).is_ok() {
                 sent += 1;
             }
         }
         sent
     }
+}
+
+/// A whole message of type `ty` around `body` (OpenFlow 1.3's header, its
+/// version relabelled by the sender).
+fn framed(ty: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(HEADER_LEN + body.len());
+    HeaderRepr {
+        version: OFP_VERSION,
+        msg_type: ty,
+        length: u16::try_from(HEADER_LEN + body.len()).unwrap_or(u16::MAX),
+        xid: 0,
+    }
+    .emit(&mut m);
+    m.extend_from_slice(body);
+    m
 }

@@ -44,8 +44,12 @@
 //! reports them; QUEUE_DESC (no queue is listed, as for 1.3's queue
 //! requests); FLOW_MONITOR (`wire::monitor`, which also serves 1.3's ONF
 //! extension). Refused: GET/SET_ASYNC.
-//! Asynchronous messages are not sent on 1.4/1.5 connections (service
-//! connections get none by default and SET_ASYNC is not served there).
+//! Asynchronous messages reach a 1.4/1.5 connection, as any service
+//! connection, once its SET_CONFIG sets a nonzero miss_send_len (`ovs-ofctl
+//! -O OpenFlow15 monitor br0 65534`), with the specification's default
+//! selection (SET_ASYNC is refused); `notify.rs` encodes them for the
+//! connection's version (1.4's PORT_STATUS with port properties, 1.5's
+//! FLOW_REMOVED with OXS statistics; PACKET_IN is 1.3's).
 
 use crate::wire::header::msg_type;
 use crate::wire::multipart::mp_type;

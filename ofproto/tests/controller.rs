@@ -9,7 +9,7 @@ use flowtable::{FlowMod, FlowModCommand, Instructions, Match};
 use ofproto::wire::err;
 use ofproto::wire::flow_removed::reason::{DELETE, HARD_TIMEOUT, IDLE_TIMEOUT};
 use ofproto::wire::flow_removed::FlowRemoved;
-use ofproto::wire::message::{role, split, AsyncConfig, RoleMsg};
+use ofproto::wire::message::{role, split, AsyncConfig, RoleMsg, SwitchConfig};
 use ofproto::wire::packet_io::{PacketIn, PacketOut};
 use ofproto::wire::Message;
 use std::io::{Read, Write};
@@ -208,12 +208,12 @@ fn a_slave_may_read_but_not_write() {
 fn async_configuration_round_trips() {
     let h = Harness::start("ctl-async");
     let mut a = unix(&h);
-    // A connection to the management socket gets nothing unasked, as
-    // OVS's service connections.
+    // The specification's defaults until a SET_ASYNC (as from OVS; a
+    // service connection still gets nothing while its miss_send_len is 0).
     a.write_all(&Message::GetAsyncRequest.emit(20)).unwrap();
     assert_eq!(
         recv(&mut a),
-        (20, Message::GetAsyncReply(AsyncConfig::NONE))
+        (20, Message::GetAsyncReply(AsyncConfig::default()))
     );
     let c = AsyncConfig {
         packet_in_mask: [1, 2],
@@ -228,8 +228,53 @@ fn async_configuration_round_trips() {
     b.write_all(&Message::GetAsyncRequest.emit(23)).unwrap();
     assert_eq!(
         recv(&mut b),
-        (23, Message::GetAsyncReply(AsyncConfig::NONE))
+        (23, Message::GetAsyncReply(AsyncConfig::default()))
     );
+}
+
+/// SET_CONFIG with a nonzero miss_send_len, which a service connection
+/// needs before it gets any asynchronous message.
+fn ask_for_async(s: &mut (impl Read + Write), xid: u32) {
+    let c = SwitchConfig {
+        flags: 0,
+        miss_send_len: 0xffff,
+    };
+    s.write_all(&Message::SetConfig(c).emit(xid)).unwrap();
+    s.write_all(&Message::GetConfigRequest.emit(xid + 1))
+        .unwrap();
+    assert_eq!(recv(s), (xid + 1, Message::GetConfigReply(c)));
+}
+
+#[test]
+fn service_connections_get_async_messages_once_their_miss_send_len_is_set() {
+    let h = Harness::start("ctl-miss-send-len");
+    let mut quiet = unix(&h);
+    let mut a = unix(&h);
+    ask_for_async(&mut a, 30);
+    // Each connection has its own miss_send_len.
+    quiet
+        .write_all(&Message::GetConfigRequest.emit(32))
+        .unwrap();
+    assert_eq!(
+        recv(&mut quiet),
+        (
+            32,
+            Message::GetConfigReply(SwitchConfig {
+                flags: 0,
+                miss_send_len: 0
+            })
+        )
+    );
+    h.bridge
+        .packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![0xab; 60]));
+    match recv(&mut a) {
+        (_, Message::PacketIn(pi)) => assert_eq!(pi.data, vec![0xab; 60]),
+        other => panic!("expected PACKET_IN, got {other:?}"),
+    }
+    quiet
+        .write_all(&Message::EchoRequest(Vec::new()).emit(33))
+        .unwrap();
+    assert_eq!(recv(&mut quiet), (33, Message::EchoReply(Vec::new())));
 }
 
 /// A flow on in_port `p` with the given flags and timeouts.
@@ -258,6 +303,7 @@ fn timeouts_remove_flows_and_report_them_to_who_asked() {
     let mut wants = AsyncConfig::NONE;
     wants.flow_removed_mask = [0b1111, 0];
     a.write_all(&Message::SetAsync(wants).emit(40)).unwrap();
+    ask_for_async(&mut a, 38);
     let start = Instant::now();
     a.write_all(&Message::FlowMod(timed_flow(1, SEND_FLOW_REM, 0, 1)).emit(41))
         .unwrap();
@@ -442,6 +488,31 @@ fn port_mods_are_reported_as_port_status() {
             assert_eq!((ps.port.port_no, ps.port.name.as_str()), (3, "veth0001"));
             assert_eq!(ps.port.config & 1, 1, "OFPPC_PORT_DOWN");
         }
+        other => panic!("expected PORT_STATUS, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_port_mod_is_not_reported_back_to_who_sent_it() {
+    let mut h = Harness::start("ctl-port-mod-source");
+    let (_l, mut ctl) = controller(&mut h, Duration::from_secs(5));
+    let mut other = unix(&h);
+    ask_for_async(&mut other, 90);
+    let down = ofproto::wire::mods::PortMod {
+        port_no: 3,
+        hw_addr: [0x02, 0, 0, 0, 0, 3],
+        config: 1,
+        mask: 1,
+        advertise: 0,
+    };
+    ctl.write_all(&Message::PortMod(down).emit(91)).unwrap();
+    ctl.write_all(&Message::EchoRequest(Vec::new()).emit(92))
+        .unwrap();
+    // OpenFlow 1.3: the controller that sent it hears nothing back (its
+    // echo reply comes first), everyone else does.
+    assert_eq!(recv(&mut ctl), (92, Message::EchoReply(Vec::new())));
+    match recv(&mut other) {
+        (_, Message::PortStatus(ps)) => assert_eq!((ps.port.port_no, ps.port.config), (3, 1)),
         other => panic!("expected PORT_STATUS, got {other:?}"),
     }
 }

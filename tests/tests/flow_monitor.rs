@@ -1,7 +1,8 @@
-//! Flow monitors (`ovs-ofctl monitor br0 watch:...`) against Open vSwitch
-//! 3.1: the same monitors on both switches, in OpenFlow 1.3 (the ONF
-//! extension) and 1.5, see the same changes, and `ovs-ofctl` prints the
-//! same initial flows and updates for both.
+//! `ovs-ofctl monitor` against Open vSwitch 3.1: flow monitors (`watch:`)
+//! in OpenFlow 1.3 (the ONF extension) and 1.5 print the same initial
+//! flows and updates for both switches, and a monitor that sets a
+//! miss_send_len (`monitor br0 65534`) gets the same asynchronous
+//! messages (PORT_STATUS, FLOW_REMOVED).
 
 mod peers;
 use peers::{error_lines, Peers};
@@ -26,7 +27,7 @@ struct Monitor {
 impl Monitor {
     /// `ovs-ofctl monitor` prints the reply to its request on stdout and
     /// what arrives later on stderr: both are read, in that order.
-    fn start(switch: &'static str, mut cmd: Command) -> Result<Monitor> {
+    fn start(switch: &'static str, mut cmd: Command, keep: fn(&str) -> bool) -> Result<Monitor> {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd
             .spawn()
@@ -38,7 +39,6 @@ impl Monitor {
             let (Some(out), Some(err)) = (out, err) else {
                 return;
             };
-            let keep = |line: &str| line.contains("FLOW_MONITOR") || line.starts_with(" event=");
             let stderr_sink = sink.clone();
             let late = std::thread::spawn(move || {
                 for line in BufReader::new(err).lines().map_while(std::io::Result::ok) {
@@ -68,17 +68,22 @@ impl Monitor {
             .lock()
             .unwrap()
             .iter()
-            .filter(|l| l.contains("FLOW_MONITOR reply"))
+            .filter(|l| l.starts_with("OFP") || l.starts_with("ONF"))
             .count()
     }
 
     /// Waits until `n` messages were printed.
     fn wait_for(&self, n: usize, what: &str) -> Result<()> {
+        self.wait_until(|m| m.replies() >= n, &format!("{what}: {n} messages"))
+    }
+
+    /// Waits until `done` holds.
+    fn wait_until(&self, done: impl Fn(&Monitor) -> bool, what: &str) -> Result<()> {
         let deadline = Instant::now() + BOUND;
-        while self.replies() < n {
+        while !done(self) {
             if Instant::now() > deadline {
                 return Err(HarnessError::Unexpected(format!(
-                    "{what}: {}: {} of {n} monitor messages after {BOUND:?}:\n{}",
+                    "{what}: {}: not after {BOUND:?}, {} messages:\n{}",
                     self.switch,
                     self.replies(),
                     self.lines.lock().unwrap().join("\n")
@@ -87,6 +92,15 @@ impl Monitor {
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(())
+    }
+
+    /// Whether a line starts with `prefix`.
+    fn printed(&self, prefix: &str) -> bool {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with(prefix))
     }
 
     /// Stops it; what it printed, without xids.
@@ -108,15 +122,25 @@ impl Drop for Monitor {
     }
 }
 
-/// `ovs-ofctl -O VERSION monitor br0 WATCH` against xbr and against OVS.
-fn monitors(peers: &Peers, version: &str, watch: &str) -> Result<[Monitor; 2]> {
-    let args = ["-O", version, "monitor", BRIDGE, watch];
+/// `ovs-ofctl -O VERSION monitor br0 ARGS...` against xbr and against
+/// OVS, keeping the lines `keep` selects.
+fn monitors(
+    peers: &Peers,
+    version: &str,
+    extra: &[&str],
+    keep: fn(&str) -> bool,
+) -> Result<[Monitor; 2]> {
+    let args = [&["-O", version, "monitor", BRIDGE][..], extra].concat();
     let mut x = Command::new("ovs-ofctl");
-    x.args(args).env("OVS_RUNDIR", peers.xbr.rundir());
+    x.args(&args).env("OVS_RUNDIR", peers.xbr.rundir());
     Ok([
-        Monitor::start("xbr", x)?,
-        Monitor::start("OVS", peers.ovs.ofctl_command(&args))?,
+        Monitor::start("xbr", x, keep)?,
+        Monitor::start("OVS", peers.ovs.ofctl_command(&args), keep)?,
     ])
+}
+
+fn flow_updates(line: &str) -> bool {
+    line.contains("FLOW_MONITOR") || line.starts_with(" event=")
 }
 
 fn same(step: &str, [x, o]: [Monitor; 2]) -> Result<()> {
@@ -145,8 +169,13 @@ fn flow_monitors_report_like_ovs() -> Result<()> {
         peers.both_ok(&["add-group", BRIDGE, "group_id=1,type=all,bucket=output:3"])?;
         // Everything; and only IP flows of table 1, no initial flows and
         // no actions.
-        let all = monitors(&peers, version, "watch:")?;
-        let some = monitors(&peers, version, "watch:table=1,ip,!initial,!actions")?;
+        let all = monitors(&peers, version, &["watch:"], flow_updates)?;
+        let some = monitors(
+            &peers,
+            version,
+            &["watch:table=1,ip,!initial,!actions"],
+            flow_updates,
+        )?;
         for m in all.iter().chain(&some) {
             m.wait_for(1, "initial reply")?;
         }
@@ -198,6 +227,93 @@ fn flow_monitors_report_like_ovs() -> Result<()> {
         same(&format!("{version} watch:"), all)?;
         same(&format!("{version} watch:table=1,ip"), some)?;
         peers.both_ok(&["del-flows", BRIDGE, "table=1,ip,nw_dst=10.0.0.1"])?;
+    }
+    Ok(())
+}
+
+/// The first line of each asynchronous message (reason and port, or the
+/// removed flow), not a port's properties.
+fn async_lines(line: &str) -> bool {
+    line.starts_with("OFPT_")
+        || line.starts_with("OFPST_FLOW_MONITOR")
+        || line.starts_with("ONFST_FLOW_MONITOR")
+}
+
+/// The line without what differs between two switches for the same
+/// event: the port's address, the flow's duration.
+fn comparable(line: &str) -> String {
+    let line = match line.find(" addr:") {
+        Some(i) => &line[..i],
+        None => line,
+    };
+    line.split(' ')
+        .filter(|w| !w.starts_with("duration"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn a_monitor_with_a_miss_send_len_gets_async_messages_like_ovs() -> Result<()> {
+    let peers = Peers::with_openflow15()?;
+    peers.both_ok(&[
+        "add-flow",
+        BRIDGE,
+        "table=0,priority=9,in_port=1,actions=controller",
+    ])?;
+    for version in ["OpenFlow13", "OpenFlow15"] {
+        // The flow monitor of an unused table is there to say when the
+        // monitor is ready: its reply follows the SET_CONFIG of `65534`
+        // on the same connection.
+        let pair = monitors(&peers, version, &["65534", "watch:table=200"], async_lines)?;
+        for m in &pair {
+            m.wait_for(1, "the monitor's set-up")?;
+        }
+        peers.both_ok(&["mod-port", BRIDGE, "p2", "down"])?;
+        peers.both_ok(&["mod-port", BRIDGE, "p2", "up"])?;
+        peers.both_ok(&[
+            "add-flow",
+            BRIDGE,
+            "table=3,priority=5,send_flow_rem,in_port=2,actions=drop",
+        ])?;
+        peers.both_ok(&["del-flows", BRIDGE, "table=3"])?;
+        for m in &pair {
+            m.wait_until(|m| m.printed("OFPT_FLOW_REMOVED"), version)?;
+        }
+        // Port status is compared as "some, for that port": OVS also
+        // reports the TAP device's link going down and up, as its netdev
+        // layer notices, once or twice per mod-port. xbr reports each
+        // PORT_MOD once, to every connection but the one that sent it
+        // before 1.5 (as OVS).
+        let [x, o] = pair;
+        let (x, o) = (x.stop(), o.stop());
+        let port_status = |lines: &[String]| {
+            lines
+                .iter()
+                .filter(|l| l.starts_with("OFPT_PORT_STATUS"))
+                .map(|l| comparable(l))
+                .collect::<Vec<_>>()
+        };
+        let (xp, op) = (port_status(&x), port_status(&o));
+        assert_eq!(xp.len(), 2, "{version}: {xp:?}");
+        assert!(
+            !op.is_empty() && op.iter().all(|l| *l == xp[0]),
+            "{version}: {xp:?} {op:?}"
+        );
+        let others = |lines: &[String]| {
+            lines
+                .iter()
+                .filter(|l| !l.starts_with("OFPT_PORT_STATUS"))
+                .map(|l| comparable(l))
+                .collect::<Vec<_>>()
+        };
+        let (x, o) = (others(&x), others(&o));
+        if x != o {
+            return Err(HarnessError::Unexpected(format!(
+                "{version}: the monitors printed different things\n--- xbr:\n{}\n--- OVS:\n{}",
+                x.join("\n"),
+                o.join("\n")
+            )));
+        }
     }
     Ok(())
 }

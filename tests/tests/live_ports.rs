@@ -16,6 +16,7 @@ const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 
 const OFPT_PORT_STATUS: u8 = 12;
 const OFPT_SET_ASYNC: u8 = 28;
+const OFPT_SET_CONFIG: u8 = 9;
 const OFPPR_ADD: u8 = 0;
 const OFPPR_DELETE: u8 = 1;
 
@@ -47,8 +48,9 @@ fn ok(xbr: &Xbr, args: &[&str]) -> Result<String> {
     Ok(out.stdout)
 }
 
-/// A management connection that asked for PORT_STATUS (SET_ASYNC: every
-/// reason, as master/equal).
+/// A management connection that asked for PORT_STATUS only (SET_ASYNC:
+/// every reason, as master/equal; SET_CONFIG: a nonzero miss_send_len,
+/// without which a service connection gets nothing).
 fn port_status_listener(xbr: &Xbr) -> Result<OfConn> {
     let mut conn = OfConn::connect_hello(&xbr.mgmt_path())?;
     let mut body = Vec::new();
@@ -56,7 +58,8 @@ fn port_status_listener(xbr: &Xbr) -> Result<OfConn> {
         body.extend_from_slice(&mask.to_be_bytes());
     }
     conn.send(&message(OFPT_SET_ASYNC, 2, &body)?)?;
-    conn.echo(3)?;
+    conn.send(&message(OFPT_SET_CONFIG, 3, &[0, 0, 0xff, 0xff])?)?;
+    conn.echo(4)?;
     Ok(conn)
 }
 

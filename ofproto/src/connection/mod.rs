@@ -35,12 +35,15 @@ use flowtable::action::{port, N_TABLES};
 use flowtable::FlowMod;
 use parking_lot::Mutex;
 use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use tracing::{debug, warn};
 
 /// OFPC_FRAG_MASK: the only SET_CONFIG flags OpenFlow 1.3 defines (OVS's
 /// nx-match value 3 included).
 const FRAG_MASK: u16 = 3;
+/// OFP_DEFAULT_MISS_SEND_LEN: a controller connection's until it sets one.
+const DEFAULT_MISS_SEND_LEN: u16 = 128;
 
 /// Bytes read from the socket at a time (at least one maximum-size
 /// OpenFlow message).
@@ -68,6 +71,12 @@ pub(crate) struct Connection<R: Read> {
     peer: String,
     role: ConnRole,
     async_config: Arc<Mutex<AsyncConfig>>,
+    /// SET_CONFIG's miss_send_len, this connection's own (as in OVS).
+    miss_send_len: Arc<AtomicU16>,
+    /// A connection someone opened to the switch (not one to a
+    /// controller): it gets asynchronous messages only while its
+    /// miss_send_len is not zero.
+    service: bool,
     /// Taken when the peer's HELLO is accepted, not before: HELLO must be
     /// the first message on the wire, and a PORT_STATUS or PACKET_IN
     /// raised while the connection is being set up would otherwise
@@ -83,8 +92,11 @@ pub(crate) struct Connection<R: Read> {
 
 impl<R: Read> Connection<R> {
     /// A connection someone opened to the switch (ovs-ofctl, a passive
-    /// controller): no asynchronous messages until it asks with SET_ASYNC,
-    /// as OVS treats its service connections.
+    /// controller): as OVS treats its service connections, its
+    /// miss_send_len starts at 0 and it gets no asynchronous message
+    /// until a SET_CONFIG makes it nonzero (`ovs-ofctl monitor br0
+    /// 65534`); from then on those its async configuration selects (the
+    /// specification's defaults until a SET_ASYNC).
     pub(crate) fn new<W: Write + Send + 'static>(
         reader: R,
         writer: W,
@@ -93,12 +105,14 @@ impl<R: Read> Connection<R> {
     ) -> Self {
         let writer: SharedWriter = Arc::new(Mutex::new(Box::new(writer)));
         let role = bridge.roles().register();
-        let async_config = Arc::new(Mutex::new(AsyncConfig::NONE));
+        let async_config = Arc::new(Mutex::new(AsyncConfig::default()));
         Connection {
             reader: io::BufReader::with_capacity(READ_BUFFER, reader),
             writer,
             role,
             async_config,
+            miss_send_len: Arc::new(AtomicU16::new(0)),
+            service: true,
             subscription: None,
             probed: false,
             version: OFP_VERSION,
@@ -129,7 +143,9 @@ impl<R: Read> Connection<R> {
     /// asynchronous messages.
     pub(crate) fn for_controller(mut self) -> Self {
         self.probed = true;
-        *self.async_config.lock() = AsyncConfig::default();
+        self.service = false;
+        self.miss_send_len
+            .store(DEFAULT_MISS_SEND_LEN, Ordering::Relaxed);
         self
     }
 
@@ -246,14 +262,15 @@ impl<R: Read> Connection<R> {
                 Ok(Message::Hello { bitmap })
                     if versions::negotiate(h.version, bitmap) == Some(self.version) =>
                 {
-                    // Every version subscribes (flow monitors); 1.4/1.5
-                    // connections never get other asynchronous messages,
-                    // as their SET_ASYNC is refused and they start with none.
+                    // Every version subscribes; the notifier encodes for
+                    // each connection's version.
                     if self.subscription.is_none() {
                         self.subscription = Some(self.bridge.notifier().subscribe(
                             self.writer.clone(),
                             &self.role,
                             self.async_config.clone(),
+                            self.service.then(|| self.miss_send_len.clone()),
+                            self.version,
                         ));
                     }
                     Ok(Next::Continue)
@@ -401,17 +418,18 @@ impl<R: Read> Connection<R> {
                 self.send(&Message::FeaturesReply(f).emit(xid))
             }
             Message::GetConfigRequest => {
-                let c = self.bridge.config();
+                let c = SwitchConfig {
+                    flags: self.bridge.frag_flags(),
+                    miss_send_len: self.miss_send_len.load(Ordering::Relaxed),
+                };
                 self.send(&Message::GetConfigReply(c).emit(xid))
             }
             Message::SetConfig(c) => {
                 if c.flags & !FRAG_MASK != 0 {
                     return self.send_ofp_error((err::SWITCH_CONFIG_FAILED, 0), xid, raw);
                 }
-                self.bridge.set_config(SwitchConfig {
-                    flags: c.flags,
-                    miss_send_len: c.miss_send_len,
-                });
+                self.bridge.set_frag_flags(c.flags);
+                self.miss_send_len.store(c.miss_send_len, Ordering::Relaxed);
                 Ok(())
             }
             Message::RoleRequest(m) => match self.role.request(m.role, m.generation_id) {
@@ -497,7 +515,10 @@ impl<R: Read> Connection<R> {
                             .into_iter()
                             .find(|p| p.port_no == pm.port_no);
                         if let Some(p) = changed {
-                            self.bridge.notifier().port_status(port_reason::MODIFY, p);
+                            let source = self.subscription.as_ref().map(Subscription::id);
+                            self.bridge
+                                .notifier()
+                                .port_status_from(port_reason::MODIFY, p, source);
                         }
                         Ok(())
                     }

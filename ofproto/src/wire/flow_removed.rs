@@ -61,6 +61,25 @@ impl FlowRemoved {
         })
     }
 
+    /// OpenFlow 1.5's body: the counters follow the match, as OXS
+    /// statistics (duration, packets, bytes, as OVS sends them).
+    pub fn emit_v15(&self, out: &mut Vec<u8>) {
+        out.put_u8(self.table_id);
+        out.put_u8(self.reason);
+        out.put_u16(self.priority);
+        out.put_u16(self.idle_timeout);
+        out.put_u16(self.hard_timeout);
+        out.put_u64(self.cookie);
+        emit_match(&self.matching, out);
+        super::stats15::put_stats(
+            out,
+            Some(self.duration),
+            self.packet_count,
+            self.byte_count,
+            None,
+        );
+    }
+
     pub fn emit(&self, out: &mut Vec<u8>) {
         out.put_u64(self.cookie);
         out.put_u16(self.priority);

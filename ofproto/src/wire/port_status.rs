@@ -20,6 +20,13 @@ pub struct PortStatus {
 }
 
 impl PortStatus {
+    /// OpenFlow 1.4/1.5's body: the port is described with properties.
+    pub fn emit_v14(&self, out: &mut Vec<u8>) {
+        out.put_u8(self.reason);
+        out.put_zeros(7);
+        out.extend_from_slice(&super::multipart::port_desc_entry_v14(&self.port));
+    }
+
     pub fn parse(body: &[u8]) -> Result<PortStatus, WireError> {
         let mut r = Reader::new(body, Ctx::Request, "port status");
         let reason = r.u8()?;

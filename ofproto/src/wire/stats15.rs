@@ -25,7 +25,7 @@ mod oxs {
 }
 
 /// Appends an `ofp_stats` with the fields given, padded to 8 bytes.
-fn put_stats(
+pub(crate) fn put_stats(
     out: &mut Vec<u8>,
     duration: Option<Duration>,
     packets: u64,
