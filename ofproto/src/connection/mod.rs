@@ -17,13 +17,14 @@
 //! another interval passes without any message it hangs up (the caller
 //! reconnects), as OVS's rconn does.
 
+mod later;
 mod stats;
 
 use crate::bridge::Bridge;
 use crate::bundle::Bundles;
 use crate::notify::{SharedWriter, Subscription};
 use crate::roles::ConnRole;
-use crate::versions::{self, Route};
+use crate::versions;
 use crate::wire::header::msg_type;
 use crate::wire::message::{capabilities, AsyncConfig, Features, RoleMsg, SwitchConfig};
 use crate::wire::packet_io::PacketOut;
@@ -294,77 +295,9 @@ impl<R: Read> Connection<R> {
         }
         let mut h = *h;
         if self.version != OFP_VERSION {
-            match versions::route(self.version, h.msg_type, body) {
-                Route::AsOf13 => h.version = OFP_VERSION,
-                Route::Bundle { control } => {
-                    let out = self.bundles.handle_standard(
-                        &self.bridge,
-                        h.xid,
-                        control,
-                        body,
-                        raw,
-                        self.version,
-                    );
-                    for m in out {
-                        self.send(&m)?;
-                    }
-                    return Ok(Next::Continue);
-                }
-                Route::PortDesc15 { port_no } => {
-                    self.port_desc_v15(h.xid, port_no)?;
-                    return Ok(Next::Continue);
-                }
-                Route::FlowMod15 => {
-                    let dialect = crate::wire::action::Dialect::Of15;
-                    let m =
-                        crate::wire::mods::parse_flow_mod_in(body, dialect).map(Message::FlowMod);
-                    return self.serve_decoded(h.xid, m, raw);
-                }
-                Route::PacketOut15 => {
-                    let m =
-                        crate::wire::packet_io::PacketOut::parse_v15(body).map(Message::PacketOut);
-                    return self.serve_decoded(h.xid, m, raw);
-                }
-                Route::PortMod14 => {
-                    let m = crate::wire::port14::parse_port_mod(body).map(Message::PortMod);
-                    return self.serve_decoded(h.xid, m, raw);
-                }
-                Route::GroupMod15 => {
-                    let m = crate::wire::group15::parse_group_mod(body).map(Message::GroupMod);
-                    return self.serve_decoded(h.xid, m, raw);
-                }
-                Route::GroupDesc15 { group_id } => {
-                    self.group_desc_v15(h.xid, group_id)?;
-                    return Ok(Next::Continue);
-                }
-                Route::TableMod14 => {
-                    let m = crate::wire::table14::parse_table_mod(body).map(|(table_id, s)| {
-                        Message::TableMod(crate::wire::features::TableMod {
-                            table_id,
-                            config: 0,
-                            settings: Some(s),
-                        })
-                    });
-                    return self.serve_decoded(h.xid, m, raw);
-                }
-                Route::FlowMonitor14 => {
-                    return match crate::wire::monitor::parse_of14(body.get(8..).unwrap_or(&[])) {
-                        Ok(reqs) => self.flow_monitor(h.xid, reqs, raw).map(|()| Next::Continue),
-                        Err(e) => self.send_error(&e, h.xid, raw).map(|()| Next::Continue),
-                    };
-                }
-                Route::TableDesc14 => {
-                    self.table_desc(h.xid)?;
-                    return Ok(Next::Continue);
-                }
-                Route::QueueDesc14 { port_no, queue_id } => {
-                    self.queue_desc(h.xid, port_no, queue_id, raw)?;
-                    return Ok(Next::Continue);
-                }
-                Route::Refuse(e) => {
-                    self.send_error(&e, h.xid, raw)?;
-                    return Ok(Next::Continue);
-                }
+            match self.serve_later(&h, body, raw)? {
+                Some(next) => return Ok(next),
+                None => h.version = OFP_VERSION,
             }
         }
         match Message::parse(&h, body) {
