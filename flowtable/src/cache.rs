@@ -48,8 +48,10 @@
 //! the entry and reach the shared atomics in [`FlowCache::flush`], on
 //! eviction, and on invalidation. The owner decides how often to flush
 //! (the engine: when idle, before answering a statistics request, and
-//! every 20 ms under load); crediting an entry is a dozen atomic adds, so
-//! flushing after every batch would cost about as much as the hits.
+//! every 20 ms under load); crediting an entry is two atomic adds per flow
+//! or group it matched (table lookups are summed over the whole flush and
+//! added once per table, see `TableTally`), so flushing after every batch
+//! would still cost about as much as the hits.
 //!
 //! Cost: a hit is one hash of the key, up to two key compares and a copy
 //! of a few actions; no allocation, no atomic operation. A megaflow hit
@@ -63,7 +65,7 @@
 //! [`Pipeline`] replica.
 
 pub use crate::attribution::Attribution;
-use crate::attribution::{credit, TableVisit};
+use crate::attribution::{credit, credit_tallied, TableTally, TableVisit};
 use crate::group::Group;
 use crate::key::FlowKey;
 use crate::megaflow::{MegaEntry, Megaflows, DEFAULT_MEGAFLOWS};
@@ -589,15 +591,23 @@ impl FlowCache {
         })
     }
 
-    /// Adds every entry's pending hits to the shared counters.
+    /// Adds every entry's pending hits to the shared counters (the
+    /// tables' once per table, see `TableTally`).
     pub fn flush(&mut self) {
+        let mut tally = TableTally::default();
         for idx in self.dirty.drain(..) {
             let idx = idx as usize;
             if let (Some(h), Some(cold)) = (self.hot.get_mut(idx), self.cold.get(idx)) {
-                flush_slot(h, cold, &self.tables);
+                if h.pending_packets > 0 {
+                    let (packets, bytes) = (h.pending_packets, h.pending_bytes);
+                    credit_tallied(&cold.counters, cold.visits(), &mut tally, packets, bytes);
+                    h.pending_packets = 0;
+                    h.pending_bytes = 0;
+                }
                 h.dirty = false;
             }
         }
+        tally.apply(&self.tables);
         self.megaflows.flush(&self.tables);
     }
 
