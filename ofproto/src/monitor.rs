@@ -19,7 +19,9 @@
 //! Events as OVS reports them: a new flow is ADDED (also one that replaced
 //! a flow with the same match and priority, whose removal is not
 //! reported); a MODIFY that changed the instructions or the cookie is
-//! MODIFIED; a flow taken out is REMOVED with its reason. Updates are
+//! MODIFIED; a flow taken out is REMOVED with its reason (within one
+//! change list, a bundle's, a flow deleted and another added with the same
+//! match and priority read as that replacement). Updates are
 //! always sent in full: OVS abbreviates a connection's own changes to the
 //! xid of its request unless the monitor asked for ONLY_OWN, which the
 //! specification allows but does not require. Monitoring is never
@@ -207,7 +209,7 @@ impl FlowMonitors {
                 }
             }
             if q.command != Command::Delete {
-                fresh.push(monitors.len());
+                fresh.push(q.id);
                 monitors.push(q);
             }
         }
@@ -215,7 +217,8 @@ impl FlowMonitors {
         // that reports it asked for them.
         let mut initial: Vec<(Arc<Rule>, bool)> = Vec::new();
         let mut seen: HashMap<u64, usize> = HashMap::new();
-        for m in fresh.iter().filter_map(|&i| monitors.get(i)) {
+        // By id: a later command of the same request may have removed one.
+        for m in monitors.iter().filter(|m| fresh.contains(&m.id)) {
             if m.flags & flags::INITIAL == 0 {
                 continue;
             }
@@ -425,6 +428,19 @@ mod tests {
         bad.filter.table_id = 254;
         let e = add(1, vec![bad]).unwrap_err();
         assert_eq!(e.ofp_error(), (err::BAD_REQUEST, err::BRC_BAD_TABLE_ID));
+    }
+
+    #[test]
+    fn a_request_may_add_one_monitor_and_delete_another() {
+        let (m, tables, sink, w) = setup();
+        m.request(3, &w, 5, 1, vec![everything(1, f::ADD)], &tables)
+            .unwrap();
+        let del = watch(1, Command::Delete, 0, FlowFilter::default());
+        let both = vec![everything(2, f::INITIAL | f::ADD), del];
+        m.request(3, &w, 5, 2, both, &tables).unwrap();
+        m.flush();
+        // Monitor 2's initial flow, after monitor 1's empty reply.
+        assert_eq!(events_written(&sink), [0]);
     }
 
     #[test]

@@ -99,6 +99,17 @@ pub enum Dialect {
     Of15,
 }
 
+impl Dialect {
+    /// The dialect of OpenFlow `version` (1.4 writes actions as 1.3).
+    pub fn of(version: u8) -> Dialect {
+        if version == crate::versions::OFP15_VERSION {
+            Dialect::Of15
+        } else {
+            Dialect::Of13
+        }
+    }
+}
+
 /// Decodes a whole action list.
 pub fn parse_actions(bytes: &[u8]) -> Result<Vec<Action>, WireError> {
     parse_list(bytes, 0, Dialect::Of13)

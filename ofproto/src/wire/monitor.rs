@@ -25,7 +25,6 @@ use super::action::Dialect;
 use super::instruction::emit_instructions_in;
 use super::oxm::{emit_match, parse_match};
 use super::{Ctx, Put, Reader, WireError, ONF_VENDOR_ID};
-use crate::versions::OFP15_VERSION;
 use flowtable::{FlowFilter, Rule};
 
 /// The ONF extension's experimenter type for flow monitor requests,
@@ -255,9 +254,7 @@ pub fn emit_requests(version: u8, reqs: &[MonitorRequest], out: &mut Vec<u8>) {
             out.put_u32(f.out_port);
             out.put_u8(f.table_id);
             out.put_zeros(3);
-            let m = out.len();
-            emit_match(&f.matching, out);
-            let match_len = u16::from_be_bytes([out[m + 2], out[m + 3]]);
+            let match_len = emit_match_len(&f.matching, out);
             out.patch_u16(start + 6, match_len);
         } else {
             out.put_u32(q.id);
@@ -311,9 +308,7 @@ pub fn append_update(
         out.put_u8(rule.table_id);
         out.put_u8(0);
         out.put_u64(rule.cookie);
-        let m = out.len();
-        emit_match(&rule.matching, out);
-        let match_len = u16::from_be_bytes([out[m + 2], out[m + 3]]);
+        let match_len = emit_match_len(&rule.matching, out);
         out.patch_u16(start + 12, match_len);
         if instructions {
             emit_instructions_in(&rule.instructions, ip_proto, Dialect::Of13, out);
@@ -336,16 +331,20 @@ pub fn append_update(
         out.put_u64(rule.cookie);
         emit_match(&rule.matching, out);
         if instructions {
-            let dialect = if version == OFP15_VERSION {
-                Dialect::Of15
-            } else {
-                Dialect::Of13
-            };
-            emit_instructions_in(&rule.instructions, ip_proto, dialect, out);
+            emit_instructions_in(&rule.instructions, ip_proto, Dialect::of(version), out);
         }
     }
     let len = super::len16(out, start);
     out.patch_u16(start, len);
+}
+
+/// Encodes `m` as an `ofp_match` and returns its length without the
+/// padding (what the ONF extension's `match_len` fields hold).
+fn emit_match_len(m: &flowtable::Match, out: &mut Vec<u8>) -> u16 {
+    let start = out.len();
+    emit_match(m, out);
+    out.get(start + 2..start + 4)
+        .map_or(0, |l| u16::from_be_bytes([l[0], l[1]]))
 }
 
 /// The prefix of a reply's multipart body before its updates: for 1.3
