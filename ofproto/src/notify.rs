@@ -32,7 +32,7 @@ use crate::wire::header::msg_type;
 use crate::wire::message::{role, AsyncConfig};
 use crate::wire::packet_io::PacketIn;
 use crate::wire::port_status::PortStatus;
-use crate::wire::{HeaderRepr, Message, HEADER_LEN, OFP_VERSION};
+use crate::wire::{HeaderRepr, Message, OFP_VERSION};
 use flowtable::flow_mod::flow_mod_flags;
 use flowtable::Rule;
 use parking_lot::Mutex;
@@ -141,7 +141,7 @@ impl Notifier {
             if version == OFP15_VERSION {
                 let mut body = Vec::with_capacity(96);
                 fr.emit_v15(&mut body);
-                framed(msg_type::FLOW_REMOVED, &body)
+                HeaderRepr::framed(msg_type::FLOW_REMOVED, 0, &body)
             } else {
                 Message::FlowRemoved(fr.clone()).emit(0)
             }
@@ -175,7 +175,7 @@ impl Notifier {
             } else {
                 let mut body = Vec::with_capacity(80);
                 ps.emit_v14(&mut body);
-                framed(msg_type::PORT_STATUS, &body)
+                HeaderRepr::framed(msg_type::PORT_STATUS, 0, &body)
             }
         };
         let skip = |id: u64, s: &Subscriber| Some(id) == source && s.version < OFP15_VERSION;
@@ -230,19 +230,4 @@ impl Notifier {
         }
         sent
     }
-}
-
-/// A whole message of type `ty` around `body` (OpenFlow 1.3's header, its
-/// version relabelled by the sender).
-fn framed(ty: u8, body: &[u8]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(HEADER_LEN + body.len());
-    HeaderRepr {
-        version: OFP_VERSION,
-        msg_type: ty,
-        length: u16::try_from(HEADER_LEN + body.len()).unwrap_or(u16::MAX),
-        xid: 0,
-    }
-    .emit(&mut m);
-    m.extend_from_slice(body);
-    m
 }

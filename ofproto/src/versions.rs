@@ -43,11 +43,11 @@
 //! eviction and vacancy settings and the TABLE_DESC multipart that
 //! reports them; QUEUE_DESC (no queue is listed, as for 1.3's queue
 //! requests); FLOW_MONITOR (`wire::monitor`, which also serves 1.3's ONF
-//! extension). Refused: GET/SET_ASYNC.
+//! extension); GET/SET_ASYNC with properties (`wire::async14`).
 //! Asynchronous messages reach a 1.4/1.5 connection, as any service
 //! connection, once its SET_CONFIG sets a nonzero miss_send_len (`ovs-ofctl
-//! -O OpenFlow15 monitor br0 65534`), with the specification's default
-//! selection (SET_ASYNC is refused); `notify.rs` encodes them for the
+//! -O OpenFlow15 monitor br0 65534`), with OVS's 1.4 default selection
+//! until a SET_ASYNC; `notify.rs` encodes them for the
 //! connection's version (1.4's PORT_STATUS with port properties, 1.5's
 //! FLOW_REMOVED with OXS statistics; PACKET_IN is 1.3's).
 
@@ -85,9 +85,13 @@ pub(crate) enum Route {
     /// Decode and serve it with the OpenFlow 1.3 codec.
     AsOf13,
     /// A standard bundle message: control (`true`) or add.
-    Bundle { control: bool },
+    Bundle {
+        control: bool,
+    },
     /// OpenFlow 1.5's PORT_DESC request, for one port or ANY.
-    PortDesc15 { port_no: u32 },
+    PortDesc15 {
+        port_no: u32,
+    },
     /// OpenFlow 1.5's GROUP_MOD (see `wire::group15`).
     GroupMod15,
     /// OpenFlow 1.5's FLOW_MOD: 1.3's layout, instructions in 1.5's
@@ -99,15 +103,24 @@ pub(crate) enum Route {
     /// dialect.
     PacketOut15,
     /// OpenFlow 1.5's GROUP_DESC request, for one group or ALL.
-    GroupDesc15 { group_id: u32 },
+    GroupDesc15 {
+        group_id: u32,
+    },
     /// OpenFlow 1.4/1.5's TABLE_MOD, with properties (see `wire::table14`).
     TableMod14,
     /// OpenFlow 1.4/1.5's TABLE_DESC request.
     TableDesc14,
     /// OpenFlow 1.4/1.5's FLOW_MONITOR request (see `wire::monitor`).
     FlowMonitor14,
+    /// OpenFlow 1.4/1.5's GET_ASYNC_REQUEST and SET_ASYNC (properties,
+    /// see `wire::async14`).
+    GetAsync14,
+    SetAsync14,
     /// OpenFlow 1.4/1.5's QUEUE_DESC request.
-    QueueDesc14 { port_no: u32, queue_id: u32 },
+    QueueDesc14 {
+        port_no: u32,
+        queue_id: u32,
+    },
     /// Refuse it with this error.
     Refuse(WireError),
 }
@@ -137,6 +150,12 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
         | msg_type::ROLE_REQUEST => Route::AsOf13,
         msg_type::PORT_MOD => Route::PortMod14,
         msg_type::TABLE_MOD => Route::TableMod14,
+        msg_type::GET_ASYNC_REQUEST if body.is_empty() => Route::GetAsync14,
+        msg_type::GET_ASYNC_REQUEST => Route::Refuse(WireError::BadRequest(
+            err::BRC_BAD_LEN,
+            "get async request with a body".into(),
+        )),
+        msg_type::SET_ASYNC => Route::SetAsync14,
         msg_type::PACKET_OUT if v14 => Route::AsOf13,
         msg_type::PACKET_OUT => Route::PacketOut15,
         msg_type::FLOW_MOD => match importance(body) {
@@ -292,8 +311,17 @@ mod tests {
         );
         assert_eq!(route(5, msg_type::PORT_MOD, &[]), Route::PortMod14);
         assert_eq!(route(5, msg_type::TABLE_MOD, &[]), Route::TableMod14);
-        assert!(matches!(
+        assert_eq!(
             route(5, msg_type::GET_ASYNC_REQUEST, &[]),
+            Route::GetAsync14
+        );
+        assert_eq!(route(6, msg_type::SET_ASYNC, &[0; 8]), Route::SetAsync14);
+        assert!(matches!(
+            route(5, msg_type::GET_ASYNC_REQUEST, &[0; 8]),
+            Route::Refuse(WireError::BadRequest(err::BRC_BAD_LEN, _))
+        ));
+        assert!(matches!(
+            route(5, msg_type::GROUP_MOD + 100, &[]),
             Route::Refuse(WireError::BadRequest(err::BRC_BAD_TYPE, _))
         ));
         assert_eq!(

@@ -255,11 +255,6 @@ fn comparable(line: &str) -> String {
 #[test]
 fn a_monitor_with_a_miss_send_len_gets_async_messages_like_ovs() -> Result<()> {
     let peers = Peers::with_openflow15()?;
-    peers.both_ok(&[
-        "add-flow",
-        BRIDGE,
-        "table=0,priority=9,in_port=1,actions=controller",
-    ])?;
     for version in ["OpenFlow13", "OpenFlow15"] {
         // The flow monitor of an unused table is there to say when the
         // monitor is ready: its reply follows the SET_CONFIG of `65534`
@@ -310,6 +305,106 @@ fn a_monitor_with_a_miss_send_len_gets_async_messages_like_ovs() -> Result<()> {
         if x != o {
             return Err(HarnessError::Unexpected(format!(
                 "{version}: the monitors printed different things\n--- xbr:\n{}\n--- OVS:\n{}",
+                x.join("\n"),
+                o.join("\n")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `ovs-appctl ofctl/send HEX` through a running monitor: the switch's
+/// answer is printed by the monitor.
+fn send_through(m: &Monitor, rundir: &std::path::Path, hex: &str) -> Result<()> {
+    let ctl = rundir.join(format!("ovs-ofctl.{}.ctl", m.child.id()));
+    let out = Command::new("ovs-appctl")
+        .arg("-t")
+        .arg(&ctl)
+        .args(["ofctl/send", hex])
+        .output()
+        .map_err(|e| HarnessError::Unexpected(format!("ovs-appctl: {e}")))?;
+    if !out.status.success() {
+        return Err(HarnessError::Unexpected(format!(
+            "ovs-appctl ofctl/send {hex}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(())
+}
+
+fn message_hex(version: u8, ty: u8, xid: u32, body: &[u8]) -> String {
+    let len = u16::try_from(8 + body.len()).unwrap();
+    let mut m = vec![version, ty];
+    m.extend_from_slice(&len.to_be_bytes());
+    m.extend_from_slice(&xid.to_be_bytes());
+    m.extend_from_slice(body);
+    m.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One OpenFlow 1.4 async config property.
+fn async_prop(ty: u16, mask: u32) -> Vec<u8> {
+    let mut p = ty.to_be_bytes().to_vec();
+    p.extend_from_slice(&8u16.to_be_bytes());
+    p.extend_from_slice(&mask.to_be_bytes());
+    p
+}
+
+#[test]
+fn async_configuration_in_later_versions_like_ovs() -> Result<()> {
+    const GET_ASYNC_REQUEST: u8 = 26;
+    const SET_ASYNC: u8 = 28;
+    let peers = Peers::with_openflow15()?;
+    // Everything the monitor prints but OVS's log lines.
+    let keep = |l: &str| !l.contains('|');
+    for (version, v) in [("OpenFlow14", 5u8), ("OpenFlow15", 6)] {
+        let pair = monitors(&peers, version, &["watch:table=200"], keep)?;
+        for m in &pair {
+            m.wait_for(1, "the monitor's set-up")?;
+        }
+        let mut set = async_prop(1, 0x1);
+        set.extend(async_prop(4, 0x4));
+        set.extend(async_prop(9, 0x18));
+        let steps = [
+            message_hex(v, GET_ASYNC_REQUEST, 0x71, &[]),
+            message_hex(v, SET_ASYNC, 0x72, &set),
+            message_hex(v, GET_ASYNC_REQUEST, 0x73, &[]),
+            // Reasons the version does not define; an unknown property.
+            message_hex(v, SET_ASYNC, 0x74, &async_prop(1, 0x40)),
+            message_hex(v, SET_ASYNC, 0x75, &async_prop(12, 0)),
+        ];
+        for (m, rundir) in pair
+            .iter()
+            .zip([peers.xbr.rundir().to_path_buf(), peers.ovs.rundir()])
+        {
+            for hex in &steps {
+                send_through(m, &rundir, hex)?;
+            }
+            // Two replies and two errors after the set-up.
+            m.wait_for(5, version)?;
+        }
+        let [x, o] = pair;
+        let (x, o) = (x.stop(), o.stop());
+        // An error is followed by the request it echoes (xbr 64 bytes of
+        // it, OVS all of it): compared up to there.
+        let comparable = |lines: &[String]| -> Vec<String> {
+            let mut out = Vec::new();
+            let mut in_echo = false;
+            for l in lines {
+                if l.starts_with("OFPT_ERROR") {
+                    in_echo = true;
+                    out.push(l.clone());
+                } else if l.starts_with("OFPT_GET_ASYNC_REPLY") || l.starts_with("OFPST_") {
+                    in_echo = false;
+                    out.push(l.clone());
+                } else if !in_echo {
+                    out.push(l.clone());
+                }
+            }
+            out
+        };
+        if comparable(&x) != comparable(&o) {
+            return Err(HarnessError::Unexpected(format!(
+                "{version}: different answers\n--- xbr:\n{}\n--- OVS:\n{}",
                 x.join("\n"),
                 o.join("\n")
             )));

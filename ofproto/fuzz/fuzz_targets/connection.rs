@@ -90,7 +90,8 @@ const BUNDLE_CONTROL_14: u8 = 33;
 const BUNDLE_FAILED_14: u16 = 17;
 /// OFPET_BAD_PROPERTY (1.4 on): 1.4 port and table mods, 1.5 buckets.
 const BAD_PROPERTY_14: u16 = 14;
-/// OFPET_FLOW_MONITOR_FAILED (1.4 on).
+/// OFPET_ASYNC_CONFIG_FAILED and OFPET_FLOW_MONITOR_FAILED (1.4 on).
+const ASYNC_CONFIG_FAILED_14: u16 = 15;
 const FLOW_MONITOR_FAILED_14: u16 = 16;
 
 /// Checks one message the switch sent on a connection that negotiated
@@ -109,11 +110,25 @@ fn check_reply(msg: &[u8], version: u8) {
         t::HELLO | t::ECHO_REPLY | t::FEATURES_REPLY | t::GET_CONFIG_REPLY | t::BARRIER_REPLY => {
             Message::parse(&h, body).unwrap_or_else(|e| panic!("reply {msg:02x?}: {e}"));
         }
+        t::ROLE_REPLY | t::QUEUE_GET_CONFIG_REPLY | t::GET_ASYNC_REPLY
+            if version == OFP_VERSION =>
+        {
+            Message::parse(&h, body).unwrap_or_else(|e| panic!("reply {msg:02x?}: {e}"));
+        }
+        // 1.4's: role as 1.3's; async config as twelve 8-byte properties.
+        t::ROLE_REPLY => assert_eq!(body.len(), 16, "role reply {msg:02x?}"),
+        t::GET_ASYNC_REPLY => assert_eq!(body.len(), 96, "async reply {msg:02x?}"),
         t::ERROR => match Message::parse(&h, body) {
             Ok(Message::Error { ty, .. }) => assert!(
                 ty <= 13
                     || (version != OFP_VERSION
-                        && [BAD_PROPERTY_14, FLOW_MONITOR_FAILED_14, BUNDLE_FAILED_14].contains(&ty)),
+                        && [
+                        BAD_PROPERTY_14,
+                        ASYNC_CONFIG_FAILED_14,
+                        FLOW_MONITOR_FAILED_14,
+                        BUNDLE_FAILED_14,
+                    ]
+                    .contains(&ty)),
                 "error type {ty}: {msg:02x?}"
             ),
             // ONF's (bundles) or Nicira's (1.3's flow monitors).

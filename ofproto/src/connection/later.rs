@@ -5,11 +5,23 @@
 
 use super::{Connection, Next};
 use crate::versions::{self, Route};
-use crate::wire::header::HeaderRepr;
+use crate::wire::async14::AsyncConfig14;
+use crate::wire::header::{msg_type, HeaderRepr};
 use crate::wire::Message;
 use std::io::{self, Read};
 
 impl<R: Read> Connection<R> {
+    /// The connection's whole asynchronous configuration as 1.4 states it.
+    fn async_config14(&self) -> AsyncConfig14 {
+        let [role_status_mask, table_status_mask, requestforward_mask] = self.async_added;
+        AsyncConfig14 {
+            base: *self.async_config.lock(),
+            role_status_mask,
+            table_status_mask,
+            requestforward_mask,
+        }
+    }
+
     /// Serves a message of a 1.4/1.5 connection whose encoding is not
     /// 1.3's; `None` for one the 1.3 codec serves (the caller relabels
     /// its header).
@@ -73,6 +85,27 @@ impl<R: Read> Connection<R> {
             Route::FlowMonitor14 => {
                 match crate::wire::monitor::parse_of14(body.get(8..).unwrap_or(&[])) {
                     Ok(reqs) => self.flow_monitor(h.xid, reqs, raw)?,
+                    Err(e) => self.send_error(&e, h.xid, raw)?,
+                }
+                Ok(Some(Next::Continue))
+            }
+            Route::GetAsync14 => {
+                let mut body = Vec::with_capacity(96);
+                self.async_config14().emit(&mut body);
+                let reply = HeaderRepr::framed(msg_type::GET_ASYNC_REPLY, h.xid, &body);
+                self.send(&reply)?;
+                Ok(Some(Next::Continue))
+            }
+            Route::SetAsync14 => {
+                match self.async_config14().with_set_async(body) {
+                    Ok(c) => {
+                        *self.async_config.lock() = c.base;
+                        self.async_added = [
+                            c.role_status_mask,
+                            c.table_status_mask,
+                            c.requestforward_mask,
+                        ];
+                    }
                     Err(e) => self.send_error(&e, h.xid, raw)?,
                 }
                 Ok(Some(Next::Continue))

@@ -72,6 +72,10 @@ pub(crate) struct Connection<R: Read> {
     peer: String,
     role: ConnRole,
     async_config: Arc<Mutex<AsyncConfig>>,
+    /// The masks of the kinds of asynchronous message OpenFlow 1.4 added
+    /// (role status, table status, requestforward: see `wire::async14`),
+    /// which xbr never sends.
+    async_added: [[u32; 2]; 3],
     /// SET_CONFIG's miss_send_len, this connection's own (as in OVS).
     miss_send_len: Arc<AtomicU16>,
     /// A connection someone opened to the switch (not one to a
@@ -112,6 +116,7 @@ impl<R: Read> Connection<R> {
             writer,
             role,
             async_config,
+            async_added: [[0; 2]; 3],
             miss_send_len: Arc::new(AtomicU16::new(0)),
             service: true,
             subscription: None,
@@ -264,8 +269,13 @@ impl<R: Read> Connection<R> {
                     if versions::negotiate(h.version, bitmap) == Some(self.version) =>
                 {
                     // Every version subscribes; the notifier encodes for
-                    // each connection's version.
+                    // each connection's version. 1.4 on start from their
+                    // version's defaults (OVS's).
                     if self.subscription.is_none() {
+                        if self.version != OFP_VERSION {
+                            *self.async_config.lock() =
+                                crate::wire::async14::AsyncConfig14::later_default().base;
+                        }
                         self.subscription = Some(self.bridge.notifier().subscribe(
                             self.writer.clone(),
                             &self.role,

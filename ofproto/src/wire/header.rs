@@ -86,6 +86,21 @@ pub struct HeaderRepr {
 }
 
 impl HeaderRepr {
+    /// A whole message of type `ty` around `body`, with OpenFlow 1.3's
+    /// header (a connection speaking another version relabels it).
+    pub fn framed(ty: u8, xid: u32, body: &[u8]) -> Vec<u8> {
+        let mut m = Vec::with_capacity(HEADER_LEN + body.len());
+        HeaderRepr {
+            version: super::OFP_VERSION,
+            msg_type: ty,
+            length: u16::try_from(HEADER_LEN + body.len()).unwrap_or(u16::MAX),
+            xid,
+        }
+        .emit(&mut m);
+        m.extend_from_slice(body);
+        m
+    }
+
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> Self {
         HeaderRepr {
             version: h.version(),

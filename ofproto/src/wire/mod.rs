@@ -10,6 +10,7 @@
 pub mod action;
 mod action15;
 mod action_nx;
+pub mod async14;
 pub mod features;
 pub mod fields;
 pub mod flow_removed;
@@ -139,6 +140,8 @@ pub mod err {
     pub const BPC_BAD_LEN: u16 = 1;
     pub const BPC_BAD_VALUE: u16 = 2;
 
+    /// OFPET_ASYNC_CONFIG_FAILED (OpenFlow 1.4 on).
+    pub const ASYNC_CONFIG_FAILED: u16 = 15;
     /// OFPET_FLOW_MONITOR_FAILED (OpenFlow 1.4 on).
     pub const FLOW_MONITOR_FAILED: u16 = 16;
 
@@ -171,6 +174,9 @@ pub enum WireError {
     /// OFPET_FLOW_MONITOR_FAILED (OpenFlow 1.4 on).
     #[error("bad flow monitor request: {1}")]
     FlowMonitor(u16, String),
+    /// OFPET_ASYNC_CONFIG_FAILED (OpenFlow 1.4 on).
+    #[error("bad async config: {1}")]
+    AsyncConfig(u16, String),
     /// A Nicira experimenter error (OpenFlow 1.3's flow monitor errors).
     #[error("bad request (Nicira extension): {1}")]
     Nicira(u16, String),
@@ -193,6 +199,7 @@ impl WireError {
             WireError::MeterMod(c, _) => (err::METER_MOD_FAILED, *c),
             WireError::TableMod(c, _) => (err::TABLE_MOD_FAILED, *c),
             WireError::FlowMonitor(c, _) => (err::FLOW_MONITOR_FAILED, *c),
+            WireError::AsyncConfig(c, _) => (err::ASYNC_CONFIG_FAILED, *c),
             // Sent as an experimenter error with Nicira's id (`error_for`).
             WireError::Nicira(c, _) => (err::EXPERIMENTER, *c),
             WireError::BadProperty(c, _) => (err::BAD_PROPERTY, *c),
