@@ -137,6 +137,8 @@ pub struct DpShared {
 /// A controller's packet to inject (PACKET_OUT).
 pub struct PacketOutRequest {
     pub in_port: u32,
+    /// Pipeline fields the packet starts with (OpenFlow 1.5).
+    pub metadata: Vec<(flowtable::Field, u64)>,
     pub actions: Vec<Action>,
     pub data: Vec<u8>,
 }
@@ -413,6 +415,7 @@ impl Datapath for DpShared {
     fn packet_out(
         &self,
         in_port: u32,
+        metadata: Vec<(flowtable::Field, u64)>,
         actions: Vec<Action>,
         data: Vec<u8>,
     ) -> Result<(), PacketOutError> {
@@ -422,6 +425,7 @@ impl Datapath for DpShared {
         self.packet_outs
             .try_send(PacketOutRequest {
                 in_port,
+                metadata,
                 actions,
                 data,
             })

@@ -368,6 +368,7 @@ fn packet_out_runs_its_actions_and_controller_copies_are_queued() {
     rig.shared
         .packet_out(
             1,
+            Vec::new(),
             vec![
                 out(flowtable::action::port::TABLE),
                 out(flowtable::action::port::IN_PORT),
@@ -382,6 +383,26 @@ fn packet_out_runs_its_actions_and_controller_copies_are_queued() {
         upcalls.try_recv().is_ok(),
         "the table's controller action ran too"
     );
+    // OpenFlow 1.5's packet metadata: the packet starts with reg0=2,
+    // which its action outputs to.
+    rig.shared
+        .packet_out(
+            1,
+            vec![(flowtable::Field::Reg(0), 2)],
+            vec![Action::OutputReg {
+                src: flowtable::SubField {
+                    field: flowtable::Field::Reg(0),
+                    ofs: 0,
+                    nbits: 32,
+                },
+                max_len: 0,
+            }],
+            frame.clone(),
+        )
+        .expect("queued");
+    rig.engine.round();
+    assert_eq!(rig.sent(2), vec![frame.clone()]);
+    assert!(rig.sent(1).is_empty());
     assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }
 

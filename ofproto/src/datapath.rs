@@ -87,11 +87,13 @@ pub trait Datapath: Send + Sync + 'static {
     /// (barrier semantics).
     fn sync(&self, seq: u64);
     /// Injects a controller's packet (PACKET_OUT): `data` as if received
-    /// on `in_port`, run through `actions`. Returns when it is queued;
-    /// the packet threads execute it between batches.
+    /// on `in_port` with the pipeline fields `metadata` set (OpenFlow
+    /// 1.5), run through `actions`. Returns when it is queued; the packet
+    /// threads execute it between batches.
     fn packet_out(
         &self,
         in_port: u32,
+        metadata: Vec<(flowtable::Field, u64)>,
         actions: Vec<Action>,
         data: Vec<u8>,
     ) -> Result<(), PacketOutError>;

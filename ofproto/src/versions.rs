@@ -38,8 +38,8 @@
 //! entries (1.4 on) and its 1.5 request; 1.5's GROUP_MOD and GROUP_DESC
 //! (bucket ids and properties), FLOW_DESC and AGGREGATE replies (OXS
 //! statistics) and its action dialect (masked set_field, copy_field, the
-//! meter action), PACKET_OUT (in_port in a match; other packet metadata
-//! is refused). New in 1.4, served by `wire::table14`: TABLE_MOD's
+//! meter action), PACKET_OUT (in_port and other pipeline fields in a
+//! match); 1.5 matches registers as OFPXMC_PACKET_REGS (`wire::oxm`). New in 1.4, served by `wire::table14`: TABLE_MOD's
 //! eviction and vacancy settings and the TABLE_DESC multipart that
 //! reports them; QUEUE_DESC (no queue is listed, as for 1.3's queue
 //! requests); FLOW_MONITOR (`wire::monitor`, which also serves 1.3's ONF

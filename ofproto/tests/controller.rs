@@ -454,6 +454,7 @@ fn bad_packet_outs_are_refused() {
         Message::PacketOut(PacketOut {
             buffer_id,
             in_port,
+            metadata: Vec::new(),
             actions: vec![],
             data: vec![0; 60],
         })

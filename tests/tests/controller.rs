@@ -244,6 +244,7 @@ fn a_controller_forwards_through_packet_in_and_packet_out() -> Result<()> {
                 let po = PacketOut {
                     buffer_id: ofproto::wire::NO_BUFFER,
                     in_port,
+                    metadata: Vec::new(),
                     actions: vec![Action::Output {
                         port: out,
                         max_len: 0,

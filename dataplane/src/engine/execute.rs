@@ -306,6 +306,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             buf.copy_from_slice(&req.data);
             let mut key = FlowKey::zero();
             let layers = packet::extract(self.frames.bytes(addr, len), req.in_port, &mut key);
+            for &(field, value) in &req.metadata {
+                key.set(field, value);
+            }
             self.pipeline
                 .xlate_actions(&key, len, &req.actions, &mut self.xlate);
             if let Some(r) = self.execute(req.in_port, Desc { addr, len }, layers, 0) {

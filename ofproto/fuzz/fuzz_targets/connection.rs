@@ -66,6 +66,7 @@ impl Datapath for TwoPorts {
     fn packet_out(
         &self,
         _: u32,
+        _: Vec<(flowtable::Field, u64)>,
         _: Vec<flowtable::Action>,
         _: Vec<u8>,
     ) -> Result<(), ofproto::PacketOutError> {

@@ -524,7 +524,7 @@ impl<R: Read> Connection<R> {
         match self
             .bridge
             .datapath()
-            .packet_out(po.in_port, po.actions, po.data)
+            .packet_out(po.in_port, po.metadata, po.actions, po.data)
         {
             Ok(()) => Ok(()),
             Err(e) => {

@@ -259,6 +259,13 @@ impl<'a> Reader<'a> {
         ))
     }
 
+    /// The next 16-bit value, not consumed.
+    pub(crate) fn peek_u16(&self) -> Option<u16> {
+        self.buf
+            .get(self.pos..self.pos + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    }
+
     pub(crate) fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }

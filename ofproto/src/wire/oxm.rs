@@ -27,6 +27,10 @@ pub const OXM_CLASS_OPENFLOW_BASIC: u16 = 0x8000;
 pub const OXM_CLASS_NXM1: u16 = 0x0001;
 /// Nicira's OpenFlow 1.0 fields (NXM0).
 pub const OXM_CLASS_NXM0: u16 = 0x0000;
+/// OFPXMC_PACKET_REGS (OpenFlow 1.5): 64-bit registers, each holding two
+/// of xbr's (and OVS's) 32-bit ones, the even-numbered in the high half.
+/// `ovs-ofctl -O OpenFlow15` matches registers this way.
+pub const OXM_CLASS_PACKET_REGS: u16 = 0x8001;
 
 pub use super::fields::{FieldHeader, HEADERS};
 use super::fields::{Prereq, B, O};
@@ -253,6 +257,10 @@ pub fn parse_oxms(bytes: &[u8]) -> Result<Match, WireError> {
     let mut m = Match::catch_all();
     let mut used: Vec<&'static FieldHeader> = Vec::new();
     while !r.is_empty() {
+        if r.peek_u16() == Some(OXM_CLASS_PACKET_REGS) {
+            parse_packet_reg(&mut r, &mut m)?;
+            continue;
+        }
         let tlv = parse_tlv(&mut r)?;
         let fh = tlv.header;
         if !fh.in_match {
@@ -293,6 +301,47 @@ pub fn parse_oxms(bytes: &[u8]) -> Result<Match, WireError> {
     }
     check_prereqs(&m, &used)?;
     Ok(m)
+}
+
+/// One OFPXMC_PACKET_REGS field of a match: the two 32-bit registers it
+/// holds, each matched where its half of the mask has bits.
+fn parse_packet_reg(r: &mut Reader<'_>, m: &mut Match) -> Result<(), WireError> {
+    let hdr = r.u32()?;
+    let field = (hdr >> 9) & 0x7f;
+    let masked = hdr & 0x100 != 0;
+    let len = hdr & 0xff;
+    let bad = |code, detail: String| WireError::BadMatch(code, detail);
+    let n = u8::try_from(field).ok().filter(|n| *n < 4).ok_or_else(|| {
+        bad(
+            err::BMC_BAD_FIELD,
+            format!("packet register {field} (xbr has 0-3)"),
+        )
+    })?;
+    if len != if masked { 16 } else { 8 } {
+        return Err(bad(
+            err::BMC_BAD_LEN,
+            format!("packet register {n} has length {len}"),
+        ));
+    }
+    let value = r.u64()?;
+    let mask = if masked { r.u64()? } else { u64::MAX };
+    if value & !mask != 0 {
+        return Err(bad(
+            err::BMC_BAD_WILDCARDS,
+            format!("packet register {n} value {value:#x} outside its mask {mask:#x}"),
+        ));
+    }
+    for (reg, shift) in [(2 * n, 32), (2 * n + 1, 0)] {
+        let (v, mk) = ((value >> shift) as u32, (mask >> shift) as u32);
+        if mk == 0 {
+            continue;
+        }
+        if m.get(Field::Reg(reg)).1 != 0 {
+            return Err(bad(err::BMC_DUP_FIELD, format!("reg{reg} appears twice")));
+        }
+        m.set_masked(Field::Reg(reg), u64::from(v), u64::from(mk));
+    }
+    Ok(())
 }
 
 fn check_prereqs(m: &Match, used: &[&'static FieldHeader]) -> Result<(), WireError> {

@@ -88,8 +88,26 @@ impl PacketIn {
 pub struct PacketOut {
     pub buffer_id: u32,
     pub in_port: u32,
+    /// OpenFlow 1.5's packet metadata besides in_port: pipeline fields
+    /// (tunnel, metadata, registers) the packet starts with, each value
+    /// with its mask applied; empty from 1.3.
+    pub metadata: Vec<(Field, u64)>,
     pub actions: Vec<Action>,
     pub data: Vec<u8>,
+}
+
+/// Whether a packet-out may set `field` (OVS's "pipeline fields": what
+/// the switch, not the packet, gives a packet).
+fn is_pipeline_field(field: Field) -> bool {
+    matches!(
+        field,
+        Field::InPort
+            | Field::TunId
+            | Field::TunSrc
+            | Field::TunDst
+            | Field::Metadata
+            | Field::Reg(_)
+    )
 }
 
 impl PacketOut {
@@ -103,14 +121,16 @@ impl PacketOut {
         Ok(PacketOut {
             buffer_id,
             in_port,
+            metadata: Vec::new(),
             actions,
             data: r.rest().to_vec(),
         })
     }
 
     /// Decodes OpenFlow 1.5's body: buffer id, actions length, then the
-    /// packet's metadata as a match (xbr takes `in_port` alone, which
-    /// must be there), the actions in 1.5's dialect and the frame.
+    /// packet's metadata as a match (in_port, which must be there, and
+    /// other pipeline fields; anything else is refused with
+    /// OFPBMC_BAD_FIELD), the actions in 1.5's dialect and the frame.
     pub fn parse_v15(body: &[u8]) -> Result<PacketOut, WireError> {
         let mut r = Reader::new(body, Ctx::Request, "packet out");
         let buffer_id = r.u32()?;
@@ -123,18 +143,24 @@ impl PacketOut {
                 "OpenFlow 1.5 packet-out without in_port".into(),
             ));
         };
-        let mut only_port = Match::catch_all();
-        only_port.set_exact(Field::InPort, in_port);
-        if metadata != only_port {
-            return Err(WireError::BadMatch(
-                super::err::BMC_BAD_FIELD,
-                "packet-out metadata other than in_port is not supported".into(),
-            ));
+        let mut fields = Vec::new();
+        for field in metadata.fields() {
+            if !is_pipeline_field(field) {
+                return Err(WireError::BadMatch(
+                    super::err::BMC_BAD_FIELD,
+                    format!("{field:?} in packet-out metadata (only pipeline fields)"),
+                ));
+            }
+            if field != Field::InPort {
+                let (value, mask) = metadata.get(field);
+                fields.push((field, value & mask));
+            }
         }
         let actions = parse_actions_in(r.bytes(actions_len)?, Dialect::Of15)?;
         Ok(PacketOut {
             buffer_id,
             in_port: in_port as u32,
+            metadata: fields,
             actions,
             data: r.rest().to_vec(),
         })
@@ -148,6 +174,9 @@ impl PacketOut {
         out.put_zeros(2);
         let mut metadata = Match::catch_all();
         metadata.set_exact(Field::InPort, u64::from(self.in_port));
+        for &(field, value) in &self.metadata {
+            metadata.set_exact(field, value);
+        }
         emit_match(&metadata, out);
         let start = out.len();
         emit_actions_in(&self.actions, None, Dialect::Of15, out);
@@ -178,6 +207,7 @@ mod tests_v15 {
         PacketOut {
             buffer_id: NO_BUFFER,
             in_port: 3,
+            metadata: Vec::new(),
             actions: vec![Action::Output {
                 port: 2,
                 max_len: 0,
@@ -200,7 +230,7 @@ mod tests_v15 {
     }
 
     #[test]
-    fn metadata_other_than_in_port_is_refused() {
+    fn packet_metadata_is_pipeline_fields_only() {
         let body = |m: &Match| {
             let mut out = vec![0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
             emit_match(m, &mut out);
@@ -209,7 +239,20 @@ mod tests_v15 {
         let mut tunnel = Match::catch_all();
         tunnel.set_exact(Field::InPort, 3);
         tunnel.set_exact(Field::TunId, 9);
-        for m in [Match::catch_all(), tunnel] {
+        tunnel.set_masked(Field::Reg(2), 0x1234, 0xff);
+        let po = PacketOut::parse_v15(&body(&tunnel)).unwrap();
+        let mut got = po.metadata.clone();
+        got.sort_by_key(|(f, _)| format!("{f:?}"));
+        assert_eq!(got, vec![(Field::Reg(2), 0x34), (Field::TunId, 9)]);
+        // What it emits reads back the same.
+        let mut again = Vec::new();
+        po.emit_v15(&mut again);
+        assert_eq!(PacketOut::parse_v15(&again).unwrap().metadata.len(), 2);
+        let mut eth = Match::catch_all();
+        eth.set_exact(Field::InPort, 3);
+        eth.set_exact(Field::EthType, 0x800);
+        // No in_port; a field the packet itself carries.
+        for m in [Match::catch_all(), eth] {
             let e = PacketOut::parse_v15(&body(&m)).unwrap_err();
             assert_eq!(
                 e.ofp_error(),

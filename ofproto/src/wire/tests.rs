@@ -520,3 +520,38 @@ fn set_field_of_ports_keeps_the_flows_protocol() {
         }
     }
 }
+
+/// What `ovs-ofctl -O OpenFlow15 add-flow br0 reg0=5,reg1=0x7/0xf,...`
+/// sends: one masked packet register holding both.
+#[test]
+fn openflow15_packet_registers_match_two_registers() {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0x8001_0110u32.to_be_bytes());
+    b.extend_from_slice(&0x0000_0005_0000_0007u64.to_be_bytes());
+    b.extend_from_slice(&0xffff_ffff_0000_000fu64.to_be_bytes());
+    let m = super::oxm::parse_oxms(&b).unwrap();
+    assert_eq!(m.get(Field::Reg(0)), (5, 0xffff_ffff));
+    assert_eq!(m.get(Field::Reg(1)), (7, 0xf));
+    // A half with no mask bits is not matched; xreg3 is reg6 and reg7.
+    let mut b = Vec::new();
+    b.extend_from_slice(&0x8001_0608u32.to_be_bytes());
+    b.extend_from_slice(&9u64.to_be_bytes());
+    let m = super::oxm::parse_oxms(&b).unwrap();
+    assert_eq!(
+        (m.get(Field::Reg(6)), m.get(Field::Reg(7))),
+        ((0, u64::from(u32::MAX)), (9, u64::from(u32::MAX)))
+    );
+    let err_of = |bytes: &[u8]| super::oxm::parse_oxms(bytes).unwrap_err().ofp_error();
+    // Beyond xbr's registers; a value outside its mask; reg0 twice.
+    assert_eq!(
+        err_of(&[0x80, 0x01, 0x08, 0x08, 0, 0, 0, 0, 0, 0, 0, 0]).1,
+        err::BMC_BAD_FIELD
+    );
+    let mut outside = vec![0x80, 0x01, 0x01, 0x10];
+    outside.extend_from_slice(&0x1_0000_0000u64.to_be_bytes());
+    outside.extend_from_slice(&0xffu64.to_be_bytes());
+    assert_eq!(err_of(&outside).1, err::BMC_BAD_WILDCARDS);
+    let mut twice = vec![0x80, 0x01, 0x00, 0x08, 0, 0, 0, 1, 0, 0, 0, 0];
+    twice.extend_from_slice(&[0x00, 0x01, 0x00, 0x04, 0, 0, 0, 1]);
+    assert_eq!(err_of(&twice).1, err::BMC_DUP_FIELD);
+}

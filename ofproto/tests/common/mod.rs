@@ -127,11 +127,15 @@ impl Datapath for MemDatapath {
     fn packet_out(
         &self,
         in_port: u32,
+        metadata: Vec<(Field, u64)>,
         actions: Vec<Action>,
         data: Vec<u8>,
     ) -> Result<(), PacketOutError> {
         let mut key = FlowKey::zero();
         key.set(Field::InPort, u64::from(in_port));
+        for (field, value) in metadata {
+            key.set(field, value);
+        }
         let mut x = Xlate::new();
         self.replica
             .lock()
