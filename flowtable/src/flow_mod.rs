@@ -148,6 +148,30 @@ pub struct FlowFilter {
     pub matching: Match,
 }
 
+impl FlowFilter {
+    /// Whether the filter selects `rule`: in its table (or any), with
+    /// its cookie bits, outputting to its port and group (when named),
+    /// and matching nothing the filter's match does not.
+    pub fn selects(&self, rule: &crate::rule::Rule) -> bool {
+        self.selects_as(rule, None)
+    }
+
+    /// [`FlowFilter::selects`], where the port condition also holds if
+    /// `before` (the flow before a modification) output there, as OVS's
+    /// flow monitors count a flow whose actions changed.
+    pub fn selects_as(&self, rule: &crate::rule::Rule, before: Option<&crate::rule::Rule>) -> bool {
+        use crate::action::{group, port, TABLE_ALL};
+        let outputs = |r: &crate::rule::Rule| {
+            self.out_port == port::ANY || r.instructions.outputs_to(self.out_port)
+        };
+        (self.table_id == TABLE_ALL || self.table_id == rule.table_id)
+            && rule.cookie & self.cookie_mask == self.cookie & self.cookie_mask
+            && (outputs(rule) || before.is_some_and(outputs))
+            && (self.out_group == group::ANY || rule.instructions.uses_group(self.out_group))
+            && rule.matching.is_subset_of(&self.matching)
+    }
+}
+
 impl Default for FlowFilter {
     fn default() -> Self {
         FlowFilter {

@@ -143,13 +143,6 @@ fn cookie_matches(rule: &Rule, cookie: u64, mask: u64) -> bool {
     rule.cookie & mask == cookie & mask
 }
 
-fn filter_matches(rule: &Rule, f: &FlowFilter) -> bool {
-    cookie_matches(rule, f.cookie, f.cookie_mask)
-        && (f.out_port == port::ANY || rule.instructions.outputs_to(f.out_port))
-        && (f.out_group == group_no::ANY || rule.instructions.uses_group(f.out_group))
-        && rule.matching.is_subset_of(&f.matching)
-}
-
 /// Whether some packet matches both (same-priority overlap, CHECK_OVERLAP).
 fn overlaps(a: &Match, b: &Match) -> bool {
     let (av, am, bv, bm) = (a.value(), a.mask(), b.value(), b.mask());
@@ -212,7 +205,7 @@ impl FlowTables {
         let mut out = Vec::new();
         for t in self.selected_tables(filter.table_id) {
             let start = out.len();
-            out.extend(t.iter().filter(|r| filter_matches(r, filter)).cloned());
+            out.extend(t.iter().filter(|r| filter.selects(r)).cloned());
             out[start..].sort_by(|a, b| b.priority.cmp(&a.priority).then(a.id.cmp(&b.id)));
         }
         out

@@ -107,9 +107,15 @@ impl AsyncConfig14 {
 
     /// The GET_ASYNC_REPLY (or SET_ASYNC) body: all twelve properties.
     pub fn emit(&self, out: &mut Vec<u8>) {
-        let mut c = *self;
-        for kind in 0..KINDS {
-            let masks = c.masks(kind).map_or([0, 0], |m| *m);
+        let kinds = [
+            self.base.packet_in_mask,
+            self.base.port_status_mask,
+            self.base.flow_removed_mask,
+            self.role_status_mask,
+            self.table_status_mask,
+            self.requestforward_mask,
+        ];
+        for (kind, masks) in kinds.into_iter().enumerate() {
             for (ty, mask) in [(2 * kind, masks[1]), (2 * kind + 1, masks[0])] {
                 out.put_u16(ty as u16);
                 out.put_u16(8);

@@ -103,16 +103,7 @@ impl MonitorRequest {
     /// table and outputs to its port and group (or, for a change of
     /// actions, did before, given as `old`).
     pub fn selects(&self, update: u16, rule: &Rule, old: Option<&Rule>) -> bool {
-        let f = &self.filter;
-        let outputs = |r: &Rule| {
-            f.out_port == flowtable::action::port::ANY || r.instructions.outputs_to(f.out_port)
-        };
-        self.flags & update != 0
-            && (f.table_id == flowtable::action::TABLE_ALL || f.table_id == rule.table_id)
-            && (outputs(rule) || old.is_some_and(outputs))
-            && (f.out_group == flowtable::action::group::ANY
-                || rule.instructions.uses_group(f.out_group))
-            && rule.matching.is_subset_of(&f.matching)
+        self.flags & update != 0 && self.filter.selects_as(rule, old)
     }
 }
 
