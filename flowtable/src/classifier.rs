@@ -197,12 +197,18 @@ impl Subtable {
             inline: g.inline(),
             rules: Bucket::One(rule),
         };
-        // A slot's rules have its value: rehashing gathers it from them.
+        // Rehashing takes a slot's value from its inline words when they
+        // hold all of it (the usual case; no visit to the rule, which at
+        // 100k flows is a cache miss per slot), else from its first rule.
         self.buckets.insert_unique(h, slot, |s| {
-            hash(
-                hasher,
-                &gather(words, mask, s.rules.first().matching.value()),
-            )
+            if words.len() <= INLINE_WORDS {
+                hasher.hash_one(&s.inline[..words.len()])
+            } else {
+                hash(
+                    hasher,
+                    &gather(words, mask, s.rules.first().matching.value()),
+                )
+            }
         });
     }
 

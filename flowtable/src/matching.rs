@@ -160,10 +160,17 @@ impl Match {
     /// Checks OpenFlow prerequisites (OF1.3 §7.2.3.6, as OVS enforces them):
     /// L3 fields need the `eth_type` that carries them, L4 fields an IP
     /// protocol that carries them, ND fields the ICMPv6 type of their
-    /// message. Returns the first field whose prerequisite is missing.
+    /// message. Returns the first field (in [`Field::ALL`]'s order) whose
+    /// prerequisite is missing.
+    ///
+    /// Runs twice per flow-mod (decode and insert), so it reads what the
+    /// match pins once and looks only at the fields that have a
+    /// prerequisite: the naive loop over every field was a quarter of the
+    /// time xbr spent loading a 100k-flow bundle.
     pub fn check_prerequisites(&self) -> Result<(), MatchError> {
-        for field in Field::ALL {
-            if self.mask.get(field) != 0 && !self.prerequisites_met(field) {
+        let pinned = Pinned::of(self);
+        for (field, word, bits) in CONDITIONAL_BITS {
+            if self.mask.words[word] & bits != 0 && !pinned.met(field) {
                 return Err(MatchError::MissingPrerequisite(field));
             }
         }
@@ -177,8 +184,80 @@ impl Match {
     /// interpretation (the check runs over every field whose bits are
     /// masked, so `arp_spa` is also seen as `nw_src`).
     pub fn prerequisites_met(&self, field: Field) -> bool {
-        let eth_type = self.exact(Field::EthType).map(|v| v as u16);
-        let proto = self.exact(Field::IpProto).map(|v| v as u8);
+        Pinned::of(self).met(field)
+    }
+}
+
+/// The fields [`Pinned::met`] may refuse (every other field is always
+/// available), in [`Field::ALL`]'s order.
+const CONDITIONAL_FIELDS: [Field; 33] = [
+    Field::IpProto,
+    Field::ArpOp,
+    Field::IpSrc,
+    Field::IpDst,
+    Field::ArpSpa,
+    Field::ArpTpa,
+    Field::ArpSha,
+    Field::ArpTha,
+    Field::IpDscp,
+    Field::IpEcn,
+    Field::IpTtl,
+    Field::IpFrag,
+    Field::TpSrc,
+    Field::TpDst,
+    Field::IcmpType,
+    Field::IcmpCode,
+    Field::Ipv6SrcLow,
+    Field::Ipv6SrcHigh,
+    Field::Ipv6DstLow,
+    Field::Ipv6DstHigh,
+    Field::Ipv6Label,
+    Field::Ipv6Exthdr,
+    Field::Icmpv6Type,
+    Field::Icmpv6Code,
+    Field::NdTargetLow,
+    Field::NdTargetHigh,
+    Field::NdSll,
+    Field::NdTll,
+    Field::MplsLabel,
+    Field::MplsTc,
+    Field::MplsBos,
+    Field::MplsTtl,
+    Field::PbbIsid,
+];
+
+/// Each of [`CONDITIONAL_FIELDS`] with the key word and bits it occupies,
+/// worked out at compile time.
+const CONDITIONAL_BITS: [(Field, usize, u64); CONDITIONAL_FIELDS.len()] = {
+    let mut out = [(Field::InPort, 0, 0); CONDITIONAL_FIELDS.len()];
+    let mut i = 0;
+    while i < out.len() {
+        let field = CONDITIONAL_FIELDS[i];
+        let layout = field.layout();
+        out[i] = (field, layout.word, field.full_mask() << layout.shift);
+        i += 1;
+    }
+    out
+};
+
+/// What a match pins exactly among the fields prerequisites depend on.
+struct Pinned {
+    eth_type: Option<u16>,
+    proto: Option<u8>,
+    icmp6_type: Option<u8>,
+}
+
+impl Pinned {
+    fn of(m: &Match) -> Self {
+        Pinned {
+            eth_type: m.exact(Field::EthType).map(|v| v as u16),
+            proto: m.exact(Field::IpProto).map(|v| v as u8),
+            icmp6_type: m.exact(Field::Icmpv6Type).map(|v| v as u8),
+        }
+    }
+
+    fn met(&self, field: Field) -> bool {
+        let (eth_type, proto) = (self.eth_type, self.proto);
         let is_ipv4 = eth_type == Some(ETH_TYPE_IPV4);
         let is_ipv6 = eth_type == Some(ETH_TYPE_IPV6);
         let is_ip = is_ipv4 || is_ipv6;
@@ -190,9 +269,8 @@ impl Match {
         );
         let is_icmp = is_ipv4 && proto == Some(IP_PROTO_ICMP);
         let is_icmp6 = is_ipv6 && proto == Some(IP_PROTO_ICMPV6);
-        let icmp6_type = self.exact(Field::Icmpv6Type).map(|v| v as u8);
-        let nd_ns = is_icmp6 && icmp6_type == Some(ICMPV6_ND_NS);
-        let nd_na = is_icmp6 && icmp6_type == Some(ICMPV6_ND_NA);
+        let nd_ns = is_icmp6 && self.icmp6_type == Some(ICMPV6_ND_NS);
+        let nd_na = is_icmp6 && self.icmp6_type == Some(ICMPV6_ND_NA);
         match field {
             Field::IpSrc | Field::IpDst | Field::ArpSpa | Field::ArpTpa => is_ipv4 || is_arp,
             Field::IpProto | Field::ArpOp => is_ip || is_arp,
@@ -222,6 +300,15 @@ impl Match {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conditional_fields_are_exactly_those_a_catch_all_lacks() {
+        let lacking: Vec<Field> = Field::ALL
+            .into_iter()
+            .filter(|&f| !Pinned::of(&Match::catch_all()).met(f))
+            .collect();
+        assert_eq!(lacking, CONDITIONAL_FIELDS.to_vec());
+    }
 
     #[test]
     fn masked_values_are_normalised() {
