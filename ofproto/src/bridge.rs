@@ -15,7 +15,7 @@
 //! encode outside it.
 
 use crate::datapath::Datapath;
-use crate::monitor::FlowMonitors;
+use crate::monitor::{FlowMonitors, Origin};
 use crate::notify::{Notifier, SharedWriter};
 use crate::roles::Roles;
 use crate::wire::features::{TableMod, TABLE_ALL, TABLE_MAX};
@@ -83,6 +83,20 @@ impl Bridge {
         &self.dp
     }
 
+    /// Queues one change list for the flow monitors; `origin` is the
+    /// connection and xid of the single request that made it.
+    fn queue_monitors(&self, changes: &[Change], origin: Option<(u64, u32)>, why: u8) {
+        let marks;
+        let origin = match origin {
+            Some((conn, xid)) => {
+                marks = [(changes.len(), xid)];
+                Some(Origin { conn, xids: &marks })
+            }
+            None => None,
+        };
+        self.monitors().queue(changes, origin, &|_| why);
+    }
+
     fn publish(&self, changes: Vec<Change>) {
         if !changes.is_empty() {
             let seq = self.dp.publish(changes);
@@ -90,22 +104,29 @@ impl Bridge {
         }
     }
 
-    pub fn flow_mod(&self, fm: &FlowMod) -> Result<(), FlowModError> {
+    /// Applies a flow-mod; `origin`, the connection and xid of its
+    /// request, lets that connection's flow monitors abbreviate it.
+    pub fn flow_mod(&self, fm: &FlowMod, origin: Option<(u64, u32)>) -> Result<(), FlowModError> {
         let mut st = self.state.lock();
         let changes = st.tables.flow_mod(fm)?;
         let gone = deleted(&changes);
-        self.monitors().queue(&changes, &|_| reason::DELETE);
+        self.queue_monitors(&changes, origin, reason::DELETE);
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::DELETE);
         Ok(())
     }
 
-    pub fn group_mod(&self, gm: &GroupMod) -> Result<(), GroupModError> {
+    /// Applies a group-mod (`origin` as for [`Bridge::flow_mod`]).
+    pub fn group_mod(
+        &self,
+        gm: &GroupMod,
+        origin: Option<(u64, u32)>,
+    ) -> Result<(), GroupModError> {
         let mut st = self.state.lock();
         let changes = st.tables.group_mod(gm)?;
         let gone = deleted(&changes);
-        self.monitors().queue(&changes, &|_| reason::GROUP_DELETE);
+        self.queue_monitors(&changes, origin, reason::GROUP_DELETE);
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::GROUP_DELETE);
@@ -115,23 +136,39 @@ impl Bridge {
     /// Deleting a meter deletes its flows; OpenFlow 1.3 has no removal
     /// reason for that (1.4's METER_DELETE), so they are reported as
     /// deleted, as OVS reports them to 1.3 controllers.
-    pub fn meter_mod(&self, mm: &MeterMod) -> Result<(), MeterModError> {
+    pub fn meter_mod(
+        &self,
+        mm: &MeterMod,
+        origin: Option<(u64, u32)>,
+    ) -> Result<(), MeterModError> {
         let mut st = self.state.lock();
         let changes = st.tables.meter_mod(mm)?;
         let gone = deleted(&changes);
-        self.monitors().queue(&changes, &|_| reason::DELETE);
+        self.queue_monitors(&changes, origin, reason::DELETE);
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::DELETE);
         Ok(())
     }
 
-    /// All or nothing (ONF bundle commit).
-    pub fn apply_batch(&self, mods: &[PipelineMod]) -> Result<(), (usize, ModError)> {
+    /// All or nothing (ONF bundle commit). `origin`: the committing
+    /// connection and the xid of each mod's message, for its flow
+    /// monitors (see [`Bridge::flow_mod`]).
+    pub fn apply_batch(
+        &self,
+        mods: &[PipelineMod],
+        origin: Option<(u64, &[u32])>,
+    ) -> Result<(), (usize, ModError)> {
         let mut st = self.state.lock();
-        let changes = st.tables.apply_batch(mods)?;
+        let mut ends = Vec::new();
+        let changes = st.tables.apply_batch_marked(mods, &mut ends)?;
         let gone = deleted(&changes);
-        self.monitors().queue(&changes, &|_| reason::DELETE);
+        let marks: Vec<(usize, u32)> = match origin {
+            Some((_, xids)) => ends.into_iter().zip(xids.iter().copied()).collect(),
+            None => Vec::new(),
+        };
+        let origin = origin.map(|(conn, _)| Origin { conn, xids: &marks });
+        self.monitors().queue(&changes, origin, &|_| reason::DELETE);
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::DELETE);
@@ -156,7 +193,7 @@ impl Bridge {
             changes.extend(st.tables.expire(r));
         }
         let why: HashMap<u64, u8> = doomed.iter().map(|(r, why)| (r.id, *why)).collect();
-        self.monitors().queue(&changes, &|r| {
+        self.monitors().queue(&changes, None, &|r| {
             why.get(&r.id).copied().unwrap_or(reason::DELETE)
         });
         self.publish(changes);

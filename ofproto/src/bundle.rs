@@ -62,6 +62,15 @@ struct Bundle {
     msgs: Vec<(u32, Vec<u8>, PipelineMod)>,
 }
 
+/// Where a connection's bundles are committed: its bridge, and the
+/// connection's flow-monitor id (for its own monitors to abbreviate the
+/// commit, see `monitor.rs`; none before HELLO).
+#[derive(Clone, Copy)]
+pub(crate) struct CommitTo<'a> {
+    pub bridge: &'a Bridge,
+    pub conn: Option<u64>,
+}
+
 /// The open bundles of one connection.
 #[derive(Default)]
 pub(crate) struct Bundles {
@@ -144,18 +153,18 @@ fn be_u16(b: &[u8], at: usize) -> Option<u16> {
 }
 
 impl Bundles {
-    /// Handles one ONF experimenter message (`data` follows exp_type);
-    /// returns the messages to send, in order.
+    /// Handles one ONF experimenter message (`data` follows exp_type) of
+    /// a connection; returns the messages to send, in order.
     pub(crate) fn handle(
         &mut self,
-        bridge: &Bridge,
+        to: CommitTo,
         xid: u32,
         exp_type: u32,
         data: &[u8],
         raw: &[u8],
     ) -> Vec<Vec<u8>> {
         match exp_type {
-            ONFT_BUNDLE_CONTROL => self.control(bridge, xid, data, raw, Framing::Onf),
+            ONFT_BUNDLE_CONTROL => self.control(to, xid, data, raw, Framing::Onf),
             ONFT_BUNDLE_ADD_MESSAGE => self.add(xid, data, raw, Framing::Onf),
             _ => {
                 let e =
@@ -169,7 +178,7 @@ impl Bundles {
     /// header) on a connection speaking `version`.
     pub(crate) fn handle_standard(
         &mut self,
-        bridge: &Bridge,
+        to: CommitTo,
         xid: u32,
         control: bool,
         body: &[u8],
@@ -178,7 +187,7 @@ impl Bundles {
     ) -> Vec<Vec<u8>> {
         let framing = Framing::Standard(version);
         if control {
-            self.control(bridge, xid, body, raw, framing)
+            self.control(to, xid, body, raw, framing)
         } else {
             self.add(xid, body, raw, framing)
         }
@@ -186,7 +195,7 @@ impl Bundles {
 
     fn control(
         &mut self,
-        bridge: &Bridge,
+        to: CommitTo,
         xid: u32,
         data: &[u8],
         raw: &[u8],
@@ -240,14 +249,18 @@ impl Bundles {
                     .into_iter()
                     .map(|(x, bytes, m)| ((x, bytes), m))
                     .unzip();
-                match bridge.apply_batch(&mods) {
+                let mxids: Vec<u32> = xids.iter().map(|(x, _)| *x).collect();
+                match to
+                    .bridge
+                    .apply_batch(&mods, to.conn.map(|c| (c, &mxids[..])))
+                {
                     Ok(()) => {
                         // The reply says the bundle is in force: wait for
                         // the packet threads (and the XDP cache's
                         // invalidation) as a barrier would. ovs-ofctl's
                         // own barrier goes before the commit, and the
                         // agent acts on the reply.
-                        bridge.barrier();
+                        to.bridge.barrier();
                         vec![framing.control_reply(xid, id, ctrl::COMMIT_REPLY, flags)]
                     }
                     Err((i, e)) => {

@@ -21,12 +21,14 @@
 //! reported); a MODIFY that changed the instructions or the cookie is
 //! MODIFIED; a flow taken out is REMOVED with its reason (within one
 //! change list, a bundle's, a flow deleted and another added with the same
-//! match and priority read as that replacement). Updates are
-//! always sent in full: OVS abbreviates a connection's own changes to the
-//! xid of its request unless the monitor asked for ONLY_OWN, which the
-//! specification allows but does not require. Monitoring is never
-//! paused (no PAUSED/RESUMED): the queue is written out after every
-//! change.
+//! match and priority read as that replacement). A connection's own
+//! changes, those of its flow-mods and bundle commits ([`Origin`]), are
+//! abbreviated as OVS abbreviates them: unless one of the monitors that
+//! selected a change set ONLY_OWN (`ovs-ofctl monitor`'s default; `!own`
+//! clears it), the connection gets one ABBREV update per change list,
+//! with the xid of the request that made its first selected change,
+//! instead of the full updates. Monitoring is never paused (no
+//! PAUSED/RESUMED): the queue is written out after every change.
 //!
 //! Cost: one atomic load per change list while nobody monitors; else one
 //! pass over the change list per monitoring connection, under the table
@@ -36,8 +38,8 @@ use crate::notify::SharedWriter;
 use crate::versions;
 use crate::wire::features::{TABLE_ALL, TABLE_MAX};
 use crate::wire::monitor::{
-    append_update, flags, mo_err, monitor_error, nx_err, reply_type_and_prefix, Command, Event,
-    MonitorRequest,
+    append_abbrev, append_update, flags, mo_err, monitor_error, nx_err, reply_type_and_prefix,
+    Command, Event, MonitorRequest,
 };
 use crate::wire::multipart::pack_replies_with;
 use crate::wire::{err, WireError};
@@ -64,11 +66,35 @@ pub struct FlowMonitors {
     watching: AtomicUsize,
 }
 
-/// A change to report, with the flow as it was before a modification.
+/// Who made a change list: connection `conn` (its monitor id, see
+/// [`FlowMonitors::request`]), by requests whose xids `xids` gives as
+/// `(end, xid)`, ascending: the changes before index `end` not claimed by
+/// an earlier pair were made by request `xid` (one pair for a flow-mod,
+/// one per message for a bundle commit).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Origin<'a> {
+    pub conn: u64,
+    pub xids: &'a [(usize, u32)],
+}
+
+impl Origin<'_> {
+    /// The xid of the request that made change `index`.
+    fn xid_of(&self, index: usize) -> u32 {
+        self.xids
+            .iter()
+            .find(|(end, _)| index < *end)
+            .or(self.xids.last())
+            .map_or(0, |(_, xid)| *xid)
+    }
+}
+
+/// A change to report, with the flow as it was before a modification
+/// and the change's index in its list.
 struct FlowEvent<'a> {
     event: Event,
     rule: &'a Rule,
     old: Option<&'a Rule>,
+    index: usize,
 }
 
 impl FlowEvent<'_> {
@@ -108,7 +134,7 @@ fn events<'a>(changes: &'a [Change], reason: &dyn Fn(&Rule) -> u8) -> Vec<FlowEv
         })
         .collect();
     let mut out = Vec::new();
-    for c in changes {
+    for (index, c) in changes.iter().enumerate() {
         match c {
             Change::AddRule(r) => match removed.get(&r.id) {
                 Some(old) if old.instructions == r.instructions && old.cookie == r.cookie => {}
@@ -116,11 +142,13 @@ fn events<'a>(changes: &'a [Change], reason: &dyn Fn(&Rule) -> u8) -> Vec<FlowEv
                     event: Event::Modified,
                     rule: r,
                     old: Some(old),
+                    index,
                 }),
                 None => out.push(FlowEvent {
                     event: Event::Added,
                     rule: r,
                     old: None,
+                    index,
                 }),
             },
             Change::RemoveRule(r)
@@ -130,6 +158,7 @@ fn events<'a>(changes: &'a [Change], reason: &dyn Fn(&Rule) -> u8) -> Vec<FlowEv
                     event: Event::Removed(reason(r)),
                     rule: r,
                     old: None,
+                    index,
                 })
             }
             _ => {}
@@ -138,13 +167,25 @@ fn events<'a>(changes: &'a [Change], reason: &dyn Fn(&Rule) -> u8) -> Vec<FlowEv
     out
 }
 
-/// Encodes `updates` (each a flow with its event and whether to include
-/// its instructions) as the multipart replies of a connection speaking
+/// One update owed to a connection.
+enum Update<'a> {
+    /// A flow with its event, and whether to include its instructions.
+    Full(Event, &'a Rule, bool),
+    /// The connection's own change, by its request's xid.
+    Abbrev(u32),
+}
+
+/// Encodes `updates` as the multipart replies of a connection speaking
 /// `version`, numbered `xid`.
-fn encode(version: u8, xid: u32, updates: &[(Event, &Rule, bool)]) -> Vec<u8> {
-    let entries = updates.iter().map(|(event, rule, instructions)| {
+fn encode(version: u8, xid: u32, updates: &[Update]) -> Vec<u8> {
+    let entries = updates.iter().map(|u| {
         let mut e = Vec::with_capacity(128);
-        append_update(version, *event, rule, *instructions, &mut e);
+        match u {
+            Update::Full(event, rule, instructions) => {
+                append_update(version, *event, rule, *instructions, &mut e)
+            }
+            Update::Abbrev(xid) => append_abbrev(version, *xid, &mut e),
+        }
         e
     });
     let (ty, prefix) = reply_type_and_prefix(version);
@@ -237,9 +278,9 @@ impl FlowMonitors {
                 }
             }
         }
-        let updates: Vec<(Event, &Rule, bool)> = initial
+        let updates: Vec<Update> = initial
             .iter()
-            .map(|(r, ins)| (Event::Initial, r.as_ref(), *ins))
+            .map(|(r, ins)| Update::Full(Event::Initial, r.as_ref(), *ins))
             .collect();
         let reply = encode(version, xid, &updates);
         let watcher = watchers.entry(conn).or_insert_with(|| Watcher {
@@ -287,10 +328,16 @@ impl FlowMonitors {
     }
 
     /// Queues, for every monitoring connection, the updates its monitors
-    /// select from one change list; `reason` gives a removed flow's
+    /// select from one change list, made by `origin` (`None`: by the
+    /// switch itself, e.g. a timeout); `reason` gives a removed flow's
     /// OFPRR_*. Call with the bridge's table lock held, then
     /// [`FlowMonitors::flush`].
-    pub(crate) fn queue(&self, changes: &[Change], reason: &dyn Fn(&Rule) -> u8) {
+    pub(crate) fn queue(
+        &self,
+        changes: &[Change],
+        origin: Option<Origin>,
+        reason: &dyn Fn(&Rule) -> u8,
+    ) {
         if self.watching.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -298,8 +345,10 @@ impl FlowMonitors {
         if events.is_empty() {
             return;
         }
-        for w in self.watchers.lock().values() {
-            let selected: Vec<(Event, &Rule, bool)> = events
+        for (conn, w) in self.watchers.lock().iter() {
+            let own = origin.filter(|o| o.conn == *conn);
+            let mut abbreviated = false;
+            let selected: Vec<Update> = events
                 .iter()
                 .filter_map(|e| {
                     let wanted = w
@@ -307,7 +356,21 @@ impl FlowMonitors {
                         .iter()
                         .filter(|m| m.selects(e.update_flag(), e.rule, e.old))
                         .fold(0, |acc, m| acc | m.flags);
-                    (wanted != 0).then_some((e.event, e.rule, wanted & flags::INSTRUCTIONS != 0))
+                    if wanted == 0 {
+                        return None;
+                    }
+                    match own {
+                        Some(o) if wanted & flags::ONLY_OWN == 0 => {
+                            // One abbreviation stands for all of them.
+                            (!std::mem::replace(&mut abbreviated, true))
+                                .then(|| Update::Abbrev(o.xid_of(e.index)))
+                        }
+                        _ => Some(Update::Full(
+                            e.event,
+                            e.rule,
+                            wanted & flags::INSTRUCTIONS != 0,
+                        )),
+                    }
                 })
                 .collect();
             if !selected.is_empty() {
@@ -460,7 +523,7 @@ mod tests {
         fn change(m: &FlowMonitors, t: &mut FlowTables, s: &Sink, line: &str, c: C) -> Vec<u16> {
             let fm = parse_flow_command(line, c, None).unwrap();
             let changes = t.flow_mod(&fm).unwrap();
-            m.queue(&changes, &|_| 2);
+            m.queue(&changes, None, &|_| 2);
             m.flush();
             events_written(s)
         }
@@ -496,5 +559,86 @@ mod tests {
             apply("table=1,priority=3,ip,actions=drop", C::Add),
             Vec::<u16>::new()
         );
+    }
+
+    /// The xids of the ABBREV updates (1.4 numbering) in the messages
+    /// written, leaving the other updates' events to `events_written`.
+    fn abbreviations(bytes: &[u8]) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut msgs = bytes;
+        while msgs.len() >= 8 {
+            let len = usize::from(u16::from_be_bytes([msgs[2], msgs[3]]));
+            let mut body = &msgs[16..len];
+            while body.len() >= 4 {
+                let n = usize::from(u16::from_be_bytes([body[0], body[1]]));
+                if u16::from_be_bytes([body[2], body[3]]) == 4 {
+                    out.push(u32::from_be_bytes([body[4], body[5], body[6], body[7]]));
+                }
+                body = &body[n..];
+            }
+            msgs = &msgs[len..];
+        }
+        out
+    }
+
+    #[test]
+    fn a_connections_own_changes_are_abbreviated_unless_it_asked_for_them() {
+        use flowtable::{FlowModCommand as C, PipelineMod};
+        let (m, mut tables, sink, w) = setup();
+        let table1 = |id, flags| {
+            let mut q = everything(id, flags);
+            q.filter.table_id = 1;
+            q
+        };
+        m.request(7, &w, 5, 1, vec![table1(1, f::ADD | f::REMOVED)], &tables)
+            .unwrap();
+        m.flush();
+        sink.0.lock().clear();
+        // A bundle of three from connection 7 (xids 0x11-0x13): the first
+        // changes table 0, which the monitor does not watch; the other
+        // two table 1. One ABBREV, with the xid of the first it selects.
+        let mods: Vec<PipelineMod> = [
+            "table=0,priority=9,actions=drop",
+            "table=1,priority=9,ip,actions=drop",
+            "table=1,priority=8,arp,actions=drop",
+        ]
+        .iter()
+        .map(|l| PipelineMod::Flow(parse_flow_command(l, C::Add, None).unwrap()))
+        .collect();
+        let mut ends = Vec::new();
+        let changes = tables.apply_batch_marked(&mods, &mut ends).unwrap();
+        let marks: Vec<(usize, u32)> = ends.into_iter().zip([0x11, 0x12, 0x13]).collect();
+        let own = Origin {
+            conn: 7,
+            xids: &marks,
+        };
+        m.queue(&changes, Some(own), &|_| 2);
+        m.flush();
+        assert_eq!(abbreviations(&sink.0.lock()), [0x12]);
+        assert_eq!(events_written(&sink), [4]);
+        // Another connection's change, or a timeout, in full.
+        let fm = parse_flow_command("table=1", C::Delete, None).unwrap();
+        let changes = tables.flow_mod(&fm).unwrap();
+        let theirs = Origin {
+            conn: 8,
+            xids: &[(changes.len(), 0x21)],
+        };
+        m.queue(&changes, Some(theirs), &|_| 2);
+        m.flush();
+        assert_eq!(events_written(&sink), [2, 2]);
+        // With ONLY_OWN (ovs-ofctl's default), its own changes in full too.
+        m.request(7, &w, 5, 2, vec![table1(2, f::ADD | f::ONLY_OWN)], &tables)
+            .unwrap();
+        m.flush();
+        sink.0.lock().clear();
+        let fm = parse_flow_command("table=1,priority=1,actions=drop", C::Add, None).unwrap();
+        let changes = tables.flow_mod(&fm).unwrap();
+        let own = Origin {
+            conn: 7,
+            xids: &[(changes.len(), 0x31)],
+        };
+        m.queue(&changes, Some(own), &|_| 2);
+        m.flush();
+        assert_eq!(events_written(&sink), [1]);
     }
 }

@@ -2,7 +2,9 @@
 //! in OpenFlow 1.3 (the ONF extension) and 1.5 print the same initial
 //! flows and updates for both switches, and a monitor that sets a
 //! miss_send_len (`monitor br0 65534`) gets the same asynchronous
-//! messages (PORT_STATUS, FLOW_REMOVED).
+//! messages (PORT_STATUS, FLOW_REMOVED). A monitor's own changes, sent
+//! through it (`ovs-appctl ofctl/send`), are abbreviated as OVS
+//! abbreviates them.
 
 mod peers;
 use peers::{error_lines, Peers};
@@ -227,6 +229,122 @@ fn flow_monitors_report_like_ovs() -> Result<()> {
         same(&format!("{version} watch:"), all)?;
         same(&format!("{version} watch:table=1,ip"), some)?;
         peers.both_ok(&["del-flows", BRIDGE, "table=1,ip,nw_dst=10.0.0.1"])?;
+    }
+    Ok(())
+}
+
+/// A flow-mod as `ovs-ofctl -O VERSION` would send it, in hex.
+fn flow_mod_hex(version: u8, xid: u32, line: &str, command: flowtable::FlowModCommand) -> String {
+    hex(&flow_mod(version, xid, line, command))
+}
+
+fn flow_mod(version: u8, xid: u32, line: &str, command: flowtable::FlowModCommand) -> Vec<u8> {
+    let fm = flowtable::text::parse_flow_command(line, command, None).expect("valid flow");
+    let mut m = ofproto::wire::Message::FlowMod(fm).emit(xid);
+    // 1.5's FLOW_MOD is 1.3's with `importance` (0 here) in its padding.
+    m[0] = version;
+    m
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A bundle control (OPEN 0, COMMIT 4) or add message of bundle 1, as
+/// 1.3 frames it (ONF experimenter 2300/2301) or 1.4 on (types 33/34).
+fn bundle_hex(version: u8, xid: u32, control: Option<u16>, inner: &[u8]) -> String {
+    let mut body = 1u32.to_be_bytes().to_vec();
+    match control {
+        Some(ty) => body.extend_from_slice(&ty.to_be_bytes()),
+        None => body.extend_from_slice(&[0, 0]),
+    }
+    // Flags: atomic.
+    body.extend_from_slice(&1u16.to_be_bytes());
+    body.extend_from_slice(inner);
+    if version == 4 {
+        let exp_type: u32 = if control.is_some() { 2300 } else { 2301 };
+        let mut onf = 0x4f4e_4600u32.to_be_bytes().to_vec();
+        onf.extend_from_slice(&exp_type.to_be_bytes());
+        onf.extend(body);
+        message_hex(version, 4, xid, &onf)
+    } else {
+        message_hex(version, if control.is_some() { 33 } else { 34 }, xid, &body)
+    }
+}
+
+#[test]
+fn a_monitors_own_changes_are_abbreviated_like_ovs() -> Result<()> {
+    use flowtable::FlowModCommand as C;
+    let peers = Peers::with_openflow15()?;
+    for (version, v) in [("OpenFlow13", 4u8), ("OpenFlow15", 6)] {
+        // `!own`: the monitor's own changes abbreviated (with ovs-ofctl's
+        // default, ONLY_OWN, flow_monitors_report_like_ovs's monitors see
+        // their own in full).
+        let own = monitors(&peers, version, &["watch:table=1,!own"], flow_updates)?;
+        for m in &own {
+            m.wait_for(1, "initial reply")?;
+        }
+        let mine = [
+            flow_mod_hex(v, 0x51, "table=1,priority=4,ip,actions=drop", C::Add),
+            flow_mod_hex(v, 0x52, "table=1,priority=5,arp,actions=drop", C::Add),
+            // Both flows at once: still one abbreviation.
+            flow_mod_hex(v, 0x53, "table=1", C::Delete),
+            // Not watched.
+            flow_mod_hex(v, 0x54, "table=2,priority=1,actions=drop", C::Add),
+            // A bundle: one abbreviation, with the xid of the first
+            // change the monitor selects.
+            bundle_hex(v, 0x60, Some(0), &[]),
+            bundle_hex(
+                v,
+                0x61,
+                None,
+                &flow_mod(v, 0x61, "table=2,priority=2,actions=drop", C::Add),
+            ),
+            bundle_hex(
+                v,
+                0x62,
+                None,
+                &flow_mod(v, 0x62, "table=1,priority=7,ip,actions=drop", C::Add),
+            ),
+            bundle_hex(
+                v,
+                0x63,
+                None,
+                &flow_mod(v, 0x63, "table=1,priority=8,arp,actions=drop", C::Add),
+            ),
+            bundle_hex(v, 0x64, Some(4), &[]),
+        ];
+        for (m, rundir) in own
+            .iter()
+            .zip([peers.xbr.rundir().to_path_buf(), peers.ovs.rundir()])
+        {
+            for hex in &mine {
+                send_through(m, &rundir, hex)?;
+            }
+            m.wait_for(5, version)?;
+        }
+        // Someone else's change, in full.
+        peers.both_ok(&["add-flow", BRIDGE, "table=1,priority=6,tcp,actions=drop"])?;
+        // (One flow: the order of several in one reply is OVS's
+        // classifier's.)
+        peers.both_ok(&["del-flows", BRIDGE, "table=1,tcp"])?;
+        for m in &own {
+            m.wait_for(7, version)?;
+        }
+        let [x, o] = own;
+        let (x, o) = (x.stop(), o.stop());
+        if x != o {
+            return Err(HarnessError::Unexpected(format!(
+                "{version}: the monitors printed different things\n--- xbr:\n{}\n--- OVS:\n{}",
+                x.join("\n"),
+                o.join("\n")
+            )));
+        }
+        let abbreviated = x.iter().filter(|l| l.contains("event=ABBREV")).count();
+        assert_eq!(abbreviated, 4, "{version}: {x:#?}");
+        assert!(x.iter().any(|l| l.contains("event=ABBREV xid=0x62")));
+        peers.both_ok(&["del-flows", BRIDGE, "table=1"])?;
+        peers.both_ok(&["del-flows", BRIDGE, "table=2"])?;
     }
     Ok(())
 }

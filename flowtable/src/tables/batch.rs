@@ -8,6 +8,18 @@ impl FlowTables {
     /// All or nothing: on the first failing mod (index i) nothing at all is
     /// changed. Mods see the effects of earlier mods of the batch.
     pub fn apply_batch(&mut self, mods: &[PipelineMod]) -> Result<Vec<Change>, (usize, ModError)> {
+        self.apply_batch_marked(mods, &mut Vec::new())
+    }
+
+    /// [`FlowTables::apply_batch`], also telling which mod made which
+    /// change: `ends[i]` is the length of the change list after mod `i`
+    /// (so mod `i` made the changes `ends[i - 1]..ends[i]`).
+    pub fn apply_batch_marked(
+        &mut self,
+        mods: &[PipelineMod],
+        ends: &mut Vec<usize>,
+    ) -> Result<Vec<Change>, (usize, ModError)> {
+        ends.clear();
         let outer = self.journal.replace(Vec::new());
         let mut changes = Vec::new();
         let mut result = Ok(());
@@ -27,6 +39,7 @@ impl FlowTables {
                 result = Err((i, e));
                 break;
             }
+            ends.push(changes.len());
         }
         let journal = std::mem::replace(&mut self.journal, outer).unwrap_or_default();
         match result {

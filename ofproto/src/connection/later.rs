@@ -4,6 +4,7 @@
 //! `crate::versions` for which is which).
 
 use super::{Connection, Next};
+use crate::bundle::CommitTo;
 use crate::versions::{self, Route};
 use crate::wire::async14::AsyncConfig14;
 use crate::wire::header::{msg_type, HeaderRepr};
@@ -34,14 +35,13 @@ impl<R: Read> Connection<R> {
         match versions::route(self.version, h.msg_type, body) {
             Route::AsOf13 => Ok(None),
             Route::Bundle { control } => {
-                let out = self.bundles.handle_standard(
-                    &self.bridge,
-                    h.xid,
-                    control,
-                    body,
-                    raw,
-                    self.version,
-                );
+                let to = CommitTo {
+                    conn: self.monitor_id(),
+                    bridge: &self.bridge,
+                };
+                let out = self
+                    .bundles
+                    .handle_standard(to, h.xid, control, body, raw, self.version);
                 for m in out {
                     self.send(&m)?;
                 }

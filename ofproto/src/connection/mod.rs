@@ -21,7 +21,7 @@ mod later;
 mod stats;
 
 use crate::bridge::Bridge;
-use crate::bundle::Bundles;
+use crate::bundle::{Bundles, CommitTo};
 use crate::notify::{SharedWriter, Subscription};
 use crate::roles::ConnRole;
 use crate::versions;
@@ -209,6 +209,18 @@ impl<R: Read> Connection<R> {
 
     /// Sends messages encoded by the 1.3 codec, relabelled with the
     /// connection's version.
+    /// The id this connection's flow monitors are kept under (none before
+    /// HELLO).
+    fn monitor_id(&self) -> Option<u64> {
+        self.subscription.as_ref().map(|s| s.id())
+    }
+
+    /// This connection as the maker of the change request `xid` makes,
+    /// for its own flow monitors (see `monitor.rs`).
+    fn origin(&self, xid: u32) -> Option<(u64, u32)> {
+        self.monitor_id().map(|conn| (conn, xid))
+    }
+
     fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         // HELLO goes first whatever happens: a peer whose first bytes are
         // not a message (bad framing) gets an error after it.
@@ -410,7 +422,7 @@ impl<R: Read> Connection<R> {
                 Ok(()) => Ok(()),
                 Err(e) => self.send_ofp_error(e, xid, raw),
             },
-            Message::MeterMod(mm) => match self.bridge.meter_mod(&mm) {
+            Message::MeterMod(mm) => match self.bridge.meter_mod(&mm, self.origin(xid)) {
                 Ok(()) => Ok(()),
                 Err(e) => {
                     debug!(peer = %self.peer, error = %e, "meter mod failed");
@@ -429,7 +441,7 @@ impl<R: Read> Connection<R> {
             }
             Message::FlowMod(fm) => match check_buffer(&fm) {
                 Err(e) => self.send_error(&e, xid, raw),
-                Ok(()) => match self.bridge.flow_mod(&fm) {
+                Ok(()) => match self.bridge.flow_mod(&fm, self.origin(xid)) {
                     Ok(()) => Ok(()),
                     Err(e) => {
                         debug!(peer = %self.peer, error = %e, "flow mod failed");
@@ -437,7 +449,7 @@ impl<R: Read> Connection<R> {
                     }
                 },
             },
-            Message::GroupMod(gm) => match self.bridge.group_mod(&gm) {
+            Message::GroupMod(gm) => match self.bridge.group_mod(&gm, self.origin(xid)) {
                 Ok(()) => Ok(()),
                 Err(e) => {
                     debug!(peer = %self.peer, error = %e, "group mod failed");
@@ -488,7 +500,11 @@ impl<R: Read> Connection<R> {
                 if exp_type == crate::wire::monitor::ONF_FLOW_MONITOR {
                     return self.flow_monitor_cancel(xid, &data, raw);
                 }
-                let out = self.bundles.handle(&self.bridge, xid, exp_type, &data, raw);
+                let to = CommitTo {
+                    conn: self.monitor_id(),
+                    bridge: &self.bridge,
+                };
+                let out = self.bundles.handle(to, xid, exp_type, &data, raw);
                 for m in out {
                     self.send(&m)?;
                 }

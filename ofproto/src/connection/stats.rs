@@ -115,7 +115,7 @@ impl<R: Read> Connection<R> {
         reqs: Vec<crate::wire::monitor::MonitorRequest>,
         raw: &[u8],
     ) -> io::Result<()> {
-        let Some(conn) = self.subscription.as_ref().map(|s| s.id()) else {
+        let Some(conn) = self.monitor_id() else {
             let e = WireError::BadRequest(err::BRC_EPERM, "no HELLO yet".into());
             return self.send_error(&e, xid, raw);
         };

@@ -329,6 +329,15 @@ pub fn append_update(
     out.patch_u16(start, len);
 }
 
+/// Appends the abbreviated update a connection gets for its own change
+/// (request `xid`): Nicira's NXFME_ABBREV for 1.3, OFPFME_ABBREV after.
+pub fn append_abbrev(version: u8, xid: u32, out: &mut Vec<u8>) {
+    let event: u16 = if version == super::OFP_VERSION { 3 } else { 4 };
+    out.put_u16(8);
+    out.put_u16(event);
+    out.put_u32(xid);
+}
+
 /// Encodes `m` as an `ofp_match` and returns its length without the
 /// padding (what the ONF extension's `match_len` fields hold).
 fn emit_match_len(m: &flowtable::Match, out: &mut Vec<u8>) -> u16 {
