@@ -362,6 +362,12 @@ impl FlowTables {
         id
     }
 
+    /// The id the next rule added will get: every rule in the tables now
+    /// has a lower one.
+    pub fn next_rule_id(&self) -> u64 {
+        self.next_id
+    }
+
     // ---- flow mods ----
 
     pub fn flow_mod(&mut self, fm: &FlowMod) -> Result<Vec<Change>, FlowModError> {

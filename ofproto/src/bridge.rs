@@ -16,7 +16,8 @@
 
 use crate::datapath::Datapath;
 use crate::monitor::{FlowMonitors, Origin};
-use crate::notify::{Notifier, SharedWriter};
+use crate::notify::Notifier;
+use crate::outbox::Outbox;
 use crate::roles::Roles;
 use crate::wire::features::{TableMod, TABLE_ALL, TABLE_MAX};
 use crate::wire::flow_removed::reason;
@@ -85,7 +86,13 @@ impl Bridge {
 
     /// Queues one change list for the flow monitors; `origin` is the
     /// connection and xid of the single request that made it.
-    fn queue_monitors(&self, changes: &[Change], origin: Option<(u64, u32)>, why: u8) {
+    fn queue_monitors(
+        &self,
+        tables: &FlowTables,
+        changes: &[Change],
+        origin: Option<(u64, u32)>,
+        why: u8,
+    ) {
         let marks;
         let origin = match origin {
             Some((conn, xid)) => {
@@ -94,7 +101,8 @@ impl Bridge {
             }
             None => None,
         };
-        self.monitors().queue(changes, origin, &|_| why);
+        self.monitors()
+            .queue(changes, origin, &|_| why, tables.next_rule_id());
     }
 
     fn publish(&self, changes: Vec<Change>) {
@@ -110,7 +118,7 @@ impl Bridge {
         let mut st = self.state.lock();
         let changes = st.tables.flow_mod(fm)?;
         let gone = deleted(&changes);
-        self.queue_monitors(&changes, origin, reason::DELETE);
+        self.queue_monitors(&st.tables, &changes, origin, reason::DELETE);
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::DELETE);
@@ -126,7 +134,7 @@ impl Bridge {
         let mut st = self.state.lock();
         let changes = st.tables.group_mod(gm)?;
         let gone = deleted(&changes);
-        self.queue_monitors(&changes, origin, reason::GROUP_DELETE);
+        self.queue_monitors(&st.tables, &changes, origin, reason::GROUP_DELETE);
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::GROUP_DELETE);
@@ -144,7 +152,7 @@ impl Bridge {
         let mut st = self.state.lock();
         let changes = st.tables.meter_mod(mm)?;
         let gone = deleted(&changes);
-        self.queue_monitors(&changes, origin, reason::DELETE);
+        self.queue_monitors(&st.tables, &changes, origin, reason::DELETE);
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::DELETE);
@@ -168,7 +176,12 @@ impl Bridge {
             None => Vec::new(),
         };
         let origin = origin.map(|(conn, _)| Origin { conn, xids: &marks });
-        self.monitors().queue(&changes, origin, &|_| reason::DELETE);
+        self.monitors().queue(
+            &changes,
+            origin,
+            &|_| reason::DELETE,
+            st.tables.next_rule_id(),
+        );
         self.publish(changes);
         drop(st);
         self.report_removed(&gone, reason::DELETE);
@@ -193,9 +206,9 @@ impl Bridge {
             changes.extend(st.tables.expire(r));
         }
         let why: HashMap<u64, u8> = doomed.iter().map(|(r, why)| (r.id, *why)).collect();
-        self.monitors().queue(&changes, None, &|r| {
-            why.get(&r.id).copied().unwrap_or(reason::DELETE)
-        });
+        let why = |r: &Rule| why.get(&r.id).copied().unwrap_or(reason::DELETE);
+        self.monitors()
+            .queue(&changes, None, &why, st.tables.next_rule_id());
         self.publish(changes);
         drop(st);
         for (r, why) in &doomed {
@@ -229,7 +242,7 @@ impl Bridge {
     pub(crate) fn monitor_request(
         &self,
         conn: u64,
-        writer: &SharedWriter,
+        outbox: &Arc<Outbox>,
         version: u8,
         xid: u32,
         requests: Vec<MonitorRequest>,
@@ -237,7 +250,7 @@ impl Bridge {
         let st = self.state.lock();
         let done = self
             .monitors()
-            .request(conn, writer, version, xid, requests, &st.tables);
+            .request(conn, outbox, version, xid, requests, &st.tables);
         drop(st);
         self.monitors().flush();
         done

@@ -15,6 +15,7 @@ mod error;
 mod expiry;
 mod monitor;
 pub mod notify;
+mod outbox;
 pub mod roles;
 mod server;
 mod versions;

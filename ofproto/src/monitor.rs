@@ -27,41 +27,69 @@
 //! selected a change set ONLY_OWN (`ovs-ofctl monitor`'s default; `!own`
 //! clears it), the connection gets one ABBREV update per change list,
 //! with the xid of the request that made its first selected change,
-//! instead of the full updates. Monitoring is never paused (no
-//! PAUSED/RESUMED): the queue is written out after every change.
+//! instead of the full updates.
+//!
+//! Flow control as OVS's: updates go out through the connection's
+//! [`Outbox`], which never blocks whoever changed the tables. When a
+//! connection is more than [`PAUSE_BACKLOG`] bytes behind, its monitors
+//! are paused (OFPFME_PAUSED; in 1.3 ONF's 1871 message): from then on it
+//! is told only of the removal of flows that existed when it paused, and
+//! the flows added or modified meanwhile are remembered (the latest
+//! version of each, forgotten if removed). Once its backlog is written
+//! out, it gets those as ADDED (added since the pause) or MODIFIED
+//! updates, then OFPFME_RESUMED (1872).
 //!
 //! Cost: one atomic load per change list while nobody monitors; else one
 //! pass over the change list per monitoring connection, under the table
 //! lock, and the encoding of what it selects.
 
-use crate::notify::SharedWriter;
+use crate::outbox::Outbox;
 use crate::versions;
 use crate::wire::features::{TABLE_ALL, TABLE_MAX};
 use crate::wire::monitor::{
-    append_abbrev, append_update, flags, mo_err, monitor_error, nx_err, reply_type_and_prefix,
-    Command, Event, MonitorRequest,
+    append_abbrev, append_update, flags, mo_err, monitor_error, nx_err, pause_message,
+    reply_type_and_prefix, Command, Event, MonitorRequest,
 };
 use crate::wire::multipart::pack_replies_with;
 use crate::wire::{err, WireError};
 use flowtable::tables::Change;
 use flowtable::{FlowTables, Match, Rule};
 use parking_lot::Mutex;
-use std::collections::{HashMap, HashSet};
-use std::io::Write;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+
+/// A connection this many bytes behind has its monitors paused (OVS's
+/// figure).
+pub(crate) const PAUSE_BACKLOG: usize = 128 * 1024;
 
 struct Watcher {
     version: u8,
-    writer: SharedWriter,
+    outbox: Arc<Outbox>,
     monitors: Vec<MonitorRequest>,
+    /// Encoded updates not yet handed to the outbox (see `flush`).
     queued: Arc<Mutex<Vec<u8>>>,
+    paused: Option<Paused>,
+    /// Paused by the last `queue`: `flush` asks the outbox to call back
+    /// once it is drained.
+    resume_pending: bool,
 }
+
+/// A paused connection's state.
+struct Paused {
+    /// Rules with a lower id existed when it paused.
+    first_new_id: u64,
+    /// Flows its monitors select that were added or modified since, by
+    /// id: the latest version.
+    changed: BTreeMap<u64, Arc<Rule>>,
+}
+
+type Watchers = Mutex<HashMap<u64, Watcher>>;
 
 /// The flow monitors of one bridge; see the module documentation.
 #[derive(Default)]
 pub struct FlowMonitors {
-    watchers: Mutex<HashMap<u64, Watcher>>,
+    watchers: Arc<Watchers>,
     /// Connections with at least one monitor.
     watching: AtomicUsize,
 }
@@ -92,7 +120,7 @@ impl Origin<'_> {
 /// and the change's index in its list.
 struct FlowEvent<'a> {
     event: Event,
-    rule: &'a Rule,
+    rule: &'a Arc<Rule>,
     old: Option<&'a Rule>,
     index: usize,
 }
@@ -111,7 +139,7 @@ impl FlowEvent<'_> {
 
 /// The events of one change list (see the module documentation).
 fn events<'a>(changes: &'a [Change], reason: &dyn Fn(&Rule) -> u8) -> Vec<FlowEvent<'a>> {
-    let mut removed: HashMap<u64, &Rule> = HashMap::new();
+    let mut removed: HashMap<u64, &Arc<Rule>> = HashMap::new();
     let mut added_ids = HashSet::new();
     for c in changes {
         match c {
@@ -136,12 +164,12 @@ fn events<'a>(changes: &'a [Change], reason: &dyn Fn(&Rule) -> u8) -> Vec<FlowEv
     let mut out = Vec::new();
     for (index, c) in changes.iter().enumerate() {
         match c {
-            Change::AddRule(r) => match removed.get(&r.id) {
+            Change::AddRule(r) => match removed.get(&r.id).copied() {
                 Some(old) if old.instructions == r.instructions && old.cookie == r.cookie => {}
                 Some(old) => out.push(FlowEvent {
                     event: Event::Modified,
                     rule: r,
-                    old: Some(old),
+                    old: Some(old.as_ref()),
                     index,
                 }),
                 None => out.push(FlowEvent {
@@ -206,7 +234,7 @@ impl FlowMonitors {
     pub(crate) fn request(
         &self,
         conn: u64,
-        writer: &SharedWriter,
+        outbox: &Arc<Outbox>,
         version: u8,
         xid: u32,
         requests: Vec<MonitorRequest>,
@@ -285,9 +313,11 @@ impl FlowMonitors {
         let reply = encode(version, xid, &updates);
         let watcher = watchers.entry(conn).or_insert_with(|| Watcher {
             version,
-            writer: writer.clone(),
+            outbox: outbox.clone(),
             monitors: Vec::new(),
             queued: Arc::default(),
+            paused: None,
+            resume_pending: false,
         });
         watcher.monitors = monitors;
         watcher.queued.lock().extend_from_slice(&reply);
@@ -330,13 +360,15 @@ impl FlowMonitors {
     /// Queues, for every monitoring connection, the updates its monitors
     /// select from one change list, made by `origin` (`None`: by the
     /// switch itself, e.g. a timeout); `reason` gives a removed flow's
-    /// OFPRR_*. Call with the bridge's table lock held, then
+    /// OFPRR_*; `first_new_id` is the id the tables' next rule will get.
+    /// Call with the bridge's table lock held, then
     /// [`FlowMonitors::flush`].
     pub(crate) fn queue(
         &self,
         changes: &[Change],
         origin: Option<Origin>,
         reason: &dyn Fn(&Rule) -> u8,
+        first_new_id: u64,
     ) {
         if self.watching.load(Ordering::Acquire) == 0 {
             return;
@@ -345,60 +377,158 @@ impl FlowMonitors {
         if events.is_empty() {
             return;
         }
-        for (conn, w) in self.watchers.lock().iter() {
-            let own = origin.filter(|o| o.conn == *conn);
-            let mut abbreviated = false;
-            let selected: Vec<Update> = events
-                .iter()
-                .filter_map(|e| {
-                    let wanted = w
-                        .monitors
-                        .iter()
-                        .filter(|m| m.selects(e.update_flag(), e.rule, e.old))
-                        .fold(0, |acc, m| acc | m.flags);
+        for (conn, w) in self.watchers.lock().iter_mut() {
+            let wanted = |e: &FlowEvent| {
+                w.monitors
+                    .iter()
+                    .filter(|m| m.selects(e.update_flag(), e.rule, e.old))
+                    .fold(0, |acc, m| acc | m.flags)
+            };
+            let mut selected: Vec<Update> = Vec::new();
+            if let Some(p) = &mut w.paused {
+                // Only removals of flows it knew of; the rest for later.
+                for e in &events {
+                    let wanted = wanted(e);
                     if wanted == 0 {
-                        return None;
+                        continue;
+                    }
+                    match e.event {
+                        Event::Removed(_) => {
+                            p.changed.remove(&e.rule.id);
+                            if e.rule.id < p.first_new_id {
+                                let instructions = wanted & flags::INSTRUCTIONS != 0;
+                                selected.push(Update::Full(e.event, e.rule, instructions));
+                            }
+                        }
+                        _ => {
+                            p.changed.insert(e.rule.id, e.rule.clone());
+                        }
+                    }
+                }
+            } else {
+                let own = origin.filter(|o| o.conn == *conn);
+                let mut abbreviated = false;
+                for e in &events {
+                    let wanted = wanted(e);
+                    if wanted == 0 {
+                        continue;
                     }
                     match own {
                         Some(o) if wanted & flags::ONLY_OWN == 0 => {
                             // One abbreviation stands for all of them.
-                            (!std::mem::replace(&mut abbreviated, true))
-                                .then(|| Update::Abbrev(o.xid_of(e.index)))
+                            if !std::mem::replace(&mut abbreviated, true) {
+                                selected.push(Update::Abbrev(o.xid_of(e.index)));
+                            }
                         }
-                        _ => Some(Update::Full(
+                        _ => selected.push(Update::Full(
                             e.event,
                             e.rule,
                             wanted & flags::INSTRUCTIONS != 0,
                         )),
                     }
-                })
-                .collect();
-            if !selected.is_empty() {
-                let msgs = encode(w.version, 0, &selected);
-                w.queued.lock().extend_from_slice(&msgs);
+                }
+            }
+            if selected.is_empty() {
+                continue;
+            }
+            let mut queued = w.queued.lock();
+            queued.extend_from_slice(&encode(w.version, 0, &selected));
+            if w.paused.is_none() && w.outbox.pending() + queued.len() > PAUSE_BACKLOG {
+                let mut paused = pause_message(w.version, true);
+                versions::relabel(&mut paused, w.version);
+                queued.extend_from_slice(&paused);
+                w.paused = Some(Paused {
+                    first_new_id,
+                    changed: BTreeMap::new(),
+                });
+                w.resume_pending = true;
             }
         }
     }
 
-    /// Writes every connection's queued messages.
+    /// Hands every connection's queued messages to its outbox (never
+    /// waits for a peer); a connection just paused is resumed once its
+    /// outbox is drained.
     pub(crate) fn flush(&self) {
-        let pending: Vec<(SharedWriter, Arc<Mutex<Vec<u8>>>)> = self
-            .watchers
-            .lock()
-            .values()
-            .map(|w| (w.writer.clone(), w.queued.clone()))
-            .collect();
-        for (writer, queued) in pending {
-            // The writer first: a flush that finds the queue empty is one
-            // that another flush, holding the writer, already wrote.
-            let mut w = writer.lock();
-            let bytes = std::mem::take(&mut *queued.lock());
-            if !bytes.is_empty() {
-                // A failed write is the connection's to notice.
-                let _ = w.write_all(&bytes);
+        let mut pending = Vec::new();
+        for (&conn, w) in self.watchers.lock().iter_mut() {
+            let resume = std::mem::take(&mut w.resume_pending);
+            pending.push((conn, w.outbox.clone(), w.queued.clone(), resume));
+        }
+        for (conn, outbox, queued, resume) in pending {
+            {
+                // Taken and handed over under the queue's lock, so two
+                // flushes cannot reorder what they take.
+                let mut q = queued.lock();
+                outbox.push(&q);
+                q.clear();
+            }
+            if resume {
+                let watchers = Arc::downgrade(&self.watchers);
+                outbox.on_drained(Box::new(move || resume_watcher(&watchers, conn)));
             }
         }
     }
+}
+
+#[cfg(test)]
+impl FlowMonitors {
+    /// Waits until every connection's outbox is written out.
+    fn drained(&self) {
+        let outboxes: Vec<Arc<Outbox>> = self
+            .watchers
+            .lock()
+            .values()
+            .map(|w| w.outbox.clone())
+            .collect();
+        for o in outboxes {
+            o.wait_drained();
+        }
+    }
+}
+
+/// Resumes connection `conn`'s monitors (its outbox was drained): the
+/// flows added or modified since it paused, then OFPFME_RESUMED.
+fn resume_watcher(watchers: &Weak<Watchers>, conn: u64) {
+    let Some(watchers) = watchers.upgrade() else {
+        return;
+    };
+    let mut watchers = watchers.lock();
+    let Some(w) = watchers.get_mut(&conn) else {
+        return;
+    };
+    let Some(p) = w.paused.take() else {
+        return;
+    };
+    let mut updates = Vec::new();
+    for rule in p.changed.values() {
+        let added = rule.id >= p.first_new_id;
+        let update = if added {
+            flags::ADD | flags::MODIFY
+        } else {
+            flags::MODIFY
+        };
+        let wanted = w
+            .monitors
+            .iter()
+            .filter(|m| m.selects(update, rule, None))
+            .fold(0, |acc, m| acc | m.flags);
+        if wanted != 0 {
+            let event = if added { Event::Added } else { Event::Modified };
+            updates.push(Update::Full(event, rule, wanted & flags::INSTRUCTIONS != 0));
+        }
+    }
+    // What was queued before (removals) goes first; under the queue's
+    // lock, as in `flush`.
+    let mut queued = w.queued.lock();
+    if !updates.is_empty() {
+        queued.extend_from_slice(&encode(w.version, 0, &updates));
+    }
+    let mut resumed = pause_message(w.version, false);
+    versions::relabel(&mut resumed, w.version);
+    queued.extend_from_slice(&resumed);
+    w.outbox.push(&queued);
+    queued.clear();
 }
 
 #[cfg(test)]
@@ -407,6 +537,7 @@ mod tests {
     use crate::wire::monitor::flags as f;
     use flowtable::text::{parse_flow, parse_flow_command};
     use flowtable::FlowFilter;
+    use std::io::Write;
 
     /// A writer the test can read back.
     #[derive(Clone, Default)]
@@ -453,13 +584,13 @@ mod tests {
         out
     }
 
-    fn setup() -> (FlowMonitors, FlowTables, Sink, SharedWriter) {
+    fn setup() -> (FlowMonitors, FlowTables, Sink, Arc<Outbox>) {
         let mut tables = FlowTables::new();
         tables
             .flow_mod(&parse_flow("table=0,priority=5,in_port=1,actions=output:2").unwrap())
             .unwrap();
         let sink = Sink::default();
-        let writer: SharedWriter = Arc::new(Mutex::new(Box::new(sink.clone())));
+        let writer = Outbox::start(sink.clone());
         (FlowMonitors::default(), tables, sink, writer)
     }
 
@@ -502,6 +633,7 @@ mod tests {
         let both = vec![everything(2, f::INITIAL | f::ADD), del];
         m.request(3, &w, 5, 2, both, &tables).unwrap();
         m.flush();
+        m.drained();
         // Monitor 2's initial flow, after monitor 1's empty reply.
         assert_eq!(events_written(&sink), [0]);
     }
@@ -519,12 +651,14 @@ mod tests {
         )
         .unwrap();
         m.flush();
+        m.drained();
         assert_eq!(events_written(&sink), [0]);
         fn change(m: &FlowMonitors, t: &mut FlowTables, s: &Sink, line: &str, c: C) -> Vec<u16> {
             let fm = parse_flow_command(line, c, None).unwrap();
             let changes = t.flow_mod(&fm).unwrap();
-            m.queue(&changes, None, &|_| 2);
+            m.queue(&changes, None, &|_| 2, t.next_rule_id());
             m.flush();
+            m.drained();
             events_written(s)
         }
         use flowtable::FlowModCommand as C;
@@ -547,6 +681,7 @@ mod tests {
         .unwrap();
         assert_eq!(events_written(&sink), Vec::<u16>::new());
         m.flush();
+        m.drained();
         assert_eq!(apply("table=1,priority=3,ip,actions=drop", C::Add), [1]);
         assert_eq!(
             apply("table=1,ip,actions=drop", C::Modify),
@@ -593,6 +728,7 @@ mod tests {
         m.request(7, &w, 5, 1, vec![table1(1, f::ADD | f::REMOVED)], &tables)
             .unwrap();
         m.flush();
+        m.drained();
         sink.0.lock().clear();
         // A bundle of three from connection 7 (xids 0x11-0x13): the first
         // changes table 0, which the monitor does not watch; the other
@@ -612,8 +748,9 @@ mod tests {
             conn: 7,
             xids: &marks,
         };
-        m.queue(&changes, Some(own), &|_| 2);
+        m.queue(&changes, Some(own), &|_| 2, tables.next_rule_id());
         m.flush();
+        m.drained();
         assert_eq!(abbreviations(&sink.0.lock()), [0x12]);
         assert_eq!(events_written(&sink), [4]);
         // Another connection's change, or a timeout, in full.
@@ -623,13 +760,15 @@ mod tests {
             conn: 8,
             xids: &[(changes.len(), 0x21)],
         };
-        m.queue(&changes, Some(theirs), &|_| 2);
+        m.queue(&changes, Some(theirs), &|_| 2, tables.next_rule_id());
         m.flush();
+        m.drained();
         assert_eq!(events_written(&sink), [2, 2]);
         // With ONLY_OWN (ovs-ofctl's default), its own changes in full too.
         m.request(7, &w, 5, 2, vec![table1(2, f::ADD | f::ONLY_OWN)], &tables)
             .unwrap();
         m.flush();
+        m.drained();
         sink.0.lock().clear();
         let fm = parse_flow_command("table=1,priority=1,actions=drop", C::Add, None).unwrap();
         let changes = tables.flow_mod(&fm).unwrap();
@@ -637,8 +776,102 @@ mod tests {
             conn: 7,
             xids: &[(changes.len(), 0x31)],
         };
-        m.queue(&changes, Some(own), &|_| 2);
+        m.queue(&changes, Some(own), &|_| 2, tables.next_rule_id());
         m.flush();
+        m.drained();
+        assert_eq!(events_written(&sink), [1]);
+    }
+
+    /// A writer that writes nothing until the test opens it.
+    struct Held {
+        open: Arc<(Mutex<bool>, parking_lot::Condvar)>,
+        sink: Sink,
+    }
+
+    impl Write for Held {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let (lock, cond) = &*self.open;
+            let mut open = lock.lock();
+            while !*open {
+                cond.wait(&mut open);
+            }
+            self.sink.write(b)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_connection_that_falls_behind_is_paused_then_told_what_it_missed() {
+        use flowtable::{FlowModCommand as C, PipelineMod};
+        let mut tables = FlowTables::new();
+        let sink = Sink::default();
+        let open = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
+        let held = Held {
+            open: open.clone(),
+            sink: sink.clone(),
+        };
+        let outbox = Outbox::start(held);
+        let m = FlowMonitors::default();
+        let all = f::ADD | f::REMOVED | f::MODIFY | f::INSTRUCTIONS;
+        m.request(
+            1,
+            &outbox,
+            5,
+            1,
+            vec![everything(1, f::INITIAL | all)],
+            &tables,
+        )
+        .unwrap();
+        m.flush();
+        let mut apply = |lines: &[String], c: C| {
+            let mods: Vec<PipelineMod> = lines
+                .iter()
+                .map(|l| PipelineMod::Flow(parse_flow_command(l, c, None).unwrap()))
+                .collect();
+            let changes = tables.apply_batch(&mods).unwrap();
+            m.queue(&changes, None, &|_| 2, tables.next_rule_id());
+            m.flush();
+        };
+        // More than 128 KiB of updates the peer does not read.
+        let many: Vec<String> = (0..2000)
+            .map(|i| {
+                format!(
+                    "table=1,priority=5,ip,nw_dst=10.0.{}.{},actions=output:2",
+                    i / 256,
+                    i % 256
+                )
+            })
+            .collect();
+        apply(&many, C::Add);
+        assert!(outbox.pending() > PAUSE_BACKLOG);
+        // Paused: only the removal of a flow it knew of is sent.
+        let one = |l: &str| vec![l.to_string()];
+        apply(
+            &one("table=1,priority=5,ip,nw_dst=10.0.0.1"),
+            C::DeleteStrict,
+        );
+        apply(&one("table=2,priority=1,actions=drop"), C::Add);
+        apply(
+            &one("table=1,priority=5,ip,nw_dst=10.0.0.2,actions=output:3"),
+            C::ModifyStrict,
+        );
+        apply(&one("table=3,priority=1,actions=drop"), C::Add);
+        apply(&one("table=3"), C::Delete);
+        // The peer reads again: what changed meanwhile, then RESUMED.
+        *open.0.lock() = true;
+        open.1.notify_all();
+        outbox.wait_drained();
+        let events = events_written(&sink);
+        // 2000 added, PAUSED, one REMOVED, the modified old flow and the
+        // new one (by id), RESUMED.
+        assert_eq!(events.len(), 2000 + 1 + 1 + 2 + 1);
+        assert!(events[..2000].iter().all(|&e| e == 1));
+        assert_eq!(events[2000..], [5, 2, 3, 1, 6]);
+        // Flowing again.
+        apply(&one("table=4,priority=1,actions=drop"), C::Add);
+        outbox.wait_drained();
         assert_eq!(events_written(&sink), [1]);
     }
 }

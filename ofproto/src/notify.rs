@@ -4,9 +4,9 @@
 //!
 //! # Design
 //!
-//! Stores: for every live connection of one bridge, its writer (shared
-//! with the connection thread, which writes its replies through the same
-//! mutex, so messages never interleave), its role, its async
+//! Stores: for every live connection of one bridge, its outbox (shared
+//! with the connection thread, which queues its replies there too, so
+//! messages never interleave), its role, its async
 //! configuration (SET_ASYNC) and, for a service connection, its
 //! miss_send_len. A message goes to every connection whose configuration,
 //! for its current role, has the message's reason bit, except service
@@ -14,17 +14,21 @@
 //! br0 65534` asks for them, a plain `ovs-ofctl` gets none).
 //!
 //! Invariants: a connection is subscribed for exactly as long as its
-//! [`Subscription`] lives. Callers notify after releasing the bridge's
-//! table lock, so a connection thread blocked writing to a slow peer never
-//! holds up the flow tables.
+//! [`Subscription`] lives.
+//!
+//! Flow control: a message is queued on each interested connection's
+//! outbox and never waited for; a connection more than [`ASYNC_BACKLOG`]
+//! bytes behind misses it (counted in the log at debug level), as OVS
+//! drops PACKET_INs to a controller that does not keep up. So a peer that
+//! stops reading (a suspended `ovs-ofctl monitor br0 65534`) holds up
+//! neither the packet threads' upcalls nor flow expiry.
 //!
 //! Cost and concurrency: one mutex over the subscriber map, taken per
-//! notification; the writes happen while holding it, one message per
-//! interested connection. Active controller sockets have a write timeout,
-//! so a stuck controller delays notifications by at most that long.
+//! notification, and one per interested connection's outbox.
 
 use crate::datapath::PortInfo;
 use crate::monitor::FlowMonitors;
+use crate::outbox::Outbox;
 use crate::roles::ConnRole;
 use crate::versions::{self, OFP15_VERSION};
 use crate::wire::flow_removed::FlowRemoved;
@@ -37,15 +41,14 @@ use flowtable::flow_mod::flow_mod_flags;
 use flowtable::Rule;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// A connection's writer, shared between its thread and the notifier.
-pub(crate) type SharedWriter = Arc<Mutex<Box<dyn Write + Send>>>;
+/// Pending bytes past which a connection misses asynchronous messages.
+pub(crate) const ASYNC_BACKLOG: usize = 1 << 20;
 
 struct Subscriber {
-    writer: SharedWriter,
+    outbox: Arc<Outbox>,
     role: Arc<AtomicU32>,
     config: Arc<Mutex<AsyncConfig>>,
     /// A service connection's miss_send_len: while it is 0 the connection
@@ -95,7 +98,7 @@ impl Drop for Subscription {
 impl Notifier {
     pub(crate) fn subscribe(
         self: &Arc<Self>,
-        writer: SharedWriter,
+        outbox: Arc<Outbox>,
         role: &ConnRole,
         config: Arc<Mutex<AsyncConfig>>,
         gate: Option<Arc<AtomicU16>>,
@@ -105,7 +108,7 @@ impl Notifier {
         self.subs.lock().insert(
             id,
             Subscriber {
-                writer,
+                outbox,
                 role: role.shared(),
                 config,
                 gate,
@@ -223,9 +226,10 @@ impl Notifier {
                 versions::relabel(&mut m, s.version);
                 m
             });
-            // A failed write is the connection's to notice and report.
-            if s.writer.lock().write_all(msg).is_ok() {
+            if s.outbox.offer(msg, ASYNC_BACKLOG) {
                 sent += 1;
+            } else {
+                tracing::debug!(connection = id, "asynchronous message dropped: peer behind");
             }
         }
         sent

@@ -4,7 +4,8 @@
 //! miss_send_len (`monitor br0 65534`) gets the same asynchronous
 //! messages (PORT_STATUS, FLOW_REMOVED). A monitor's own changes, sent
 //! through it (`ovs-appctl ofctl/send`), are abbreviated as OVS
-//! abbreviates them.
+//! abbreviates them, and a monitor that stops reading is paused and
+//! resumed as OVS does it, without holding up anyone else.
 
 mod peers;
 use peers::{error_lines, Peers};
@@ -346,6 +347,86 @@ fn a_monitors_own_changes_are_abbreviated_like_ovs() -> Result<()> {
         peers.both_ok(&["del-flows", BRIDGE, "table=1"])?;
         peers.both_ok(&["del-flows", BRIDGE, "table=2"])?;
     }
+    Ok(())
+}
+
+#[test]
+fn a_suspended_monitor_is_paused_and_holds_nobody_up_like_ovs() -> Result<()> {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    const FLOWS: usize = 20_000;
+    let peers = Peers::start(&[])?;
+    let keep = |l: &str| flow_updates(l) || l.contains("PAUSED") || l.contains("RESUMED");
+    let pair = monitors(&peers, "OpenFlow13", &["watch:"], keep)?;
+    for m in &pair {
+        m.wait_for(1, "initial reply")?;
+    }
+    // The monitors stop reading (^Z); the agent loads its flows.
+    let pid = |m: &Monitor| Pid::from_raw(i32::try_from(m.child.id()).unwrap());
+    for m in &pair {
+        kill(pid(m), Signal::SIGSTOP)
+            .map_err(|e| HarnessError::Unexpected(format!("SIGSTOP: {e}")))?;
+    }
+    let bundle = peers.file("suspended.bundle");
+    let lines: String = (0..FLOWS)
+        .map(|i| {
+            format!(
+                "flow add table=1,priority=5,ip,nw_dst=10.1.{}.{},actions=output:2\n",
+                i / 256,
+                i % 256
+            )
+        })
+        .collect();
+    std::fs::write(&bundle, lines).map_err(|e| HarnessError::Unexpected(e.to_string()))?;
+    let bundle_arg = bundle.to_string_lossy().into_owned();
+    // Bounded (LOAD_TIMEOUT): before, xbr's commit never answered.
+    peers.both_ok(&["bundle", BRIDGE, &bundle_arg])?;
+    peers.both_ok(&["add-flow", BRIDGE, "table=2,priority=1,actions=drop"])?;
+    for m in &pair {
+        kill(pid(m), Signal::SIGCONT)
+            .map_err(|e| HarnessError::Unexpected(format!("SIGCONT: {e}")))?;
+    }
+    // Each was paused, then told of every flow once, then resumed.
+    for m in &pair {
+        m.wait_until(
+            |m| m.printed("ONFT_FLOW_MONITOR_RESUMED"),
+            "RESUMED after the backlog",
+        )?;
+    }
+    let [x, o] = pair;
+    let (x, o) = (x.stop(), o.stop());
+    let summary = |lines: &[String]| {
+        let mut added: Vec<&String> = lines.iter().filter(|l| l.contains("event=ADDED")).collect();
+        added.sort();
+        let paused = lines
+            .iter()
+            .filter(|l| l.starts_with("ONFT_FLOW_MONITOR_PAUSED"))
+            .count();
+        let resumed = lines
+            .iter()
+            .filter(|l| l.starts_with("ONFT_FLOW_MONITOR_RESUMED"))
+            .count();
+        (
+            added.into_iter().cloned().collect::<Vec<_>>(),
+            paused,
+            resumed,
+        )
+    };
+    let (xs, os) = (summary(&x), summary(&o));
+    assert_eq!(xs.0.len(), FLOWS + 1, "xbr: every flow once");
+    assert_eq!((xs.1, xs.2), (1, 1), "xbr paused and resumed once");
+    if xs != os {
+        return Err(HarnessError::Unexpected(format!(
+            "different updates: xbr {} added, paused {} resumed {}; OVS {} added, paused {} resumed {}",
+            xs.0.len(),
+            xs.1,
+            xs.2,
+            os.0.len(),
+            os.1,
+            os.2
+        )));
+    }
+    std::fs::remove_file(&bundle).map_err(|e| HarnessError::Unexpected(e.to_string()))?;
     Ok(())
 }
 

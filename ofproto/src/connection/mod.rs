@@ -22,7 +22,8 @@ mod stats;
 
 use crate::bridge::Bridge;
 use crate::bundle::{Bundles, CommitTo};
-use crate::notify::{SharedWriter, Subscription};
+use crate::notify::Subscription;
+use crate::outbox::Outbox;
 use crate::roles::ConnRole;
 use crate::versions;
 use crate::wire::header::msg_type;
@@ -64,9 +65,10 @@ pub(crate) struct Connection<R: Read> {
     /// back to back, and reading each header and body straight from the
     /// socket cost two syscalls per message.
     reader: io::BufReader<R>,
-    /// Shared with the bridge's [`crate::notify::Notifier`], which writes
-    /// asynchronous messages through the same lock.
-    writer: SharedWriter,
+    /// Everything sent to the peer, replies and (shared with the bridge's
+    /// notifier and flow monitors) asynchronous messages, goes through it
+    /// in order; only its own thread waits for the peer.
+    outbox: Arc<Outbox>,
     bridge: Arc<Bridge>,
     bundles: Bundles,
     peer: String,
@@ -95,6 +97,13 @@ pub(crate) struct Connection<R: Read> {
     hello_sent: bool,
 }
 
+impl<R: Read> Drop for Connection<R> {
+    fn drop(&mut self) {
+        // The outbox's thread writes what is left and ends.
+        self.outbox.close();
+    }
+}
+
 impl<R: Read> Connection<R> {
     /// A connection someone opened to the switch (ovs-ofctl, a passive
     /// controller): as OVS treats its service connections, its
@@ -108,12 +117,12 @@ impl<R: Read> Connection<R> {
         bridge: Arc<Bridge>,
         peer: String,
     ) -> Self {
-        let writer: SharedWriter = Arc::new(Mutex::new(Box::new(writer)));
+        let outbox = Outbox::start(writer);
         let role = bridge.roles().register();
         let async_config = Arc::new(Mutex::new(AsyncConfig::default()));
         Connection {
             reader: io::BufReader::with_capacity(READ_BUFFER, reader),
-            writer,
+            outbox,
             role,
             async_config,
             async_added: [[0; 2]; 3],
@@ -130,6 +139,7 @@ impl<R: Read> Connection<R> {
     }
 
     /// Serves the connection until the peer closes it or framing fails.
+    /// What was queued for it is still written after (see `Drop`).
     pub(crate) fn run(mut self) {
         if let Err(e) = self.serve() {
             if !matches!(
@@ -207,8 +217,6 @@ impl<R: Read> Connection<R> {
         }
     }
 
-    /// Sends messages encoded by the 1.3 codec, relabelled with the
-    /// connection's version.
     /// The id this connection's flow monitors are kept under (none before
     /// HELLO).
     fn monitor_id(&self) -> Option<u64> {
@@ -221,6 +229,8 @@ impl<R: Read> Connection<R> {
         self.monitor_id().map(|conn| (conn, xid))
     }
 
+    /// Sends messages encoded by the 1.3 codec, relabelled with the
+    /// connection's version.
     fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         // HELLO goes first whatever happens: a peer whose first bytes are
         // not a message (bad framing) gets an error after it.
@@ -228,11 +238,11 @@ impl<R: Read> Connection<R> {
             self.send_hello(OFP_VERSION)?;
         }
         if self.version == OFP_VERSION {
-            return self.writer.lock().write_all(bytes);
+            return self.outbox.send(bytes);
         }
         let mut out = bytes.to_vec();
         versions::relabel(&mut out, self.version);
-        self.writer.lock().write_all(&out)
+        self.outbox.send(&out)
     }
 
     fn send_hello(&mut self, version: u8) -> io::Result<()> {
@@ -242,7 +252,7 @@ impl<R: Read> Connection<R> {
         }
         .emit(0);
         versions::relabel(&mut hello, version);
-        self.writer.lock().write_all(&hello)
+        self.outbox.send(&hello)
     }
 
     fn send_error(&mut self, e: &WireError, xid: u32, offending: &[u8]) -> io::Result<()> {
@@ -289,7 +299,7 @@ impl<R: Read> Connection<R> {
                                 crate::wire::async14::AsyncConfig14::later_default().base;
                         }
                         self.subscription = Some(self.bridge.notifier().subscribe(
-                            self.writer.clone(),
+                            self.outbox.clone(),
                             &self.role,
                             self.async_config.clone(),
                             self.service.then(|| self.miss_send_len.clone()),

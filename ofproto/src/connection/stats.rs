@@ -121,7 +121,7 @@ impl<R: Read> Connection<R> {
         };
         match self
             .bridge
-            .monitor_request(conn, &self.writer, self.version, xid, reqs)
+            .monitor_request(conn, &self.outbox, self.version, xid, reqs)
         {
             Ok(()) => Ok(()),
             Err(e) => self.send_error(&e, xid, raw),

@@ -338,6 +338,27 @@ pub fn append_abbrev(version: u8, xid: u32, out: &mut Vec<u8>) {
     out.put_u32(xid);
 }
 
+/// The message telling a connection speaking `version` that its flow
+/// monitors paused (`paused`) or resumed: in 1.3 ONF's experimenter
+/// messages 1871 and 1872, after it a flow monitor reply with one
+/// OFPFME_PAUSED or OFPFME_RESUMED update. Labelled 1.3; the caller
+/// relabels it.
+pub fn pause_message(version: u8, paused: bool) -> Vec<u8> {
+    if version == super::OFP_VERSION {
+        let mut body = Vec::with_capacity(8);
+        body.put_u32(ONF_VENDOR_ID);
+        body.put_u32(if paused { 1871 } else { 1872 });
+        super::HeaderRepr::framed(super::header::msg_type::EXPERIMENTER, 0, &body)
+    } else {
+        let mut update = Vec::with_capacity(8);
+        update.put_u16(8);
+        update.put_u16(if paused { 5 } else { 6 });
+        update.put_zeros(4);
+        let (ty, prefix) = reply_type_and_prefix(version);
+        super::multipart::pack_replies_with(0, ty, &prefix, std::iter::once(update)).concat()
+    }
+}
+
 /// Encodes `m` as an `ofp_match` and returns its length without the
 /// padding (what the ONF extension's `match_len` fields hold).
 fn emit_match_len(m: &flowtable::Match, out: &mut Vec<u8>) -> u16 {
