@@ -167,8 +167,9 @@ impl Shared {
     fn serve_controller(&self, c: TcpStream, target: SocketAddr, probe: Duration) {
         let _ = c.set_nodelay(true);
         let probe = probe.max(Duration::from_millis(1));
-        // The write timeout bounds how long a stuck controller can hold up
-        // the notifier (see notify.rs).
+        // A controller that reads nothing for a probe interval fails the
+        // connection's writer (outbox.rs), which ends the connection: the
+        // read-side probe alone would never notice it.
         if let Err(e) = c
             .set_read_timeout(Some(probe))
             .and_then(|()| c.set_write_timeout(Some(probe)))
