@@ -1,6 +1,7 @@
 //! The messages that change the pipeline, independent of their wire form.
 
 use crate::action::{Bucket, Instructions};
+use crate::key::FlowKey;
 use crate::matching::Match;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -135,6 +136,43 @@ pub struct GroupMod {
     pub group_type: GroupType,
     pub group_id: u32,
     pub buckets: Vec<Bucket>,
+    /// A select group's selection method (OpenFlow 1.5 group property);
+    /// ignored by the bucket commands, which keep the group's.
+    pub selection: Option<SelectionMethod>,
+}
+
+/// How a select group picks its bucket: OVS's NTR selection method, an
+/// OpenFlow 1.5 group property (`selection_method=hash,fields(...)`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SelectionMethod {
+    pub method: SelectionKind,
+    /// Seeds the hash (`selection_method_param`).
+    pub param: u64,
+    /// The bits of the packet's key `hash` hashes, each field with its
+    /// mask; all zero for the default fields (and for `dp_hash`).
+    pub fields: FlowKey,
+    /// The field array as the controller encoded it (OXM TLVs), returned
+    /// as received in group descriptions.
+    pub wire_fields: Vec<u8>,
+}
+
+/// The selection methods OVS knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelectionKind {
+    /// A hash of `fields` (or, without fields, of the default ones).
+    Hash,
+    /// The datapath's hash of the packet: xbr hashes the default fields.
+    DpHash,
+}
+
+impl SelectionKind {
+    /// The name on the wire and in ovs-ofctl's syntax.
+    pub fn name(self) -> &'static str {
+        match self {
+            SelectionKind::Hash => "hash",
+            SelectionKind::DpHash => "dp_hash",
+        }
+    }
 }
 
 /// A flow-stats request / non-strict filter (dump-flows, aggregate).

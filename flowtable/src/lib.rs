@@ -26,7 +26,10 @@ mod xlate;
 pub use action::{Action, Bucket, CtAction, CtZone, Instructions, NatAction, SubField};
 pub use classifier::Classifier;
 pub use error::{FlowModError, GroupModError, MatchError, MeterModError};
-pub use flow_mod::{FlowFilter, FlowMod, FlowModCommand, GroupMod, GroupModCommand, GroupType};
+pub use flow_mod::{
+    FlowFilter, FlowMod, FlowModCommand, GroupMod, GroupModCommand, GroupType, SelectionKind,
+    SelectionMethod,
+};
 pub use group::{Group, GroupStats};
 pub use key::{Field, FlowKey, KEY_WORDS};
 pub use matching::Match;

@@ -4,8 +4,8 @@
 
 use super::Ctx;
 use crate::action::{port, Bucket};
-use crate::flow_mod::GroupType;
-use crate::key::Field;
+use crate::flow_mod::{GroupType, SelectionKind, SelectionMethod};
+use crate::key::{Field, FlowKey};
 use crate::pipeline::Pipeline;
 use crate::trace::Tracer;
 
@@ -60,7 +60,7 @@ impl<T: Tracer> Ctx<'_, '_, T> {
                 }
             }
             GroupType::Select => {
-                if let Some(b) = self.select_bucket(&g.buckets) {
+                if let Some(b) = self.select_bucket(&g.buckets, g.selection.as_ref()) {
                     self.bucket(b, table, depth);
                 }
             }
@@ -68,15 +68,35 @@ impl<T: Tracer> Ctx<'_, '_, T> {
     }
 
     /// Weighted choice by flow hash; weight 0 buckets are never chosen.
-    fn select_bucket<'b>(&mut self, buckets: &'b [Bucket]) -> Option<&'b Bucket> {
+    /// `hash` with fields hashes those bits of the key, seeded by its
+    /// param (OVS's NTR selection method); otherwise, and for `dp_hash`,
+    /// the default fields.
+    fn select_bucket<'b>(
+        &mut self,
+        buckets: &'b [Bucket],
+        selection: Option<&SelectionMethod>,
+    ) -> Option<&'b Bucket> {
         let total: u64 = buckets.iter().map(|b| u64::from(b.weight)).sum();
         if total == 0 {
             return None;
         }
         let mut h = 0;
-        for f in HASH_FIELDS {
-            h = mix(h, self.key.get(f));
-            self.unwildcard(f, 0, f.bits());
+        match selection {
+            Some(s) if s.method == SelectionKind::Hash && s.fields != FlowKey::zero() => {
+                h = s.param;
+                for (i, &mask) in s.fields.words.iter().enumerate() {
+                    if mask != 0 {
+                        h = mix(h, self.key.words[i] & mask);
+                        self.out.wildcards.words[i] |= mask;
+                    }
+                }
+            }
+            _ => {
+                for f in HASH_FIELDS {
+                    h = mix(h, self.key.get(f));
+                    self.unwildcard(f, 0, f.bits());
+                }
+            }
         }
         let mut point = h % total;
         for b in buckets {

@@ -387,6 +387,55 @@ fn select_group_spreads_flows_and_respects_weights() {
     assert!(hits[2] > 120 && hits[3] > 120, "{hits:?}");
 }
 
+#[test]
+fn a_select_group_with_hash_fields_hashes_only_those() {
+    let mut gm = group_mod(
+        GroupModCommand::Add,
+        GroupType::Select,
+        1,
+        vec![vec![out(2)], vec![out(3)]],
+    );
+    // OVS's `selection_method=hash,fields(ip_dst=255.255.255.0)`.
+    let mut fields = FlowKey::zero();
+    fields.set(Field::IpDst, 0xffff_ff00);
+    gm.selection = Some(SelectionMethod {
+        method: SelectionKind::Hash,
+        param: 0,
+        fields,
+        wire_fields: Vec::new(),
+    });
+    let (ft, p) = build(vec![
+        PipelineMod::Group(gm),
+        PipelineMod::Flow(add(0, 1, Match::catch_all(), vec![Action::Group(1)])),
+    ]);
+    let mut hits = [0u32; 4];
+    for dst in 0..200u32 {
+        let net = 0x0a00_0000 | dst << 8;
+        let first = outputs(&xlate(&p, &tcp_key(1, 0x0a00_0001, net, 1000, 80)));
+        // Other sources, ports and hosts of the /24: the same bucket.
+        for (src, sport, host) in [(7, 2000, 9), (8, 3000, 200)] {
+            let k = tcp_key(1, src, net | host, sport, 443);
+            let x = xlate(&p, &k);
+            assert_eq!(outputs(&x), first);
+            // The megaflow keeps only the /24 (and the rule's own match).
+            assert_eq!(x.wildcards().get(Field::IpDst), 0xffff_ff00);
+            assert_eq!(x.wildcards().get(Field::TpSrc), 0);
+        }
+        hits[first[0] as usize] += 1;
+    }
+    assert!(hits[2] > 60 && hits[3] > 60, "{hits:?}");
+    // A bucket command keeps the selection method.
+    let mut tables = ft;
+    let insert = group_mod(
+        GroupModCommand::InsertBucket(flowtable::flow_mod::BucketPos::Last),
+        GroupType::Select,
+        1,
+        vec![],
+    );
+    tables.group_mod(&insert).unwrap();
+    assert!(tables.group(1).unwrap().selection.is_some());
+}
+
 fn text_pipeline(flows: &[&str]) -> Pipeline {
     let mods: Vec<PipelineMod> = flows
         .iter()

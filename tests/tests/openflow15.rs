@@ -1,7 +1,8 @@
 //! OpenFlow 1.5's groups (bucket ids and properties, INSERT_BUCKET and
 //! REMOVE_BUCKET, ADD_OR_MOD) against Open vSwitch 3.1: the same
 //! `ovs-ofctl -O OpenFlow15` commands on both switches give the same
-//! `dump-groups` (in 1.5 and in 1.3) and the same errors; likewise flow
+//! `dump-groups` (in 1.5 and in 1.3) and the same errors, also for select
+//! groups' selection methods (`selection_method=hash,fields(...)`); likewise flow
 //! statistics, and 1.4's table settings and table and queue descriptions.
 
 mod peers;
@@ -177,6 +178,49 @@ fn openflow15_groups_like_ovs() -> Result<()> {
         "OFPGMFC_BAD_BUCKET",
     )?;
     same_groups(&peers, "after the refused commands")?;
+
+    // Select groups' selection methods (OVS's NTR group property): kept,
+    // reported as given, kept by bucket commands, replaced by a modify.
+    add("group_id=10,type=select,selection_method=hash,\
+         fields(ip_dst=255.255.255.0,tcp_src),selection_method_param=7,\
+         bucket=actions=output:1,bucket=actions=output:2")?;
+    add("group_id=11,type=select,selection_method=dp_hash,bucket=actions=output:1")?;
+    add("group_id=12,type=select,selection_method=hash,bucket=actions=output:3")?;
+    edit(
+        "insert-buckets",
+        "group_id=10,command_bucket_id=last,bucket=bucket_id:9,actions=output:3",
+    )?;
+    edit(
+        "mod-group",
+        "group_id=11,type=select,selection_method=hash,fields=eth_src,bucket=actions=output:2",
+    )?;
+    peers.both_ok(&of15(&[
+        "add-flow",
+        BRIDGE,
+        "table=0,priority=20,ip,actions=group:10",
+    ]))?;
+    same_groups(&peers, "after the selection methods")?;
+    let [x, _] = peers.both(&of15(&["dump-groups", BRIDGE]))?;
+    assert!(
+        x.stdout.contains(
+            "group_id=10,type=select,selection_method=hash,selection_method_param=7,fields(ip_dst=255.255.255.0,tcp_src)"
+        ) && x.stdout.contains("group_id=11,type=select,selection_method=hash,fields=eth_src"),
+        "{}",
+        x.stdout
+    );
+    for (spec, error) in [
+        (
+            "group_id=13,type=all,selection_method=hash,bucket=actions=output:1",
+            "OFPBPC_BAD_VALUE",
+        ),
+        (
+            "group_id=13,type=select,selection_method=random,bucket=actions=output:1",
+            "OFPBPC_BAD_VALUE",
+        ),
+    ] {
+        both_refuse(&peers, &["add-group", BRIDGE, spec], error)?;
+    }
+    same_groups(&peers, "after the refused selection methods")?;
 
     // The agent's way, in 1.5: a bundle of groups and the flows using them.
     let file = peers.file("v15.bundle");

@@ -60,15 +60,19 @@ impl FlowTables {
         if has_duplicate_ids(&gm.buckets) {
             return Err(GroupModError::BadBucket("two buckets have the same id"));
         }
-        let (group_type, buckets) = match (command, &old) {
+        let (group_type, buckets, selection) = match (command, &old) {
             (GroupModCommand::Add, Some(_)) => return Err(GroupModError::Exists(id)),
-            (GroupModCommand::Add, None) => (gm.group_type, gm.buckets.clone()),
+            (GroupModCommand::Add, None) => {
+                (gm.group_type, gm.buckets.clone(), gm.selection.clone())
+            }
             (_, None) => return Err(GroupModError::Unknown(id)),
-            // Bucket commands keep the group's type, whatever the message
-            // says (as OVS does, after the ONF's EXT-570).
+            // Bucket commands keep the group's type and selection method,
+            // whatever the message says (as OVS does, after the ONF's
+            // EXT-570).
             (GroupModCommand::InsertBucket(at), Some(old)) => (
                 old.group_type,
                 insert_buckets(&old.buckets, &gm.buckets, at)?,
+                old.selection.clone(),
             ),
             (GroupModCommand::RemoveBucket(at), Some(old)) => {
                 if !gm.buckets.is_empty() {
@@ -76,16 +80,26 @@ impl FlowTables {
                         "a bucket removal carries no buckets",
                     ));
                 }
-                (old.group_type, remove_bucket(&old.buckets, at)?)
+                (
+                    old.group_type,
+                    remove_bucket(&old.buckets, at)?,
+                    old.selection.clone(),
+                )
             }
-            (_, Some(_)) => (gm.group_type, gm.buckets.clone()),
+            (_, Some(_)) => (gm.group_type, gm.buckets.clone(), gm.selection.clone()),
         };
+        // Only a select group has a selection method (the decoders
+        // refuse one for another type; this keeps a library caller to it).
+        if selection.is_some() && group_type != GroupType::Select {
+            return Err(GroupModError::BadType);
+        }
         Self::check_group(group_type, &buckets)?;
         let stats = old.map_or_else(|| Arc::new(GroupStats::default()), |g| g.stats.clone());
         let group = Arc::new(Group {
             id,
             group_type,
             buckets,
+            selection,
             stats,
         });
         self.set_group(group, changes);

@@ -631,6 +631,7 @@ pub(crate) fn parse_group_mod(
         group_type,
         group_id,
         buckets,
+        selection: None,
     })
 }
 

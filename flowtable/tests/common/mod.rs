@@ -67,6 +67,7 @@ pub fn group_mod(
                 actions,
             })
             .collect(),
+        selection: None,
     }
 }
 

@@ -211,7 +211,14 @@ impl<R: Read> Connection<R> {
             .with_tables(|t| t.groups())
             .iter()
             .filter(|g| group_id == group_no::ALL || g.id == group_id)
-            .map(|g| crate::wire::group15::group_desc_entry(g.id, g.group_type, &g.buckets))
+            .map(|g| {
+                crate::wire::group15::group_desc_entry(
+                    g.id,
+                    g.group_type,
+                    &g.buckets,
+                    g.selection.as_ref(),
+                )
+            })
             .collect();
         for m in pack_replies(xid, multipart::mp_type::GROUP_DESC, entries) {
             self.send(&m)?;

@@ -8,15 +8,32 @@
 //! (each padded to 8 bytes; the length field counts the weight's two
 //! bytes of padding, as the specs and OVS write it, but need not);
 //! absent ones mean 1 for a select group's weight (0 otherwise), ANY for
-//! the watches, as OVS reads them. Group properties (OVS's NTR
-//! `selection_method`) are refused: xbr has one selection method.
+//! the watches, as OVS reads them. The one group property is OVS's
+//! (Netronome's) selection method for select groups, an experimenter
+//! property: `hash` of the given fields (an OXM field array whose values
+//! are masks), seeded by its param, or `dp_hash`; decoded and refused as
+//! OVS does, and returned in group descriptions as received.
 
 use super::action::{emit_actions_in, parse_actions_in, Dialect};
 use super::mods::{group_type_from_wire, group_type_to_wire};
 use super::{err, Ctx, Put, Reader, WireError};
 use flowtable::action::{group as group_no, port};
 use flowtable::flow_mod::{BucketPos, BUCKET_ID_MAX};
-use flowtable::{Bucket, GroupMod, GroupModCommand, GroupType};
+use flowtable::{Bucket, GroupMod, GroupModCommand, GroupType, SelectionKind, SelectionMethod};
+
+/// The selection method property: OpenFlow 1.5's experimenter group
+/// property type, Netronome's vendor ids (OVS 2.4 wrote the second) and
+/// experimenter type.
+mod ntr {
+    pub const GROUP_PROP_EXPERIMENTER: u16 = 0xffff;
+    pub const VENDOR_ID: u32 = 0x0000_154d;
+    pub const COMPAT_VENDOR_ID: u32 = 0x0000_1540;
+    pub const SELECTION_METHOD: u32 = 1;
+    /// Its fixed part, with the type and length; the field array follows.
+    pub const PROP_LEN: usize = 40;
+    /// The method's name, NUL-padded.
+    pub const METHOD_LEN: usize = 16;
+}
 
 /// `ofp_group_bucket_prop_type`.
 mod prop {
@@ -101,18 +118,116 @@ pub fn parse_group_mod(body: &[u8]) -> Result<GroupMod, WireError> {
         ));
     }
     let buckets = parse_buckets(r.bytes(buckets_len)?, group_type)?;
-    if !r.is_empty() {
-        return Err(WireError::BadProperty(
-            err::BPC_BAD_TYPE,
-            "group properties (selection_method) are not supported".into(),
-        ));
+    let mut selection = None;
+    while !r.is_empty() {
+        let (ty, len, mut value) = r.property("group property")?;
+        let (experimenter, exp_type) = match ty {
+            ntr::GROUP_PROP_EXPERIMENTER if len < 12 => {
+                return Err(WireError::BadProperty(
+                    err::BPC_BAD_LEN,
+                    format!("experimenter group property of length {len}"),
+                ))
+            }
+            ntr::GROUP_PROP_EXPERIMENTER => (value.u32()?, value.u32()?),
+            t => {
+                return Err(WireError::BadProperty(
+                    err::BPC_BAD_TYPE,
+                    format!("group property type {t}"),
+                ))
+            }
+        };
+        if !matches!(experimenter, ntr::VENDOR_ID | ntr::COMPAT_VENDOR_ID)
+            || exp_type != ntr::SELECTION_METHOD
+        {
+            return Err(WireError::BadProperty(
+                err::BPC_BAD_EXP_TYPE,
+                format!("group property of experimenter {experimenter:#x} type {exp_type}"),
+            ));
+        }
+        selection = Some(parse_selection_method(len, value, group_type, command)?);
     }
     Ok(GroupMod {
         command,
         group_type,
         group_id,
         buckets,
+        selection,
     })
+}
+
+/// The rest of a selection method property of length `len` (after its
+/// experimenter id and type), checked as OVS checks it.
+fn parse_selection_method(
+    len: usize,
+    mut value: Reader,
+    group_type: GroupType,
+    command: GroupModCommand,
+) -> Result<SelectionMethod, WireError> {
+    let bad_value = |detail: &str| WireError::BadProperty(err::BPC_BAD_VALUE, detail.into());
+    if group_type != GroupType::Select {
+        return Err(bad_value("a selection method is for select groups only"));
+    }
+    if !matches!(
+        command,
+        GroupModCommand::Add | GroupModCommand::Modify | GroupModCommand::AddOrModify
+    ) {
+        return Err(bad_value(
+            "a selection method comes with an add or a modify only",
+        ));
+    }
+    if len < ntr::PROP_LEN {
+        return Err(WireError::BadProperty(
+            err::BPC_BAD_LEN,
+            format!("selection method property of length {len}"),
+        ));
+    }
+    value.skip(4)?;
+    let name = value.bytes(ntr::METHOD_LEN)?;
+    let name = match name.iter().position(|&b| b == 0) {
+        Some(end) => &name[..end],
+        None => return Err(bad_value("selection method name not NUL-terminated")),
+    };
+    let method = match name {
+        b"hash" => SelectionKind::Hash,
+        b"dp_hash" => SelectionKind::DpHash,
+        _ => {
+            return Err(bad_value(&format!(
+                "selection method {:?} (hash or dp_hash)",
+                String::from_utf8_lossy(name)
+            )))
+        }
+    };
+    let param = value.u64()?;
+    let wire_fields = value.bytes(len - ntr::PROP_LEN)?.to_vec();
+    if !wire_fields.is_empty() && method != SelectionKind::Hash {
+        return Err(bad_value("only the hash selection method takes fields"));
+    }
+    let fields = super::oxm::parse_field_array(&wire_fields)?;
+    Ok(SelectionMethod {
+        method,
+        param,
+        fields,
+        wire_fields,
+    })
+}
+
+/// Appends a selection method property.
+fn emit_selection_method(s: &SelectionMethod, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.put_u16(ntr::GROUP_PROP_EXPERIMENTER);
+    out.put_u16(0);
+    out.put_u32(ntr::VENDOR_ID);
+    out.put_u32(ntr::SELECTION_METHOD);
+    out.put_zeros(4);
+    let mut name = [0u8; ntr::METHOD_LEN];
+    let method = s.method.name().as_bytes();
+    name[..method.len()].copy_from_slice(method);
+    out.extend_from_slice(&name);
+    out.put_u64(s.param);
+    out.extend_from_slice(&s.wire_fields);
+    let len = super::len16(out, start);
+    out.patch_u16(start + 2, len);
+    out.put_zeros(usize::from(len).next_multiple_of(8) - usize::from(len));
 }
 
 /// Decodes an array of OpenFlow 1.5 `ofp_bucket`s of a group of type
@@ -245,10 +360,19 @@ pub fn emit_group_mod(gm: &GroupMod, out: &mut Vec<u8>) {
     }
     let buckets_len = super::len16(out, start + GROUP_MOD_LEN);
     out.patch_u16(start + 8, buckets_len);
+    if let Some(s) = &gm.selection {
+        emit_selection_method(s, out);
+    }
 }
 
-/// One OpenFlow 1.5 GROUP_DESC reply entry (`ofp_group_desc`).
-pub fn group_desc_entry(group_id: u32, group_type: GroupType, buckets: &[Bucket]) -> Vec<u8> {
+/// One OpenFlow 1.5 GROUP_DESC reply entry (`ofp_group_desc`), with the
+/// group's selection method if it has one.
+pub fn group_desc_entry(
+    group_id: u32,
+    group_type: GroupType,
+    buckets: &[Bucket],
+    selection: Option<&SelectionMethod>,
+) -> Vec<u8> {
     let mut out = Vec::new();
     out.put_u16(0);
     out.put_u8(group_type_to_wire(group_type));
@@ -261,6 +385,9 @@ pub fn group_desc_entry(group_id: u32, group_type: GroupType, buckets: &[Bucket]
     }
     let buckets_len = super::len16(&out, DESC_LEN);
     out.patch_u16(8, buckets_len);
+    if let Some(s) = selection {
+        emit_selection_method(s, &mut out);
+    }
     let len = super::len16(&out, 0);
     out.patch_u16(0, len);
     out

@@ -139,6 +139,7 @@ pub mod err {
     pub const BPC_BAD_TYPE: u16 = 0;
     pub const BPC_BAD_LEN: u16 = 1;
     pub const BPC_BAD_VALUE: u16 = 2;
+    pub const BPC_BAD_EXP_TYPE: u16 = 6;
 
     /// OFPET_ASYNC_CONFIG_FAILED (OpenFlow 1.4 on).
     pub const ASYNC_CONFIG_FAILED: u16 = 15;

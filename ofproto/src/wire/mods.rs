@@ -194,6 +194,7 @@ pub fn parse_group_mod(body: &[u8]) -> Result<GroupMod, WireError> {
         group_type,
         group_id,
         buckets,
+        selection: None,
     })
 }
 

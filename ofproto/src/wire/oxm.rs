@@ -303,6 +303,42 @@ pub fn parse_oxms(bytes: &[u8]) -> Result<Match, WireError> {
     Ok(m)
 }
 
+/// Decodes an OXM field array (a select group's hash fields, OVS's
+/// `fields(...)`): TLVs without a mask bit whose value is the mask of the
+/// field to use. Returns the masks, as a key; no prerequisites apply.
+pub fn parse_field_array(bytes: &[u8]) -> Result<flowtable::FlowKey, WireError> {
+    let mut r = Reader::new(bytes, Ctx::Match, "field array");
+    let mut m = Match::catch_all();
+    while !r.is_empty() {
+        let tlv = parse_tlv(&mut r)?;
+        let fh = tlv.header;
+        if !fh.in_match || tlv.mask.is_some() {
+            return Err(WireError::BadMatch(
+                err::BMC_BAD_FIELD,
+                format!("{} in a field array", fh.name),
+            ));
+        }
+        let present = if fh.is_wide() {
+            m.get128(fh.target).1 != 0
+        } else {
+            m.get(fh.target).1 & (fh.ones() << fh.shift) != 0
+        };
+        if present {
+            return Err(WireError::BadMatch(
+                err::BMC_DUP_FIELD,
+                format!("{} appears twice", fh.name),
+            ));
+        }
+        if fh.is_wide() {
+            m.set128_masked(fh.target, 0, tlv.value);
+        } else {
+            let old = m.get(fh.target).1;
+            m.set_masked(fh.target, 0, old | (tlv.value as u64) << fh.shift);
+        }
+    }
+    Ok(*m.mask())
+}
+
 /// One OFPXMC_PACKET_REGS field of a match: the two 32-bit registers it
 /// holds, each matched where its half of the mask has bits.
 fn parse_packet_reg(r: &mut Reader<'_>, m: &mut Match) -> Result<(), WireError> {

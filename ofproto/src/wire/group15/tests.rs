@@ -1,5 +1,5 @@
 use super::*;
-use flowtable::Action;
+use flowtable::{Action, Field};
 
 fn bucket(bucket_id: u32, weight: u16, out: u32) -> Bucket {
     Bucket {
@@ -36,6 +36,7 @@ fn a_select_group_round_trips_with_ids_and_weights() {
         group_type: GroupType::Select,
         group_id: 1,
         buckets: vec![bucket(3, 5, 1), bucket(0, 1, 2)],
+        selection: None,
     };
     let mut out = Vec::new();
     emit_group_mod(&gm, &mut out);
@@ -78,6 +79,7 @@ fn watches_travel_as_properties() {
         group_type: GroupType::FastFailover,
         group_id: 4,
         buckets: vec![b],
+        selection: None,
     };
     let mut out = Vec::new();
     emit_group_mod(&gm, &mut out);
@@ -182,16 +184,96 @@ fn malformed_group_mods_get_the_spec_errors() {
         prop("0000 0006 0001"),
         (err::BAD_PROPERTY, err::BPC_BAD_LEN)
     );
-    // A group property (selection_method): not supported.
+    // Group properties: an unknown type, a short experimenter one.
     assert_eq!(
-        code("0000 01 00 00000001 0000 0000 ffffffff ffff 0008 00000000"),
+        code("0000 01 00 00000001 0000 0000 ffffffff 0001 0008 00000000"),
         (err::BAD_PROPERTY, err::BPC_BAD_TYPE)
     );
+    assert_eq!(
+        code("0000 01 00 00000001 0000 0000 ffffffff ffff 0008 00000000"),
+        (err::BAD_PROPERTY, err::BPC_BAD_LEN)
+    );
+}
+
+/// A select group mod (add) with one selection method property.
+fn with_method(group_type: &str, command: &str, method: &str, fields: &str) -> String {
+    let fields = fields.replace(' ', "");
+    let name: String = method
+        .bytes()
+        .chain(std::iter::repeat(0))
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let len = 40 + fields.len() / 2;
+    let pad = "00".repeat(len.next_multiple_of(8) - len);
+    format!(
+        "{command} {group_type} 00 00000001 0000 0000 ffffffff \
+         ffff {len:04x} 0000154d 00000001 00000000 {name} 0000000000000007 {fields}{pad}"
+    )
+}
+
+#[test]
+fn selection_methods_round_trip_and_are_refused_as_ovs_refuses_them() {
+    // hash of ip_dst/24 and tcp_src, seeded by 7.
+    let fields = "80001804 ffffff00 80001a02 ffff";
+    let gm = parse_group_mod(&hex(&with_method("01", "0000", "hash", fields))).unwrap();
+    let s = gm.selection.clone().unwrap();
+    assert_eq!((s.method, s.param), (SelectionKind::Hash, 7));
+    assert_eq!(s.fields.get(Field::IpDst), 0xffff_ff00);
+    assert_eq!(s.fields.get(Field::TpSrc), 0xffff);
+    assert_eq!(s.fields.get(Field::IpSrc), 0);
+    let mut out = Vec::new();
+    emit_group_mod(&gm, &mut out);
+    assert_eq!(out, hex(&with_method("01", "0000", "hash", fields)));
+    let e = group_desc_entry(1, GroupType::Select, &[], gm.selection.as_ref());
+    assert_eq!(&e[16..], &out[16..]);
+    let dp = parse_group_mod(&hex(&with_method("01", "0001", "dp_hash", ""))).unwrap();
+    assert_eq!(dp.selection.unwrap().method, SelectionKind::DpHash);
+    let code = |body: String| parse_group_mod(&hex(&body)).unwrap_err().ofp_error();
+    let bad_value = (err::BAD_PROPERTY, err::BPC_BAD_VALUE);
+    // Not a select group; a bucket command; an unknown method; fields
+    // without hash.
+    assert_eq!(code(with_method("00", "0000", "hash", "")), bad_value);
+    assert_eq!(code(with_method("01", "0005", "hash", "")), bad_value);
+    assert_eq!(code(with_method("01", "0000", "random", "")), bad_value);
+    assert_eq!(
+        code(with_method("01", "0000", "dp_hash", fields)),
+        bad_value
+    );
+    // A masked TLV, or a field twice.
+    assert_eq!(
+        code(with_method(
+            "01",
+            "0000",
+            "hash",
+            "80001908 0a000000 ffffff00"
+        ))
+        .0,
+        err::BAD_MATCH
+    );
+    assert_eq!(
+        code(with_method(
+            "01",
+            "0000",
+            "hash",
+            "80001804 ffffffff 80001804 ffffffff"
+        )),
+        (err::BAD_MATCH, err::BMC_DUP_FIELD)
+    );
+    // Another experimenter's property.
+    let other =
+        with_method("01", "0000", "hash", "").replace("0000154d 00000001", "00002320 00000001");
+    assert_eq!(code(other), (err::BAD_PROPERTY, err::BPC_BAD_EXP_TYPE));
 }
 
 #[test]
 fn desc_entries_carry_ids_and_properties() {
-    let e = group_desc_entry(1, GroupType::Select, &[bucket(3, 5, 1), bucket(0, 1, 2)]);
+    let e = group_desc_entry(
+        1,
+        GroupType::Select,
+        &[bucket(3, 5, 1), bucket(0, 1, 2)],
+        None,
+    );
     let mod_body = hex(SELECT_ADD);
     assert_eq!(&e[..8], hex("0050 01 00 00000001"));
     assert_eq!(&e[8..16], hex("0040 000000000000"));
