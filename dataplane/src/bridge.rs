@@ -16,6 +16,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use thiserror::Error;
 
+/// How long starting waits for the packet thread to be ready to receive
+/// (its first round: frames for every port's fill ring).
+const ENGINE_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub struct BridgeConfig {
     pub name: String,
     pub rundir: PathBuf,
@@ -280,6 +284,13 @@ impl RunningBridge {
                 .map_err(BridgeError::Thread)?
         };
 
+        // OpenFlow and the control socket come up, and callers learn that
+        // xbr runs, only once the packet thread can receive on every port.
+        if !shared.wait_running(ENGINE_START_TIMEOUT) {
+            tracing::warn!(
+                "the packet thread has not started after {ENGINE_START_TIMEOUT:?}; going on"
+            );
+        }
         let bridge = Bridge::new(shared.clone());
         let live = Arc::new(LivePorts::new(
             umem,

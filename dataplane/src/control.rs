@@ -111,6 +111,8 @@ struct SeqState {
     applied: u64,
     /// The last statistics collection the packet thread finished.
     stats_done: u64,
+    /// The packet thread has given every port's fill ring its frames.
+    running: bool,
 }
 
 /// Shared state between ofproto (through [`Datapath`]) and the packet thread.
@@ -132,6 +134,22 @@ pub struct DpShared {
     xdp_gen: OnceLock<Arc<XdpGen>>,
     /// Statistics collections requested (see `Datapath::collect_stats`).
     stats_requested: AtomicU64,
+    /// What the packet thread last said about itself (`xbr stats`).
+    engine: Mutex<EngineSnapshot>,
+}
+
+/// The packet thread's own counters as it last published them (every
+/// `CACHE_FLUSH_MS` while busy, when it goes idle, and on a statistics
+/// collection): its drops by reason and its caches' statistics.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineSnapshot {
+    pub drops: crate::engine::EngineDrops,
+    /// `None` when the translation cache is off.
+    pub flow_cache: Option<flowtable::cache::CacheStats>,
+    /// `None` when the XDP flow cache is off.
+    pub xdp_cache: Option<crate::xdpcache::XdpCacheStats>,
+    /// When it was published; `None` before the first time.
+    pub at: Option<Instant>,
 }
 
 /// A controller's packet to inject (PACKET_OUT).
@@ -212,6 +230,7 @@ impl DpShared {
                 published: 0,
                 applied: 0,
                 stats_done: 0,
+                running: false,
             }),
             applied: Condvar::new(),
             waker,
@@ -220,6 +239,7 @@ impl DpShared {
             fail_open: AtomicBool::new(false),
             xdp_gen: OnceLock::new(),
             stats_requested: AtomicU64::new(0),
+            engine: Mutex::default(),
         });
         Ok((
             shared,
@@ -264,6 +284,53 @@ impl DpShared {
         if n > s.stats_done {
             s.stats_done = n;
             self.applied.notify_all();
+        }
+    }
+
+    /// Packet thread: every port can receive now.
+    pub fn mark_running(&self) {
+        self.seq.lock().running = true;
+        self.applied.notify_all();
+    }
+
+    /// Waits (at most `timeout`) until the packet thread has given every
+    /// port's fill ring its frames: until then the kernel drops what the
+    /// ports' XDP programs hand to their sockets. False on timeout.
+    pub fn wait_running(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut s = self.seq.lock();
+        while !s.running {
+            if self.applied.wait_until(&mut s, deadline).timed_out() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Packet thread: publishes its counters.
+    pub fn publish_engine(&self, snapshot: EngineSnapshot) {
+        *self.engine.lock() = snapshot;
+    }
+
+    /// The packet thread's counters, collected now if it answers within
+    /// the statistics timeout, else as it last published them.
+    pub fn engine_snapshot(&self) -> EngineSnapshot {
+        self.collect_now();
+        *self.engine.lock()
+    }
+
+    /// Asks the packet thread to collect its counters and waits (at most
+    /// STATS_TIMEOUT) until it did.
+    fn collect_now(&self) {
+        let target = self.stats_requested.fetch_add(1, Relaxed) + 1;
+        self.wake();
+        let deadline = Instant::now() + STATS_TIMEOUT;
+        let mut s = self.seq.lock();
+        while s.stats_done < target {
+            if self.applied.wait_until(&mut s, deadline).timed_out() {
+                tracing::debug!("statistics collection timed out; replying with older counts");
+                return;
+            }
         }
     }
 
@@ -440,16 +507,7 @@ impl Datapath for DpShared {
         if self.xdp_gen.get().is_none() {
             return;
         }
-        let target = self.stats_requested.fetch_add(1, Relaxed) + 1;
-        self.wake();
-        let deadline = Instant::now() + STATS_TIMEOUT;
-        let mut s = self.seq.lock();
-        while s.stats_done < target {
-            if self.applied.wait_until(&mut s, deadline).timed_out() {
-                tracing::debug!("statistics collection timed out; replying with older counts");
-                return;
-            }
-        }
+        self.collect_now();
     }
 
     fn set_fail_open(&self, on: bool) {

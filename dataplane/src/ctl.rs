@@ -219,12 +219,22 @@ pub fn dispatch(
         "trace" => trace(args, name, bridge),
         "conntrack" => conntrack_cmd(args, conntrack),
         "port" => port_cmd(args, live),
+        "stats" if args.is_empty() => {
+            let dp = live.datapath();
+            Ok(crate::stats::report(
+                &dp.ports(),
+                &dp.engine_snapshot(),
+                conntrack,
+            ))
+        }
+        "stats" => Err(format!("stats: unexpected argument `{args}`")),
         "help" => Ok(
             "commands:\n  trace FLOW   trace a packet through the pipeline\n  \
                       conntrack dump|flush [--zone N]   list or remove tracked connections\n  \
                       conntrack stats   connection count, limit and event counters\n  \
                       port add SPEC   add a port (NAME[=OFPORT][,type=...]) while running\n  \
-                      port del NAME   remove a port while running\n  help\n"
+                      port del NAME   remove a port while running\n  \
+                      stats   port counters, drops by reason, caches, conntrack\n  help\n"
                 .into(),
         ),
         "" => Err("empty request".into()),

@@ -24,6 +24,7 @@ pub mod packet;
 pub mod ports;
 pub mod qos;
 pub mod rewrite;
+pub mod stats;
 pub mod tap;
 pub mod vxlan;
 pub mod xdpcache;

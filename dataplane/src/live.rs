@@ -154,6 +154,11 @@ pub struct LivePorts {
 }
 
 impl LivePorts {
+    /// The datapath state the bridge's ports live in.
+    pub fn datapath(&self) -> &Arc<DpShared> {
+        &self.shared
+    }
+
     pub fn new(
         umem: Arc<Umem>,
         cache: Option<Arc<crate::xdpcache::CacheMaps>>,

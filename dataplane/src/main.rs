@@ -42,6 +42,18 @@ enum Command {
     /// Add or remove a port of a running bridge (like `ovs-vsctl add-port`
     /// and `del-port`).
     Port(PortArgs),
+    /// Show a running bridge's port counters, drops by reason, caches and
+    /// conntrack (like `ovs-appctl dpctl/show` and `dpif-netdev/pmd-stats-show`).
+    Stats(BridgeStatsArgs),
+}
+
+#[derive(clap::Args)]
+struct BridgeStatsArgs {
+    /// Directory of the running bridge's sockets.
+    #[arg(long, default_value = "/var/run/openvswitch")]
+    rundir: PathBuf,
+    /// Bridge name.
+    bridge: String,
 }
 
 #[derive(clap::Args)]
@@ -225,6 +237,10 @@ fn main() -> ExitCode {
         Command::Trace(args) => trace(args),
         Command::Conntrack(args) => conntrack(args),
         Command::Port(args) => port(args),
+        Command::Stats(args) => {
+            let path = dataplane::ctl::socket_path(&args.rundir, &args.bridge);
+            ctl_request("xbr stats", &path, "stats")
+        }
     }
 }
 

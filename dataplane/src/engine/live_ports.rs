@@ -94,7 +94,11 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 "port number already in use; new port not added");
             return;
         }
-        self.ports.push(EnginePort::new(meta, io));
+        let mut port = EnginePort::new(meta, io);
+        // Frames for its fill ring at once: its XDP program is already
+        // redirecting to its sockets.
+        port.io.maintain(&mut self.frames);
+        self.ports.push(port);
     }
 
     fn remove_port(&mut self, ofport: u32) -> Option<P> {

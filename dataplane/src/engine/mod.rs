@@ -248,16 +248,30 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 
     /// Moves the cache's pending hit counts into the flow, group and table
     /// counters.
+    /// Publishes the thread's own counters for `xbr stats` too (an
+    /// uncontended lock and a copy of a few hundred bytes, at most once a
+    /// round and every CACHE_FLUSH_MS while busy).
     fn flush_cache(&mut self) {
         self.flushed_at_ms = self.elapsed_ms;
         if let Some(c) = &mut self.cache {
             c.flush();
         }
+        self.shared.publish_engine(crate::control::EngineSnapshot {
+            drops: self.drops,
+            flow_cache: self.flow_cache_stats(),
+            xdp_cache: self.xdp_cache_stats(),
+            at: Some(Instant::now()),
+        });
     }
 
     /// Runs until `stop` is set. Returns the engine so the caller can read
     /// its final counters and tear the ports down in order.
     pub fn run(mut self, stop: &AtomicBool) -> Self {
+        // Every port's fill ring gets its frames before anyone is told the
+        // switch runs: the ports' XDP programs already hand frames to the
+        // sockets, and the kernel drops them while a fill ring is empty.
+        self.flush();
+        self.shared.mark_running();
         let mut idle_rounds = 0u32;
         let mut busy = false;
         while !stop.load(Ordering::Relaxed) {
