@@ -18,7 +18,10 @@
 //! reconnects), as OVS's rconn does.
 
 mod later;
+mod read;
 mod stats;
+
+use read::{read_full, Filled};
 
 use crate::bridge::Bridge;
 use crate::bundle::{Bundles, CommitTo};
@@ -578,54 +581,6 @@ fn check_buffer(fm: &FlowMod) -> Result<(), WireError> {
         ));
     }
     Ok(())
-}
-
-/// Fills `buf` completely. Returns false on a clean EOF before the first
-/// byte; an EOF after some bytes is an error (truncated message).
-/// How a [`read_full`] ended.
-#[derive(Debug, PartialEq, Eq)]
-enum Filled {
-    Full,
-    /// End of stream before the first byte.
-    Eof,
-    /// The read timeout expired before the first byte.
-    Idle,
-}
-
-/// Read timeouts a peer may let pass in the middle of a message before
-/// the connection gives up on it.
-const STALLS_MID_MESSAGE: u32 = 2;
-
-/// Fills `buf` completely. A timeout before the first byte is reported as
-/// `Idle`; in the middle of a message the read is retried (bytes already
-/// read are kept), up to [`STALLS_MID_MESSAGE`] times.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<Filled> {
-    let mut got = 0;
-    let mut stalls = 0;
-    while let Some(rest) = buf.get_mut(got..).filter(|b| !b.is_empty()) {
-        match r.read(rest) {
-            Ok(0) if got == 0 => return Ok(Filled::Eof),
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                if got == 0 {
-                    return Ok(Filled::Idle);
-                }
-                stalls += 1;
-                if stalls > STALLS_MID_MESSAGE {
-                    return Err(e);
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(Filled::Full)
 }
 
 /// Durations as OVS reports them: whole milliseconds, so `dump-flows`
