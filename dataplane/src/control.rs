@@ -502,11 +502,9 @@ impl Datapath for DpShared {
     }
 
     fn collect_stats(&self) {
-        // Only the XDP flow cache keeps counts outside the atomics (the
-        // translation cache's lag is one batch).
-        if self.xdp_gen.get().is_none() {
-            return;
-        }
+        // The XDP flow cache's hits and the kernel's drops before the
+        // sockets are kept outside the atomics (the translation cache's
+        // lag is one batch).
         self.collect_now();
     }
 

@@ -199,6 +199,49 @@ fn stats_say_why_packets_were_dropped() -> Result<()> {
     Ok(())
 }
 
+#[test]
+fn frames_the_kernel_drops_before_the_switch_count_as_rx_dropped() -> Result<()> {
+    // The packet thread stops (SIGSTOP) while pod A sends 3000 packets:
+    // its socket holds what its fill ring has frames for (at most 1024),
+    // the kernel drops the rest, and the port says so, as OVS's AF_XDP
+    // ports do. Without the XDP flow cache every packet goes to the
+    // socket.
+    let a = Pod::new(IP_A, PREFIX_LEN, MAC_A)?;
+    let b = Pod::new(IP_B, PREFIX_LEN, MAC_B)?;
+    let (p1, p2) = (format!("{}=1", a.host_if()), format!("{}=2", b.host_if()));
+    let xbr = Xbr::start(&["--xdp-cache", "off", "--port", &p1, "--port", &p2])?;
+    xbr.add_flow("in_port=1,actions=drop")?;
+    a.add_neighbor(&b)?;
+    let pid = nix::unistd::Pid::from_raw(xbr.pid().map_or(0, |p| p as i32));
+    let signal = |s: Signal| {
+        nix::sys::signal::kill(pid, s)
+            .map_err(|e| xbr_tests::HarnessError::Unexpected(format!("{s}: {e}")))
+    };
+    signal(Signal::SIGSTOP)?;
+    let dst = SocketAddrV4::new(IP_B, UDP_PORT);
+    let sent = udp_send(tool(), a.ns(), dst, 3000, 10_000);
+    signal(Signal::SIGCONT)?;
+    assert_eq!(sent?, 3000);
+    let ports = xbr.ofctl_ok(&["dump-ports", BRIDGE, "1"])?;
+    let dropped = ports
+        .split("drop=")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    assert!(dropped.is_some_and(|n| n >= 3000 - 1024), "{ports}");
+    let stats = xbr.client(&["stats", BRIDGE])?.ok()?.stdout;
+    // The rx half of port 1's line.
+    let rx = stats
+        .lines()
+        .find(|l| l.contains("(1): rx packets: "))
+        .and_then(|l| l.split("; tx").next());
+    assert!(
+        rx.is_some_and(|r| r.contains("dropped: ") && !r.contains("dropped: 0,")),
+        "{stats}"
+    );
+    Ok(())
+}
+
 // ------------------------------------------------- management and shutdown
 
 #[test]

@@ -391,6 +391,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             return;
         }
         self.stats_pass = None;
+        for p in &mut self.ports {
+            p.totals.kernel_rx_dropped = p.io.kernel_rx_dropped();
+        }
         self.flush();
         self.flush_cache();
         self.shared.mark_stats_collected(want);

@@ -126,6 +126,17 @@ impl XskPort {
         }
     }
 
+    /// What the kernel dropped on the way to the sockets: their
+    /// XDP_STATISTICS `rx_dropped` (no frame in the fill ring, among
+    /// others) and `rx_ring_full`.
+    pub(crate) fn kernel_rx_dropped(&self) -> u64 {
+        self.socks
+            .iter()
+            .filter_map(|s| s.statistics().ok())
+            .map(|k| k.rx_dropped + k.rx_ring_full)
+            .sum()
+    }
+
     /// Closes the sockets away from the packet thread, returning the
     /// frames their rings held (for that thread's pool).
     pub(super) fn close_detached(mut self) -> Vec<u64> {

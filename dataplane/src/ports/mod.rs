@@ -279,6 +279,14 @@ impl PortIo<UmemFrames> for Port {
         matches!(self, Port::Vxlan(_))
     }
 
+    fn kernel_rx_dropped(&self) -> u64 {
+        match self {
+            Port::Xsk(p) => p.kernel_rx_dropped(),
+            Port::Vxlan(v) => v.uplink().kernel_rx_dropped(),
+            Port::Internal(_) => 0,
+        }
+    }
+
     fn is_host(&self) -> bool {
         match self {
             Port::Xsk(p) => p.host.is_some(),
