@@ -236,6 +236,20 @@ pub mod packet_in_reason {
     pub const NO_MATCH: u8 = 0;
     pub const ACTION: u8 = 1;
     pub const INVALID_TTL: u8 = 2;
+    /// OpenFlow 1.4's refinements of ACTION: output to the controller
+    /// from the action set, from a group bucket, or while running a
+    /// PACKET_OUT's actions. Sent as ACTION to earlier versions.
+    pub const ACTION_SET: u8 = 3;
+    pub const GROUP: u8 = 4;
+    pub const PACKET_OUT: u8 = 5;
+
+    /// How a connection speaking OpenFlow 1.3 or earlier hears `reason`.
+    pub const fn before_14(reason: u8) -> u8 {
+        match reason {
+            ACTION_SET | GROUP | PACKET_OUT => ACTION,
+            r => r,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

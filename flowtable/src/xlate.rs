@@ -73,6 +73,13 @@ struct Ctx<'p, 'o, T: Tracer> {
     current: CurrentFlow,
     /// Translating a PACKET_OUT, where `output:TABLE` is meaningful.
     packet_out: bool,
+    /// Translating a PACKET_OUT at all (also through `output:TABLE`):
+    /// what a packet-in then gives as its reason.
+    in_packet_out: bool,
+    /// Group buckets being run (nested through chained groups).
+    in_group: u32,
+    /// Running the action set.
+    in_action_set: bool,
     /// The label stack beyond the key's top entry.
     mpls: mpls::MplsState,
 }
@@ -111,6 +118,10 @@ pub(crate) fn run_actions<T: Tracer>(
 ) {
     run_with(pipe, key, packet_len, out, tracer, |ctx| {
         ctx.packet_out = true;
+        ctx.in_packet_out = true;
+        // No flow runs these actions: a packet-in they cause carries the
+        // all-ones cookie, as OVS sends it.
+        ctx.current.cookie = u64::MAX;
         ctx.execute(actions, 0, 0);
     });
 }
@@ -139,6 +150,9 @@ fn run_with<'p, 'o, T: Tracer>(
         last_table: 0,
         current: CurrentFlow::default(),
         packet_out: false,
+        in_packet_out: false,
+        in_group: 0,
+        in_action_set: false,
         mpls: mpls::MplsState::default(),
     };
     body(&mut ctx);
@@ -441,8 +455,17 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         });
     }
 
+    /// `output:CONTROLLER`, with the reason OVS gives it: where it ran
+    /// (packet-out, group bucket, action set, else plain action), and a
+    /// plain action of a table-miss flow as a table miss.
     fn controller(&mut self, max_len: u16) {
-        let reason = if self.current.table_miss {
+        let reason = if self.in_packet_out {
+            packet_in_reason::PACKET_OUT
+        } else if self.in_group > 0 {
+            packet_in_reason::GROUP
+        } else if self.in_action_set {
+            packet_in_reason::ACTION_SET
+        } else if self.current.table_miss {
             packet_in_reason::NO_MATCH
         } else {
             packet_in_reason::ACTION
@@ -471,11 +494,13 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         }
         let table = self.last_table;
         self.tracer.action_set();
+        self.in_action_set = true;
         if let Some(g) = self.action_set.group {
             self.group(g, table, 0);
         } else if let Some(p) = self.action_set.output {
             self.output(p);
         }
+        self.in_action_set = false;
     }
 }
 

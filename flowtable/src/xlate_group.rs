@@ -115,7 +115,9 @@ impl<T: Tracer> Ctx<'_, '_, T> {
         self.tracer.bucket(b, depth);
         let saved = self.key;
         let mark = self.mpls_mark();
+        self.in_group += 1;
         self.execute(&b.actions, table, depth);
+        self.in_group -= 1;
         self.undo_mpls(mark);
         self.key = saved;
     }

@@ -744,6 +744,52 @@ fn controller_output_reports_table_flow_and_reason() {
 }
 
 #[test]
+fn controller_output_reports_where_it_ran_as_openflow_1_4_does() {
+    use flowtable::pipeline::packet_in_reason as why;
+    let reason = |x: &Xlate| {
+        x.actions().iter().find_map(|a| match a {
+            DpAction::Controller { reason, .. } => Some(*reason),
+            _ => None,
+        })
+    };
+    // in_port 1: a group bucket; 2: the action set; 3: a table-miss flow
+    // in table 0; output:TABLE from a packet-out reaches it too.
+    let mut by_set = add(0, 5, m_in_port(2), vec![]);
+    by_set.instructions.write_actions = Some(vec![out(port::CONTROLLER)]);
+    let (_, p) = build(vec![
+        PipelineMod::Group(group_mod(
+            GroupModCommand::Add,
+            GroupType::All,
+            1,
+            vec![vec![out(port::CONTROLLER)]],
+        )),
+        PipelineMod::Flow(add(0, 5, m_in_port(1), vec![Action::Group(1)])),
+        PipelineMod::Flow(by_set),
+        PipelineMod::Flow(add(0, 0, Match::catch_all(), vec![out(port::CONTROLLER)])),
+    ]);
+    assert_eq!(
+        reason(&xlate(&p, &tcp_key(1, 0, 0, 0, 0))),
+        Some(why::GROUP)
+    );
+    assert_eq!(
+        reason(&xlate(&p, &tcp_key(2, 0, 0, 0, 0))),
+        Some(why::ACTION_SET)
+    );
+    assert_eq!(
+        reason(&xlate(&p, &tcp_key(3, 0, 0, 0, 0))),
+        Some(why::NO_MATCH)
+    );
+    let mut x = Xlate::new();
+    for actions in [vec![out(port::CONTROLLER)], vec![out(port::TABLE)]] {
+        p.xlate_actions(&tcp_key(3, 0, 0, 0, 0), 60, &actions, &mut x);
+        assert_eq!(reason(&x), Some(why::PACKET_OUT));
+    }
+    // Before OpenFlow 1.4 all of them but the miss are ACTION.
+    assert_eq!(why::before_14(why::GROUP), why::ACTION);
+    assert_eq!(why::before_14(why::NO_MATCH), why::NO_MATCH);
+}
+
+#[test]
 fn packet_out_actions_and_output_table() {
     let (ft, p) = build(vec![PipelineMod::Flow(add(
         0,

@@ -17,11 +17,12 @@
 //! [`Subscription`] lives.
 //!
 //! Flow control: a message is queued on each interested connection's
-//! outbox and never waited for; a connection more than [`ASYNC_BACKLOG`]
-//! bytes behind misses it (counted in the log at debug level), as OVS
-//! drops PACKET_INs to a controller that does not keep up. So a peer that
-//! stops reading (a suspended `ovs-ofctl monitor br0 65534`) holds up
-//! neither the packet threads' upcalls nor flow expiry.
+//! outbox and never waited for, so a peer that stops reading (a
+//! suspended `ovs-ofctl monitor br0 65534`) holds up neither the packet
+//! thread's upcalls nor flow expiry. A connection more than
+//! [`PACKET_IN_BACKLOG`] bytes behind misses PACKET_INs (logged at debug
+//! level), as OVS drops packet-ins to a controller that does not keep
+//! up; FLOW_REMOVED and PORT_STATUS are always queued, as in OVS.
 //!
 //! Cost and concurrency: one mutex over the subscriber map, taken per
 //! notification, and one per interested connection's outbox.
@@ -30,7 +31,7 @@ use crate::datapath::PortInfo;
 use crate::monitor::FlowMonitors;
 use crate::outbox::Outbox;
 use crate::roles::ConnRole;
-use crate::versions::{self, OFP15_VERSION};
+use crate::versions::{self, OFP14_VERSION, OFP15_VERSION};
 use crate::wire::flow_removed::FlowRemoved;
 use crate::wire::header::msg_type;
 use crate::wire::message::{role, AsyncConfig};
@@ -38,14 +39,15 @@ use crate::wire::packet_io::PacketIn;
 use crate::wire::port_status::PortStatus;
 use crate::wire::{HeaderRepr, Message, OFP_VERSION};
 use flowtable::flow_mod::flow_mod_flags;
+use flowtable::pipeline::packet_in_reason;
 use flowtable::Rule;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Pending bytes past which a connection misses asynchronous messages.
-pub(crate) const ASYNC_BACKLOG: usize = 1 << 20;
+/// Pending bytes past which a connection misses PACKET_INs.
+pub(crate) const PACKET_IN_BACKLOG: usize = 1 << 20;
 
 struct Subscriber {
     outbox: Arc<Outbox>,
@@ -156,10 +158,29 @@ impl Notifier {
     /// reason.
     /// Returns how many connections it was sent to.
     pub fn packet_in(&self, pi: PacketIn) -> usize {
-        let reason = pi.reason;
+        // 1.4's reasons (group, action set, packet-out) are ACTION before
+        // it, in the message and for the connection's async mask, as OVS
+        // sends them.
+        let reason_for = |version: u8| {
+            if version < OFP14_VERSION {
+                packet_in_reason::before_14(pi.reason)
+            } else {
+                pi.reason
+            }
+        };
         // The same layout in every version xbr speaks.
-        let msg = Message::PacketIn(pi).emit(0);
-        self.send(|_| msg.clone(), reason, |c| c.packet_in_mask)
+        let encode = |version| {
+            let mut pi = pi.clone();
+            pi.reason = reason_for(version);
+            Message::PacketIn(pi).emit(0)
+        };
+        self.send_but(
+            encode,
+            reason_for,
+            |c| c.packet_in_mask,
+            |_, _| false,
+            Some(PACKET_IN_BACKLOG),
+        )
     }
 
     /// Reports a port added, removed or changed (OFPPR_*).
@@ -182,7 +203,7 @@ impl Notifier {
             }
         };
         let skip = |id: u64, s: &Subscriber| Some(id) == source && s.version < OFP15_VERSION;
-        self.send_but(encode, reason, |c| c.port_status_mask, skip);
+        self.send_but(encode, |_| reason, |c| c.port_status_mask, skip, None);
     }
 
     /// Writes the message to every connection whose `mask` (for its role)
@@ -194,18 +215,21 @@ impl Notifier {
         reason: u8,
         mask: impl Fn(&AsyncConfig) -> [u32; 2],
     ) -> usize {
-        self.send_but(encode, reason, mask, |_, _| false)
+        self.send_but(encode, |_| reason, mask, |_, _| false, None)
     }
 
-    /// [`Notifier::send`], skipping the connections `skip` names.
+    /// [`Notifier::send`], skipping the connections `skip` names; with a
+    /// `backlog`, not to connections more bytes behind than that. The
+    /// reason a connection hears (and its mask is asked about) may depend
+    /// on its version.
     fn send_but(
         &self,
         encode: impl Fn(u8) -> Vec<u8>,
-        reason: u8,
+        reason: impl Fn(u8) -> u8,
         mask: impl Fn(&AsyncConfig) -> [u32; 2],
         skip: impl Fn(u64, &Subscriber) -> bool,
+        backlog: Option<usize>,
     ) -> usize {
-        let bit = 1u32.checked_shl(u32::from(reason)).unwrap_or(0);
         let mut encoded: HashMap<u8, Vec<u8>> = HashMap::new();
         let mut sent = 0;
         for (&id, s) in self.subs.lock().iter() {
@@ -218,6 +242,7 @@ impl Notifier {
             }
             let slave = s.role.load(Ordering::Acquire) == role::SLAVE;
             let m = mask(&s.config.lock())[usize::from(slave)];
+            let bit = 1u32.checked_shl(u32::from(reason(s.version))).unwrap_or(0);
             if m & bit == 0 {
                 continue;
             }
@@ -226,10 +251,15 @@ impl Notifier {
                 versions::relabel(&mut m, s.version);
                 m
             });
-            if s.outbox.offer(msg, ASYNC_BACKLOG) {
-                sent += 1;
-            } else {
-                tracing::debug!(connection = id, "asynchronous message dropped: peer behind");
+            match backlog {
+                Some(limit) if !s.outbox.offer(msg, limit) => {
+                    tracing::debug!(connection = id, "packet-in dropped: peer behind");
+                }
+                Some(_) => sent += 1,
+                None => {
+                    s.outbox.push(msg);
+                    sent += 1;
+                }
             }
         }
         sent

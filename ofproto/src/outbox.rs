@@ -20,9 +20,10 @@
 //! - the connection's own replies ([`Outbox::send`]) wait while more than
 //!   [`HIGH_WATER`] bytes are pending: backpressure on that connection's
 //!   requests only;
-//! - asynchronous messages ([`Outbox::offer`]) are dropped past a limit
-//!   the caller gives (OVS drops PACKET_INs to a slow controller too);
-//! - flow monitor updates ([`Outbox::push`]) are always queued; the
+//! - PACKET_INs ([`Outbox::offer`]) are dropped past a limit the caller
+//!   gives (OVS drops them for a slow controller too);
+//! - other asynchronous messages and flow monitor updates
+//!   ([`Outbox::push`]) are always queued; the
 //!   monitors pause a connection whose backlog passes OVS's 128 KiB (see
 //!   `monitor.rs`) and resume it when [`Outbox::on_drained`]'s hook runs.
 //!

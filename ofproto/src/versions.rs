@@ -148,6 +148,11 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
         | msg_type::BARRIER_REQUEST
         | msg_type::METER_MOD
         | msg_type::ROLE_REQUEST => Route::AsOf13,
+        // Nicira's SET_PACKET_IN_FORMAT (`ovs-ofctl monitor -P standard`)
+        // means the same in every version.
+        msg_type::EXPERIMENTER if body.get(..8) == Some(&[0, 0, 0x23, 0x20, 0, 0, 0, 16]) => {
+            Route::AsOf13
+        }
         msg_type::PORT_MOD => Route::PortMod14,
         msg_type::TABLE_MOD => Route::TableMod14,
         msg_type::GET_ASYNC_REQUEST if body.is_empty() => Route::GetAsync14,

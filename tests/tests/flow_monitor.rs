@@ -458,7 +458,14 @@ fn a_monitor_with_a_miss_send_len_gets_async_messages_like_ovs() -> Result<()> {
         // The flow monitor of an unused table is there to say when the
         // monitor is ready: its reply follows the SET_CONFIG of `65534`
         // on the same connection.
-        let pair = monitors(&peers, version, &["65534", "watch:table=200"], async_lines)?;
+        // Packet-ins in OpenFlow's own format (OVS's default for
+        // `monitor` is its NXT_PACKET_IN2, which xbr does not speak).
+        let pair = monitors(
+            &peers,
+            version,
+            &["65534", "watch:table=200", "--packet-in-format=standard"],
+            async_lines,
+        )?;
         for m in &pair {
             m.wait_for(1, "the monitor's set-up")?;
         }
@@ -470,8 +477,17 @@ fn a_monitor_with_a_miss_send_len_gets_async_messages_like_ovs() -> Result<()> {
             "table=3,priority=5,send_flow_rem,in_port=2,actions=drop",
         ])?;
         peers.both_ok(&["del-flows", BRIDGE, "table=3"])?;
+        // A packet-out's output to the controller: reason packet_out from
+        // 1.4 on, action before.
+        peers.both_ok(&[
+            "packet-out",
+            BRIDGE,
+            "in_port=1,packet=ffffffffffff02000000000108004500001c00000000401166cf\
+             0a0000010a00000204d2005000080000,actions=controller",
+        ])?;
         for m in &pair {
             m.wait_until(|m| m.printed("OFPT_FLOW_REMOVED"), version)?;
+            m.wait_until(|m| m.printed("OFPT_PACKET_IN"), version)?;
         }
         // Port status is compared as "some, for that port": OVS also
         // reports the TAP device's link going down and up, as its netdev
@@ -508,6 +524,16 @@ fn a_monitor_with_a_miss_send_len_gets_async_messages_like_ovs() -> Result<()> {
                 o.join("\n")
             )));
         }
+        let via = if version == "OpenFlow13" {
+            "(via action)"
+        } else {
+            "(via packet_out)"
+        };
+        assert!(
+            x.iter()
+                .any(|l| l.starts_with("OFPT_PACKET_IN") && l.contains(via)),
+            "{version}: {x:?}"
+        );
     }
     Ok(())
 }

@@ -503,6 +503,10 @@ impl<R: Read> Connection<R> {
                 exp_type,
                 data,
             } => {
+                if experimenter == crate::wire::NX_VENDOR_ID && exp_type == NXT_SET_PACKET_IN_FORMAT
+                {
+                    return self.set_packet_in_format(xid, &data, raw);
+                }
                 if experimenter != ONF_VENDOR_ID {
                     let e = WireError::BadRequest(
                         err::BRC_BAD_EXPERIMENTER,
@@ -563,6 +567,23 @@ impl<R: Read> Connection<R> {
         }
     }
 
+    /// Nicira's SET_PACKET_IN_FORMAT (`ovs-ofctl monitor -P standard`):
+    /// xbr sends OpenFlow's own PACKET_IN only, so it takes that format
+    /// and refuses Nicira's two (OFPBRC_EPERM, OVS's code for a format it
+    /// does not know); ovs-ofctl then falls back to the standard one.
+    fn set_packet_in_format(&mut self, xid: u32, data: &[u8], raw: &[u8]) -> io::Result<()> {
+        match data {
+            [0, 0, 0, 0] => Ok(()),
+            _ => {
+                let e = WireError::BadRequest(
+                    err::BRC_EPERM,
+                    "only the standard packet-in format is supported".into(),
+                );
+                self.send_error(&e, xid, raw)
+            }
+        }
+    }
+
     fn port_exists(&self, port_no: u32) -> bool {
         self.bridge
             .datapath()
@@ -571,6 +592,9 @@ impl<R: Read> Connection<R> {
             .any(|p| p.port_no == port_no)
     }
 }
+
+/// Nicira's SET_PACKET_IN_FORMAT message subtype.
+const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
 
 /// xbr has no packet buffers (n_buffers 0).
 fn check_buffer(fm: &FlowMod) -> Result<(), WireError> {
