@@ -3,18 +3,18 @@
 //!
 //! # Design
 //!
-//! Stores: per monitoring connection, its version, its writer, its
-//! monitors ([`MonitorRequest`]s, unique ids) and the bytes of the
-//! messages queued for it.
+//! Stores: per monitoring connection, its version, its outbox, its
+//! monitors ([`MonitorRequest`]s, unique ids), the bytes of the messages
+//! queued for it and, while it is paused, what changed meanwhile.
 //!
 //! Ordering: the bridge hands every change list to [`FlowMonitors::queue`]
 //! while it still holds its table lock, and a new monitor's initial flows
 //! are read and its reply queued under that lock too; the queues are
-//! written out by [`FlowMonitors::flush`] after the lock is released, each
-//! flush taking the connection's writer before emptying its queue. So a
-//! connection gets its reply, then the changes made after it, in the
-//! order the tables made them, and a slow peer never holds up the tables
-//! (it holds up whoever flushes to it, as FLOW_REMOVED does).
+//! handed to the connections' outboxes by [`FlowMonitors::flush`] after
+//! the lock is released (after the FLOW_REMOVEDs of the same change, as
+//! OVS orders them), each taken and handed over under its queue's lock.
+//! So a connection gets its reply, then the changes made after it, in
+//! the order the tables made them; nothing here waits for a peer.
 //!
 //! Events as OVS reports them: a new flow is ADDED (also one that replaced
 //! a flow with the same match and priority, whose removal is not
