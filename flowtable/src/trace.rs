@@ -212,14 +212,17 @@ pub fn format_datapath(out: &Xlate) -> String {
             } => format_ct(*zone, *commit, *force, *table, nat.as_ref(), *mark, *label),
             DpAction::Controller {
                 max_len, reason, ..
-            } => format!(
-                "controller(reason={},max_len={max_len})",
-                if *reason == crate::pipeline::packet_in_reason::NO_MATCH {
-                    "no_match"
-                } else {
-                    "action"
+            } => format!("controller(reason={},max_len={max_len})", {
+                use crate::pipeline::packet_in_reason as why;
+                match *reason {
+                    why::NO_MATCH => "no_match",
+                    why::INVALID_TTL => "invalid_ttl",
+                    why::ACTION_SET => "action_set",
+                    why::GROUP => "group",
+                    why::PACKET_OUT => "packet_out",
+                    _ => "action",
                 }
-            ),
+            }),
         })
         .collect();
     parts.join(",")
@@ -351,6 +354,19 @@ mod tests {
             t.apply_batch(&[PipelineMod::Flow(fm)]).unwrap();
         }
         t
+    }
+
+    #[test]
+    fn packet_ins_are_traced_with_their_reason() {
+        let mut t = tables(&["table=0, priority=0, actions=controller"]);
+        let gm = crate::text::parse_group("group_id=1,type=all,bucket=actions=controller").unwrap();
+        let fm = parse_flow("table=0, priority=10, in_port=1, actions=group:1").unwrap();
+        t.apply_batch(&[PipelineMod::Group(gm), PipelineMod::Flow(fm)])
+            .unwrap();
+        let pipe = t.pipeline();
+        let trace = |p: &str| trace_text(&pipe, &parse_packet(p).unwrap(), 60);
+        assert!(trace("in_port=1,ip").contains("controller(reason=group,"));
+        assert!(trace("in_port=2,ip").contains("controller(reason=no_match,"));
     }
 
     #[test]
