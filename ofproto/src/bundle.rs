@@ -98,7 +98,7 @@ impl Framing {
     /// A bundle error (`code` in the ONF numbering). Encoded as OpenFlow
     /// 1.3; the connection relabels what it sends with its version.
     fn error(self, code: u16, xid: u32, offending: &[u8]) -> Vec<u8> {
-        let data = offending[..offending.len().min(ERROR_DATA_LEN)].to_vec();
+        let data = crate::wire::message::error_data(offending);
         match self {
             Framing::Onf => Message::ExperimenterError {
                 exp_type: code,

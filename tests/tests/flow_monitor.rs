@@ -609,8 +609,9 @@ fn async_configuration_in_later_versions_like_ovs() -> Result<()> {
         }
         let [x, o] = pair;
         let (x, o) = (x.stop(), o.stop());
-        // An error is followed by the request it echoes (xbr 64 bytes of
-        // it, OVS all of it): compared up to there.
+        // An error is followed by the request it echoes (both switches
+        // echo all of it); compared up to there, the echo being the
+        // request just sent.
         let comparable = |lines: &[String]| -> Vec<String> {
             let mut out = Vec::new();
             let mut in_echo = false;

@@ -21,8 +21,8 @@ fn same_groups(peers: &Peers, step: &str) -> Result<()> {
     Ok(())
 }
 
-/// The OFPT_ERROR lines of `ovs-ofctl`'s report (how much of the request
-/// each switch echoes differs: xbr the spec's 64 bytes, OVS all of it).
+/// The OFPT_ERROR lines of `ovs-ofctl`'s report (the echoed request that
+/// follows is the one just sent).
 fn errors(stderr: &str) -> Vec<String> {
     error_lines(stderr)
         .into_iter()

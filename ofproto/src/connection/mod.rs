@@ -270,7 +270,7 @@ impl<R: Read> Connection<R> {
         xid: u32,
         offending: &[u8],
     ) -> io::Result<()> {
-        let data = offending[..offending.len().min(crate::wire::message::ERROR_DATA_LEN)].to_vec();
+        let data = crate::wire::message::error_data(offending);
         self.send(&Message::Error { ty, code, data }.emit(xid))
     }
 

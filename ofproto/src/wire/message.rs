@@ -14,8 +14,19 @@ use flowtable::{FlowMod, GroupMod};
 /// OFPHET_VERSIONBITMAP.
 const HELLO_ELEM_VERSIONBITMAP: u16 = 1;
 
-/// How many bytes of an offending message an OFPT_ERROR carries.
+/// How many bytes of a bundled message xbr keeps for the error a failed
+/// commit reports (the spec's minimum; a refused request is otherwise
+/// echoed whole, see [`error_data`]).
 pub const ERROR_DATA_LEN: usize = 64;
+
+/// What an OFPT_ERROR echoes of the offending message: all of it, as
+/// OVS does, as far as fits one message (the spec asks for at least 64
+/// bytes).
+pub fn error_data(offending: &[u8]) -> Vec<u8> {
+    // Header, type and code, and an experimenter error's id.
+    const ROOM: usize = u16::MAX as usize - HEADER_LEN - 8;
+    offending[..offending.len().min(ROOM)].to_vec()
+}
 
 /// OFPT_GET_CONFIG_REPLY / OFPT_SET_CONFIG body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -456,7 +467,7 @@ impl Message {
     /// The OFPT_ERROR reporting `e` for the message `offending` (whose
     /// first bytes it carries).
     pub fn error_for(e: &WireError, offending: &[u8]) -> Message {
-        let data = offending[..offending.len().min(ERROR_DATA_LEN)].to_vec();
+        let data = error_data(offending);
         if let WireError::Nicira(code, _) = e {
             return Message::ExperimenterError {
                 exp_type: *code,

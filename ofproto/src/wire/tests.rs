@@ -236,9 +236,15 @@ fn hello_and_error_encodings() {
         Message::Hello { bitmap: Some(0x10) }
     );
     let e = WireError::BadRequest(err::BRC_BAD_TYPE, String::new());
+    // The whole offending message, as OVS echoes it...
     let offending = [0u8; 100];
     let m = Message::error_for(&e, &offending).emit(9);
-    assert_eq!(m.len(), 8 + 4 + 64);
+    assert_eq!(m.len(), 8 + 4 + 100);
+    // ...as far as one message holds it.
+    let huge = vec![0u8; 65535];
+    let m = Message::error_for(&e, &huge).emit(9);
+    assert_eq!(m.len(), 65535 - 4);
+    assert_eq!(usize::from(u16::from_be_bytes([m[2], m[3]])), m.len());
 }
 
 // ---- proptest strategies ----
