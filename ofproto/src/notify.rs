@@ -35,9 +35,9 @@ use crate::versions::{self, OFP14_VERSION, OFP15_VERSION};
 use crate::wire::flow_removed::FlowRemoved;
 use crate::wire::header::msg_type;
 use crate::wire::message::{role, AsyncConfig};
-use crate::wire::packet_io::PacketIn;
+use crate::wire::packet_io::{PacketIn, PACKET_IN_REASON_AT};
 use crate::wire::port_status::PortStatus;
-use crate::wire::{HeaderRepr, Message, OFP_VERSION};
+use crate::wire::{HeaderRepr, Message, HEADER_LEN, OFP_VERSION};
 use flowtable::flow_mod::flow_mod_flags;
 use flowtable::pipeline::packet_in_reason;
 use flowtable::Rule;
@@ -161,18 +161,23 @@ impl Notifier {
         // 1.4's reasons (group, action set, packet-out) are ACTION before
         // it, in the message and for the connection's async mask, as OVS
         // sends them.
-        let reason_for = |version: u8| {
+        let reason = pi.reason;
+        let reason_for = move |version: u8| {
             if version < OFP14_VERSION {
-                packet_in_reason::before_14(pi.reason)
+                packet_in_reason::before_14(reason)
             } else {
-                pi.reason
+                reason
             }
         };
-        // The same layout in every version xbr speaks.
+        // The same layout in every version xbr speaks: encoded once, the
+        // reason set per version.
+        let msg = Message::PacketIn(pi).emit(0);
         let encode = |version| {
-            let mut pi = pi.clone();
-            pi.reason = reason_for(version);
-            Message::PacketIn(pi).emit(0)
+            let mut m = msg.clone();
+            if let Some(r) = m.get_mut(HEADER_LEN + PACKET_IN_REASON_AT) {
+                *r = reason_for(version);
+            }
+            m
         };
         self.send_but(
             encode,
@@ -230,7 +235,9 @@ impl Notifier {
         skip: impl Fn(u64, &Subscriber) -> bool,
         backlog: Option<usize>,
     ) -> usize {
-        let mut encoded: HashMap<u8, Vec<u8>> = HashMap::new();
+        // Encoded once per version (1.3, 1.4, 1.5), without allocating
+        // for the cache itself: a packet-in is sent per packet.
+        let mut encoded: [Option<Vec<u8>>; 3] = Default::default();
         let mut sent = 0;
         for (&id, s) in self.subs.lock().iter() {
             let gated = s
@@ -246,7 +253,8 @@ impl Notifier {
             if m & bit == 0 {
                 continue;
             }
-            let msg = encoded.entry(s.version).or_insert_with(|| {
+            let slot = usize::from(s.version.saturating_sub(OFP_VERSION)).min(2);
+            let msg = encoded[slot].get_or_insert_with(|| {
                 let mut m = encode(s.version);
                 versions::relabel(&mut m, s.version);
                 m

@@ -6,6 +6,10 @@ use super::oxm::{emit_match, parse_match};
 use super::{Ctx, Put, Reader, WireError, NO_BUFFER};
 use flowtable::{Action, Field, Match};
 
+/// Where a PACKET_IN body holds its reason (after buffer_id and
+/// total_len), the same in every version xbr speaks.
+pub const PACKET_IN_REASON_AT: usize = 6;
+
 /// OFPT_PACKET_IN body. xbr never buffers packets: `buffer_id` is always
 /// OFP_NO_BUFFER and `data` holds the packet (cut to the action's
 /// `max_len`).

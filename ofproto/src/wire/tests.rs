@@ -561,3 +561,17 @@ fn openflow15_packet_registers_match_two_registers() {
     twice.extend_from_slice(&[0x00, 0x01, 0x00, 0x04, 0, 0, 0, 1]);
     assert_eq!(err_of(&twice).1, err::BMC_DUP_FIELD);
 }
+
+#[test]
+fn a_packet_ins_reason_sits_where_the_notifier_patches_it() {
+    use super::packet_io::{PacketIn, PACKET_IN_REASON_AT};
+    use super::HEADER_LEN;
+    let pi = PacketIn::new(3, 0, 5, 1, 0xc0, 60, vec![0xaa; 60]);
+    let m = Message::PacketIn(pi).emit(7);
+    assert_eq!(m[HEADER_LEN + PACKET_IN_REASON_AT], 5);
+    assert_eq!(
+        m[HEADER_LEN + PACKET_IN_REASON_AT + 1],
+        1,
+        "table id follows"
+    );
+}
