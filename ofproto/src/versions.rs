@@ -127,6 +127,16 @@ pub(crate) enum Route {
 
 /// Decides how a message of type `ty` with body `body` is served on a
 /// connection that negotiated `version` (1.4 or 1.5).
+/// Whether an experimenter message's body is Nicira's SET_PACKET_IN_FORMAT.
+fn is_set_packet_in_format(body: &[u8]) -> bool {
+    let word = |at: usize| {
+        body.get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    word(0) == Some(crate::wire::NX_VENDOR_ID)
+        && word(4) == Some(crate::wire::NXT_SET_PACKET_IN_FORMAT)
+}
+
 pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
     let v14 = version == OFP14_VERSION;
     let refuse = |what: &str| {
@@ -150,9 +160,7 @@ pub(crate) fn route(version: u8, ty: u8, body: &[u8]) -> Route {
         | msg_type::ROLE_REQUEST => Route::AsOf13,
         // Nicira's SET_PACKET_IN_FORMAT (`ovs-ofctl monitor -P standard`)
         // means the same in every version.
-        msg_type::EXPERIMENTER if body.get(..8) == Some(&[0, 0, 0x23, 0x20, 0, 0, 0, 16]) => {
-            Route::AsOf13
-        }
+        msg_type::EXPERIMENTER if is_set_packet_in_format(body) => Route::AsOf13,
         msg_type::PORT_MOD => Route::PortMod14,
         msg_type::TABLE_MOD => Route::TableMod14,
         msg_type::GET_ASYNC_REQUEST if body.is_empty() => Route::GetAsync14,
@@ -296,6 +304,8 @@ mod tests {
         assert_eq!(route(5, 33, &[]), Route::Bundle { control: true });
         assert_eq!(route(6, 34, &[]), Route::Bundle { control: false });
         assert_eq!(route(5, msg_type::BARRIER_REQUEST, &[]), Route::AsOf13);
+        let spif = [0, 0, 0x23, 0x20, 0, 0, 0, 16, 0, 0, 0, 0];
+        assert_eq!(route(6, msg_type::EXPERIMENTER, &spif), Route::AsOf13);
         assert_eq!(route(5, msg_type::GROUP_MOD, &[]), Route::AsOf13);
         assert_eq!(route(6, msg_type::GROUP_MOD, &[]), Route::GroupMod15);
         for v in [5, 6] {

@@ -503,7 +503,8 @@ impl<R: Read> Connection<R> {
                 exp_type,
                 data,
             } => {
-                if experimenter == crate::wire::NX_VENDOR_ID && exp_type == NXT_SET_PACKET_IN_FORMAT
+                if experimenter == crate::wire::NX_VENDOR_ID
+                    && exp_type == crate::wire::NXT_SET_PACKET_IN_FORMAT
                 {
                     return self.set_packet_in_format(xid, &data, raw);
                 }
@@ -592,9 +593,6 @@ impl<R: Read> Connection<R> {
             .any(|p| p.port_no == port_no)
     }
 }
-
-/// Nicira's SET_PACKET_IN_FORMAT message subtype.
-const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
 
 /// xbr has no packet buffers (n_buffers 0).
 fn check_buffer(fm: &FlowMod) -> Result<(), WireError> {

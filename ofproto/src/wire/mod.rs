@@ -42,6 +42,8 @@ pub const OFP_VERSION: u8 = 0x04;
 pub const HEADER_LEN: usize = 8;
 /// Nicira's experimenter id (actions, errors).
 pub const NX_VENDOR_ID: u32 = 0x0000_2320;
+/// Nicira's SET_PACKET_IN_FORMAT message subtype.
+pub const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
 /// The ONF experimenter id (bundles in OpenFlow 1.3).
 pub const ONF_VENDOR_ID: u32 = 0x4f4e_4600;
 /// `buffer_id` meaning "no buffered packet".
