@@ -138,9 +138,9 @@ pub struct DpShared {
     engine: Mutex<EngineSnapshot>,
 }
 
-/// The packet thread's own counters as it last published them (every
-/// `CACHE_FLUSH_MS` while busy, when it goes idle, and on a statistics
-/// collection): its drops by reason and its caches' statistics.
+/// The packet thread's own counters as it last published them (on the
+/// last statistics collection): its drops by reason and its caches'
+/// statistics.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EngineSnapshot {
     pub drops: crate::engine::EngineDrops,

@@ -5,8 +5,9 @@
 //! translation cache and the XDP flow cache, and conntrack.
 //!
 //! The packet thread keeps its counters in plain integers and publishes
-//! a copy now and then (see `control::EngineSnapshot`); asking collects
-//! a fresh one first, so the figures are at most one round old.
+//! a copy when a statistics collection asks for one (see
+//! `control::EngineSnapshot`), so the figures are at most one round old;
+//! if it does not answer in time, the last copy is shown with its age.
 
 use crate::conntrack::Conntrack;
 use crate::control::{EngineSnapshot, PortMeta};

@@ -252,14 +252,16 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 
     /// Moves the cache's pending hit counts into the flow, group and table
     /// counters.
-    /// Publishes the thread's own counters for `xbr stats` too (an
-    /// uncontended lock and a copy of a few hundred bytes, at most once a
-    /// round and every CACHE_FLUSH_MS while busy).
     fn flush_cache(&mut self) {
         self.flushed_at_ms = self.elapsed_ms;
         if let Some(c) = &mut self.cache {
             c.flush();
         }
+    }
+
+    /// Publishes the thread's own counters for `xbr stats`: only when a
+    /// statistics collection asks, so rounds never pay for it.
+    pub(super) fn publish_snapshot(&self) {
         self.shared.publish_engine(crate::control::EngineSnapshot {
             drops: self.drops,
             flow_cache: self.flow_cache_stats(),

@@ -396,6 +396,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         self.flush();
         self.flush_cache();
+        self.publish_snapshot();
         self.shared.mark_stats_collected(want);
     }
 
