@@ -17,7 +17,19 @@ impl<R: Read> Connection<R> {
         raw: &[u8],
     ) -> io::Result<()> {
         let ty = req.mp_type();
-        if !matches!(req, MultipartRequest::FlowMonitor(_)) {
+        // Counters some of which the packet thread holds (XDP flow cache
+        // hits, the kernel's drops before the sockets): collected first.
+        // Descriptions and features need no round trip to it.
+        if matches!(
+            req,
+            MultipartRequest::Flow(_)
+                | MultipartRequest::Aggregate(_)
+                | MultipartRequest::Table
+                | MultipartRequest::PortStats(_)
+                | MultipartRequest::GroupStats(_)
+                | MultipartRequest::Meter(_)
+                | MultipartRequest::Queue(..)
+        ) {
             self.bridge.datapath().collect_stats();
         }
         let entries: Vec<Vec<u8>> = match req {
