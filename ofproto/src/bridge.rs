@@ -160,22 +160,30 @@ impl Bridge {
     }
 
     /// All or nothing (ONF bundle commit). `origin`: the committing
-    /// connection and the xid of each mod's message, for its flow
-    /// monitors (see [`Bridge::flow_mod`]).
+    /// connection and the xid of mod `i`'s message, for its flow monitors
+    /// (see [`Bridge::flow_mod`]); asked only while someone monitors.
     pub fn apply_batch(
         &self,
         mods: &[PipelineMod],
-        origin: Option<(u64, &[u32])>,
+        origin: Option<(u64, &dyn Fn(usize) -> u32)>,
     ) -> Result<(), (usize, ModError)> {
         let mut st = self.state.lock();
+        let watched = origin.filter(|_| self.monitors().is_watched());
         let mut ends = Vec::new();
-        let changes = st.tables.apply_batch_marked(mods, &mut ends)?;
+        let changes = match watched {
+            Some(_) => st.tables.apply_batch_marked(mods, &mut ends)?,
+            None => st.tables.apply_batch(mods)?,
+        };
         let gone = deleted(&changes);
-        let marks: Vec<(usize, u32)> = match origin {
-            Some((_, xids)) => ends.into_iter().zip(xids.iter().copied()).collect(),
+        let marks: Vec<(usize, u32)> = match watched {
+            Some((_, xid_of)) => ends
+                .iter()
+                .enumerate()
+                .map(|(i, &end)| (end, xid_of(i)))
+                .collect(),
             None => Vec::new(),
         };
-        let origin = origin.map(|(conn, _)| Origin { conn, xids: &marks });
+        let origin = watched.map(|(conn, _)| Origin { conn, xids: &marks });
         self.monitors().queue(
             &changes,
             origin,

@@ -249,11 +249,9 @@ impl Bundles {
                     .into_iter()
                     .map(|(x, bytes, m)| ((x, bytes), m))
                     .unzip();
-                let mxids: Vec<u32> = xids.iter().map(|(x, _)| *x).collect();
-                match to
-                    .bridge
-                    .apply_batch(&mods, to.conn.map(|c| (c, &mxids[..])))
-                {
+                let xid_of = |i: usize| xids.get(i).map_or(0, |(x, _)| *x);
+                let origin = to.conn.map(|c| (c, &xid_of as &dyn Fn(usize) -> u32));
+                match to.bridge.apply_batch(&mods, origin) {
                     Ok(()) => {
                         // The reply says the bundle is in force: wait for
                         // the packet threads (and the XDP cache's

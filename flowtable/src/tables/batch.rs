@@ -8,7 +8,7 @@ impl FlowTables {
     /// All or nothing: on the first failing mod (index i) nothing at all is
     /// changed. Mods see the effects of earlier mods of the batch.
     pub fn apply_batch(&mut self, mods: &[PipelineMod]) -> Result<Vec<Change>, (usize, ModError)> {
-        self.apply_batch_marked(mods, &mut Vec::new())
+        self.apply_batch_inner(mods, None)
     }
 
     /// [`FlowTables::apply_batch`], also telling which mod made which
@@ -20,6 +20,14 @@ impl FlowTables {
         ends: &mut Vec<usize>,
     ) -> Result<Vec<Change>, (usize, ModError)> {
         ends.clear();
+        self.apply_batch_inner(mods, Some(ends))
+    }
+
+    fn apply_batch_inner(
+        &mut self,
+        mods: &[PipelineMod],
+        mut ends: Option<&mut Vec<usize>>,
+    ) -> Result<Vec<Change>, (usize, ModError)> {
         let outer = self.journal.replace(Vec::new());
         let mut changes = Vec::new();
         let mut result = Ok(());
@@ -39,7 +47,9 @@ impl FlowTables {
                 result = Err((i, e));
                 break;
             }
-            ends.push(changes.len());
+            if let Some(e) = ends.as_deref_mut() {
+                e.push(changes.len());
+            }
         }
         let journal = std::mem::replace(&mut self.journal, outer).unwrap_or_default();
         match result {

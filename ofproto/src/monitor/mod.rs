@@ -352,6 +352,12 @@ impl FlowMonitors {
         }
     }
 
+    /// Whether any connection monitors flows (a change list then needs
+    /// its origin worked out).
+    pub(crate) fn is_watched(&self) -> bool {
+        self.watching.load(Ordering::Acquire) != 0
+    }
+
     fn recount(&self, watchers: &HashMap<u64, Watcher>) {
         let n = watchers.values().filter(|w| !w.monitors.is_empty()).count();
         self.watching.store(n, Ordering::Release);
@@ -370,7 +376,7 @@ impl FlowMonitors {
         reason: &dyn Fn(&Rule) -> u8,
         first_new_id: u64,
     ) {
-        if self.watching.load(Ordering::Acquire) == 0 {
+        if !self.is_watched() {
             return;
         }
         let events = events(changes, reason);
