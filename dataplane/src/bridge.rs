@@ -25,7 +25,11 @@ pub struct BridgeConfig {
     pub rundir: PathBuf,
     pub listen: Vec<SocketAddr>,
     pub ports: Vec<PortSpec>,
+    /// CPU of the packet thread.
     pub cpu: Option<usize>,
+    /// CPUs of transmit threads (`--pmd-cores` after its first; see
+    /// `crate::kicker`); empty: the packet thread transmits itself.
+    pub tx_cpus: Vec<usize>,
     pub datapath_id: Option<u64>,
     /// Entries of the packet thread's translation cache; 0 turns it off.
     pub flow_cache_entries: usize,
@@ -85,6 +89,21 @@ impl BridgeError {
     }
 }
 
+/// The CPU numbered `cpu`, if this process may run on it.
+fn core_id(cpu: usize) -> Result<core_affinity::CoreId, BridgeError> {
+    let ids = core_affinity::get_core_ids().unwrap_or_default();
+    match ids.iter().find(|c| c.id == cpu) {
+        Some(c) => Ok(*c),
+        None => {
+            let available: Vec<String> = ids.iter().map(|c| c.id.to_string()).collect();
+            Err(BridgeError::BadCpu {
+                cpu,
+                available: available.join(","),
+            })
+        }
+    }
+}
+
 /// A datapath id from the bridge name, stable across restarts (OVS derives
 /// it from a MAC; any stable value will do for a userspace bridge).
 fn default_datapath_id(name: &str) -> u64 {
@@ -121,22 +140,12 @@ impl RunningBridge {
         if config.name.is_empty() || config.name.len() > 15 || config.name.contains('/') {
             return Err(BridgeError::BadName(config.name));
         }
-        let core = match config.cpu {
-            None => None,
-            Some(cpu) => {
-                let ids = core_affinity::get_core_ids().unwrap_or_default();
-                match ids.iter().find(|c| c.id == cpu) {
-                    Some(c) => Some(*c),
-                    None => {
-                        let available: Vec<String> = ids.iter().map(|c| c.id.to_string()).collect();
-                        return Err(BridgeError::BadCpu {
-                            cpu,
-                            available: available.join(","),
-                        });
-                    }
-                }
-            }
-        };
+        let core = config.cpu.map(core_id).transpose()?;
+        let tx_cores = config
+            .tx_cpus
+            .iter()
+            .map(|&cpu| core_id(cpu))
+            .collect::<Result<Vec<_>, _>>()?;
         std::fs::create_dir_all(&config.rundir).map_err(|source| BridgeError::Rundir {
             path: config.rundir.clone(),
             source,
@@ -156,7 +165,21 @@ impl RunningBridge {
             )),
             None => None,
         };
-        let opened = ports::open_ports(&config.ports, config.spare_xsk_ports, xdp_maps.as_deref())?;
+        let mut opened =
+            ports::open_ports(&config.ports, config.spare_xsk_ports, xdp_maps.as_deref())?;
+        // Stops its threads if start-up fails below; every kick has ended
+        // before a port closes its socket (see `kicker`).
+        let kicks = if tx_cores.is_empty() {
+            None
+        } else {
+            let pool = crate::kicker::KickPool::start(&tx_cores).map_err(BridgeError::Thread)?;
+            for (meta, io) in &mut opened.ports {
+                if let Some(cpu) = io.offload_kicks(&pool) {
+                    tracing::debug!(port = %meta.name, cpu, "transmits kicked by a transmit thread");
+                }
+            }
+            Some(Arc::new(pool))
+        };
         let umem = opened.umem.clone();
         let metas = opened.ports.iter().map(|(m, _)| m.clone()).collect();
         let (port_ops, port_ops_rx) = crossbeam::channel::unbounded();
@@ -298,6 +321,7 @@ impl RunningBridge {
             port_ops,
             shared.clone(),
             bridge.clone(),
+            kicks.clone(),
         ));
         let upcalls = spawn_upcall_thread(shared.upcalls(), bridge.clone());
         let server = match start_server(

@@ -224,6 +224,7 @@ pub fn dispatch(
             Ok(crate::stats::report(
                 &dp.ports(),
                 &dp.engine_snapshot(),
+                &live.kicker_stats(),
                 conntrack,
             ))
         }

@@ -12,6 +12,7 @@ pub mod ctl;
 pub mod engine;
 pub mod ethtool;
 pub mod hostveth;
+pub mod kicker;
 pub mod lab;
 pub mod live;
 pub mod memport;

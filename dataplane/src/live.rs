@@ -149,6 +149,8 @@ pub struct LivePorts {
     ops: Sender<PortOp<Port>>,
     shared: Arc<DpShared>,
     bridge: Arc<Bridge>,
+    /// The bridge's transmit threads, which new ports' kicks go to.
+    kicks: Option<Arc<crate::kicker::KickPool>>,
     /// Serialises changes; see the module documentation.
     state: Mutex<Ofports>,
 }
@@ -165,6 +167,7 @@ impl LivePorts {
         ops: Sender<PortOp<Port>>,
         shared: Arc<DpShared>,
         bridge: Arc<Bridge>,
+        kicks: Option<Arc<crate::kicker::KickPool>>,
     ) -> Self {
         let in_use = shared.ports().iter().map(|p| p.ofport).collect::<Vec<_>>();
         LivePorts {
@@ -173,8 +176,14 @@ impl LivePorts {
             ops,
             shared,
             bridge,
+            kicks,
             state: Mutex::new(Ofports::new(in_use)),
         }
+    }
+
+    /// The transmit threads' counters (none without `--pmd-cores`).
+    pub fn kicker_stats(&self) -> Vec<crate::kicker::KickerStats> {
+        self.kicks.as_ref().map(|k| k.stats()).unwrap_or_default()
     }
 
     /// The bridge's ports now.
@@ -197,13 +206,16 @@ impl LivePorts {
             ofport: Some(ofport),
             ..spec.clone()
         };
-        let (meta, io) = match ports::open_one(&spec, &self.umem, self.cache.as_deref()) {
+        let (meta, mut io) = match ports::open_one(&spec, &self.umem, self.cache.as_deref()) {
             Ok(p) => p,
             Err(e) => {
                 numbers.release(ofport, now);
                 return Err(e.into());
             }
         };
+        if let Some(k) = &self.kicks {
+            io.offload_kicks(k);
+        }
         self.shared.insert_port(meta.clone());
         if self
             .ops

@@ -146,6 +146,12 @@ struct RunArgs {
     /// CPU to pin the packet thread to.
     #[arg(long)]
     cpu: Option<usize>,
+    /// CPUs for xbr's poll-mode threads, as `taskset -c` lists them
+    /// (`2,3` or `2-5`): the first runs the packet thread (as `--cpu`);
+    /// each other one runs a transmit thread, which does the kernel's
+    /// share of AF_XDP transmits for some of the ports (see README).
+    #[arg(long, value_name = "CPUS", value_parser = cpu_list_arg, conflicts_with = "cpu")]
+    pmd_cores: Option<CpuList>,
     /// Datapath id (hex); defaults to one derived from the bridge name.
     #[arg(long, value_parser = hex_u64)]
     datapath_id: Option<u64>,
@@ -214,6 +220,27 @@ fn listen_arg(s: &str) -> Result<SocketAddr, String> {
     parse_listen(s).map_err(|e| e.to_string())
 }
 
+/// A parsed `--pmd-cores` (one value to clap, not one per CPU).
+#[derive(Clone, Debug)]
+struct CpuList(Vec<usize>);
+
+fn cpu_list_arg(s: &str) -> Result<CpuList, String> {
+    dataplane::config::parse_cpu_list(s)
+        .map(CpuList)
+        .map_err(|e| e.to_string())
+}
+
+/// The packet thread's CPU and the transmit threads' CPUs.
+fn thread_cpus(args: &RunArgs) -> (Option<usize>, Vec<usize>) {
+    match &args.pmd_cores {
+        Some(CpuList(cpus)) => (
+            cpus.first().copied(),
+            cpus.iter().skip(1).copied().collect(),
+        ),
+        None => (args.cpu, Vec::new()),
+    }
+}
+
 fn hex_u64(s: &str) -> Result<u64, String> {
     u64::from_str_radix(s.trim_start_matches("0x"), 16)
         .map_err(|_| format!("'{s}' is not a hexadecimal datapath id"))
@@ -248,6 +275,7 @@ fn run(args: RunArgs) -> ExitCode {
     if let Some(target) = &args.ovsdb {
         return run_ovsdb(target, &args);
     }
+    let (cpu, tx_cpus) = thread_cpus(&args);
     let mut ports = args.ports;
     if let Err(e) = assign_ofports(&mut ports) {
         eprintln!("xbr: {e}");
@@ -258,7 +286,8 @@ fn run(args: RunArgs) -> ExitCode {
         rundir: args.rundir,
         listen: args.listen,
         ports,
-        cpu: args.cpu,
+        cpu,
+        tx_cpus,
         datapath_id: args.datapath_id,
         flow_cache_entries: args.flow_cache,
         controllers: args.controllers,
@@ -325,9 +354,11 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     }
+    let (cpu, tx_cpus) = thread_cpus(args);
     let settings = dataplane::ovsdb::Settings {
         rundir: args.rundir.clone(),
-        cpu: args.cpu,
+        cpu,
+        tx_cpus,
         flow_cache_entries: args.flow_cache,
         ct_limit: args.ct_limit,
         inactivity_probe: std::time::Duration::from_secs(args.inactivity_probe),

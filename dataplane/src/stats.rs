@@ -12,6 +12,7 @@
 use crate::conntrack::Conntrack;
 use crate::control::{EngineSnapshot, PortMeta};
 use crate::engine::EngineDrops;
+use crate::kicker::KickerStats;
 use crate::vxlan::TunnelDrops;
 use crate::xdpcache::XdpCacheStats;
 use flowtable::cache::CacheStats;
@@ -104,7 +105,12 @@ fn cache_lines(out: &mut String, c: &CacheStats) {
 }
 
 /// The report `xbr stats` prints.
-pub fn report(ports: &[Arc<PortMeta>], engine: &EngineSnapshot, ct: &Conntrack) -> String {
+pub fn report(
+    ports: &[Arc<PortMeta>],
+    engine: &EngineSnapshot,
+    kickers: &[KickerStats],
+    ct: &Conntrack,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "ports:");
     let mut ports: Vec<&Arc<PortMeta>> = ports.iter().collect();
@@ -152,6 +158,16 @@ pub fn report(ports: &[Arc<PortMeta>], engine: &EngineSnapshot, ct: &Conntrack) 
                 None => out.push_str("XDP flow cache: off\n"),
             }
         }
+    }
+    if kickers.is_empty() {
+        out.push_str("transmit threads: none (the packet thread kicks its sockets)\n");
+    }
+    for k in kickers {
+        let _ = writeln!(
+            out,
+            "transmit thread on CPU {}: sockets: {}, kicks: {}, kernel busy: {}",
+            k.cpu, k.sockets, k.kicks, k.busy
+        );
     }
     out.push_str("conntrack:\n");
     for line in ct.stats_text().lines() {

@@ -427,9 +427,17 @@ impl XbrGuard {
                 )?;
             }
         }
+        // `--xbr-arg --pmd-cores=...` places xbr's threads itself.
+        let own_cpus = cfg.xbr_args.iter().any(|a| a.starts_with("--pmd-cores"));
+        let cpus = if own_cpus {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            format!("0-{}", n - 1)
+        } else {
+            cpu.clone()
+        };
         let mut cmd = Command::new("ip");
         cmd.args([
-            "netns", "exec", &topo.host, "nice", "-n", "-20", "taskset", "-c", &cpu,
+            "netns", "exec", &topo.host, "nice", "-n", "-20", "taskset", "-c", &cpus,
         ])
         .arg(&cfg.xbr_bin)
         .args(["run", "--bridge", "br0", "--rundir", &rundir])
@@ -439,7 +447,7 @@ impl XbrGuard {
                 .iter()
                 .flat_map(|_| ["--port".to_string(), format!("{VETH_C}=3,xdp_redirect=on")]),
         )
-        .args(["--cpu", &cpu])
+        .args((!own_cpus).then_some(["--cpu", &cpu]).into_iter().flatten())
         .args(
             cfg.ct_limit
                 .iter()

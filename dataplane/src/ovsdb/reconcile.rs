@@ -43,6 +43,8 @@ use std::time::Duration;
 pub struct Settings {
     pub rundir: PathBuf,
     pub cpu: Option<usize>,
+    /// Transmit threads' CPUs (`--pmd-cores` after its first).
+    pub tx_cpus: Vec<usize>,
     pub flow_cache_entries: usize,
     pub ct_limit: usize,
     pub inactivity_probe: Duration,
@@ -144,6 +146,7 @@ impl Reconciler {
             listen: listen.into_iter().collect(),
             ports: Vec::new(),
             cpu: s.cpu,
+            tx_cpus: s.tx_cpus.clone(),
             datapath_id: want.datapath_id,
             flow_cache_entries: s.flow_cache_entries,
             standalone: want.standalone,

@@ -67,8 +67,13 @@ pub(super) fn queues_served(rx_queues: u32) -> u32 {
 /// A netdev attached through XDP, with an AF_XDP socket per receive queue.
 pub struct XskPort {
     name: String,
-    // Field order is drop order: the sockets before the program, so the
-    // XSKMAP entries go away with the sockets and then the program detaches.
+    // Field order is drop order: the transmit thread's hold on the TX
+    // socket first (no kick after it), the sockets before the program, so
+    // the XSKMAP entries go away with the sockets and then the program
+    // detaches.
+    /// The transmit thread that kicks the TX socket (`--pmd-cores`, see
+    /// `crate::kicker`); `None`: the packet thread kicks it itself.
+    tx_kick: Option<crate::kicker::TxKick>,
     /// Index = queue id; never empty while the port is open.
     socks: Vec<XskSocket>,
     prog: XdpProgram,
@@ -94,6 +99,8 @@ impl XskPort {
     /// held; the port then receives and sends nothing.
     fn release(&mut self, frames: &mut UmemFrames) {
         self.log_socket_counters();
+        // No kick may run once the rings' frames are taken back.
+        self.tx_kick = None;
         for sock in self.socks.drain(..) {
             sock.close(&mut frames.pool);
         }
@@ -140,11 +147,24 @@ impl XskPort {
     /// Closes the sockets away from the packet thread, returning the
     /// frames their rings held (for that thread's pool).
     pub(super) fn close_detached(mut self) -> Vec<u64> {
+        self.tx_kick = None;
         let mut frames = Vec::new();
         for sock in self.socks.drain(..) {
             sock.close_with(|a| frames.push(a));
         }
         frames
+    }
+
+    /// Leaves the TX socket's kicks to a transmit thread of `pool`.
+    pub(crate) fn offload_kicks(&mut self, pool: &crate::kicker::KickPool) {
+        if let Some(sock) = self.socks.first() {
+            self.tx_kick = pool.assign(&self.name, sock.shared_fd());
+        }
+    }
+
+    /// The CPU of the transmit thread kicking this port, if one does.
+    pub(crate) fn kick_cpu(&self) -> Option<usize> {
+        self.tx_kick.as_ref().map(crate::kicker::TxKick::cpu)
     }
 
     pub(super) fn ifindex(&self) -> u32 {
@@ -211,6 +231,12 @@ impl XskPort {
         let Some(sock) = self.socks.first_mut() else {
             return;
         };
+        if let Some(k) = &self.tx_kick {
+            if sock.tx_pending() > 0 && sock.tx_needs_kick() {
+                k.request();
+            }
+            return;
+        }
         if let Err(e) = sock.kick_tx() {
             // ENETDOWN and the like: the frames stay queued and leave once
             // the link is back; say so once rather than per batch.
@@ -312,6 +338,7 @@ pub(crate) fn open_xsk(
         socks,
         prog,
         next_rx: 0,
+        tx_kick: None,
         tx_error_logged: false,
         xdp_target: false,
         host: None,

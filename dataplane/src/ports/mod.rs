@@ -217,6 +217,19 @@ impl Port {
         }
     }
 
+    /// Leaves the kicks of the port's AF_XDP transmit socket (a VXLAN
+    /// port's uplink's) to a transmit thread of `pool`; a TAP port writes
+    /// each frame itself and keeps doing so. Returns that thread's CPU.
+    pub fn offload_kicks(&mut self, pool: &crate::kicker::KickPool) -> Option<usize> {
+        let port = match self {
+            Port::Xsk(p) => p,
+            Port::Vxlan(v) => v.uplink_mut(),
+            Port::Internal(_) => return None,
+        };
+        port.offload_kicks(pool);
+        port.kick_cpu()
+    }
+
     /// Closes the port, returning to `frames` every frame its rings still
     /// held; the XDP program detaches or the TAP device is deleted as the
     /// value drops.

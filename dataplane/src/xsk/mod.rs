@@ -46,7 +46,7 @@ mod socket;
 mod sys;
 mod umem;
 
-pub use socket::{XskConfig, XskCounters, XskSocket};
+pub use socket::{kick_fd, XskConfig, XskCounters, XskSocket};
 pub use umem::{FramePool, Umem, DEFAULT_FRAME_SIZE};
 
 use std::io;

@@ -45,6 +45,35 @@ impl Default for XskConfig {
     }
 }
 
+/// Asks the kernel to transmit what the TX ring of the AF_XDP socket `fd`
+/// holds, from any thread: `Ok(true)` if it did, `Ok(false)` if it was
+/// busy (EAGAIN/EBUSY/ENOBUFS: the descriptors stay queued, kick again
+/// later); errors are fatal conditions such as ENETDOWN. In copy mode the
+/// kernel copies each frame into an skb and hands it to the device within
+/// this call, so the calling thread's core does that work.
+pub fn kick_fd(fd: BorrowedFd<'_>) -> Result<bool, XskError> {
+    // SAFETY: sendto with no buffer and no address only triggers TX; `fd`
+    // is a live socket for the duration of the borrow.
+    let rc = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
+    if rc >= 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::EINTR) => Ok(false),
+        _ => Err(XskError::io("sendto(AF_XDP tx kick)", err)),
+    }
+}
+
 /// Userspace counters of one socket (the kernel's are in [`XdpStatistics`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct XskCounters {
@@ -340,32 +369,29 @@ impl XskSocket {
     /// kernel was busy (EAGAIN/EBUSY/ENOBUFS: the descriptors stay queued,
     /// kick again later); errors are fatal conditions such as ENETDOWN.
     pub fn kick_tx(&mut self) -> Result<bool, XskError> {
-        if self.tx.pending() == 0 || !(self.always_kick || self.tx.needs_wakeup()) {
+        if self.tx.pending() == 0 || !self.tx_needs_kick() {
             return Ok(false);
         }
         self.counters.tx_kicks += 1;
-        // SAFETY: sendto with no buffer and no address only triggers TX.
-        let rc = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                std::ptr::null(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null(),
-                0,
-            )
-        };
-        if rc >= 0 {
-            return Ok(true);
+        let kicked = kick_fd(self.fd.as_fd());
+        if kicked.as_ref().is_ok_and(|k| !k) {
+            self.counters.tx_kick_retries += 1;
         }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::EINTR) => {
-                self.counters.tx_kick_retries += 1;
-                Ok(false)
-            }
-            _ => Err(XskError::io("sendto(AF_XDP tx kick)", err)),
-        }
+        kicked
+    }
+
+    /// Whether descriptors queued on TX leave only after a `sendto()`
+    /// (always in copy mode).
+    #[inline]
+    pub fn tx_needs_kick(&self) -> bool {
+        self.always_kick || self.tx.needs_wakeup()
+    }
+
+    /// The socket's fd, shared, for a transmit thread to kick
+    /// ([`kick_fd`]) while this value keeps the rings (see
+    /// `crate::kicker`). The socket stays open until every holder lets go.
+    pub fn shared_fd(&self) -> Arc<OwnedFd> {
+        self.fd.clone()
     }
 
     /// Moves transmitted frames from the completion ring back to `pool`.
