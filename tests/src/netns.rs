@@ -275,6 +275,16 @@ impl Pod {
         Self::build(ip, prefix_len, mac, None)
     }
 
+    /// Pod number `last` of a /24: address 10.128.0.`last`, MAC
+    /// 0a:58:0a:80:00:`last` (the agent's MAC for that address).
+    pub fn numbered(last: u8) -> Result<Self> {
+        Self::new(
+            Ipv4Addr::new(10, 128, 0, last),
+            24,
+            &format!("0a:58:0a:80:00:{last:02x}"),
+        )
+    }
+
     /// A pod whose veth has `queues` transmit and receive queues at both
     /// ends, so its flows spread over the switch-side receive queues.
     pub fn with_queues(ip: Ipv4Addr, prefix_len: u8, mac: &str, queues: u32) -> Result<Self> {

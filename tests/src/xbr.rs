@@ -373,6 +373,22 @@ impl Xbr {
         run_timeout(&mut cmd, CMD_TIMEOUT)
     }
 
+    /// Like [`Xbr::client`], but a failure is an error saying what
+    /// failed, with xbr's log; returns the command's output.
+    pub fn client_ok(&self, args: &[&str]) -> Result<String> {
+        let out = self.client(args)?;
+        if out.success() {
+            return Ok(out.stdout);
+        }
+        Err(HarnessError::Unexpected(format!(
+            "`xbr {}` failed: {}\n{}\n--- xbr log:\n{}",
+            args.join(" "),
+            out.describe_status(),
+            out.stderr,
+            self.log()
+        )))
+    }
+
     /// `ovs-ofctl add-flow br0 FLOW`.
     pub fn add_flow(&self, flow: &str) -> Result<()> {
         self.ofctl_ok(&["add-flow", BRIDGE, flow]).map(drop)

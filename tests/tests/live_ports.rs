@@ -6,7 +6,7 @@
 //!
 //! Needs root and a built `xbr`, like every end-to-end test.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::openflow::{message, OfConn, OFP13_VERSION};
@@ -26,27 +26,6 @@ const OFPPR_DELETE: u8 = 1;
 const UDP_COUNT: u64 = 40_000;
 const UDP_RATE: u64 = 10_000;
 const UDP_TIMEOUT: Duration = Duration::from_secs(30);
-
-fn pod(last: u8) -> Result<Pod> {
-    Pod::new(
-        Ipv4Addr::new(10, 128, 0, last),
-        24,
-        &format!("0a:58:0a:80:00:{last:02x}"),
-    )
-}
-
-fn ok(xbr: &Xbr, args: &[&str]) -> Result<String> {
-    let out = xbr.client(args)?;
-    assert!(
-        out.success(),
-        "`xbr {}` failed: {}\n{}\n--- xbr log:\n{}",
-        args.join(" "),
-        out.describe_status(),
-        out.stderr,
-        xbr.log()
-    );
-    Ok(out.stdout)
-}
 
 /// A management connection that asked for PORT_STATUS only (SET_ASYNC:
 /// every reason, as master/equal; SET_CONFIG: a nonzero miss_send_len,
@@ -85,10 +64,10 @@ fn next_port_status(conn: &mut OfConn) -> Result<(u8, u32, String)> {
 
 #[test]
 fn ports_come_and_go_under_traffic_without_loss_elsewhere() -> Result<()> {
-    let a = pod(2)?;
-    let b = pod(3)?;
-    let c = pod(4)?;
-    let d = pod(5)?;
+    let a = Pod::numbered(2)?;
+    let b = Pod::numbered(3)?;
+    let c = Pod::numbered(4)?;
+    let d = Pod::numbered(5)?;
     let xbr = Xbr::with_ports(&[(a.host_if(), 1), (b.host_if(), 2)])?;
     xbr.add_flow("in_port=1,actions=output:2")?;
     xbr.add_flow("in_port=2,actions=output:1")?;
@@ -113,14 +92,17 @@ fn ports_come_and_go_under_traffic_without_loss_elsewhere() -> Result<()> {
     };
     std::thread::sleep(Duration::from_millis(300));
 
-    let got_c = ok(&xbr, &["port", "add", BRIDGE, c.host_if()])?;
+    let got_c = xbr.client_ok(&["port", "add", BRIDGE, c.host_if()])?;
     assert_eq!(got_c.trim(), "3");
     assert_eq!(
         next_port_status(&mut status)?,
         (OFPPR_ADD, 3, c.host_if().to_string())
     );
     let spec_d = format!("{}=10", d.host_if());
-    assert_eq!(ok(&xbr, &["port", "add", BRIDGE, &spec_d])?.trim(), "10");
+    assert_eq!(
+        xbr.client_ok(&["port", "add", BRIDGE, &spec_d])?.trim(),
+        "10"
+    );
     assert_eq!(
         next_port_status(&mut status)?,
         (OFPPR_ADD, 10, d.host_if().to_string())
@@ -150,16 +132,19 @@ fn ports_come_and_go_under_traffic_without_loss_elsewhere() -> Result<()> {
     assert_eq!(missing.code(), Some(2), "{}", missing.stderr);
     assert!(missing.stderr.contains("no such network interface"));
 
-    ok(&xbr, &["port", "del", BRIDGE, c.host_if()])?;
+    xbr.client_ok(&["port", "del", BRIDGE, c.host_if()])?;
     assert_eq!(
         next_port_status(&mut status)?,
         (OFPPR_DELETE, 3, c.host_if().to_string())
     );
     assert!(!link_has_xdp(c.host_if())?, "XDP still on a removed port");
     // 3 was just freed: like OVS, the next automatic number moves on.
-    assert_eq!(ok(&xbr, &["port", "add", BRIDGE, c.host_if()])?.trim(), "4");
-    ok(&xbr, &["port", "del", BRIDGE, c.host_if()])?;
-    ok(&xbr, &["port", "del", BRIDGE, d.host_if()])?;
+    assert_eq!(
+        xbr.client_ok(&["port", "add", BRIDGE, c.host_if()])?.trim(),
+        "4"
+    );
+    xbr.client_ok(&["port", "del", BRIDGE, c.host_if()])?;
+    xbr.client_ok(&["port", "del", BRIDGE, d.host_if()])?;
     let gone = xbr.client(&["port", "del", BRIDGE, d.host_if()])?;
     assert_eq!(gone.code(), Some(2));
     let show = xbr.ofctl_ok(&["show", BRIDGE])?;
@@ -181,15 +166,12 @@ fn ports_come_and_go_under_traffic_without_loss_elsewhere() -> Result<()> {
 fn internal_port_added_and_removed_live() -> Result<()> {
     let ns = xbr_tests::Netns::new()?;
     let xbr = Xbr::start_in(ns, &[])?;
-    let out = ok(
-        &xbr,
-        &[
-            "port",
-            "add",
-            BRIDGE,
-            "tun0=2,type=internal,mtu_request=1450",
-        ],
-    )?;
+    let out = xbr.client_ok(&[
+        "port",
+        "add",
+        BRIDGE,
+        "tun0=2,type=internal,mtu_request=1450",
+    ])?;
     assert_eq!(out.trim(), "2");
     let ns = xbr.netns().expect("namespace");
     let link = ns.exec(
@@ -197,7 +179,7 @@ fn internal_port_added_and_removed_live() -> Result<()> {
         Duration::from_secs(5),
     )?;
     assert!(link.stdout.contains("mtu 1450"), "{}", link.stdout);
-    ok(&xbr, &["port", "del", BRIDGE, "tun0"])?;
+    xbr.client_ok(&["port", "del", BRIDGE, "tun0"])?;
     let link = ns.exec(&["ip", "link", "show", "tun0"], Duration::from_secs(5))?;
     assert!(!link.success(), "tun0 still exists after del");
     Ok(())
@@ -208,13 +190,13 @@ fn internal_port_added_and_removed_live() -> Result<()> {
 /// of the frames, so the first ports cannot take them all.
 #[test]
 fn ports_beyond_the_spare_budget_still_forward() -> Result<()> {
-    let pods: Vec<Pod> = (2..14).map(pod).collect::<Result<_>>()?;
+    let pods: Vec<Pod> = (2..14).map(Pod::numbered).collect::<Result<_>>()?;
     let first = format!("{}=1", pods[0].host_if());
     let second = format!("{}=2", pods[1].host_if());
     let xbr = Xbr::start(&["--spare-ports", "0", "--port", &first, "--port", &second])?;
     xbr.add_flow("actions=NORMAL")?;
     for p in &pods[2..] {
-        ok(&xbr, &["port", "add", BRIDGE, p.host_if()])?;
+        xbr.client_ok(&["port", "add", BRIDGE, p.host_if()])?;
     }
     // Traffic through the first ports fills their rings meanwhile.
     for (from, to) in [(11, 0), (10, 1), (0, 11), (6, 9)] {

@@ -8,7 +8,7 @@
 //! Needs root, two CPUs (the CI machine has two) and a built `xbr`, like
 //! every end-to-end test.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{udp_send, Pod, Result, UdpReceiver, Xbr, BRIDGE};
@@ -20,25 +20,20 @@ const COUNT: u64 = 5_000;
 const RATE: u64 = 10_000;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-fn pod(last: u8) -> Result<Pod> {
-    Pod::new(
-        Ipv4Addr::new(10, 128, 0, last),
-        24,
-        &format!("0a:58:0a:80:00:{last:02x}"),
-    )
-}
-
-fn client_ok(xbr: &Xbr, args: &[&str]) -> Result<String> {
-    let out = xbr.client(args)?;
-    assert!(
-        out.success(),
-        "`xbr {}` failed: {}\n{}\n--- xbr log:\n{}",
-        args.join(" "),
-        out.describe_status(),
-        out.stderr,
-        xbr.log()
-    );
-    Ok(out.stdout)
+/// Pods `first` and `first + 1` on an xbr with `ARGS`, as ports 1 and 2
+/// patched to each other; their port specs, for adding one again.
+fn patched_pair(first: u8) -> Result<(Xbr, Pod, Pod, [String; 2])> {
+    let a = Pod::numbered(first)?;
+    let b = Pod::numbered(first + 1)?;
+    let specs = [format!("{}=1", a.host_if()), format!("{}=2", b.host_if())];
+    let mut args = ARGS.to_vec();
+    args.extend(["--port", &specs[0], "--port", &specs[1]]);
+    let xbr = Xbr::start(&args)?;
+    xbr.add_flow("in_port=1,actions=output:2")?;
+    xbr.add_flow("in_port=2,actions=output:1")?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    Ok((xbr, a, b, specs))
 }
 
 /// `(sockets, kicks)` of the transmit thread on `cpu`, from `xbr stats`.
@@ -83,22 +78,12 @@ fn udp_across(from: &Pod, to: &Pod) -> Result<u64> {
 
 #[test]
 fn transmit_threads_kick_every_port_and_traffic_crosses() -> Result<()> {
-    let a = pod(2)?;
-    let b = pod(3)?;
-    let (port_a, port_b) = (format!("{}=1", a.host_if()), format!("{}=2", b.host_if()));
-    let mut args = ARGS.to_vec();
-    args.extend(["--port", &port_a, "--port", &port_b]);
-    let xbr = Xbr::start(&args)?;
-    xbr.add_flow("in_port=1,actions=output:2")?;
-    xbr.add_flow("in_port=2,actions=output:1")?;
-    a.add_neighbor(&b)?;
-    b.add_neighbor(&a)?;
-
+    let (xbr, a, b, _) = patched_pair(2)?;
     let pid = xbr.pid().expect("xbr runs");
     assert_eq!(thread_cpus(pid, "xbr-pmd").as_deref(), Some("0"));
     assert_eq!(thread_cpus(pid, "xbr-tx1").as_deref(), Some("1"));
 
-    let before = client_ok(&xbr, &["stats", BRIDGE])?;
+    let before = xbr.client_ok(&["stats", BRIDGE])?;
     let (sockets, kicks_before) = transmit_thread(&before, 1).expect(&before);
     assert_eq!(sockets, 2, "{before}");
     for (from, to) in [(&a, &b), (&b, &a)] {
@@ -108,7 +93,7 @@ fn transmit_threads_kick_every_port_and_traffic_crosses() -> Result<()> {
     let out = a.ping(b.ip(), 2)?;
     assert!(out.success(), "ping: {}\n{}", out.stdout, xbr.log());
 
-    let after = client_ok(&xbr, &["stats", BRIDGE])?;
+    let after = xbr.client_ok(&["stats", BRIDGE])?;
     let (_, kicks) = transmit_thread(&after, 1).expect(&after);
     // The packet thread's sendto() calls would not be counted here: the
     // transmit thread made the kicks (at least one per few batches).
@@ -122,25 +107,16 @@ fn transmit_threads_kick_every_port_and_traffic_crosses() -> Result<()> {
 
 #[test]
 fn a_port_removed_while_running_releases_its_socket_at_once() -> Result<()> {
-    let a = pod(4)?;
-    let b = pod(5)?;
-    let (port_a, port_b) = (format!("{}=1", a.host_if()), format!("{}=2", b.host_if()));
-    let mut args = ARGS.to_vec();
-    args.extend(["--port", &port_a, "--port", &port_b]);
-    let xbr = Xbr::start(&args)?;
-    xbr.add_flow("in_port=1,actions=output:2")?;
-    xbr.add_flow("in_port=2,actions=output:1")?;
-    a.add_neighbor(&b)?;
-    b.add_neighbor(&a)?;
+    let (xbr, a, b, specs) = patched_pair(4)?;
     for round in 0..3 {
         assert_eq!(udp_across(&a, &b)?, COUNT, "round {round}\n{}", xbr.log());
-        client_ok(&xbr, &["port", "del", BRIDGE, b.host_if()])?;
+        xbr.client_ok(&["port", "del", BRIDGE, b.host_if()])?;
         // Bound again at once: a socket the transmit thread still held
         // would make this bind fail (EBUSY).
-        client_ok(&xbr, &["port", "add", BRIDGE, &port_b])?;
+        xbr.client_ok(&["port", "add", BRIDGE, &specs[1]])?;
     }
     assert_eq!(udp_across(&a, &b)?, COUNT, "{}", xbr.log());
-    let stats = client_ok(&xbr, &["stats", BRIDGE])?;
+    let stats = xbr.client_ok(&["stats", BRIDGE])?;
     assert_eq!(transmit_thread(&stats, 1).map(|t| t.0), Some(2), "{stats}");
     Ok(())
 }
