@@ -229,17 +229,60 @@ pub fn dispatch(
             ))
         }
         "stats" => Err(format!("stats: unexpected argument `{args}`")),
+        "dpctl" => dpctl_cmd(args, live),
         "help" => Ok(
             "commands:\n  trace FLOW   trace a packet through the pipeline\n  \
                       conntrack dump|flush [--zone N]   list or remove tracked connections\n  \
                       conntrack stats   connection count, limit and event counters\n  \
                       port add SPEC   add a port (NAME[=OFPORT][,type=...]) while running\n  \
                       port del NAME   remove a port while running\n  \
-                      stats   port counters, drops by reason, caches, conntrack\n  help\n"
+                      stats   port counters, drops by reason, caches, conntrack\n  \
+                      dpctl dump-flows   the XDP flow cache's entries (the kernel's fast path)\n  \
+                      dpctl del-flows   retire every XDP flow cache entry\n  help\n"
                 .into(),
         ),
         "" => Err("empty request".into()),
         other => Err(format!("unknown command `{other}` (try `help`)")),
+    }
+}
+
+/// `dpctl dump-flows`, `dpctl del-flows`: the XDP flow cache's entries,
+/// read from (or retired in) the kernel's map, as `ovs-appctl
+/// dpctl/dump-flows|del-flows` do for OVS's datapath.
+fn dpctl_cmd(args: &str, live: &LivePorts) -> Result<String, String> {
+    let Some(maps) = live.xdp_cache() else {
+        return match args {
+            "dump-flows" | "del-flows" => Ok("XDP flow cache: off\n".into()),
+            _ => Err(format!(
+                "dpctl: unknown command `{args}` (dump-flows or del-flows)"
+            )),
+        };
+    };
+    match args {
+        "dump-flows" => {
+            let names = parking_lot::Mutex::new(std::collections::HashMap::new());
+            let dev = |ifindex: u32| {
+                names
+                    .lock()
+                    .entry(ifindex)
+                    .or_insert_with(|| match crate::netdev::link_by_index(ifindex) {
+                        Ok(l) => l.name,
+                        Err(_) => format!("ifindex {ifindex}"),
+                    })
+                    .clone()
+            };
+            Ok(crate::xdpcache::dump::report(maps, &dev))
+        }
+        "del-flows" => {
+            // The XDP programs ignore entries of an older generation from
+            // now on; the packet thread's sweep deletes them and the next
+            // miss of each flow installs it again.
+            maps.generation().bump();
+            Ok("every entry retired\n".into())
+        }
+        other => Err(format!(
+            "dpctl: unknown command `{other}` (dump-flows or del-flows)"
+        )),
     }
 }
 

@@ -181,6 +181,11 @@ impl LivePorts {
         }
     }
 
+    /// The bridge's XDP flow cache maps, if the cache is on.
+    pub fn xdp_cache(&self) -> Option<&crate::xdpcache::CacheMaps> {
+        self.cache.as_deref()
+    }
+
     /// The transmit threads' counters (none without `--pmd-cores`).
     pub fn kicker_stats(&self) -> Vec<crate::kicker::KickerStats> {
         self.kicks.as_ref().map(|k| k.stats()).unwrap_or_default()

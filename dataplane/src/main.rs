@@ -45,6 +45,27 @@ enum Command {
     /// Show a running bridge's port counters, drops by reason, caches and
     /// conntrack (like `ovs-appctl dpctl/show` and `dpif-netdev/pmd-stats-show`).
     Stats(BridgeStatsArgs),
+    /// The XDP flow cache's entries, the kernel's fast path (like
+    /// `ovs-appctl dpctl/dump-flows` and `dpctl/del-flows`).
+    Dpctl(DpctlArgs),
+}
+
+#[derive(clap::Args)]
+struct DpctlArgs {
+    /// Directory of the running bridge's sockets.
+    #[arg(long, global = true, default_value = "/var/run/openvswitch")]
+    rundir: PathBuf,
+    #[command(subcommand)]
+    action: DpctlAction,
+}
+
+#[derive(Subcommand)]
+enum DpctlAction {
+    /// List the entries in use: match, kernel hit counters, actions.
+    DumpFlows(StatsTarget),
+    /// Retire every entry (the packet thread installs them again as
+    /// their flows miss).
+    DelFlows(StatsTarget),
 }
 
 #[derive(clap::Args)]
@@ -267,6 +288,18 @@ fn main() -> ExitCode {
         Command::Stats(args) => {
             let path = dataplane::ctl::socket_path(&args.rundir, &args.bridge);
             ctl_request("xbr stats", &path, "stats")
+        }
+        Command::Dpctl(args) => {
+            let (verb, target) = match &args.action {
+                DpctlAction::DumpFlows(t) => ("dump-flows", t),
+                DpctlAction::DelFlows(t) => ("del-flows", t),
+            };
+            let path = dataplane::ctl::socket_path(&args.rundir, &target.bridge);
+            ctl_request(
+                &format!("xbr dpctl {verb}"),
+                &path,
+                &format!("dpctl {verb}"),
+            )
         }
     }
 }

@@ -194,12 +194,22 @@ fn sender_and_receiver() -> Result<(Pod, Pod)> {
     Ok((a, b))
 }
 
+/// Sends `n` datagrams from A (source port SRC_PORT) to B's `port` and
+/// checks that all arrive.
+fn delivered(xbr: &Xbr, a: &Pod, b: &Pod, port: u16, n: u64) -> Result<()> {
+    let tool = Path::new(TOOL);
+    let dst = SocketAddrV4::new(IP_B, port);
+    let rx = UdpReceiver::start(tool, b.ns(), dst, n, RECV_TIMEOUT)?;
+    assert_eq!(udp_send_from(tool, a.ns(), SRC_PORT, dst, n, RATE)?, n);
+    assert_eq!(rx.finish()?, n, "to port {port}: {}", xbr.log());
+    Ok(())
+}
+
 /// Ports added while xbr runs (`xbr port add`, and every port in OVSDB
 /// mode) share the bridge's cache: traffic to a port added live is
 /// forwarded in the kernel like traffic between ports given at start.
 #[test]
 fn ports_added_while_running_share_the_cache() -> Result<()> {
-    let tool = Path::new(TOOL);
     let (a, b) = sender_and_receiver()?;
     let spec_a = format!("{}=1,xdp_redirect=on", a.host_if());
     let mut xbr = Xbr::start(&["--port", &spec_a])?;
@@ -207,13 +217,7 @@ fn ports_added_while_running_share_the_cache() -> Result<()> {
     let added = xbr.client(&["port", "add", BRIDGE, &spec_b])?;
     assert!(added.success(), "xbr port add: {}", added.stderr);
     xbr.add_flow(&format!("in_port=1,udp,tp_dst={PORT_FWD},actions=output:2"))?;
-    let fwd = SocketAddrV4::new(IP_B, PORT_FWD);
-    let rx = UdpReceiver::start(tool, b.ns(), fwd, BURST, RECV_TIMEOUT)?;
-    assert_eq!(
-        udp_send_from(tool, a.ns(), SRC_PORT, fwd, BURST, RATE)?,
-        BURST
-    );
-    assert_eq!(rx.finish()?, BURST, "{}", xbr.log());
+    delivered(&xbr, &a, &b, PORT_FWD, BURST)?;
     xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
     let log = xbr.log();
     let hits = xdp_cache_hits(&log).unwrap_or_else(|| panic!("no cache counts in:\n{log}"));
@@ -232,7 +236,6 @@ fn ports_added_while_running_share_the_cache() -> Result<()> {
 fn flow_mods_keep_the_entries_they_do_not_change() -> Result<()> {
     const PORT_KEPT: u16 = PORT_FWD;
     const PORT_TAKEN: u16 = 5003;
-    let tool = Path::new(TOOL);
     let (a, b) = sender_and_receiver()?;
     let specs = [
         format!("{}=1,xdp_redirect=on", a.host_if()),
@@ -245,13 +248,8 @@ fn flow_mods_keep_the_entries_they_do_not_change() -> Result<()> {
         ))?;
     }
     let burst = |xbr: &Xbr| -> Result<()> {
-        for (port, n) in [(PORT_KEPT, BURST), (PORT_TAKEN, DROPPED)] {
-            let dst = SocketAddrV4::new(IP_B, port);
-            let rx = UdpReceiver::start(tool, b.ns(), dst, n, RECV_TIMEOUT)?;
-            assert_eq!(udp_send_from(tool, a.ns(), SRC_PORT, dst, n, RATE)?, n);
-            assert_eq!(rx.finish()?, n, "to port {port}: {}", xbr.log());
-        }
-        Ok(())
+        delivered(xbr, &a, &b, PORT_KEPT, BURST)?;
+        delivered(xbr, &a, &b, PORT_TAKEN, DROPPED)
     };
     burst(&xbr)?;
     // A flow no packet of the bursts matches, then one that takes
@@ -301,5 +299,85 @@ fn flow_mods_keep_the_entries_they_do_not_change() -> Result<()> {
         count("hit_packets") >= (2 * BURST + 2 * DROPPED) * 9 / 10,
         "{counts:?}"
     );
+    Ok(())
+}
+
+/// `xbr dpctl dump-flows` lists the kernel's entries with their hit
+/// counts and actions (as `ovs-appctl dpctl/dump-flows` lists OVS's
+/// datapath flows); `dpctl del-flows` retires them all and the next
+/// packets install them again.
+#[test]
+fn dpctl_lists_and_retires_the_kernel_entries() -> Result<()> {
+    let tool = Path::new(TOOL);
+    let (a, b) = sender_and_receiver()?;
+    let specs = [
+        format!("{}=1,xdp_redirect=on", a.host_if()),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ];
+    let xbr = Xbr::start(&["--port", &specs[0], "--port", &specs[1]])?;
+    xbr.add_flow(&format!("in_port=1,udp,tp_dst={PORT_FWD},actions=output:2"))?;
+    xbr.add_flow(&format!("in_port=1,udp,tp_dst={PORT_DROP},actions=drop"))?;
+    let send = |xbr: &Xbr| -> Result<()> {
+        delivered(xbr, &a, &b, PORT_FWD, BURST)?;
+        let dropped = SocketAddrV4::new(IP_B, PORT_DROP);
+        assert_eq!(
+            udp_send_from(tool, a.ns(), SRC_PORT, dropped, DROPPED, RATE)?,
+            DROPPED
+        );
+        Ok(())
+    };
+    let dump = |xbr: &Xbr| -> Result<String> {
+        let out = xbr.client(&["dpctl", "dump-flows", BRIDGE])?;
+        assert!(out.success(), "xbr dpctl dump-flows: {}", out.stderr);
+        Ok(out.stdout)
+    };
+    // The kernel's packets of an entry: all but the first of its flow
+    // (which the packet thread translated and installed).
+    let packets = |line: &str| -> u64 {
+        line.split(", packets:")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    send(&xbr)?;
+    let out = dump(&xbr)?;
+    let lines: Vec<&str> = out.lines().collect();
+    let find = |dst: u16| {
+        let head = format!(
+            "in_port({}),eth(src={MAC_A},dst={MAC_B}),ipv4(src={IP_A},dst={IP_B},proto=17,",
+            a.host_if()
+        );
+        let l4 = format!(",udp(src={SRC_PORT},dst={dst}), packets:");
+        lines
+            .iter()
+            .find(|l| l.starts_with(&head) && l.contains(&l4))
+            .copied()
+    };
+    let fwd = find(PORT_FWD).unwrap_or_else(|| panic!("no entry to port {PORT_FWD}:\n{out}"));
+    assert!(fwd.ends_with(&format!("actions:{}", b.host_if())), "{fwd}");
+    assert!(packets(fwd) >= BURST * 9 / 10, "{fwd}");
+    let dropped = find(PORT_DROP).unwrap_or_else(|| panic!("no entry to port {PORT_DROP}:\n{out}"));
+    assert!(dropped.ends_with("actions:drop"), "{dropped}");
+    assert!(packets(dropped) >= DROPPED * 9 / 10, "{dropped}");
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.starts_with("entries: 2 in use of ")),
+        "{out}"
+    );
+
+    let del = xbr.client(&["dpctl", "del-flows", BRIDGE])?;
+    assert!(del.success(), "xbr dpctl del-flows: {}", del.stderr);
+    let out = dump(&xbr)?;
+    assert!(out.starts_with("entries: 0 in use of "), "{out}");
+    send(&xbr)?;
+    let out = dump(&xbr)?;
+    assert!(out.contains("entries: 2 in use of "), "{out}");
+
+    // Without the cache there is nothing to list.
+    let off = Xbr::start(&["--xdp-cache", "off"])?;
+    let out = off.client(&["dpctl", "dump-flows", BRIDGE])?;
+    assert_eq!(out.stdout, "XDP flow cache: off\n", "{}", out.stderr);
     Ok(())
 }

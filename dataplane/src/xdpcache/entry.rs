@@ -15,10 +15,10 @@ pub const VALUE_SIZE: usize = 128;
 const KEY_TUN_SRC: usize = 32;
 const KEY_VNI: usize = 36;
 /// Where the value holds the outer headers of an encapsulating entry.
-const VALUE_ENCAP: usize = 48;
+pub(super) const VALUE_ENCAP: usize = 48;
 const VALUE_ENCAP_IP_SUM: usize = 100;
 const VALUE_ENCAP_MAX_INNER: usize = 104;
-const VALUE_NW: usize = 112;
+pub(super) const VALUE_NW: usize = 112;
 
 pub type FcKey = [u8; KEY_SIZE];
 
@@ -64,13 +64,13 @@ impl FcAction {
     }
 }
 
-const ACTION_REDIRECT: u8 = 1;
-const ACTION_DROP: u8 = 2;
-const FLAG_SET_DST: u8 = 1;
-const FLAG_SET_SRC: u8 = 2;
-const FLAG_CT: u8 = 4;
-const FLAG_ENCAP: u8 = 8;
-const FLAG_SET_NW: u8 = 16;
+pub(super) const ACTION_REDIRECT: u8 = 1;
+pub(super) const ACTION_DROP: u8 = 2;
+pub(super) const FLAG_SET_DST: u8 = 1;
+pub(super) const FLAG_SET_SRC: u8 = 2;
+pub(super) const FLAG_CT: u8 = 4;
+pub(super) const FLAG_ENCAP: u8 = 8;
+pub(super) const FLAG_SET_NW: u8 = 16;
 
 /// The value stored for `action` in generation `gen`, counters zero.
 /// `ct`: the translation went through conntrack, so TCP segments with

@@ -142,6 +142,20 @@ impl CacheMaps {
         Ok(())
     }
 
+    /// Every entry with its value, read one by one (for `xbr dpctl
+    /// dump-flows`, off the packet thread); entries deleted meanwhile are
+    /// skipped.
+    pub(crate) fn entries(&self) -> Vec<(FcKey, Vec<u8>)> {
+        self.flows
+            .keys()
+            .filter_map(|raw| {
+                let key = super::dump::key_from(&raw)?;
+                let value = self.flows.lookup(&key, MapFlags::ANY).ok()??;
+                Some((key, value))
+            })
+            .collect()
+    }
+
     pub(crate) fn delete(&self, key: &FcKey) {
         // ENOENT: already gone, which is what we wanted.
         let _ = self.flows.delete(key);

@@ -158,6 +158,7 @@
 //! Concurrency: the packet thread owns [`XdpCache`]; `XdpGen` is shared
 //! with the control plane.
 
+pub mod dump;
 pub mod entry;
 mod maps;
 mod revalidate;
