@@ -231,7 +231,7 @@ pub fn dispatch(
         "stats" => Err(format!("stats: unexpected argument `{args}`")),
         "dpctl" => dpctl_cmd(args, live),
         "help" => Ok(
-            "commands:\n  trace FLOW   trace a packet through the pipeline\n  \
+            "commands:\n  trace [--ct-next STATE]... FLOW   trace a packet through the pipeline\n  \
                       conntrack dump|flush [--zone N]   list or remove tracked connections\n  \
                       conntrack stats   connection count, limit and event counters\n  \
                       port add SPEC   add a port (NAME[=OFPORT][,type=...]) while running\n  \
@@ -287,7 +287,18 @@ fn dpctl_cmd(args: &str, live: &LivePorts) -> Result<String, String> {
 }
 
 /// `trace FLOW`: the walk of the packet FLOW describes.
-fn trace(flow: &str, name: &str, bridge: &Bridge) -> Result<String, String> {
+fn trace(args: &str, name: &str, bridge: &Bridge) -> Result<String, String> {
+    // `--ct-next STATE` or `--ct-next=STATE` options first, then the flow.
+    let mut ct_next = Vec::new();
+    let mut flow = args.trim_start();
+    while let Some(rest) = flow.strip_prefix("--ct-next") {
+        let rest = rest.strip_prefix('=').unwrap_or(rest).trim_start();
+        let (state, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let state = flowtable::trace_recirc::parse_ct_next(state)
+            .map_err(|e| format!("bad --ct-next: {e}"))?;
+        ct_next.push(state);
+        flow = after.trim_start();
+    }
     if flow.is_empty() {
         return Err(
             "bad FLOW: trace needs a packet description, e.g. in_port=1,ip,nw_dst=10.0.0.1".into(),
@@ -301,7 +312,7 @@ fn trace(flow: &str, name: &str, bridge: &Bridge) -> Result<String, String> {
         .collect();
     let m = text::parse_match_with(flow, Some(&ports)).map_err(|e| format!("bad FLOW: {e}"))?;
     let pipe = bridge.with_tables(|t| t.pipeline());
-    let walk = flowtable::trace::trace_text(&pipe, m.value(), TRACE_PACKET_LEN);
+    let walk = flowtable::trace_recirc::trace_text_ct(&pipe, m.value(), TRACE_PACKET_LEN, &ct_next);
     let header = format!("bridge(\"{name}\")");
     Ok(format!(
         "Flow: {}\n\n{header}\n{}\n{walk}",

@@ -137,6 +137,11 @@ struct TraceArgs {
     rundir: PathBuf,
     /// Bridge name.
     bridge: String,
+    /// The ct_state a `ct(table=N)` fork resumes with (`trk,est`,
+    /// `trk|new|rpl`, ...), one per recirculation in order; `trk,new` once
+    /// they run out (as `ovs-appctl ofproto/trace --ct-next`).
+    #[arg(long = "ct-next", value_name = "STATE", value_parser = ct_state_arg)]
+    ct_next: Vec<String>,
     /// Packet: field=value pairs in ovs-ofctl syntax, e.g.
     /// in_port=3,tcp,nw_src=10.128.0.2,nw_dst=10.129.0.5,tp_dst=80
     #[arg(required = true, num_args = 1..)]
@@ -405,13 +410,24 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
     }
 }
 
+/// A `--ct-next` state, checked here and sent without spaces.
+fn ct_state_arg(s: &str) -> Result<String, String> {
+    flowtable::trace_recirc::parse_ct_next(s)?;
+    Ok(s.split([',', '|', ' '])
+        .filter(|f| !f.is_empty())
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
 fn trace(args: TraceArgs) -> ExitCode {
     let path = dataplane::ctl::socket_path(&args.rundir, &args.bridge);
-    ctl_request(
-        "xbr trace",
-        &path,
-        &format!("trace {}", args.flow.join(" ")),
-    )
+    let mut line = String::from("trace");
+    for state in &args.ct_next {
+        line.push_str(&format!(" --ct-next={state}"));
+    }
+    line.push(' ');
+    line.push_str(&args.flow.join(" "));
+    ctl_request("xbr trace", &path, &line)
 }
 
 fn port(args: PortArgs) -> ExitCode {

@@ -20,6 +20,7 @@ pub mod rule;
 pub mod tables;
 pub mod text;
 pub mod trace;
+pub mod trace_recirc;
 mod validate;
 mod xlate;
 

@@ -323,22 +323,11 @@ fn drop_reason_text(r: crate::pipeline::DropReason) -> String {
     }
 }
 
-/// Traces `key` through `pipe` and renders the walk plus its outcome.
+/// Traces `key` through `pipe` and renders the walk plus its outcome,
+/// going on through conntrack recirculations with the default state
+/// (see [`crate::trace_recirc`]).
 pub fn trace_text(pipe: &Pipeline, key: &FlowKey, packet_len: u32) -> String {
-    let mut sink = TextTrace::default();
-    let mut out = Xlate::new();
-    pipe.xlate_traced(key, packet_len, &mut out, &mut sink);
-    let mut s = sink.text;
-    let _ = writeln!(s);
-    let _ = writeln!(s, "Datapath actions: {}", format_datapath(&out));
-    if let Some(t) = out.recirc().and_then(FlowKey::recirc_table) {
-        let _ = writeln!(
-            s,
-            "The tracked packet resumes in table {t} with the connection's ct_state \
-             (trace it again with ct_state=... and the same fields)."
-        );
-    }
-    s
+    crate::trace_recirc::trace_text_ct(pipe, key, packet_len, &[])
 }
 
 #[cfg(test)]
@@ -434,13 +423,16 @@ mod tests {
             text.contains("Datapath actions: ct,recirc(table=0)\n"),
             "{text}"
         );
-        assert!(text.contains("resumes in table 0"), "{text}");
+        assert!(
+            text.contains("recirc(table=0) - resume conntrack with ct_state=new|trk"),
+            "{text}"
+        );
         let key = parse_packet("in_port=1,tcp,ct_state=+trk+new,nw_src=10.0.0.1").unwrap();
         let text = trace_text(&pipe, &key, 60);
         assert!(
             text.contains("Datapath actions: ct(commit,zone=3,mark=0x1),output:2\n"),
             "{text}"
         );
-        assert!(!text.contains("resumes"), "{text}");
+        assert!(!text.contains("recirc(table"), "{text}");
     }
 }

@@ -39,12 +39,16 @@ fn ctl_path(xbr: &Xbr, bridge: &str) -> PathBuf {
 
 /// `xbr trace --rundir DIR BRIDGE FLOW`.
 fn trace(xbr: &Xbr, bridge: &str, flow: &str) -> Result<CmdOutput> {
+    trace_with(xbr, &[bridge, flow])
+}
+
+/// `xbr trace --rundir DIR ARGS...`.
+fn trace_with(xbr: &Xbr, args: &[&str]) -> Result<CmdOutput> {
     let mut cmd = Command::new(Xbr::binary()?);
     cmd.arg("trace")
         .arg("--rundir")
         .arg(xbr.rundir())
-        .arg(bridge)
-        .arg(flow);
+        .args(args);
     run_timeout(&mut cmd, TRACE_TIMEOUT)
 }
 
@@ -121,6 +125,48 @@ fn trace_reports_a_table_miss() -> Result<()> {
         "{}",
         out.stdout
     );
+    Ok(())
+}
+
+/// Through `ct(table=0)` and on, as `ovs-appctl ofproto/trace` goes with
+/// `--ct-next`: by default the fork resumes as a new connection, and
+/// each `--ct-next` names the state of the next recirculation.
+#[test]
+fn trace_goes_on_through_conntrack() -> Result<()> {
+    let xbr = start()?;
+    xbr.add_flow("table=0, priority=300, ip, ct_state=-trk, actions=ct(table=0,zone=1)")?;
+    xbr.add_flow(
+        "table=0, priority=100, ip, ct_state=+trk+new, ct_zone=1, actions=ct(commit,zone=1),output:2",
+    )?;
+    xbr.add_flow("table=0, priority=100, ip, ct_state=+trk+est, ct_zone=1, actions=output:3")?;
+    let flow = "in_port=p1,tcp,nw_src=10.128.0.2,nw_dst=10.128.0.3,tp_dst=80";
+    let new = trace_with(&xbr, &[BRIDGE, flow])?;
+    let est = trace_with(&xbr, &[BRIDGE, "--ct-next", "trk,est", flow])?;
+    for (out, state, actions) in [
+        (&new, "new|trk (the default", "ct(commit,zone=1),output:2"),
+        (&est, "est|trk\n", "output:3"),
+    ] {
+        assert!(out.success(), "{out:?}");
+        let text = &out.stdout;
+        assert!(
+            text.contains("\nDatapath actions: ct(zone=1),recirc(table=0)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "recirc(table=0) - resume conntrack with ct_state={state}"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(&format!("\nDatapath actions: {actions}\n")),
+            "{text}"
+        );
+    }
+    // A state no connection has is refused before anything is traced.
+    let bad = trace_with(&xbr, &[BRIDGE, "--ct-next", "est", flow])?;
+    assert_eq!(bad.code(), Some(2), "{bad:?}");
+    assert!(bad.stderr.contains("\"trk\" is unset"), "{bad:?}");
     Ok(())
 }
 

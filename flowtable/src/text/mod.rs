@@ -33,6 +33,7 @@ use crate::tables::PipelineMod;
 use std::collections::HashMap;
 use thiserror::Error;
 
+pub(crate) use fields::CT_STATE_BITS;
 pub use fields::{field_by_name, parse_field_value};
 pub use matching::{parse_match, parse_match_with, parse_packet};
 pub use print::{
