@@ -385,6 +385,17 @@ impl Ovs {
         cmd
     }
 
+    /// `ovs-appctl -t ovs-vswitchd args...` against this instance's
+    /// daemon (e.g. `ofproto/trace`).
+    pub fn appctl(&self, args: &[&str]) -> Result<Output, OvsError> {
+        let mut cmd = Command::new("ovs-appctl");
+        cmd.arg("-t")
+            .arg(self.run_dir().join("ovs-vswitchd.ctl"))
+            .args(args);
+        self.env(&mut cmd);
+        run_bounded(&mut cmd, CMD_TIMEOUT)
+    }
+
     /// The directory holding `br0.mgmt` (what `OVS_RUNDIR` must be).
     pub fn rundir(&self) -> PathBuf {
         self.run_dir()
