@@ -10,7 +10,9 @@
 //! pod on the node (same and other namespace), to the gateway, to a
 //! Service, to a remote node's subnet, to the outside and to multicast,
 //! ARP, from tun0 and from the VXLAN port, as a new connection, an
-//! established one and a reply.
+//! established one and a reply; and 100 pseudo-random packets per mode
+//! (subnet, multitenant, networkpolicy) drawn from the addresses, ports
+//! and protocols the flows tell apart.
 
 use std::process::Command;
 use xbr_tests::{run_timeout, HarnessError, Result, BRIDGE, CMD_TIMEOUT};
@@ -121,10 +123,9 @@ const STATES: [&[&str]; 3] = [
     &["trk,est,rpl", "trk,est,rpl", "trk,est,rpl"],
 ];
 
-/// Loads the agent's flows for `mode` into both switches and compares
-/// the walks of every packet in every state.
-fn walks_match(mode: &str) -> Result<()> {
-    let peers = Peers::start(&bench::ovs::agent_ports(100))?;
+/// Loads the agent's flow set for `mode` into both switches, as the
+/// agent does.
+fn load(peers: &Peers, mode: &str) -> Result<()> {
     let bundle = peers.file("bundle.txt");
     let gen = xbr_tests::sdn_dir().join("gen_flows.py");
     let mut cmd = Command::new("python3");
@@ -146,6 +147,14 @@ fn walks_match(mode: &str) -> Result<()> {
     std::fs::write(&bundle, flows.stdout)
         .map_err(|e| HarnessError::Unexpected(format!("{}: {e}", bundle.display())))?;
     peers.both_ok(&["bundle", BRIDGE, &bundle.to_string_lossy()])?;
+    Ok(())
+}
+
+/// Loads the agent's flows for `mode` into both switches and compares
+/// the walks of every packet in every state.
+fn walks_match(mode: &str) -> Result<()> {
+    let peers = Peers::start(&bench::ovs::agent_ports(100))?;
+    load(&peers, mode)?;
 
     let mut compared = 0;
     let mut recirculated = 0;
@@ -169,6 +178,103 @@ fn walks_match(mode: &str) -> Result<()> {
     }
     // The comparison went through conntrack, not only around it.
     assert!(recirculated * 2 > compared, "{recirculated} of {compared}");
+    Ok(())
+}
+
+/// xorshift64: deterministic, so a failure names a packet that fails
+/// again.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+
+    /// An address of a kind the agent's flows tell apart: a local pod
+    /// (or beyond the 100), any cluster address, a Service, the gateway,
+    /// multicast, or the outside.
+    fn addr(&mut self) -> String {
+        match self.below(6) {
+            0 => format!("10.128.0.{}", self.below(110)),
+            1 => format!("10.128.{}.{}", self.below(60), self.below(250)),
+            2 => format!("172.30.{}.{}", self.below(3), self.below(20)),
+            3 => "10.128.0.1".to_string(),
+            4 => format!("224.0.0.{}", self.below(255)),
+            _ => format!(
+                "{}.{}.0.{}",
+                1 + self.below(220),
+                self.below(250),
+                self.below(250)
+            ),
+        }
+    }
+
+    /// A packet from a port of the agent's node (the VXLAN port with a
+    /// tunnel id and source) of a protocol its flows tell apart.
+    fn packet(&mut self) -> String {
+        let in_port = [1, 2, 3, 4, 12, 13, 50, 102, 103][self.below(9) as usize];
+        let (src, dst) = (self.addr(), self.addr());
+        let tunnel = if in_port == 1 {
+            format!(
+                ",tun_id={:#x},tun_src=10.0.0.{}",
+                self.below(3) * 0x91_b762 % 0x100_0000,
+                10 + self.below(25)
+            )
+        } else {
+            String::new()
+        };
+        let head = format!("in_port={in_port}{tunnel}");
+        match self.below(4) {
+            0 => format!(
+                "{head},arp,arp_op={},arp_spa={src},arp_tpa={dst}",
+                1 + self.below(2)
+            ),
+            1 => format!(
+                "{head},udp,nw_src={src},nw_dst={dst},udp_src={},udp_dst={}",
+                self.below(65536),
+                [53, 4789, 5353, 8080][self.below(4) as usize]
+            ),
+            2 => format!("{head},icmp,nw_src={src},nw_dst={dst},icmp_type=8"),
+            _ => format!(
+                "{head},tcp,nw_src={src},nw_dst={dst},tcp_src={},tcp_dst={}",
+                self.below(65536),
+                [80, 443, 8080, 6443][self.below(4) as usize]
+            ),
+        }
+    }
+}
+
+/// 100 pseudo-random packets per mode (subnet, multitenant,
+/// networkpolicy), each as a new connection and as a reply.
+#[test]
+fn random_packets_walk_as_on_ovs() -> Result<()> {
+    let peers = Peers::start(&bench::ovs::agent_ports(100))?;
+    for (mode, seed) in [
+        ("subnet", 0x9e37_79b9_7f4a_7c15),
+        ("multitenant", 0x1234_5678_9abc_def1),
+        ("networkpolicy", 0x0bad_cafe_f00d_d00d),
+    ] {
+        peers.clear()?;
+        load(&peers, mode)?;
+        let mut rng = Rng(seed);
+        for _ in 0..100 {
+            let flow = rng.packet();
+            for states in [STATES[0], STATES[2]] {
+                let x = xbr_trace(&peers, &flow, states)?;
+                let o = ovs_trace(&peers, &flow, states)?;
+                let ow = walk(&o);
+                assert!(!ow.is_empty(), "no lookups read from OVS's trace:\n{o}");
+                assert_eq!(
+                    walk(&x),
+                    ow,
+                    "{mode}: {flow} with --ct-next {states:?}\n--- xbr:\n{x}\n--- OVS:\n{o}"
+                );
+            }
+        }
+    }
     Ok(())
 }
 
