@@ -1,6 +1,6 @@
 //! The agent's pipeline walked by xbr and by Open vSwitch 3.1: both
-//! loaded with the same networkpolicy (or multitenant) flow set (100 pods, 10 namespaces,
-//! 20 remote nodes, 50 Services, as agent_compat.rs), then `xbr trace`
+//! loaded with the same flow set (100 pods, 10 namespaces, 20 remote
+//! nodes, 50 Services, as agent_compat.rs), then `xbr trace`
 //! and `ovs-appctl ofproto/trace` run on the same packets, with the same
 //! `--ct-next` states, must visit the same tables and match flows of the
 //! same priorities, pass by pass through every `ct(table=N)`.
