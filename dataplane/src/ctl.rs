@@ -230,6 +230,8 @@ pub fn dispatch(
         }
         "stats" => Err(format!("stats: unexpected argument `{args}`")),
         "dpctl" => dpctl_cmd(args, live),
+        "log" if args.is_empty() => crate::logging::filter().map(|f| format!("{f}\n")),
+        "log" => crate::logging::set_filter(args).map(|f| format!("{f}\n")),
         "help" => Ok(
             "commands:\n  trace [--ct-next STATE]... FLOW   trace a packet through the pipeline\n  \
                       conntrack dump|flush [--zone N]   list or remove tracked connections\n  \
@@ -238,7 +240,8 @@ pub fn dispatch(
                       port del NAME   remove a port while running\n  \
                       stats   port counters, drops by reason, caches, conntrack\n  \
                       dpctl dump-flows   the XDP flow cache's entries (the kernel's fast path)\n  \
-                      dpctl del-flows   retire every XDP flow cache entry\n  help\n"
+                      dpctl del-flows   retire every XDP flow cache entry\n  \
+                      log [DIRECTIVES]   show or set the log filter (XBR_LOG syntax)\n  help\n"
                 .into(),
         ),
         "" => Err("empty request".into()),

@@ -15,6 +15,7 @@ pub mod hostveth;
 pub mod kicker;
 pub mod lab;
 pub mod live;
+pub mod logging;
 pub mod memport;
 pub mod meter;
 pub mod netdev;

@@ -45,9 +45,24 @@ enum Command {
     /// Show a running bridge's port counters, drops by reason, caches and
     /// conntrack (like `ovs-appctl dpctl/show` and `dpif-netdev/pmd-stats-show`).
     Stats(BridgeStatsArgs),
+    /// Show or change a running xbr's log filter (like `ovs-appctl
+    /// vlog/list` and `vlog/set`).
+    Log(LogArgs),
     /// The XDP flow cache's entries, the kernel's fast path (like
     /// `ovs-appctl dpctl/dump-flows` and `dpctl/del-flows`).
     Dpctl(DpctlArgs),
+}
+
+#[derive(clap::Args)]
+struct LogArgs {
+    /// Directory of the running bridge's sockets.
+    #[arg(long, default_value = "/var/run/openvswitch")]
+    rundir: PathBuf,
+    /// Bridge name (the filter is the whole process's).
+    bridge: String,
+    /// New filter, as XBR_LOG takes it: `debug`, or
+    /// `info,dataplane::vxlan=debug`; without it, show the current one.
+    directives: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -276,13 +291,7 @@ fn hex_u64(s: &str) -> Result<u64, String> {
 const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("XBR_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    dataplane::logging::init();
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(args),
@@ -293,6 +302,14 @@ fn main() -> ExitCode {
         Command::Stats(args) => {
             let path = dataplane::ctl::socket_path(&args.rundir, &args.bridge);
             ctl_request("xbr stats", &path, "stats")
+        }
+        Command::Log(args) => {
+            let path = dataplane::ctl::socket_path(&args.rundir, &args.bridge);
+            let line = match &args.directives {
+                Some(d) => format!("log {d}"),
+                None => "log".to_string(),
+            };
+            ctl_request("xbr log", &path, &line)
         }
         Command::Dpctl(args) => {
             let (verb, target) = match &args.action {
