@@ -19,53 +19,14 @@
 //! command deadlines.
 
 use bench::ovs::{agent_ports, PortKind, PortSpec};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use xbr_tests::{run_timeout, HarnessError, Result, BRIDGE};
-
-/// The agent-sized node of the issue: 100 pods, 10 namespaces, 20 remote
-/// nodes, 50 Services.
-const PODS: u32 = 100;
-const SIZE_ARGS: [&str; 8] = [
-    "--pods",
-    "100",
-    "--namespaces",
-    "10",
-    "--remote-nodes",
-    "20",
-    "--services",
-    "50",
-];
+use xbr_tests::{HarnessError, Result, BRIDGE};
 
 mod peers;
-use peers::{error_lines, Peers, LOAD_TIMEOUT};
+use peers::{error_lines, generate, Peers, PODS, SIZE_ARGS};
 
 /// Both switches with the agent's ports for [`PODS`] pods.
 fn agent_node() -> Result<Peers> {
     Peers::start(&agent_ports(PODS))
-}
-
-fn gen_flows_py() -> Result<PathBuf> {
-    let path = xbr_tests::sdn_dir().join("gen_flows.py");
-    if path.is_file() {
-        Ok(path)
-    } else {
-        Err(HarnessError::Unexpected(format!(
-            "{} not found: the comparison tests need the SDN flow generator; \
-             point XBR_SDN_DIR at the directory holding gen_flows.py",
-            path.display()
-        )))
-    }
-}
-
-/// Runs gen_flows.py with `args`, writing stdout to `out`.
-fn generate(args: &[&str], out: &Path) -> Result<()> {
-    let gen = gen_flows_py()?;
-    let mut cmd = Command::new("python3");
-    cmd.arg(&gen).args(args);
-    let res = run_timeout(&mut cmd, LOAD_TIMEOUT)?.ok()?;
-    std::fs::write(out, res.stdout)
-        .map_err(|e| HarnessError::Unexpected(format!("writing {}: {e}", out.display())))
 }
 
 /// Loads one agent flow set three ways into both switches and compares

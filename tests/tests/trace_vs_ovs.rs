@@ -18,7 +18,7 @@ use std::process::Command;
 use xbr_tests::{run_timeout, HarnessError, Result, BRIDGE, CMD_TIMEOUT};
 
 mod peers;
-use peers::{ovs_err, Peers, LOAD_TIMEOUT};
+use peers::{generate, ovs_err, Peers, PODS, SIZE_ARGS};
 
 /// Table lookups of a trace in order: (table, priority of the flow that
 /// matched, or `None` for a miss), with `None` tables marking where a
@@ -127,33 +127,16 @@ const STATES: [&[&str]; 3] = [
 /// agent does.
 fn load(peers: &Peers, mode: &str) -> Result<()> {
     let bundle = peers.file("bundle.txt");
-    let gen = xbr_tests::sdn_dir().join("gen_flows.py");
-    let mut cmd = Command::new("python3");
-    cmd.arg(&gen).args([
-        "--mode",
-        mode,
-        "--pods",
-        "100",
-        "--namespaces",
-        "10",
-        "--remote-nodes",
-        "20",
-        "--services",
-        "50",
-        "--format",
-        "bundle",
-    ]);
-    let flows = run_timeout(&mut cmd, LOAD_TIMEOUT)?.ok()?;
-    std::fs::write(&bundle, flows.stdout)
-        .map_err(|e| HarnessError::Unexpected(format!("{}: {e}", bundle.display())))?;
-    peers.both_ok(&["bundle", BRIDGE, &bundle.to_string_lossy()])?;
-    Ok(())
+    let mut args = vec!["--mode", mode, "--format", "bundle"];
+    args.extend(SIZE_ARGS);
+    generate(&args, &bundle)?;
+    peers.both_ok(&["bundle", BRIDGE, &bundle.to_string_lossy()])
 }
 
 /// Loads the agent's flows for `mode` into both switches and compares
 /// the walks of every packet in every state.
 fn walks_match(mode: &str) -> Result<()> {
-    let peers = Peers::start(&bench::ovs::agent_ports(100))?;
+    let peers = Peers::start(&bench::ovs::agent_ports(PODS))?;
     load(&peers, mode)?;
 
     let mut compared = 0;
@@ -251,7 +234,7 @@ impl Rng {
 /// networkpolicy), each as a new connection and as a reply.
 #[test]
 fn random_packets_walk_as_on_ovs() -> Result<()> {
-    let peers = Peers::start(&bench::ovs::agent_ports(100))?;
+    let peers = Peers::start(&bench::ovs::agent_ports(PODS))?;
     for (mode, seed) in [
         ("subnet", 0x9e37_79b9_7f4a_7c15),
         ("multitenant", 0x1234_5678_9abc_def1),

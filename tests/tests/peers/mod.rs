@@ -9,9 +9,10 @@
 #![allow(dead_code)]
 
 use bench::ovs::{normalise_dump, Ovs, OvsError, PortKind, PortSpec};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
-use xbr_tests::{HarnessError, Netns, Result, Xbr, BRIDGE};
+use xbr_tests::{run_timeout, HarnessError, Netns, Result, Xbr, BRIDGE};
 
 /// Bound on one `ovs-ofctl` command (loading or dumping hundreds of flows).
 pub const LOAD_TIMEOUT: Duration = Duration::from_secs(60);
@@ -219,4 +220,41 @@ pub fn error_lines(stderr: &str) -> Vec<String> {
                 .join(" ")
         })
         .collect()
+}
+
+/// The agent-sized node of the issue: 100 pods, 10 namespaces, 20 remote
+/// nodes, 50 Services.
+pub const PODS: u32 = 100;
+pub const SIZE_ARGS: [&str; 8] = [
+    "--pods",
+    "100",
+    "--namespaces",
+    "10",
+    "--remote-nodes",
+    "20",
+    "--services",
+    "50",
+];
+
+pub fn gen_flows_py() -> Result<PathBuf> {
+    let path = xbr_tests::sdn_dir().join("gen_flows.py");
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(HarnessError::Unexpected(format!(
+            "{} not found: the comparison tests need the SDN flow generator; \
+             point XBR_SDN_DIR at the directory holding gen_flows.py",
+            path.display()
+        )))
+    }
+}
+
+/// Runs gen_flows.py with `args`, writing stdout to `out`.
+pub fn generate(args: &[&str], out: &Path) -> Result<()> {
+    let gen = gen_flows_py()?;
+    let mut cmd = Command::new("python3");
+    cmd.arg(&gen).args(args);
+    let res = run_timeout(&mut cmd, LOAD_TIMEOUT)?.ok()?;
+    std::fs::write(out, res.stdout)
+        .map_err(|e| HarnessError::Unexpected(format!("writing {}: {e}", out.display())))
 }
