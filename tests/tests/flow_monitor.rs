@@ -589,23 +589,27 @@ fn async_configuration_in_later_versions_like_ovs() -> Result<()> {
         let mut set = async_prop(1, 0x1);
         set.extend(async_prop(4, 0x4));
         set.extend(async_prop(9, 0x18));
+        // Each step with the messages the monitor has then received: the
+        // set-up, then a reply or an error per step but the SET_ASYNC
+        // that succeeds. Each answer is awaited before the next step, so
+        // the monitor prints them in the same order for both switches
+        // (its "send:" lines come from the sending side).
         let steps = [
-            message_hex(v, GET_ASYNC_REQUEST, 0x71, &[]),
-            message_hex(v, SET_ASYNC, 0x72, &set),
-            message_hex(v, GET_ASYNC_REQUEST, 0x73, &[]),
+            (message_hex(v, GET_ASYNC_REQUEST, 0x71, &[]), 2),
+            (message_hex(v, SET_ASYNC, 0x72, &set), 2),
+            (message_hex(v, GET_ASYNC_REQUEST, 0x73, &[]), 3),
             // Reasons the version does not define; an unknown property.
-            message_hex(v, SET_ASYNC, 0x74, &async_prop(1, 0x40)),
-            message_hex(v, SET_ASYNC, 0x75, &async_prop(12, 0)),
+            (message_hex(v, SET_ASYNC, 0x74, &async_prop(1, 0x40)), 4),
+            (message_hex(v, SET_ASYNC, 0x75, &async_prop(12, 0)), 5),
         ];
         for (m, rundir) in pair
             .iter()
             .zip([peers.xbr.rundir().to_path_buf(), peers.ovs.rundir()])
         {
-            for hex in &steps {
+            for (hex, answered) in &steps {
                 send_through(m, &rundir, hex)?;
+                m.wait_for(*answered, version)?;
             }
-            // Two replies and two errors after the set-up.
-            m.wait_for(5, version)?;
         }
         let [x, o] = pair;
         let (x, o) = (x.stop(), o.stop());
