@@ -74,32 +74,17 @@ pub enum BridgeError {
     CtSweeper(std::io::Error),
     #[error(transparent)]
     Ctl(#[from] crate::ctl::CtlError),
-    #[error("CPU {cpu} does not exist or is not allowed (available: {available})")]
-    BadCpu { cpu: usize, available: String },
+    #[error(transparent)]
+    BadCpu(#[from] crate::cpus::CpuError),
 }
 
 impl BridgeError {
     /// Errors caused by the configuration the user gave (exit code 2).
     pub fn is_config_error(&self) -> bool {
         match self {
-            BridgeError::BadName(_) | BridgeError::BadCpu { .. } => true,
+            BridgeError::BadName(_) | BridgeError::BadCpu(_) => true,
             BridgeError::Port(e) => e.is_config_error(),
             _ => false,
-        }
-    }
-}
-
-/// The CPU numbered `cpu`, if this process may run on it.
-fn core_id(cpu: usize) -> Result<core_affinity::CoreId, BridgeError> {
-    let ids = core_affinity::get_core_ids().unwrap_or_default();
-    match ids.iter().find(|c| c.id == cpu) {
-        Some(c) => Ok(*c),
-        None => {
-            let available: Vec<String> = ids.iter().map(|c| c.id.to_string()).collect();
-            Err(BridgeError::BadCpu {
-                cpu,
-                available: available.join(","),
-            })
         }
     }
 }
@@ -133,6 +118,10 @@ pub struct RunningBridge {
     failed: Arc<AtomicBool>,
     ct_sweeper: crate::conntrack::Sweeper,
     live: Arc<LivePorts>,
+    /// The packet thread, to move it to another CPU while running.
+    pmd_thread: Arc<crate::cpus::ThreadId>,
+    /// The transmit threads (`--pmd-cores` after its first), if any.
+    kicks: Option<Arc<crate::kicker::KickPool>>,
 }
 
 impl RunningBridge {
@@ -140,11 +129,11 @@ impl RunningBridge {
         if config.name.is_empty() || config.name.len() > 15 || config.name.contains('/') {
             return Err(BridgeError::BadName(config.name));
         }
-        let core = config.cpu.map(core_id).transpose()?;
+        let core = config.cpu.map(crate::cpus::core_id).transpose()?;
         let tx_cores = config
             .tx_cpus
             .iter()
-            .map(|&cpu| core_id(cpu))
+            .map(|&cpu| crate::cpus::core_id(cpu))
             .collect::<Result<Vec<_>, _>>()?;
         std::fs::create_dir_all(&config.rundir).map_err(|source| BridgeError::Rundir {
             path: config.rundir.clone(),
@@ -219,7 +208,9 @@ impl RunningBridge {
         // Stops with the bridge, or on any early return below.
         let ct_sweeper = crate::conntrack::Conntrack::spawn_sweeper(&conntrack)
             .map_err(BridgeError::CtSweeper)?;
+        let pmd_thread = Arc::new(crate::cpus::ThreadId::default());
         let engine = {
+            let pmd_thread = pmd_thread.clone();
             let conntrack = conntrack.clone();
             let stop = stop.clone();
             let failed = failed.clone();
@@ -228,6 +219,7 @@ impl RunningBridge {
             std::thread::Builder::new()
                 .name("xbr-pmd".into())
                 .spawn(move || {
+                    pmd_thread.record_current();
                     if let Some(core) = core {
                         if !core_affinity::set_for_current(core) {
                             tracing::warn!("could not pin the packet thread to CPU {}", core.id);
@@ -378,7 +370,30 @@ impl RunningBridge {
             failed,
             ct_sweeper,
             live,
+            pmd_thread,
+            kicks,
         })
+    }
+
+    /// Moves the packet thread to `cpu` and the transmit threads to
+    /// `tx_cpus` while running (OVSDB's `pmd-cpu-mask` changed). The
+    /// number of transmit threads is set at start: a different one is an
+    /// error, after the packet thread has moved.
+    pub fn set_cpus(&self, cpu: usize, tx_cpus: &[usize]) -> Result<(), String> {
+        crate::cpus::core_id(cpu).map_err(|e| e.to_string())?;
+        self.pmd_thread.pin(cpu).map_err(|e| e.to_string())?;
+        let running = self.kicks.as_ref().map_or(0, |k| k.len());
+        if running != tx_cpus.len() {
+            return Err(format!(
+                "{} transmit threads asked for, {running} running: their number changes \
+                 only when xbr restarts",
+                tx_cpus.len()
+            ));
+        }
+        if let Some(k) = &self.kicks {
+            k.repin(tx_cpus).map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     /// Adds and removes ports while the bridge runs.

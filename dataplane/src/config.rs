@@ -37,8 +37,6 @@ pub enum ConfigError {
     UplinkShared(String),
     #[error("no free ofport left")]
     OfportsExhausted,
-    #[error("--pmd-cores '{list}': {reason}")]
-    BadCpuList { list: String, reason: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -386,63 +384,9 @@ pub fn parse_controller(s: &str) -> Result<SocketAddr, ConfigError> {
     rest.parse::<SocketAddr>().map_err(|_| err())
 }
 
-/// Most CPUs `--pmd-cores` may name.
-const MAX_PMD_CORES: usize = 64;
-
-/// Parses a CPU list as `taskset -c` writes one (`1,3-5`): distinct CPU
-/// numbers, in the order given.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, ConfigError> {
-    let bad = |reason: String| ConfigError::BadCpuList {
-        list: s.to_string(),
-        reason,
-    };
-    let number = |n: &str| {
-        n.trim()
-            .parse::<usize>()
-            .map_err(|_| bad(format!("'{n}' is not a CPU number")))
-    };
-    let mut cpus = Vec::new();
-    for item in s.split(',') {
-        let (first, last) = match item.split_once('-') {
-            Some((a, b)) => (number(a)?, number(b)?),
-            None => {
-                let n = number(item)?;
-                (n, n)
-            }
-        };
-        if last < first {
-            return Err(bad(format!("range '{item}' runs backwards")));
-        }
-        if last - first >= MAX_PMD_CORES {
-            return Err(bad(format!("more than {MAX_PMD_CORES} CPUs")));
-        }
-        for cpu in first..=last {
-            if cpus.contains(&cpu) {
-                return Err(bad(format!("CPU {cpu} is given twice")));
-            }
-            cpus.push(cpu);
-        }
-        if cpus.len() > MAX_PMD_CORES {
-            return Err(bad(format!("more than {MAX_PMD_CORES} CPUs")));
-        }
-    }
-    Ok(cpus)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_cpu_lists() {
-        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
-        assert_eq!(parse_cpu_list("0,2-4").unwrap(), vec![0, 2, 3, 4]);
-        assert_eq!(parse_cpu_list("3,1").unwrap(), vec![3, 1]);
-        for bad in ["", "a", "1,,2", "4-2", "1,1", "0-1,1", "0-1000", "-1", "1-"] {
-            let e = parse_cpu_list(bad).unwrap_err().to_string();
-            assert!(e.starts_with(&format!("--pmd-cores '{bad}': ")), "{e}");
-        }
-    }
 
     fn spec(s: &str) -> Result<PortSpec, ConfigError> {
         s.parse()

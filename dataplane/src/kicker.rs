@@ -47,7 +47,7 @@
 use crate::xsk::kick_fd;
 use parking_lot::Mutex;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -115,7 +115,9 @@ struct ThreadShared {
     sleeping: AtomicBool,
     stop: AtomicBool,
     thread: std::sync::OnceLock<Thread>,
-    cpu: usize,
+    /// The CPU it is pinned to (changed by [`KickPool::repin`]).
+    cpu: AtomicUsize,
+    tid: crate::cpus::ThreadId,
 }
 
 impl ThreadShared {
@@ -146,7 +148,7 @@ impl TxKick {
 
     /// The CPU of the transmit thread that kicks this socket.
     pub fn cpu(&self) -> usize {
-        self.thread.cpu
+        self.thread.cpu.load(Ordering::Relaxed)
     }
 }
 
@@ -191,13 +193,15 @@ impl KickPool {
                 sleeping: AtomicBool::new(false),
                 stop: AtomicBool::new(false),
                 thread: std::sync::OnceLock::new(),
-                cpu: core.id,
+                cpu: AtomicUsize::new(core.id),
+                tid: crate::cpus::ThreadId::default(),
             });
             let s = shared.clone();
             // On error the threads started so far stop as `pool` drops.
             let handle = std::thread::Builder::new()
                 .name(format!("xbr-tx{}", i + 1))
                 .spawn(move || {
+                    s.tid.record_current();
                     if !core_affinity::set_for_current(core) {
                         tracing::warn!(
                             "could not pin transmit thread {} to CPU {}",
@@ -269,7 +273,7 @@ impl KickPool {
                 let slots = t.slots.lock();
                 let open = slots.iter().filter(|s| !s.is_closed()).count();
                 KickerStats {
-                    cpu: t.cpu,
+                    cpu: t.cpu.load(Ordering::Relaxed),
                     sockets: open,
                     kicks: kicks
                         + slots
@@ -284,6 +288,17 @@ impl KickPool {
                 }
             })
             .collect()
+    }
+
+    /// Moves the transmit threads to `cpus`, one each, in order; there
+    /// must be as many as threads (their number is set at start).
+    pub fn repin(&self, cpus: &[usize]) -> Result<(), crate::cpus::CpuError> {
+        for ((t, _), &cpu) in self.threads.iter().zip(cpus) {
+            crate::cpus::core_id(cpu)?;
+            t.tid.pin(cpu)?;
+            t.cpu.store(cpu, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Transmit threads running.

@@ -7,6 +7,7 @@ pub mod bridge;
 pub mod config;
 pub mod conntrack;
 pub mod control;
+pub mod cpus;
 pub mod csum;
 pub mod ctl;
 pub mod engine;

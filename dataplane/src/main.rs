@@ -266,7 +266,7 @@ fn listen_arg(s: &str) -> Result<SocketAddr, String> {
 struct CpuList(Vec<usize>);
 
 fn cpu_list_arg(s: &str) -> Result<CpuList, String> {
-    dataplane::config::parse_cpu_list(s)
+    dataplane::cpus::parse_list(s)
         .map(CpuList)
         .map_err(|e| e.to_string())
 }

@@ -77,6 +77,23 @@ pub type Result<T> = std::result::Result<T, HarnessError>;
 /// The agent's reference directory (`gen_flows.py`, `validation/`,
 /// `pcap/`): `$XBR_SDN_DIR`, else `shared/sdn` beside the repository, else
 /// `/work/shared/sdn` (where the development machines and CI have it).
+/// The CPUs the thread of process `pid` named `name` may run on
+/// (`Cpus_allowed_list`, e.g. `1`); `None` if no such thread.
+pub fn thread_cpus(pid: u32, name: &str) -> Option<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() == name {
+            let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+            return status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|c| c.trim().to_string());
+        }
+    }
+    None
+}
+
 pub fn sdn_dir() -> std::path::PathBuf {
     if let Some(dir) = std::env::var_os("XBR_SDN_DIR") {
         return dir.into();

@@ -265,6 +265,14 @@ impl OvsDb {
         Ok(())
     }
 
+    /// xbr's process id, if it is the switch.
+    pub fn xbr_pid(&self) -> Option<u32> {
+        match &self.switch {
+            Some(Switch::Xbr(c)) => Some(c.id()),
+            _ => None,
+        }
+    }
+
     /// Whether xbr (if it is the switch) still runs.
     pub fn xbr_running(&mut self) -> bool {
         match &mut self.switch {

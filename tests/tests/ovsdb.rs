@@ -21,7 +21,9 @@ use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::ovsdb::{agent_pod, normalise, OvsDb};
-use xbr_tests::{udp_send, unique_tag, Netns, Result, UdpReceiver, CMD_TIMEOUT};
+use xbr_tests::{
+    thread_cpus, udp_send, unique_tag, HarnessError, Netns, Result, UdpReceiver, CMD_TIMEOUT,
+};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 
@@ -551,5 +553,67 @@ fn bad_ovsdb_targets_exit_2() -> Result<()> {
         assert_eq!(out.code(), Some(2), "{args:?}: {}", out.stderr);
         assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
     }
+    Ok(())
+}
+
+/// Waits (bounded) until the thread `name` of `pid` may run on `cpus`
+/// only.
+fn wait_thread_cpus(db: &OvsDb, pid: u32, name: &str, cpus: &str) -> Result<()> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = thread_cpus(pid, name);
+        if now.as_deref() == Some(cpus) {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(HarnessError::Unexpected(format!(
+                "thread {name} runs on {now:?}, not {cpus}\n{}",
+                db.xbr_log()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// OVS's `other_config:pmd-cpu-mask` places xbr's threads: the packet
+/// thread on the mask's first CPU, a transmit thread on each other one;
+/// a new mask moves the running packet thread at once, and says that the
+/// number of transmit threads changes only with a restart.
+#[test]
+fn pmd_cpu_mask_places_the_threads() -> Result<()> {
+    let ns = node()?;
+    let mut db = OvsDb::start(Some(ns.name()))?;
+    // Before the switch runs: nobody would confirm the change.
+    db.vsctl(&[
+        "--no-wait",
+        "set",
+        "Open_vSwitch",
+        ".",
+        "other_config:pmd-cpu-mask=0x3",
+    ])?
+    .ok()?;
+    db.start_xbr()?;
+    db.vsctl(&["add-br", "br0", "--", "add-port", "br0", "veth1"])?
+        .ok()?;
+    let pid = db.xbr_pid().expect("xbr is the switch");
+    wait_thread_cpus(&db, pid, "xbr-pmd", "0")?;
+    wait_thread_cpus(&db, pid, "xbr-tx1", "1")?;
+
+    db.vsctl(&["set", "Open_vSwitch", ".", "other_config:pmd-cpu-mask=0x2"])?
+        .ok()?;
+    wait_thread_cpus(&db, pid, "xbr-pmd", "1")?;
+    let log = db.xbr_log();
+    assert!(
+        log.contains("0 transmit threads asked for, 1 running"),
+        "{log}"
+    );
+    // A mask xbr cannot use is ignored, with a warning.
+    db.vsctl(&["set", "Open_vSwitch", ".", "other_config:pmd-cpu-mask=zz"])?
+        .ok()?;
+    db.vsctl(&["add-port", "br0", "veth2"])?.ok()?;
+    assert!(db
+        .xbr_log()
+        .contains("pmd-cpu-mask 'zz': not a hexadecimal number"));
+    assert_eq!(thread_cpus(pid, "xbr-pmd").as_deref(), Some("1"));
     Ok(())
 }

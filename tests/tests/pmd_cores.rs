@@ -11,7 +11,7 @@
 use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
-use xbr_tests::{udp_send, Pod, Result, UdpReceiver, Xbr, BRIDGE};
+use xbr_tests::{thread_cpus, udp_send, Pod, Result, UdpReceiver, Xbr, BRIDGE};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 /// Through the AF_XDP path every packet: the XDP flow cache off.
@@ -47,23 +47,6 @@ fn transmit_thread(stats: &str, cpu: usize) -> Option<(u64, u64)> {
             .and_then(|n| n.parse::<u64>().ok())
     };
     Some((field("sockets: ")?, field("kicks: ")?))
-}
-
-/// The CPUs a thread of `pid` named `name` may run on
-/// (`Cpus_allowed_list`).
-fn thread_cpus(pid: u32, name: &str) -> Option<String> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    for task in tasks.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim() == name {
-            let status = std::fs::read_to_string(task.path().join("status")).ok()?;
-            return status
-                .lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                .map(|c| c.trim().to_string());
-        }
-    }
-    None
 }
 
 /// Sends `COUNT` UDP packets from `from` to `to` and returns how many

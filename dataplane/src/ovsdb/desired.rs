@@ -48,6 +48,9 @@ pub struct Qos {
 pub struct Desired {
     /// The root row's UUID and its `next_cfg`.
     pub root: Option<(String, i64)>,
+    /// The root row's `other_config:pmd-cpu-mask` as CPUs (ascending),
+    /// or why it cannot be used; `None` when unset.
+    pub pmd_cpus: Option<Result<Vec<usize>, String>>,
     pub bridges: BTreeMap<String, DesiredBridge>,
 }
 
@@ -62,6 +65,9 @@ pub fn read(db: &Replica) -> Desired {
         root_uuid.to_string(),
         integer(root, "next_cfg").unwrap_or(0),
     ));
+    out.pmd_cpus = string_map(root, "other_config")
+        .get("pmd-cpu-mask")
+        .map(|m| crate::cpus::parse_mask(m).map_err(|e| e.to_string()));
     // Interfaces the switch owns are never a tunnel's uplink.
     let ports: BTreeSet<String> = db
         .rows("Interface")
@@ -400,6 +406,22 @@ mod tests {
             "Bridge ": {},
         }));
         r
+    }
+
+    #[test]
+    fn reads_the_pmd_cpu_mask() {
+        let mut r = replica();
+        assert_eq!(read(&r).pmd_cpus, None);
+        let root = |mask: &str| {
+            json!({"Open_vSwitch": {"root": {"new": {
+                "bridges": ["uuid", "b0"], "next_cfg": 8,
+                "other_config": ["map", [["pmd-cpu-mask", mask]]]}}}})
+        };
+        r.apply(&root("0x6"));
+        assert_eq!(read(&r).pmd_cpus, Some(Ok(vec![1, 2])));
+        r.apply(&root("zz"));
+        let bad = read(&r).pmd_cpus.unwrap().unwrap_err();
+        assert!(bad.contains("not a hexadecimal number"), "{bad}");
     }
 
     #[test]

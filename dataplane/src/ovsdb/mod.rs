@@ -43,7 +43,7 @@ const DB: &str = "Open_vSwitch";
 /// monitored, so xbr's own writes do not come back as changes).
 fn monitor_requests() -> Value {
     json!({
-        "Open_vSwitch": {"columns": ["bridges", "next_cfg"]},
+        "Open_vSwitch": {"columns": ["bridges", "next_cfg", "other_config"]},
         "Bridge": {"columns": ["name", "ports", "fail_mode", "protocols", "controller",
                                "other_config", "datapath_type"]},
         "Port": {"columns": ["name", "interfaces", "qos"]},

@@ -64,6 +64,12 @@ struct Managed {
 
 pub struct Reconciler {
     settings: Settings,
+    /// The packet and transmit threads' CPUs the bridges run with: the
+    /// database's `pmd-cpu-mask` when it holds a usable one, else the
+    /// command line's.
+    cpus: (Option<usize>, Vec<usize>),
+    /// The mask last acted on, so a change is applied (or refused) once.
+    pmd_seen: Option<Result<Vec<usize>, String>>,
     bridges: BTreeMap<String, Managed>,
     /// Why an interface (by UUID) is not open, as written to `error`.
     errors: HashMap<String, String>,
@@ -77,6 +83,8 @@ const OVS_VERSION: &str = concat!("xbr-", env!("CARGO_PKG_VERSION"));
 impl Reconciler {
     pub fn new(settings: Settings) -> Self {
         Reconciler {
+            cpus: (settings.cpu, settings.tx_cpus.clone()),
+            pmd_seen: None,
             settings,
             bridges: BTreeMap::new(),
             errors: HashMap::new(),
@@ -93,6 +101,7 @@ impl Reconciler {
     /// Makes the running bridges match `d`; returns the write-back
     /// operations (empty if nothing changed).
     pub fn apply(&mut self, d: &Desired) -> Vec<Value> {
+        self.apply_pmd_cpus(d);
         let gone: Vec<String> = self
             .bridges
             .keys()
@@ -137,6 +146,42 @@ impl Reconciler {
         self.write_back(d)
     }
 
+    /// Follows `pmd-cpu-mask`: its first CPU for the packet threads, the
+    /// others for transmit threads (see `cpus`), as OVS pins its PMD
+    /// threads to the mask's CPUs. Running bridges are re-pinned at once;
+    /// the number of transmit threads changes only when they start. An
+    /// unusable mask is logged and ignored; removing it keeps the threads
+    /// where they are (bridges started later use the command line's).
+    fn apply_pmd_cpus(&mut self, d: &Desired) {
+        if d.pmd_cpus == self.pmd_seen {
+            return;
+        }
+        self.pmd_seen = d.pmd_cpus.clone();
+        let cpus = match &d.pmd_cpus {
+            None => {
+                self.cpus = (self.settings.cpu, self.settings.tx_cpus.clone());
+                return;
+            }
+            Some(Err(e)) => {
+                tracing::warn!("{e}; ignored");
+                return;
+            }
+            Some(Ok(cpus)) => cpus,
+        };
+        let (first, rest) = (cpus[0], cpus[1..].to_vec());
+        if let Err(e) = crate::cpus::core_id(first) {
+            tracing::warn!("pmd-cpu-mask: {e}; ignored");
+            return;
+        }
+        tracing::info!(packet_thread = first, transmit_threads = ?rest, "pmd-cpu-mask applied");
+        for (name, m) in &self.bridges {
+            if let Err(e) = m.bridge.set_cpus(first, &rest) {
+                tracing::warn!(bridge = %name, "pmd-cpu-mask: {e}");
+            }
+        }
+        self.cpus = (Some(first), rest);
+    }
+
     fn start_bridge(&self, name: &str, want: &DesiredBridge) -> Result<Managed, String> {
         let (listen, controllers) = controller_targets(name, &want.controllers);
         let s = &self.settings;
@@ -145,8 +190,8 @@ impl Reconciler {
             rundir: s.rundir.clone(),
             listen: listen.into_iter().collect(),
             ports: Vec::new(),
-            cpu: s.cpu,
-            tx_cpus: s.tx_cpus.clone(),
+            cpu: self.cpus.0,
+            tx_cpus: self.cpus.1.clone(),
             datapath_id: want.datapath_id,
             flow_cache_entries: s.flow_cache_entries,
             standalone: want.standalone,
