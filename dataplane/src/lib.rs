@@ -29,6 +29,7 @@ pub mod qos;
 pub mod rewrite;
 pub mod stats;
 pub mod tap;
+pub mod unixctl;
 pub mod vxlan;
 pub mod xdpcache;
 pub mod xsk;

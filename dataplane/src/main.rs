@@ -360,6 +360,7 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let rundir = config.rundir.clone();
     let bridge = match RunningBridge::start(config) {
         Ok(b) => b,
         Err(e) => {
@@ -367,13 +368,29 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(if e.is_config_error() { EXIT_CONFIG } else { 1 });
         }
     };
+    let unixctl = start_unixctl(&rundir);
     if let Some(sig) = signals.forever().next() {
         tracing::info!(signal = sig, "shutting down");
+    }
+    if let Some(u) = unixctl {
+        u.shutdown();
     }
     if bridge.shutdown() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// Serves `ovs-appctl` in `rundir` (see `dataplane::unixctl`); xbr runs
+/// on without it if that fails.
+fn start_unixctl(rundir: &std::path::Path) -> Option<dataplane::unixctl::UnixctlServer> {
+    match dataplane::unixctl::UnixctlServer::start(rundir) {
+        Ok(u) => Some(u),
+        Err(e) => {
+            tracing::warn!(rundir = %rundir.display(), "cannot serve ovs-appctl: {e}");
+            None
+        }
     }
 }
 
@@ -420,7 +437,12 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         spare_xsk_ports: args.spare_ports,
         xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
     };
-    if dataplane::ovsdb::run(&path, settings, &stop) {
+    let unixctl = start_unixctl(&settings.rundir);
+    let clean = dataplane::ovsdb::run(&path, settings, &stop);
+    if let Some(u) = unixctl {
+        u.shutdown();
+    }
+    if clean {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

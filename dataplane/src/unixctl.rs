@@ -1,0 +1,421 @@
+//! OVS's unixctl socket, so the real `ovs-appctl` (and the scripts built
+//! on it: must-gather, sosreport, runbooks) works against xbr:
+//! `ovs-appctl ofproto/trace br0 FLOW`, `dpctl/dump-flows`,
+//! `dpctl/dump-conntrack`, `vlog/set`, `exit`, ...
+//!
+//! # Protocol
+//!
+//! `ovs-appctl` finds ovs-vswitchd's pid in `<rundir>/ovs-vswitchd.pid`,
+//! connects to `<rundir>/ovs-vswitchd.<pid>.ctl` and sends one JSON-RPC
+//! 1.0 request, `{"method": "ofproto/trace", "params": ["br0", "..."],
+//! "id": 0}`; the reply carries the text in `result`, or a message in
+//! `error` (ovs-appctl prints it and exits 2). Several requests may come
+//! on one connection, as concatenated JSON values.
+//!
+//! # Design
+//!
+//! An adapter in front of the bridges' own control sockets
+//! (`crate::ctl`): each OVS command becomes the equivalent `xbr` control
+//! request to the bridge(s) concerned, found as `xbr.<bridge>.ctl` in
+//! the run directory, so a bridge the database creates later is served
+//! with no registration, and the adapter holds no bridge state. One
+//! thread serves connections one at a time, as `ctl` does. The pidfile
+//! is written only if no other live process holds it (a real
+//! ovs-vswitchd sharing the run directory keeps its own), and both files
+//! are removed on shutdown if they are still xbr's.
+
+use crate::ctl;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// The commands served, as `list-commands` prints them.
+const COMMANDS: &[(&str, &str)] = &[
+    ("dpctl/del-flows", "[dp]"),
+    ("dpctl/dump-conntrack", "[dp] [zone=N]"),
+    ("dpctl/dump-flows", "[dp]"),
+    ("dpctl/flush-conntrack", "[dp] [zone=N]"),
+    ("dpctl/show", "[dp]"),
+    ("exit", "[--cleanup]"),
+    ("list-commands", ""),
+    ("ofproto/list", ""),
+    ("ofproto/trace", "[bridge] flow [--ct-next flags]..."),
+    ("version", ""),
+    ("vlog/list", ""),
+    ("vlog/set", "spec"),
+];
+
+/// The bridges with a control socket in `rundir`, sorted.
+fn bridges(rundir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(rundir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let bridge = name.strip_prefix("xbr.")?.strip_suffix(".ctl")?;
+            (!bridge.is_empty()).then(|| bridge.to_string())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// What one OVS command asks of the bridges' control sockets.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Text to answer with, asking nobody.
+    Text(String),
+    /// Control requests, each (bridge, line); their answers are joined,
+    /// each under a `bridge:` heading when there are several.
+    Ask(Vec<(String, String)>),
+    /// Stop xbr, then answer.
+    Exit,
+}
+
+/// A `dp` argument names a bridge (OVS has one datapath for all of
+/// them; xbr a cache per bridge).
+fn select<'a>(bridges: &'a [String], dp: Option<&str>) -> Result<Vec<&'a String>, String> {
+    match dp {
+        None => Ok(bridges.iter().collect()),
+        Some(d) => {
+            let d = d.split_once('@').map_or(d, |(_, name)| name);
+            match bridges.iter().find(|b| *b == d) {
+                Some(b) => Ok(vec![b]),
+                None => Err(format!(
+                    "{d}: no such bridge (bridges: {})",
+                    bridges.join(" ")
+                )),
+            }
+        }
+    }
+}
+
+/// Maps OVS's vlog levels onto xbr's log filter; anything else is taken
+/// as xbr's own directives.
+fn vlog_directives(spec: &str) -> String {
+    let level = |w: &str| match w {
+        "emer" | "err" => Some("error"),
+        "warn" => Some("warn"),
+        "info" => Some("info"),
+        "dbg" => Some("debug"),
+        "off" => Some("off"),
+        _ => None,
+    };
+    // `module:destination:level` or any part of it; OVS's modules are not
+    // xbr's, so a level applies to the whole process.
+    spec.split(':')
+        .find_map(level)
+        .map_or_else(|| spec.to_string(), str::to_string)
+}
+
+/// Turns one request into a plan.
+pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan, String> {
+    let ask_each = |targets: Vec<&String>, line: &str| {
+        Plan::Ask(
+            targets
+                .into_iter()
+                .map(|b| (b.clone(), line.to_string()))
+                .collect(),
+        )
+    };
+    let any_bridge = || {
+        bridges
+            .first()
+            .cloned()
+            .ok_or_else(|| "no bridge is running".to_string())
+    };
+    match method {
+        "list-commands" => {
+            let mut text = String::from("The available commands are:\n");
+            for (name, args) in COMMANDS {
+                text.push_str(&format!("  {name:<28}{args}\n"));
+            }
+            Ok(Plan::Text(text))
+        }
+        "version" => Ok(Plan::Text(format!(
+            "ovs-vswitchd (xbr) {}\n",
+            env!("CARGO_PKG_VERSION")
+        ))),
+        "exit" => Ok(Plan::Exit),
+        "ofproto/list" => Ok(Plan::Text(
+            bridges.iter().map(|b| format!("{b}\n")).collect(),
+        )),
+        "ofproto/trace" => {
+            let mut ct_next = Vec::new();
+            let mut rest = Vec::new();
+            let mut it = params.iter();
+            while let Some(p) = it.next() {
+                if p == "--ct-next" {
+                    let state = it.next().ok_or("Missing argument for option --ct-next")?;
+                    ct_next.push(state.replace(['|', ' '], ","));
+                } else if let Some(state) = p.strip_prefix("--ct-next=") {
+                    ct_next.push(state.replace(['|', ' '], ","));
+                } else if p.starts_with('-') {
+                    return Err(format!("{p}: unknown option"));
+                } else {
+                    rest.push(p.as_str());
+                }
+            }
+            let (bridge, flow) = match rest.as_slice() {
+                [flow] => {
+                    if bridges.len() > 1 {
+                        return Err(format!(
+                            "several bridges run ({}): name one before the flow",
+                            bridges.join(" ")
+                        ));
+                    }
+                    (any_bridge()?, *flow)
+                }
+                [bridge, flow] => (select(bridges, Some(bridge))?[0].clone(), *flow),
+                _ => return Err("ofproto/trace: expects [bridge] flow".into()),
+            };
+            let mut line = String::from("trace");
+            for s in &ct_next {
+                line.push_str(&format!(" --ct-next={s}"));
+            }
+            line.push(' ');
+            line.push_str(flow);
+            Ok(Plan::Ask(vec![(bridge, line)]))
+        }
+        "dpctl/dump-flows" | "dpctl/del-flows" | "dpctl/show" => {
+            let dp = params.iter().find(|p| !p.starts_with('-'));
+            let line = match method {
+                "dpctl/dump-flows" => "dpctl dump-flows",
+                "dpctl/del-flows" => "dpctl del-flows",
+                _ => "stats",
+            };
+            Ok(ask_each(select(bridges, dp.map(String::as_str))?, line))
+        }
+        "dpctl/dump-conntrack" | "dpctl/flush-conntrack" => {
+            let mut zone = None;
+            let mut dp = None;
+            for p in params.iter().filter(|p| !p.starts_with('-')) {
+                match p.strip_prefix("zone=") {
+                    Some(z) => {
+                        z.parse::<u16>()
+                            .map_err(|_| format!("{p}: invalid zone"))?;
+                        zone = Some(z);
+                    }
+                    None => dp = Some(p.as_str()),
+                }
+            }
+            let verb = if method == "dpctl/dump-conntrack" {
+                "dump"
+            } else {
+                "flush"
+            };
+            let line = match zone {
+                Some(z) => format!("conntrack {verb} --zone {z}"),
+                None => format!("conntrack {verb}"),
+            };
+            Ok(ask_each(select(bridges, dp)?, &line))
+        }
+        "vlog/list" => Ok(Plan::Ask(vec![(any_bridge()?, "log".into())])),
+        "vlog/set" => {
+            let spec = params.first().ok_or("vlog/set: expects a spec")?;
+            Ok(Plan::Ask(vec![(
+                any_bridge()?,
+                format!("log {}", vlog_directives(spec)),
+            )]))
+        }
+        other => Err(format!(
+            "\"{other}\" is not a valid command (use \"list-commands\" to see a list of valid commands)"
+        )),
+    }
+}
+
+/// Carries a plan out against the control sockets in `rundir`.
+fn execute(rundir: &Path, plan: Plan) -> Result<String, String> {
+    match plan {
+        Plan::Text(t) => Ok(t),
+        Plan::Exit => {
+            // As SIGTERM: the bridges stop in order and detach.
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
+            Ok(String::new())
+        }
+        Plan::Ask(requests) => {
+            let headed = requests.len() > 1;
+            let mut out = String::new();
+            for (bridge, line) in requests {
+                let reply = ctl::request(&ctl::socket_path(rundir, &bridge), &line)
+                    .map_err(|e| e.to_string())?;
+                if !reply.ok {
+                    return Err(reply.text.trim_end().to_string());
+                }
+                if headed {
+                    out.push_str(&format!("{bridge}:\n"));
+                }
+                out.push_str(&reply.text);
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Answers one JSON-RPC request.
+fn answer(rundir: &Path, request: &Value) -> Value {
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let method = request.get("method").and_then(Value::as_str);
+    let params: Option<Vec<String>> = match request.get("params") {
+        Some(Value::Array(a)) => a.iter().map(|p| p.as_str().map(str::to_string)).collect(),
+        None => Some(Vec::new()),
+        _ => None,
+    };
+    let result = match (method, params) {
+        (Some(m), Some(p)) => plan(m, &p, &bridges(rundir)).and_then(|plan| execute(rundir, plan)),
+        _ => Err("invalid request: needs a method and string params".to_string()),
+    };
+    match result {
+        Ok(text) => json!({"id": id, "result": text, "error": null}),
+        Err(e) => json!({"id": id, "result": null, "error": e}),
+    }
+}
+
+fn serve_connection(rundir: &Path, stream: UnixStream) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(ctl::IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(ctl::IO_TIMEOUT))?;
+    let mut writer = stream.try_clone()?;
+    let requests = serde_json::Deserializer::from_reader(std::io::Read::take(
+        &stream,
+        ctl::MAX_REQUEST as u64 * 16,
+    ))
+    .into_iter::<Value>();
+    for request in requests {
+        let Ok(request) = request else {
+            // Not JSON, cut short or timed out: nothing to answer.
+            break;
+        };
+        let reply = answer(rundir, &request);
+        writer.write_all(reply.to_string().as_bytes())?;
+        writer.flush()?;
+    }
+    Ok(())
+}
+
+/// A running unixctl server.
+pub struct UnixctlServer {
+    socket: PathBuf,
+    /// The pidfile and the open file holding its lock, if xbr took it.
+    pidfile: Option<(PathBuf, std::fs::File)>,
+    stop: Arc<AtomicBool>,
+    listener: OwnedFd,
+    thread: JoinHandle<()>,
+}
+
+/// A whole-file write lock, as OVS's daemons hold on their pidfile.
+fn write_lock() -> libc::flock {
+    libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    }
+}
+
+/// Takes `path` as this process's pidfile the way OVS's daemons do:
+/// write-locked (fcntl) for as long as the process runs, holding its pid,
+/// which is what `ovs-appctl` checks before it trusts the pid. `None` if
+/// another live process holds the lock (a real ovs-vswitchd).
+fn take_pidfile(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    match fcntl(&file, FcntlArg::F_SETLK(&write_lock())) {
+        Ok(_) => {}
+        Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    file.set_len(0)?;
+    file.write_all(format!("{}\n", std::process::id()).as_bytes())?;
+    file.flush()?;
+    Ok(Some(file))
+}
+
+impl UnixctlServer {
+    /// Serves `<rundir>/ovs-vswitchd.<pid>.ctl` and takes the pidfile
+    /// `ovs-appctl` reads, unless another live process holds it (then
+    /// the socket is still served, for `ovs-appctl -t PATH`).
+    pub fn start(rundir: &Path) -> std::io::Result<UnixctlServer> {
+        let pid = std::process::id();
+        let socket = rundir.join(format!("ovs-vswitchd.{pid}.ctl"));
+        let _ = std::fs::remove_file(&socket);
+        let listener = UnixListener::bind(&socket)?;
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
+        let path = rundir.join("ovs-vswitchd.pid");
+        let pidfile = match take_pidfile(&path)? {
+            Some(file) => Some((path, file)),
+            None => {
+                tracing::warn!(
+                    pidfile = %path.display(),
+                    "another live process holds the pidfile; ovs-appctl reaches xbr only \
+                     with -t {}",
+                    socket.display()
+                );
+                None
+            }
+        };
+        let wake = OwnedFd::from(listener.try_clone()?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            let rundir = rundir.to_path_buf();
+            std::thread::Builder::new()
+                .name("xbr-unixctl".into())
+                .spawn(move || {
+                    for conn in listener.incoming() {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        match conn {
+                            Ok(stream) => {
+                                if let Err(e) = serve_connection(&rundir, stream) {
+                                    tracing::debug!("unixctl connection: {e}");
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!("unixctl accept: {e}");
+                                std::thread::sleep(std::time::Duration::from_millis(50));
+                            }
+                        }
+                    }
+                })?
+        };
+        tracing::info!(socket = %socket.display(), "ovs-appctl served");
+        Ok(UnixctlServer {
+            socket,
+            pidfile,
+            stop,
+            listener: wake,
+            thread,
+        })
+    }
+
+    /// Stops serving and removes the socket and the pidfile xbr holds.
+    pub fn shutdown(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ =
+            nix::sys::socket::shutdown(self.listener.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        let _ = self.thread.join();
+        let _ = std::fs::remove_file(&self.socket);
+        if let Some((path, file)) = self.pidfile {
+            // Removed while still locked, so nobody takes a stale one.
+            let _ = std::fs::remove_file(path);
+            drop(file);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

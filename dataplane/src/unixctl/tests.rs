@@ -1,0 +1,130 @@
+use super::*;
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    names(list)
+}
+
+#[test]
+fn trace_names_a_bridge_or_takes_the_only_one() {
+    let one = names(&["br0"]);
+    let two = names(&["br0", "br1"]);
+    let flow = "in_port=1,tcp";
+    let ask = |b: &str, line: &str| Ok(Plan::Ask(vec![(b.to_string(), line.to_string())]));
+    assert_eq!(
+        plan("ofproto/trace", &args(&[flow]), &one),
+        ask("br0", "trace in_port=1,tcp")
+    );
+    assert_eq!(
+        plan(
+            "ofproto/trace",
+            &args(&["br1", flow, "--ct-next", "trk|est", "--ct-next=trk,new"]),
+            &two
+        ),
+        ask(
+            "br1",
+            "trace --ct-next=trk,est --ct-next=trk,new in_port=1,tcp"
+        )
+    );
+    for (params, why) in [
+        (&[flow][..], "several bridges run"),
+        (&["br9", flow], "br9: no such bridge"),
+        (&["br0", flow, "--ct-next"], "Missing argument"),
+        (&["br0", flow, "-generate"], "-generate: unknown option"),
+        (&[], "expects [bridge] flow"),
+    ] {
+        let e = plan("ofproto/trace", &args(params), &two).unwrap_err();
+        assert!(e.contains(why), "{params:?}: {e}");
+    }
+}
+
+#[test]
+fn datapath_commands_ask_every_bridge_or_the_one_named() {
+    let two = names(&["br0", "br1"]);
+    let each = |line: &str| {
+        Ok(Plan::Ask(vec![
+            ("br0".to_string(), line.to_string()),
+            ("br1".to_string(), line.to_string()),
+        ]))
+    };
+    assert_eq!(
+        plan("dpctl/dump-flows", &[], &two),
+        each("dpctl dump-flows")
+    );
+    assert_eq!(plan("dpctl/del-flows", &[], &two), each("dpctl del-flows"));
+    assert_eq!(plan("dpctl/show", &[], &two), each("stats"));
+    assert_eq!(
+        plan("dpctl/dump-flows", &args(&["netdev@br1"]), &two),
+        Ok(Plan::Ask(vec![("br1".into(), "dpctl dump-flows".into())]))
+    );
+    assert_eq!(
+        plan("dpctl/dump-conntrack", &args(&["zone=5"]), &two),
+        each("conntrack dump --zone 5")
+    );
+    assert_eq!(
+        plan("dpctl/flush-conntrack", &args(&["br0"]), &two),
+        Ok(Plan::Ask(vec![("br0".into(), "conntrack flush".into())]))
+    );
+    assert!(plan("dpctl/dump-conntrack", &args(&["zone=x"]), &two).is_err());
+}
+
+#[test]
+fn vlog_levels_map_onto_the_log_filter() {
+    let one = names(&["br0"]);
+    for (spec, line) in [
+        ("dbg", "log debug"),
+        ("ANY:file:dbg", "log debug"),
+        ("vconn:info", "log info"),
+        ("err", "log error"),
+        (
+            "dataplane::vxlan=debug,info",
+            "log dataplane::vxlan=debug,info",
+        ),
+    ] {
+        assert_eq!(
+            plan("vlog/set", &args(&[spec]), &one),
+            Ok(Plan::Ask(vec![("br0".into(), line.into())])),
+            "{spec}"
+        );
+    }
+    assert_eq!(
+        plan("vlog/list", &[], &one),
+        Ok(Plan::Ask(vec![("br0".into(), "log".into())]))
+    );
+    assert!(plan("vlog/list", &[], &[]).is_err());
+}
+
+#[test]
+fn unknown_commands_are_refused_as_ovs_refuses_them() {
+    let e = plan("bond/show", &[], &names(&["br0"])).unwrap_err();
+    assert_eq!(
+        e,
+        "\"bond/show\" is not a valid command (use \"list-commands\" to see a list of valid commands)"
+    );
+    let Ok(Plan::Text(list)) = plan("list-commands", &[], &[]) else {
+        panic!("list-commands answers itself");
+    };
+    assert!(list.contains("  ofproto/trace"), "{list}");
+    assert_eq!(plan("exit", &args(&["--cleanup"]), &[]), Ok(Plan::Exit));
+}
+
+#[test]
+fn requests_that_are_not_json_rpc_get_an_error_with_their_id() {
+    let dir = std::env::temp_dir();
+    let reply = answer(
+        &dir,
+        &serde_json::json!({"id": 7, "method": "version", "params": [1]}),
+    );
+    assert_eq!(reply["id"], 7);
+    assert!(reply["result"].is_null());
+    assert!(reply["error"].as_str().unwrap().contains("string params"));
+    let reply = answer(&dir, &serde_json::json!({"id": "x", "method": "version"}));
+    assert_eq!(reply["error"], serde_json::Value::Null);
+    assert!(reply["result"]
+        .as_str()
+        .unwrap()
+        .starts_with("ovs-vswitchd (xbr) "));
+}

@@ -1,0 +1,108 @@
+//! The real `ovs-appctl` against xbr (`dataplane::unixctl`): found
+//! through `OVS_RUNDIR` as it finds ovs-vswitchd (a locked pidfile and
+//! `ovs-vswitchd.PID.ctl`), answering `ofproto/trace`, `dpctl/*`,
+//! `vlog/*`, `version` and `exit` as xbr's own commands do, and refusing
+//! what it does not know as ovs-vswitchd refuses it (exit code 2).
+//!
+//! Needs root (xbr creates TAP ports) and a built `xbr`, like trace.rs.
+
+use nix::sys::signal::Signal;
+use std::process::Command;
+use std::time::Duration;
+use xbr_tests::{run_timeout, CmdOutput, Netns, Result, Xbr, BRIDGE, CMD_TIMEOUT};
+
+/// `ovs-appctl ARGS...` with `OVS_RUNDIR` at xbr's run directory.
+fn appctl(xbr: &Xbr, args: &[&str]) -> Result<CmdOutput> {
+    xbr_tests::require_tool("ovs-appctl")?;
+    let mut cmd = Command::new("ovs-appctl");
+    cmd.args(args).env("OVS_RUNDIR", xbr.rundir());
+    run_timeout(&mut cmd, CMD_TIMEOUT)
+}
+
+fn appctl_ok(xbr: &Xbr, args: &[&str]) -> Result<String> {
+    let out = appctl(xbr, args)?;
+    assert!(out.success(), "ovs-appctl {args:?}: {out:?}\n{}", xbr.log());
+    Ok(out.stdout)
+}
+
+#[test]
+fn ovs_appctl_reaches_xbr_as_it_reaches_ovs_vswitchd() -> Result<()> {
+    let ns = Netns::new()?;
+    let mut xbr = Xbr::start_in(
+        ns,
+        &[
+            "--port",
+            "p1=1,type=internal",
+            "--port",
+            "p2=2,type=internal",
+        ],
+    )?;
+    xbr.add_flow("table=0, priority=300, ip, ct_state=-trk, actions=ct(table=0,zone=1)")?;
+    xbr.add_flow("table=0, priority=100, ip, ct_state=+trk+est, actions=output:2")?;
+
+    assert!(
+        appctl_ok(&xbr, &["version"])?.starts_with("ovs-vswitchd (xbr) "),
+        "version"
+    );
+    assert_eq!(appctl_ok(&xbr, &["ofproto/list"])?, "br0\n");
+
+    // The same trace as `xbr trace`, through conntrack with --ct-next.
+    let flow = "in_port=p1,tcp,nw_src=10.128.0.2,nw_dst=10.128.0.3,tp_dst=80";
+    let via_appctl = appctl_ok(
+        &xbr,
+        &["ofproto/trace", BRIDGE, flow, "--ct-next", "trk,est"],
+    )?;
+    let own = xbr.client_ok(&["trace", BRIDGE, "--ct-next", "trk,est", flow])?;
+    assert_eq!(via_appctl, own);
+    assert!(
+        via_appctl.ends_with("Datapath actions: output:2\n"),
+        "{via_appctl}"
+    );
+
+    assert_eq!(
+        appctl_ok(&xbr, &["dpctl/dump-flows"])?,
+        xbr.client_ok(&["dpctl", "dump-flows", BRIDGE])?
+    );
+    assert_eq!(
+        appctl_ok(&xbr, &["dpctl/dump-conntrack"])?,
+        xbr.client_ok(&["conntrack", "dump", BRIDGE])?
+    );
+    assert_eq!(appctl_ok(&xbr, &["vlog/set", "ANY:file:dbg"])?, "debug\n");
+    assert_eq!(appctl_ok(&xbr, &["vlog/list"])?, "debug\n");
+    assert_eq!(xbr.client_ok(&["log", BRIDGE])?, "debug\n");
+
+    // What xbr does not serve, and a bad flow: errors, exit code 2.
+    for (args, says) in [
+        (&["bond/show"][..], "is not a valid command"),
+        (
+            &["ofproto/trace", BRIDGE, "in_port=1,nw_dstt=1.2.3.4"],
+            "nw_dstt",
+        ),
+        (
+            &["ofproto/trace", "br9", "in_port=1"],
+            "br9: no such bridge",
+        ),
+    ] {
+        let out = appctl(&xbr, args)?;
+        assert_eq!(out.code(), Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+
+    // `exit` stops xbr as SIGTERM does, and it takes its files along.
+    let pidfile = xbr.rundir().join("ovs-vswitchd.pid");
+    let pid = std::fs::read_to_string(&pidfile).expect("pidfile");
+    let socket = xbr
+        .rundir()
+        .join(format!("ovs-vswitchd.{}.ctl", pid.trim()));
+    assert!(socket.exists());
+    appctl_ok(&xbr, &["exit", "--cleanup"])?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while xbr.is_running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!xbr.is_running(), "xbr did not exit:\n{}", xbr.log());
+    let status = xbr.stop(Signal::SIGTERM)?;
+    assert!(status.success(), "{status:?}\n{}", xbr.log());
+    assert!(!pidfile.exists() && !socket.exists(), "files left behind");
+    Ok(())
+}
