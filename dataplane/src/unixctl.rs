@@ -51,7 +51,8 @@ const COMMANDS: &[(&str, &str)] = &[
     ("vlog/set", "spec"),
 ];
 
-/// The bridges with a control socket in `rundir`, sorted.
+/// The bridges with a live control socket in `rundir`, sorted (a socket
+/// file a killed xbr left refuses connections).
 fn bridges(rundir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(rundir)
         .into_iter()
@@ -60,7 +61,8 @@ fn bridges(rundir: &Path) -> Vec<String> {
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let bridge = name.strip_prefix("xbr.")?.strip_suffix(".ctl")?;
-            (!bridge.is_empty()).then(|| bridge.to_string())
+            let live = !bridge.is_empty() && UnixStream::connect(e.path()).is_ok();
+            live.then(|| bridge.to_string())
         })
         .collect();
     names.sort();
@@ -244,8 +246,12 @@ fn execute(rundir: &Path, plan: Plan) -> Result<String, String> {
             let headed = requests.len() > 1;
             let mut out = String::new();
             for (bridge, line) in requests {
-                let reply = ctl::request(&ctl::socket_path(rundir, &bridge), &line)
-                    .map_err(|e| e.to_string())?;
+                let reply = match ctl::request(&ctl::socket_path(rundir, &bridge), &line) {
+                    Ok(r) => r,
+                    // A socket file a killed xbr left: no bridge behind it.
+                    Err(ctl::CtlError::Connect { .. }) if headed => continue,
+                    Err(e) => return Err(e.to_string()),
+                };
                 if !reply.ok {
                     return Err(reply.text.trim_end().to_string());
                 }

@@ -44,6 +44,10 @@ fn ovs_appctl_reaches_xbr_as_it_reaches_ovs_vswitchd() -> Result<()> {
         appctl_ok(&xbr, &["version"])?.starts_with("ovs-vswitchd (xbr) "),
         "version"
     );
+    // A control socket a killed xbr left behind is no bridge.
+    drop(std::os::unix::net::UnixListener::bind(
+        xbr.rundir().join("xbr.stale0.ctl"),
+    ));
     assert_eq!(appctl_ok(&xbr, &["ofproto/list"])?, "br0\n");
 
     // The same trace as `xbr trace`, through conntrack with --ct-next.
