@@ -27,6 +27,13 @@
 //! packet thread's next round asks again (it does while its TX ring holds
 //! descriptors), as with kicks made inline.
 //!
+//! Never waiting for it: a request still pending [`LATE`] after it was
+//! made means the transmit thread is behind (descheduled, its core shared
+//! with other work), and the packet thread then kicks the socket itself,
+//! as without transmit threads (the kernel serialises `sendto()` calls on
+//! one socket), and counts it. So a transmit thread can take work off
+//! the packet thread but never hold its transmits up for long.
+//!
 //! Idle policy: a transmit thread spins for [`SPIN`] after its last kick,
 //! then sleeps (`park`); a request sees its `sleeping` flag and unparks
 //! it (one futex wake, only then). The flag is set before a last look at
@@ -59,6 +66,10 @@ const PARK_TIMEOUT: Duration = Duration::from_millis(100);
 /// Immediate re-kicks of a busy socket before the packet thread's next
 /// request takes over.
 const BUSY_RETRIES: u32 = 8;
+/// How long a request may wait for its kick before the packet thread
+/// makes it itself: a spinning transmit thread starts within a
+/// microsecond, a sleeping one within tens.
+pub const LATE: Duration = Duration::from_micros(100);
 
 /// One socket a transmit thread kicks.
 pub struct KickSlot {
@@ -66,8 +77,12 @@ pub struct KickSlot {
     /// `None` once closed.
     fd: Mutex<Option<Arc<OwnedFd>>>,
     pending: AtomicBool,
+    /// When the pending request was made (ns since the thread's epoch).
+    requested_at: AtomicU64,
     kicks: AtomicU64,
     busy: AtomicU64,
+    /// Kicks the packet thread made itself because this thread was late.
+    taken_over: AtomicU64,
     /// A fatal error was logged (once, not per kick).
     error_logged: AtomicBool,
 }
@@ -115,6 +130,8 @@ struct ThreadShared {
     sleeping: AtomicBool,
     stop: AtomicBool,
     thread: std::sync::OnceLock<Thread>,
+    /// Origin of the slots' request times.
+    epoch: Instant,
     /// The CPU it is pinned to (changed by [`KickPool::repin`]).
     cpu: AtomicUsize,
     tid: crate::cpus::ThreadId,
@@ -137,13 +154,30 @@ pub struct TxKick {
 }
 
 impl TxKick {
-    /// Asks for a kick of the socket's TX ring.
+    /// Asks for a kick of the socket's TX ring. Returns false, asking
+    /// nothing, when an earlier request has waited longer than [`LATE`]:
+    /// the transmit thread is behind (descheduled, or its core is busy),
+    /// and the caller should kick the socket itself (the kernel
+    /// serialises the two threads' `sendto()` calls on a socket).
     #[inline]
-    pub fn request(&self) {
+    pub fn request(&self) -> bool {
+        let now = self.thread.epoch.elapsed().as_nanos() as u64;
+        if self.slot.pending.load(Ordering::SeqCst) {
+            let asked = self.slot.requested_at.load(Ordering::Relaxed);
+            if now.saturating_sub(asked) > LATE.as_nanos() as u64 {
+                self.slot.taken_over.fetch_add(1, Ordering::Relaxed);
+                // The next request waits LATE again before taking over.
+                self.slot.requested_at.store(now, Ordering::Relaxed);
+                return false;
+            }
+            return true;
+        }
+        self.slot.requested_at.store(now, Ordering::Relaxed);
         self.slot.pending.store(true, Ordering::SeqCst);
         if self.thread.sleeping.load(Ordering::SeqCst) {
             self.thread.wake();
         }
+        true
     }
 
     /// The CPU of the transmit thread that kicks this socket.
@@ -169,13 +203,17 @@ pub struct KickerStats {
     pub kicks: u64,
     /// Of those, how many found the kernel busy (and were retried).
     pub busy: u64,
+    /// Kicks the packet thread made itself because a request had waited
+    /// longer than [`LATE`].
+    pub taken_over: u64,
 }
 
 /// The transmit threads of one bridge.
 pub struct KickPool {
     threads: Vec<(Arc<ThreadShared>, Option<JoinHandle<()>>)>,
-    /// Counters of sockets already closed, by thread.
-    retired: Mutex<Vec<(u64, u64)>>,
+    /// Counters (kicks, busy, taken over) of sockets already closed, by
+    /// thread.
+    retired: Mutex<Vec<(u64, u64, u64)>>,
 }
 
 impl KickPool {
@@ -184,7 +222,7 @@ impl KickPool {
     pub fn start(cpus: &[core_affinity::CoreId]) -> std::io::Result<KickPool> {
         let mut pool = KickPool {
             threads: Vec::with_capacity(cpus.len()),
-            retired: Mutex::new(vec![(0, 0); cpus.len()]),
+            retired: Mutex::new(vec![(0, 0, 0); cpus.len()]),
         };
         for (i, core) in cpus.iter().copied().enumerate() {
             let shared = Arc::new(ThreadShared {
@@ -193,6 +231,7 @@ impl KickPool {
                 sleeping: AtomicBool::new(false),
                 stop: AtomicBool::new(false),
                 thread: std::sync::OnceLock::new(),
+                epoch: Instant::now(),
                 cpu: AtomicUsize::new(core.id),
                 tid: crate::cpus::ThreadId::default(),
             });
@@ -228,8 +267,10 @@ impl KickPool {
             port: port.to_string(),
             fd: Mutex::new(Some(fd)),
             pending: AtomicBool::new(false),
+            requested_at: AtomicU64::new(0),
             kicks: AtomicU64::new(0),
             busy: AtomicU64::new(0),
+            taken_over: AtomicU64::new(0),
             error_logged: AtomicBool::new(false),
         });
         {
@@ -242,6 +283,7 @@ impl KickPool {
                 if !open {
                     retired[i].0 += s.kicks.load(Ordering::Relaxed);
                     retired[i].1 += s.busy.load(Ordering::Relaxed);
+                    retired[i].2 += s.taken_over.load(Ordering::Relaxed);
                 }
                 open
             });
@@ -269,22 +311,21 @@ impl KickPool {
         self.threads
             .iter()
             .zip(retired.iter())
-            .map(|((t, _), (kicks, busy))| {
+            .map(|((t, _), (kicks, busy, taken_over))| {
                 let slots = t.slots.lock();
                 let open = slots.iter().filter(|s| !s.is_closed()).count();
+                let sum = |c: fn(&KickSlot) -> &AtomicU64| {
+                    slots
+                        .iter()
+                        .map(|s| c(s).load(Ordering::Relaxed))
+                        .sum::<u64>()
+                };
                 KickerStats {
                     cpu: t.cpu.load(Ordering::Relaxed),
                     sockets: open,
-                    kicks: kicks
-                        + slots
-                            .iter()
-                            .map(|s| s.kicks.load(Ordering::Relaxed))
-                            .sum::<u64>(),
-                    busy: busy
-                        + slots
-                            .iter()
-                            .map(|s| s.busy.load(Ordering::Relaxed))
-                            .sum::<u64>(),
+                    kicks: kicks + sum(|s| &s.kicks),
+                    busy: busy + sum(|s| &s.busy),
+                    taken_over: taken_over + sum(|s| &s.taken_over),
                 }
             })
             .collect()

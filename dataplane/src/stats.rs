@@ -165,8 +165,9 @@ pub fn report(
     for k in kickers {
         let _ = writeln!(
             out,
-            "transmit thread on CPU {}: sockets: {}, kicks: {}, kernel busy: {}",
-            k.cpu, k.sockets, k.kicks, k.busy
+            "transmit thread on CPU {}: sockets: {}, kicks: {}, kernel busy: {}, \
+             taken over by the packet thread: {}",
+            k.cpu, k.sockets, k.kicks, k.busy, k.taken_over
         );
     }
     out.push_str("conntrack:\n");

@@ -106,3 +106,47 @@ fn sockets_spread_over_threads_and_errors_do_not_stop_them() {
     let mut buf = [0u8; 16];
     sink.recv_from(&mut buf).unwrap();
 }
+
+/// A handle on a slot no thread serves: every request stays pending.
+fn unserved() -> TxKick {
+    let (fd, _sink) = socket_pair();
+    TxKick {
+        slot: Arc::new(KickSlot {
+            port: "p".into(),
+            fd: Mutex::new(Some(fd)),
+            pending: AtomicBool::new(false),
+            requested_at: AtomicU64::new(0),
+            kicks: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+            taken_over: AtomicU64::new(0),
+            error_logged: AtomicBool::new(false),
+        }),
+        thread: Arc::new(ThreadShared {
+            slots: Mutex::new(Vec::new()),
+            version: AtomicU64::new(0),
+            sleeping: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            thread: std::sync::OnceLock::new(),
+            epoch: Instant::now(),
+            cpu: AtomicUsize::new(0),
+            tid: crate::cpus::ThreadId::default(),
+        }),
+    }
+}
+
+#[test]
+fn a_late_transmit_thread_is_not_waited_for() {
+    let kick = unserved();
+    // Queued for the transmit thread, and coalesced while it is not late.
+    assert!(kick.request());
+    assert!(kick.request());
+    assert_eq!(kick.slot.taken_over.load(Ordering::Relaxed), 0);
+    // Past LATE the caller is told to kick itself, once per LATE.
+    std::thread::sleep(LATE * 2);
+    assert!(!kick.request());
+    assert!(kick.request());
+    assert_eq!(kick.slot.taken_over.load(Ordering::Relaxed), 1);
+    std::thread::sleep(LATE * 2);
+    assert!(!kick.request());
+    assert_eq!(kick.slot.taken_over.load(Ordering::Relaxed), 2);
+}

@@ -232,10 +232,10 @@ impl XskPort {
             return;
         };
         if let Some(k) = &self.tx_kick {
-            if sock.tx_pending() > 0 && sock.tx_needs_kick() {
-                k.request();
+            // A late transmit thread is not waited for: this thread kicks.
+            if sock.tx_pending() == 0 || !sock.tx_needs_kick() || k.request() {
+                return;
             }
-            return;
         }
         if let Err(e) = sock.kick_tx() {
             // ENETDOWN and the like: the frames stay queued and leave once
