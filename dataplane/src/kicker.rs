@@ -88,6 +88,19 @@ pub struct KickSlot {
 }
 
 impl KickSlot {
+    fn new(port: &str, fd: Arc<OwnedFd>) -> Self {
+        KickSlot {
+            port: port.to_string(),
+            fd: Mutex::new(Some(fd)),
+            pending: AtomicBool::new(false),
+            requested_at: AtomicU64::new(0),
+            kicks: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+            taken_over: AtomicU64::new(0),
+            error_logged: AtomicBool::new(false),
+        }
+    }
+
     /// One kick, and its immediate retries while the kernel is busy.
     fn kick(&self) {
         let fd = self.fd.lock();
@@ -138,6 +151,20 @@ struct ThreadShared {
 }
 
 impl ThreadShared {
+    /// A transmit thread's shared state, before the thread runs.
+    fn new(cpu: usize) -> Self {
+        ThreadShared {
+            slots: Mutex::new(Vec::new()),
+            version: AtomicU64::new(0),
+            sleeping: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            thread: std::sync::OnceLock::new(),
+            epoch: Instant::now(),
+            cpu: AtomicUsize::new(cpu),
+            tid: crate::cpus::ThreadId::default(),
+        }
+    }
+
     fn wake(&self) {
         if let Some(t) = self.thread.get() {
             t.unpark();
@@ -225,16 +252,7 @@ impl KickPool {
             retired: Mutex::new(vec![(0, 0, 0); cpus.len()]),
         };
         for (i, core) in cpus.iter().copied().enumerate() {
-            let shared = Arc::new(ThreadShared {
-                slots: Mutex::new(Vec::new()),
-                version: AtomicU64::new(0),
-                sleeping: AtomicBool::new(false),
-                stop: AtomicBool::new(false),
-                thread: std::sync::OnceLock::new(),
-                epoch: Instant::now(),
-                cpu: AtomicUsize::new(core.id),
-                tid: crate::cpus::ThreadId::default(),
-            });
+            let shared = Arc::new(ThreadShared::new(core.id));
             let s = shared.clone();
             // On error the threads started so far stop as `pool` drops.
             let handle = std::thread::Builder::new()
@@ -263,16 +281,7 @@ impl KickPool {
             .threads
             .iter()
             .min_by_key(|(t, _)| t.slots.lock().iter().filter(|s| !s.is_closed()).count())?;
-        let slot = Arc::new(KickSlot {
-            port: port.to_string(),
-            fd: Mutex::new(Some(fd)),
-            pending: AtomicBool::new(false),
-            requested_at: AtomicU64::new(0),
-            kicks: AtomicU64::new(0),
-            busy: AtomicU64::new(0),
-            taken_over: AtomicU64::new(0),
-            error_logged: AtomicBool::new(false),
-        });
+        let slot = Arc::new(KickSlot::new(port, fd));
         {
             let mut slots = thread.slots.lock();
             // Closed slots' counters stay in the thread's totals.

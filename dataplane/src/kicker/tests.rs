@@ -111,26 +111,8 @@ fn sockets_spread_over_threads_and_errors_do_not_stop_them() {
 fn unserved() -> TxKick {
     let (fd, _sink) = socket_pair();
     TxKick {
-        slot: Arc::new(KickSlot {
-            port: "p".into(),
-            fd: Mutex::new(Some(fd)),
-            pending: AtomicBool::new(false),
-            requested_at: AtomicU64::new(0),
-            kicks: AtomicU64::new(0),
-            busy: AtomicU64::new(0),
-            taken_over: AtomicU64::new(0),
-            error_logged: AtomicBool::new(false),
-        }),
-        thread: Arc::new(ThreadShared {
-            slots: Mutex::new(Vec::new()),
-            version: AtomicU64::new(0),
-            sleeping: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-            thread: std::sync::OnceLock::new(),
-            epoch: Instant::now(),
-            cpu: AtomicUsize::new(0),
-            tid: crate::cpus::ThreadId::default(),
-        }),
+        slot: Arc::new(KickSlot::new("p", fd)),
+        thread: Arc::new(ThreadShared::new(0)),
     }
 }
 
