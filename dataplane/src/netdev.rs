@@ -66,6 +66,12 @@ pub struct LinkInfo {
     pub xdp_attached: bool,
 }
 
+/// A MAC as `ip link` and `ovs-vsctl` print it: `0a:58:0a:80:00:02`.
+pub fn format_mac(mac: [u8; 6]) -> String {
+    let [a, b, c, d, e, g] = mac;
+    format!("{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
+}
+
 /// Checks a name against the kernel's rules for interface names.
 pub fn validate_name(name: &str) -> Result<(), NetdevError> {
     let ok = !name.is_empty()

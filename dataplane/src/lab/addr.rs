@@ -93,10 +93,7 @@ pub fn pod_mac(ip: Ipv4Addr) -> [u8; 6] {
     [0x0a, 0x58, o[0], o[1], o[2], o[3]]
 }
 
-pub fn format_mac(mac: [u8; 6]) -> String {
-    let [a, b, c, d, e, g] = mac;
-    format!("{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
-}
+pub use crate::netdev::format_mac;
 
 #[cfg(test)]
 mod tests {

@@ -492,13 +492,6 @@ fn set_error(errors: &mut HashMap<String, String>, uuid: &str, msg: String) {
     }
 }
 
-fn mac_text(mac: [u8; 6]) -> String {
-    mac.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 /// The columns ovs-vswitchd fills in for an open interface.
 fn iface_columns(r: &mut Map<String, Value>, meta: &PortMeta, spec: &PortSpec) {
     // The database numbers ports as OpenFlow 1.0 does (16 bits): LOCAL
@@ -510,7 +503,10 @@ fn iface_columns(r: &mut Map<String, Value>, meta: &PortMeta, spec: &PortSpec) {
     };
     r.insert("ofport".into(), json!(ofport));
     r.insert("error".into(), str_set::<&str>(&[]));
-    r.insert("mac_in_use".into(), json!(mac_text(meta.hw_addr)));
+    r.insert(
+        "mac_in_use".into(),
+        json!(crate::netdev::format_mac(meta.hw_addr)),
+    );
     if spec.port_type == PortType::Vxlan {
         // A flow-based tunnel has no netdev of its own.
         r.insert("ifindex".into(), json!(0));

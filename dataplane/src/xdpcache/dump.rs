@@ -32,10 +32,9 @@ use std::fmt::Write;
 use std::net::Ipv4Addr;
 
 fn mac(b: &[u8]) -> String {
-    b.iter()
-        .map(|x| format!("{x:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    let mut m = [0u8; 6];
+    m.copy_from_slice(&b[..6]);
+    crate::netdev::format_mac(m)
 }
 
 fn ipv4(b: &[u8]) -> Ipv4Addr {
