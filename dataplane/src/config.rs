@@ -206,9 +206,9 @@ impl std::str::FromStr for PortSpec {
                     let mtu: u32 = value
                         .parse()
                         .ok()
-                        .filter(|m| (68..=9000).contains(m))
+                        .filter(|m| (68..=9216).contains(m))
                         .ok_or_else(|| {
-                            bad(spec, format!("mtu_request '{value}' not in 68-9000"))
+                            bad(spec, format!("mtu_request '{value}' not in 68-9216"))
                         })?;
                     port.mtu_request = Some(mtu);
                 }
@@ -435,7 +435,7 @@ mod tests {
             ("a,novalue", "not key=value"),
             ("averyveryverylongname", "not a valid interface name"),
             ("a,mac=zz", "not a MAC"),
-            ("a,mtu_request=9", "not in 68-9000"),
+            ("a,mtu_request=9", "not in 68-9216"),
             ("a,xdp_redirect=maybe", "not on or off"),
             (
                 "a,type=internal,xdp_redirect=on",

@@ -126,6 +126,17 @@ impl TapPort {
         Ok(n)
     }
 
+    /// Reads one frame into `head`, running on into `tail` when it is
+    /// longer; `None` when none is waiting.
+    pub fn recv_split(&self, head: &mut [u8], tail: &mut [u8]) -> Result<Option<usize>, TapError> {
+        let mut bufs = [io::IoSliceMut::new(head), io::IoSliceMut::new(tail)];
+        match self.dev.recv_vectored(&mut bufs) {
+            Ok(got) => Ok(Some(got)),
+            Err(e) if is_transient(&e) => Ok(None),
+            Err(e) => Err(self.io_err("read", e)),
+        }
+    }
+
     /// Writes frames in order until the device would block; returns how
     /// many were written (the rest are still the caller's).
     pub fn send_burst<B: AsRef<[u8]>>(&self, frames: &[B]) -> Result<usize, TapError> {

@@ -362,6 +362,17 @@ impl Pod {
         Ok(())
     }
 
+    /// Sets the MTU of both ends of the pod's veth.
+    pub fn set_mtu(&self, mtu: u32) -> Result<()> {
+        let mtu = mtu.to_string();
+        self.exec_ok(&["ip", "link", "set", POD_IF, "mtu", &mtu])?;
+        let out = run_timeout(
+            Command::new("ip").args(["link", "set", self.host_if(), "mtu", &mtu]),
+            CMD_TIMEOUT,
+        )?;
+        out.ok().map(drop)
+    }
+
     /// Runs `argv` in the pod's namespace; an error unless it succeeds.
     pub fn exec_ok(&self, argv: &[&str]) -> Result<()> {
         self.ns.exec(argv, CMD_TIMEOUT)?.ok().map(drop)

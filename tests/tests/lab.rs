@@ -340,6 +340,27 @@ fn bad_options_exit_2_and_leave_nothing() {
             "lab", "up", "--dir", &d, "--prefix", &prefix, "--mode", "flat",
         ],
         vec!["lab", "up", "--dir", &d, "--prefix", "Bad_Prefix"],
+        // An MTU that leaves pods less than IPv4's 576, or beyond jumbo.
+        vec![
+            "lab",
+            "up",
+            "--dir",
+            &d,
+            "--prefix",
+            &prefix,
+            "--underlay-mtu",
+            "600",
+        ],
+        vec![
+            "lab",
+            "up",
+            "--dir",
+            &d,
+            "--prefix",
+            &prefix,
+            "--underlay-mtu",
+            "65000",
+        ],
         // The networkpolicy plugin never had a non-conntrack flow set.
         vec![
             "lab",

@@ -81,8 +81,9 @@ pub trait PortIo<F: Frames> {
     fn xdp_encap_changed(&mut self) -> bool {
         false
     }
-    /// Frames the kernel dropped on the way to this port's sockets (RX
-    /// ring full, fill ring empty), since it was opened: a syscall per
+    /// Frames dropped on the way to the engine since the port was opened:
+    /// by the kernel (RX ring full, fill ring empty), and frames larger
+    /// than a jumbo block or arriving when none was free. A syscall per
     /// socket, so asked only when statistics are collected.
     fn kernel_rx_dropped(&self) -> u64 {
         0

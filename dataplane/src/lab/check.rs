@@ -441,6 +441,7 @@ mod tests {
             ovsdb: false,
             xdp_redirect: false,
             tun0_backend: String::new(),
+            underlay_mtu: crate::lab::plan::UNDERLAY_MTU,
         };
         let s = plan(&o, 5).unwrap();
         let ps = probes(&s).unwrap();
@@ -477,6 +478,7 @@ mod tests {
             ovsdb: false,
             xdp_redirect: false,
             tun0_backend: String::new(),
+            underlay_mtu: crate::lab::plan::UNDERLAY_MTU,
         };
         let s = plan(&o, 5).unwrap();
         // Only the last namespace has policies.

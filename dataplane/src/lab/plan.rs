@@ -25,9 +25,13 @@ pub const HOST_SUBNET_LEN: u8 = 23;
 pub const UNDERLAY_CIDR: &str = "10.0.0.0/24";
 pub const UNDERLAY_PREFIX_LEN: u8 = 24;
 pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+/// The underlay's MTU unless `--underlay-mtu` says otherwise.
 pub const UNDERLAY_MTU: u32 = 1500;
+/// The underlay MTUs `--underlay-mtu` takes: IPv4's least for the pods
+/// (576) plus VXLAN's, up to the largest jumbo frame NICs take.
+pub const UNDERLAY_MTU_RANGE: std::ops::RangeInclusive<u32> = 626..=9216;
 /// VXLAN's 50 bytes of outer headers, as the agent subtracts them.
-pub const OVERLAY_MTU: u32 = UNDERLAY_MTU - 50;
+pub const VXLAN_OVERHEAD: u32 = 50;
 pub const VXLAN_PORT: u16 = 4789;
 pub const UNDERLAY_BRIDGE: &str = "br-underlay";
 pub const MAX_NODES: u32 = 200;
@@ -59,6 +63,9 @@ pub struct Options {
     pub xdp_redirect: bool,
     /// tun0's `internal_backend` ("tap" or "veth"); empty: xbr's default.
     pub tun0_backend: String,
+    /// MTU of the underlay (node uplinks, the external host); tun0 and
+    /// the pods get 50 bytes less, as the agent sets them.
+    pub underlay_mtu: u32,
 }
 
 /// splitmix64: a tiny, well-mixed generator; cryptographic strength is not
@@ -256,7 +263,7 @@ pub fn plan(opts: &Options, seed: u64) -> Result<LabState, LabError> {
         cluster_network: CLUSTER_NETWORK.to_string(),
         service_network: SERVICE_NETWORK.to_string(),
         vxlan_port: VXLAN_PORT,
-        mtu: OVERLAY_MTU,
+        mtu: opts.underlay_mtu - VXLAN_OVERHEAD,
         underlay: Underlay {
             netns: format!("{prefix}-ul"),
             bridge: UNDERLAY_BRIDGE.to_string(),
@@ -295,6 +302,7 @@ mod tests {
             ovsdb: false,
             xdp_redirect: false,
             tun0_backend: String::new(),
+            underlay_mtu: UNDERLAY_MTU,
         }
     }
 

@@ -10,7 +10,9 @@
 
 use super::addr::{format_mac, Cidr};
 use super::flows::{LocalPod, Mode, NodeFlows, RemoteNode, ServicePort, Variant};
-use super::plan::{self, Options, OVERLAY_MTU, UNDERLAY_BRIDGE, UNDERLAY_PREFIX_LEN, VXLAN_PORT};
+use super::plan::{
+    self, Options, UNDERLAY_BRIDGE, UNDERLAY_PREFIX_LEN, VXLAN_OVERHEAD, VXLAN_PORT,
+};
 use super::state::{LabState, Node, PREFIX_FILE};
 use super::sys::{self, in_ns, ip};
 use super::xbr_proc::{start_xbr, wait_for_xbr};
@@ -197,7 +199,8 @@ pub fn up(opts: &Options, seed: u64) -> Result<LabState, LabError> {
 fn build(state: &mut LabState) -> Result<(), LabError> {
     let prefix_len = UNDERLAY_PREFIX_LEN.to_string();
     let ul = state.underlay.netns.clone();
-    let mtu = OVERLAY_MTU.to_string();
+    let mtu = state.mtu.to_string();
+    let underlay_mtu = (state.mtu + VXLAN_OVERHEAD).to_string();
     let cn = state.cluster_network.clone();
     let legacy = state.flows == Variant::LegacyNonConntrack.name();
 
@@ -209,7 +212,7 @@ fn build(state: &mut LabState) -> Result<(), LabError> {
     // The external host.
     let ext = state.external.netns.clone();
     new_netns(&ext)?;
-    uplink(&ul, "ext", &ext)?;
+    uplink(&ul, "ext", &ext, &underlay_mtu)?;
     let ext_addr = format!("{}/{prefix_len}", state.external.ip);
     ip(&["-n", &ext, "addr", "add", &ext_addr, "dev", "eth0"])?;
     ip(&["-n", &ext, "link", "set", "eth0", "up"])?;
@@ -218,7 +221,7 @@ fn build(state: &mut LabState) -> Result<(), LabError> {
         let ns = node.netns.clone();
         new_netns(&ns)?;
         in_ns(&ns, "sysctl", &["-qw", "net.ipv4.ip_forward=1"])?;
-        uplink(&ul, &node.name, &ns)?;
+        uplink(&ul, &node.name, &ns, &underlay_mtu)?;
         if state.xdp_redirect {
             // The XDP flow cache encapsulates into eth0: its peer must
             // accept redirected frames (GRO on, as for pods).
@@ -304,7 +307,7 @@ fn build(state: &mut LabState) -> Result<(), LabError> {
             continue;
         };
         let ns = node.netns.clone();
-        setup_tun0(node, &cn, &state.service_network)?;
+        setup_tun0(node, &cn, &state.service_network, &mtu)?;
         let tun_mac = format_mac(sys::link_mac(&ns, "tun0")?);
         if let Some(n) = state.nodes.get_mut(i) {
             n.tun0_mac = tun_mac;
@@ -334,10 +337,12 @@ fn new_netns(name: &str) -> Result<(), LabError> {
     Ok(())
 }
 
-/// A veth from the underlay bridge (port `name`) to `eth0` in `ns`.
-fn uplink(ul: &str, name: &str, ns: &str) -> Result<(), LabError> {
+/// A veth from the underlay bridge (port `name`) to `eth0` in `ns`, both
+/// ends with the underlay's `mtu` (the bridge takes its ports' least).
+fn uplink(ul: &str, name: &str, ns: &str, mtu: &str) -> Result<(), LabError> {
     ip(&[
-        "-n", ul, "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", ns,
+        "-n", ul, "link", "add", name, "mtu", mtu, "type", "veth", "peer", "name", "eth0", "mtu",
+        mtu, "netns", ns,
     ])?;
     ip(&[
         "-n",
@@ -427,16 +432,20 @@ fn masquerade(ns: &str, cluster_network: &str, legacy: bool) -> Result<(), LabEr
 /// address, MTU, up, the cluster network and the service network routed to
 /// it, and the kernel's local-subnet route removed (the cluster route
 /// covers it).
-fn setup_tun0(node: &Node, cluster_network: &str, service_network: &str) -> Result<(), LabError> {
+fn setup_tun0(
+    node: &Node,
+    cluster_network: &str,
+    service_network: &str,
+    mtu: &str,
+) -> Result<(), LabError> {
     let ns = node.netns.as_str();
     let subnet: Cidr = node
         .subnet
         .parse()
         .map_err(|e: super::addr::BadCidr| LabError::Unexpected(e.to_string()))?;
     let gw = format!("{}/{}", node.gateway, subnet.prefix_len());
-    let mtu = OVERLAY_MTU.to_string();
     ip(&["-n", ns, "addr", "add", &gw, "dev", "tun0"])?;
-    ip(&["-n", ns, "link", "set", "tun0", "mtu", &mtu])?;
+    ip(&["-n", ns, "link", "set", "tun0", "mtu", mtu])?;
     ip(&["-n", ns, "link", "set", "tun0", "up"])?;
     ip(&[
         "-n",
@@ -509,6 +518,7 @@ mod tests {
             ovsdb: false,
             xdp_redirect: false,
             tun0_backend: String::new(),
+            underlay_mtu: crate::lab::plan::UNDERLAY_MTU,
         };
         plan::plan(&opts, 11).unwrap()
     }

@@ -123,6 +123,8 @@ impl XskPort {
                 tx_kick_retries = c.tx_kick_retries,
                 rx_wakeups = c.rx_wakeups,
                 fill_grant = sock.fill_grant(),
+                rx_multi_buffer = c.rx_multi_buffer,
+                rx_multi_buffer_dropped = c.rx_multi_buffer_dropped,
                 kernel_rx_dropped = k.rx_dropped,
                 kernel_rx_ring_full = k.rx_ring_full,
                 kernel_fill_ring_empty = k.rx_fill_ring_empty_descs,
@@ -133,14 +135,17 @@ impl XskPort {
         }
     }
 
-    /// What the kernel dropped on the way to the sockets: their
+    /// What was dropped on the way to the packet thread: the sockets'
     /// XDP_STATISTICS `rx_dropped` (no frame in the fill ring, among
-    /// others) and `rx_ring_full`.
+    /// others) and `rx_ring_full`, and packets received in several
+    /// descriptors that no jumbo block could hold.
     pub(crate) fn kernel_rx_dropped(&self) -> u64 {
         self.socks
             .iter()
-            .filter_map(|s| s.statistics().ok())
-            .map(|k| k.rx_dropped + k.rx_ring_full)
+            .map(|s| {
+                let kernel = s.statistics().map_or(0, |k| k.rx_dropped + k.rx_ring_full);
+                kernel + s.counters().rx_multi_buffer_dropped
+            })
             .sum()
     }
 
@@ -182,7 +187,7 @@ impl XskPort {
     }
 
     #[inline]
-    pub(super) fn recv(&mut self, out: &mut [Desc]) -> usize {
+    pub(super) fn recv(&mut self, frames: &mut UmemFrames, out: &mut [Desc]) -> usize {
         let n_socks = self.socks.len();
         let want = out.len().min(BATCH);
         let mut ring = [XdpDesc::default(); BATCH];
@@ -192,7 +197,7 @@ impl XskPort {
                 break;
             }
             let q = (self.next_rx + i) % n_socks;
-            let n = self.socks[q].rx_burst(&mut ring[..want - got]);
+            let n = self.socks[q].recv(&mut frames.pool, &mut ring[..want - got]);
             for (o, d) in out[got..].iter_mut().zip(&ring[..n]) {
                 *o = Desc {
                     addr: d.addr,
@@ -274,8 +279,8 @@ impl XskPort {
 /// without checksum completion (frames from the wire are complete).
 impl PortIo<UmemFrames> for XskPort {
     #[inline]
-    fn recv(&mut self, _frames: &mut UmemFrames, out: &mut [Desc]) -> usize {
-        XskPort::recv(self, out)
+    fn recv(&mut self, frames: &mut UmemFrames, out: &mut [Desc]) -> usize {
+        XskPort::recv(self, frames, out)
     }
 
     #[inline]

@@ -41,6 +41,11 @@ use thiserror::Error;
 const SPARE_FRAMES: u32 = 4096;
 /// Bytes per frame: one page, so any MTU-1500 frame plus headroom fits.
 const FRAME_SIZE: u32 = 4096;
+/// Jumbo blocks of the UMEM (`xsk::JUMBO_BLOCK` bytes each, 4 MiB in
+/// all): packets larger than a frame (MTUs above about 3800) in flight at
+/// once, received, queued for transmission or held by the engine. Beyond
+/// that such packets are dropped and counted, as a full ring drops.
+const JUMBO_BLOCKS: u32 = 256;
 
 #[derive(Debug, Error)]
 pub enum PortError {
@@ -125,13 +130,11 @@ impl PortError {
 /// The shared UMEM's free frames, as the engine's frame store.
 pub struct UmemFrames {
     pool: FramePool,
-    frame_size: u64,
 }
 
 impl UmemFrames {
     pub fn new(pool: FramePool) -> Self {
-        let frame_size = u64::from(pool.umem().frame_size());
-        UmemFrames { pool, frame_size }
+        UmemFrames { pool }
     }
 
     pub fn pool_mut(&mut self) -> &mut FramePool {
@@ -160,9 +163,9 @@ impl Frames for UmemFrames {
 
     #[inline]
     fn bytes(&mut self, addr: u64, len: u32) -> &mut [u8] {
-        let offset = (addr % self.frame_size) as usize;
         match self.pool.frame_mut(addr) {
-            Some(frame) => {
+            Some((base, frame)) => {
+                let offset = (addr - base) as usize;
                 let end = (offset + len as usize).min(frame.len());
                 &mut frame[offset..end]
             }
@@ -175,7 +178,10 @@ impl Frames for UmemFrames {
 
     #[inline]
     fn headroom(&self, addr: u64) -> u32 {
-        (addr % self.frame_size) as u32
+        self.pool
+            .umem()
+            .span(addr)
+            .map_or(0, |(base, _)| (addr - base) as u32)
     }
 
     #[inline]
@@ -249,7 +255,7 @@ impl PortIo<UmemFrames> for Port {
     fn recv(&mut self, frames: &mut UmemFrames, out: &mut [Desc]) -> usize {
         match self {
             Port::Xsk(p) => {
-                let n = p.recv(out);
+                let n = p.recv(frames, out);
                 // A pod's veth hands over TCP/UDP checksums its kernel left
                 // to offload (see csum.rs).
                 for d in &out[..n] {
@@ -371,6 +377,9 @@ impl PortIo<UmemFrames> for Port {
 }
 
 impl InternalPort {
+    /// Reads frames into UMEM frames; one longer than a frame's room (a
+    /// jumbo MTU) runs on into a jumbo block, where its head is then
+    /// copied, so that short frames cost no copy.
     fn recv(&mut self, frames: &mut UmemFrames, out: &mut [Desc]) -> usize {
         let headroom = XDP_PACKET_HEADROOM as usize;
         let mut n = 0;
@@ -378,15 +387,41 @@ impl InternalPort {
             let Some(base) = frames.pool.alloc() else {
                 break;
             };
-            let got = match frames.pool.frame_mut(base) {
-                Some(frame) => {
-                    let mut len = [0usize];
-                    self.tap
-                        .recv_burst(&mut [&mut frame[headroom..]], &mut len)
-                        .map(|k| (k == 1).then_some(len[0]))
+            let block = frames.pool.alloc_jumbo();
+            let split = block.and_then(|b| Some((b, frames.pool.frame_and_block_mut(base, b)?)));
+            let got = match split {
+                Some((b, (frame, jumbo))) => {
+                    let room = frame.len() - headroom;
+                    match self
+                        .tap
+                        .recv_split(&mut frame[headroom..], &mut jumbo[headroom + room..])
+                    {
+                        Ok(Some(len)) if len > room => {
+                            jumbo[headroom..headroom + room].copy_from_slice(&frame[headroom..]);
+                            frames.pool.free(base);
+                            out[n] = Desc {
+                                addr: b + headroom as u64,
+                                len: len as u32,
+                            };
+                            n += 1;
+                            continue;
+                        }
+                        other => other,
+                    }
                 }
-                None => Ok(None),
+                None => match frames.pool.frame_mut(base) {
+                    Some((_, frame)) => {
+                        let mut len = [0usize];
+                        self.tap
+                            .recv_burst(&mut [&mut frame[headroom..]], &mut len)
+                            .map(|k| (k == 1).then_some(len[0]))
+                    }
+                    None => Ok(None),
+                },
             };
+            if let Some(b) = block {
+                frames.pool.free(b);
+            }
             match got {
                 Ok(Some(len)) if len > 0 => {
                     out[n] = Desc {

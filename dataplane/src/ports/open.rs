@@ -129,7 +129,8 @@ pub fn open_ports(
     let n_frames = ring_frames
         .saturating_add(spare_frames)
         .saturating_add(SPARE_FRAMES);
-    let umem = Umem::new(n_frames, FRAME_SIZE, false).map_err(PortError::Umem)?;
+    let umem =
+        Umem::with_jumbo(n_frames, FRAME_SIZE, JUMBO_BLOCKS, false).map_err(PortError::Umem)?;
     let mut frames = UmemFrames::new(FramePool::new(&umem).map_err(PortError::Umem)?);
 
     let mut ports: Vec<(Arc<PortMeta>, Port)> = Vec::with_capacity(specs.len());

@@ -14,6 +14,16 @@
 //! length, so the bigger frame costs memory (16 MiB per 4096 frames), not
 //! time. 2048 is accepted for callers that want the smaller footprint.
 //!
+//! **Jumbo frames.** A frame cannot be larger than a page in aligned mode
+//! (and kernels refuse bigger chunks), so packets longer than a frame's
+//! room (MTUs above about 3800) travel in several descriptors: sockets
+//! bind with `XDP_USE_SG` (kernel >= 6.6; older ones refuse it and such
+//! packets are dropped) and the XDP programs are `xdp.frags` ones. The
+//! UMEM ends with a few jumbo blocks of 16 KiB, contiguous, that never go
+//! to a fill ring: a packet received in pieces is copied into one
+//! (`multibuf.rs`), so the engine still sees one contiguous packet, and a
+//! packet in a block is sent as one descriptor per frame it touches.
+//!
 //! **Sharing.** One UMEM can back sockets on different netdevs and queues
 //! (`XDP_SHARED_UMEM`, kernel >= 5.10): each socket still gets its own fill
 //! and completion rings, so a packet received on port A can be transmitted
@@ -41,13 +51,17 @@
 //! budget per call); RX needs no syscall unless the fill ring asks for a
 //! wakeup.
 
+mod multibuf;
+mod pool;
 mod ring;
 mod socket;
 mod sys;
 mod umem;
 
-pub use socket::{kick_fd, XskConfig, XskCounters, XskSocket};
-pub use umem::{FramePool, Umem, DEFAULT_FRAME_SIZE};
+pub use pool::FramePool;
+pub use socket::{XskConfig, XskSocket};
+pub use sys::kick_fd;
+pub use umem::{Umem, DEFAULT_FRAME_SIZE, JUMBO_BLOCK};
 
 use std::io;
 
@@ -66,6 +80,27 @@ pub struct XdpDesc {
     pub addr: u64,
     pub len: u32,
     pub options: u32,
+}
+
+/// Userspace counters of one socket (the kernel's are in [`XdpStatistics`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XskCounters {
+    pub rx_packets: u64,
+    pub tx_queued: u64,
+    pub tx_completed: u64,
+    /// `sendto()` calls made to start transmission.
+    pub tx_kicks: u64,
+    /// Kicks that returned EAGAIN/EBUSY/ENOBUFS: the descriptors stay in the
+    /// TX ring and go out with a later kick.
+    pub tx_kick_retries: u64,
+    /// `recvfrom()` calls made because the fill ring asked for a wakeup.
+    pub rx_wakeups: u64,
+    pub fill_posted: u64,
+    /// Packets received in several descriptors (larger than a frame) and
+    /// put together in a jumbo block.
+    pub rx_multi_buffer: u64,
+    /// Such packets dropped: no jumbo block free, or larger than one.
+    pub rx_multi_buffer_dropped: u64,
 }
 
 /// How a socket moves packets between the driver and the UMEM.

@@ -4,10 +4,14 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Weak};
 
+use super::multibuf::{pieces, Assembly, Taken};
+use super::pool::FramePool;
 use super::ring::{ConsRing, ProdRing};
-use super::sys::{map_ring, mmap_offsets, ring_ptrs, set_tx_budget, set_u32, Mapping};
-use super::umem::{FillGrant, FramePool, Umem};
-use super::{XdpDesc, XdpStatistics, XskError, XskMode};
+use super::sys::{
+    bind_xsk, kick_fd, map_ring, mmap_offsets, ring_ptrs, set_tx_budget, set_u32, Mapping,
+};
+use super::umem::{FillGrant, Umem};
+use super::{XdpDesc, XdpStatistics, XskCounters, XskError, XskMode};
 
 /// Ring sizes and bind options of one socket.
 #[derive(Clone, Debug)]
@@ -45,51 +49,6 @@ impl Default for XskConfig {
     }
 }
 
-/// Asks the kernel to transmit what the TX ring of the AF_XDP socket `fd`
-/// holds, from any thread: `Ok(true)` if it did, `Ok(false)` if it was
-/// busy (EAGAIN/EBUSY/ENOBUFS: the descriptors stay queued, kick again
-/// later); errors are fatal conditions such as ENETDOWN. In copy mode the
-/// kernel copies each frame into an skb and hands it to the device within
-/// this call, so the calling thread's core does that work.
-pub fn kick_fd(fd: BorrowedFd<'_>) -> Result<bool, XskError> {
-    // SAFETY: sendto with no buffer and no address only triggers TX; `fd`
-    // is a live socket for the duration of the borrow.
-    let rc = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            std::ptr::null(),
-            0,
-            libc::MSG_DONTWAIT,
-            std::ptr::null(),
-            0,
-        )
-    };
-    if rc >= 0 {
-        return Ok(true);
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::EINTR) => Ok(false),
-        _ => Err(XskError::io("sendto(AF_XDP tx kick)", err)),
-    }
-}
-
-/// Userspace counters of one socket (the kernel's are in [`XdpStatistics`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct XskCounters {
-    pub rx_packets: u64,
-    pub tx_queued: u64,
-    pub tx_completed: u64,
-    /// `sendto()` calls made to start transmission.
-    pub tx_kicks: u64,
-    /// Kicks that returned EAGAIN/EBUSY/ENOBUFS: the descriptors stay in the
-    /// TX ring and go out with a later kick.
-    pub tx_kick_retries: u64,
-    /// `recvfrom()` calls made because the fill ring asked for a wakeup.
-    pub rx_wakeups: u64,
-    pub fill_posted: u64,
-}
-
 /// An AF_XDP socket with its RX, TX, fill and completion rings.
 ///
 /// Not `Sync`: the ring cursors assume a single userspace producer/consumer.
@@ -114,6 +73,9 @@ pub struct XskSocket {
     fill_size: u32,
     /// Frames the fill ring may hold.
     grant: FillGrant,
+    /// Bound with `XDP_USE_SG`: packets may span several descriptors.
+    multi_buffer: bool,
+    assembly: Assembly,
 }
 
 // SAFETY: the raw ring pointers refer to mappings owned by this value; moving
@@ -157,7 +119,7 @@ impl XskSocket {
         let mut reg = umem.registration.lock();
         reg.bound.retain(|w| w.strong_count() > 0);
         let share_with = reg.bound.iter().find_map(Weak::upgrade);
-        let (flags, shared_fd, need_wakeup) = match (&share_with, reg.mode) {
+        let (mut flags, shared_fd, need_wakeup) = match (&share_with, reg.mode) {
             (Some(owner), Some((mode, wake))) => {
                 if mode != cfg.mode {
                     return Err(XskError::ModeMismatch {
@@ -176,6 +138,10 @@ impl XskSocket {
                 if cfg.need_wakeup {
                     flags |= libc::XDP_USE_NEED_WAKEUP;
                 }
+                // Packets larger than a frame (jumbo MTUs) arrive and leave
+                // in several descriptors; kernels before 6.6 refuse the flag
+                // (EINVAL, below), and then such packets are dropped.
+                flags |= libc::XDP_USE_SG;
                 (flags, 0, cfg.need_wakeup)
             }
         };
@@ -248,29 +214,23 @@ impl XskSocket {
             )
         };
 
-        let sa = libc::sockaddr_xdp {
-            sxdp_family: libc::AF_XDP as u16,
-            sxdp_flags: flags,
-            sxdp_ifindex: ifindex,
-            sxdp_queue_id: queue,
-            sxdp_shared_umem_fd: shared_fd,
-        };
-        // SAFETY: `sa` is a valid sockaddr_xdp of the length passed.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&sa as *const libc::sockaddr_xdp).cast(),
-                size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(XskError::io("bind(AF_XDP)", io::Error::last_os_error()));
+        let mut bound = bind_xsk(&fd, flags, ifindex, queue, shared_fd);
+        if flags & libc::XDP_USE_SG != 0
+            && bound
+                .as_ref()
+                .is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
+        {
+            flags &= !libc::XDP_USE_SG;
+            bound = bind_xsk(&fd, flags, ifindex, queue, shared_fd);
         }
+        bound.map_err(|e| XskError::io("bind(AF_XDP)", e))?;
         drop(share_with);
         reg.bound.push(Arc::downgrade(&fd));
         if reg.mode.is_none() {
             reg.mode = Some((cfg.mode, need_wakeup));
+            reg.multi_buffer = flags & libc::XDP_USE_SG != 0;
         }
+        let multi_buffer = reg.multi_buffer;
         drop(reg);
 
         Ok(XskSocket {
@@ -290,7 +250,15 @@ impl XskSocket {
             rx_size: cfg.rx_size,
             fill_size: cfg.fill_size,
             grant: FillGrant::new(umem, cfg.fill_grant, cfg.fill_size),
+            multi_buffer,
+            assembly: Assembly::default(),
         })
+    }
+
+    /// Whether packets larger than a frame can be received and sent
+    /// (the kernel took `XDP_USE_SG`).
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buffer
     }
 
     /// The socket descriptor, to insert in the XSKMAP or to poll.
@@ -341,21 +309,90 @@ impl XskSocket {
         n
     }
 
-    /// Queues descriptors for transmission; returns `n`: `descs[..n]` now
+    /// Receives up to `out.len()` packets, as [`rx_burst`](Self::rx_burst)
+    /// does, except that a packet the kernel delivered in several
+    /// descriptors (larger than a frame) is copied into a jumbo block of
+    /// `pool` and returned as one descriptor there; its pieces go back to
+    /// `pool`. May return fewer than it consumed, even none.
+    #[inline]
+    pub fn recv(&mut self, pool: &mut FramePool, out: &mut [XdpDesc]) -> usize {
+        let n = self.rx_burst(out);
+        let single = |d: &XdpDesc| d.options & libc::XDP_PKT_CONTD == 0;
+        if !self.assembly.is_active() && out[..n].iter().all(single) {
+            return n;
+        }
+        let mut kept = 0;
+        for i in 0..n {
+            match self.assembly.take(pool, out[i]) {
+                Taken::Packet(whole) => {
+                    out[kept] = whole;
+                    kept += 1;
+                }
+                Taken::Assembled(whole) => {
+                    self.counters.rx_multi_buffer += 1;
+                    out[kept] = whole;
+                    kept += 1;
+                }
+                Taken::Dropped => self.counters.rx_multi_buffer_dropped += 1,
+                Taken::Pending => {}
+            }
+        }
+        kept
+    }
+
+    /// Queues packets for transmission; returns `n`: `descs[..n]` now
     /// belong to the kernel (they come back through [`complete`](Self::complete)),
     /// `descs[n..]` are still the caller's, because the ring was full or
-    /// because `descs[n]` is not a valid descriptor of this UMEM
-    /// ([`Umem::is_valid_desc`]; the kernel would silently drop it and leak
-    /// its frame). Call [`kick_tx`](Self::kick_tx) afterwards.
+    /// because `descs[n]` is not a packet this socket can send (not inside
+    /// one frame or jumbo block of this UMEM, [`Umem::is_valid_packet`]: the
+    /// kernel would silently drop it and leak its frame; or larger than a
+    /// frame without multi-buffer support). A packet in a jumbo block goes
+    /// out as one descriptor per frame it touches. Call
+    /// [`kick_tx`](Self::kick_tx) afterwards.
     #[inline]
     pub fn tx_burst(&mut self, descs: &[XdpDesc]) -> usize {
-        let valid = descs
+        let single = descs
             .iter()
             .position(|d| !self.umem.is_valid_desc(d))
             .unwrap_or(descs.len());
-        let n = self.tx.produce(&descs[..valid]);
+        let mut n = self.tx.produce(&descs[..single]);
         self.counters.tx_queued += n as u64;
+        if n < single {
+            return n;
+        }
+        for d in &descs[single..] {
+            let queued = if self.umem.is_valid_desc(d) {
+                let q = self.tx.produce(std::slice::from_ref(d)) == 1;
+                self.counters.tx_queued += u64::from(q);
+                q
+            } else {
+                self.tx_pieces(d)
+            };
+            if !queued {
+                break;
+            }
+            n += 1;
+        }
         n
+    }
+
+    /// Queues a packet spanning several frames of a jumbo block, all its
+    /// pieces or none.
+    fn tx_pieces(&mut self, d: &XdpDesc) -> bool {
+        if !self.multi_buffer || !self.umem.is_valid_packet(d) {
+            return false;
+        }
+        let fs = self.umem.frame_size();
+        let n = pieces(d, fs).count() as u32;
+        if self.tx.reserve(n) < n {
+            return false;
+        }
+        for (i, piece) in (0..n).zip(pieces(d, fs)) {
+            self.tx.set(i, piece);
+        }
+        self.tx.submit(n);
+        self.counters.tx_queued += u64::from(n);
+        true
     }
 
     /// Descriptors queued on TX that the kernel has not consumed yet.
@@ -526,8 +563,12 @@ impl XskSocket {
             mut comp,
             _maps: maps,
             fd,
+            assembly,
             ..
         } = self;
+        if let Some(block) = assembly.block() {
+            free(block);
+        }
         // Releasing the last reference closes the socket: the kernel unbinds
         // it, removes it from XSKMAPs and waits for in-flight NAPI
         // (synchronize_net) before returning, so it no longer touches the

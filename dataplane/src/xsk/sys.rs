@@ -1,7 +1,7 @@
 //! Socket-option and mmap helpers for `XskSocket` (setup path only).
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 
@@ -156,4 +156,62 @@ pub(super) fn ring_ptrs<T>(map: &Mapping, off: &libc::xdp_ring_offset) -> RingPt
         flags: base.wrapping_add(off.flags as usize).cast::<AtomicU32>(),
         entries: base.wrapping_add(off.desc as usize).cast::<T>(),
     }
+}
+
+/// Asks the kernel to transmit what the TX ring of the AF_XDP socket `fd`
+/// holds, from any thread: `Ok(true)` if it did, `Ok(false)` if it was
+/// busy (EAGAIN/EBUSY/ENOBUFS: the descriptors stay queued, kick again
+/// later); errors are fatal conditions such as ENETDOWN. In copy mode the
+/// kernel copies each frame into an skb and hands it to the device within
+/// this call, so the calling thread's core does that work.
+pub fn kick_fd(fd: BorrowedFd<'_>) -> Result<bool, XskError> {
+    // SAFETY: sendto with no buffer and no address only triggers TX; `fd`
+    // is a live socket for the duration of the borrow.
+    let rc = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
+    if rc >= 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::EINTR) => Ok(false),
+        _ => Err(XskError::io("sendto(AF_XDP tx kick)", err)),
+    }
+}
+
+/// `bind(2)` of an AF_XDP socket.
+pub(super) fn bind_xsk(
+    fd: &OwnedFd,
+    flags: u16,
+    ifindex: u32,
+    queue: u32,
+    shared_fd: u32,
+) -> io::Result<()> {
+    let sa = libc::sockaddr_xdp {
+        sxdp_family: libc::AF_XDP as u16,
+        sxdp_flags: flags,
+        sxdp_ifindex: ifindex,
+        sxdp_queue_id: queue,
+        sxdp_shared_umem_fd: shared_fd,
+    };
+    // SAFETY: `sa` is a valid sockaddr_xdp of the length passed.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_xdp).cast(),
+            size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

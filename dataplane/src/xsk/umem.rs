@@ -9,11 +9,16 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use super::{XdpDesc, XskError, XskMode, XDP_PACKET_HEADROOM};
+use super::{XdpDesc, XskError, XskMode};
 
 /// Frame size used unless the caller asks otherwise; see the module comment
 /// in `xsk/mod.rs` for the choice.
 pub const DEFAULT_FRAME_SIZE: u32 = 4096;
+
+/// Bytes of a jumbo block: after the headroom, room for a 9216-byte MTU
+/// frame with VLAN tags and a VXLAN encapsulation, and a multiple of both
+/// frame sizes.
+pub const JUMBO_BLOCK: u32 = 16384;
 
 /// Registration state of a UMEM, touched only when sockets bind (control
 /// path), hence a mutex.
@@ -26,22 +31,31 @@ pub(super) struct Registration {
     /// Bind mode fixed by the socket that registered the UMEM (sockets that
     /// share it inherit the mode and the need_wakeup setting).
     pub mode: Option<(XskMode, bool)>,
+    /// Whether the kernel took `XDP_USE_SG` (multi-buffer packets) from the
+    /// socket that registered the UMEM; sockets sharing it inherit it.
+    pub multi_buffer: bool,
 }
 
 /// Packet memory: `n_frames` frames of `frame_size` bytes in one anonymous
-/// mapping, registered with the kernel by the first socket bound to it.
+/// mapping, registered with the kernel by the first socket bound to it,
+/// followed by `n_jumbo` blocks of [`JUMBO_BLOCK`] bytes for packets larger
+/// than a frame (see "Jumbo frames" in the module comment). The kernel
+/// sees the blocks as ordinary chunks; they are never lent to a fill ring.
 ///
 /// `Umem` itself never reads or writes packet bytes: that is the
 /// [`FramePool`]'s job, and there is at most one pool per UMEM, so every
 /// frame has a single userspace owner (the pool's thread) at any time.
 pub struct Umem {
-    base: NonNull<u8>,
-    len: usize,
-    frame_size: u32,
-    n_frames: u32,
+    pub(super) base: NonNull<u8>,
+    pub(super) len: usize,
+    pub(super) frame_size: u32,
+    pub(super) n_frames: u32,
+    /// Offset of the first jumbo block (the end of the frames).
+    pub(super) jumbo_base: u64,
+    pub(super) n_jumbo: u32,
     hugepages: bool,
     pub(super) registration: Mutex<Registration>,
-    pool_taken: Mutex<bool>,
+    pub(super) pool_taken: Mutex<bool>,
     /// Sum of the fill-ring grants of the sockets bound now; see
     /// [`FillGrant`].
     granted: AtomicU32,
@@ -138,6 +152,16 @@ impl Umem {
     /// (the aligned-chunk sizes every kernel accepts). Tries 2 MiB huge pages
     /// first when `try_hugepages` is set, falling back to normal pages.
     pub fn new(n_frames: u32, frame_size: u32, try_hugepages: bool) -> Result<Arc<Umem>, XskError> {
+        Umem::with_jumbo(n_frames, frame_size, 0, try_hugepages)
+    }
+
+    /// [`new`](Self::new) with `n_jumbo` jumbo blocks after the frames.
+    pub fn with_jumbo(
+        n_frames: u32,
+        frame_size: u32,
+        n_jumbo: u32,
+        try_hugepages: bool,
+    ) -> Result<Arc<Umem>, XskError> {
         if frame_size != 2048 && frame_size != 4096 {
             return Err(XskError::Config(format!(
                 "frame size {frame_size} is not 2048 or 4096"
@@ -146,11 +170,15 @@ impl Umem {
         if n_frames == 0 {
             return Err(XskError::Config("a UMEM needs at least one frame".into()));
         }
-        let len = (n_frames as usize)
+        let jumbo_base = (n_frames as usize)
             .checked_mul(frame_size as usize)
             .ok_or_else(|| {
                 XskError::Config(format!("{n_frames} frames of {frame_size} bytes overflow"))
             })?;
+        let len = (n_jumbo as usize)
+            .checked_mul(JUMBO_BLOCK as usize)
+            .and_then(|j| j.checked_add(jumbo_base))
+            .ok_or_else(|| XskError::Config(format!("{n_jumbo} jumbo blocks overflow")))?;
         let (base, hugepages) = match try_hugepages.then(|| map_anonymous(len, true)) {
             Some(Ok(p)) => (p, true),
             _ => (
@@ -163,6 +191,8 @@ impl Umem {
             len,
             frame_size,
             n_frames,
+            jumbo_base: jumbo_base as u64,
+            n_jumbo,
             hugepages,
             registration: Mutex::new(Registration::default()),
             pool_taken: Mutex::new(false),
@@ -181,6 +211,38 @@ impl Umem {
     /// Whether the mapping got huge pages.
     pub fn uses_hugepages(&self) -> bool {
         self.hugepages
+    }
+
+    /// Jumbo blocks after the frames.
+    pub fn n_jumbo(&self) -> u32 {
+        self.n_jumbo
+    }
+
+    /// The frame or jumbo block holding `addr`: its offset and size.
+    #[inline]
+    pub fn span(&self, addr: u64) -> Option<(u64, u32)> {
+        if addr < self.jumbo_base {
+            let fs = u64::from(self.frame_size);
+            Some((addr - addr % fs, self.frame_size))
+        } else if addr < self.len as u64 {
+            let rel = addr - self.jumbo_base;
+            Some((addr - rel % u64::from(JUMBO_BLOCK), JUMBO_BLOCK))
+        } else {
+            None
+        }
+    }
+
+    /// True if `desc` is a packet userspace may hold: non-empty and inside
+    /// one frame or one jumbo block (then it may cross frame boundaries,
+    /// and goes to the kernel as one descriptor per frame it touches).
+    #[inline]
+    pub fn is_valid_packet(&self, desc: &XdpDesc) -> bool {
+        match self.span(desc.addr) {
+            Some((base, size)) => {
+                desc.len != 0 && desc.addr - base + u64::from(desc.len) <= u64::from(size)
+            }
+            None => false,
+        }
     }
 
     /// True if the kernel would accept `desc` for TX in aligned mode: inside
@@ -238,6 +300,7 @@ impl std::fmt::Debug for Umem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Umem")
             .field("n_frames", &self.n_frames)
+            .field("n_jumbo", &self.n_jumbo)
             .field("frame_size", &self.frame_size)
             .field("hugepages", &self.hugepages)
             .finish()
@@ -265,210 +328,6 @@ fn map_anonymous(len: usize, huge: bool) -> io::Result<NonNull<u8>> {
         return Err(io::Error::last_os_error());
     }
     NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))
-}
-
-/// Free frames of one UMEM, owned by the thread that runs the sockets.
-///
-/// A LIFO stack of frame base addresses, preallocated to hold every frame,
-/// so `alloc`/`free` are O(1) with no allocation, and recently freed
-/// (cache-warm) frames are reused first. Frames move between the pool (free),
-/// the kernel (fill/TX rings) and the engine (received, or being built);
-/// the pool is the only userspace view of the bytes, so `&mut FramePool`
-/// is the proof that no other reference to a frame's bytes exists.
-///
-/// Invariant: an address is in the stack at most once and is a frame base
-/// (`addr % frame_size == 0`). Callers must not free a frame they do not
-/// own (e.g. one still in a ring); the pool cannot detect that and the
-/// frame would later be handed out twice.
-pub struct FramePool {
-    umem: Arc<Umem>,
-    free: Vec<u64>,
-}
-
-impl FramePool {
-    /// Creates the pool of `umem` holding all its frames. Fails if a pool
-    /// already exists for this UMEM.
-    pub fn new(umem: &Arc<Umem>) -> Result<FramePool, XskError> {
-        let mut taken = umem.pool_taken.lock();
-        if *taken {
-            return Err(XskError::Config(
-                "this UMEM already has a frame pool".into(),
-            ));
-        }
-        *taken = true;
-        let fs = u64::from(umem.frame_size);
-        let free = (0..u64::from(umem.n_frames))
-            .rev()
-            .map(|i| i * fs)
-            .collect();
-        Ok(FramePool {
-            umem: Arc::clone(umem),
-            free,
-        })
-    }
-
-    pub fn umem(&self) -> &Arc<Umem> {
-        &self.umem
-    }
-
-    /// Number of free frames.
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.free.len()
-    }
-
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.free.is_empty()
-    }
-
-    /// Takes a free frame; returns its base address.
-    #[inline]
-    pub fn alloc(&mut self) -> Option<u64> {
-        self.free.pop()
-    }
-
-    /// Returns the frame containing `addr` (any address inside it) to the pool.
-    #[inline]
-    pub fn free(&mut self, addr: u64) {
-        let fs = u64::from(self.umem.frame_size);
-        if addr < self.umem.len as u64 && self.free.len() < self.umem.n_frames as usize {
-            self.free.push(addr - addr % fs);
-        }
-    }
-
-    /// The top `n` free frames, to be handed to a ring; `take` removes them.
-    #[inline]
-    pub(super) fn top(&self, n: usize) -> &[u64] {
-        &self.free[self.free.len().saturating_sub(n)..]
-    }
-
-    #[inline]
-    pub(super) fn take(&mut self, n: usize) {
-        let keep = self.free.len().saturating_sub(n);
-        self.free.truncate(keep);
-    }
-
-    /// The packet bytes described by `desc`, or `None` if it is not a valid
-    /// descriptor of this UMEM.
-    #[inline]
-    pub fn packet(&self, desc: &XdpDesc) -> Option<&[u8]> {
-        if !self.umem.is_valid_desc(desc) {
-            return None;
-        }
-        // SAFETY: bounds checked above; the frame is owned by the caller
-        // (received or allocated), so the kernel does not write it now, and
-        // `&self` excludes a concurrent `&mut` view through this pool.
-        Some(unsafe {
-            std::slice::from_raw_parts(
-                self.umem.base.as_ptr().add(desc.addr as usize),
-                desc.len as usize,
-            )
-        })
-    }
-
-    /// Mutable packet bytes described by `desc`.
-    #[inline]
-    pub fn packet_mut(&mut self, desc: &XdpDesc) -> Option<&mut [u8]> {
-        if !self.umem.is_valid_desc(desc) {
-            return None;
-        }
-        // SAFETY: as in `packet`; `&mut self` makes this the only view.
-        Some(unsafe {
-            std::slice::from_raw_parts_mut(
-                self.umem.base.as_ptr().add(desc.addr as usize),
-                desc.len as usize,
-            )
-        })
-    }
-
-    /// The whole frame containing `addr`, for building a packet at any
-    /// offset (e.g. pushing headers into the headroom of a received frame).
-    #[inline]
-    pub fn frame_mut(&mut self, addr: u64) -> Option<&mut [u8]> {
-        if addr >= self.umem.len as u64 {
-            return None;
-        }
-        let fs = u64::from(self.umem.frame_size);
-        let base = addr - addr % fs;
-        // SAFETY: `base..base+frame_size` lies inside the mapping (addr < len
-        // and len is a multiple of the frame size); exclusive as in
-        // `packet_mut`.
-        Some(unsafe {
-            std::slice::from_raw_parts_mut(
-                self.umem.base.as_ptr().add(base as usize),
-                self.umem.frame_size as usize,
-            )
-        })
-    }
-
-    /// Copies `data` into a fresh frame, after the same headroom the kernel
-    /// leaves on received frames, and returns its descriptor. `None` if the
-    /// pool is empty or `data` is empty or does not fit.
-    pub fn write_packet(&mut self, data: &[u8]) -> Option<XdpDesc> {
-        let room = (self.umem.frame_size - XDP_PACKET_HEADROOM) as usize;
-        if data.is_empty() || data.len() > room {
-            return None;
-        }
-        let base = self.alloc()?;
-        let desc = XdpDesc {
-            addr: base + u64::from(XDP_PACKET_HEADROOM),
-            len: data.len() as u32,
-            options: 0,
-        };
-        match self.packet_mut(&desc) {
-            Some(dst) => {
-                dst.copy_from_slice(data);
-                Some(desc)
-            }
-            None => {
-                self.free(base);
-                None
-            }
-        }
-    }
-
-    /// Copies the packet of `desc` into a fresh frame (flooding one packet to
-    /// several ports needs one frame per TX ring).
-    pub fn clone_packet(&mut self, desc: &XdpDesc) -> Option<XdpDesc> {
-        if !self.umem.is_valid_desc(desc) {
-            return None;
-        }
-        let base = self.alloc()?;
-        let fs = u64::from(self.umem.frame_size);
-        let copy = XdpDesc {
-            addr: base + desc.addr % fs,
-            len: desc.len,
-            options: 0,
-        };
-        // SAFETY: both descriptors are valid (same offset and length inside
-        // two different frames, `base` came from the free stack so it is not
-        // `desc`'s frame); the two ranges therefore do not overlap.
-        unsafe {
-            let mem = self.umem.base.as_ptr();
-            std::ptr::copy_nonoverlapping(
-                mem.add(desc.addr as usize),
-                mem.add(copy.addr as usize),
-                desc.len as usize,
-            );
-        }
-        Some(copy)
-    }
-}
-
-impl Drop for FramePool {
-    fn drop(&mut self) {
-        *self.umem.pool_taken.lock() = false;
-    }
-}
-
-impl std::fmt::Debug for FramePool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FramePool")
-            .field("free", &self.free.len())
-            .field("umem", &self.umem)
-            .finish()
-    }
 }
 
 #[cfg(test)]
@@ -513,47 +372,6 @@ mod tests {
         drop(idle);
         assert!(busy.grow(4096));
         assert_eq!(busy.frames(), 4096, "capped by the ring");
-    }
-
-    #[test]
-    fn pool_alloc_free_and_bounds() {
-        let umem = Umem::new(4, 2048, false).expect("mmap");
-        let mut pool = FramePool::new(&umem).expect("pool");
-        assert!(FramePool::new(&umem).is_err(), "one pool per UMEM");
-        assert_eq!(pool.len(), 4);
-        assert_eq!(pool.alloc(), Some(0), "lowest frame first");
-        let d = pool.write_packet(&[1, 2, 3]).expect("frame");
-        assert_eq!(d.addr, 2048 + u64::from(XDP_PACKET_HEADROOM));
-        assert_eq!(pool.packet(&d), Some(&[1u8, 2, 3][..]));
-        let c = pool.clone_packet(&d).expect("clone");
-        assert_eq!(c.addr % 2048, d.addr % 2048);
-        assert_eq!(pool.packet(&c), Some(&[1u8, 2, 3][..]));
-        // crossing a frame boundary or leaving the UMEM is rejected
-        assert!(pool
-            .packet(&XdpDesc {
-                addr: 2040,
-                len: 16,
-                options: 0
-            })
-            .is_none());
-        assert!(pool
-            .packet(&XdpDesc {
-                addr: 4 * 2048,
-                len: 1,
-                options: 0
-            })
-            .is_none());
-        assert!(pool.write_packet(&[0u8; 2048]).is_none());
-        pool.free(d.addr);
-        pool.free(c.addr + 5);
-        pool.free(1 << 40);
-        assert_eq!(pool.len(), 3);
-        assert_eq!(pool.alloc(), Some(c.addr - c.addr % 2048));
-        drop(pool);
-        assert!(
-            FramePool::new(&umem).is_ok(),
-            "pool can be recreated after drop"
-        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The `xbr lab` driver shared by the lab test crates (lab.rs, vxlan.rs,
-//! xdp_cache_vxlan.rs): a lab built with `xbr lab up` and removed with
+//! xdp_cache_vxlan.rs, lab_jumbo.rs): a lab built with `xbr lab up` and removed with
 //! `xbr lab down` on drop, small probes (ping, ovs-ofctl counters) and
 //! pod traffic (`traffic`). Each crate uses a subset, hence the dead-code
 //! allowance.
