@@ -31,9 +31,11 @@ fn jumbo_underlay_carries_pod_mtu_frames_across_nodes() {
     let c = lab.pod(|p| s(p, "name") == "node2-pod3");
     let full = (8950 - 28).to_string();
     let a_ns = s(a, "netns");
+    // Small frames first: the pods' ARP and the nodes' next hops resolve.
+    assert!(ping(a_ns, s(b, "ip")), "same VNID across nodes");
     assert!(
         ping_sized(a_ns, s(b, "ip"), &full),
-        "same VNID across nodes"
+        "jumbo frames across nodes"
     );
     assert!(!ping_sized(a_ns, s(c, "ip"), &full), "ns1 reached ns2");
     let node = &lab.nodes()[0];
