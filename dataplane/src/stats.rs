@@ -149,6 +149,10 @@ pub fn report(
                 "tunnel drops",
                 &tunnel_drop_counts(&engine.drops.tunnel),
             );
+            let waited = engine.drops.tunnel.waited_for_neighbour;
+            if waited > 0 {
+                let _ = writeln!(out, "tunnel frames that waited for a next hop: {waited}");
+            }
             match &engine.flow_cache {
                 Some(c) => cache_lines(&mut out, c),
                 None => out.push_str("translation cache: off\n"),

@@ -110,6 +110,8 @@ struct Rig {
     engine: Engine<ArenaFrames, TestPort>,
     shared: Arc<DpShared>,
     tables: FlowTables,
+    /// The resolver's side: what the VXLAN port's next hops are.
+    neigh: Arc<NeighShared>,
 }
 
 impl Rig {
@@ -126,7 +128,7 @@ impl Rig {
             Entry::Ready(template_to_remote()),
         )]));
         let (tx, _rx) = crossbeam::channel::bounded(4);
-        let reader = NeighReader::new(neigh, tx);
+        let reader = NeighReader::new(neigh.clone(), tx);
         let params = VxlanParams {
             local_ip: LOCAL_IP,
             dst_port: 4789,
@@ -149,6 +151,7 @@ impl Rig {
             engine,
             shared,
             tables: FlowTables::new(),
+            neigh,
         }
     }
 
@@ -261,12 +264,16 @@ fn encap_drops_are_counted_and_never_sent() {
     assert_eq!(sent[0].len() - 14, 1400);
     assert_eq!(rig.engine.drops.tunnel.too_big, 1);
 
-    // Unresolved next hop: dropped, counted, the frame comes back.
+    // A destination that has no route via the uplink.
+    rig.neigh.publish(Snapshot::from_entries([
+        (REMOTE_IP, Entry::Ready(template_to_remote())),
+        (UNRESOLVED_IP, Entry::NoRoute),
+    ]));
     rig.encap_flow(UNRESOLVED_IP);
     rig.inject(2, &inner_frame(10));
     rig.engine.round();
     assert!(rig.sent(1).is_empty());
-    assert_eq!(rig.engine.drops.tunnel.no_neighbour, 1);
+    assert_eq!(rig.engine.drops.tunnel.no_route, 1);
 
     // No tun_dst at all.
     let mut m = Match::catch_all();
@@ -414,4 +421,78 @@ fn a_copy_is_encapsulated_without_touching_the_other_output() {
     assert_eq!(&tunnelled[0][OUTER_LEN..], &inner[..]);
     assert_eq!(rig.sent(3), vec![inner]);
     assert_eq!(rig.free_frames(), N_FRAMES as usize);
+}
+
+/// The inner UDP payload lengths of frames sent on the VXLAN port.
+fn payload_lens(sent: &[Vec<u8>]) -> Vec<usize> {
+    sent.iter().map(|f| f.len() - OUTER_LEN - 42).collect()
+}
+
+#[test]
+fn frames_wait_for_their_next_hop_and_leave_in_order() {
+    let mut rig = Rig::new(1500);
+    rig.encap_flow(UNRESOLVED_IP);
+    for len in [10, 20, 30] {
+        rig.inject(2, &inner_frame(len));
+    }
+    rig.engine.round();
+    rig.engine.round();
+    assert!(
+        rig.sent(1).is_empty(),
+        "nothing sent before the next hop is known"
+    );
+    assert_eq!(rig.engine.drops.tunnel.no_neighbour, 0);
+    assert_eq!(rig.engine.drops.tunnel.waited_for_neighbour, 3);
+    assert_eq!(rig.free_frames(), N_FRAMES as usize - 3, "the frames wait");
+
+    // Resolved: the waiting frames go first, then the round's own.
+    let resolved = Template::new(LOCAL_MAC, REMOTE_MAC, LOCAL_IP, UNRESOLVED_IP, 4789);
+    rig.neigh.publish(Snapshot::from_entries([(
+        UNRESOLVED_IP,
+        Entry::Ready(resolved),
+    )]));
+    rig.inject(2, &inner_frame(40));
+    rig.engine.round();
+    let sent = rig.sent(1);
+    assert_eq!(payload_lens(&sent), vec![10, 20, 30, 40]);
+    let ip = Ipv4Packet::new_checked(&sent[0][14..]).unwrap();
+    assert_eq!(ip.dst(), UNRESOLVED_IP);
+    assert_eq!(rig.engine.drops.tunnel.no_neighbour, 0);
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
+}
+
+#[test]
+fn waiting_frames_are_bounded_and_dropped_when_their_next_hop_fails() {
+    let mut rig = Rig::new(1500);
+    rig.encap_flow(UNRESOLVED_IP);
+    // One destination holds at most 32 frames; the 33rd is dropped at once.
+    for _ in 0..33 {
+        rig.inject(2, &inner_frame(10));
+    }
+    rig.engine.round();
+    assert_eq!(rig.engine.drops.tunnel.no_neighbour, 1);
+    assert_eq!(rig.free_frames(), N_FRAMES as usize - 32);
+    // The route goes away: they are dropped for that reason.
+    rig.neigh
+        .publish(Snapshot::from_entries([(UNRESOLVED_IP, Entry::NoRoute)]));
+    rig.engine.round();
+    assert_eq!(rig.engine.drops.tunnel.no_route, 32);
+    assert_eq!(rig.free_frames(), N_FRAMES as usize);
+
+    // Never resolved: dropped after the kernel's 3 s of ARP.
+    rig.neigh.publish(Snapshot::default());
+    rig.inject(2, &inner_frame(10));
+    rig.engine.round();
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    rig.engine.round();
+    assert_eq!(
+        rig.free_frames(),
+        N_FRAMES as usize - 1,
+        "still waiting at 2.5 s"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    rig.engine.round();
+    assert_eq!(rig.engine.drops.tunnel.no_neighbour, 2);
+    assert!(rig.sent(1).is_empty());
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }

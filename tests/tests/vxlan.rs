@@ -337,3 +337,61 @@ fn a_pod_spoofing_another_pods_ip_or_mac_gets_nothing_delivered() {
         "frames with a spoofed source MAC got through"
     );
 }
+
+/// The first frames to a node wait while xbr learns its next hop instead
+/// of being dropped: a pod's first ping across nodes (an ARP request
+/// first, then the echo, and the same back from the other node's xbr) is
+/// answered without the sender's one-second ARP retry, and neither xbr
+/// dropped anything for want of a neighbour.
+#[test]
+fn the_first_packets_to_a_node_wait_for_its_next_hop() {
+    let lab = Lab::up(&["--mode", "subnet", "--nodes", "2", "--pods-per-node", "1"]);
+    let a = lab.pod(|p| s(p, "name") == "node1-pod1");
+    let b = lab.pod(|p| s(p, "name") == "node2-pod1");
+    let out = sh(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            s(a, "netns"),
+            "ping",
+            "-n",
+            "-c",
+            "1",
+            "-W",
+            "3",
+            s(b, "ip"),
+        ],
+    );
+    let rtt_ms: f64 = out
+        .stdout
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("time="))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no reply:\n{}\n{}", out.stdout, out.stderr));
+    assert!(
+        rtt_ms < 700.0,
+        "the first ping took {rtt_ms} ms: a frame was dropped and resent"
+    );
+    for node in lab.nodes() {
+        let stats = xbr(
+            &["stats", "br0", "--rundir", s(node, "rundir")],
+            CMD_TIMEOUT,
+        );
+        assert!(stats.success(), "{}", stats.stderr);
+        assert!(
+            stats.stdout.contains("tunnel drops: none"),
+            "{}:\n{}",
+            s(node, "name"),
+            stats.stdout
+        );
+        assert!(
+            stats
+                .stdout
+                .contains("tunnel frames that waited for a next hop: "),
+            "{}:\n{}",
+            s(node, "name"),
+            stats.stdout
+        );
+    }
+}

@@ -107,6 +107,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         for d in std::mem::take(&mut self.ports[idx].held) {
             self.frames.free(d.addr);
         }
+        self.free_unresolved(idx);
         Some(self.ports.remove(idx).io)
     }
 

@@ -93,6 +93,9 @@ struct EnginePort<P> {
     /// Frames taken off the ring during a long pipeline change, not yet
     /// processed (see `hold.rs`).
     held: Vec<Desc>,
+    /// A tunnel port's frames waiting for their next hop (see
+    /// `unresolved.rs`).
+    unresolved: Vec<unresolved::Waiting>,
 }
 
 impl<P> EnginePort<P> {
@@ -110,6 +113,7 @@ impl<P> EnginePort<P> {
             io,
             tx: Vec::with_capacity(BATCH * 4),
             held: Vec::new(),
+            unresolved: Vec::new(),
             totals: Totals::default(),
             config: 0,
             qos: Default::default(),
@@ -143,6 +147,8 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     /// `elapsed_ms` at the last flush of the translation cache.
     flushed_at_ms: u64,
     pub drops: EngineDrops,
+    /// Frames waiting on all tunnel ports (see `unresolved.rs`).
+    unresolved_total: usize,
     /// NORMAL's learned stations.
     macs: MacTable,
     /// Seconds since the engine started, read once per round (MAC ageing).
@@ -208,6 +214,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             cache: Some(FlowCache::default()),
             flushed_at_ms: 0,
             drops: EngineDrops::default(),
+            unresolved_total: 0,
             macs: MacTable::new(MAC_TABLE_SIZE, DEFAULT_AGEING_SECS),
             now_secs: 0,
             elapsed_ms: 0,
@@ -353,6 +360,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         // Installed XDP cache entries need sweeping while the kernel
         // forwards their traffic and this thread has nothing to do.
         let timeout = match &self.xdp {
+            // Nothing wakes the thread when a tunnel's next hop resolves.
+            _ if self.unresolved_total > 0 => unresolved::POLL_MS,
             Some(x) if !x.is_empty() => XDP_POLL_TIMEOUT_MS,
             _ => POLL_TIMEOUT_MS,
         };
@@ -397,6 +406,11 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         self.sync_meter_clock();
         self.fail_open = self.shared.fail_open();
         self.ct_now = self.conntrack.now_ms();
+        // Frames that waited for a tunnel's next hop go before this
+        // round's, which may be to the same destination.
+        if self.unresolved_total > 0 {
+            self.retry_unresolved();
+        }
         // Controllers' packets first: they were queued before this round.
         received += self.run_packet_outs();
         for i in 0..self.ports.len() {
@@ -503,6 +517,7 @@ mod hold;
 mod io;
 mod output;
 mod revalidate;
+mod unresolved;
 mod xdp;
 
 pub use drops::EngineDrops;

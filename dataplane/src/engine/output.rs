@@ -1,8 +1,8 @@
 //! Output to ports: TX batches, tunnel encapsulation, counters.
 
-use super::{live_ports, Desc, Engine, Frames, PortIo, BATCH};
+use super::{live_ports, Desc, Engine, Frames, PortIo};
 use crate::control::port_config;
-use crate::vxlan::TunnelMeta;
+use crate::vxlan::{TunnelDrop, TunnelMeta};
 use flowtable::action::port as ofpp;
 use std::sync::atomic::Ordering;
 
@@ -46,8 +46,17 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             }
         };
         if self.ports[idx].tunnel {
-            match self.ports[idx].io.encap(&mut self.frames, out, tun) {
+            // Behind frames to the same destination still waiting for its
+            // next hop (see `unresolved.rs`).
+            let behind = self.unresolved_total > 0 && self.waits_for(idx, tun.tun_dst);
+            let result = if behind {
+                Err(TunnelDrop::NoNeighbour)
+            } else {
+                self.ports[idx].io.encap(&mut self.frames, out, tun)
+            };
+            match result {
                 Ok(d) => out = d,
+                Err(TunnelDrop::NoNeighbour) if self.hold_unresolved(idx, out, tun) => return,
                 Err(reason) => {
                     self.drops.tunnel.count(reason);
                     self.ports[idx].totals.tx_dropped += 1;
@@ -56,10 +65,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 }
             }
         }
-        self.ports[idx].tx.push(out);
-        if self.ports[idx].tx.len() >= BATCH * 4 {
-            self.flush_port(idx);
-        }
+        self.queue_tx(idx, out);
     }
 
     pub(super) fn flush_port(&mut self, idx: usize) {

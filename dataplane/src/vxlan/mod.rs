@@ -80,6 +80,10 @@ pub struct TunnelDrops {
     pub no_neighbour: u64,
     pub too_big: u64,
     pub no_headroom: u64,
+    /// Not a drop: frames that waited for their next hop instead of being
+    /// dropped as `no_neighbour` (those that waited in vain are counted
+    /// there too).
+    pub waited_for_neighbour: u64,
 }
 
 impl TunnelDrops {
