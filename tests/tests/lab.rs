@@ -341,26 +341,8 @@ fn bad_options_exit_2_and_leave_nothing() {
         ],
         vec!["lab", "up", "--dir", &d, "--prefix", "Bad_Prefix"],
         // An MTU that leaves pods less than IPv4's 576, or beyond jumbo.
-        vec![
-            "lab",
-            "up",
-            "--dir",
-            &d,
-            "--prefix",
-            &prefix,
-            "--underlay-mtu",
-            "600",
-        ],
-        vec![
-            "lab",
-            "up",
-            "--dir",
-            &d,
-            "--prefix",
-            &prefix,
-            "--underlay-mtu",
-            "65000",
-        ],
+        vec!["lab", "up", "--dir", &d, "--underlay-mtu", "600"],
+        vec!["lab", "up", "--dir", &d, "--underlay-mtu", "65000"],
         // The networkpolicy plugin never had a non-conntrack flow set.
         vec![
             "lab",
@@ -452,16 +434,7 @@ fn vni_in(tcpdump: &str) -> Option<u64> {
 
 #[test]
 fn two_nodes_multitenant_across_the_underlay() {
-    let lab = Lab::up(&[
-        "--mode",
-        "multitenant",
-        "--nodes",
-        "2",
-        "--pods-per-node",
-        "3",
-        "--namespaces",
-        "3",
-    ]);
+    let lab = Lab::up(&TWO_NODES_MULTITENANT);
     assert!(
         lab.json["vxlan"].as_bool() == Some(true),
         "this xbr has no vxlan port type: vxlan0 is a placeholder and nothing crosses nodes"

@@ -12,18 +12,7 @@ use lab_common::*;
 
 #[test]
 fn jumbo_underlay_carries_pod_mtu_frames_across_nodes() {
-    let lab = Lab::up(&[
-        "--mode",
-        "multitenant",
-        "--nodes",
-        "2",
-        "--pods-per-node",
-        "3",
-        "--namespaces",
-        "3",
-        "--underlay-mtu",
-        "9000",
-    ]);
+    let lab = Lab::up(&[&TWO_NODES_MULTITENANT[..], &["--underlay-mtu", "9000"]].concat());
     assert_eq!(lab.json["mtu"].as_u64(), Some(8950));
     // pod2 of each node is in ns1, pod3 in ns2.
     let a = lab.pod(|p| s(p, "name") == "node1-pod2");

@@ -56,18 +56,7 @@ fn assert_burst_in_kernel(node1: &[(String, u64)], node2: &[(String, u64)]) {
 
 #[test]
 fn pods_across_nodes_are_encapsulated_and_decapsulated_in_the_kernel() {
-    let lab = Lab::up(&[
-        "--mode",
-        "multitenant",
-        "--nodes",
-        "2",
-        "--pods-per-node",
-        "3",
-        "--namespaces",
-        "3",
-        "--legacy",
-        "--xdp-redirect",
-    ]);
+    let lab = Lab::up(&[&TWO_NODES_MULTITENANT[..], &["--legacy", "--xdp-redirect"]].concat());
     assert_eq!(lab.json["vxlan"].as_bool(), Some(true));
     // pod2 of each node is in ns1, pod3 in ns2.
     let a = lab.pod(|p| s(p, "name") == "node1-pod2");

@@ -19,6 +19,19 @@ use xbr_tests::{
     NAME_PREFIX,
 };
 
+/// Two nodes of three pods each, the pods spread over three namespaces in
+/// multitenant mode: pod2 of each node in ns1, pod3 in ns2.
+pub const TWO_NODES_MULTITENANT: [&str; 8] = [
+    "--mode",
+    "multitenant",
+    "--nodes",
+    "2",
+    "--pods-per-node",
+    "3",
+    "--namespaces",
+    "3",
+];
+
 /// `up` starts one xbr per node; generous for a small shared machine.
 pub const UP_TIMEOUT: Duration = Duration::from_secs(120);
 /// The matrix pings in parallel batches, 3 s per batch at most.
