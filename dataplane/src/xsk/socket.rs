@@ -140,7 +140,9 @@ impl XskSocket {
                 }
                 // Packets larger than a frame (jumbo MTUs) arrive and leave
                 // in several descriptors; kernels before 6.6 refuse the flag
-                // (EINVAL, below), and then such packets are dropped.
+                // (EINVAL), as do zero-copy drivers without multi-buffer
+                // support (EOPNOTSUPP): then it is left out (below) and such
+                // packets are dropped.
                 flags |= libc::XDP_USE_SG;
                 (flags, 0, cfg.need_wakeup)
             }
@@ -218,7 +220,7 @@ impl XskSocket {
         if flags & libc::XDP_USE_SG != 0
             && bound
                 .as_ref()
-                .is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
+                .is_err_and(|e| matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)))
         {
             flags &= !libc::XDP_USE_SG;
             bound = bind_xsk(&fd, flags, ifindex, queue, shared_fd);
