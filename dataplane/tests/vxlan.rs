@@ -496,3 +496,33 @@ fn waiting_frames_are_bounded_and_dropped_when_their_next_hop_fails() {
     assert!(rig.sent(1).is_empty());
     assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }
+
+#[test]
+fn a_packet_out_to_the_vxlan_port_is_encapsulated() {
+    let mut rig = Rig::new(1500);
+    let inner = inner_frame(100);
+    let actions = vec![
+        Action::SetField {
+            field: Field::TunDst,
+            value: u64::from(REMOTE_IP),
+        },
+        Action::SetField {
+            field: Field::TunId,
+            value: VNI,
+        },
+        Action::Output {
+            port: 1,
+            max_len: 0,
+        },
+    ];
+    rig.shared
+        .packet_out(0xffff_fffd, Vec::new(), actions, inner.clone())
+        .expect("queued");
+    rig.engine.round();
+    let sent = rig.sent(1);
+    assert_eq!(sent.len(), 1, "drops: {:?}", rig.engine.drops.tunnel);
+    let d = decap(&sent[0], REMOTE_IP, 4789).expect("valid VXLAN");
+    assert_eq!(&sent[0][d.offset..d.offset + d.len], &inner[..]);
+    assert_eq!(d.meta.tun_id, VNI);
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
+}

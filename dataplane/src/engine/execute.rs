@@ -15,6 +15,10 @@ const CONTROLLER_MAX_LEN_ALL: u16 = 0xffff;
 /// Ethernet's minimum frame length, without the FCS.
 const ETH_MIN_LEN: u32 = 60;
 
+/// Bytes left in front of a PACKET_OUT's data: the kernel's
+/// `XDP_PACKET_HEADROOM`, what received frames have.
+const PACKET_OUT_HEADROOM: u64 = 256;
+
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Carries out the translation in `self.xlate` on the frame `desc`
     /// (parsed as `layers`), which it consumes. Returns the `ct(table=N)`
@@ -292,11 +296,20 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 break;
             };
             n += 1;
-            let Some(addr) = self.frames.alloc() else {
+            let Some(base) = self.frames.alloc() else {
                 self.drops.no_frames += 1;
                 continue;
             };
             let len = u32::try_from(req.data.len()).unwrap_or(u32::MAX);
+            // After a headroom, as received frames have, so that an output
+            // can push headers (a tunnel's encapsulation) in front; at the
+            // frame's start only if it fits no other way.
+            let room_after = self.frames.bytes(base + PACKET_OUT_HEADROOM, len).len();
+            let addr = if room_after == req.data.len() {
+                base + PACKET_OUT_HEADROOM
+            } else {
+                base
+            };
             let buf = self.frames.bytes(addr, len);
             if buf.len() != req.data.len() {
                 self.drops.packet_out_too_big += 1;
