@@ -7,7 +7,8 @@
 //! be delivered intact, with the XDP flow cache on (which leaves such
 //! frames to the packet thread) as off. A frame no jumbo block holds is
 //! dropped and counted as the port's receive drop, and xbr keeps
-//! forwarding.
+//! forwarding; an MTU raised while xbr runs (OpenShift's MTU migration)
+//! takes effect at once.
 //!
 //! Needs root, a built `xbr` (see skeleton.rs), `ping` and `python3`.
 
@@ -151,5 +152,22 @@ fn a_frame_larger_than_a_jumbo_block_is_dropped_and_counted() -> Result<()> {
     for _ in 0..3 {
         assert_eq!(ping_df(&a, &b, 5, PING_SIZE)?, 5, "jumbo frames still pass");
     }
+    Ok(())
+}
+
+/// OpenShift's MTU migration raises the MTU of running pods' interfaces:
+/// the kernel takes the new MTU on a port xbr serves (its XDP program
+/// takes frames in several buffers) and frames at it pass at once,
+/// without restarting xbr.
+#[test]
+fn an_mtu_raised_while_xbr_runs_carries_jumbo_frames() -> Result<()> {
+    let (a, b) = pods(1500)?;
+    let xbr = start_xdp_pair(&a, &b, "on", PLAIN_FLOWS)?;
+    assert_eq!(ping_df(&a, &b, 3, 1500 - 28)?, 3);
+    for p in [&a, &b] {
+        p.set_mtu(MTU)?;
+    }
+    assert_eq!(ping_df(&a, &b, 5, PING_SIZE)?, 5);
+    assert_eq!(rx_drops(&xbr, 1)?, 0);
     Ok(())
 }
