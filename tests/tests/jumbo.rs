@@ -8,7 +8,8 @@
 //! frames to the packet thread) as off. A frame no jumbo block holds is
 //! dropped and counted as the port's receive drop, and xbr keeps
 //! forwarding; an MTU raised while xbr runs (OpenShift's MTU migration)
-//! takes effect at once.
+//! takes effect at once. A TAP-backed internal port takes jumbo frames
+//! too, and drops (and counts) one the device had to cut.
 //!
 //! Needs root, a built `xbr` (see skeleton.rs), `ping` and `python3`.
 
@@ -16,8 +17,8 @@ use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    flow_n_packets, start_xdp_pair, tcp_transfer, udp_send_sized, xdp_pods, Pod, Result,
-    UdpReceiver, Xbr, CMD_TIMEOUT,
+    flow_n_packets, run_timeout, start_xdp_pair, tcp_transfer, udp_send_sized, unique_tag,
+    xdp_pods, Netns, Pod, Result, UdpReceiver, Xbr, CMD_TIMEOUT, NAME_PREFIX, POD_A_IP, POD_A_MAC,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -169,5 +170,96 @@ fn an_mtu_raised_while_xbr_runs_carries_jumbo_frames() -> Result<()> {
     }
     assert_eq!(ping_df(&a, &b, 5, PING_SIZE)?, 5);
     assert_eq!(rx_drops(&xbr, 1)?, 0);
+    Ok(())
+}
+
+/// A TAP internal port (`internal_backend=tap`, as tun0 may be) reads a
+/// jumbo frame into a frame and on into a jumbo block. The device cuts a
+/// frame longer than that to what fits and says nothing: xbr drops and
+/// counts a read that filled every byte, instead of sending it on cut.
+#[test]
+fn a_tap_internal_port_carries_jumbo_frames_and_drops_cut_ones() -> Result<()> {
+    const BIG_MTU: u32 = 16_300;
+    let pod = Pod::new(POD_A_IP, 24, POD_A_MAC)?;
+    pod.set_mtu(BIG_MTU)?;
+    let host_ns = Netns::new()?;
+    let name = format!("{NAME_PREFIX}{}", unique_tag());
+    let host_mac = "0a:58:0a:80:00:01";
+    let host_ip = "10.128.0.1";
+    let pod_spec = format!("{}=1", pod.host_if());
+    let tap_spec = format!("{name}=2,type=internal,internal_backend=tap,mac={host_mac}");
+    let xbr = Xbr::start(&["--port", &pod_spec, "--port", &tap_spec])?;
+    for f in PLAIN_FLOWS {
+        xbr.add_flow(f)?;
+    }
+    // The TAP in a namespace of the test's own, with the host's address.
+    let ip = |args: &[&str]| -> Result<()> {
+        run_timeout(std::process::Command::new("ip").args(args), CMD_TIMEOUT)?
+            .ok()
+            .map(drop)
+    };
+    let mtu = BIG_MTU.to_string();
+    let ns = host_ns.name();
+    ip(&["link", "set", &name, "netns", ns])?;
+    ip(&["-n", ns, "link", "set", &name, "mtu", &mtu, "up"])?;
+    ip(&[
+        "-n",
+        ns,
+        "addr",
+        "add",
+        &format!("{host_ip}/24"),
+        "dev",
+        &name,
+    ])?;
+    let pod_ip = POD_A_IP.to_string();
+    ip(&[
+        "-n",
+        ns,
+        "neigh",
+        "replace",
+        &pod_ip,
+        "lladdr",
+        POD_A_MAC,
+        "dev",
+        &name,
+        "nud",
+        "permanent",
+    ])?;
+    pod.exec_ok(&[
+        "ip",
+        "neigh",
+        "replace",
+        host_ip,
+        "lladdr",
+        host_mac,
+        "dev",
+        "eth0",
+        "nud",
+        "permanent",
+    ])?;
+    let ping = |size: u32| -> Result<String> {
+        let size = size.to_string();
+        let out = host_ns.exec(
+            &[
+                "ping", "-n", "-q", "-M", "do", "-c", "3", "-i", "0.2", "-W", "1", "-s", &size,
+                &pod_ip,
+            ],
+            CMD_TIMEOUT,
+        )?;
+        Ok(out.stdout)
+    };
+    assert!(
+        ping(PING_SIZE)?.contains(" 3 received"),
+        "jumbo frames from the TAP"
+    );
+    assert!(
+        ping(BIG_MTU - 28)?.contains(" 0 received"),
+        "a cut frame was sent"
+    );
+    assert!(rx_drops(&xbr, 2)? >= 3, "the cut frames are counted");
+    assert!(
+        ping(PING_SIZE)?.contains(" 3 received"),
+        "jumbo frames still pass"
+    );
     Ok(())
 }

@@ -197,6 +197,8 @@ impl Frames for UmemFrames {
 pub struct InternalPort {
     tap: TapPort,
     io_error_logged: bool,
+    /// Frames longer than the buffers a read had (see `recv`).
+    oversize_dropped: u64,
 }
 
 /// One port's I/O, driven by the engine thread.
@@ -302,7 +304,7 @@ impl PortIo<UmemFrames> for Port {
         match self {
             Port::Xsk(p) => p.kernel_rx_dropped(),
             Port::Vxlan(v) => v.uplink().kernel_rx_dropped(),
-            Port::Internal(_) => 0,
+            Port::Internal(p) => p.oversize_dropped,
         }
     }
 
@@ -379,7 +381,9 @@ impl PortIo<UmemFrames> for Port {
 impl InternalPort {
     /// Reads frames into UMEM frames; one longer than a frame's room (a
     /// jumbo MTU) runs on into a jumbo block, where its head is then
-    /// copied, so that short frames cost no copy.
+    /// copied, so that short frames cost no copy. A frame that fills every
+    /// buffer it was read into (cut by the device: longer than a block, or
+    /// than a frame when no block was free) is dropped and counted.
     fn recv(&mut self, frames: &mut UmemFrames, out: &mut [Desc]) -> usize {
         let headroom = XDP_PACKET_HEADROOM as usize;
         let mut n = 0;
@@ -388,57 +392,65 @@ impl InternalPort {
                 break;
             };
             let block = frames.pool.alloc_jumbo();
-            let split = block.and_then(|b| Some((b, frames.pool.frame_and_block_mut(base, b)?)));
-            let got = match split {
-                Some((b, (frame, jumbo))) => {
+            let read = match block.and_then(|b| frames.pool.frame_and_block_mut(base, b)) {
+                Some((frame, jumbo)) => {
                     let room = frame.len() - headroom;
-                    match self
-                        .tap
-                        .recv_split(&mut frame[headroom..], &mut jumbo[headroom + room..])
-                    {
-                        Ok(Some(len)) if len > room => {
+                    let tail = &mut jumbo[headroom + room..];
+                    let capacity = room + tail.len();
+                    let got = self.tap.recv_split(&mut frame[headroom..], tail);
+                    if let Ok(Some(len)) = got {
+                        if len > room && len <= capacity {
                             jumbo[headroom..headroom + room].copy_from_slice(&frame[headroom..]);
-                            frames.pool.free(base);
-                            out[n] = Desc {
-                                addr: b + headroom as u64,
-                                len: len as u32,
-                            };
-                            n += 1;
-                            continue;
                         }
-                        other => other,
                     }
+                    got.map(|g| g.map(|len| (len, room, capacity)))
                 }
                 None => match frames.pool.frame_mut(base) {
                     Some((_, frame)) => {
+                        let room = frame.len() - headroom;
                         let mut len = [0usize];
                         self.tap
                             .recv_burst(&mut [&mut frame[headroom..]], &mut len)
-                            .map(|k| (k == 1).then_some(len[0]))
+                            .map(|k| (k == 1).then_some((len[0], room, room)))
                     }
                     None => Ok(None),
                 },
             };
-            if let Some(b) = block {
-                frames.pool.free(b);
+            let (len, room, capacity) = match read {
+                Ok(Some(got)) if got.0 > 0 => got,
+                other => {
+                    if let Err(e) = other {
+                        self.log_error(&e);
+                    }
+                    frames.pool.free(base);
+                    if let Some(b) = block {
+                        frames.pool.free(b);
+                    }
+                    break;
+                }
+            };
+            // The device cuts a frame to the buffers it is given and
+            // reports what it copied: one that filled them all may have
+            // been cut.
+            let keep = if len >= capacity {
+                self.oversize_dropped += 1;
+                None
+            } else if len <= room {
+                Some(base)
+            } else {
+                block
+            };
+            for buf in [Some(base), block].into_iter().flatten() {
+                if Some(buf) != keep {
+                    frames.pool.free(buf);
+                }
             }
-            match got {
-                Ok(Some(len)) if len > 0 => {
-                    out[n] = Desc {
-                        addr: base + headroom as u64,
-                        len: len as u32,
-                    };
-                    n += 1;
-                }
-                Ok(_) => {
-                    frames.pool.free(base);
-                    break;
-                }
-                Err(e) => {
-                    frames.pool.free(base);
-                    self.log_error(&e);
-                    break;
-                }
+            if let Some(at) = keep {
+                out[n] = Desc {
+                    addr: at + headroom as u64,
+                    len: len as u32,
+                };
+                n += 1;
             }
         }
         n

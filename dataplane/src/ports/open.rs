@@ -247,6 +247,7 @@ pub fn open_one(
                 Port::Internal(InternalPort {
                     tap,
                     io_error_logged: false,
+                    oversize_dropped: 0,
                 }),
             ))
         }
