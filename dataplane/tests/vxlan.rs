@@ -112,6 +112,7 @@ struct Rig {
     tables: FlowTables,
     /// The resolver's side: what the VXLAN port's next hops are.
     neigh: Arc<NeighShared>,
+    metas: Vec<Arc<PortMeta>>,
 }
 
 impl Rig {
@@ -152,6 +153,7 @@ impl Rig {
             shared,
             tables: FlowTables::new(),
             neigh,
+            metas,
         }
     }
 
@@ -524,5 +526,26 @@ fn a_packet_out_to_the_vxlan_port_is_encapsulated() {
     let d = decap(&sent[0], REMOTE_IP, 4789).expect("valid VXLAN");
     assert_eq!(&sent[0][d.offset..d.offset + d.len], &inner[..]);
     assert_eq!(d.meta.tun_id, VNI);
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
+}
+
+#[test]
+fn waiting_frames_are_not_sent_once_the_port_is_down() {
+    let mut rig = Rig::new(1500);
+    rig.encap_flow(UNRESOLVED_IP);
+    rig.inject(2, &inner_frame(10));
+    rig.engine.round();
+    rig.metas[0].config.store(
+        dataplane::control::port_config::PORT_DOWN,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    let resolved = Template::new(LOCAL_MAC, REMOTE_MAC, LOCAL_IP, UNRESOLVED_IP, 4789);
+    rig.neigh.publish(Snapshot::from_entries([(
+        UNRESOLVED_IP,
+        Entry::Ready(resolved),
+    )]));
+    rig.engine.round();
+    assert!(rig.sent(1).is_empty());
+    assert_eq!(rig.engine.drops.port_down, 1);
     assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }

@@ -21,6 +21,7 @@
 //! and an idle packet thread wakes every [`POLL_MS`].
 
 use super::{Desc, Engine, Frames, PortIo, BATCH};
+use crate::control::port_config;
 use crate::vxlan::{TunnelDrop, TunnelMeta};
 
 /// Frames one tunnel port keeps waiting.
@@ -84,8 +85,16 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             }
             let mut waiting = std::mem::take(&mut self.ports[idx].unresolved);
             let mut kept = 0;
+            // A port taken down meanwhile (PORT_MOD) sends none of them.
+            let down = self.ports[idx].config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0;
             for i in 0..waiting.len() {
                 let w = waiting[i];
+                if down {
+                    self.ports[idx].totals.tx_dropped += 1;
+                    self.drops.port_down += 1;
+                    self.frames.free(w.desc.addr);
+                    continue;
+                }
                 // Behind a frame of the same destination that still waits.
                 let queued_behind = waiting[..kept]
                     .iter()
