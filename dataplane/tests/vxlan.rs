@@ -189,6 +189,13 @@ impl Rig {
         self.engine.frames_mut().free_frames()
     }
 
+    /// The resolver finds the next hop of `dst` (and forgets the others).
+    fn resolve(&mut self, dst: u32) {
+        let template = Template::new(LOCAL_MAC, REMOTE_MAC, LOCAL_IP, dst, 4789);
+        self.neigh
+            .publish(Snapshot::from_entries([(dst, Entry::Ready(template))]));
+    }
+
     /// Pod port 2 sends to `dst` with VNI [`VNI`].
     fn encap_flow(&mut self, dst: u32) {
         let mut m = Match::catch_all();
@@ -448,11 +455,7 @@ fn frames_wait_for_their_next_hop_and_leave_in_order() {
     assert_eq!(rig.free_frames(), N_FRAMES as usize - 3, "the frames wait");
 
     // Resolved: the waiting frames go first, then the round's own.
-    let resolved = Template::new(LOCAL_MAC, REMOTE_MAC, LOCAL_IP, UNRESOLVED_IP, 4789);
-    rig.neigh.publish(Snapshot::from_entries([(
-        UNRESOLVED_IP,
-        Entry::Ready(resolved),
-    )]));
+    rig.resolve(UNRESOLVED_IP);
     rig.inject(2, &inner_frame(40));
     rig.engine.round();
     let sent = rig.sent(1);
@@ -539,11 +542,7 @@ fn waiting_frames_are_not_sent_once_the_port_is_down() {
         dataplane::control::port_config::PORT_DOWN,
         std::sync::atomic::Ordering::Relaxed,
     );
-    let resolved = Template::new(LOCAL_MAC, REMOTE_MAC, LOCAL_IP, UNRESOLVED_IP, 4789);
-    rig.neigh.publish(Snapshot::from_entries([(
-        UNRESOLVED_IP,
-        Entry::Ready(resolved),
-    )]));
+    rig.resolve(UNRESOLVED_IP);
     rig.engine.round();
     assert!(rig.sent(1).is_empty());
     assert_eq!(rig.engine.drops.port_down, 1);
