@@ -21,18 +21,16 @@
 //! touch the packet thread: a trace builds its own replica of the pipeline
 //! under the tables' lock and walks it after releasing the lock.
 
+use crate::accept_loop::AcceptLoop;
 use crate::conntrack::Conntrack;
 use crate::live::LivePorts;
 use flowtable::text::{self, PortNames};
 use ofproto::Bridge;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 use thiserror::Error;
 
@@ -77,11 +75,7 @@ pub fn socket_path(rundir: &Path, bridge: &str) -> PathBuf {
 /// A running control-socket server.
 pub struct CtlServer {
     path: PathBuf,
-    stop: Arc<AtomicBool>,
-    /// A duplicate of the listening socket, shut down to wake the accept
-    /// loop (connecting to wake it fails once the socket file is gone).
-    listener: OwnedFd,
-    thread: JoinHandle<()>,
+    served: AcceptLoop,
 }
 
 impl CtlServer {
@@ -108,73 +102,24 @@ impl CtlServer {
             let _ = std::fs::remove_file(path);
             return Err(sock_err(e));
         }
-        let wake = match listener.try_clone() {
-            Ok(l) => OwnedFd::from(l),
-            Err(e) => {
-                let _ = std::fs::remove_file(path);
-                return Err(sock_err(e));
-            }
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let stop = stop.clone();
-            let name = name.to_string();
-            std::thread::Builder::new()
-                .name("xbr-ctl".into())
-                .spawn(move || serve(&listener, &stop, &name, &bridge, &conntrack, &live))
-                .map_err(|e| {
-                    let _ = std::fs::remove_file(path);
-                    CtlError::Thread(e)
-                })?
-        };
+        let name = name.to_string();
+        let served = AcceptLoop::spawn(listener, "xbr-ctl", "control", move |stream| {
+            handle(stream, &name, &bridge, &conntrack, &live)
+        })
+        .map_err(|e| {
+            let _ = std::fs::remove_file(path);
+            CtlError::Thread(e)
+        })?;
         Ok(CtlServer {
             path: path.to_path_buf(),
-            stop,
-            listener: wake,
-            thread,
+            served,
         })
     }
 
     /// Stops the thread and removes the socket file.
     pub fn shutdown(self) {
-        self.stop.store(true, Ordering::Relaxed);
-        // On Linux, shutting a listening socket down makes a blocked
-        // accept() fail at once.
-        if let Err(e) =
-            nix::sys::socket::shutdown(self.listener.as_raw_fd(), nix::sys::socket::Shutdown::Both)
-        {
-            tracing::warn!("cannot shut the control socket down: {e}");
-        }
-        if self.thread.join().is_err() {
-            tracing::error!("control thread panicked");
-        }
+        self.served.stop();
         let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-fn serve(
-    listener: &UnixListener,
-    stop: &AtomicBool,
-    name: &str,
-    bridge: &Bridge,
-    conntrack: &Conntrack,
-    live: &LivePorts,
-) {
-    for conn in listener.incoming() {
-        if stop.load(Ordering::Relaxed) {
-            return;
-        }
-        match conn {
-            Ok(stream) => {
-                if let Err(e) = handle(stream, name, bridge, conntrack, live) {
-                    tracing::debug!("control connection: {e}");
-                }
-            }
-            Err(e) => {
-                tracing::warn!("control socket accept: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
     }
 }
 

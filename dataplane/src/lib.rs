@@ -2,6 +2,7 @@
 //! and its loader, flow extraction, header rewrites, the poll-mode engine,
 //! and the bridge that ties them to the OpenFlow server.
 
+pub mod accept_loop;
 pub mod bpf;
 pub mod bridge;
 pub mod config;

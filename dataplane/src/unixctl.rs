@@ -24,16 +24,13 @@
 //! ovs-vswitchd sharing the run directory keeps its own), and both files
 //! are removed on shutdown if they are still xbr's.
 
+use crate::accept_loop::AcceptLoop;
 use crate::ctl;
 use serde_json::{json, Value};
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 
 /// The commands served, as `list-commands` prints them.
 const COMMANDS: &[(&str, &str)] = &[
@@ -310,9 +307,7 @@ pub struct UnixctlServer {
     socket: PathBuf,
     /// The pidfile and the open file holding its lock, if xbr took it.
     pidfile: Option<(PathBuf, std::fs::File)>,
-    stop: Arc<AtomicBool>,
-    listener: OwnedFd,
-    thread: JoinHandle<()>,
+    served: AcceptLoop,
 }
 
 /// A whole-file write lock, as OVS's daemons hold on their pidfile.
@@ -372,48 +367,23 @@ impl UnixctlServer {
                 None
             }
         };
-        let wake = OwnedFd::from(listener.try_clone()?);
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let stop = stop.clone();
+        let served = {
             let rundir = rundir.to_path_buf();
-            std::thread::Builder::new()
-                .name("xbr-unixctl".into())
-                .spawn(move || {
-                    for conn in listener.incoming() {
-                        if stop.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        match conn {
-                            Ok(stream) => {
-                                if let Err(e) = serve_connection(&rundir, stream) {
-                                    tracing::debug!("unixctl connection: {e}");
-                                }
-                            }
-                            Err(e) => {
-                                tracing::warn!("unixctl accept: {e}");
-                                std::thread::sleep(std::time::Duration::from_millis(50));
-                            }
-                        }
-                    }
-                })?
+            AcceptLoop::spawn(listener, "xbr-unixctl", "unixctl", move |stream| {
+                serve_connection(&rundir, stream)
+            })?
         };
         tracing::info!(socket = %socket.display(), "ovs-appctl served");
         Ok(UnixctlServer {
             socket,
             pidfile,
-            stop,
-            listener: wake,
-            thread,
+            served,
         })
     }
 
     /// Stops serving and removes the socket and the pidfile xbr holds.
     pub fn shutdown(self) {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ =
-            nix::sys::socket::shutdown(self.listener.as_raw_fd(), nix::sys::socket::Shutdown::Both);
-        let _ = self.thread.join();
+        self.served.stop();
         let _ = std::fs::remove_file(&self.socket);
         if let Some((path, file)) = self.pidfile {
             // Removed while still locked, so nobody takes a stale one.
