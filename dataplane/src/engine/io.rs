@@ -85,7 +85,7 @@ pub trait PortIo<F: Frames> {
     /// by the kernel (RX ring full, fill ring empty), and frames larger
     /// than a jumbo block or arriving when none was free. A syscall per
     /// socket, so asked only when statistics are collected.
-    fn kernel_rx_dropped(&self) -> u64 {
+    fn io_rx_dropped(&self) -> u64 {
         0
     }
 }

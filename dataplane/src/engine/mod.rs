@@ -66,10 +66,11 @@ struct Totals {
     rx_packets: u64,
     rx_bytes: u64,
     rx_dropped: u64,
-    /// What the kernel dropped before the port's sockets, as of the last
-    /// statistics collection (part of the published rx_dropped, as OVS
-    /// counts its AF_XDP sockets' drops).
-    kernel_rx_dropped: u64,
+    /// What the port's I/O dropped before the engine saw it (the kernel
+    /// before the AF_XDP sockets, frames no jumbo block held, cut TAP
+    /// reads), as of the last statistics collection (part of the
+    /// published rx_dropped, as OVS counts its AF_XDP sockets' drops).
+    io_rx_dropped: u64,
     tx_packets: u64,
     tx_bytes: u64,
     tx_dropped: u64,

@@ -98,7 +98,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             s.rx_packets.store(t.rx_packets, Ordering::Relaxed);
             s.rx_bytes.store(t.rx_bytes, Ordering::Relaxed);
             s.rx_dropped
-                .store(t.rx_dropped + t.kernel_rx_dropped, Ordering::Relaxed);
+                .store(t.rx_dropped + t.io_rx_dropped, Ordering::Relaxed);
             s.tx_packets.store(t.tx_packets, Ordering::Relaxed);
             s.tx_bytes.store(t.tx_bytes, Ordering::Relaxed);
             s.tx_dropped.store(t.tx_dropped, Ordering::Relaxed);

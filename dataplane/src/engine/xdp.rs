@@ -392,7 +392,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         self.stats_pass = None;
         for p in &mut self.ports {
-            p.totals.kernel_rx_dropped = p.io.kernel_rx_dropped();
+            p.totals.io_rx_dropped = p.io.io_rx_dropped();
         }
         self.flush();
         self.flush_cache();

@@ -139,7 +139,7 @@ impl XskPort {
     /// XDP_STATISTICS `rx_dropped` (no frame in the fill ring, among
     /// others) and `rx_ring_full`, and packets received in several
     /// descriptors that no jumbo block could hold.
-    pub(crate) fn kernel_rx_dropped(&self) -> u64 {
+    pub(crate) fn io_rx_dropped(&self) -> u64 {
         self.socks
             .iter()
             .map(|s| {

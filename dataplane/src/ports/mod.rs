@@ -300,10 +300,10 @@ impl PortIo<UmemFrames> for Port {
         matches!(self, Port::Vxlan(_))
     }
 
-    fn kernel_rx_dropped(&self) -> u64 {
+    fn io_rx_dropped(&self) -> u64 {
         match self {
-            Port::Xsk(p) => p.kernel_rx_dropped(),
-            Port::Vxlan(v) => v.uplink().kernel_rx_dropped(),
+            Port::Xsk(p) => p.io_rx_dropped(),
+            Port::Vxlan(v) => v.uplink().io_rx_dropped(),
             Port::Internal(p) => p.oversize_dropped,
         }
     }
