@@ -63,6 +63,11 @@ struct {
  * the checksum over the segment first (xbr_complete_csum), as xbr's packet
  * thread does for the frames it forwards (src/csum.rs).
  *
+ * Jumbo frames arrive in several buffers (xdp.frags); the program sees the
+ * first, which holds every header it reads or rewrites, and reads the rest
+ * through helpers to complete a checksum. Entries forward them only to a
+ * device that takes multi-buffer frames (XBR_FC_FRAGS).
+ *
  * VXLAN: the uplink program of a VXLAN port (xbr_xdp_vxlan) looks up the
  * inner frame of each valid VXLAN packet, keyed with its tunnel source and
  * VNI, and strips the outer headers on a hit; an entry with XBR_FC_ENCAP
@@ -105,6 +110,10 @@ struct xbr_fc_key {
 /* Rewrite IPv4 addresses and L4 ports (nw_src ... tp_dst) with
  * incremental checksum updates. */
 #define XBR_FC_SET_NW 16
+/* The output device takes frames in several buffers (NDO_XMIT_SG): frames
+ * larger than a page (jumbo MTUs) may hit. The kernel drops a multi-buffer
+ * frame redirected to a device without it, counting it nowhere. */
+#define XBR_FC_FRAGS 32
 
 /* Outer Ethernet + IPv4 + UDP + VXLAN. */
 #define XBR_VXLAN_OUTER 50
@@ -216,6 +225,31 @@ static __always_inline __u16 fold16(__u32 sum)
 	}
 
 /*
+ * Stores the checksum of a segment whose one's-complement sum, the
+ * checksum field included, is total, in the field (in memory order).
+ */
+static __always_inline void xbr_store_csum(__u16 *field, __u64 total, int udp)
+{
+	__u16 seg, csum;
+
+	/* Twice: the first fold may carry into bit 32. Then to 16 bits, so
+	 * that adding the field below cannot overflow. */
+	total = (total & 0xffffffff) + (total >> 32);
+	total = (total & 0xffffffff) + (total >> 32);
+	seg = fold16((__u32)total);
+	/* The sum includes the field, i.e. the pseudo-header sum: if the
+	 * segment already verifies, its checksum happens to equal that sum
+	 * and stays. */
+	if (fold16((__u32)seg + *field) == 0xffff)
+		return;
+	csum = ~seg;
+	/* UDP: 0 means "no checksum"; the complete 0 is sent as 0xffff. */
+	if (udp && csum == 0)
+		csum = 0xffff;
+	*field = csum;
+}
+
+/*
  * Writes the complete checksum of the len-byte TCP/UDP segment at l4, whose
  * checksum field (at csum_off) holds the pseudo-header sum. Sums are kept
  * in memory order, as csum_partial does, and the result is stored so.
@@ -226,7 +260,7 @@ static __always_inline int xbr_complete_csum(__u8 *l4, void *end, __u32 len, __u
 {
 	__s64 sum = 0;
 	__u64 total;
-	__u16 *field, seg, csum, last;
+	__u16 *field, last;
 	__u8 *p;
 	__u32 i;
 
@@ -268,24 +302,63 @@ static __always_inline int xbr_complete_csum(__u8 *l4, void *end, __u32 len, __u
 #endif
 		total += last;
 	}
-	/* Twice: the first fold may carry into bit 32. Then to 16 bits, so
-	 * that adding the field below cannot overflow. */
-	total = (total & 0xffffffff) + (total >> 32);
-	total = (total & 0xffffffff) + (total >> 32);
-	seg = fold16((__u32)total);
 	field = (__u16 *)(l4 + (csum_off & 31));
 	if ((void *)(field + 1) > end)
 		return -1;
-	/* The sum includes the field, i.e. the pseudo-header sum: if the
-	 * segment already verifies, its checksum happens to equal that sum
-	 * and stays. */
-	if (fold16((__u32)seg + *field) == 0xffff)
-		return 0;
-	csum = ~seg;
-	/* UDP: 0 means "no checksum"; the complete 0 is sent as 0xffff. */
-	if (udp && csum == 0)
-		csum = 0xffff;
-	*field = csum;
+	xbr_store_csum(field, total, udp);
+	return 0;
+}
+
+/*
+ * A frame in several buffers: the program reads only the first directly,
+ * so the segment is copied 512 bytes at a time (bpf_xdp_load_bytes) into
+ * this CPU's scratch buffer and summed there. Each chunk starts at an
+ * even offset of the segment, so chunk sums add up to the segment's; the
+ * bytes after a short last chunk, up to a multiple of 4, are zeroed first,
+ * which also pads an odd last byte as the one-buffer version does. The 4
+ * spare bytes keep that padding inside the buffer for the verifier.
+ */
+struct xbr_csum_scratch {
+	__u8 b[XBR_CSUM_CHUNK + 4];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xbr_csum_scratch);
+} csum_scratch SEC(".maps");
+
+/*
+ * As xbr_complete_csum for a frame in several buffers: the segment of len
+ * bytes starts l4_off bytes into the frame, and its checksum field (in the
+ * first buffer, checked by the caller) is at field.
+ */
+static __always_inline int xbr_complete_csum_frags(struct xdp_md *ctx, __u32 l4_off, __u32 len,
+						   __u16 *field, int udp)
+{
+	__u32 zero = 0, i, n;
+	struct xbr_csum_scratch *buf = bpf_map_lookup_elem(&csum_scratch, &zero);
+	__s64 sum = 0;
+
+	if (!buf || len > XBR_CSUM_MAX)
+		return -1;
+	for (i = 0; i < XBR_CSUM_CHUNKS; i++) {
+		if (i * XBR_CSUM_CHUNK >= len)
+			break;
+		n = len - i * XBR_CSUM_CHUNK;
+		if (n > XBR_CSUM_CHUNK)
+			n = XBR_CSUM_CHUNK;
+		/* 1..512 whatever the verifier knows of len: never changes n. */
+		n = ((n - 1) & (XBR_CSUM_CHUNK - 1)) + 1;
+		*(__u32 *)(buf->b + (n & (XBR_CSUM_CHUNK - 4))) = 0;
+		if (bpf_xdp_load_bytes(ctx, l4_off + i * XBR_CSUM_CHUNK, buf->b, n) < 0)
+			return -1;
+		sum = bpf_csum_diff(NULL, 0, (__be32 *)buf->b, (n + 3) & ~3u, (__u32)sum);
+		if (sum < 0)
+			return -1;
+	}
+	xbr_store_csum(field, (__u32)sum, udp);
 	return 0;
 }
 
@@ -391,22 +464,29 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen, const __u32 
 	struct xbr_fc_key key;
 	struct xbr_fc_val *v;
 	__u8 tcp_flags = 0;
-	__u32 inner_len;
+	__u32 inner_len, frame_len = (__u32)(end - data);
 	/* The L4 checksum holds only the pseudo-header sum (see above). */
 	int partial = 0;
+	/* The frame is in several buffers (larger than a page). */
+	int frags = 0;
 
 	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
 		return -1;
 	ip = (void *)(eth + 1);
 	if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl != 5)
 		return -1;
-	/* A frame in several buffers (larger than a page: a jumbo MTU) is
-	 * left to xbr: the program sees only its first buffer, and the
-	 * checksum completion and the rewrites here assume one. Its IP
-	 * packet runs past that buffer, which is cheaper to test than
-	 * bpf_xdp_get_buff_len() (and also leaves truncated ones to xbr). */
-	if (bpf_ntohs(ip->tot_len) > (__u64)(end - (void *)ip))
-		return -1;
+	/* A frame in several buffers (larger than a page: a jumbo MTU): the
+	 * program sees only its first buffer, which holds every header it
+	 * reads or rewrites; the checksum completion reads the rest through
+	 * a helper. Its IP packet runs past that buffer, which is cheaper to
+	 * test than calling bpf_xdp_get_buff_len() for every frame. A
+	 * truncated packet is left to xbr. */
+	if (bpf_ntohs(ip->tot_len) > (__u64)(end - (void *)ip)) {
+		frame_len = bpf_xdp_get_buff_len(ctx);
+		if ((__u64)off + ETH_HLEN + bpf_ntohs(ip->tot_len) > frame_len)
+			return -1;
+		frags = 1;
+	}
 	if (ip->frag_off & bpf_htons(0x3fff))
 		return -1;
 	l4 = (void *)(ip + 1);
@@ -470,7 +550,7 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen, const __u32 
 	if ((v->flags & XBR_FC_CT) && key.proto == IPPROTO_TCP &&
 	    (tcp_flags & (TCP_SYN | TCP_FIN | TCP_RST | TCP_ACK)) != TCP_ACK)
 		return -1;
-	inner_len = (__u32)(end - (void *)eth);
+	inner_len = frame_len - off;
 	if (v->action == XBR_FC_DROP) {
 		__sync_fetch_and_add(&v->packets, 1);
 		__sync_fetch_and_add(&v->bytes, inner_len);
@@ -478,6 +558,8 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen, const __u32 
 	}
 	/* Too big for the tunnel: xbr drops it and counts why. */
 	if ((v->flags & XBR_FC_ENCAP) && inner_len > v->encap_max_inner)
+		return -1;
+	if (frags && !(v->flags & XBR_FC_FRAGS))
 		return -1;
 	/* Back into the tunnel it came from: never installed (xbr refuses
 	 * output to the input port), and the head would move twice. */
@@ -487,10 +569,19 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen, const __u32 
 	 * the checksum does not change what xbr would do with the frame. */
 	if (partial) {
 		__u16 l4_len = bpf_ntohs(ip->tot_len) - 20;
+		__u32 csum_off = key.proto == IPPROTO_TCP ? 16 : 6;
+		int udp = key.proto == IPPROTO_UDP;
 
-		if (xbr_complete_csum(l4, end, l4_len, key.proto == IPPROTO_TCP ? 16 : 6,
-				      key.proto == IPPROTO_UDP) < 0)
+		if (frags) {
+			/* In the first buffer: checked with the TCP/UDP header. */
+			__u16 *field = (__u16 *)(l4 + (csum_off & 31));
+
+			if ((void *)(field + 1) > end ||
+			    xbr_complete_csum_frags(ctx, off + ETH_HLEN + 20, l4_len, field, udp) < 0)
+				return -1;
+		} else if (xbr_complete_csum(l4, end, l4_len, csum_off, udp) < 0) {
 			return -1;
+		}
 	}
 	/* Decapsulation strips the outer headers, encapsulation makes room
 	 * for them; if the head cannot move, the frame is unchanged and xbr
@@ -575,7 +666,7 @@ struct {
  * the low 24 bits of the word's bytes 1-3) through *vni, and 0; -1 leaves
  * the frame to xbr, which drops and counts what is malformed.
  */
-static __always_inline int xbr_vxlan_valid(void *data, void *end, __be32 *vni)
+static __always_inline int xbr_vxlan_valid(void *data, void *end, __u32 frame_len, __be32 *vni)
 {
 	struct iphdr *ip = data + XBR_OUTER_IP_AT;
 	struct udphdr *udp = data + XBR_OUTER_UDP_AT;
@@ -584,9 +675,9 @@ static __always_inline int xbr_vxlan_valid(void *data, void *end, __be32 *vni)
 
 	if ((void *)(vx + 8 + ETH_HLEN) > end)
 		return -1;
-	if (bpf_ntohs(ip->tot_len) != (__u16)(end - (void *)ip))
+	if (bpf_ntohs(ip->tot_len) != frame_len - XBR_OUTER_IP_AT)
 		return -1;
-	if (bpf_ntohs(udp->len) != (__u16)(end - (void *)udp) || udp->check != 0)
+	if (bpf_ntohs(udp->len) != frame_len - XBR_OUTER_UDP_AT || udp->check != 0)
 		return -1;
 	if (vx[0] != 0x08 || vx[1] || vx[2] || vx[3] || vx[7])
 		return -1;
@@ -616,7 +707,7 @@ int xbr_xdp_vxlan(struct xdp_md *ctx)
 	struct iphdr *ip;
 	struct udphdr *udp;
 	struct xbr_vxlan_cfg *cfg;
-	__u32 zero = 0;
+	__u32 zero = 0, frame_len;
 	__u64 *gen;
 	__be32 vni;
 
@@ -635,7 +726,12 @@ int xbr_xdp_vxlan(struct xdp_md *ctx)
 	if (!cfg || ip->daddr != cfg->local_ip || udp->dest != cfg->dst_port)
 		return XDP_PASS;
 	gen = bpf_map_lookup_elem(&fc_gen, &zero);
-	if (gen && *gen && xbr_vxlan_valid(data, end, &vni) == 0) {
+	/* The whole frame's length: a jumbo one is in several buffers (see
+	 * fc_lookup), and only then is the helper called. */
+	frame_len = (__u32)(end - data);
+	if (bpf_ntohs(ip->tot_len) > frame_len - XBR_OUTER_IP_AT)
+		frame_len = bpf_xdp_get_buff_len(ctx);
+	if (gen && *gen && xbr_vxlan_valid(data, end, frame_len, &vni) == 0) {
 		int act = fc_lookup(ctx, *gen, XBR_VXLAN_OUTER, ip->saddr, vni);
 
 		if (act >= 0)

@@ -9,7 +9,7 @@
 //! Why: a TAP costs one read(2) or write(2) per frame; a veth end is
 //! served through the rings, one syscall per batch or none, and it is an
 //! XDP flow cache redirect target, so pod <-> host traffic can stay in
-//! the kernel. xbr turns GRO on for the host end (see `ethtool`), which
+//! the kernel. xbr turns GRO on for the host end (see `genl`), which
 //! a veth needs to accept XDP-redirected frames.
 //!
 //! Lifecycle: a TAP vanishes when xbr closes it; a veth does not, so
@@ -195,7 +195,7 @@ impl HostVeth {
             peer: peer.clone(),
             peer_ifindex,
         };
-        crate::ethtool::enable_gro(ifindex).map_err(setup("turning GRO on", name))?;
+        crate::genl::enable_gro(ifindex).map_err(setup("turning GRO on", name))?;
         // The xbr end is no interface of the host's: without IPv6 it sends
         // no router solicitations or MLD reports of its own to the host end.
         // Best effort (IPv6 may be absent or /proc/sys read-only).

@@ -12,7 +12,7 @@ pub mod cpus;
 pub mod csum;
 pub mod ctl;
 pub mod engine;
-pub mod ethtool;
+pub mod genl;
 pub mod hostveth;
 pub mod kicker;
 pub mod lab;

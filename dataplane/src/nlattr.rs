@@ -1,5 +1,5 @@
 //! Netlink message constants and attribute encoding shared by xbr's two
-//! hand-encoded netlink clients (`ethtool`: generic netlink; `conntrack::
+//! hand-encoded netlink clients (`genl`: generic netlink; `conntrack::
 //! ctnetlink`: netfilter), which the rtnetlink crates do not cover.
 
 pub(crate) const NLMSG_ERROR: u16 = 2;

@@ -4,8 +4,10 @@
 //! exactly as xbr's packet thread would send them (`csum::complete_partial`
 //! after the entry's rewrites), for every tail length the program handles
 //! in its own way, for UDP's 0 -> 0xffff rule and through conntrack
-//! entries; complete checksums, drops and frames the program cannot
-//! finish are left alone (and not counted as hits).
+//! entries, and over every buffer of frames larger than a page (jumbo
+//! MTUs; `BPF_PROG_TEST_RUN` splits them as a veth does); complete
+//! checksums, drops and frames the program cannot finish are left alone
+//! (and not counted as hits).
 //!
 //! Needs root (loading BPF), as CI runs it.
 
@@ -16,7 +18,7 @@ use dataplane::csum::{complete_partial, fold, ones_sum, pseudo_header};
 use dataplane::packet;
 use dataplane::xdpcache::{CtConn, FcAction};
 use flowtable::key::FlowKey;
-use xdp_common::{XdpRig, LO, XDP_DROP, XDP_PASS, XDP_REDIRECT};
+use xdp_common::{taking_frags, XdpRig, LO, XDP_DROP, XDP_PASS, XDP_REDIRECT};
 
 const TCP: u8 = 6;
 const UDP: u8 = 17;
@@ -98,6 +100,7 @@ fn redirect() -> FcAction {
         set_src: None,
         nw: None,
         encap: None,
+        frags: false,
     }
 }
 
@@ -279,4 +282,65 @@ fn conntrack_entries_complete_checksums() {
     assert_eq!(act, XDP_REDIRECT);
     assert!(verifies(&out));
     assert_eq!(out, expected(&p));
+}
+
+/// Segment lengths of frames in several buffers: the test run keeps about
+/// 3,500 bytes in the first (a page less head- and tailroom), so these
+/// cross from one buffer to two, then to three (8,192), with every
+/// remainder of a 512-byte chunk's kind; up to the segment of a 9,216-byte
+/// IP packet, the largest MTU xbr takes.
+const JUMBO_SEGMENTS: [usize; 18] = [
+    3400, 3500, 3521, 3600, 4095, 4096, 4097, 5000, 6143, 7777, 8190, 8191, 8192, 8193, 8960, 8980,
+    9001, 9196,
+];
+
+#[test]
+fn checksums_of_frames_in_several_buffers_are_completed_over_all_of_them() {
+    for proto in [TCP, UDP] {
+        let mut r = rig();
+        r.install(&frame(proto, 40000, b""), taking_frags(redirect()), &[]);
+        let hdr = if proto == TCP { 20 } else { 8 };
+        let mut runs = 0;
+        for (i, seg) in JUMBO_SEGMENTS.into_iter().enumerate() {
+            for bytes in [payload(seg - hdr, i), vec![0xff; seg - hdr]] {
+                let f = partial(frame(proto, 40000, &bytes));
+                let (act, out) = r.run(&f);
+                runs += 1;
+                assert_eq!(act, XDP_REDIRECT, "proto {proto} segment {seg}");
+                assert!(verifies(&out), "proto {proto} segment {seg}: not completed");
+                assert_eq!(out, expected(&f), "proto {proto} segment {seg}");
+            }
+            let whole = frame(proto, 40000, &payload(seg - hdr, i));
+            let (act, out) = r.run(&whole);
+            runs += 1;
+            assert_eq!(act, XDP_REDIRECT);
+            assert_eq!(out, expected(&whole), "complete: only the rewrite");
+        }
+        assert_eq!(r.hits(), runs, "every frame is a hit");
+    }
+}
+
+/// The kernel drops a frame in several buffers redirected to a device that
+/// does not take them: such frames of an entry without `frags` go to xbr,
+/// as do jumbo frames that are cut short, or whose segment is longer than
+/// the program sums; frames in one buffer still hit.
+#[test]
+fn frames_in_several_buffers_go_to_xbr_unless_the_device_takes_them() {
+    let mut r = rig();
+    r.install(&frame(UDP, 40000, b""), redirect(), &[]);
+    let jumbo = partial(frame(UDP, 40000, &payload(8000, 1)));
+    assert_eq!(r.run(&jumbo), (XDP_PASS, jumbo.clone()));
+    let small = partial(frame(UDP, 40000, &payload(1000, 2)));
+    assert_eq!(r.run(&small).0, XDP_REDIRECT);
+    assert_eq!(r.hits(), 1);
+
+    let mut t = rig();
+    t.install(&frame(UDP, 40000, b""), taking_frags(redirect()), &[]);
+    let cut = jumbo[..jumbo.len() - 1].to_vec();
+    assert_eq!(t.run(&cut), (XDP_PASS, cut.clone()));
+    let too_long = partial(frame(UDP, 40000, &payload(9217 - 8, 3)));
+    assert_eq!(t.run(&too_long), (XDP_PASS, too_long.clone()));
+    assert_eq!(t.hits(), 0);
+    assert_eq!(t.run(&jumbo).0, XDP_REDIRECT);
+    assert_eq!(t.hits(), 1);
 }

@@ -122,6 +122,7 @@ fn rewrite(nw: NwRewrite) -> FcAction {
         set_src: None,
         nw: Some(nw),
         encap: None,
+        frags: false,
     }
 }
 

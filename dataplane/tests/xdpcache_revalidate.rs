@@ -29,6 +29,7 @@ fn install(r: &mut XdpRig, i: u32, in_port: u32, out: Option<u32>) {
                 set_src: None,
                 nw: None,
                 encap: None,
+                frags: false,
             },
             Ok(p),
         ),

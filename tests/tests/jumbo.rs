@@ -4,8 +4,8 @@
 //! them back the same way (multi-buffer); xbr puts each together in a
 //! jumbo block. Pings at the MTU with DF, UDP on both sides of the
 //! one-frame limit and a bulk TCP transfer (its segments at the MTU) must
-//! be delivered intact, with the XDP flow cache on (which leaves such
-//! frames to the packet thread) as off. A frame no jumbo block holds is
+//! be delivered intact, with the XDP flow cache on (whose entries forward
+//! them in the kernel, checksums completed over every buffer) as off. A frame no jumbo block holds is
 //! dropped and counted as the port's receive drop, and xbr keeps
 //! forwarding; an MTU raised while xbr runs (OpenShift's MTU migration)
 //! takes effect at once. A TAP-backed internal port takes jumbo frames
@@ -128,6 +128,44 @@ fn exchange(cache: &str) -> Result<()> {
         "cache {cache}: {bytes} bytes in {packets} packets\n{dump}"
     );
     assert_eq!(rx_drops(&xbr, 1)?, 0, "cache {cache}: nothing dropped");
+    if cache == "on" {
+        kernel_forwarded_jumbo_frames(&xbr)?;
+    }
+    Ok(())
+}
+
+/// With the cache on, the kernel forwarded the jumbo frames (the pods'
+/// devices take multi-buffer XDP frames: GRO is on in the pods): nearly
+/// all of the TCP transfer's bytes and of the large UDP bursts went
+/// through XDP cache entries, not through the packet thread.
+fn kernel_forwarded_jumbo_frames(xbr: &Xbr) -> Result<()> {
+    let dump = xbr.client_ok(&["dpctl", "dump-flows", "br0"])?;
+    let counts = |l4: &str| -> (u64, u64) {
+        let line = dump
+            .lines()
+            .find(|l| l.contains(l4))
+            .unwrap_or_else(|| panic!("no XDP cache entry with {l4}:\n{dump}"));
+        let field = |name: &str| {
+            line.split(name)
+                .nth(1)
+                .and_then(|r| r.split(',').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        (field(", packets:"), field(", bytes:"))
+    };
+    let (packets, bytes) = counts("tcp(src=41000,dst=8080)");
+    assert!(
+        bytes >= TCP_BYTES as u64 * 9 / 10 && bytes / packets.max(1) > 8000,
+        "TCP A->B: the kernel forwarded {bytes} bytes in {packets} packets\n{dump}"
+    );
+    for (i, size) in SIZES.iter().enumerate().skip(1) {
+        let (packets, _) = counts(&format!("udp(src=40000,dst={})", 5001 + i));
+        assert!(
+            packets >= BURST * 9 / 10,
+            "UDP A->B {size} bytes: the kernel forwarded {packets}\n{dump}"
+        );
+    }
     Ok(())
 }
 

@@ -48,6 +48,11 @@ pub trait PortIo<F: Frames> {
     fn xdp_redirect_target(&self) -> bool {
         false
     }
+    /// Whether such redirects may carry frames in several buffers (jumbo
+    /// frames): the device's driver takes them (asked once, as above).
+    fn xdp_redirect_frags(&self) -> bool {
+        false
+    }
     /// Tunnel ports (asked once, when the engine is built): the engine
     /// then calls `decap` on every received and `encap` on every output
     /// frame.

@@ -343,6 +343,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                         set_src,
                         nw: nw_rewrite,
                         encap,
+                        frags: p.xdp_frags,
                     },
                     Ok(port),
                 ))

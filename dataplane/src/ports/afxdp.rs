@@ -82,6 +82,9 @@ pub struct XskPort {
     /// XDP flow cache entries may redirect to this port (and its ifindex
     /// is in the cache's devmap).
     pub(crate) xdp_target: bool,
+    /// ... also with frames in several buffers (see
+    /// `open::redirect_takes_frags`).
+    pub(crate) xdp_target_frags: bool,
     /// A fatal kick error was logged (once per port, not per packet).
     tx_error_logged: bool,
     /// For an internal port's veth backend, the pair, deleted when the
@@ -346,6 +349,7 @@ pub(crate) fn open_xsk(
         tx_kick: None,
         tx_error_logged: false,
         xdp_target: false,
+        xdp_target_frags: false,
         host: None,
     })
 }

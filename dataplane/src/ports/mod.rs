@@ -334,6 +334,14 @@ impl PortIo<UmemFrames> for Port {
         }
     }
 
+    fn xdp_redirect_frags(&self) -> bool {
+        match self {
+            Port::Xsk(p) => p.xdp_target_frags,
+            Port::Vxlan(v) => v.uplink().xdp_target_frags,
+            Port::Internal(_) => false,
+        }
+    }
+
     fn xdp_encap(
         &mut self,
         tun: crate::vxlan::TunnelMeta,
@@ -483,4 +491,5 @@ impl InternalPort {
 }
 
 mod open;
+pub(crate) use open::redirect_takes_frags;
 pub use open::{check_spec, open_one, open_ports, OpenedPorts};

@@ -179,7 +179,36 @@ fn attach_xsk(
     }
     let mut port = open_xsk(name, link, prog, umem)?;
     port.xdp_target = xdp_target;
+    port.xdp_target_frags = xdp_target && redirect_takes_frags(name, link.ifindex);
     Ok(port)
+}
+
+/// Whether XDP flow cache entries may redirect frames in several buffers
+/// (jumbo frames) to the device `ifindex`: its driver takes them
+/// (`NDO_XMIT_SG`, as the kernel reports it now; for a veth that follows
+/// its peer's GRO or XDP program, which `xdp_redirect=on` says is there).
+/// The kernel drops such a frame redirected to a device without it, and
+/// counts it nowhere; kernels before 6.3 cannot say, and then those
+/// frames are forwarded by the packet thread.
+pub(crate) fn redirect_takes_frags(name: &str, ifindex: u32) -> bool {
+    match crate::genl::xdp_features(ifindex) {
+        Ok(features) => {
+            let frags = features & crate::genl::xdp_act::NDO_XMIT_SG != 0;
+            if !frags {
+                tracing::info!(
+                    port = name,
+                    "the device does not take multi-buffer XDP frames: frames larger \
+                     than a page to it are forwarded by the packet thread"
+                );
+            }
+            frags
+        }
+        Err(e) => {
+            tracing::info!(port = name, error = %e, "cannot read the device's XDP features: \
+                 frames larger than a page to it are forwarded by the packet thread");
+            false
+        }
+    }
 }
 
 /// Opens one port on `umem` (any thread; see [`open_xsk`]).

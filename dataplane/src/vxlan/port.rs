@@ -63,6 +63,8 @@ pub(crate) fn open(
     }
     let mut uplink = open_xsk(&v.uplink, &link, prog, umem)?;
     uplink.xdp_target = xdp_target;
+    uplink.xdp_target_frags =
+        xdp_target && crate::ports::redirect_takes_frags(&v.uplink, link.ifindex);
     let resolver = ResolverConfig {
         uplink_ifindex: link.ifindex,
         uplink_mac: link.mac.unwrap_or_default(),

@@ -38,6 +38,10 @@ pub enum FcAction {
         set_src: Option<[u8; 6]>,
         nw: Option<NwRewrite>,
         encap: Option<FlowOuter>,
+        /// The device takes frames in several buffers (see
+        /// `genl::xdp_features`), so frames larger than a page (jumbo
+        /// MTUs) may hit too.
+        frags: bool,
     },
     Drop,
 }
@@ -71,6 +75,7 @@ pub(super) const FLAG_SET_SRC: u8 = 2;
 pub(super) const FLAG_CT: u8 = 4;
 pub(super) const FLAG_ENCAP: u8 = 8;
 pub(super) const FLAG_SET_NW: u8 = 16;
+pub(super) const FLAG_FRAGS: u8 = 32;
 
 /// The value stored for `action` in generation `gen`, counters zero.
 /// `ct`: the translation went through conntrack, so TCP segments with
@@ -91,6 +96,7 @@ pub fn value(action: FcAction, gen: u64, ct: bool) -> [u8; VALUE_SIZE] {
             set_src,
             nw,
             encap,
+            frags,
         } => {
             v[24..28].copy_from_slice(&out_ifindex.to_ne_bytes());
             v[28] = ACTION_REDIRECT;
@@ -117,6 +123,9 @@ pub fn value(action: FcAction, gen: u64, ct: bool) -> [u8; VALUE_SIZE] {
                     .copy_from_slice(&outer.ip_sum.to_ne_bytes());
                 v[VALUE_ENCAP_MAX_INNER..VALUE_ENCAP_MAX_INNER + 2]
                     .copy_from_slice(&outer.max_inner.to_ne_bytes());
+            }
+            if frags {
+                flags |= FLAG_FRAGS;
             }
             v[29] = flags;
         }
@@ -306,6 +315,7 @@ mod tests {
                 set_src: None,
                 nw: None,
                 encap: None,
+                frags: false,
             },
             5,
             false,
@@ -325,11 +335,25 @@ mod tests {
                 set_src: Some([1, 2, 3, 4, 5, 6]),
                 nw: None,
                 encap: None,
+                frags: false,
             },
             5,
             true,
         );
         assert_eq!(ct[29], FLAG_CT | FLAG_SET_SRC);
+        let jumbo = value(
+            FcAction::Redirect {
+                out_ifindex: 9,
+                set_dst: None,
+                set_src: None,
+                nw: None,
+                encap: None,
+                frags: true,
+            },
+            5,
+            false,
+        );
+        assert_eq!(jumbo[29], FLAG_FRAGS);
         assert_eq!(mac_bytes(0x0a58_0a80_0002), [0x0a, 0x58, 0x0a, 0x80, 0, 2]);
     }
 
@@ -353,6 +377,7 @@ mod tests {
                 set_src: None,
                 nw: None,
                 encap: Some(outer),
+                frags: false,
             },
             2,
             false,

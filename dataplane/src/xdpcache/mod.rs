@@ -147,6 +147,15 @@
 //! thread completes on receipt, then rewrites). Frames with
 //! complete checksums pay only the pseudo-header comparison.
 //!
+//! Jumbo frames (larger than a page) reach the program in several
+//! buffers; every header it reads or rewrites is in the first, and the
+//! checksum completion copies the segment through `bpf_xdp_load_bytes`.
+//! The kernel drops a multi-buffer frame redirected to a device that does
+//! not take them (no `NDO_XMIT_SG`), without a counter, so an entry
+//! forwards them only when its output port's device does
+//! (`FcAction::Redirect::frags`, from `genl::xdp_features` when the port
+//! was opened); otherwise they go to the packet thread.
+//!
 //! Cost: a miss that installs pays one map update syscall (and an
 //! allocation for the mirror, which keeps the flow key of each pass to
 //! revalidate from: 216 bytes a pass); the sweep one batched lookup

@@ -32,6 +32,29 @@ pub fn attribution() -> Attribution {
         .expect("a table miss is cacheable")
 }
 
+/// `action` to a device that takes frames in several buffers (jumbo
+/// frames may hit).
+pub fn taking_frags(action: FcAction) -> FcAction {
+    match action {
+        FcAction::Redirect {
+            out_ifindex,
+            set_dst,
+            set_src,
+            nw,
+            encap,
+            ..
+        } => FcAction::Redirect {
+            out_ifindex,
+            set_dst,
+            set_src,
+            nw,
+            encap,
+            frags: true,
+        },
+        FcAction::Drop => FcAction::Drop,
+    }
+}
+
 /// Where a test's entry came from: port 0, no passes (a revalidation
 /// would remove it; these tests do not revalidate).
 pub fn origin() -> Origin {

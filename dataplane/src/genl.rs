@@ -1,13 +1,19 @@
-//! The one ethtool setting xbr changes: turning GRO on for a veth, over
-//! the kernel's ethtool generic-netlink family (no ioctl, no unsafe, no
-//! `ethtool` binary needed on the node).
+//! The device settings and facts xbr gets over generic netlink (no
+//! ioctl, no unsafe, no `ethtool` binary needed on the node):
 //!
-//! Why GRO: a veth hands frames that were XDP-redirected to its peer
-//! (`ndo_xdp_xmit`) to the peer's NAPI instance, which exists only while
-//! the peer runs an XDP program or has GRO on; otherwise the kernel drops
-//! them without a counter. The host end of a veth-backed internal port is
-//! xbr's own device, so xbr turns GRO on there and can then send XDP
-//! flow cache redirects to it (see `hostveth`).
+//! - `enable_gro`, ethtool family: turns GRO on for a veth. A veth hands
+//!   frames that were XDP-redirected to its peer (`ndo_xdp_xmit`) to the
+//!   peer's NAPI instance, which exists only while the peer runs an XDP
+//!   program or has GRO on; otherwise the kernel drops them without a
+//!   counter. The host end of a veth-backed internal port is xbr's own
+//!   device, so xbr turns GRO on there and can then send XDP flow cache
+//!   redirects to it (see `hostveth`).
+//! - `xdp_features`, netdev family (Linux 6.3+): what a device's driver
+//!   does with XDP frames, in particular whether frames redirected to it
+//!   may come in several buffers (`NDO_XMIT_SG`). The kernel drops a
+//!   multi-buffer frame redirected to a device without it, again without
+//!   a counter, so the XDP flow cache forwards jumbo frames only to
+//!   devices that have it.
 //!
 //! Messages are built by hand: a netlink header, a generic-netlink header
 //! and a few attributes, some nested. Control path only (once per port).
@@ -35,6 +41,19 @@ const ETHTOOL_A_BITSET_BITS: u16 = 3;
 const ETHTOOL_A_BITSET_BITS_BIT: u16 = 1;
 const ETHTOOL_A_BITSET_BIT_NAME: u16 = 2;
 const ETHTOOL_A_BITSET_BIT_VALUE: u16 = 3;
+
+const NETDEV_GENL_VERSION: u8 = 1;
+const NETDEV_CMD_DEV_GET: u8 = 1;
+const NETDEV_A_DEV_IFINDEX: u16 = 1;
+const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
+
+/// `NETDEV_XDP_ACT_*` bits of [`xdp_features`].
+pub mod xdp_act {
+    /// Frames may be redirected to the device (`ndo_xdp_xmit`).
+    pub const NDO_XMIT: u64 = 1 << 2;
+    /// ... also frames in several buffers.
+    pub const NDO_XMIT_SG: u64 = 1 << 6;
+}
 
 const GENL_HDRLEN: usize = 4;
 
@@ -76,6 +95,37 @@ pub fn enable_gro(ifindex: u32) -> Result<(), NetdevError> {
         &dev,
     )
     .map(|_| ())
+}
+
+/// The `NETDEV_XDP_ACT_*` bits (see [`xdp_act`]) the device `ifindex`
+/// has now. A veth's redirect bits follow its peer (an XDP program or GRO
+/// there); kernels before 6.3 have no netdev family (an error).
+pub fn xdp_features(ifindex: u32) -> Result<u64, NetdevError> {
+    let dev = format!("ifindex {ifindex}");
+    let op = "netdev dev-get";
+    let family = family_id("netdev", &dev)?;
+    let mut attrs = Vec::new();
+    put_attr(&mut attrs, NETDEV_A_DEV_IFINDEX, &ifindex.to_ne_bytes());
+    let replies = exchange(
+        family,
+        NETDEV_CMD_DEV_GET,
+        NETDEV_GENL_VERSION,
+        &attrs,
+        op,
+        &dev,
+    )?;
+    replies
+        .iter()
+        .find_map(|payload| {
+            attrs_of(payload.get(GENL_HDRLEN..)?)
+                .filter(|(t, _)| *t == NETDEV_A_DEV_XDP_FEATURES)
+                .find_map(|(_, v)| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))
+        })
+        .ok_or_else(|| NetdevError::Malformed {
+            op,
+            dev,
+            detail: "no xdp-features in reply".into(),
+        })
 }
 
 /// The id the kernel gave the generic-netlink family `name`.
@@ -201,5 +251,14 @@ mod tests {
         // privileges are needed to look it up.
         assert!(family_id("ethtool", "test").is_ok());
         assert!(family_id("xbr-no-such-family", "test").is_err());
+    }
+
+    #[test]
+    fn xdp_features_are_read_for_a_device_and_refused_for_none() {
+        // The loopback device exists in every network namespace and takes
+        // no redirected frames; no privileges are needed to ask.
+        let lo = xdp_features(1).expect("netdev family (Linux 6.3+)");
+        assert_eq!(lo & xdp_act::NDO_XMIT_SG, 0);
+        assert!(xdp_features(u32::MAX).is_err());
     }
 }
