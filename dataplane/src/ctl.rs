@@ -181,6 +181,9 @@ pub fn dispatch(
             "commands:\n  trace [--ct-next STATE]... FLOW   trace a packet through the pipeline\n  \
                       conntrack dump|flush [--zone N]   list or remove tracked connections\n  \
                       conntrack stats   connection count, limit and event counters\n  \
+                      conntrack summary [--zone N] [--verbose]   connections by protocol\n  \
+                      conntrack count   connections in the table\n  \
+                      conntrack limit [N]   the table's limit, changed to N\n  \
                       port add SPEC   add a port (NAME[=OFPORT][,type=...]) while running\n  \
                       port del NAME   remove a port while running\n  \
                       stats   port counters, drops by reason, caches, conntrack\n  \
@@ -269,24 +272,47 @@ fn trace(args: &str, name: &str, bridge: &Bridge) -> Result<String, String> {
     ))
 }
 
-/// `conntrack dump|flush [--zone N]`, `conntrack stats`: the connection
-/// table, one connection per line as `ovs-appctl dpctl/dump-conntrack`
-/// prints it, emptied (all zones, or one), or its counters.
+/// `conntrack dump|flush [--zone N]`: the connection table, one
+/// connection per line as `ovs-appctl dpctl/dump-conntrack` prints it, or
+/// emptied (all zones, or one); `conntrack stats`: its counters;
+/// `conntrack summary [--zone N] [--verbose]`: connections by protocol
+/// (and TCP state) as `dpctl/ct-stats-show` prints them; `conntrack
+/// count`; `conntrack limit [N]`: the most connections it holds, changed
+/// to N.
 fn conntrack_cmd(args: &str, ct: &Conntrack) -> Result<String, String> {
     let mut words = args.split_whitespace();
     let verb = words.next();
-    let mut zone = None;
+    let (mut zone, mut verbose, mut value) = (None, false, None);
     while let Some(w) = words.next() {
-        let value = match w.strip_prefix("--zone") {
-            Some("") => words.next(),
-            Some(v) => v.strip_prefix('='),
-            None => return Err(format!("conntrack: unexpected argument `{w}`")),
+        if w == "--verbose" {
+            verbose = true;
+            continue;
+        }
+        let Some(rest) = w.strip_prefix("--zone") else {
+            if value.is_none() && !w.starts_with('-') {
+                value = Some(w);
+                continue;
+            }
+            return Err(format!("conntrack: unexpected argument `{w}`"));
         };
-        let v = value.ok_or("conntrack: --zone needs a number (0-65535)")?;
+        let v = match rest {
+            "" => words.next(),
+            v => v.strip_prefix('='),
+        };
+        let v = v.ok_or("conntrack: --zone needs a number (0-65535)")?;
         zone = Some(
             v.parse::<u16>()
                 .map_err(|_| format!("conntrack: bad zone `{v}` (0-65535)"))?,
         );
+    }
+    if let (Some(v), false) = (value, verb == Some("limit")) {
+        return Err(format!("conntrack: unexpected argument `{v}`"));
+    }
+    if verbose && verb != Some("summary") {
+        return Err("conntrack: --verbose is for summary".into());
+    }
+    if zone.is_some() && verb == Some("limit") {
+        return Err("conntrack: the limit covers every zone (no --zone)".into());
     }
     match verb {
         Some("dump") => {
@@ -303,10 +329,23 @@ fn conntrack_cmd(args: &str, ct: &Conntrack) -> Result<String, String> {
         }
         Some("stats") if zone.is_none() => Ok(ct.stats_text()),
         Some("stats") => Err("conntrack: stats covers every zone (no --zone)".into()),
+        Some("summary") => Ok(ct.summary_text(zone, verbose)),
+        Some("count") if zone.is_none() => Ok(format!("{}\n", ct.len())),
+        Some("count") => Ok(format!("{}\n", ct.dump(zone, ct.now_ms()).len())),
+        Some("limit") => {
+            if let Some(v) = value {
+                let n = v
+                    .parse::<u32>()
+                    .map_err(|_| format!("conntrack: bad limit `{v}` (0-4294967295)"))?;
+                ct.set_limit(n as usize);
+                tracing::info!(limit = n, "conntrack limit changed");
+            }
+            Ok(format!("{}\n", ct.limit()))
+        }
         Some(other) => Err(format!(
-            "conntrack: unknown command `{other}` (dump, flush or stats)"
+            "conntrack: unknown command `{other}` (dump, flush, stats, summary, count or limit)"
         )),
-        None => Err("conntrack: dump, flush or stats?".into()),
+        None => Err("conntrack: dump, flush, stats, summary, count or limit?".into()),
     }
 }
 

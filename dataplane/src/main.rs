@@ -128,6 +128,33 @@ enum ConntrackAction {
     /// Connection count, limit and counters (invalid packets, table full,
     /// NAT exhausted, expired).
     Stats(StatsTarget),
+    /// Connections by protocol (like `ovs-appctl dpctl/ct-stats-show`).
+    Summary(SummaryTarget),
+    /// Show the most connections the table holds, or change it (like
+    /// `ovs-appctl dpctl/ct-get-maxconns` and `ct-set-maxconns`); a lower
+    /// limit removes nothing, it refuses new connections until enough
+    /// expire.
+    Limit(LimitTarget),
+}
+
+#[derive(clap::Args)]
+struct SummaryTarget {
+    /// Bridge name.
+    bridge: String,
+    /// Only this conntrack zone.
+    #[arg(long)]
+    zone: Option<u16>,
+    /// Also TCP connections by state.
+    #[arg(long)]
+    verbose: bool,
+}
+
+#[derive(clap::Args)]
+struct LimitTarget {
+    /// Bridge name.
+    bridge: String,
+    /// The new limit.
+    limit: Option<u32>,
 }
 
 #[derive(clap::Args)]
@@ -483,11 +510,20 @@ fn conntrack(args: ConntrackArgs) -> ExitCode {
         ConntrackAction::Dump(t) => ("dump", &t.bridge, t.zone),
         ConntrackAction::Flush(t) => ("flush", &t.bridge, t.zone),
         ConntrackAction::Stats(t) => ("stats", &t.bridge, None),
+        ConntrackAction::Summary(t) => ("summary", &t.bridge, t.zone),
+        ConntrackAction::Limit(t) => ("limit", &t.bridge, None),
     };
     let path = dataplane::ctl::socket_path(&args.rundir, bridge);
     let mut line = format!("conntrack {verb}");
     if let Some(z) = zone {
         line.push_str(&format!(" --zone {z}"));
+    }
+    match &args.action {
+        ConntrackAction::Summary(t) if t.verbose => line.push_str(" --verbose"),
+        ConntrackAction::Limit(LimitTarget { limit: Some(n), .. }) => {
+            line.push_str(&format!(" {n}"))
+        }
+        _ => {}
     }
     ctl_request("xbr conntrack", &path, &line)
 }

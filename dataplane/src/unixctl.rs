@@ -34,6 +34,10 @@ use std::path::{Path, PathBuf};
 
 /// The commands served, as `list-commands` prints them.
 const COMMANDS: &[(&str, &str)] = &[
+    ("dpctl/ct-get-maxconns", "[dp]"),
+    ("dpctl/ct-get-nconns", "[dp]"),
+    ("dpctl/ct-set-maxconns", "[dp] maxconns"),
+    ("dpctl/ct-stats-show", "[dp] [zone=N] [verbose]"),
     ("dpctl/del-flows", "[dp]"),
     ("dpctl/dump-conntrack", "[dp] [zone=N]"),
     ("dpctl/dump-flows", "[dp]"),
@@ -74,6 +78,9 @@ pub enum Plan {
     /// Control requests, each (bridge, line); their answers are joined,
     /// each under a `bridge:` heading when there are several.
     Ask(Vec<(String, String)>),
+    /// Control requests as for `Ask`; once all succeed, this text is the
+    /// answer.
+    AskThen(Vec<(String, String)>, String),
     /// Stop xbr, then answer.
     Exit,
 }
@@ -192,6 +199,48 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
             };
             Ok(ask_each(select(bridges, dp.map(String::as_str))?, line))
         }
+        "dpctl/ct-get-maxconns" | "dpctl/ct-get-nconns" => {
+            let dp = params.iter().find(|p| !p.starts_with('-'));
+            let line = if method == "dpctl/ct-get-maxconns" {
+                "conntrack limit"
+            } else {
+                "conntrack count"
+            };
+            Ok(ask_each(select(bridges, dp.map(String::as_str))?, line))
+        }
+        "dpctl/ct-set-maxconns" => {
+            let args: Vec<&String> = params.iter().filter(|p| !p.starts_with('-')).collect();
+            let (dp, value) = match args.as_slice() {
+                [value] => (None, value),
+                [dp, value] => (Some(dp.as_str()), value),
+                _ => return Err("maxconns missing or malformed".into()),
+            };
+            let n: u32 = value
+                .parse()
+                .map_err(|_| "maxconns missing or malformed".to_string())?;
+            match ask_each(select(bridges, dp)?, &format!("conntrack limit {n}")) {
+                Plan::Ask(requests) => Ok(Plan::AskThen(
+                    requests,
+                    "setting maxconns successful\n".into(),
+                )),
+                other => Ok(other),
+            }
+        }
+        "dpctl/ct-stats-show" => {
+            let mut line = String::from("conntrack summary");
+            let mut dp = None;
+            for p in params {
+                if p == "verbose" || p == "-m" || p == "--more" {
+                    line.push_str(" --verbose");
+                } else if let Some(z) = p.strip_prefix("zone=") {
+                    let z: u16 = z.parse().map_err(|_| format!("{p}: invalid zone"))?;
+                    line.push_str(&format!(" --zone {z}"));
+                } else if !p.starts_with('-') {
+                    dp = Some(p.as_str());
+                }
+            }
+            Ok(ask_each(select(bridges, dp)?, &line))
+        }
         "dpctl/dump-conntrack" | "dpctl/flush-conntrack" => {
             let mut zone = None;
             let mut dp = None;
@@ -239,6 +288,7 @@ fn execute(rundir: &Path, plan: Plan) -> Result<String, String> {
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
             Ok(String::new())
         }
+        Plan::AskThen(requests, text) => execute(rundir, Plan::Ask(requests)).map(|_| text),
         Plan::Ask(requests) => {
             let headed = requests.len() > 1;
             let mut out = String::new();

@@ -2,14 +2,19 @@
 //! through `OVS_RUNDIR` as it finds ovs-vswitchd (a locked pidfile and
 //! `ovs-vswitchd.PID.ctl`), answering `ofproto/trace`, `dpctl/*`,
 //! `vlog/*`, `version` and `exit` as xbr's own commands do, and refusing
-//! what it does not know as ovs-vswitchd refuses it (exit code 2).
+//! what it does not know as ovs-vswitchd refuses it (exit code 2); the
+//! conntrack limit changed and the table summarised while traffic runs.
 //!
 //! Needs root (xbr creates TAP ports) and a built `xbr`, like trace.rs.
 
 use nix::sys::signal::Signal;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use xbr_tests::{run_timeout, CmdOutput, Netns, Result, Xbr, BRIDGE, CMD_TIMEOUT};
+use xbr_tests::{run_timeout, udp_send_from, CmdOutput, Netns, Result, Xbr, BRIDGE, CMD_TIMEOUT};
+
+const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 
 /// `ovs-appctl ARGS...` with `OVS_RUNDIR` at xbr's run directory.
 fn appctl(xbr: &Xbr, args: &[&str]) -> Result<CmdOutput> {
@@ -108,5 +113,103 @@ fn ovs_appctl_reaches_xbr_as_it_reaches_ovs_vswitchd() -> Result<()> {
     let status = xbr.stop(Signal::SIGTERM)?;
     assert!(status.success(), "{status:?}\n{}", xbr.log());
     assert!(!pidfile.exists() && !socket.exists(), "files left behind");
+    Ok(())
+}
+
+/// What an operator reaches for when conntrack fills: the limit read and
+/// lowered while xbr runs (new connections refused, the others kept and
+/// counted), the table's size and its summary by protocol; the same
+/// through `ovs-appctl` as through `xbr conntrack`.
+#[test]
+fn the_conntrack_limit_changes_while_running_and_the_table_is_summarised() -> Result<()> {
+    let ns = Netns::new()?;
+    let xbr = Xbr::start_in(
+        ns,
+        &[
+            "--port",
+            "p1=1,type=internal",
+            "--port",
+            "p2=2,type=internal",
+        ],
+    )?;
+    xbr.add_flow("table=0, priority=300, ip, ct_state=-trk, actions=ct(table=0,zone=1)")?;
+    xbr.add_flow(
+        "table=0, priority=200, ip, ct_state=+trk+new, actions=ct(commit,zone=1),output:2",
+    )?;
+    xbr.add_flow("table=0, priority=100, ip, ct_state=+trk+est, actions=output:2")?;
+    let ns = xbr.netns().expect("xbr runs in a namespace");
+    for argv in [
+        &["ip", "addr", "add", "10.9.0.1/24", "dev", "p1"][..],
+        &["ip", "link", "set", "p1", "up"],
+        &[
+            "ip",
+            "neigh",
+            "add",
+            "10.9.0.2",
+            "lladdr",
+            "02:00:00:00:00:02",
+            "dev",
+            "p1",
+            "nud",
+            "permanent",
+        ],
+    ] {
+        assert!(ns.exec(argv, CMD_TIMEOUT)?.success(), "{argv:?}");
+    }
+
+    assert_eq!(
+        appctl_ok(&xbr, &["dpctl/ct-set-maxconns", "3"])?,
+        "setting maxconns successful\n"
+    );
+    assert_eq!(appctl_ok(&xbr, &["dpctl/ct-get-maxconns"])?, "3\n");
+    let dst = SocketAddrV4::new(Ipv4Addr::new(10, 9, 0, 2), 53);
+    for sport in 5000..5005 {
+        udp_send_from(Path::new(TOOL), ns, sport, dst, 1, 100)?;
+    }
+    // The TAP port's frames reach the packet thread within moments.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while appctl_ok(&xbr, &["dpctl/ct-get-nconns"])? != "3\n" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            xbr.client_ok(&["conntrack", "stats", BRIDGE])?
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = xbr.client_ok(&["conntrack", "stats", BRIDGE])?;
+    assert!(stats.contains("\ntable_full: 2\n"), "{stats}");
+    let summary = appctl_ok(&xbr, &["dpctl/ct-stats-show"])?;
+    assert_eq!(summary, "Connections Stats:\n    Total: 3\n  UDP: 3\n");
+    assert_eq!(summary, xbr.client_ok(&["conntrack", "summary", BRIDGE])?);
+    assert_eq!(
+        appctl_ok(&xbr, &["dpctl/ct-stats-show", "zone=2"])?,
+        "Connections Stats:\n    Total: 0\n"
+    );
+
+    // Raised again with xbr's own command: new connections are taken.
+    assert_eq!(
+        xbr.client_ok(&["conntrack", "limit", BRIDGE, "10"])?,
+        "10\n"
+    );
+    assert_eq!(appctl_ok(&xbr, &["dpctl/ct-get-maxconns"])?, "10\n");
+    udp_send_from(Path::new(TOOL), ns, 5009, dst, 1, 100)?;
+    while appctl_ok(&xbr, &["dpctl/ct-get-nconns"])? != "4\n" {
+        assert!(std::time::Instant::now() < deadline + Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    for args in [
+        &["dpctl/ct-set-maxconns", "many"][..],
+        &["dpctl/ct-set-maxconns"],
+    ] {
+        let out = appctl(&xbr, args)?;
+        assert_eq!(out.code(), Some(2), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("maxconns missing or malformed"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert_eq!(appctl_ok(&xbr, &["dpctl/ct-get-maxconns"])?, "10\n");
     Ok(())
 }

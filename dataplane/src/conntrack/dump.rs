@@ -122,6 +122,62 @@ impl Conntrack {
         out
     }
 
+    /// The table (of `zone`) by protocol, as `ovs-appctl
+    /// dpctl/ct-stats-show` prints it; `verbose` adds TCP connections by
+    /// state.
+    pub fn summary_text(&self, zone: Option<u16>, verbose: bool) -> String {
+        // OVS's order and names. OVS counts ICMPv6 but prints nothing for
+        // it (its total then exceeds the lines); xbr prints it.
+        const PROTOS: [(u8, &str); 8] = [
+            (6, "TCP"),
+            (17, "UDP"),
+            (136, "UDPLITE"),
+            (132, "SCTP"),
+            (1, "ICMP"),
+            (58, "ICMPV6"),
+            (33, "DCCP"),
+            (2, "IGMP"),
+        ];
+        const TCP_STATES: [&str; 8] = [
+            "SYN_SENT",
+            "SYN_RECV",
+            "ESTABLISHED",
+            "FIN_WAIT_1",
+            "CLOSE_WAIT",
+            "LAST_ACK",
+            "FIN_WAIT_2",
+            "TIME_WAIT",
+        ];
+        let entries = self.dump(zone, self.now_ms());
+        let count = |proto: u8| entries.iter().filter(|e| e.orig.proto == proto).count();
+        let mut out = format!("Connections Stats:\n    Total: {}\n", entries.len());
+        let mut listed = 0;
+        for (proto, name) in PROTOS {
+            let n = count(proto);
+            listed += n;
+            if n > 0 {
+                out.push_str(&format!("  {name}: {n}\n"));
+            }
+            if proto == 6 && n > 0 && verbose {
+                out.push_str("    Conn per TCP states:\n");
+                for state in TCP_STATES {
+                    let k = entries
+                        .iter()
+                        .filter(|e| e.tcp_state == Some(state))
+                        .count();
+                    if k > 0 {
+                        out.push_str(&format!("\t  [{state}]={k}\n"));
+                    }
+                }
+            }
+        }
+        let other = entries.len() - listed;
+        if other > 0 {
+            out.push_str(&format!("  Other: {other}\n"));
+        }
+        out
+    }
+
     /// The counters, one `name: value` per line (`xbr conntrack stats`).
     pub fn stats_text(&self) -> String {
         let s = &self.stats;
@@ -130,7 +186,7 @@ impl Conntrack {
              nat_exhausted: {}\nexpired: {}\nlearned_from_host: {}\nfragmented_datagrams: {}\nlater_fragments: {}\n\
              orphan_fragments: {}\nnot_ip: {}\nnat_family: {}\n",
             self.len(),
-            self.config.limit,
+            self.limit(),
             s.committed.load(Relaxed),
             s.invalid.load(Relaxed),
             s.table_full.load(Relaxed),
@@ -216,5 +272,66 @@ impl Drop for Sweeper {
                 tracing::error!("conntrack sweep thread panicked");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{ip_frame, run, tcp_frame, udp_frame, A, B, COMMIT};
+    use super::super::tuple::tcp_flags as F;
+    use super::super::{state, Conntrack, CtConfig, Timeouts};
+    use std::sync::atomic::Ordering::Relaxed;
+
+    #[test]
+    fn the_summary_counts_connections_by_protocol_and_tcp_state() {
+        let ct = Conntrack::default();
+        assert_eq!(
+            ct.summary_text(None, true),
+            "Connections Stats:\n    Total: 0\n"
+        );
+        for port in [1000, 1001, 1002] {
+            run(&ct, udp_frame(A, port, B, 53), &COMMIT, 0);
+        }
+        let syn = tcp_frame((A, 40000), (B, 80), 1000, 0, F::SYN, 0);
+        run(&ct, syn, &COMMIT, 0);
+        run(&ct, ip_frame(47, A, B, vec![0; 4]), &COMMIT, 0);
+        let zone1 = super::super::CtRequest { zone: 1, ..COMMIT };
+        run(&ct, udp_frame(A, 2000, B, 53), &zone1, 0);
+        assert_eq!(
+            ct.summary_text(None, false),
+            "Connections Stats:\n    Total: 6\n  TCP: 1\n  UDP: 4\n  Other: 1\n"
+        );
+        assert_eq!(
+            ct.summary_text(None, true),
+            "Connections Stats:\n    Total: 6\n  TCP: 1\n    Conn per TCP states:\n\
+             \t  [SYN_SENT]=1\n  UDP: 4\n  Other: 1\n"
+        );
+        assert_eq!(
+            ct.summary_text(Some(1), true),
+            "Connections Stats:\n    Total: 1\n  UDP: 1\n"
+        );
+    }
+
+    #[test]
+    fn a_lowered_limit_refuses_new_connections_and_keeps_the_others() {
+        let ct = Conntrack::new(CtConfig {
+            limit: 10,
+            timeouts: Timeouts::default(),
+        });
+        let new = |ct: &Conntrack, port: u16| {
+            run(ct, udp_frame(A, port, B, 53), &COMMIT, 0).0.state & state::NEW != 0
+        };
+        assert!((1000..1004).all(|p| new(&ct, p)));
+        ct.set_limit(2);
+        assert_eq!(ct.limit(), 2);
+        assert!(ct.stats_text().contains("\nlimit: 2\n"));
+        assert!(!new(&ct, 1004), "refused: the table holds more than 2");
+        assert_eq!(ct.stats.table_full.load(Relaxed), 1);
+        assert_eq!(ct.len(), 4, "none removed");
+        let reply = run(&ct, udp_frame(B, 53, A, 1000), &COMMIT, 1).0.state;
+        assert_ne!(reply & state::EST, 0, "existing connections go on");
+        ct.set_limit(5);
+        assert!(new(&ct, 1004));
+        assert_eq!(ct.config().limit, 10, "the configuration it started with");
     }
 }

@@ -113,7 +113,7 @@ impl Conntrack {
     /// connection of xbr's, and returns this packet's outcome.
     pub(super) fn learn(&self, t: &Tuple, req: &CtRequest, now: u64) -> Option<CtOutcome> {
         let learned = classify(t, self.host.as_ref()?.lookup(t)?)?;
-        if !self.table.reserve(self.config.limit) {
+        if !self.table.reserve(self.limit()) {
             self.stats.table_full.fetch_add(1, Relaxed);
             return Some(self.invalid(req.zone));
         }

@@ -42,7 +42,10 @@
 //!
 //! Invariants: the table never holds more than `limit` connections; when
 //! full, existing connections work as before and new ones are `+inv` and
-//! counted in [`CtStats::table_full`].
+//! counted in [`CtStats::table_full`]. The limit can be changed while
+//! packets flow ([`Conntrack::set_limit`], `ovs-appctl
+//! dpctl/ct-set-maxconns`); lowering it below the table's size removes
+//! nothing, it only refuses new connections until enough expire.
 //!
 //! Concurrency: [`Conntrack`] is shared (`Arc`) by packet threads and the
 //! control socket. A packet of an established connection takes its
@@ -303,6 +306,8 @@ pub struct CtEntry {
 pub struct Conntrack {
     table: Table,
     config: CtConfig,
+    /// Most connections the table holds: `config.limit` until changed.
+    limit: AtomicUsize,
     epoch: Instant,
     /// Next shard [`Conntrack::sweep`] visits.
     sweep_at: AtomicUsize,
@@ -352,6 +357,7 @@ impl Conntrack {
     pub fn new(config: CtConfig) -> Self {
         Conntrack {
             table: Table::new(),
+            limit: AtomicUsize::new(config.limit),
             config,
             epoch: Instant::now(),
             sweep_at: AtomicUsize::new(0),
@@ -372,8 +378,21 @@ impl Conntrack {
         self
     }
 
+    /// The configuration it was made with (the limit as it was then; see
+    /// [`Conntrack::limit`]).
     pub fn config(&self) -> &CtConfig {
         &self.config
+    }
+
+    /// Most connections the table holds now.
+    pub fn limit(&self) -> usize {
+        self.limit.load(Relaxed)
+    }
+
+    /// Changes the limit for new connections; existing ones stay, even
+    /// beyond it.
+    pub fn set_limit(&self, limit: usize) {
+        self.limit.store(limit, Relaxed);
     }
 
     /// Milliseconds since the tracker was made: the clock `execute`,

@@ -40,7 +40,7 @@ impl Conntrack {
         if !req.commit {
             return new;
         }
-        if !self.table.reserve(self.config.limit) {
+        if !self.table.reserve(self.limit()) {
             self.stats.table_full.fetch_add(1, Relaxed);
             return self.invalid(req.zone);
         }

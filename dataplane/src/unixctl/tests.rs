@@ -128,3 +128,60 @@ fn requests_that_are_not_json_rpc_get_an_error_with_their_id() {
         .unwrap()
         .starts_with("ovs-vswitchd (xbr) "));
 }
+
+#[test]
+fn conntrack_limits_and_summaries_map_to_conntrack_requests() {
+    let one = names(&["br0"]);
+    let two = names(&["br0", "br1"]);
+    let ask = |b: &str, line: &str| Plan::Ask(vec![(b.to_string(), line.to_string())]);
+    assert_eq!(
+        plan("dpctl/ct-get-maxconns", &[], &one),
+        Ok(ask("br0", "conntrack limit"))
+    );
+    assert_eq!(
+        plan("dpctl/ct-get-nconns", &args(&["netdev@br1"]), &two),
+        Ok(ask("br1", "conntrack count"))
+    );
+    let set = |line: &str| {
+        Ok(Plan::AskThen(
+            vec![
+                ("br0".to_string(), line.to_string()),
+                ("br1".to_string(), line.to_string()),
+            ],
+            "setting maxconns successful\n".to_string(),
+        ))
+    };
+    assert_eq!(
+        plan("dpctl/ct-set-maxconns", &args(&["5000"]), &two),
+        set("conntrack limit 5000")
+    );
+    assert_eq!(
+        plan("dpctl/ct-set-maxconns", &args(&["br1", "7"]), &two),
+        Ok(Plan::AskThen(
+            vec![("br1".to_string(), "conntrack limit 7".to_string())],
+            "setting maxconns successful\n".to_string()
+        ))
+    );
+    for bad in [
+        &[][..],
+        &["many"],
+        &["-1"],
+        &["4294967296"],
+        &["br0", "1", "2"],
+    ] {
+        assert_eq!(
+            plan("dpctl/ct-set-maxconns", &args(bad), &one),
+            Err("maxconns missing or malformed".to_string()),
+            "{bad:?}"
+        );
+    }
+    assert_eq!(
+        plan("dpctl/ct-stats-show", &args(&["zone=3", "verbose"]), &one),
+        Ok(ask("br0", "conntrack summary --zone 3 --verbose"))
+    );
+    assert_eq!(
+        plan("dpctl/ct-stats-show", &args(&["-m"]), &one),
+        Ok(ask("br0", "conntrack summary --verbose"))
+    );
+    assert!(plan("dpctl/ct-stats-show", &args(&["zone=x"]), &one).is_err());
+}
