@@ -178,8 +178,12 @@ pub struct Upcall {
 /// waiting for the controllers.
 const PACKET_OUT_QUEUE: usize = 1024;
 const UPCALL_QUEUE: usize = 1024;
-/// Largest PACKET_OUT payload: what fits a frame after its headroom.
-pub const MAX_PACKET_OUT: usize = 3072;
+/// Largest PACKET_OUT payload: what fits a jumbo block after the packet
+/// thread's headroom for pushed headers (larger ones are refused with
+/// OFPBRC_BAD_LEN). One that fits no frame waits for a free block, and is
+/// dropped and counted as `packet_out_too_big` if none is.
+pub const MAX_PACKET_OUT: usize =
+    (crate::xsk::JUMBO_BLOCK - crate::xsk::XDP_PACKET_HEADROOM) as usize;
 
 /// The packet thread's end of the channels to and from the control plane.
 pub struct ChangeReceiver {

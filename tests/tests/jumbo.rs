@@ -9,7 +9,8 @@
 //! dropped and counted as the port's receive drop, and xbr keeps
 //! forwarding; an MTU raised while xbr runs (OpenShift's MTU migration)
 //! takes effect at once. A TAP-backed internal port takes jumbo frames
-//! too, and drops (and counts) one the device had to cut.
+//! too, and drops (and counts) one the device had to cut. A controller's
+//! PACKET_OUT may carry a jumbo frame.
 //!
 //! Needs root, a built `xbr` (see skeleton.rs), `ping` and `python3`.
 
@@ -299,5 +300,89 @@ fn a_tap_internal_port_carries_jumbo_frames_and_drops_cut_ones() -> Result<()> {
         ping(PING_SIZE)?.contains(" 3 received"),
         "jumbo frames still pass"
     );
+    Ok(())
+}
+
+/// A `len`-byte UDP payload as xbr-testtool's sender writes its packet
+/// `seq` (its receiver counts only those): a magic, the sequence number,
+/// then a pattern of the offset.
+fn testtool_payload(seq: u64, len: usize) -> Vec<u8> {
+    let mut p = b"XBRTTOOL".to_vec();
+    p.extend(seq.to_be_bytes());
+    p.extend((p.len()..len).map(|i| (i.wrapping_mul(31) + 7) as u8));
+    p
+}
+
+/// Ethernet + IPv4 + UDP from pod `from` to `to` around `payload` (the
+/// UDP checksum 0: none, which IPv4 allows).
+fn udp_frame(from: &Pod, to: SocketAddrV4, to_mac: &str, payload: &[u8]) -> Vec<u8> {
+    let mac = |m: &str| -> Vec<u8> {
+        m.split(':')
+            .map(|b| u8::from_str_radix(b, 16).expect("a MAC"))
+            .collect()
+    };
+    let mut f = mac(to_mac);
+    f.extend(mac(from.mac()));
+    f.extend([0x08, 0x00]);
+    let total = (20 + 8 + payload.len()) as u16;
+    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip.extend(from.ip().octets());
+    ip.extend(to.ip().octets());
+    let sum: u32 = ip
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let sum = (sum & 0xffff) + (sum >> 16);
+    let csum = !((sum & 0xffff) + (sum >> 16)) as u16;
+    ip[10..12].copy_from_slice(&csum.to_be_bytes());
+    f.extend(ip);
+    f.extend(40000u16.to_be_bytes());
+    f.extend(to.port().to_be_bytes());
+    f.extend((8 + payload.len() as u16).to_be_bytes());
+    f.extend([0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// A controller's PACKET_OUT of a jumbo frame goes out whole (from a
+/// jumbo block: it fits no frame); data longer than a block is refused
+/// with OFPBRC_BAD_LEN, and xbr goes on.
+#[test]
+fn a_packet_out_of_a_jumbo_frame_is_delivered() -> Result<()> {
+    let (a, b) = pods(MTU)?;
+    let xbr = start_xdp_pair(&a, &b, "on", PLAIN_FLOWS)?;
+    let dst = SocketAddrV4::new(b.ip(), 5100);
+    let packet_out = |seq: u64, len: usize| {
+        let hex: String = udp_frame(&a, dst, b.mac(), &testtool_payload(seq, len))
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect();
+        xbr.ofctl(&[
+            "packet-out",
+            "br0",
+            &format!("in_port=controller,packet={hex},actions=output:2"),
+        ])
+    };
+    let rx = UdpReceiver::start(Path::new(TOOL), b.ns(), dst, 3, RECV_TIMEOUT)?;
+    for seq in 0..3 {
+        let out = packet_out(seq, MTU as usize - 28)?;
+        assert!(out.success(), "{}\n{}", out.stderr, xbr.log());
+    }
+    let received = rx.finish()?;
+    assert_eq!(
+        received,
+        3,
+        "jumbo packet-outs received\n{}",
+        xbr.client_ok(&["stats", "br0"])?
+    );
+    let refused = packet_out(3, 16_129 - 42)?;
+    assert!(
+        !refused.success() && refused.stderr.contains("OFPBRC_BAD_LEN"),
+        "{:?}: {}",
+        refused.code(),
+        refused.stderr.lines().next().unwrap_or("")
+    );
+    assert_eq!(ping_df(&a, &b, 2, PING_SIZE)?, 2, "still forwarding");
     Ok(())
 }

@@ -17,7 +17,7 @@ const ETH_MIN_LEN: u32 = 60;
 
 /// Bytes left in front of a PACKET_OUT's data: the kernel's
 /// `XDP_PACKET_HEADROOM`, what received frames have.
-const PACKET_OUT_HEADROOM: u64 = 256;
+const PACKET_OUT_HEADROOM: u64 = crate::xsk::XDP_PACKET_HEADROOM as u64;
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Carries out the translation in `self.xlate` on the frame `desc`
@@ -302,14 +302,19 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             };
             let len = u32::try_from(req.data.len()).unwrap_or(u32::MAX);
             // After a headroom, as received frames have, so that an output
-            // can push headers (a tunnel's encapsulation) in front; at the
-            // frame's start only if it fits no other way.
-            let room_after = self.frames.bytes(base + PACKET_OUT_HEADROOM, len).len();
-            let addr = if room_after == req.data.len() {
-                base + PACKET_OUT_HEADROOM
-            } else {
-                base
-            };
+            // can push headers (a tunnel's encapsulation) in front. Larger
+            // than a frame holds so (a jumbo MTU's packet): in a jumbo
+            // block, or at a frame's start if no block is free.
+            let mut addr = base + PACKET_OUT_HEADROOM;
+            if self.frames.bytes(addr, len).len() != req.data.len() {
+                addr = match self.frames.alloc_large() {
+                    Some(block) => {
+                        self.frames.free(base);
+                        block + PACKET_OUT_HEADROOM
+                    }
+                    None => base,
+                };
+            }
             let buf = self.frames.bytes(addr, len);
             if buf.len() != req.data.len() {
                 self.drops.packet_out_too_big += 1;

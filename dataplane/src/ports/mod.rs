@@ -161,6 +161,10 @@ impl Frames for UmemFrames {
         self.pool.free(addr)
     }
 
+    fn alloc_large(&mut self) -> Option<u64> {
+        self.pool.alloc_jumbo()
+    }
+
     #[inline]
     fn bytes(&mut self, addr: u64, len: u32) -> &mut [u8] {
         match self.pool.frame_mut(addr) {
