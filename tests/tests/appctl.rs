@@ -30,10 +30,11 @@ fn appctl_ok(xbr: &Xbr, args: &[&str]) -> Result<String> {
     Ok(out.stdout)
 }
 
-#[test]
-fn ovs_appctl_reaches_xbr_as_it_reaches_ovs_vswitchd() -> Result<()> {
+/// xbr in a namespace of its own with internal ports p1 and p2, tracking
+/// IP in zone 1 and sending established traffic to p2, plus `flows`.
+fn start_tracking(flows: &[&str]) -> Result<Xbr> {
     let ns = Netns::new()?;
-    let mut xbr = Xbr::start_in(
+    let xbr = Xbr::start_in(
         ns,
         &[
             "--port",
@@ -44,6 +45,15 @@ fn ovs_appctl_reaches_xbr_as_it_reaches_ovs_vswitchd() -> Result<()> {
     )?;
     xbr.add_flow("table=0, priority=300, ip, ct_state=-trk, actions=ct(table=0,zone=1)")?;
     xbr.add_flow("table=0, priority=100, ip, ct_state=+trk+est, actions=output:2")?;
+    for f in flows {
+        xbr.add_flow(f)?;
+    }
+    Ok(xbr)
+}
+
+#[test]
+fn ovs_appctl_reaches_xbr_as_it_reaches_ovs_vswitchd() -> Result<()> {
+    let mut xbr = start_tracking(&[])?;
 
     assert!(
         appctl_ok(&xbr, &["version"])?.starts_with("ovs-vswitchd (xbr) "),
@@ -122,21 +132,9 @@ fn ovs_appctl_reaches_xbr_as_it_reaches_ovs_vswitchd() -> Result<()> {
 /// through `ovs-appctl` as through `xbr conntrack`.
 #[test]
 fn the_conntrack_limit_changes_while_running_and_the_table_is_summarised() -> Result<()> {
-    let ns = Netns::new()?;
-    let xbr = Xbr::start_in(
-        ns,
-        &[
-            "--port",
-            "p1=1,type=internal",
-            "--port",
-            "p2=2,type=internal",
-        ],
-    )?;
-    xbr.add_flow("table=0, priority=300, ip, ct_state=-trk, actions=ct(table=0,zone=1)")?;
-    xbr.add_flow(
+    let xbr = start_tracking(&[
         "table=0, priority=200, ip, ct_state=+trk+new, actions=ct(commit,zone=1),output:2",
-    )?;
-    xbr.add_flow("table=0, priority=100, ip, ct_state=+trk+est, actions=output:2")?;
+    ])?;
     let ns = xbr.netns().expect("xbr runs in a namespace");
     for argv in [
         &["ip", "addr", "add", "10.9.0.1/24", "dev", "p1"][..],

@@ -34,25 +34,11 @@ pub fn attribution() -> Attribution {
 
 /// `action` to a device that takes frames in several buffers (jumbo
 /// frames may hit).
-pub fn taking_frags(action: FcAction) -> FcAction {
-    match action {
-        FcAction::Redirect {
-            out_ifindex,
-            set_dst,
-            set_src,
-            nw,
-            encap,
-            ..
-        } => FcAction::Redirect {
-            out_ifindex,
-            set_dst,
-            set_src,
-            nw,
-            encap,
-            frags: true,
-        },
-        FcAction::Drop => FcAction::Drop,
+pub fn taking_frags(mut action: FcAction) -> FcAction {
+    if let FcAction::Redirect { frags, .. } = &mut action {
+        *frags = true;
     }
+    action
 }
 
 /// Where a test's entry came from: port 0, no passes (a revalidation
