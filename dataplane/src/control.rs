@@ -136,6 +136,12 @@ pub struct DpShared {
     stats_requested: AtomicU64,
     /// What the packet thread last said about itself (`xbr stats`).
     engine: Mutex<EngineSnapshot>,
+    /// NORMAL's stations as the packet thread last listed them, and the
+    /// requests for its next statistics collection: list them, forget
+    /// them (`fdb/show`, `fdb/flush`).
+    fdb: Mutex<Vec<crate::normal::Station>>,
+    fdb_list: AtomicBool,
+    fdb_flush: AtomicBool,
 }
 
 /// The packet thread's own counters as it last published them (on the
@@ -243,6 +249,9 @@ impl DpShared {
             fail_open: AtomicBool::new(false),
             xdp_gen: OnceLock::new(),
             stats_requested: AtomicU64::new(0),
+            fdb: Mutex::new(Vec::new()),
+            fdb_list: AtomicBool::new(false),
+            fdb_flush: AtomicBool::new(false),
             engine: Mutex::default(),
         });
         Ok((
@@ -321,6 +330,35 @@ impl DpShared {
     pub fn engine_snapshot(&self) -> EngineSnapshot {
         self.collect_now();
         *self.engine.lock()
+    }
+
+    /// The stations NORMAL has learned (`ovs-appctl fdb/show`), as the
+    /// packet thread lists them at a statistics collection.
+    pub fn fdb(&self) -> Vec<crate::normal::Station> {
+        self.fdb_list.store(true, Relaxed);
+        self.collect_now();
+        self.fdb.lock().clone()
+    }
+
+    /// Makes NORMAL forget every station (`ovs-appctl fdb/flush`), at a
+    /// statistics collection, and waits for it.
+    pub fn fdb_flush(&self) {
+        self.fdb_flush.store(true, Relaxed);
+        self.collect_now();
+    }
+
+    /// Packet thread, at a statistics collection: whether to empty
+    /// NORMAL's table and whether to list it (each asked once).
+    pub fn take_fdb_requests(&self) -> (bool, bool) {
+        (
+            self.fdb_flush.swap(false, Relaxed),
+            self.fdb_list.swap(false, Relaxed),
+        )
+    }
+
+    /// Packet thread: NORMAL's stations, listed.
+    pub fn publish_fdb(&self, stations: Vec<crate::normal::Station>) {
+        *self.fdb.lock() = stations;
     }
 
     /// Asks the packet thread to collect its counters and waits (at most

@@ -175,6 +175,14 @@ pub fn dispatch(
         }
         "stats" => Err(format!("stats: unexpected argument `{args}`")),
         "dpctl" => dpctl_cmd(args, live),
+        "fdb" => match args {
+            "show" => Ok(fdb_text(&live.datapath().fdb())),
+            "flush" => {
+                live.datapath().fdb_flush();
+                Ok("table successfully flushed\n".into())
+            }
+            _ => Err("fdb: show or flush?".into()),
+        },
         "log" if args.is_empty() => crate::logging::filter().map(|f| format!("{f}\n")),
         "log" => crate::logging::set_filter(args).map(|f| format!("{f}\n")),
         "help" => Ok(
@@ -189,6 +197,7 @@ pub fn dispatch(
                       stats   port counters, drops by reason, caches, conntrack\n  \
                       dpctl dump-flows   the XDP flow cache's entries (the kernel's fast path)\n  \
                       dpctl del-flows   retire every XDP flow cache entry\n  \
+                      fdb show|flush   NORMAL's learned stations, listed or forgotten\n  \
                       log [DIRECTIVES]   show or set the log filter (XBR_LOG syntax)\n  help\n"
                 .into(),
         ),
@@ -270,6 +279,24 @@ fn trace(args: &str, name: &str, bridge: &Bridge) -> Result<String, String> {
         text::format_match(&m, 0x8000),
         "-".repeat(header.len())
     ))
+}
+
+/// NORMAL's stations as `ovs-appctl fdb/show` prints a bridge's (no
+/// VLANs: NORMAL ignores them, as 0).
+pub fn fdb_text(stations: &[crate::normal::Station]) -> String {
+    let mut out = String::from(" port  VLAN  MAC                Age\n");
+    for s in stations {
+        let port = match s.port {
+            flowtable::action::port::LOCAL => "LOCAL".to_string(),
+            p => p.to_string(),
+        };
+        let m = s.mac.to_be_bytes();
+        out.push_str(&format!(
+            "{port:>5}  {:>4}  {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}  {:>3}\n",
+            0, m[2], m[3], m[4], m[5], m[6], m[7], s.age
+        ));
+    }
+    out
 }
 
 /// `conntrack dump|flush [--zone N]`: the connection table, one
@@ -412,5 +439,32 @@ pub fn request(path: &Path, line: &str) -> Result<Reply, CtlError> {
         _ => Err(CtlError::BadReply {
             path: path.to_path_buf(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fdb_text;
+    use crate::normal::Station;
+
+    #[test]
+    fn fdb_rows_are_laid_out_as_ovs_lays_them_out() {
+        let stations = [
+            Station {
+                mac: 0x0a58_0a80_0002,
+                port: 1,
+                age: 7,
+            },
+            Station {
+                mac: 0x5254_0000_00ff,
+                port: flowtable::action::port::LOCAL,
+                age: 123,
+            },
+        ];
+        assert_eq!(
+            fdb_text(&stations),
+            " port  VLAN  MAC                Age\n    1     0  0a:58:0a:80:00:02    7\n\
+             LOCAL     0  52:54:00:00:00:ff  123\n"
+        );
     }
 }

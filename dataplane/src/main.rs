@@ -51,6 +51,26 @@ enum Command {
     /// The XDP flow cache's entries, the kernel's fast path (like
     /// `ovs-appctl dpctl/dump-flows` and `dpctl/del-flows`).
     Dpctl(DpctlArgs),
+    /// The stations the NORMAL action learned (like `ovs-appctl fdb/show`
+    /// and `fdb/flush`).
+    Fdb(FdbArgs),
+}
+
+#[derive(clap::Args)]
+struct FdbArgs {
+    /// Directory of the running bridge's sockets.
+    #[arg(long, global = true, default_value = "/var/run/openvswitch")]
+    rundir: PathBuf,
+    #[command(subcommand)]
+    action: FdbAction,
+}
+
+#[derive(Subcommand)]
+enum FdbAction {
+    /// List them: port, VLAN (0), MAC, seconds since last seen.
+    Show(StatsTarget),
+    /// Forget them all (the next packets flood until relearned).
+    Flush(StatsTarget),
 }
 
 #[derive(clap::Args)]
@@ -349,6 +369,14 @@ fn main() -> ExitCode {
                 &path,
                 &format!("dpctl {verb}"),
             )
+        }
+        Command::Fdb(args) => {
+            let (verb, target) = match &args.action {
+                FdbAction::Show(t) => ("show", t),
+                FdbAction::Flush(t) => ("flush", t),
+            };
+            let path = dataplane::ctl::socket_path(&args.rundir, &target.bridge);
+            ctl_request(&format!("xbr fdb {verb}"), &path, &format!("fdb {verb}"))
         }
     }
 }

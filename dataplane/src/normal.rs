@@ -16,8 +16,10 @@
 //! port at its first packet. Multicast/broadcast source addresses are
 //! never learned.
 //!
-//! Cost: one hash and up to [`PROBES`] compares per learn or lookup.
-//! Concurrency: none; one table per packet thread.
+//! Cost: one hash and up to [`PROBES`] compares per learn or lookup; a
+//! listing (`fdb/show`) walks every slot.
+//! Concurrency: none; one table per packet thread, which lists and
+//! empties it when the control plane asks (between rounds).
 
 /// Slots probed per operation.
 const PROBES: usize = 8;
@@ -109,9 +111,69 @@ impl MacTable {
     }
 }
 
+/// A learned station, as `ovs-appctl fdb/show` lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Station {
+    pub mac: u64,
+    pub port: u32,
+    /// Seconds since it was last seen.
+    pub age: u64,
+}
+
+impl MacTable {
+    /// The stations not aged out at `now`, longest silent first (the
+    /// order of OVS's LRU list).
+    pub fn stations(&self, now: u64) -> Vec<Station> {
+        let mut out: Vec<Station> = self
+            .slots
+            .iter()
+            .filter(|s| self.live(s, now))
+            .map(|s| Station {
+                mac: s.mac,
+                port: s.port,
+                age: now.saturating_sub(s.seen),
+            })
+            .collect();
+        out.sort_by_key(|s| (std::cmp::Reverse(s.age), s.mac));
+        out
+    }
+
+    /// Forgets every station (`fdb/flush`).
+    pub fn clear(&mut self) {
+        self.slots.fill(Slot::default());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stations_are_listed_longest_silent_first_and_cleared() {
+        let mut t = MacTable::new(64, 300);
+        t.learn(A, 1, 10);
+        t.learn(B, 2, 40);
+        t.learn(0x0a58_0a80_0009, 3, 0);
+        assert_eq!(
+            t.stations(300),
+            [
+                Station {
+                    mac: A,
+                    port: 1,
+                    age: 290
+                },
+                Station {
+                    mac: B,
+                    port: 2,
+                    age: 260
+                },
+            ],
+            "the third aged out"
+        );
+        t.clear();
+        assert!(t.stations(300).is_empty());
+        assert_eq!(t.lookup(A, 300), None);
+    }
 
     const A: u64 = 0x0a58_0a80_0002;
     const B: u64 = 0x0a58_0a80_0003;

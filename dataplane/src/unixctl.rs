@@ -44,6 +44,8 @@ const COMMANDS: &[(&str, &str)] = &[
     ("dpctl/flush-conntrack", "[dp] [zone=N]"),
     ("dpctl/show", "[dp]"),
     ("exit", "[--cleanup]"),
+    ("fdb/flush", "[bridge]"),
+    ("fdb/show", "[bridge...]"),
     ("list-commands", ""),
     ("ofproto/list", ""),
     ("ofproto/trace", "[bridge] flow [--ct-next flags]..."),
@@ -264,6 +266,32 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
                 None => format!("conntrack {verb}"),
             };
             Ok(ask_each(select(bridges, dp)?, &line))
+        }
+        "fdb/show" | "fdb/flush" => {
+            let line = if method == "fdb/show" {
+                "fdb show"
+            } else {
+                "fdb flush"
+            };
+            if method == "fdb/flush" && params.len() > 1 {
+                return Err("fdb/flush: expects [bridge]".into());
+            }
+            let mut targets = Vec::new();
+            for p in params {
+                targets.extend(select(bridges, Some(p))?);
+            }
+            if targets.is_empty() {
+                targets = select(bridges, None)?;
+            }
+            let plan = ask_each(targets, line);
+            // One reply however many bridges were flushed, as OVS.
+            match plan {
+                Plan::Ask(r) if method == "fdb/flush" => Ok(Plan::AskThen(
+                    r,
+                    "table successfully flushed\n".into(),
+                )),
+                other => Ok(other),
+            }
         }
         "vlog/list" => Ok(Plan::Ask(vec![(any_bridge()?, "log".into())])),
         "vlog/set" => {

@@ -3,7 +3,8 @@
 //! `ovs-vswitchd.PID.ctl`), answering `ofproto/trace`, `dpctl/*`,
 //! `vlog/*`, `version` and `exit` as xbr's own commands do, and refusing
 //! what it does not know as ovs-vswitchd refuses it (exit code 2); the
-//! conntrack limit changed and the table summarised while traffic runs.
+//! conntrack limit changed and the table summarised while traffic runs;
+//! the NORMAL action's learned stations listed and forgotten.
 //!
 //! Needs root (xbr creates TAP ports) and a built `xbr`, like trace.rs.
 
@@ -12,7 +13,10 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use xbr_tests::{run_timeout, udp_send_from, CmdOutput, Netns, Result, Xbr, BRIDGE, CMD_TIMEOUT};
+use xbr_tests::{
+    run_timeout, udp_send_from, CmdOutput, Netns, Pod, Result, Xbr, BRIDGE, CMD_TIMEOUT, POD_A_IP,
+    POD_A_MAC, POD_B_IP, POD_B_MAC,
+};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 
@@ -209,5 +213,59 @@ fn the_conntrack_limit_changes_while_running_and_the_table_is_summarised() -> Re
         );
     }
     assert_eq!(appctl_ok(&xbr, &["dpctl/ct-get-maxconns"])?, "10\n");
+    Ok(())
+}
+
+/// `fdb/show` lists the stations NORMAL learned, with their ports, as
+/// OVS prints them (and as `xbr fdb show`); `fdb/flush` forgets them and
+/// traffic relearns them.
+#[test]
+fn normal_learned_stations_are_listed_and_flushed() -> Result<()> {
+    let a = Pod::new(POD_A_IP, 24, POD_A_MAC)?;
+    let b = Pod::new(POD_B_IP, 24, POD_B_MAC)?;
+    let (pa, pb) = (format!("{}=1", a.host_if()), format!("{}=2", b.host_if()));
+    let xbr = Xbr::start(&["--port", &pa, "--port", &pb])?;
+    xbr.add_flow("priority=0,actions=NORMAL")?;
+    let header = " port  VLAN  MAC                Age\n";
+    assert_eq!(appctl_ok(&xbr, &["fdb/show", BRIDGE])?, header);
+    // Rows without the age (which may tick between two listings), the
+    // columns as OVS aligns them.
+    let rows = |text: &str| -> Vec<String> {
+        assert!(text.starts_with(header), "{text}");
+        let mut rows: Vec<String> = text
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let (row, age) = l.split_at(l.len().saturating_sub(3));
+                assert!(age.trim().parse::<u64>().is_ok_and(|s| s < 60), "{l}");
+                row.to_string()
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    let learned = vec![
+        format!("    1     0  {POD_A_MAC}  "),
+        format!("    2     0  {POD_B_MAC}  "),
+    ];
+    assert!(a.ping(POD_B_IP, 2)?.success(), "pings through NORMAL");
+    let shown = appctl_ok(&xbr, &["fdb/show", BRIDGE])?;
+    assert_eq!(rows(&shown), learned, "{shown}");
+    assert_eq!(rows(&xbr.client_ok(&["fdb", "show", BRIDGE])?), learned);
+
+    assert_eq!(
+        appctl_ok(&xbr, &["fdb/flush", BRIDGE])?,
+        "table successfully flushed\n"
+    );
+    assert_eq!(appctl_ok(&xbr, &["fdb/show"])?, header);
+    assert!(a.ping(POD_B_IP, 2)?.success(), "pings after the flush");
+    assert_eq!(rows(&appctl_ok(&xbr, &["fdb/show"])?), learned);
+    assert_eq!(
+        xbr.client_ok(&["fdb", "flush", BRIDGE])?,
+        "table successfully flushed\n"
+    );
+    assert_eq!(appctl_ok(&xbr, &["fdb/show"])?, header);
+    let out = appctl(&xbr, &["fdb/show", "br9"])?;
+    assert_eq!(out.code(), Some(2), "{out:?}");
     Ok(())
 }

@@ -395,6 +395,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         for p in &mut self.ports {
             p.totals.io_rx_dropped = p.io.io_rx_dropped();
         }
+        let (flush_fdb, list_fdb) = self.shared.take_fdb_requests();
+        if flush_fdb {
+            self.macs.clear();
+        }
+        if list_fdb {
+            self.shared.publish_fdb(self.macs.stations(self.now_secs));
+        }
         self.flush();
         self.flush_cache();
         self.publish_snapshot();

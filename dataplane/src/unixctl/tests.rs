@@ -185,3 +185,33 @@ fn conntrack_limits_and_summaries_map_to_conntrack_requests() {
     );
     assert!(plan("dpctl/ct-stats-show", &args(&["zone=x"]), &one).is_err());
 }
+
+#[test]
+fn fdb_commands_ask_the_bridges_named_or_all() {
+    let two = names(&["br0", "br1"]);
+    let ask = |targets: &[&str], line: &str| {
+        targets
+            .iter()
+            .map(|b| (b.to_string(), line.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        plan("fdb/show", &args(&["br1"]), &two),
+        Ok(Plan::Ask(ask(&["br1"], "fdb show")))
+    );
+    assert_eq!(
+        plan("fdb/show", &[], &two),
+        Ok(Plan::Ask(ask(&["br0", "br1"], "fdb show")))
+    );
+    assert_eq!(
+        plan("fdb/flush", &[], &two),
+        Ok(Plan::AskThen(
+            ask(&["br0", "br1"], "fdb flush"),
+            "table successfully flushed\n".into()
+        ))
+    );
+    assert!(plan("fdb/show", &args(&["br9"]), &two)
+        .unwrap_err()
+        .contains("br9: no such bridge"));
+    assert!(plan("fdb/flush", &args(&["br0", "br1"]), &two).is_err());
+}
