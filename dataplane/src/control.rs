@@ -72,6 +72,10 @@ pub struct PortMeta {
     pub created: Instant,
     /// Rate limits, set by the control plane (OVSDB), read per round.
     pub qos: crate::qos::QosConfig,
+    /// What backs the port, as `ovs-appctl dpif/show` gives a netdev's
+    /// type and configuration: `afxdp`, `tap`, `internal` (a veth pair),
+    /// `vxlan: dst_port=4789, ...`; empty when not said.
+    pub kind: String,
 }
 
 impl PortMeta {
@@ -84,7 +88,14 @@ impl PortMeta {
             stats: PortStats::default(),
             created: Instant::now(),
             qos: Default::default(),
+            kind: String::new(),
         }
+    }
+
+    /// The port, said to be backed by `kind` (see the field).
+    pub fn with_kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = kind.into();
+        self
     }
 }
 

@@ -175,6 +175,11 @@ pub fn dispatch(
         }
         "stats" => Err(format!("stats: unexpected argument `{args}`")),
         "dpctl" => dpctl_cmd(args, live),
+        "dpif" if args == "show" => {
+            let dp = live.datapath();
+            Ok(dpif_text(name, &dp.ports(), &dp.engine_snapshot()))
+        }
+        "dpif" => Err("dpif: show?".into()),
         "fdb" => match args {
             "show" => Ok(fdb_text(&live.datapath().fdb())),
             "flush" => {
@@ -198,6 +203,7 @@ pub fn dispatch(
                       dpctl dump-flows   the XDP flow cache's entries (the kernel's fast path)\n  \
                       dpctl del-flows   retire every XDP flow cache entry\n  \
                       fdb show|flush   NORMAL's learned stations, listed or forgotten\n  \
+                      dpif show   cache hits and misses, and the ports with their types\n  \
                       log [DIRECTIVES]   show or set the log filter (XBR_LOG syntax)\n  help\n"
                 .into(),
         ),
@@ -279,6 +285,42 @@ fn trace(args: &str, name: &str, bridge: &Bridge) -> Result<String, String> {
         text::format_match(&m, 0x8000),
         "-".repeat(header.len())
     ))
+}
+
+/// The bridge as `ovs-appctl dpif/show` lists it, after a first line
+/// `hit:H missed:M` that the unixctl adapter sums over bridges: hits are
+/// packets the caches answered (the XDP cache's, and the translation
+/// cache's exact and megaflow hits, per pipeline pass), misses those
+/// translated through the pipeline. Ports by name, each `NAME OFPORT/
+/// OFPORT: (KIND)`: xbr's datapath numbers its ports as OpenFlow does.
+pub fn dpif_text(
+    bridge: &str,
+    ports: &[std::sync::Arc<crate::control::PortMeta>],
+    snap: &crate::control::EngineSnapshot,
+) -> String {
+    let (mut hit, mut missed) = (0, 0);
+    if let Some(c) = &snap.flow_cache {
+        hit += c.hits + c.megaflow_hits;
+        missed += c.misses + c.uncacheable;
+    }
+    if let Some(x) = &snap.xdp_cache {
+        hit += x.hit_packets;
+    }
+    let mut out = format!("hit:{hit} missed:{missed}\n  {bridge}:\n");
+    let mut ports: Vec<_> = ports.iter().collect();
+    ports.sort_by(|a, b| a.name.cmp(&b.name));
+    for p in ports {
+        let kind = if p.kind.is_empty() {
+            "unknown"
+        } else {
+            &p.kind
+        };
+        out.push_str(&format!(
+            "    {} {}/{}: ({kind})\n",
+            p.name, p.ofport, p.ofport
+        ));
+    }
+    out
 }
 
 /// NORMAL's stations as `ovs-appctl fdb/show` prints a bridge's (no
@@ -446,6 +488,39 @@ pub fn request(path: &Path, line: &str) -> Result<Reply, CtlError> {
 mod tests {
     use super::fdb_text;
     use crate::normal::Station;
+
+    #[test]
+    fn dpif_show_lists_ports_by_name_with_their_kind_and_counts_cache_answers() {
+        use crate::control::{EngineSnapshot, PortMeta};
+        use std::sync::Arc;
+        let ports =
+            [
+                Arc::new(PortMeta::new(2, "tun0".into(), [0; 6]).with_kind("tap")),
+                Arc::new(PortMeta::new(1, "vxlan0".into(), [0; 6]).with_kind(
+                    "vxlan: dst_port=4789, key=flow, local_ip=10.0.0.11, remote_ip=flow",
+                )),
+                Arc::new(PortMeta::new(3, "eth1".into(), [0; 6])),
+            ];
+        let snap = EngineSnapshot {
+            flow_cache: Some(flowtable::cache::CacheStats {
+                hits: 10,
+                megaflow_hits: 5,
+                misses: 3,
+                uncacheable: 1,
+                invalidations: 9,
+            }),
+            xdp_cache: Some(crate::xdpcache::XdpCacheStats {
+                hit_packets: 100,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            super::dpif_text("br0", &ports, &snap),
+            "hit:115 missed:4\n  br0:\n    eth1 3/3: (unknown)\n    tun0 2/2: (tap)\n    \
+             vxlan0 1/1: (vxlan: dst_port=4789, key=flow, local_ip=10.0.0.11, remote_ip=flow)\n"
+        );
+    }
 
     #[test]
     fn fdb_rows_are_laid_out_as_ovs_lays_them_out() {

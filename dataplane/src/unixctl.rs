@@ -43,6 +43,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ("dpctl/dump-flows", "[dp]"),
     ("dpctl/flush-conntrack", "[dp] [zone=N]"),
     ("dpctl/show", "[dp]"),
+    ("dpif/show", ""),
     ("exit", "[--cleanup]"),
     ("fdb/flush", "[bridge]"),
     ("fdb/show", "[bridge...]"),
@@ -83,6 +84,10 @@ pub enum Plan {
     /// Control requests as for `Ask`; once all succeed, this text is the
     /// answer.
     AskThen(Vec<(String, String)>, String),
+    /// `dpif/show` of these bridges: their `dpif show` replies, the
+    /// first lines' hits and misses summed under one datapath heading
+    /// (OVS runs every netdev bridge on one datapath).
+    DpifShow(Vec<String>),
     /// Stop xbr, then answer.
     Exit,
 }
@@ -293,6 +298,12 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
                 other => Ok(other),
             }
         }
+        "dpif/show" => {
+            if bridges.is_empty() {
+                return Err("no bridge is running".into());
+            }
+            Ok(Plan::DpifShow(bridges.to_vec()))
+        }
         "vlog/list" => Ok(Plan::Ask(vec![(any_bridge()?, "log".into())])),
         "vlog/set" => {
             let spec = params.first().ok_or("vlog/set: expects a spec")?;
@@ -317,6 +328,30 @@ fn execute(rundir: &Path, plan: Plan) -> Result<String, String> {
             Ok(String::new())
         }
         Plan::AskThen(requests, text) => execute(rundir, Plan::Ask(requests)).map(|_| text),
+        Plan::DpifShow(bridges) => {
+            let (mut hit, mut missed, mut blocks) = (0u64, 0u64, String::new());
+            for bridge in bridges {
+                let reply = match ctl::request(&ctl::socket_path(rundir, &bridge), "dpif show") {
+                    Ok(r) if r.ok => r.text,
+                    Ok(r) => return Err(r.text.trim_end().to_string()),
+                    // A socket file a killed xbr left: no bridge behind it.
+                    Err(ctl::CtlError::Connect { .. }) => continue,
+                    Err(e) => return Err(e.to_string()),
+                };
+                let (first, rest) = reply.split_once('\n').unwrap_or((&reply, ""));
+                for word in first.split_whitespace() {
+                    match word.split_once(':') {
+                        Some(("hit", n)) => hit += n.parse::<u64>().unwrap_or(0),
+                        Some(("missed", n)) => missed += n.parse::<u64>().unwrap_or(0),
+                        _ => {}
+                    }
+                }
+                blocks.push_str(rest);
+            }
+            Ok(format!(
+                "netdev@ovs-netdev: hit:{hit} missed:{missed}\n{blocks}"
+            ))
+        }
         Plan::Ask(requests) => {
             let headed = requests.len() > 1;
             let mut out = String::new();

@@ -1,7 +1,7 @@
 //! The real `ovs-appctl` against xbr (`dataplane::unixctl`): found
 //! through `OVS_RUNDIR` as it finds ovs-vswitchd (a locked pidfile and
 //! `ovs-vswitchd.PID.ctl`), answering `ofproto/trace`, `dpctl/*`,
-//! `vlog/*`, `version` and `exit` as xbr's own commands do, and refusing
+//! `dpif/show`, `vlog/*`, `version` and `exit` as xbr's own commands do, and refusing
 //! what it does not know as ovs-vswitchd refuses it (exit code 2); the
 //! conntrack limit changed and the table summarised while traffic runs;
 //! the NORMAL action's learned stations listed and forgotten.
@@ -68,6 +68,15 @@ fn ovs_appctl_reaches_xbr_as_it_reaches_ovs_vswitchd() -> Result<()> {
         xbr.rundir().join("xbr.stale0.ctl"),
     ));
     assert_eq!(appctl_ok(&xbr, &["ofproto/list"])?, "br0\n");
+    let dpif = appctl_ok(&xbr, &["dpif/show"])?;
+    let (head, ports) = dpif.split_once('\n').expect("two parts");
+    assert!(head.starts_with("netdev@ovs-netdev: hit:"), "{dpif}");
+    assert!(head.contains(" missed:"), "{dpif}");
+    // Internal ports are veth pairs by default (`internal_backend`).
+    assert_eq!(
+        ports,
+        "  br0:\n    p1 1/1: (internal)\n    p2 2/2: (internal)\n"
+    );
 
     // The same trace as `xbr trace`, through conntrack with --ct-next.
     let flow = "in_port=p1,tcp,nw_src=10.128.0.2,nw_dst=10.128.0.3,tp_dst=80";

@@ -232,7 +232,7 @@ pub fn open_one(
             })?;
             let port = attach_xsk(&name, &link, umem, cache, spec.xdp_redirect)?;
             tracing::info!(port = %name, ofport, ifindex = link.ifindex, "attached");
-            let meta = PortMeta::new(ofport, name, link.mac.unwrap_or_default());
+            let meta = PortMeta::new(ofport, name, link.mac.unwrap_or_default()).with_kind("afxdp");
             Ok((Arc::new(meta), Port::Xsk(port)))
         }
         PortType::Vxlan => {
@@ -258,7 +258,8 @@ pub fn open_one(
             tracing::info!(port = %name, ofport, ifindex = host.ifindex, peer = %pair.peer(),
                 peer_ifindex = link.ifindex, "internal port created (veth)");
             port.host = Some(pair);
-            let meta = PortMeta::new(ofport, name, host.mac.unwrap_or_default());
+            let meta =
+                PortMeta::new(ofport, name, host.mac.unwrap_or_default()).with_kind("internal");
             Ok((Arc::new(meta), Port::Xsk(port)))
         }
         PortType::Internal => {
@@ -270,7 +271,7 @@ pub fn open_one(
             let tap = TapPort::create(&name, spec.mac, mtu).map_err(tap_err)?;
             let info = tap.info().map_err(tap_err)?;
             tracing::info!(port = %name, ofport, ifindex = tap.ifindex(), "internal port created");
-            let meta = PortMeta::new(ofport, name, info.mac.unwrap_or_default());
+            let meta = PortMeta::new(ofport, name, info.mac.unwrap_or_default()).with_kind("tap");
             Ok((
                 Arc::new(meta),
                 Port::Internal(InternalPort {

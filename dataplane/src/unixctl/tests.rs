@@ -215,3 +215,12 @@ fn fdb_commands_ask_the_bridges_named_or_all() {
         .contains("br9: no such bridge"));
     assert!(plan("fdb/flush", &args(&["br0", "br1"]), &two).is_err());
 }
+
+#[test]
+fn dpif_show_gathers_every_bridge() {
+    assert_eq!(
+        plan("dpif/show", &[], &names(&["br0", "br1"])),
+        Ok(Plan::DpifShow(names(&["br0", "br1"])))
+    );
+    assert!(plan("dpif/show", &[], &[]).is_err());
+}

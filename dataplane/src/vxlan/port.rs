@@ -94,6 +94,10 @@ pub(crate) fn open(
         mtu = link.mtu,
         "VXLAN port attached"
     );
-    let meta = PortMeta::new(ofport, name, [0; 6]);
+    // As OVS shows a flow-based VXLAN port's configuration.
+    let meta = PortMeta::new(ofport, name, [0; 6]).with_kind(format!(
+        "vxlan: dst_port={}, key=flow, local_ip={}, remote_ip=flow",
+        v.dst_port, v.local_ip
+    ));
     Ok((Arc::new(meta), VxlanPort::new(uplink, params, reader)))
 }
