@@ -253,11 +253,17 @@ fn output_to_the_vxlan_port_prepends_the_template() {
         Ipv4Packet::new_checked(&sent[1][14..]).unwrap().ident()
     );
     // What the far end sees: our inner frame and VNI.
-    let d = decap(f, REMOTE_IP, 4789).expect("valid VXLAN");
-    assert_eq!(&f[d.offset..d.offset + d.len], &inner[..]);
+    assert_carries(f, &inner);
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
+}
+
+/// What the far end sees of `outer`: a valid VXLAN packet to the remote
+/// node from our address, with our VNI, around `inner`.
+fn assert_carries(outer: &[u8], inner: &[u8]) {
+    let d = decap(outer, REMOTE_IP, 4789).expect("valid VXLAN");
+    assert_eq!(&outer[d.offset..d.offset + d.len], inner);
     assert_eq!(d.meta.tun_id, VNI);
     assert_eq!(d.meta.tun_src, LOCAL_IP);
-    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }
 
 #[test]
@@ -526,9 +532,7 @@ fn a_packet_out_to_the_vxlan_port_is_encapsulated() {
     rig.engine.round();
     let sent = rig.sent(1);
     assert_eq!(sent.len(), 1, "drops: {:?}", rig.engine.drops.tunnel);
-    let d = decap(&sent[0], REMOTE_IP, 4789).expect("valid VXLAN");
-    assert_eq!(&sent[0][d.offset..d.offset + d.len], &inner[..]);
-    assert_eq!(d.meta.tun_id, VNI);
+    assert_carries(&sent[0], &inner);
     assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }
 
