@@ -200,25 +200,26 @@ impl Rig {
     fn encap_flow(&mut self, dst: u32) {
         let mut m = Match::catch_all();
         m.set_exact(Field::InPort, 2);
-        self.flow(
-            100,
-            m,
-            vec![
-                Action::SetField {
-                    field: Field::TunDst,
-                    value: u64::from(dst),
-                },
-                Action::SetField {
-                    field: Field::TunId,
-                    value: VNI,
-                },
-                Action::Output {
-                    port: 1,
-                    max_len: 0,
-                },
-            ],
-        );
+        self.flow(100, m, encap_actions(dst));
     }
+}
+
+/// Out of the VXLAN port (1) to node `dst` with VNI [`VNI`].
+fn encap_actions(dst: u32) -> Vec<Action> {
+    vec![
+        Action::SetField {
+            field: Field::TunDst,
+            value: u64::from(dst),
+        },
+        Action::SetField {
+            field: Field::TunId,
+            value: VNI,
+        },
+        Action::Output {
+            port: 1,
+            max_len: 0,
+        },
+    ]
 }
 
 #[test]
@@ -512,20 +513,7 @@ fn waiting_frames_are_bounded_and_dropped_when_their_next_hop_fails() {
 fn a_packet_out_to_the_vxlan_port_is_encapsulated() {
     let mut rig = Rig::new(1500);
     let inner = inner_frame(100);
-    let actions = vec![
-        Action::SetField {
-            field: Field::TunDst,
-            value: u64::from(REMOTE_IP),
-        },
-        Action::SetField {
-            field: Field::TunId,
-            value: VNI,
-        },
-        Action::Output {
-            port: 1,
-            max_len: 0,
-        },
-    ];
+    let actions = encap_actions(REMOTE_IP);
     rig.shared
         .packet_out(0xffff_fffd, Vec::new(), actions, inner.clone())
         .expect("queued");
