@@ -120,6 +120,17 @@ pub struct Station {
     pub age: u64,
 }
 
+impl Station {
+    /// Keeps, of a station listed several times (by several packet
+    /// threads), the one seen last, and orders the list as
+    /// [`MacTable::stations`] does.
+    pub fn dedup_youngest(list: &mut Vec<Station>) {
+        list.sort_by_key(|s| (s.mac, s.age));
+        list.dedup_by_key(|s| s.mac);
+        list.sort_by_key(|s| (std::cmp::Reverse(s.age), s.mac));
+    }
+}
+
 impl MacTable {
     /// The stations not aged out at `now`, longest silent first (the
     /// order of OVS's LRU list).
@@ -173,6 +184,14 @@ mod tests {
         t.clear();
         assert!(t.stations(300).is_empty());
         assert_eq!(t.lookup(A, 300), None);
+    }
+
+    #[test]
+    fn stations_several_threads_learned_are_listed_once_as_last_seen() {
+        let st = |mac, port, age| Station { mac, port, age };
+        let mut all = vec![st(A, 1, 50), st(B, 2, 7), st(A, 3, 4), st(B, 2, 9)];
+        Station::dedup_youngest(&mut all);
+        assert_eq!(all, [st(B, 2, 7), st(A, 3, 4)]);
     }
 
     const A: u64 = 0x0a58_0a80_0002;

@@ -248,6 +248,24 @@ pub struct CacheStats {
     pub invalidations: u64,
 }
 
+impl CacheStats {
+    /// Adds another cache's statistics (another packet thread's).
+    pub fn merge(&mut self, o: &CacheStats) {
+        let CacheStats {
+            hits,
+            megaflow_hits,
+            misses,
+            uncacheable,
+            invalidations,
+        } = o;
+        self.hits += hits;
+        self.megaflow_hits += megaflow_hits;
+        self.misses += misses;
+        self.uncacheable += uncacheable;
+        self.invalidations += invalidations;
+    }
+}
+
 /// A packet thread's exact-match translation cache; see the module
 /// documentation.
 pub struct FlowCache {

@@ -33,6 +33,44 @@ pub struct EngineDrops {
 }
 
 impl EngineDrops {
+    /// Adds another packet thread's drops.
+    pub fn merge(&mut self, o: &EngineDrops) {
+        let EngineDrops {
+            table_miss,
+            explicit,
+            unsupported,
+            resubmit_depth,
+            too_many_actions,
+            bad_output_port,
+            invalid_ttl,
+            port_down,
+            no_frames,
+            tx_full,
+            upcall_queue_full,
+            packet_out_too_big,
+            ct_recirc_depth,
+            tunnel,
+            qos_policed,
+            meter,
+        } = o;
+        self.table_miss += table_miss;
+        self.explicit += explicit;
+        self.unsupported += unsupported;
+        self.resubmit_depth += resubmit_depth;
+        self.too_many_actions += too_many_actions;
+        self.bad_output_port += bad_output_port;
+        self.invalid_ttl += invalid_ttl;
+        self.port_down += port_down;
+        self.no_frames += no_frames;
+        self.tx_full += tx_full;
+        self.upcall_queue_full += upcall_queue_full;
+        self.packet_out_too_big += packet_out_too_big;
+        self.ct_recirc_depth += ct_recirc_depth;
+        self.tunnel.merge(tunnel);
+        self.qos_policed += qos_policed;
+        self.meter += meter;
+    }
+
     pub(super) fn count(&mut self, reason: DropReason) {
         self.count_n(reason, 1);
     }

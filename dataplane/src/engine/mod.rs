@@ -273,12 +273,15 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Publishes the thread's own counters for `xbr stats`: only when a
     /// statistics collection asks, so rounds never pay for it.
     pub(super) fn publish_snapshot(&self) {
-        self.shared.publish_engine(crate::control::EngineSnapshot {
-            drops: self.drops,
-            flow_cache: self.flow_cache_stats(),
-            xdp_cache: self.xdp_cache_stats(),
-            at: Some(Instant::now()),
-        });
+        self.shared.publish_engine(
+            self.changes.engine(),
+            crate::control::EngineSnapshot {
+                drops: self.drops,
+                flow_cache: self.flow_cache_stats(),
+                xdp_cache: self.xdp_cache_stats(),
+                at: Some(Instant::now()),
+            },
+        );
     }
 
     /// Runs until `stop` is set. Returns the engine so the caller can read
@@ -288,7 +291,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         // switch runs: the ports' XDP programs already hand frames to the
         // sockets, and the kernel drops them while a fill ring is empty.
         self.flush();
-        self.shared.mark_running();
+        self.shared.mark_running(self.changes.engine());
         let mut idle_rounds = 0u32;
         let mut busy = false;
         while !stop.load(Ordering::Relaxed) {
@@ -347,7 +350,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     }
 
     fn sleep(&mut self) {
-        self.shared.drain_waker();
+        self.shared.drain_waker(self.changes.engine());
         // A change published between the last drain and here is caught
         // because the eventfd stays readable until drained.
         let mut port_fds: Vec<BorrowedFd<'_>> = Vec::with_capacity(self.ports.len());
@@ -355,7 +358,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             p.io.poll_fds(&mut port_fds);
         }
         let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(port_fds.len() + 1);
-        fds.push(PollFd::new(self.shared.waker_fd(), PollFlags::POLLIN));
+        fds.push(PollFd::new(
+            self.shared.waker_fd(self.changes.engine()),
+            PollFlags::POLLIN,
+        ));
         fds.extend(
             port_fds
                 .into_iter()

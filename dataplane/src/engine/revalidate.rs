@@ -33,7 +33,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             None => seq,
         };
         if let Some(seq) = done {
-            self.shared.mark_applied(seq);
+            self.shared.mark_applied(self.changes.engine(), seq);
         }
     }
 
@@ -58,7 +58,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             x.revalidated(key, exact);
         }
         if let Some(seq) = x.finish_revalidation() {
-            self.shared.mark_applied(seq);
+            self.shared.mark_applied(self.changes.engine(), seq);
         }
         self.xdp = Some(x);
     }

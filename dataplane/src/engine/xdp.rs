@@ -395,17 +395,19 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         for p in &mut self.ports {
             p.totals.io_rx_dropped = p.io.io_rx_dropped();
         }
-        let (flush_fdb, list_fdb) = self.shared.take_fdb_requests();
+        let engine = self.changes.engine();
+        let (flush_fdb, list_fdb) = self.shared.take_fdb_requests(engine);
         if flush_fdb {
             self.macs.clear();
         }
         if list_fdb {
-            self.shared.publish_fdb(self.macs.stations(self.now_secs));
+            self.shared
+                .publish_fdb(engine, self.macs.stations(self.now_secs));
         }
         self.flush();
         self.flush_cache();
         self.publish_snapshot();
-        self.shared.mark_stats_collected(want);
+        self.shared.mark_stats_collected(engine, want);
     }
 
     /// Sweeps the XDP cache when due (now with `force`; a step of the

@@ -87,6 +87,34 @@ pub struct TunnelDrops {
 }
 
 impl TunnelDrops {
+    /// Adds another packet thread's drops.
+    pub fn merge(&mut self, o: &TunnelDrops) {
+        let TunnelDrops {
+            not_vxlan,
+            truncated,
+            bad_outer_ip,
+            bad_udp,
+            bad_flags,
+            no_destination,
+            no_route,
+            no_neighbour,
+            too_big,
+            no_headroom,
+            waited_for_neighbour,
+        } = o;
+        self.not_vxlan += not_vxlan;
+        self.truncated += truncated;
+        self.bad_outer_ip += bad_outer_ip;
+        self.bad_udp += bad_udp;
+        self.bad_flags += bad_flags;
+        self.no_destination += no_destination;
+        self.no_route += no_route;
+        self.no_neighbour += no_neighbour;
+        self.too_big += too_big;
+        self.no_headroom += no_headroom;
+        self.waited_for_neighbour += waited_for_neighbour;
+    }
+
     pub fn count(&mut self, reason: TunnelDrop) {
         let c = match reason {
             TunnelDrop::NotVxlan => &mut self.not_vxlan,

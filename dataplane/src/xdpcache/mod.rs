@@ -253,6 +253,38 @@ pub struct XdpCacheStats {
     pub encap_hit_packets: u64,
 }
 
+impl XdpCacheStats {
+    /// Adds another packet thread's counts.
+    pub fn merge(&mut self, o: &XdpCacheStats) {
+        let XdpCacheStats {
+            installs,
+            install_errors,
+            full,
+            hit_packets,
+            expired,
+            invalidated,
+            ct_installs,
+            ct_removed,
+            revalidated_out,
+            revalidated,
+            decap_hit_packets,
+            encap_hit_packets,
+        } = o;
+        self.installs += installs;
+        self.install_errors += install_errors;
+        self.full += full;
+        self.hit_packets += hit_packets;
+        self.expired += expired;
+        self.invalidated += invalidated;
+        self.ct_installs += ct_installs;
+        self.ct_removed += ct_removed;
+        self.revalidated_out += revalidated_out;
+        self.revalidated += revalidated;
+        self.decap_hit_packets += decap_hit_packets;
+        self.encap_hit_packets += encap_hit_packets;
+    }
+}
+
 /// Hits to credit to the engine's ports and drop counters.
 #[derive(Clone, Copy, Debug)]
 pub struct Credit {

@@ -14,6 +14,14 @@
 //! applied `seq`. The packet thread may be asleep in `poll(2)`, so `publish`
 //! also writes an eventfd that is part of its poll set.
 //!
+//! Several packet threads: each has its own end ([`ChangeReceiver`],
+//! numbered from 0), its own channel and eventfd. A change list is
+//! published to every one (shared, not copied), and a barrier, a
+//! statistics collection or start-up waits for the slowest; what the
+//! threads publish about themselves is kept per thread and summed when
+//! read. PACKET_OUTs are run by thread 0 alone (it hands an output to
+//! another thread's port like any of its own packets).
+//!
 //! Controller traffic: a PACKET_OUT is queued here (bounded) for the
 //! packet thread, which runs it between batches; packets for the
 //! controllers (`controller` action) go the other way through a bounded
@@ -23,6 +31,10 @@
 //! Port counters are written only by the packet thread (plain stores of its
 //! private running totals once per batch) and read by the control plane.
 
+mod port;
+#[cfg(test)]
+mod tests;
+
 use crate::xdpcache::XdpGen;
 use crossbeam::channel::{Receiver, Sender};
 use flowtable::tables::Change;
@@ -31,99 +43,47 @@ use nix::sys::eventfd::{EfdFlags, EventFd};
 use ofproto::{Datapath, PacketOutError, PortCounters, PortInfo, PortModError};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-/// OFPPC_* port config bits xbr honours.
-pub mod port_config {
-    pub const PORT_DOWN: u32 = 1 << 0;
-    pub const NO_RECV: u32 = 1 << 2;
-    pub const NO_FWD: u32 = 1 << 5;
-    pub const NO_PACKET_IN: u32 = 1 << 6;
-    pub const ALL: u32 = PORT_DOWN | NO_RECV | NO_FWD | NO_PACKET_IN;
-}
-
-/// OFPPS_LIVE and OFPPS_LINK_DOWN.
-const OFPPS_LINK_DOWN: u32 = 1 << 0;
-const OFPPS_LIVE: u32 = 1 << 2;
-
-/// Counters of one port, published by the packet thread.
-#[derive(Default)]
-pub struct PortStats {
-    pub rx_packets: AtomicU64,
-    pub rx_bytes: AtomicU64,
-    pub rx_dropped: AtomicU64,
-    pub tx_packets: AtomicU64,
-    pub tx_bytes: AtomicU64,
-    pub tx_dropped: AtomicU64,
-    pub rx_errors: AtomicU64,
-    pub tx_errors: AtomicU64,
-}
-
-/// What the control plane knows about a port; shared with the packet thread.
-pub struct PortMeta {
-    pub ofport: u32,
-    pub name: String,
-    pub hw_addr: [u8; 6],
-    /// OFPPC_* bits, set by PORT_MOD, read by the packet thread per batch.
-    pub config: AtomicU32,
-    pub stats: PortStats,
-    pub created: Instant,
-    /// Rate limits, set by the control plane (OVSDB), read per round.
-    pub qos: crate::qos::QosConfig,
-    /// What backs the port, as `ovs-appctl dpif/show` gives a netdev's
-    /// type and configuration: `afxdp`, `tap`, `internal` (a veth pair),
-    /// `vxlan: dst_port=4789, ...`; empty when not said.
-    pub kind: String,
-}
-
-impl PortMeta {
-    pub fn new(ofport: u32, name: String, hw_addr: [u8; 6]) -> Self {
-        PortMeta {
-            ofport,
-            name,
-            hw_addr,
-            config: AtomicU32::new(0),
-            stats: PortStats::default(),
-            created: Instant::now(),
-            qos: Default::default(),
-            kind: String::new(),
-        }
-    }
-
-    /// The port, said to be backed by `kind` (see the field).
-    pub fn with_kind(mut self, kind: impl Into<String>) -> Self {
-        self.kind = kind.into();
-        self
-    }
-}
-
-impl PortMeta {
-    /// The port as OpenFlow describes it (features, PORT_STATUS).
-    pub fn info(&self) -> PortInfo {
-        let config = self.config.load(Relaxed);
-        let down = config & port_config::PORT_DOWN != 0;
-        PortInfo {
-            port_no: self.ofport,
-            hw_addr: self.hw_addr,
-            name: self.name.clone(),
-            config,
-            state: if down { OFPPS_LINK_DOWN } else { OFPPS_LIVE },
-            curr_speed: 10_000_000,
-            max_speed: 0,
-        }
-    }
-}
+pub use port::{port_config, PortMeta, PortStats};
 
 /// Sequence numbers of published and applied change lists.
 struct SeqState {
     published: u64,
-    applied: u64,
-    /// The last statistics collection the packet thread finished.
-    stats_done: u64,
-    /// The packet thread has given every port's fill ring its frames.
-    running: bool,
+    /// Per packet thread: the last change list it applied.
+    applied: Vec<u64>,
+    /// Per packet thread: the last statistics collection it finished.
+    stats_done: Vec<u64>,
+    /// Per packet thread: it has given its ports' fill rings their frames.
+    running: Vec<bool>,
+}
+
+impl SeqState {
+    /// The last change list every packet thread applied.
+    fn applied(&self) -> u64 {
+        self.applied.iter().copied().min().unwrap_or(u64::MAX)
+    }
+
+    /// The last statistics collection every packet thread finished.
+    fn stats_done(&self) -> u64 {
+        self.stats_done.iter().copied().min().unwrap_or(u64::MAX)
+    }
+}
+
+/// What one packet thread has and says, apart from the sequence numbers.
+struct EngineSlot {
+    changes: Sender<(u64, Arc<[Change]>)>,
+    waker: EventFd,
+    /// What it last said about itself (`xbr stats`).
+    snapshot: Mutex<EngineSnapshot>,
+    /// NORMAL's stations as it last listed them, and the requests for its
+    /// next statistics collection: list them, forget them (`fdb/show`,
+    /// `fdb/flush`).
+    fdb: Mutex<Vec<crate::normal::Station>>,
+    fdb_list: AtomicBool,
+    fdb_flush: AtomicBool,
 }
 
 /// Shared state between ofproto (through [`Datapath`]) and the packet thread.
@@ -132,10 +92,10 @@ pub struct DpShared {
     /// The bridge's ports as the control plane sees them; changed only by
     /// live port add/remove (`crate::live`), read by OpenFlow requests.
     ports: RwLock<Vec<Arc<PortMeta>>>,
-    changes: Sender<(u64, Vec<Change>)>,
+    /// The packet threads, by number.
+    engines: Vec<EngineSlot>,
     seq: Mutex<SeqState>,
     applied: Condvar,
-    waker: EventFd,
     packet_outs: Sender<PacketOutRequest>,
     upcalls: Receiver<Upcall>,
     /// Standalone mode without a controller: forward by NORMAL.
@@ -145,19 +105,11 @@ pub struct DpShared {
     xdp_gen: OnceLock<Arc<XdpGen>>,
     /// Statistics collections requested (see `Datapath::collect_stats`).
     stats_requested: AtomicU64,
-    /// What the packet thread last said about itself (`xbr stats`).
-    engine: Mutex<EngineSnapshot>,
-    /// NORMAL's stations as the packet thread last listed them, and the
-    /// requests for its next statistics collection: list them, forget
-    /// them (`fdb/show`, `fdb/flush`).
-    fdb: Mutex<Vec<crate::normal::Station>>,
-    fdb_list: AtomicBool,
-    fdb_flush: AtomicBool,
 }
 
-/// The packet thread's own counters as it last published them (on the
+/// A packet thread's own counters as it last published them (on the
 /// last statistics collection): its drops by reason and its caches'
-/// statistics.
+/// statistics; or the sum of every thread's ([`EngineSnapshot::merge`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EngineSnapshot {
     pub drops: crate::engine::EngineDrops,
@@ -167,6 +119,32 @@ pub struct EngineSnapshot {
     pub xdp_cache: Option<crate::xdpcache::XdpCacheStats>,
     /// When it was published; `None` before the first time.
     pub at: Option<Instant>,
+}
+
+impl EngineSnapshot {
+    /// Adds `other`'s counts (another packet thread's); `at` becomes the
+    /// older of the two, as the sum is as old as its oldest part.
+    pub fn merge(&mut self, other: &EngineSnapshot) {
+        self.drops.merge(&other.drops);
+        self.flow_cache = match (self.flow_cache, other.flow_cache) {
+            (Some(mut a), Some(b)) => {
+                a.merge(&b);
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        };
+        self.xdp_cache = match (self.xdp_cache, other.xdp_cache) {
+            (Some(mut a), Some(b)) => {
+                a.merge(&b);
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        };
+        self.at = match (self.at, other.at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            _ => None,
+        };
+    }
 }
 
 /// A controller's packet to inject (PACKET_OUT).
@@ -202,22 +180,31 @@ const UPCALL_QUEUE: usize = 1024;
 pub const MAX_PACKET_OUT: usize =
     (crate::xsk::JUMBO_BLOCK - crate::xsk::XDP_PACKET_HEADROOM) as usize;
 
-/// The packet thread's end of the channels to and from the control plane.
+/// A packet thread's end of the channels to and from the control plane.
 pub struct ChangeReceiver {
-    rx: Receiver<(u64, Vec<Change>)>,
-    packet_outs: Receiver<PacketOutRequest>,
+    /// The thread's number (its slot in `DpShared`).
+    engine: usize,
+    rx: Receiver<(u64, Arc<[Change]>)>,
+    /// Thread 0's; `None` for the others.
+    packet_outs: Option<Receiver<PacketOutRequest>>,
     upcalls: Sender<Upcall>,
 }
 
 impl ChangeReceiver {
+    /// The packet thread's number, for the `DpShared` calls it makes.
+    pub fn engine(&self) -> usize {
+        self.engine
+    }
+
     /// Non-blocking: the next change list, if any.
-    pub fn try_next(&self) -> Option<(u64, Vec<Change>)> {
+    pub fn try_next(&self) -> Option<(u64, Arc<[Change]>)> {
         self.rx.try_recv().ok()
     }
 
-    /// Non-blocking: the next PACKET_OUT to run, if any.
+    /// Non-blocking: the next PACKET_OUT to run, if any (always `None`
+    /// but for thread 0).
     pub fn try_packet_out(&self) -> Option<PacketOutRequest> {
-        self.packet_outs.try_recv().ok()
+        self.packet_outs.as_ref()?.try_recv().ok()
     }
 
     /// Queues a packet for the controllers; `false` (dropped) when the
@@ -235,44 +222,67 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
 const STATS_TIMEOUT: Duration = Duration::from_millis(500);
 
 impl DpShared {
+    /// The control plane of a datapath with one packet thread.
     pub fn new(
         datapath_id: u64,
         ports: Vec<Arc<PortMeta>>,
     ) -> Result<(Arc<DpShared>, ChangeReceiver), nix::Error> {
-        let (tx, rx) = crossbeam::channel::unbounded();
+        let (shared, mut ends) = DpShared::with_engines(datapath_id, ports, 1)?;
+        Ok((shared, ends.pop().expect("one packet thread")))
+    }
+
+    /// The control plane of a datapath with `engines` packet threads (at
+    /// least one), and each thread's end, by number.
+    pub fn with_engines(
+        datapath_id: u64,
+        ports: Vec<Arc<PortMeta>>,
+        engines: usize,
+    ) -> Result<(Arc<DpShared>, Vec<ChangeReceiver>), nix::Error> {
+        let engines = engines.max(1);
         let (po_tx, po_rx) = crossbeam::channel::bounded(PACKET_OUT_QUEUE);
         let (up_tx, up_rx) = crossbeam::channel::bounded(UPCALL_QUEUE);
-        let waker = EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?;
+        let mut slots = Vec::with_capacity(engines);
+        let mut ends = Vec::with_capacity(engines);
+        for engine in 0..engines {
+            let (tx, rx) = crossbeam::channel::unbounded();
+            slots.push(EngineSlot {
+                changes: tx,
+                waker: EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?,
+                snapshot: Mutex::default(),
+                fdb: Mutex::new(Vec::new()),
+                fdb_list: AtomicBool::new(false),
+                fdb_flush: AtomicBool::new(false),
+            });
+            ends.push(ChangeReceiver {
+                engine,
+                rx,
+                packet_outs: (engine == 0).then(|| po_rx.clone()),
+                upcalls: up_tx.clone(),
+            });
+        }
         let shared = Arc::new(DpShared {
             datapath_id,
             ports: RwLock::new(ports),
-            changes: tx,
+            engines: slots,
             seq: Mutex::new(SeqState {
                 published: 0,
-                applied: 0,
-                stats_done: 0,
-                running: false,
+                applied: vec![0; engines],
+                stats_done: vec![0; engines],
+                running: vec![false; engines],
             }),
             applied: Condvar::new(),
-            waker,
             packet_outs: po_tx,
             upcalls: up_rx,
             fail_open: AtomicBool::new(false),
             xdp_gen: OnceLock::new(),
             stats_requested: AtomicU64::new(0),
-            fdb: Mutex::new(Vec::new()),
-            fdb_list: AtomicBool::new(false),
-            fdb_flush: AtomicBool::new(false),
-            engine: Mutex::default(),
         });
-        Ok((
-            shared,
-            ChangeReceiver {
-                rx,
-                packet_outs: po_rx,
-                upcalls: up_tx,
-            },
-        ))
+        Ok((shared, ends))
+    }
+
+    /// The number of packet threads.
+    pub fn engines(&self) -> usize {
+        self.engines.len()
     }
 
     pub fn ports(&self) -> Vec<Arc<PortMeta>> {
@@ -302,28 +312,28 @@ impl DpShared {
         self.stats_requested.load(Relaxed)
     }
 
-    /// Packet thread: collections up to `n` are done.
-    pub fn mark_stats_collected(&self, n: u64) {
+    /// Packet thread `engine`: collections up to `n` are done.
+    pub fn mark_stats_collected(&self, engine: usize, n: u64) {
         let mut s = self.seq.lock();
-        if n > s.stats_done {
-            s.stats_done = n;
+        if n > s.stats_done[engine] {
+            s.stats_done[engine] = n;
             self.applied.notify_all();
         }
     }
 
-    /// Packet thread: every port can receive now.
-    pub fn mark_running(&self) {
-        self.seq.lock().running = true;
+    /// Packet thread `engine`: every port it polls can receive now.
+    pub fn mark_running(&self, engine: usize) {
+        self.seq.lock().running[engine] = true;
         self.applied.notify_all();
     }
 
-    /// Waits (at most `timeout`) until the packet thread has given every
-    /// port's fill ring its frames: until then the kernel drops what the
-    /// ports' XDP programs hand to their sockets. False on timeout.
+    /// Waits (at most `timeout`) until every packet thread has given its
+    /// ports' fill rings their frames: until then the kernel drops what
+    /// the ports' XDP programs hand to their sockets. False on timeout.
     pub fn wait_running(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut s = self.seq.lock();
-        while !s.running {
+        while !s.running.iter().all(|&r| r) {
             if self.applied.wait_until(&mut s, deadline).timed_out() {
                 return false;
             }
@@ -331,55 +341,71 @@ impl DpShared {
         true
     }
 
-    /// Packet thread: publishes its counters.
-    pub fn publish_engine(&self, snapshot: EngineSnapshot) {
-        *self.engine.lock() = snapshot;
+    /// Packet thread `engine`: publishes its counters.
+    pub fn publish_engine(&self, engine: usize, snapshot: EngineSnapshot) {
+        *self.engines[engine].snapshot.lock() = snapshot;
     }
 
-    /// The packet thread's counters, collected now if it answers within
-    /// the statistics timeout, else as it last published them.
+    /// Every packet thread's counters, summed: collected now if they
+    /// answer within the statistics timeout, else as last published.
     pub fn engine_snapshot(&self) -> EngineSnapshot {
         self.collect_now();
-        *self.engine.lock()
+        let mut sum = *self.engines[0].snapshot.lock();
+        for e in &self.engines[1..] {
+            sum.merge(&e.snapshot.lock());
+        }
+        sum
     }
 
     /// The stations NORMAL has learned (`ovs-appctl fdb/show`), as the
-    /// packet thread lists them at a statistics collection.
+    /// packet threads list them at a statistics collection (each thread
+    /// learns from what it receives; a station several learned is listed
+    /// once, as the thread that saw it last has it).
     pub fn fdb(&self) -> Vec<crate::normal::Station> {
-        self.fdb_list.store(true, Relaxed);
+        for e in &self.engines {
+            e.fdb_list.store(true, Relaxed);
+        }
         self.collect_now();
-        self.fdb.lock().clone()
+        let mut all: Vec<crate::normal::Station> = Vec::new();
+        for e in &self.engines {
+            all.extend(e.fdb.lock().iter().cloned());
+        }
+        crate::normal::Station::dedup_youngest(&mut all);
+        all
     }
 
     /// Makes NORMAL forget every station (`ovs-appctl fdb/flush`), at a
     /// statistics collection, and waits for it.
     pub fn fdb_flush(&self) {
-        self.fdb_flush.store(true, Relaxed);
+        for e in &self.engines {
+            e.fdb_flush.store(true, Relaxed);
+        }
         self.collect_now();
     }
 
-    /// Packet thread, at a statistics collection: whether to empty
-    /// NORMAL's table and whether to list it (each asked once).
-    pub fn take_fdb_requests(&self) -> (bool, bool) {
+    /// Packet thread `engine`, at a statistics collection: whether to
+    /// empty NORMAL's table and whether to list it (each asked once).
+    pub fn take_fdb_requests(&self, engine: usize) -> (bool, bool) {
+        let e = &self.engines[engine];
         (
-            self.fdb_flush.swap(false, Relaxed),
-            self.fdb_list.swap(false, Relaxed),
+            e.fdb_flush.swap(false, Relaxed),
+            e.fdb_list.swap(false, Relaxed),
         )
     }
 
-    /// Packet thread: NORMAL's stations, listed.
-    pub fn publish_fdb(&self, stations: Vec<crate::normal::Station>) {
-        *self.fdb.lock() = stations;
+    /// Packet thread `engine`: NORMAL's stations, listed.
+    pub fn publish_fdb(&self, engine: usize, stations: Vec<crate::normal::Station>) {
+        *self.engines[engine].fdb.lock() = stations;
     }
 
-    /// Asks the packet thread to collect its counters and waits (at most
-    /// STATS_TIMEOUT) until it did.
+    /// Asks the packet threads to collect their counters and waits (at
+    /// most STATS_TIMEOUT) until they all did.
     fn collect_now(&self) {
         let target = self.stats_requested.fetch_add(1, Relaxed) + 1;
         self.wake();
         let deadline = Instant::now() + STATS_TIMEOUT;
         let mut s = self.seq.lock();
-        while s.stats_done < target {
+        while s.stats_done() < target {
             if self.applied.wait_until(&mut s, deadline).timed_out() {
                 tracing::debug!("statistics collection timed out; replying with older counts");
                 return;
@@ -393,28 +419,31 @@ impl DpShared {
         }
     }
 
-    /// The eventfd the packet thread polls to wake up for changes.
-    pub fn waker_fd(&self) -> BorrowedFd<'_> {
-        self.waker.as_fd()
+    /// The eventfd packet thread `engine` polls to wake up for changes.
+    pub fn waker_fd(&self, engine: usize) -> BorrowedFd<'_> {
+        self.engines[engine].waker.as_fd()
     }
 
-    /// Wakes the packet thread if it sleeps (changes or shutdown pending).
+    /// Wakes every packet thread that sleeps (changes or shutdown pending).
     pub fn wake(&self) {
-        // EAGAIN means the counter is already non-zero: it is awake anyway.
-        let _ = self.waker.write(1);
+        for e in &self.engines {
+            // EAGAIN means the counter is already non-zero: it is awake.
+            let _ = e.waker.write(1);
+        }
     }
 
-    /// Packet thread: clears the wakeup eventfd.
-    pub fn drain_waker(&self) {
+    /// Packet thread `engine`: clears its wakeup eventfd.
+    pub fn drain_waker(&self, engine: usize) {
         // EAGAIN just means nothing was pending.
-        let _ = self.waker.read();
+        let _ = self.engines[engine].waker.read();
     }
 
-    /// Packet thread: everything up to `seq` is now in its replica.
-    pub fn mark_applied(&self, seq: u64) {
+    /// Packet thread `engine`: everything up to `seq` is now in its
+    /// replica.
+    pub fn mark_applied(&self, engine: usize, seq: u64) {
         let mut s = self.seq.lock();
-        if seq > s.applied {
-            s.applied = seq;
+        if seq > s.applied[engine] {
+            s.applied[engine] = seq;
             self.applied.notify_all();
         }
     }
@@ -502,15 +531,20 @@ impl Datapath for DpShared {
         s.published += 1;
         let seq = s.published;
         if changes.is_empty() {
-            // Nothing for the packet thread; count it as applied so a later
-            // barrier does not wait for it.
-            if s.applied + 1 == seq {
-                s.applied = seq;
+            // Nothing for the packet threads; count it as applied by those
+            // that applied all before, so a later barrier does not wait.
+            for a in &mut s.applied {
+                if *a + 1 == seq {
+                    *a = seq;
+                }
             }
         }
-        // Sending under the lock keeps the channel in sequence order.
-        if self.changes.send((seq, changes)).is_err() {
-            tracing::error!("packet thread is gone; pipeline change {seq} not applied");
+        let changes: Arc<[Change]> = changes.into();
+        // Sending under the lock keeps the channels in sequence order.
+        for (i, e) in self.engines.iter().enumerate() {
+            if e.changes.send((seq, changes.clone())).is_err() {
+                tracing::error!("packet thread {i} is gone; pipeline change {seq} not applied");
+            }
         }
         drop(s);
         self.wake();
@@ -520,10 +554,10 @@ impl Datapath for DpShared {
     fn sync(&self, seq: u64) {
         let deadline = Instant::now() + SYNC_TIMEOUT;
         let mut s = self.seq.lock();
-        while s.applied < seq {
+        while s.applied() < seq {
             if self.applied.wait_until(&mut s, deadline).timed_out() {
                 tracing::error!(
-                    "barrier: packet thread has not applied change {seq} after {:?} (at {})",
+                    "barrier: packet threads have not applied change {seq} after {:?} (at {:?})",
                     SYNC_TIMEOUT,
                     s.applied
                 );
@@ -550,7 +584,8 @@ impl Datapath for DpShared {
                 data,
             })
             .map_err(|_| PacketOutError::Busy)?;
-        self.wake();
+        // Only thread 0 runs them.
+        let _ = self.engines[0].waker.write(1);
         Ok(())
     }
 
