@@ -127,9 +127,9 @@ pub fn report(
             s.rx_bytes.load(Relaxed),
             s.rx_dropped.load(Relaxed),
             s.rx_errors.load(Relaxed),
-            s.tx_packets.load(Relaxed),
-            s.tx_bytes.load(Relaxed),
-            s.tx_dropped.load(Relaxed),
+            s.tx_packets(),
+            s.tx_bytes(),
+            s.tx_dropped(),
             s.tx_errors.load(Relaxed),
         );
     }

@@ -432,6 +432,12 @@ impl DpShared {
         }
     }
 
+    /// Wakes packet thread `engine` if it sleeps.
+    pub fn wake_engine(&self, engine: usize) {
+        // EAGAIN means the counter is already non-zero: it is awake.
+        let _ = self.engines[engine].waker.write(1);
+    }
+
     /// Packet thread `engine`: clears its wakeup eventfd.
     pub fn drain_waker(&self, engine: usize) {
         // EAGAIN just means nothing was pending.
@@ -487,11 +493,11 @@ impl Datapath for DpShared {
                 PortCounters {
                     port_no: p.ofport,
                     rx_packets: s.rx_packets.load(Relaxed),
-                    tx_packets: s.tx_packets.load(Relaxed),
+                    tx_packets: s.tx_packets(),
                     rx_bytes: s.rx_bytes.load(Relaxed),
-                    tx_bytes: s.tx_bytes.load(Relaxed),
+                    tx_bytes: s.tx_bytes(),
                     rx_dropped: s.rx_dropped.load(Relaxed),
-                    tx_dropped: s.tx_dropped.load(Relaxed),
+                    tx_dropped: s.tx_dropped(),
                     rx_errors: s.rx_errors.load(Relaxed),
                     tx_errors: s.tx_errors.load(Relaxed),
                     duration: p.created.elapsed(),
@@ -585,7 +591,7 @@ impl Datapath for DpShared {
             })
             .map_err(|_| PacketOutError::Busy)?;
         // Only thread 0 runs them.
-        let _ = self.engines[0].waker.write(1);
+        self.wake_engine(0);
         Ok(())
     }
 

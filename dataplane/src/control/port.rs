@@ -19,7 +19,11 @@ pub mod port_config {
 const OFPPS_LINK_DOWN: u32 = 1 << 0;
 const OFPPS_LIVE: u32 = 1 << 2;
 
-/// Counters of one port, published by the packet thread.
+/// Counters of one port. The packet thread that owns the port stores its
+/// running totals in the fields; other packet threads add what they
+/// counted for it (XDP cache hits of entries they installed that leave
+/// by the port, packets they could not hand off to it) to the credits.
+/// Read the transmit side with the methods, which add both.
 #[derive(Default)]
 pub struct PortStats {
     pub rx_packets: AtomicU64,
@@ -30,6 +34,34 @@ pub struct PortStats {
     pub tx_dropped: AtomicU64,
     pub rx_errors: AtomicU64,
     pub tx_errors: AtomicU64,
+    credited_tx_packets: AtomicU64,
+    credited_tx_bytes: AtomicU64,
+    credited_tx_dropped: AtomicU64,
+}
+
+impl PortStats {
+    pub fn tx_packets(&self) -> u64 {
+        self.tx_packets.load(Relaxed) + self.credited_tx_packets.load(Relaxed)
+    }
+
+    pub fn tx_bytes(&self) -> u64 {
+        self.tx_bytes.load(Relaxed) + self.credited_tx_bytes.load(Relaxed)
+    }
+
+    pub fn tx_dropped(&self) -> u64 {
+        self.tx_dropped.load(Relaxed) + self.credited_tx_dropped.load(Relaxed)
+    }
+
+    /// A packet thread other than the owner adds what it counted.
+    pub fn credit_tx(&self, packets: u64, bytes: u64, dropped: u64) {
+        if packets != 0 {
+            self.credited_tx_packets.fetch_add(packets, Relaxed);
+            self.credited_tx_bytes.fetch_add(bytes, Relaxed);
+        }
+        if dropped != 0 {
+            self.credited_tx_dropped.fetch_add(dropped, Relaxed);
+        }
+    }
 }
 
 /// What the control plane knows about a port; shared with the packet thread.

@@ -288,6 +288,67 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
     }
 
+    /// Copies `data` into a frame of this thread's, or counts why it
+    /// could not (no frame free, or too big for any).
+    fn load_frame(&mut self, data: &[u8]) -> Option<Desc> {
+        let Some(base) = self.frames.alloc() else {
+            self.drops.no_frames += 1;
+            return None;
+        };
+        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        // After a headroom, as received frames have, so that an output
+        // can push headers (a tunnel's encapsulation) in front. Larger
+        // than a frame holds so (a jumbo MTU's packet): in a jumbo block,
+        // or at a frame's start if no block is free.
+        let mut addr = base + PACKET_OUT_HEADROOM;
+        if self.frames.bytes(addr, len).len() != data.len() {
+            addr = match self.frames.alloc_large() {
+                Some(block) => {
+                    self.frames.free(base);
+                    block + PACKET_OUT_HEADROOM
+                }
+                None => base,
+            };
+        }
+        let buf = self.frames.bytes(addr, len);
+        if buf.len() != data.len() {
+            self.drops.packet_out_too_big += 1;
+            self.frames.free(addr);
+            return None;
+        }
+        buf.copy_from_slice(data);
+        Some(Desc { addr, len })
+    }
+
+    /// Outputs what the other packet threads handed off to this one's
+    /// ports (see `handoff.rs`); returns how many packets.
+    pub(super) fn run_handoffs(&mut self) -> usize {
+        let Some(threads) = self.handoff.as_ref().map(|h| h.threads()) else {
+            return 0;
+        };
+        let mut n = 0;
+        for from in 0..threads {
+            let Some(parcel) = self.handoff.as_mut().and_then(|h| h.take(from)) else {
+                continue;
+            };
+            for (item, data) in parcel.iter() {
+                n += 1;
+                match self.load_frame(data) {
+                    Some(desc) => self.output(item.port, item.port, desc, true, item.tun),
+                    None => {
+                        if let Some(i) = super::live_ports::index_in(&self.port_index, item.port) {
+                            self.ports[i].totals.tx_dropped += 1;
+                        }
+                    }
+                }
+            }
+            if let Some(h) = &mut self.handoff {
+                h.give_back(parcel);
+            }
+        }
+        n
+    }
+
     /// Runs up to a batch of queued PACKET_OUTs; returns how many.
     pub(super) fn run_packet_outs(&mut self) -> usize {
         let mut n = 0;
@@ -296,32 +357,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 break;
             };
             n += 1;
-            let Some(base) = self.frames.alloc() else {
-                self.drops.no_frames += 1;
+            let Some(Desc { addr, len }) = self.load_frame(&req.data) else {
                 continue;
             };
-            let len = u32::try_from(req.data.len()).unwrap_or(u32::MAX);
-            // After a headroom, as received frames have, so that an output
-            // can push headers (a tunnel's encapsulation) in front. Larger
-            // than a frame holds so (a jumbo MTU's packet): in a jumbo
-            // block, or at a frame's start if no block is free.
-            let mut addr = base + PACKET_OUT_HEADROOM;
-            if self.frames.bytes(addr, len).len() != req.data.len() {
-                addr = match self.frames.alloc_large() {
-                    Some(block) => {
-                        self.frames.free(base);
-                        block + PACKET_OUT_HEADROOM
-                    }
-                    None => base,
-                };
-            }
-            let buf = self.frames.bytes(addr, len);
-            if buf.len() != req.data.len() {
-                self.drops.packet_out_too_big += 1;
-                self.frames.free(addr);
-                continue;
-            }
-            buf.copy_from_slice(&req.data);
             let mut key = FlowKey::zero();
             let layers = packet::extract(self.frames.bytes(addr, len), req.in_port, &mut key);
             for &(field, value) in &req.metadata {

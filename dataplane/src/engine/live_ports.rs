@@ -22,6 +22,13 @@ use std::sync::Arc;
 pub enum PortOp<P> {
     /// Start serving `io` as port `meta.ofport` (which must be free).
     Add { meta: Arc<PortMeta>, io: P },
+    /// List port `meta.ofport`, which packet thread `owner` serves (see
+    /// `Engine::add_remote_port`).
+    AddRemote {
+        meta: Arc<PortMeta>,
+        stand_in: P,
+        owner: usize,
+    },
     /// Stop serving port `ofport`; its I/O object (or `None` if there was
     /// no such port) is sent back on `done`.
     Remove {
@@ -51,7 +58,12 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         let mut removed = false;
         for op in ops {
             match op {
-                PortOp::Add { meta, io } => self.add_port(meta, io),
+                PortOp::Add { meta, io } => self.add_port_owned(meta, io, None),
+                PortOp::AddRemote {
+                    meta,
+                    stand_in,
+                    owner,
+                } => self.add_port_owned(meta, stand_in, Some(owner)),
                 PortOp::Remove { ofport, done } => {
                     // Before the port goes: entries redirecting to its
                     // device must not outlive it, and their last hits
@@ -87,7 +99,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
     }
 
-    fn add_port(&mut self, meta: Arc<PortMeta>, io: P) {
+    /// Adds a port this thread serves (`owner` None) or one another
+    /// thread does.
+    pub(super) fn add_port_owned(&mut self, meta: Arc<PortMeta>, io: P, owner: Option<usize>) {
         if let Some(old) = self.ports.iter().position(|p| p.meta.ofport == meta.ofport) {
             // The control side never does this; keep the running port.
             tracing::error!(ofport = meta.ofport, name = %self.ports[old].meta.name,
@@ -95,10 +109,15 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             return;
         }
         let mut port = EnginePort::new(meta, io);
-        // Frames for its fill ring at once: its XDP program is already
-        // redirecting to its sockets.
-        port.io.maintain(&mut self.frames);
+        port.owner = owner;
+        if owner.is_none() {
+            // Frames for its fill ring at once: its XDP program is
+            // already redirecting to its sockets.
+            port.io.maintain(&mut self.frames);
+        }
         self.ports.push(port);
+        self.reindex_ports();
+        self.liveness_dirty = true;
     }
 
     fn remove_port(&mut self, ofport: u32) -> Option<P> {

@@ -99,6 +99,10 @@ struct EnginePort<P> {
     /// A tunnel port's frames waiting for their next hop (see
     /// `unresolved.rs`).
     unresolved: Vec<unresolved::Waiting>,
+    /// The packet thread that owns the port, when another one does: `io`
+    /// is then a stand-in that only describes it (its device, tunnel
+    /// next hops) and outputs are handed off (see `handoff.rs`).
+    owner: Option<usize>,
 }
 
 impl<P> EnginePort<P> {
@@ -121,6 +125,7 @@ impl<P> EnginePort<P> {
             totals: Totals::default(),
             config: 0,
             qos: Default::default(),
+            owner: None,
         }
     }
 }
@@ -189,6 +194,9 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     meters: HashMap<u32, crate::meter::MeterState, RandomState>,
     /// The meters' clock (ns since `started`), read once per round.
     meter_now: u64,
+    /// Outputs to ports other packet threads own, and theirs to this
+    /// one's (`None`: the only packet thread).
+    handoff: Option<handoff::Handoffs>,
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
@@ -235,7 +243,21 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             liveness_dirty: true,
             meters: HashMap::default(),
             meter_now: 0,
+            handoff: None,
         }
+    }
+
+    /// Makes this engine one of several packet threads, with `handoffs`
+    /// as its end of their mesh (its number is its `ChangeReceiver`'s).
+    pub fn set_handoffs(&mut self, handoffs: handoff::Handoffs) {
+        self.handoff = Some(handoffs);
+    }
+
+    /// Lists port `meta`, which packet thread `owner` serves: outputs to
+    /// it are handed off to that thread. `stand_in` describes the port
+    /// (see [`PortIo`]); it is never asked to receive or send.
+    pub fn add_remote_port(&mut self, meta: Arc<PortMeta>, stand_in: P, owner: usize) {
+        self.add_port_owned(meta, stand_in, Some(owner));
     }
 
     /// Uses `ct` as the connection tracker (the default is a private one
@@ -350,6 +372,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     }
 
     fn sleep(&mut self) {
+        if self.handoff.as_ref().is_some_and(|h| !h.may_sleep()) {
+            return;
+        }
         self.shared.drain_waker(self.changes.engine());
         // A change published between the last drain and here is caught
         // because the eventfd stays readable until drained.
@@ -377,6 +402,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         };
         // EINTR and timeouts just return to polling.
         let _ = poll(&mut fds, PollTimeout::from(timeout));
+        if let Some(h) = &self.handoff {
+            h.woke();
+        }
     }
 
     /// One pass over every port: receive, process, transmit. Returns the
@@ -423,7 +451,12 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         // Controllers' packets first: they were queued before this round.
         received += self.run_packet_outs();
+        // Then what other packet threads handed off in their last rounds.
+        received += self.run_handoffs();
         for i in 0..self.ports.len() {
+            if self.ports[i].owner.is_some() {
+                continue;
+            }
             let config = self.ports[i].config;
             let n = self.next_batch(i, &mut batch);
             if n == 0 {
@@ -510,9 +543,17 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         &mut self.frames
     }
 
-    /// The frame store and the ports' I/O objects, for orderly teardown.
+    /// The frame store and the I/O objects of the ports this thread
+    /// serves, for orderly teardown (stand-ins for other threads' ports
+    /// are dropped).
     pub fn into_parts(self) -> (F, Vec<P>) {
-        (self.frames, self.ports.into_iter().map(|p| p.io).collect())
+        let ports = self
+            .ports
+            .into_iter()
+            .filter(|p| p.owner.is_none())
+            .map(|p| p.io)
+            .collect();
+        (self.frames, ports)
     }
 }
 
@@ -523,6 +564,7 @@ mod meters;
 mod qos;
 pub use live_ports::PortOp;
 mod execute;
+pub mod handoff;
 mod hold;
 mod io;
 mod output;

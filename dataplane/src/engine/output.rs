@@ -33,6 +33,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             }
             return;
         }
+        if let (Some(owner), Some(h)) = (self.ports[idx].owner, &mut self.handoff) {
+            h.push(owner, port, self.frames.bytes(desc.addr, desc.len), tun);
+            if last {
+                self.frames.free(desc.addr);
+            }
+            return;
+        }
         let mut out = if last {
             desc
         } else {
@@ -87,12 +94,36 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         port.tx.clear();
     }
 
-    /// Transmits every queued batch, reclaims frames, publishes counters.
+    /// Transmits every queued batch, hands off what other packet threads
+    /// transmit, reclaims frames, publishes counters.
     pub(super) fn flush(&mut self) {
         for idx in 0..self.ports.len() {
             self.flush_port(idx);
         }
+        if let Some(h) = &mut self.handoff {
+            let (shared, ports, index) = (&self.shared, &mut self.ports, &self.port_index);
+            h.deliver(
+                |thread| shared.wake_engine(thread),
+                |port| {
+                    if let Some(i) = live_ports::index_in(index, port) {
+                        ports[i].totals.tx_dropped += 1;
+                    }
+                },
+            );
+        }
         for port in &mut self.ports {
+            if port.owner.is_some() {
+                // Another thread's port: what this one counted for it is
+                // added to the owner's totals.
+                let t = &mut port.totals;
+                if t.tx_packets | t.tx_dropped != 0 {
+                    port.meta
+                        .stats
+                        .credit_tx(t.tx_packets, t.tx_bytes, t.tx_dropped);
+                    *t = super::Totals::default();
+                }
+                continue;
+            }
             port.io.maintain(&mut self.frames);
             let (t, s) = (&port.totals, &port.meta.stats);
             s.rx_packets.store(t.rx_packets, Ordering::Relaxed);

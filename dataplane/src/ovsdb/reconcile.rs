@@ -409,10 +409,10 @@ impl Reconciler {
                         ("rx_dropped", s.rx_dropped.load(Relaxed)),
                         ("rx_errors", s.rx_errors.load(Relaxed)),
                         ("rx_packets", s.rx_packets.load(Relaxed)),
-                        ("tx_bytes", s.tx_bytes.load(Relaxed)),
-                        ("tx_dropped", s.tx_dropped.load(Relaxed)),
+                        ("tx_bytes", s.tx_bytes()),
+                        ("tx_dropped", s.tx_dropped()),
                         ("tx_errors", s.tx_errors.load(Relaxed)),
-                        ("tx_packets", s.tx_packets.load(Relaxed)),
+                        ("tx_packets", s.tx_packets()),
                     ]),
                 );
                 rows.push(("Interface", iface.uuid.clone(), r));
