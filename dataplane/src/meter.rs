@@ -27,7 +27,10 @@ use crate::rewrite;
 use flowtable::key::Field;
 use flowtable::meter::meter_flags;
 use flowtable::{Meter, MeterBandType};
-use std::sync::Arc;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Instant;
 
 const NANO: u128 = 1_000_000_000;
 
@@ -65,6 +68,42 @@ pub enum Verdict {
     Drop,
     /// A DSCP_REMARK band applies: raise the drop precedence by this much.
     Remark(u8),
+}
+
+/// The meters' buckets, shared by the packet threads: each meter (each
+/// configuration a `SetMeter` change carries, which every thread receives
+/// as the same `Arc<Meter>`) has one [`MeterState`], behind a lock taken
+/// per metered packet, so a meter limits the bridge's traffic whatever
+/// thread carries it, as OVS's datapath meters do. Keyed by the
+/// configuration's address: a state keeps its configuration alive, so
+/// the address is not reused while the state is.
+#[derive(Default)]
+pub struct MeterBank {
+    epoch: OnceLock<Instant>,
+    states: Mutex<HashMap<usize, Weak<Mutex<MeterState>>>>,
+}
+
+impl MeterBank {
+    /// Nanoseconds since the bank's first use: the meters' time base.
+    pub fn now_ns(&self) -> u64 {
+        let epoch = self.epoch.get_or_init(Instant::now);
+        epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The running state of `meter`: the one another thread made, or new
+    /// full buckets.
+    pub fn state(&self, meter: &Arc<Meter>) -> Arc<Mutex<MeterState>> {
+        let now = self.now_ns();
+        let mut states = self.states.lock();
+        let key = Arc::as_ptr(meter) as usize;
+        if let Some(s) = states.get(&key).and_then(Weak::upgrade) {
+            return s;
+        }
+        states.retain(|_, w| w.strong_count() > 0);
+        let s = Arc::new(Mutex::new(MeterState::new(meter.clone(), now)));
+        states.insert(key, Arc::downgrade(&s));
+        s
+    }
 }
 
 /// A meter as the packet thread runs it.

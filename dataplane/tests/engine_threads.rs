@@ -37,6 +37,7 @@ impl TwoThreads {
         let (shared, ends): (Arc<DpShared>, Vec<ChangeReceiver>) =
             DpShared::with_engines(1, metas.clone(), 2).expect("eventfds");
         let mut mesh = Handoffs::mesh(2);
+        let meters = Arc::new(dataplane::meter::MeterBank::default());
         let mut engines = Vec::new();
         for (me, end) in ends.into_iter().enumerate() {
             let own = metas
@@ -49,6 +50,7 @@ impl TwoThreads {
                 e.add_remote_port(m.clone(), MemPort::default(), owner_of(m.ofport));
             }
             e.set_handoffs(mesh.remove(0));
+            e.set_meter_bank(meters.clone());
             engines.push(e);
         }
         TwoThreads {
@@ -217,4 +219,35 @@ fn outputs_beyond_a_full_mailbox_are_dropped_and_counted_on_the_port() {
     assert_eq!(c.tx_packets, MAILBOX_PACKETS as u64);
     assert_eq!(c.tx_dropped, (offered - MAILBOX_PACKETS) as u64);
     assert_eq!(t.free_frames(), [N_FRAMES as usize; 2]);
+}
+
+#[test]
+fn a_meter_limits_what_both_threads_carry_together() {
+    use flowtable::meter::meter_flags::{BURST, PKTPS};
+    use flowtable::{MeterBand, MeterBandType, MeterMod, MeterModCommand};
+    let mut t = TwoThreads::new();
+    let mm = MeterMod {
+        command: MeterModCommand::Add,
+        flags: PKTPS | BURST,
+        meter_id: 1,
+        bands: vec![MeterBand {
+            band_type: MeterBandType::Drop,
+            // Slow enough that the test's rounds refill nothing.
+            rate: 1,
+            burst_size: 6,
+        }],
+    };
+    let changes = t.tables.meter_mod(&mm).expect("valid meter");
+    t.apply(changes);
+    t.flow("in_port=1,actions=meter:1,output:2");
+    t.flow("in_port=3,actions=meter:1,output:4");
+    for _ in 0..5 {
+        t.inject(1, &frame(1));
+        t.inject(3, &frame(3));
+    }
+    t.rounds();
+    let passed = t.sent(2).len() + t.sent(4).len();
+    assert_eq!(passed, 6, "one bucket for both threads");
+    let dropped: u64 = t.engines.iter().map(|e| e.drops.meter).sum();
+    assert_eq!(dropped, 4);
 }

@@ -105,7 +105,7 @@ impl Rig {
     /// What the packet thread does after every `ct()`.
     fn forget_dead(&mut self) -> bool {
         let mut ids = Vec::new();
-        let any = self.ct.xdp_take_dead(&mut ids);
+        let any = self.ct.xdp_take_dead(0, &mut ids);
         self.cache.forget_conns(&ids);
         any
     }

@@ -31,11 +31,12 @@
 //! Concurrency: the maps are per shard, under their own mutexes, taken
 //! after (never before) the table shard's lock.
 
+use super::id_queues::IdQueues;
 use super::tuple::Tuple;
 use ahash::RandomState;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 type WatchMap = HashMap<Tuple, Vec<usize>, RandomState>;
 
@@ -43,8 +44,8 @@ pub struct AbsentWatches {
     shards: Vec<Mutex<WatchMap>>,
     /// Watches registered and not yet fired or removed.
     count: AtomicUsize,
-    fired: Mutex<Vec<usize>>,
-    fired_pending: AtomicBool,
+    /// Fired watches, for every packet thread (see `id_queues.rs`).
+    fired: IdQueues,
 }
 
 impl AbsentWatches {
@@ -54,8 +55,7 @@ impl AbsentWatches {
                 .map(|_| Mutex::new(HashMap::with_hasher(RandomState::new())))
                 .collect(),
             count: AtomicUsize::new(0),
-            fired: Mutex::new(Vec::new()),
-            fired_pending: AtomicBool::new(false),
+            fired: IdQueues::default(),
         }
     }
 
@@ -106,19 +106,17 @@ impl AbsentWatches {
             return;
         };
         self.count.fetch_sub(ids.len(), Ordering::Relaxed);
-        self.fired.lock().extend(ids);
-        self.fired_pending.store(true, Ordering::Release);
+        self.fired.push_all(&ids);
     }
 
-    /// Moves the ids of fired watches into `out`; returns whether there
-    /// were any. One atomic load when none.
-    pub fn take_fired(&self, out: &mut Vec<usize>) -> bool {
-        if !self.fired_pending.load(Ordering::Acquire) {
-            return false;
-        }
-        let mut fired = self.fired.lock();
-        self.fired_pending.store(false, Ordering::Relaxed);
-        out.append(&mut fired);
-        true
+    /// Serves `threads` packet threads.
+    pub fn set_threads(&self, threads: usize) {
+        self.fired.set_threads(threads);
+    }
+
+    /// Moves the ids of fired watches for packet thread `thread` into
+    /// `out`; returns whether there were any. One atomic load when none.
+    pub fn take_fired(&self, thread: usize, out: &mut Vec<usize>) -> bool {
+        self.fired.take(thread, out)
     }
 }

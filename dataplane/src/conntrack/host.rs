@@ -145,7 +145,8 @@ impl Conntrack {
             nat,
             host_orig: learned.host_orig,
             expires: 0,
-            xdp_linked: false,
+            xdp_links: 0,
+            xdp_epoch: 0,
             removed: false,
         };
         conn.expires = now.saturating_add(conn.timeout(&self.config.timeouts));

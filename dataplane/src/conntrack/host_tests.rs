@@ -7,6 +7,7 @@ use super::tests::{checksums_ok, run, tcp_frame, BARE_NAT, LOOKUP};
 use super::tuple::tcp_flags as F;
 use super::*;
 use flowtable::matching::IP_PROTO_TCP;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 
 const POD: u32 = 0x0a80_0002;

@@ -70,6 +70,7 @@ mod frag_tests;
 pub mod host;
 #[cfg(test)]
 mod host_tests;
+mod id_queues;
 #[cfg(test)]
 mod ipv6_tests;
 #[cfg(test)]
@@ -95,8 +96,7 @@ use flowtable::key::FlowKey;
 use flowtable::matching::IP_PROTO_TCP;
 use flowtable::pipeline::NatSpec;
 use frag::Fragments;
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use table::{ConnRef, Table};
@@ -220,8 +220,10 @@ pub struct Conn {
     host_orig: Option<Tuple>,
     /// Monotonic milliseconds ([`Conntrack::now_ms`]) when it expires.
     expires: u64,
-    /// XDP flow cache entries carry this connection (see `xdp_link.rs`).
-    xdp_linked: bool,
+    /// XDP flow cache entries (of any packet thread) that carry this
+    /// connection: links of the current `xdp_epoch` (see `xdp_link.rs`).
+    xdp_links: u32,
+    xdp_epoch: u32,
     /// Removed from the table (a link held by the cache outlives it).
     removed: bool,
 }
@@ -315,10 +317,9 @@ pub struct Conntrack {
     host: Option<Box<dyn HostConntrack>>,
     /// First fragments' outcomes, for their later fragments.
     frags: Fragments,
-    /// Ids of linked connections whose XDP cache entries must go, and
-    /// whether there are any (see `xdp_link.rs`).
-    xdp_dead: Mutex<Vec<usize>>,
-    xdp_dead_pending: AtomicBool,
+    /// Ids of linked connections whose XDP cache entries must go, and of
+    /// fired watches, for every packet thread (see `xdp_link.rs`).
+    xdp_dead: id_queues::IdQueues,
     /// Ids of watches on absent tuples (odd, so never a connection's
     /// address; see `absent.rs`).
     next_absent_id: AtomicUsize,
@@ -363,8 +364,7 @@ impl Conntrack {
             sweep_at: AtomicUsize::new(0),
             host: None,
             frags: Fragments::default(),
-            xdp_dead: Mutex::new(Vec::new()),
-            xdp_dead_pending: AtomicBool::new(false),
+            xdp_dead: id_queues::IdQueues::default(),
             next_absent_id: AtomicUsize::new(0),
             xdp_gen: OnceLock::new(),
             stats: CtStats::default(),
@@ -476,7 +476,7 @@ impl Conntrack {
                 if req.force && e.reply {
                     return remove(&c, false);
                 }
-                let in_kernel = c.xdp_linked;
+                let in_kernel = c.xdp_links > 0;
                 if let (Some(tcp), Some(seg)) = (c.tcp.as_mut(), seg) {
                     match tcp.update_cached(e.reply, seg, in_kernel) {
                         Verdict::Valid => {}
@@ -503,7 +503,8 @@ impl Conntrack {
                         c.label = (c.label & !m) | (v & m);
                     }
                 }
-                if c.xdp_linked && (!xdp_link::steady(&c) || (c.mark, c.label) != (mark, label)) {
+                if c.xdp_links > 0 && (!xdp_link::steady(&c) || (c.mark, c.label) != (mark, label))
+                {
                     // Cached packets of it would now be tracked or
                     // translated differently (see xdp_link.rs).
                     self.xdp_changed(&mut c, Arc::as_ptr(&e.conn) as usize);

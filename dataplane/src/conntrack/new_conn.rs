@@ -93,7 +93,8 @@ impl Conntrack {
             nat: nat_bits,
             host_orig: None,
             expires: now.saturating_add(first),
-            xdp_linked: false,
+            xdp_links: 0,
+            xdp_epoch: 0,
             removed: false,
         };
         if self

@@ -9,15 +9,20 @@
 //! without SYN, FIN or RST (the only TCP segments the kernel forwards for
 //! such entries) do not change. A connection in that state is *steady*.
 //!
-//! A [`CtLink`] is the cache's handle on one connection it carries
-//! (`Conn::xdp_linked`). Whenever a linked connection stops being steady
-//! (a FIN or RST seen by the packet thread, a new mark or label, a
-//! reopening SYN) or leaves the table (expiry, flush, `force`), conntrack
-//! unlinks it under its lock and queues its id; the packet thread takes
-//! the queue after every `ct()` and every round ([`Conntrack::xdp_take_dead`])
-//! and deletes the connection's entries, so the segment that changed the
-//! state is forwarded only after the kernel stopped forwarding the
-//! connection. A flush also bumps the cache's generation before it
+//! A [`CtLink`] is one cache entry's handle on the connection it carries;
+//! the connection counts its links (`Conn::xdp_links`: with several
+//! packet threads, each direction's entries may be another thread's).
+//! Whenever a linked connection stops being steady (a FIN or RST seen by
+//! a packet thread, a new mark or label, a reopening SYN) or leaves the
+//! table (expiry, flush, `force`), conntrack unlinks all of them at once
+//! under its lock (a new `xdp_epoch`: links of an older one are void) and
+//! queues its id for every packet thread; each takes its queue after
+//! every `ct()` and every round ([`Conntrack::xdp_take_dead`]) and deletes
+//! the connection's entries it has, so the segment that changed the state
+//! is forwarded only after the kernel stopped forwarding the connection
+//! from the port it came by (a thread forwards it only after taking its
+//! queue). Another thread's entries for the other direction go when that
+//! thread takes its queue, within its round. A flush also bumps the cache's generation before it
 //! returns, so no entry of a flushed connection is used after
 //! `xbr conntrack flush` answered, whether or not the packet thread was
 //! awake.
@@ -62,7 +67,8 @@ pub struct CtLink {
 
 #[derive(Clone)]
 enum LinkKind {
-    Conn(ConnRef),
+    /// The connection, and the `xdp_epoch` the link belongs to.
+    Conn(ConnRef, u32),
     Absent {
         watches: Arc<AbsentWatches>,
         shard: usize,
@@ -82,7 +88,7 @@ impl CtLink {
     /// (which the link keeps from being reused), or the watch's odd id.
     pub fn id(&self) -> usize {
         match &self.kind {
-            LinkKind::Conn(conn) => Arc::as_ptr(conn) as usize,
+            LinkKind::Conn(conn, _) => Arc::as_ptr(conn) as usize,
             LinkKind::Absent { id, .. } => *id,
         }
     }
@@ -92,11 +98,11 @@ impl CtLink {
     /// removed or already expired is left alone; an absent tuple has
     /// nothing to refresh.
     pub fn refresh(&self, ct: &Conntrack, now: u64) {
-        let LinkKind::Conn(conn) = &self.kind else {
+        let LinkKind::Conn(conn, epoch) = &self.kind else {
             return;
         };
         let mut c = conn.lock();
-        if c.xdp_linked && !c.removed && c.expires > now {
+        if c.xdp_epoch == *epoch && c.xdp_links > 0 && !c.removed && c.expires > now {
             let until = now.saturating_add(c.timeout(&ct.config.timeouts));
             c.expires = c.expires.max(until);
         }
@@ -105,7 +111,12 @@ impl CtLink {
     /// The cache no longer carries the connection (or the tuple).
     pub fn unlink(&self) {
         match &self.kind {
-            LinkKind::Conn(conn) => conn.lock().xdp_linked = false,
+            LinkKind::Conn(conn, epoch) => {
+                let mut c = conn.lock();
+                if c.xdp_epoch == *epoch {
+                    c.xdp_links = c.xdp_links.saturating_sub(1);
+                }
+            }
             LinkKind::Absent {
                 watches,
                 shard,
@@ -118,7 +129,10 @@ impl CtLink {
     /// Whether the link is still in force (tests and diagnostics).
     pub fn is_linked(&self) -> bool {
         match &self.kind {
-            LinkKind::Conn(conn) => conn.lock().xdp_linked,
+            LinkKind::Conn(conn, epoch) => {
+                let c = conn.lock();
+                c.xdp_epoch == *epoch && c.xdp_links > 0
+            }
             LinkKind::Absent {
                 watches,
                 shard,
@@ -140,12 +154,12 @@ impl Conntrack {
             if c.expires <= now || !steady(&c) || c.mark != mark || c.label != label {
                 return None;
             }
-            c.xdp_linked = true;
+            c.xdp_links += 1;
             if let Some(tcp) = c.tcp.as_mut() {
                 tcp.suspend_window();
             }
             Some(CtLink {
-                kind: LinkKind::Conn(e.conn.clone()),
+                kind: LinkKind::Conn(e.conn.clone(), c.xdp_epoch),
             })
         })
     }
@@ -168,29 +182,31 @@ impl Conntrack {
     }
 
     /// Under `c`'s lock, after a change that may make cached packets of
-    /// it translate differently: unlinks it and queues `id` for the
-    /// packet thread. Returns whether it was linked.
+    /// it translate differently: unlinks every link and queues `id` for
+    /// every packet thread. Returns whether it was linked.
     pub(super) fn xdp_changed(&self, c: &mut Conn, id: usize) -> bool {
-        if !c.xdp_linked {
+        if c.xdp_links == 0 {
             return false;
         }
-        c.xdp_linked = false;
-        self.xdp_dead.lock().push(id);
-        self.xdp_dead_pending.store(true, Ordering::Release);
+        c.xdp_links = 0;
+        c.xdp_epoch = c.xdp_epoch.wrapping_add(1);
+        self.xdp_dead.push_all(&[id]);
         true
     }
 
-    /// Moves the ids of connections whose cache entries must go into
-    /// `out`; returns whether there were any. One atomic load when none.
-    pub fn xdp_take_dead(&self, out: &mut Vec<usize>) -> bool {
-        let fired = self.table.absent().take_fired(out);
-        if !self.xdp_dead_pending.load(Ordering::Acquire) {
-            return fired;
-        }
-        let mut dead = self.xdp_dead.lock();
-        self.xdp_dead_pending.store(false, Ordering::Relaxed);
-        out.append(&mut dead);
-        true
+    /// Makes the XDP cache's queues serve `threads` packet threads (set
+    /// when the bridge starts, before they run).
+    pub fn set_xdp_threads(&self, threads: usize) {
+        self.xdp_dead.set_threads(threads);
+        self.table.absent().set_threads(threads);
+    }
+
+    /// Moves into `out` the ids packet thread `thread` must act on:
+    /// connections and fired watches whose cache entries must go.
+    /// Returns whether there were any. Two atomic loads when none.
+    pub fn xdp_take_dead(&self, thread: usize, out: &mut Vec<usize>) -> bool {
+        let fired = self.table.absent().take_fired(thread, out);
+        self.xdp_dead.take(thread, out) | fired
     }
 
     /// Removes a connection from the table (if those entries still point

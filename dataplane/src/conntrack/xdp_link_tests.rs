@@ -17,7 +17,7 @@ fn tcp_tuple() -> Tuple {
 
 fn dead(ct: &Conntrack) -> Vec<usize> {
     let mut out = Vec::new();
-    ct.xdp_take_dead(&mut out);
+    ct.xdp_take_dead(0, &mut out);
     out
 }
 
@@ -155,4 +155,33 @@ fn kernel_hits_refresh_a_linked_connection_only() {
     l.unlink();
     l.refresh(&ct, at + 5_000);
     assert_eq!(ct.dump(None, at)[0].expires_in, t.other_bidir);
+}
+
+#[test]
+fn links_of_several_threads_keep_the_connection_linked_until_the_last_goes() {
+    let ct = Conntrack::default();
+    ct.set_xdp_threads(2);
+    replied_udp(&ct);
+    let reply = Tuple::v4(0, IP_PROTO_UDP, B, A, 53, 5000);
+    let first = ct.xdp_link(&udp_tuple(), 0, 0, 2).expect("steady");
+    let second = ct.xdp_link(&reply, 0, 0, 2).expect("the other direction");
+    // One entry idles out: the other still holds the connection, which
+    // a change must then report.
+    first.unlink();
+    assert!(second.is_linked());
+    let mark = CtRequest {
+        mark: Some((7, 0xff)),
+        ..COMMIT
+    };
+    run(&ct, udp_frame(A, 5000, B, 53), &mark, 3);
+    assert!(!second.is_linked(), "a new mark unlinks every link");
+    for thread in 0..2 {
+        let mut out = Vec::new();
+        assert!(ct.xdp_take_dead(thread, &mut out));
+        assert_eq!(out, [second.id()], "thread {thread} hears of it");
+    }
+    // A link of the old epoch going later leaves a new one alone.
+    let third = ct.xdp_link(&udp_tuple(), 7, 0, 4).expect("linked again");
+    second.unlink();
+    assert!(third.is_linked());
 }

@@ -1,12 +1,19 @@
 //! The packet thread's meters (see `crate::meter`): built from the
-//! change lists the pipeline applies, run by `DpAction::Meter`.
+//! change lists the pipeline applies, run by `DpAction::Meter`. Their
+//! buckets are shared with the other packet threads (`MeterBank`).
 
 use super::{Engine, Frames, PortIo};
-use crate::meter::{MeterState, Verdict};
+use crate::meter::{MeterBank, Verdict};
 use flowtable::tables::Change;
 use std::sync::Arc;
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
+    /// Shares meters with the other packet threads that use `bank`
+    /// (before any change is applied).
+    pub fn set_meter_bank(&mut self, bank: Arc<MeterBank>) {
+        self.meter_bank = bank;
+    }
+
     /// Follows the meters in a change list: a new or modified meter gets
     /// fresh, full buckets (as OVS's datapath replaces a modified meter),
     /// unless it is the very configuration already running (a replay).
@@ -17,10 +24,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     let same = self
                         .meters
                         .get(&m.id)
-                        .is_some_and(|s| Arc::ptr_eq(s.meter(), m));
+                        .is_some_and(|s| Arc::ptr_eq(s.lock().meter(), m));
                     if !same {
-                        let now = self.meter_clock();
-                        self.meters.insert(m.id, MeterState::new(m.clone(), now));
+                        self.meters.insert(m.id, self.meter_bank.state(m));
                     }
                 }
                 Change::RemoveMeter(id) => {
@@ -31,16 +37,11 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
     }
 
-    /// Nanoseconds on the engine's clock, the meters' time base.
-    fn meter_clock(&self) -> u64 {
-        self.started.elapsed().as_nanos() as u64
-    }
-
     /// Reads the meters' clock once per round, and only with meters: a
     /// batch's packets share the instant they were received in.
     pub(super) fn sync_meter_clock(&mut self) {
         if !self.meters.is_empty() {
-            self.meter_now = self.meter_clock();
+            self.meter_now = self.meter_bank.now_ns();
         }
     }
 
@@ -48,8 +49,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// tables do not have passes everything (it cannot happen: a meter's
     /// flows are removed before the meter).
     pub(super) fn run_meter(&mut self, id: u32, len: u32) -> Verdict {
-        match self.meters.get_mut(&id) {
-            Some(m) => m.run(len, self.meter_now),
+        match self.meters.get(&id) {
+            Some(m) => m.lock().run(len, self.meter_now),
             None => Verdict::Pass,
         }
     }

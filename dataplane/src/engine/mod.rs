@@ -190,8 +190,10 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     /// Ports were added or removed: the pipeline's live ports (which
     /// fast-failover groups watch) need recomputing.
     liveness_dirty: bool,
-    /// The meters' buckets, by meter id (see `meters.rs`).
-    meters: HashMap<u32, crate::meter::MeterState, RandomState>,
+    /// The meters' buckets, by meter id (see `meters.rs`), and where
+    /// they come from.
+    meters: HashMap<u32, Arc<parking_lot::Mutex<crate::meter::MeterState>>, RandomState>,
+    meter_bank: Arc<crate::meter::MeterBank>,
     /// The meters' clock (ns since `started`), read once per round.
     meter_now: u64,
     /// Outputs to ports other packet threads own, and theirs to this
@@ -242,6 +244,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             stats_pass: None,
             liveness_dirty: true,
             meters: HashMap::default(),
+            meter_bank: Arc::default(),
             meter_now: 0,
             handoff: None,
         }

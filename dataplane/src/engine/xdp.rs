@@ -298,8 +298,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     };
                 }
                 // Anything else stays in userspace; a meter above all: its
-                // buckets and counters are this thread's, and a cached
-                // flow would pass every packet unmetered.
+                // buckets and counters are the packet threads', and a
+                // cached flow would pass every packet unmetered.
                 _ => return None,
             }
         }
@@ -358,7 +358,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             return;
         };
         let mut ids = Vec::new();
-        if self.conntrack.xdp_take_dead(&mut ids) {
+        if self
+            .conntrack
+            .xdp_take_dead(self.changes.engine(), &mut ids)
+        {
             x.forget_conns(&ids);
         }
     }

@@ -214,9 +214,38 @@ pub enum Port {
     Internal(InternalPort),
     /// A VXLAN port; its uplink is an AF_XDP socket on the same UMEM.
     Vxlan(VxlanPort<XskPort>),
+    /// Another packet thread's port, as this one knows it (see
+    /// `engine::handoff`): never received from or sent to.
+    StandIn(StandIn),
+}
+
+/// What a packet thread knows of a port another packet thread serves:
+/// what the XDP flow cache and conntrack ask of a port.
+pub struct StandIn {
+    xdp_ifindex: Option<u32>,
+    xdp_target: bool,
+    xdp_frags: bool,
+    host: bool,
+    /// A VXLAN port's settings and next hops.
+    vxlan: Option<VxlanPort<()>>,
 }
 
 impl Port {
+    /// The port as another packet thread knows it.
+    pub fn stand_in(&self) -> Port {
+        Port::StandIn(StandIn {
+            xdp_ifindex: PortIo::<UmemFrames>::xdp_ifindex(self),
+            xdp_target: PortIo::<UmemFrames>::xdp_redirect_target(self),
+            xdp_frags: PortIo::<UmemFrames>::xdp_redirect_frags(self),
+            host: PortIo::<UmemFrames>::is_host(self),
+            vxlan: match self {
+                Port::Vxlan(v) => Some(v.stand_in()),
+                Port::StandIn(s) => s.vxlan.as_ref().map(VxlanPort::stand_in),
+                _ => None,
+            },
+        })
+    }
+
     /// Closes the port away from the packet thread (a live removal): the
     /// frames its AF_XDP rings held are returned, for the packet thread's
     /// pool ([`crate::engine::PortOp::Reclaim`]); the XDP program detaches
@@ -225,7 +254,7 @@ impl Port {
         match self {
             Port::Xsk(p) => p.close_detached(),
             Port::Vxlan(v) => v.into_uplink().close_detached(),
-            Port::Internal(_) => Vec::new(),
+            Port::Internal(_) | Port::StandIn(_) => Vec::new(),
         }
     }
 
@@ -236,7 +265,7 @@ impl Port {
         let port = match self {
             Port::Xsk(p) => p,
             Port::Vxlan(v) => v.uplink_mut(),
-            Port::Internal(_) => return None,
+            Port::Internal(_) | Port::StandIn(_) => return None,
         };
         port.offload_kicks(pool);
         port.kick_cpu()
@@ -252,6 +281,7 @@ impl Port {
                 tracing::debug!(port = %p.tap.name(), "TAP device removed");
             }
             Port::Vxlan(v) => Port::Xsk(v.into_uplink()).close(frames),
+            Port::StandIn(_) => {}
         }
     }
 }
@@ -271,6 +301,7 @@ impl PortIo<UmemFrames> for Port {
             }
             Port::Internal(p) => p.recv(frames, out),
             Port::Vxlan(v) => v.recv(frames, out),
+            Port::StandIn(_) => 0,
         }
     }
 
@@ -280,6 +311,7 @@ impl PortIo<UmemFrames> for Port {
             Port::Xsk(p) => p.send(descs),
             Port::Internal(p) => p.send(frames, descs),
             Port::Vxlan(v) => v.send(frames, descs),
+            Port::StandIn(_) => 0,
         }
     }
 
@@ -287,7 +319,7 @@ impl PortIo<UmemFrames> for Port {
     fn maintain(&mut self, frames: &mut UmemFrames) {
         match self {
             Port::Xsk(p) => p.maintain(frames),
-            Port::Internal(_) => {}
+            Port::Internal(_) | Port::StandIn(_) => {}
             Port::Vxlan(v) => v.maintain(frames),
         }
     }
@@ -297,11 +329,16 @@ impl PortIo<UmemFrames> for Port {
             Port::Xsk(p) => p.poll_fds(out),
             Port::Internal(p) => out.push(p.tap.fd()),
             Port::Vxlan(v) => v.poll_fds(out),
+            Port::StandIn(_) => {}
         }
     }
 
     fn is_tunnel(&self) -> bool {
-        matches!(self, Port::Vxlan(_))
+        match self {
+            Port::Vxlan(_) => true,
+            Port::StandIn(s) => s.vxlan.is_some(),
+            _ => false,
+        }
     }
 
     fn io_rx_dropped(&self) -> u64 {
@@ -309,6 +346,7 @@ impl PortIo<UmemFrames> for Port {
             Port::Xsk(p) => p.io_rx_dropped(),
             Port::Vxlan(v) => v.uplink().io_rx_dropped(),
             Port::Internal(p) => p.oversize_dropped,
+            Port::StandIn(_) => 0,
         }
     }
 
@@ -317,6 +355,7 @@ impl PortIo<UmemFrames> for Port {
             Port::Xsk(p) => p.host.is_some(),
             Port::Internal(_) => true,
             Port::Vxlan(_) => false,
+            Port::StandIn(s) => s.host,
         }
     }
 
@@ -327,6 +366,7 @@ impl PortIo<UmemFrames> for Port {
             // and encapsulating ones redirect to it.
             Port::Vxlan(v) => Some(v.uplink().ifindex()),
             Port::Internal(_) => None,
+            Port::StandIn(s) => s.xdp_ifindex,
         }
     }
 
@@ -335,6 +375,7 @@ impl PortIo<UmemFrames> for Port {
             Port::Xsk(p) => p.xdp_target,
             Port::Vxlan(v) => v.uplink().xdp_target,
             Port::Internal(_) => false,
+            Port::StandIn(s) => s.xdp_target,
         }
     }
 
@@ -343,6 +384,7 @@ impl PortIo<UmemFrames> for Port {
             Port::Xsk(p) => p.xdp_target_frags,
             Port::Vxlan(v) => v.uplink().xdp_target_frags,
             Port::Internal(_) => false,
+            Port::StandIn(s) => s.xdp_frags,
         }
     }
 
@@ -352,14 +394,16 @@ impl PortIo<UmemFrames> for Port {
         flow_hash: u32,
     ) -> Option<crate::vxlan::encap::FlowOuter> {
         match self {
-            Port::Vxlan(v) => PortIo::<UmemFrames>::xdp_encap(v, tun, flow_hash),
+            Port::Vxlan(v) => v.flow_outer(tun, flow_hash),
+            Port::StandIn(StandIn { vxlan: Some(v), .. }) => v.flow_outer(tun, flow_hash),
             _ => None,
         }
     }
 
     fn xdp_encap_changed(&mut self) -> bool {
         match self {
-            Port::Vxlan(v) => PortIo::<UmemFrames>::xdp_encap_changed(v),
+            Port::Vxlan(v) => v.next_hops_changed(),
+            Port::StandIn(StandIn { vxlan: Some(v), .. }) => v.next_hops_changed(),
             _ => false,
         }
     }

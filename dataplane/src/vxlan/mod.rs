@@ -182,6 +182,38 @@ impl<P> VxlanPort<P> {
     pub fn uplink_mut(&mut self) -> &mut P {
         &mut self.uplink
     }
+
+    /// The port as another packet thread knows it: its settings and a
+    /// view of the next hops of its own, without the uplink (see
+    /// `engine::handoff`).
+    pub fn stand_in(&self) -> VxlanPort<()> {
+        VxlanPort::new((), self.params, self.neigh.another())
+    }
+
+    /// The outer headers for the frames of one inner flow, for an XDP
+    /// flow cache entry (see `PortIo::xdp_encap`).
+    pub fn flow_outer(&mut self, tun: TunnelMeta, flow_hash: u32) -> Option<FlowOuter> {
+        if tun.tun_dst == 0 {
+            return None;
+        }
+        self.neigh.refresh();
+        let mtu = self.neigh.mtu().unwrap_or(self.params.mtu);
+        let template = self.neigh.lookup(tun.tun_dst).ok()?;
+        Some(template.flow_outer(
+            (tun.tun_id & 0x00ff_ffff) as u32,
+            encap::src_port(flow_hash),
+            mtu,
+        ))
+    }
+
+    /// Whether `flow_outer` may answer otherwise since the last call.
+    pub fn next_hops_changed(&mut self) -> bool {
+        self.neigh.refresh();
+        let g = self.neigh.generation();
+        let changed = g != self.xdp_seen;
+        self.xdp_seen = g;
+        changed
+    }
 }
 
 impl<F: Frames, P: PortIo<F>> PortIo<F> for VxlanPort<P> {
@@ -255,24 +287,10 @@ impl<F: Frames, P: PortIo<F>> PortIo<F> for VxlanPort<P> {
     }
 
     fn xdp_encap(&mut self, tun: TunnelMeta, flow_hash: u32) -> Option<FlowOuter> {
-        if tun.tun_dst == 0 {
-            return None;
-        }
-        self.neigh.refresh();
-        let mtu = self.neigh.mtu().unwrap_or(self.params.mtu);
-        let template = self.neigh.lookup(tun.tun_dst).ok()?;
-        Some(template.flow_outer(
-            (tun.tun_id & 0x00ff_ffff) as u32,
-            encap::src_port(flow_hash),
-            mtu,
-        ))
+        self.flow_outer(tun, flow_hash)
     }
 
     fn xdp_encap_changed(&mut self) -> bool {
-        self.neigh.refresh();
-        let g = self.neigh.generation();
-        let changed = g != self.xdp_seen;
-        self.xdp_seen = g;
-        changed
+        self.next_hops_changed()
     }
 }

@@ -133,6 +133,11 @@ impl NeighReader {
         }
     }
 
+    /// Another reader of the same resolver (another packet thread's).
+    pub fn another(&self) -> NeighReader {
+        NeighReader::new(self.shared.clone(), self.requests.clone())
+    }
+
     /// Picks up the resolver's latest snapshot, if there is a newer one.
     #[inline]
     pub fn refresh(&mut self) {

@@ -369,11 +369,17 @@ pub struct XdpCache {
     /// reinstalls, drained by [`XdpCache::take_credits`]).
     credits: Vec<Credit>,
     stats: XdpCacheStats,
+    /// Entries this cache may hold: the map's capacity, or its share when
+    /// `threads` packet threads share the map (see [`XdpCache::shared_by`]).
+    quota: usize,
+    threads: usize,
 }
 
 impl XdpCache {
     pub fn new(maps: Arc<CacheMaps>) -> Self {
         XdpCache {
+            quota: maps.capacity() as usize,
+            threads: 1,
             round_gen: maps.generation().current(),
             mirror: HashMap::with_capacity_and_hasher(
                 (maps.capacity() as usize).min(1 << 16),
@@ -394,6 +400,15 @@ impl XdpCache {
 
     pub fn stats(&self) -> XdpCacheStats {
         self.stats
+    }
+
+    /// Makes this one of `threads` packet threads' caches over the same
+    /// maps: each installs entries for the frames it receives, up to an
+    /// equal share of the map, and sweeps only its own.
+    pub fn shared_by(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self.quota = self.maps.capacity() as usize / self.threads;
+        self
     }
 
     pub fn len(&self) -> usize {
@@ -457,7 +472,7 @@ impl XdpCache {
                 // the update zeroes them.
                 self.remove(&key);
             }
-            None if self.mirror.len() >= self.maps.capacity() as usize => {
+            None if self.mirror.len() >= self.quota => {
                 self.stats.full += 1;
                 return;
             }

@@ -26,8 +26,10 @@
 //! are seen by this pass or the next. Counters are read and acted on in
 //! the same step, so an idle entry's last hits are credited before it
 //! goes. A key in the map but not in the mirror (none should be) is
-//! deleted; an entry in the mirror but not in the map (none should be
-//! either) is left to the key-by-key fallback's next use.
+//! deleted, unless several packet threads share the map (each sweeps it
+//! all, acting on its own entries; the others' are theirs to count); an
+//! entry in the mirror but not in the map (none should be either) is left
+//! to the key-by-key fallback's next use.
 
 use super::maps::BatchRead;
 use super::{FcKey, XdpCache, IDLE_EXPIRY, SWEEP_CHUNK, SWEEP_INTERVAL};
@@ -134,7 +136,8 @@ impl XdpCache {
             for (key, counters) in &batch {
                 if self.mirror.contains_key(key) {
                     self.visit(key, Some(*counters), now, ct, ct_now, gone);
-                } else {
+                } else if self.threads == 1 {
+                    // Another packet thread's, when there are several.
                     self.maps.delete(key);
                 }
             }

@@ -25,6 +25,14 @@ use super::{XdpDesc, XskError, XDP_PACKET_HEADROOM};
 /// block base. Callers must not free a frame they do not own (e.g. one
 /// still in a ring); the pool cannot detect that and the frame would
 /// later be handed out twice.
+///
+/// Several packet threads: [`FramePool::split`] divides the frames and
+/// blocks into pools that share nothing but the mapping, one per thread.
+/// A frame never passes from one to another (a thread's sockets are
+/// filled from and complete into its own pool; packets for another
+/// thread's port are copied, see `engine::handoff`), so what the pool
+/// owns is still reachable through it alone, and the exclusivity the
+/// SAFETY comments below rely on holds per pool.
 pub struct FramePool {
     umem: Arc<Umem>,
     free: Vec<u64>,
@@ -36,12 +44,12 @@ impl FramePool {
     /// already exists for this UMEM.
     pub fn new(umem: &Arc<Umem>) -> Result<FramePool, XskError> {
         let mut taken = umem.pool_taken.lock();
-        if *taken {
+        if *taken != 0 {
             return Err(XskError::Config(
                 "this UMEM already has a frame pool".into(),
             ));
         }
-        *taken = true;
+        *taken = 1;
         let fs = u64::from(umem.frame_size);
         let free = (0..u64::from(umem.n_frames))
             .rev()
@@ -60,6 +68,28 @@ impl FramePool {
 
     pub fn umem(&self) -> &Arc<Umem> {
         &self.umem
+    }
+
+    /// Divides the pool into `n` (at least one) pools of nearly equal
+    /// shares of its free frames and jumbo blocks, for `n` packet
+    /// threads. Frames freed later go to whichever pool frees them, which
+    /// must be the one that gave them out (see the type's comment).
+    pub fn split(self, n: usize) -> Vec<FramePool> {
+        let n = n.max(1);
+        // `self` goes below: n pools take its place.
+        *self.umem.pool_taken.lock() += n;
+        let share = |v: &[u64], i: usize| -> Vec<u64> {
+            let (len, mut out) = (v.len(), Vec::with_capacity(v.len()));
+            out.extend_from_slice(&v[len * i / n..len * (i + 1) / n]);
+            out
+        };
+        (0..n)
+            .map(|i| FramePool {
+                umem: self.umem.clone(),
+                free: share(&self.free, i),
+                jumbo: share(&self.jumbo, i),
+            })
+            .collect()
     }
 
     /// Number of free frames.
@@ -286,7 +316,7 @@ impl FramePool {
 
 impl Drop for FramePool {
     fn drop(&mut self) {
-        *self.umem.pool_taken.lock() = false;
+        *self.umem.pool_taken.lock() -= 1;
     }
 }
 
@@ -343,6 +373,23 @@ mod tests {
             FramePool::new(&umem).is_ok(),
             "pool can be recreated after drop"
         );
+    }
+
+    #[test]
+    fn split_pools_share_out_every_frame_once() {
+        let umem = Umem::with_jumbo(10, 2048, 3, false).expect("mmap");
+        let pools = FramePool::new(&umem).expect("pool").split(3);
+        assert!(FramePool::new(&umem).is_err(), "the shares are pools");
+        let mut frames: Vec<u64> = pools.iter().flat_map(|p| p.free.clone()).collect();
+        let lens: Vec<usize> = pools.iter().map(FramePool::len).collect();
+        assert_eq!(lens, [3, 3, 4]);
+        frames.sort_unstable();
+        frames.dedup();
+        assert_eq!(frames.len(), 10, "each frame in one pool");
+        let blocks: usize = pools.iter().map(FramePool::jumbo_len).sum();
+        assert_eq!(blocks, 3);
+        drop(pools);
+        assert!(FramePool::new(&umem).is_ok(), "all shares gone");
     }
 
     #[test]

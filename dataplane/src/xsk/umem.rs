@@ -55,7 +55,9 @@ pub struct Umem {
     pub(super) n_jumbo: u32,
     hugepages: bool,
     pub(super) registration: Mutex<Registration>,
-    pub(super) pool_taken: Mutex<bool>,
+    /// Frame pools alive over this UMEM: one, or the shares `split`
+    /// made of it (see `FramePool`).
+    pub(super) pool_taken: Mutex<usize>,
     /// Sum of the fill-ring grants of the sockets bound now; see
     /// [`FillGrant`].
     granted: AtomicU32,
@@ -141,8 +143,8 @@ impl Drop for FillGrant {
 }
 
 // SAFETY: `Umem` only holds the address of the mapping; the bytes are
-// accessed through the single `FramePool` (enforced by `pool_taken`) and by
-// the kernel. The registration state is behind a mutex.
+// accessed through the `FramePool` (one, enforced by `pool_taken`, or the
+// disjoint shares `FramePool::split` made of it) and by the kernel. The registration state is behind a mutex.
 unsafe impl Send for Umem {}
 // SAFETY: see `Send`; `&Umem` gives no access to the bytes.
 unsafe impl Sync for Umem {}
@@ -195,7 +197,7 @@ impl Umem {
             n_jumbo,
             hugepages,
             registration: Mutex::new(Registration::default()),
-            pool_taken: Mutex::new(false),
+            pool_taken: Mutex::new(0),
             granted: AtomicU32::new(0),
         }))
     }
