@@ -8,7 +8,10 @@
 //! and hands it to the packet thread, which splices it in between rounds.
 //! Removal asks the packet thread for the port back and drops it here, so
 //! detaching XDP or deleting a TAP device never stalls forwarding on the
-//! other ports. Every change is reported to OpenFlow connections as a
+//! other ports. With several packet threads a new port goes to the one
+//! serving the fewest, and every other one gets a stand-in for it; a
+//! removal waits until every thread let go of it (no XDP cache entry of
+//! any thread redirects to its device any more) before closing it. Every change is reported to OpenFlow connections as a
 //! PORT_STATUS (ADD or DELETE). One mutex serialises add and remove, so
 //! number allocation and the port list cannot race; the packet thread
 //! never takes it.
@@ -79,6 +82,8 @@ struct Ofports {
     cursor: u32,
     in_use: HashMap<u32, ()>,
     freed: HashMap<u32, Instant>,
+    /// The packet thread serving each port.
+    owner: HashMap<u32, usize>,
 }
 
 impl Ofports {
@@ -87,6 +92,7 @@ impl Ofports {
             cursor: 0,
             in_use: in_use.into_iter().map(|p| (p, ())).collect(),
             freed: HashMap::new(),
+            owner: HashMap::new(),
         }
     }
 
@@ -146,7 +152,8 @@ pub struct LivePorts {
     umem: Arc<Umem>,
     /// The bridge's XDP flow cache maps, which new system ports share.
     cache: Option<Arc<crate::xdpcache::CacheMaps>>,
-    ops: Sender<PortOp<Port>>,
+    /// Each packet thread's port changes, by thread.
+    ops: Vec<Sender<PortOp<Port>>>,
     shared: Arc<DpShared>,
     bridge: Arc<Bridge>,
     /// The bridge's transmit threads, which new ports' kicks go to.
@@ -161,15 +168,20 @@ impl LivePorts {
         &self.shared
     }
 
+    /// `ops`: each packet thread's port changes; `owners`: which thread
+    /// serves each of the bridge's ports (ofport, thread).
     pub fn new(
         umem: Arc<Umem>,
         cache: Option<Arc<crate::xdpcache::CacheMaps>>,
-        ops: Sender<PortOp<Port>>,
+        ops: Vec<Sender<PortOp<Port>>>,
+        owners: Vec<(u32, usize)>,
         shared: Arc<DpShared>,
         bridge: Arc<Bridge>,
         kicks: Option<Arc<crate::kicker::KickPool>>,
     ) -> Self {
         let in_use = shared.ports().iter().map(|p| p.ofport).collect::<Vec<_>>();
+        let mut numbers = Ofports::new(in_use);
+        numbers.owner.extend(owners);
         LivePorts {
             umem,
             cache,
@@ -177,8 +189,19 @@ impl LivePorts {
             shared,
             bridge,
             kicks,
-            state: Mutex::new(Ofports::new(in_use)),
+            state: Mutex::new(numbers),
         }
+    }
+
+    /// The packet thread serving the fewest ports (the first of those).
+    fn least_busy(numbers: &Ofports, threads: usize) -> usize {
+        let mut count = vec![0usize; threads];
+        for &t in numbers.owner.values() {
+            if let Some(c) = count.get_mut(t) {
+                *c += 1;
+            }
+        }
+        (0..threads).min_by_key(|&t| count[t]).unwrap_or(0)
     }
 
     /// The bridge's XDP flow cache maps, if the cache is on.
@@ -222,8 +245,19 @@ impl LivePorts {
             io.offload_kicks(k);
         }
         self.shared.insert_port(meta.clone());
-        if self
-            .ops
+        let owner = Self::least_busy(&numbers, self.ops.len());
+        // Stand-ins first: a thread may output to the port as soon as its
+        // owner serves it.
+        for (t, ops) in self.ops.iter().enumerate() {
+            if t != owner {
+                let _ = ops.send(PortOp::AddRemote {
+                    meta: meta.clone(),
+                    stand_in: io.stand_in(),
+                    owner,
+                });
+            }
+        }
+        if self.ops[owner]
             .send(PortOp::Add {
                 meta: meta.clone(),
                 io,
@@ -235,6 +269,7 @@ impl LivePorts {
             numbers.release(ofport, now);
             return Err(LiveError::Stopped);
         }
+        numbers.owner.insert(ofport, owner);
         self.shared.wake();
         tracing::info!(port = %spec.name, ofport, kind = ?spec.port_type, "port added");
         self.bridge.notifier().port_status(reason::ADD, meta.info());
@@ -247,26 +282,39 @@ impl LivePorts {
         let Some(meta) = self.shared.ports().into_iter().find(|p| p.name == name) else {
             return Err(LiveError::NoSuchPort(name.to_string()));
         };
-        let (done, back) = crossbeam::channel::bounded(1);
-        self.ops
-            .send(PortOp::Remove {
+        let owner = numbers.owner.get(&meta.ofport).copied().unwrap_or(0);
+        let mut answers = Vec::with_capacity(self.ops.len());
+        for ops in &self.ops {
+            let (done, back) = crossbeam::channel::bounded(1);
+            ops.send(PortOp::Remove {
                 ofport: meta.ofport,
                 done,
             })
             .map_err(|_| LiveError::Stopped)?;
+            answers.push(back);
+        }
         self.shared.wake();
-        let io = back
-            .recv_timeout(REMOVE_TIMEOUT)
-            .map_err(|_| LiveError::Stopped)?;
+        let mut io = None;
+        for (t, back) in answers.into_iter().enumerate() {
+            let answer = back
+                .recv_timeout(REMOVE_TIMEOUT)
+                .map_err(|_| LiveError::Stopped)?;
+            // The others' are stand-ins, dropped here.
+            if t == owner {
+                io = answer;
+            }
+        }
         // Closes the socket, detaches XDP or deletes the TAP device, here
-        // and not on the packet thread; only the frames go back there.
+        // and not on a packet thread; only the frames go back to the
+        // owner's pool.
         if let Some(io) = io {
             let frames = io.close_detached();
-            if !frames.is_empty() && self.ops.send(PortOp::Reclaim(frames)).is_ok() {
-                self.shared.wake();
+            if !frames.is_empty() && self.ops[owner].send(PortOp::Reclaim(frames)).is_ok() {
+                self.shared.wake_engine(owner);
             }
         }
         self.shared.remove_port(meta.ofport);
+        numbers.owner.remove(&meta.ofport);
         numbers.release(meta.ofport, Instant::now());
         tracing::info!(port = %name, ofport = meta.ofport, "port removed");
         self.bridge

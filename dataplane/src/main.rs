@@ -235,11 +235,18 @@ struct RunArgs {
     #[arg(long)]
     cpu: Option<usize>,
     /// CPUs for xbr's poll-mode threads, as `taskset -c` lists them
-    /// (`2,3` or `2-5`): the first runs the packet thread (as `--cpu`);
-    /// each other one runs a transmit thread, which does the kernel's
-    /// share of AF_XDP transmits for some of the ports (see README).
+    /// (`2,3` or `2-5`): the first `--pmd-threads` run the packet threads
+    /// (one each); each other one runs a transmit thread, which does the
+    /// kernel's share of AF_XDP transmits for some of the ports (see
+    /// README).
     #[arg(long, value_name = "CPUS", value_parser = cpu_list_arg, conflicts_with = "cpu")]
     pmd_cores: Option<CpuList>,
+    /// Packet threads: each receives from, runs the pipeline for and
+    /// transmits to its share of the ports (dealt in turn), and hands
+    /// off packets for the others' ports (see README).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64),
+          conflicts_with = "cpu")]
+    pmd_threads: u32,
     /// Datapath id (hex); defaults to one derived from the bridge name.
     #[arg(long, value_parser = hex_u64)]
     datapath_id: Option<u64>,
@@ -318,14 +325,17 @@ fn cpu_list_arg(s: &str) -> Result<CpuList, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The packet thread's CPU and the transmit threads' CPUs.
-fn thread_cpus(args: &RunArgs) -> (Option<usize>, Vec<usize>) {
+/// The packet threads' CPUs and the transmit threads' CPUs, or what is
+/// wrong with `--pmd-cores` for `--pmd-threads`.
+fn thread_cpus(args: &RunArgs) -> Result<(Vec<usize>, Vec<usize>), String> {
+    let threads = args.pmd_threads as usize;
     match &args.pmd_cores {
-        Some(CpuList(cpus)) => (
-            cpus.first().copied(),
-            cpus.iter().skip(1).copied().collect(),
-        ),
-        None => (args.cpu, Vec::new()),
+        Some(CpuList(cpus)) if cpus.len() < threads => Err(format!(
+            "--pmd-cores lists {} CPUs; --pmd-threads {threads} needs one per packet thread",
+            cpus.len()
+        )),
+        Some(CpuList(cpus)) => Ok((cpus[..threads].to_vec(), cpus[threads..].to_vec())),
+        None => Ok((args.cpu.into_iter().collect(), Vec::new())),
     }
 }
 
@@ -385,7 +395,13 @@ fn run(args: RunArgs) -> ExitCode {
     if let Some(target) = &args.ovsdb {
         return run_ovsdb(target, &args);
     }
-    let (cpu, tx_cpus) = thread_cpus(&args);
+    let (pmd_cpus, tx_cpus) = match thread_cpus(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("xbr: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     let mut ports = args.ports;
     if let Err(e) = assign_ofports(&mut ports) {
         eprintln!("xbr: {e}");
@@ -396,7 +412,8 @@ fn run(args: RunArgs) -> ExitCode {
         rundir: args.rundir,
         listen: args.listen,
         ports,
-        cpu,
+        pmd_threads: args.pmd_threads as usize,
+        pmd_cpus,
         tx_cpus,
         datapath_id: args.datapath_id,
         flow_cache_entries: args.flow_cache,
@@ -481,10 +498,17 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    let (cpu, tx_cpus) = thread_cpus(args);
+    let (pmd_cpus, tx_cpus) = match thread_cpus(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("xbr: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     let settings = dataplane::ovsdb::Settings {
         rundir: args.rundir.clone(),
-        cpu,
+        pmd_threads: args.pmd_threads as usize,
+        pmd_cpus,
         tx_cpus,
         flow_cache_entries: args.flow_cache,
         ct_limit: args.ct_limit,

@@ -493,19 +493,29 @@ pub fn strip_ansi(s: &str) -> String {
     out
 }
 
-/// The counts of the line xbr logs about the XDP flow cache when it
-/// stops, as `name=value` pairs; `None` without such a line.
+/// The counts of the lines xbr logs about the XDP flow cache when it
+/// stops (one per packet thread), summed, as `name=value` pairs; `None`
+/// without such a line.
 pub fn xdp_cache_counts(log: &str) -> Option<Vec<(String, u64)>> {
     let log = strip_ansi(log);
-    let line = log.lines().find(|l| l.contains("XDP flow cache"))?;
-    Some(
-        line.split_whitespace()
-            .filter_map(|w| {
-                let (k, v) = w.split_once('=')?;
-                Some((k.to_string(), v.parse().ok()?))
-            })
-            .collect(),
-    )
+    let mut sum: Option<Vec<(String, u64)>> = None;
+    // One line per packet thread: their counts add up.
+    for line in log
+        .lines()
+        .filter(|l| l.contains("XDP flow cache") && l.contains("installs="))
+    {
+        let counts = sum.get_or_insert_with(Vec::new);
+        for (k, v) in line.split_whitespace().filter_map(|w| {
+            let (k, v) = w.split_once('=')?;
+            Some((k, v.parse::<u64>().ok()?))
+        }) {
+            match counts.iter_mut().find(|(name, _)| name == k) {
+                Some((_, total)) => *total += v,
+                None => counts.push((k.to_string(), v)),
+            }
+        }
+    }
+    sum
 }
 
 /// Packets the XDP flow cache forwarded (its `hit_packets`), from the line
@@ -540,11 +550,23 @@ pub fn xdp_pods() -> Result<(Pod, Pod)> {
 /// `Pod::accept_xdp_redirects`), the XDP flow cache `cache` ("on" or
 /// "off"), and `flows`.
 pub fn start_xdp_pair(a: &Pod, b: &Pod, cache: &str, flows: &[&str]) -> Result<Xbr> {
+    start_xdp_pair_with(a, b, cache, &[], flows)
+}
+
+/// [`start_xdp_pair`] with more arguments for xbr (`extra`).
+pub fn start_xdp_pair_with(
+    a: &Pod,
+    b: &Pod,
+    cache: &str,
+    extra: &[&str],
+    flows: &[&str],
+) -> Result<Xbr> {
     let specs = [
         format!("{}=1,xdp_redirect=on", a.host_if()),
         format!("{}=2,xdp_redirect=on", b.host_if()),
     ];
     let mut args = vec!["--xdp-cache", cache];
+    args.extend_from_slice(extra);
     for s in &specs {
         args.extend(["--port", s.as_str()]);
     }

@@ -6,7 +6,11 @@
 //! table (TCP closes by FIN and by RST tracked to TIME_WAIT), and after
 //! `xbr conntrack flush` no stale kernel entry forwards the flushed
 //! connections' replies, which the policy then refuses. A connection the
-//! kernel carries longer than its timeout stays in conntrack.
+//! kernel carries longer than its timeout stays in conntrack. The same
+//! holds with two packet threads (`--pmd-threads 2`), where A's port and
+//! B's are served by different threads: every packet of theirs crosses
+//! from one to the other, each installs the entries of its direction,
+//! and a change of the connection must retire both.
 //!
 //! Needs root and a built `xbr` (see skeleton.rs) and `python3` (TCP).
 //! Pods enable GRO (a veth accepts XDP-redirected frames only then) and
@@ -17,7 +21,7 @@ use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    start_xdp_pair, tcp_transfer, udp_send_from, xdp_cache_count, xdp_cache_counts, xdp_pods,
+    start_xdp_pair_with, tcp_transfer, udp_send_from, xdp_cache_count, xdp_cache_counts, xdp_pods,
     Counters, Pod, Result, UdpReceiver, Xbr, AGENT_CT_FLOWS, BRIDGE, POD_A_IP as IP_A,
     POD_B_IP as IP_B, POD_IF,
 };
@@ -50,13 +54,18 @@ struct Lab {
 }
 
 fn lab(cache: &str) -> Result<Lab> {
+    lab_with(cache, &[])
+}
+
+/// [`lab`] with more arguments for xbr.
+fn lab_with(cache: &str, extra: &[&str]) -> Result<Lab> {
     let (a, b) = xdp_pods()?;
     for p in [&a, &b] {
         p.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
     }
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
-    let xbr = start_xdp_pair(&a, &b, cache, AGENT_CT_FLOWS)?;
+    let xbr = start_xdp_pair_with(&a, &b, cache, extra, AGENT_CT_FLOWS)?;
     Ok(Lab { xbr, a, b })
 }
 
@@ -159,8 +168,8 @@ fn assert_counters_agree(c: &Counters, what: &str) {
     assert_eq!(dropped, rx2 - tx1, "{what}: {flows:#?} {ports:#?}");
 }
 
-fn run(cache: &str) -> Result<(Observed, Option<Counts>)> {
-    let mut lab = lab(cache)?;
+fn run(cache: &str, extra: &[&str]) -> Result<(Observed, Option<Counts>)> {
+    let mut lab = lab_with(cache, extra)?;
     let (a, b) = (&lab.a, &lab.b);
     let udp_new = udp(a, A_PORT, b, B_PORT, 1, RECV_TIMEOUT)?;
     let udp_replies = udp(b, B_PORT, a, A_PORT, BURST, RECV_TIMEOUT)?;
@@ -194,7 +203,7 @@ fn run(cache: &str) -> Result<(Observed, Option<Counts>)> {
 
 #[test]
 fn conntrack_traffic_is_the_same_with_and_without_the_cache() -> Result<()> {
-    let (off, off_counts) = run("off")?;
+    let (off, off_counts) = run("off", &[])?;
     let sent = TCP_BYTES.to_string();
     assert_eq!(off.udp, [1, BURST, BURST], "cache off: {off:#?}");
     assert_eq!(
@@ -219,8 +228,15 @@ fn conntrack_traffic_is_the_same_with_and_without_the_cache() -> Result<()> {
     );
     assert_eq!(off_counts, None, "no cache, no cache counts");
 
-    let (on, on_counts) = run("on")?;
+    let (on, on_counts) = run("on", &[])?;
     assert_eq!(on, off, "cache on differs from cache off");
+    let (threads, threads_counts) = run("on", &["--pmd-threads", "2"])?;
+    assert_eq!(threads, off, "two packet threads differ from one");
+    let counts = threads_counts.expect("each thread logs its XDP cache's counts");
+    assert!(
+        xdp_cache_count(&counts, "ct_removed") >= 2,
+        "FINs, RSTs and the flush retire both threads' entries: {counts:?}"
+    );
     // And the kernel really carried the established traffic: the UDP
     // replies and established datagrams and most TCP segments.
     let counts = on_counts.expect("xbr logs the XDP flow cache's counts when it stops");

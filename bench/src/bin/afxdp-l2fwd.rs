@@ -80,7 +80,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let opened = match open_ports(&specs, 0, None) {
+    let opened = match open_ports(&specs, 0, 1, None) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("afxdp-l2fwd: {e}");

@@ -42,8 +42,11 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub rundir: PathBuf,
-    pub cpu: Option<usize>,
-    /// Transmit threads' CPUs (`--pmd-cores` after its first).
+    /// Packet threads of each bridge (`--pmd-threads`).
+    pub pmd_threads: usize,
+    /// Their CPUs (`--pmd-cores`' first, or `--cpu`).
+    pub pmd_cpus: Vec<usize>,
+    /// Transmit threads' CPUs (`--pmd-cores` after the packet threads').
     pub tx_cpus: Vec<usize>,
     pub flow_cache_entries: usize,
     pub ct_limit: usize,
@@ -67,7 +70,7 @@ pub struct Reconciler {
     /// The packet and transmit threads' CPUs the bridges run with: the
     /// database's `pmd-cpu-mask` when it holds a usable one, else the
     /// command line's.
-    cpus: (Option<usize>, Vec<usize>),
+    cpus: (Vec<usize>, Vec<usize>),
     /// The mask last acted on, so a change is applied (or refused) once.
     pmd_seen: Option<Result<Vec<usize>, String>>,
     bridges: BTreeMap<String, Managed>,
@@ -83,7 +86,7 @@ const OVS_VERSION: &str = concat!("xbr-", env!("CARGO_PKG_VERSION"));
 impl Reconciler {
     pub fn new(settings: Settings) -> Self {
         Reconciler {
-            cpus: (settings.cpu, settings.tx_cpus.clone()),
+            cpus: (settings.pmd_cpus.clone(), settings.tx_cpus.clone()),
             pmd_seen: None,
             settings,
             bridges: BTreeMap::new(),
@@ -146,9 +149,9 @@ impl Reconciler {
         self.write_back(d)
     }
 
-    /// Follows `pmd-cpu-mask`: its first CPU for the packet threads, the
-    /// others for transmit threads (see `cpus`), as OVS pins its PMD
-    /// threads to the mask's CPUs. Running bridges are re-pinned at once;
+    /// Follows `pmd-cpu-mask`: its first CPUs for the packet threads (one
+    /// each, `--pmd-threads` of them), the others for transmit threads
+    /// (see `cpus`), as OVS pins its PMD threads to the mask's CPUs. Running bridges are re-pinned at once;
     /// the number of transmit threads changes only when they start. An
     /// unusable mask is logged and ignored; removing it keeps the threads
     /// where they are (bridges started later use the command line's).
@@ -159,7 +162,10 @@ impl Reconciler {
         self.pmd_seen = d.pmd_cpus.clone();
         let cpus = match &d.pmd_cpus {
             None => {
-                self.cpus = (self.settings.cpu, self.settings.tx_cpus.clone());
+                self.cpus = (
+                    self.settings.pmd_cpus.clone(),
+                    self.settings.tx_cpus.clone(),
+                );
                 return;
             }
             Some(Err(e)) => {
@@ -168,18 +174,19 @@ impl Reconciler {
             }
             Some(Ok(cpus)) => cpus,
         };
-        let (first, rest) = (cpus[0], cpus[1..].to_vec());
-        if let Err(e) = crate::cpus::core_id(first) {
+        let n = self.settings.pmd_threads.clamp(1, cpus.len());
+        let (first, rest) = (cpus[..n].to_vec(), cpus[n..].to_vec());
+        if let Some(e) = first.iter().find_map(|&c| crate::cpus::core_id(c).err()) {
             tracing::warn!("pmd-cpu-mask: {e}; ignored");
             return;
         }
-        tracing::info!(packet_thread = first, transmit_threads = ?rest, "pmd-cpu-mask applied");
+        tracing::info!(packet_threads = ?first, transmit_threads = ?rest, "pmd-cpu-mask applied");
         for (name, m) in &self.bridges {
-            if let Err(e) = m.bridge.set_cpus(first, &rest) {
+            if let Err(e) = m.bridge.set_cpus(&first, &rest) {
                 tracing::warn!(bridge = %name, "pmd-cpu-mask: {e}");
             }
         }
-        self.cpus = (Some(first), rest);
+        self.cpus = (first, rest);
     }
 
     fn start_bridge(&self, name: &str, want: &DesiredBridge) -> Result<Managed, String> {
@@ -190,7 +197,8 @@ impl Reconciler {
             rundir: s.rundir.clone(),
             listen: listen.into_iter().collect(),
             ports: Vec::new(),
-            cpu: self.cpus.0,
+            pmd_threads: self.settings.pmd_threads,
+            pmd_cpus: self.cpus.0.clone(),
             tx_cpus: self.cpus.1.clone(),
             datapath_id: want.datapath_id,
             flow_cache_entries: s.flow_cache_entries,

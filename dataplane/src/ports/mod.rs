@@ -140,6 +140,11 @@ impl UmemFrames {
     pub fn pool_mut(&mut self) -> &mut FramePool {
         &mut self.pool
     }
+
+    /// The frames, for `FramePool::split`.
+    pub fn into_pool(self) -> FramePool {
+        self.pool
+    }
 }
 
 fn xdp_desc(d: Desc) -> XdpDesc {

@@ -99,6 +99,7 @@ pub fn check_spec(spec: &PortSpec) -> Result<(), PortError> {
 pub fn open_ports(
     specs: &[PortSpec],
     spare_xsk: u32,
+    threads: usize,
     cache: Option<&CacheMaps>,
 ) -> Result<OpenedPorts, PortError> {
     // Cheap checks first, so a typo in the last spec fails before anything
@@ -108,7 +109,7 @@ pub fn open_ports(
     }
 
     // Each socket's fill and TX rings (see the module documentation).
-    let ring_frames: u32 = specs
+    let per_port: Vec<u32> = specs
         .iter()
         .filter_map(|s| match s.port_type {
             PortType::System => Some(s.name.as_str()),
@@ -123,12 +124,23 @@ pub fn open_ports(
             let queues = netdev::link_by_name(dev).map_or(1, |l| afxdp::queues_served(l.rx_queues));
             queues * 2 * afxdp::ring_size(queues)
         })
-        .sum();
+        .collect();
+    let ring_frames: u32 = per_port.iter().sum();
     // Ports added later get single-queue-sized rings' worth each.
     let spare_frames = spare_xsk.saturating_mul(2 * afxdp::RING_SIZE);
+    // Several packet threads split the frames equally (`FramePool::split`)
+    // while ports go to them one by one: each gets its own spare frames
+    // and room for one more port than an equal share of the rings.
+    let threads = threads.max(1) as u32;
+    let per_thread_slack = if threads > 1 {
+        SPARE_FRAMES + per_port.iter().copied().max().unwrap_or(0)
+    } else {
+        0
+    };
     let n_frames = ring_frames
         .saturating_add(spare_frames)
-        .saturating_add(SPARE_FRAMES);
+        .saturating_add(SPARE_FRAMES)
+        .saturating_add(per_thread_slack.saturating_mul(threads));
     let umem =
         Umem::with_jumbo(n_frames, FRAME_SIZE, JUMBO_BLOCKS, false).map_err(PortError::Umem)?;
     let mut frames = UmemFrames::new(FramePool::new(&umem).map_err(PortError::Umem)?);

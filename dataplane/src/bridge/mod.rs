@@ -4,10 +4,12 @@
 
 use crate::config::PortSpec;
 use crate::control::DpShared;
-use crate::engine::Engine;
+mod threads;
+
+use crate::engine::handoff::Handoffs;
 use crate::live::LivePorts;
 use crate::ports::{self, PortError};
-use crate::xdpcache::{CacheMaps, XdpCache};
+use crate::xdpcache::CacheMaps;
 use ofproto::{Bridge, Server};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,8 +27,10 @@ pub struct BridgeConfig {
     pub rundir: PathBuf,
     pub listen: Vec<SocketAddr>,
     pub ports: Vec<PortSpec>,
-    /// CPU of the packet thread.
-    pub cpu: Option<usize>,
+    /// Packet threads (at least one): each serves some of the ports.
+    pub pmd_threads: usize,
+    /// CPUs of the packet threads, by thread (fewer: the rest unpinned).
+    pub pmd_cpus: Vec<usize>,
     /// CPUs of transmit threads (`--pmd-cores` after its first; see
     /// `crate::kicker`); empty: the packet thread transmits itself.
     pub tx_cpus: Vec<usize>,
@@ -110,16 +114,16 @@ pub struct RunningBridge {
     ctl: crate::ctl::CtlServer,
     stop: Arc<AtomicBool>,
     shared: Arc<DpShared>,
-    engine: JoinHandle<()>,
+    engines: Vec<JoinHandle<()>>,
     /// Hands packets for the controllers to the OpenFlow side; ends when
-    /// the packet thread does (`None` if it could not be started).
+    /// the packet threads do (`None` if it could not be started).
     upcalls: Option<JoinHandle<()>>,
     /// Set by a packet thread that panicked.
     failed: Arc<AtomicBool>,
     ct_sweeper: crate::conntrack::Sweeper,
     live: Arc<LivePorts>,
-    /// The packet thread, to move it to another CPU while running.
-    pmd_thread: Arc<crate::cpus::ThreadId>,
+    /// The packet threads, to move them to other CPUs while running.
+    pmd_threads: Vec<Arc<crate::cpus::ThreadId>>,
     /// The transmit threads (`--pmd-cores` after its first), if any.
     kicks: Option<Arc<crate::kicker::KickPool>>,
 }
@@ -129,7 +133,12 @@ impl RunningBridge {
         if config.name.is_empty() || config.name.len() > 15 || config.name.contains('/') {
             return Err(BridgeError::BadName(config.name));
         }
-        let core = config.cpu.map(crate::cpus::core_id).transpose()?;
+        let threads = config.pmd_threads.max(1);
+        let cores = config
+            .pmd_cpus
+            .iter()
+            .map(|&cpu| crate::cpus::core_id(cpu))
+            .collect::<Result<Vec<_>, _>>()?;
         let tx_cores = config
             .tx_cpus
             .iter()
@@ -154,8 +163,12 @@ impl RunningBridge {
             )),
             None => None,
         };
-        let mut opened =
-            ports::open_ports(&config.ports, config.spare_xsk_ports, xdp_maps.as_deref())?;
+        let mut opened = ports::open_ports(
+            &config.ports,
+            config.spare_xsk_ports,
+            threads,
+            xdp_maps.as_deref(),
+        )?;
         // Stops its threads if start-up fails below; every kick has ended
         // before a port closes its socket (see `kicker`).
         let kicks = if tx_cores.is_empty() {
@@ -171,11 +184,11 @@ impl RunningBridge {
         };
         let umem = opened.umem.clone();
         let metas = opened.ports.iter().map(|(m, _)| m.clone()).collect();
-        let (port_ops, port_ops_rx) = crossbeam::channel::unbounded();
         let dpid = config
             .datapath_id
             .unwrap_or_else(|| default_datapath_id(&config.name));
-        let (shared, changes) = DpShared::new(dpid, metas).map_err(BridgeError::Eventfd)?;
+        let (shared, ends) =
+            DpShared::with_engines(dpid, metas, threads).map_err(BridgeError::Eventfd)?;
         if let Some(m) = &xdp_maps {
             shared.set_xdp_gen(m.generation().clone());
         }
@@ -208,96 +221,62 @@ impl RunningBridge {
         // Stops with the bridge, or on any early return below.
         let ct_sweeper = crate::conntrack::Conntrack::spawn_sweeper(&conntrack)
             .map_err(BridgeError::CtSweeper)?;
-        let pmd_thread = Arc::new(crate::cpus::ThreadId::default());
-        let engine = {
-            let pmd_thread = pmd_thread.clone();
-            let conntrack = conntrack.clone();
-            let stop = stop.clone();
-            let failed = failed.clone();
-            let shared = shared.clone();
-            let flow_cache_entries = config.flow_cache_entries;
-            std::thread::Builder::new()
-                .name("xbr-pmd".into())
-                .spawn(move || {
-                    pmd_thread.record_current();
-                    if let Some(core) = core {
-                        if !core_affinity::set_for_current(core) {
-                            tracing::warn!("could not pin the packet thread to CPU {}", core.id);
-                        }
-                    }
-                    let mut engine = Engine::new(opened.frames, opened.ports, shared, changes);
-                    engine.set_flow_cache(flow_cache_entries);
-                    engine.set_port_ops(port_ops_rx);
-                    engine.set_conntrack(conntrack);
-                    engine.set_xdp_cache(xdp_maps.map(XdpCache::new));
-                    // A packet thread that died must not leave a process
-                    // that still answers OpenFlow but forwards nothing:
-                    // stop the whole switch (the ports detach as the
-                    // engine unwinds) and exit non-zero.
-                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        engine.run(&stop)
-                    }));
-                    let engine = match run {
-                        Ok(e) => e,
-                        Err(_) => {
-                            tracing::error!("the packet thread panicked; stopping xbr");
-                            failed.store(true, Ordering::SeqCst);
-                            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
-                            return;
-                        }
-                    };
-                    let d = engine.drops;
-                    tracing::info!(
-                        table_miss = d.table_miss,
-                        explicit = d.explicit,
-                        unsupported = d.unsupported,
-                        port_down = d.port_down,
-                        no_frames = d.no_frames,
-                        tx_full = d.tx_full,
-                        bad_output_port = d.bad_output_port,
-                        invalid_ttl = d.invalid_ttl,
-                        qos_policed = d.qos_policed,
-                        meter = d.meter,
-                        "packet thread stopped; drops"
-                    );
-                    let cs = &engine.conntrack().stats;
-                    tracing::info!(
-                        recirc_depth = d.ct_recirc_depth,
-                        connections = engine.conntrack().len(),
-                        committed = cs.committed.load(Ordering::Relaxed),
-                        invalid = cs.invalid.load(Ordering::Relaxed),
-                        table_full = cs.table_full.load(Ordering::Relaxed),
-                        nat_exhausted = cs.nat_exhausted.load(Ordering::Relaxed),
-                        "conntrack"
-                    );
-                    if let Some(x) = engine.xdp_cache_stats() {
-                        tracing::info!(
-                            installs = x.installs,
-                            hit_packets = x.hit_packets,
-                            expired = x.expired,
-                            invalidated = x.invalidated,
-                            revalidated = x.revalidated,
-                            revalidated_out = x.revalidated_out,
-                            full = x.full,
-                            install_errors = x.install_errors,
-                            ct_installs = x.ct_installs,
-                            ct_removed = x.ct_removed,
-                            decap_hit_packets = x.decap_hit_packets,
-                            encap_hit_packets = x.encap_hit_packets,
-                            "XDP flow cache"
-                        );
-                    }
-                    if d.tunnel != crate::vxlan::TunnelDrops::default() {
-                        tracing::info!(tunnel = ?d.tunnel, "tunnel drops");
-                    }
-                    // Ports detach here, on the thread that owned them.
-                    let (mut frames, ports) = engine.into_parts();
-                    for port in ports {
-                        port.close(&mut frames);
-                    }
-                })
-                .map_err(BridgeError::Thread)?
+        conntrack.set_xdp_threads(threads);
+        let (own, others, owners) = threads::deal(opened.ports, threads);
+        let pools = opened.frames.into_pool().split(threads);
+        let mut handoffs = if threads > 1 {
+            Handoffs::mesh(threads).into_iter().map(Some).collect()
+        } else {
+            vec![None]
         };
+        let common = threads::Common {
+            shared: shared.clone(),
+            conntrack: conntrack.clone(),
+            meters: Arc::default(),
+            xdp_maps,
+            threads,
+            flow_cache_entries: config.flow_cache_entries,
+            stop: stop.clone(),
+            failed: failed.clone(),
+        };
+        let mut port_ops = Vec::with_capacity(threads);
+        let mut engines = Vec::with_capacity(threads);
+        let mut pmd_threads = Vec::with_capacity(threads);
+        let starts = own
+            .into_iter()
+            .zip(others)
+            .zip(pools)
+            .zip(ends)
+            .zip(handoffs.drain(..));
+        for (index, ((((own, others), pool), changes), handoffs)) in starts.enumerate() {
+            let (ops, ops_rx) = crossbeam::channel::unbounded();
+            port_ops.push(ops);
+            let start = threads::Start {
+                frames: crate::ports::UmemFrames::new(pool),
+                own,
+                others,
+                changes,
+                port_ops: ops_rx,
+                handoffs,
+            };
+            let id = Arc::new(crate::cpus::ThreadId::default());
+            match threads::spawn(index, cores.get(index).copied(), start, &common, id.clone()) {
+                Ok(t) => {
+                    engines.push(t);
+                    pmd_threads.push(id);
+                }
+                Err(e) => {
+                    // The threads started stop; the ports not yet handed
+                    // to one drop (detaching) with the rest of `starts`.
+                    stop.store(true, Ordering::Relaxed);
+                    shared.wake();
+                    for t in engines {
+                        let _ = t.join();
+                    }
+                    return Err(BridgeError::Thread(e));
+                }
+            }
+        }
 
         // OpenFlow and the control socket come up, and callers learn that
         // xbr runs, only once the packet thread can receive on every port.
@@ -311,6 +290,7 @@ impl RunningBridge {
             umem,
             live_cache,
             port_ops,
+            owners,
             shared.clone(),
             bridge.clone(),
             kicks.clone(),
@@ -328,7 +308,9 @@ impl RunningBridge {
             Err(e) => {
                 stop.store(true, Ordering::Relaxed);
                 shared.wake();
-                let _ = engine.join();
+                for t in engines {
+                    let _ = t.join();
+                }
                 return Err(e.into());
             }
         };
@@ -346,7 +328,9 @@ impl RunningBridge {
                 server.shutdown();
                 stop.store(true, Ordering::Relaxed);
                 shared.wake();
-                let _ = engine.join();
+                for t in engines {
+                    let _ = t.join();
+                }
                 return Err(e.into());
             }
         };
@@ -365,23 +349,26 @@ impl RunningBridge {
             ctl,
             stop,
             shared,
-            engine,
+            engines,
             upcalls,
             failed,
             ct_sweeper,
             live,
-            pmd_thread,
+            pmd_threads,
             kicks,
         })
     }
 
-    /// Moves the packet thread to `cpu` and the transmit threads to
+    /// Moves the packet threads to `pmd_cpus` (thread by thread; more
+    /// CPUs than threads are ignored) and the transmit threads to
     /// `tx_cpus` while running (OVSDB's `pmd-cpu-mask` changed). The
     /// number of transmit threads is set at start: a different one is an
-    /// error, after the packet thread has moved.
-    pub fn set_cpus(&self, cpu: usize, tx_cpus: &[usize]) -> Result<(), String> {
-        crate::cpus::core_id(cpu).map_err(|e| e.to_string())?;
-        self.pmd_thread.pin(cpu).map_err(|e| e.to_string())?;
+    /// error, after the packet threads have moved.
+    pub fn set_cpus(&self, pmd_cpus: &[usize], tx_cpus: &[usize]) -> Result<(), String> {
+        for (thread, &cpu) in self.pmd_threads.iter().zip(pmd_cpus) {
+            crate::cpus::core_id(cpu).map_err(|e| e.to_string())?;
+            thread.pin(cpu).map_err(|e| e.to_string())?;
+        }
         let running = self.kicks.as_ref().map_or(0, |k| k.len());
         if running != tx_cpus.len() {
             return Err(format!(
@@ -483,8 +470,10 @@ impl RunningBridge {
         }
         self.stop.store(true, Ordering::Relaxed);
         self.shared.wake();
-        if self.engine.join().is_err() {
-            tracing::error!("packet thread panicked");
+        for t in self.engines {
+            if t.join().is_err() {
+                tracing::error!("packet thread panicked");
+            }
         }
         if let Some(t) = self.upcalls {
             let _ = t.join();
