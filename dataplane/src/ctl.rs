@@ -168,6 +168,7 @@ pub fn dispatch(
             let dp = live.datapath();
             Ok(crate::stats::report(
                 &dp.ports(),
+                &live.ports_by_thread(),
                 &dp.engine_snapshot(),
                 &live.kicker_stats(),
                 conntrack,

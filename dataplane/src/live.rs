@@ -214,6 +214,20 @@ impl LivePorts {
         self.kicks.as_ref().map(|k| k.stats()).unwrap_or_default()
     }
 
+    /// The ports each packet thread serves, by thread, in number order.
+    pub fn ports_by_thread(&self) -> Vec<Vec<u32>> {
+        let mut threads = vec![Vec::new(); self.ops.len()];
+        for (&port, &t) in &self.state.lock().owner {
+            if let Some(list) = threads.get_mut(t) {
+                list.push(port);
+            }
+        }
+        for list in &mut threads {
+            list.sort_unstable();
+        }
+        threads
+    }
+
     /// The bridge's ports now.
     pub fn ports(&self) -> Vec<Arc<PortMeta>> {
         self.shared.ports()

@@ -107,6 +107,7 @@ fn cache_lines(out: &mut String, c: &CacheStats) {
 /// The report `xbr stats` prints.
 pub fn report(
     ports: &[Arc<PortMeta>],
+    ports_by_thread: &[Vec<u32>],
     engine: &EngineSnapshot,
     kickers: &[KickerStats],
     ct: &Conntrack,
@@ -138,11 +139,17 @@ pub fn report(
             let _ = writeln!(out, "packet thread: nothing published yet");
         }
         Some(at) => {
-            let _ = writeln!(
-                out,
-                "packet thread (counted {} ms ago):",
-                Instant::now().saturating_duration_since(at).as_millis()
-            );
+            let ago = Instant::now().saturating_duration_since(at).as_millis();
+            if ports_by_thread.len() < 2 {
+                let _ = writeln!(out, "packet thread (counted {ago} ms ago):");
+            } else {
+                let _ = writeln!(out, "packet threads: {}", ports_by_thread.len());
+                for (t, ports) in ports_by_thread.iter().enumerate() {
+                    let ports: Vec<String> = ports.iter().map(u32::to_string).collect();
+                    let _ = writeln!(out, "  thread {t}: ports {}", ports.join(", "));
+                }
+                let _ = writeln!(out, "packet threads, summed (counted {ago} ms ago):");
+            }
             nonzero(&mut out, "drops", &drop_counts(&engine.drops));
             nonzero(
                 &mut out,

@@ -72,6 +72,11 @@ fn two_threads_carry_traffic_between_their_ports_both_ways() -> Result<()> {
     xbr.add_flow("in_port=2,actions=output:1")?;
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
+    let stats = xbr.client_ok(&["stats", BRIDGE])?;
+    assert!(
+        stats.contains("packet threads: 2\n  thread 0: ports 1\n  thread 1: ports 2\n"),
+        "{stats}"
+    );
 
     // Port 1 is thread 0's and port 2 thread 1's: every packet is handed
     // from one thread to the other.

@@ -375,10 +375,12 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     }
 
     fn sleep(&mut self) {
+        self.shared.drain_waker(self.changes.engine());
+        // After the drain: a delivery after this check finds the thread
+        // marked asleep and writes the eventfd, which poll(2) then sees.
         if self.handoff.as_ref().is_some_and(|h| !h.may_sleep()) {
             return;
         }
-        self.shared.drain_waker(self.changes.engine());
         // A change published between the last drain and here is caught
         // because the eventfd stays readable until drained.
         let mut port_fds: Vec<BorrowedFd<'_>> = Vec::with_capacity(self.ports.len());
