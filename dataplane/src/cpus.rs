@@ -1,5 +1,6 @@
-//! Which CPUs xbr's poll-mode threads run on: the packet thread on the
-//! first, transmit threads (see `kicker`) on the others. Given as a
+//! Which CPUs xbr's poll-mode threads run on: the packet threads on the
+//! first (one each, `--pmd-threads` of them), transmit threads (see
+//! `kicker`) on the others. Given as a
 //! `taskset -c` list (`--pmd-cores 2,3`, `2-5`) or, in OVSDB mode, as
 //! OVS's `other_config:pmd-cpu-mask` (a hex mask, lowest bit CPU 0), and
 //! changeable while running: threads are re-pinned by their thread ids.
@@ -22,6 +23,23 @@ pub enum CpuError {
     NoSuchCpu { cpu: usize, available: String },
     #[error("cannot pin a thread to CPU {cpu}: {source}")]
     Pin { cpu: usize, source: nix::Error },
+    #[error("--pmd-cores lists {listed} CPU(s), too few for --pmd-threads {threads} (one each)")]
+    TooFewForThreads { listed: usize, threads: usize },
+}
+
+/// Splits a `--pmd-cores` list between `threads` packet threads (the
+/// first CPUs, one each) and transmit threads (the rest).
+pub fn split_pmd_cores(
+    cpus: &[usize],
+    threads: usize,
+) -> Result<(Vec<usize>, Vec<usize>), CpuError> {
+    if cpus.len() < threads {
+        return Err(CpuError::TooFewForThreads {
+            listed: cpus.len(),
+            threads,
+        });
+    }
+    Ok((cpus[..threads].to_vec(), cpus[threads..].to_vec()))
 }
 
 /// Parses a CPU list as `taskset -c` writes one (`1,3-5`): distinct CPU
@@ -143,6 +161,17 @@ impl ThreadId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_cpus_go_to_the_packet_threads() {
+        assert_eq!(split_pmd_cores(&[4, 5, 6], 2), Ok((vec![4, 5], vec![6])));
+        assert_eq!(split_pmd_cores(&[4], 1), Ok((vec![4], vec![])));
+        let e = split_pmd_cores(&[4], 2).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--pmd-cores lists 1 CPU(s), too few for --pmd-threads 2 (one each)"
+        );
+    }
 
     #[test]
     fn parses_cpu_lists() {

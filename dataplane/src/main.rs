@@ -328,13 +328,9 @@ fn cpu_list_arg(s: &str) -> Result<CpuList, String> {
 /// The packet threads' CPUs and the transmit threads' CPUs, or what is
 /// wrong with `--pmd-cores` for `--pmd-threads`.
 fn thread_cpus(args: &RunArgs) -> Result<(Vec<usize>, Vec<usize>), String> {
-    let threads = args.pmd_threads as usize;
     match &args.pmd_cores {
-        Some(CpuList(cpus)) if cpus.len() < threads => Err(format!(
-            "--pmd-cores lists {} CPUs; --pmd-threads {threads} needs one per packet thread",
-            cpus.len()
-        )),
-        Some(CpuList(cpus)) => Ok((cpus[..threads].to_vec(), cpus[threads..].to_vec())),
+        Some(CpuList(cpus)) => dataplane::cpus::split_pmd_cores(cpus, args.pmd_threads as usize)
+            .map_err(|e| e.to_string()),
         None => Ok((args.cpu.into_iter().collect(), Vec::new())),
     }
 }

@@ -5,6 +5,7 @@ use super::*;
 use crate::engine::EngineDrops;
 use crate::normal::Station;
 use flowtable::FlowTables;
+use ofproto::Datapath;
 use std::sync::mpsc;
 
 fn two_threads() -> (Arc<DpShared>, Vec<ChangeReceiver>) {
