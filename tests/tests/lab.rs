@@ -737,3 +737,33 @@ fn service_answers_from_backends_on_both_nodes_via_the_cluster_ip() {
         .unwrap_or_else(|| panic!("no learned_from_host in {}", stats.stdout));
     assert!(learned >= 4, "{}", stats.stdout);
 }
+
+/// A networkpolicy lab (the agent's conntrack flows, policies, the
+/// Service) with two packet threads per node and the XDP cache
+/// forwarding: each node's ports are split over the threads (vxlan0 and
+/// the first and third pods on one, tun0 and the others on the other),
+/// so pod to pod, pod to gateway, Service and cross-node traffic is
+/// handed between threads, and `check` must still pass every pair.
+#[test]
+fn two_packet_threads_per_node_pass_the_networkpolicy_check() {
+    let lab = Lab::up(&[
+        "--mode",
+        "networkpolicy",
+        "--pmd-threads",
+        "2",
+        "--xdp-redirect",
+    ]);
+    for node in lab.nodes() {
+        let rundir = s(node, "rundir");
+        let stats = xbr(&["stats", "br0", "--rundir", rundir], CMD_TIMEOUT);
+        assert!(
+            stats.stdout.contains(
+                "packet threads: 2\n  thread 0: ports 1, 3, 5\n  thread 1: ports 2, 4, 6\n"
+            ),
+            "{}",
+            stats.stdout
+        );
+    }
+    let out = lab.check();
+    assert!(out.success(), "check:\n{}\n{}", out.stdout, out.stderr);
+}

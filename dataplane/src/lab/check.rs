@@ -440,6 +440,7 @@ mod tests {
             variant: crate::lab::flows::Variant::LegacyNonConntrack,
             ovsdb: false,
             xdp_redirect: false,
+            pmd_threads: 1,
             tun0_backend: String::new(),
             underlay_mtu: crate::lab::plan::UNDERLAY_MTU,
         };
@@ -477,6 +478,7 @@ mod tests {
             variant: crate::lab::flows::Variant::Conntrack,
             ovsdb: false,
             xdp_redirect: false,
+            pmd_threads: 1,
             tun0_backend: String::new(),
             underlay_mtu: crate::lab::plan::UNDERLAY_MTU,
         };

@@ -89,6 +89,9 @@ struct UpArgs {
     /// the XDP flow cache.
     #[arg(long)]
     xdp_redirect: bool,
+    /// Packet threads of each node's xbr (`xbr run --pmd-threads`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pmd_threads: u32,
     /// What backs each node's tun0 (`internal_backend`): tap or veth;
     /// default: xbr's.
     #[arg(long, value_parser = ["tap", "veth"])]
@@ -201,6 +204,7 @@ fn run_up(a: UpArgs) -> Result<ExitCode, LabError> {
         },
         ovsdb: a.ovsdb,
         xdp_redirect: a.xdp_redirect,
+        pmd_threads: a.pmd_threads,
         tun0_backend: a.tun0_backend.unwrap_or_default(),
         underlay_mtu: a.underlay_mtu,
     };

@@ -61,6 +61,8 @@ pub struct Options {
     /// pods' ports and vxlan0 are `xdp_redirect=on`, so xbr's XDP flow
     /// cache forwards between pods, local and across nodes, in the kernel.
     pub xdp_redirect: bool,
+    /// Packet threads of each node's xbr.
+    pub pmd_threads: u32,
     /// tun0's `internal_backend` ("tap" or "veth"); empty: xbr's default.
     pub tun0_backend: String,
     /// MTU of the underlay (node uplinks, the external host); tun0 and
@@ -259,6 +261,7 @@ pub fn plan(opts: &Options, seed: u64) -> Result<LabState, LabError> {
         vxlan: opts.vxlan,
         ovsdb: opts.ovsdb,
         xdp_redirect: opts.xdp_redirect,
+        pmd_threads: opts.pmd_threads,
         tun0_backend: opts.tun0_backend.clone(),
         cluster_network: CLUSTER_NETWORK.to_string(),
         service_network: SERVICE_NETWORK.to_string(),
@@ -301,6 +304,7 @@ mod tests {
             variant: crate::lab::flows::Variant::LegacyNonConntrack,
             ovsdb: false,
             xdp_redirect: false,
+            pmd_threads: 1,
             tun0_backend: String::new(),
             underlay_mtu: UNDERLAY_MTU,
         }

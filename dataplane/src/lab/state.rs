@@ -12,6 +12,11 @@ use std::path::{Path, PathBuf};
 
 use super::LabError;
 
+/// A lab written before `pmd_threads` existed ran one packet thread.
+fn one() -> u32 {
+    1
+}
+
 /// Bumped on incompatible changes to the file.
 pub const SCHEMA_VERSION: u32 = 1;
 pub const LAB_JSON: &str = "lab.json";
@@ -40,6 +45,9 @@ pub struct LabState {
     /// `xdp_redirect=on` (`--xdp-redirect`).
     #[serde(default)]
     pub xdp_redirect: bool,
+    /// Packet threads of each node's xbr (`--pmd-threads`).
+    #[serde(default = "one")]
+    pub pmd_threads: u32,
     /// tun0's `internal_backend` (`--tun0-backend`); empty: xbr's default.
     #[serde(default)]
     pub tun0_backend: String,

@@ -20,6 +20,8 @@ pub(super) fn xbr_args(state: &LabState, node: &Node) -> Vec<String> {
         "br0".into(),
         "--rundir".into(),
         node.rundir.display().to_string(),
+        "--pmd-threads".into(),
+        state.pmd_threads.to_string(),
     ];
     let vxlan0 = if state.vxlan && state.xdp_redirect {
         // The underlay's end of the uplink has GRO on (see `build`).
@@ -77,7 +79,9 @@ pub(super) fn start_xbr(state: &LabState, i: usize) -> Result<u32, LabError> {
     })?;
     let args = if state.ovsdb {
         super::ovsdb::start_db(node)?;
-        super::ovsdb::xbr_args(node)
+        let mut args = super::ovsdb::xbr_args(node);
+        args.extend(["--pmd-threads".into(), state.pmd_threads.to_string()]);
+        args
     } else {
         xbr_args(state, node)
     };
