@@ -471,7 +471,8 @@ fn two_nodes_multitenant_across_the_underlay() {
 }
 
 /// `--ovsdb`: each node's ovsdb-server, xbr as its ovs-vswitchd, br0 and
-/// its ports made with the agent's `ovs-vsctl` commands (issue 7).
+/// its ports made with the agent's `ovs-vsctl` commands (issue 7), on two
+/// packet threads per node (`xbr run --ovsdb --pmd-threads 2`).
 #[test]
 fn two_nodes_subnet_over_ovsdb_check_passes() {
     let lab = Lab::up(&[
@@ -482,9 +483,32 @@ fn two_nodes_subnet_over_ovsdb_check_passes() {
         "--pods-per-node",
         "2",
         "--ovsdb",
+        "--pmd-threads",
+        "2",
     ]);
     let out = lab.check();
     assert!(out.success(), "check:\n{}\n{}", out.stdout, out.stderr);
+    // Two packet threads, the ports ovs-vsctl added dealt to both (each
+    // to the one serving fewer).
+    for node in lab.nodes() {
+        let stats = xbr(
+            &["stats", "br0", "--rundir", s(node, "rundir")],
+            CMD_TIMEOUT,
+        );
+        let threads: Vec<&str> = stats
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("  thread "))
+            .collect();
+        assert_eq!(threads.len(), 2, "{}", stats.stdout);
+        assert!(
+            threads
+                .iter()
+                .all(|l| l.contains("ports ") && !l.ends_with("ports ")),
+            "{}",
+            stats.stdout
+        );
+    }
     // The database has the agent's configuration, and the numbers xbr
     // gave the pods' ports are the ones lab.json (and the flows) use.
     for pod in lab.pods() {
