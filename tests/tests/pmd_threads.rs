@@ -57,14 +57,20 @@ fn port_packets(xbr: &Xbr, port: u32) -> Result<(u64, u64)> {
     }
 }
 
-#[test]
-fn two_threads_carry_traffic_between_their_ports_both_ways() -> Result<()> {
-    let a = Pod::numbered(20)?;
-    let b = Pod::numbered(21)?;
+/// Pods `first` and `first + 1` on an xbr with `ARGS`, as ports 1 and 2
+/// (thread 0's and thread 1's).
+fn two_pods(first: u8) -> Result<(Xbr, Pod, Pod)> {
+    let a = Pod::numbered(first)?;
+    let b = Pod::numbered(first + 1)?;
     let specs = [format!("{}=1", a.host_if()), format!("{}=2", b.host_if())];
     let mut args = ARGS.to_vec();
     args.extend(["--port", &specs[0], "--port", &specs[1]]);
-    let xbr = Xbr::start(&args)?;
+    Ok((Xbr::start(&args)?, a, b))
+}
+
+#[test]
+fn two_threads_carry_traffic_between_their_ports_both_ways() -> Result<()> {
+    let (xbr, a, b) = two_pods(20)?;
     let pid = xbr.pid().expect("xbr runs");
     assert_eq!(thread_cpus(pid, "xbr-pmd0").as_deref(), Some("0"));
     assert_eq!(thread_cpus(pid, "xbr-pmd1").as_deref(), Some("1"));
@@ -104,14 +110,9 @@ fn two_threads_carry_traffic_between_their_ports_both_ways() -> Result<()> {
 
 #[test]
 fn ports_added_while_running_join_a_thread_and_can_be_removed() -> Result<()> {
-    let a = Pod::numbered(22)?;
-    let b = Pod::numbered(23)?;
+    let (xbr, a, b) = two_pods(22)?;
     let c = Pod::numbered(24)?;
     let d = Pod::numbered(25)?;
-    let specs = [format!("{}=1", a.host_if()), format!("{}=2", b.host_if())];
-    let mut args = ARGS.to_vec();
-    args.extend(["--port", &specs[0], "--port", &specs[1]]);
-    let xbr = Xbr::start(&args)?;
     // 3 goes to thread 0 (a tie), 4 to thread 1; each pair below spans
     // both threads.
     let added = [format!("{}=3", c.host_if()), format!("{}=4", d.host_if())];

@@ -35,6 +35,26 @@ fn on_a_thread(f: impl FnOnce() + Send + 'static) -> mpsc::Receiver<()> {
     rx
 }
 
+/// `waiter` (a control-plane call on another thread) must still wait
+/// after `first` (thread 0's answer) and return after `second` (thread
+/// 1's).
+fn waits_for_both(
+    waiter: mpsc::Receiver<()>,
+    first: impl FnOnce(),
+    second: impl FnOnce(),
+    what: &str,
+) {
+    first();
+    assert!(
+        waiter.recv_timeout(Duration::from_millis(200)).is_err(),
+        "{what} returned while thread 1 had not answered"
+    );
+    second();
+    waiter
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap_or_else(|_| panic!("{what} did not return once both answered"));
+}
+
 #[test]
 fn a_change_list_reaches_every_thread_once_and_shared() {
     let (shared, ends) = two_threads();
@@ -54,15 +74,12 @@ fn a_barrier_waits_for_the_slowest_thread() {
         let shared = shared.clone();
         on_a_thread(move || shared.sync(seq))
     };
-    shared.mark_applied(0, seq);
-    assert!(
-        waiter.recv_timeout(Duration::from_millis(200)).is_err(),
-        "the barrier returned while thread 1 had not applied the change"
+    waits_for_both(
+        waiter,
+        || shared.mark_applied(0, seq),
+        || shared.mark_applied(1, seq),
+        "the barrier",
     );
-    shared.mark_applied(1, seq);
-    waiter
-        .recv_timeout(Duration::from_secs(5))
-        .expect("the barrier returns once both applied");
 }
 
 #[test]
@@ -97,15 +114,12 @@ fn start_up_and_statistics_wait_for_every_thread() {
         std::thread::yield_now();
     }
     let want = shared.stats_requested();
-    shared.mark_stats_collected(0, want);
-    assert!(
-        collector.recv_timeout(Duration::from_millis(200)).is_err(),
-        "the collection ended before thread 1 answered"
+    waits_for_both(
+        collector,
+        || shared.mark_stats_collected(0, want),
+        || shared.mark_stats_collected(1, want),
+        "the statistics collection",
     );
-    shared.mark_stats_collected(1, want);
-    collector
-        .recv_timeout(Duration::from_secs(5))
-        .expect("the collection ends once both answered");
 }
 
 #[test]
