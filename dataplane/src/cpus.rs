@@ -132,6 +132,16 @@ pub fn core_id(cpu: usize) -> Result<core_affinity::CoreId, CpuError> {
     }
 }
 
+/// The NUMA node of `cpu` (0 where the kernel says none).
+pub fn numa_node(cpu: usize) -> usize {
+    std::fs::read_dir(format!("/sys/devices/system/cpu/cpu{cpu}"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find_map(|e| e.file_name().to_str()?.strip_prefix("node")?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A running thread's id, recorded by the thread itself, so that others
 /// can move it to another CPU.
 #[derive(Debug, Default)]
@@ -142,6 +152,12 @@ impl ThreadId {
     pub fn record_current(&self) {
         self.0
             .store(nix::unistd::gettid().as_raw(), Ordering::Release);
+    }
+
+    /// The recorded thread's id, once it recorded it.
+    pub fn tid(&self) -> Option<i32> {
+        let tid = self.0.load(Ordering::Acquire);
+        (tid != 0).then_some(tid)
     }
 
     /// Pins the recorded thread to `cpu`; nothing if none was recorded

@@ -181,6 +181,8 @@ pub fn dispatch(
             Ok(dpif_text(name, &dp.ports(), &dp.engine_snapshot()))
         }
         "dpif" => Err("dpif: show?".into()),
+        "pmd" if args == "rxq" => Ok(live.pmd_rxq_text()),
+        "pmd" => Err("pmd: rxq?".into()),
         "fdb" => match args {
             "show" => Ok(fdb_text(&live.datapath().fdb())),
             "flush" => {
@@ -205,6 +207,7 @@ pub fn dispatch(
                       dpctl del-flows   retire every XDP flow cache entry\n  \
                       fdb show|flush   NORMAL's learned stations, listed or forgotten\n  \
                       dpif show   cache hits and misses, and the ports with their types\n  \
+                      pmd rxq   the packet threads and the ports' queues each polls\n  \
                       log [DIRECTIVES]   show or set the log filter (XBR_LOG syntax)\n  help\n"
                 .into(),
         ),

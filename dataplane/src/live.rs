@@ -82,8 +82,8 @@ struct Ofports {
     cursor: u32,
     in_use: HashMap<u32, ()>,
     freed: HashMap<u32, Instant>,
-    /// The packet thread serving each port.
-    owner: HashMap<u32, usize>,
+    /// The packet thread serving each port, by number.
+    owner: HashMap<u32, Served>,
 }
 
 impl Ofports {
@@ -146,6 +146,15 @@ impl Ofports {
     }
 }
 
+/// Which packet thread serves a port, and how many receive queues it
+/// polls there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Served {
+    pub ofport: u32,
+    pub thread: usize,
+    pub queues: usize,
+}
+
 /// The control side of a running bridge's port list; see the module
 /// documentation.
 pub struct LivePorts {
@@ -160,6 +169,8 @@ pub struct LivePorts {
     kicks: Option<Arc<crate::kicker::KickPool>>,
     /// Serialises changes; see the module documentation.
     state: Mutex<Ofports>,
+    /// The packet threads, by number (where they run).
+    threads: Vec<Arc<crate::cpus::ThreadId>>,
 }
 
 impl LivePorts {
@@ -169,19 +180,23 @@ impl LivePorts {
     }
 
     /// `ops`: each packet thread's port changes; `owners`: which thread
-    /// serves each of the bridge's ports (ofport, thread).
+    /// serves each of the bridge's ports; `threads`: the packet threads.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         umem: Arc<Umem>,
         cache: Option<Arc<crate::xdpcache::CacheMaps>>,
         ops: Vec<Sender<PortOp<Port>>>,
-        owners: Vec<(u32, usize)>,
+        owners: Vec<Served>,
+        threads: Vec<Arc<crate::cpus::ThreadId>>,
         shared: Arc<DpShared>,
         bridge: Arc<Bridge>,
         kicks: Option<Arc<crate::kicker::KickPool>>,
     ) -> Self {
         let in_use = shared.ports().iter().map(|p| p.ofport).collect::<Vec<_>>();
         let mut numbers = Ofports::new(in_use);
-        numbers.owner.extend(owners);
+        numbers
+            .owner
+            .extend(owners.into_iter().map(|s| (s.ofport, s)));
         LivePorts {
             umem,
             cache,
@@ -190,14 +205,15 @@ impl LivePorts {
             bridge,
             kicks,
             state: Mutex::new(numbers),
+            threads,
         }
     }
 
     /// The packet thread serving the fewest ports (the first of those).
     fn least_busy(numbers: &Ofports, threads: usize) -> usize {
         let mut count = vec![0usize; threads];
-        for &t in numbers.owner.values() {
-            if let Some(c) = count.get_mut(t) {
+        for served in numbers.owner.values() {
+            if let Some(c) = count.get_mut(served.thread) {
                 *c += 1;
             }
         }
@@ -217,8 +233,8 @@ impl LivePorts {
     /// The ports each packet thread serves, by thread, in number order.
     pub fn ports_by_thread(&self) -> Vec<Vec<u32>> {
         let mut threads = vec![Vec::new(); self.ops.len()];
-        for (&port, &t) in &self.state.lock().owner {
-            if let Some(list) = threads.get_mut(t) {
+        for (&port, served) in &self.state.lock().owner {
+            if let Some(list) = threads.get_mut(served.thread) {
                 list.push(port);
             }
         }
@@ -226,6 +242,26 @@ impl LivePorts {
             list.sort_unstable();
         }
         threads
+    }
+
+    /// `ovs-appctl dpif-netdev/pmd-rxq-show` for this bridge: each packet
+    /// thread's CPU and the receive queues it polls, as OVS lists a PMD
+    /// thread's. xbr does not measure per-queue processing time, so the
+    /// usage is `NOT AVAIL`, as OVS says before it has measured any.
+    pub fn pmd_rxq_text(&self) -> String {
+        let names: HashMap<u32, String> = self
+            .shared
+            .ports()
+            .iter()
+            .map(|p| (p.ofport, p.name.clone()))
+            .collect();
+        let served: Vec<Served> = self.state.lock().owner.values().copied().collect();
+        let cpus: Vec<Option<(usize, bool)>> = self
+            .threads
+            .iter()
+            .map(|t| crate::bridge::thread_cpu(t))
+            .collect();
+        rxq_text(&cpus, &served, &names)
     }
 
     /// The bridge's ports now.
@@ -260,6 +296,7 @@ impl LivePorts {
         }
         self.shared.insert_port(meta.clone());
         let owner = Self::least_busy(&numbers, self.ops.len());
+        let queues = io.rx_queues();
         // Stand-ins first: a thread may output to the port as soon as its
         // owner serves it.
         for (t, ops) in self.ops.iter().enumerate() {
@@ -283,7 +320,14 @@ impl LivePorts {
             numbers.release(ofport, now);
             return Err(LiveError::Stopped);
         }
-        numbers.owner.insert(ofport, owner);
+        numbers.owner.insert(
+            ofport,
+            Served {
+                ofport,
+                thread: owner,
+                queues,
+            },
+        );
         self.shared.wake();
         tracing::info!(port = %spec.name, ofport, kind = ?spec.port_type, "port added");
         self.bridge.notifier().port_status(reason::ADD, meta.info());
@@ -296,7 +340,7 @@ impl LivePorts {
         let Some(meta) = self.shared.ports().into_iter().find(|p| p.name == name) else {
             return Err(LiveError::NoSuchPort(name.to_string()));
         };
-        let owner = numbers.owner.get(&meta.ofport).copied().unwrap_or(0);
+        let owner = numbers.owner.get(&meta.ofport).map_or(0, |s| s.thread);
         let mut answers = Vec::with_capacity(self.ops.len());
         for ops in &self.ops {
             let (done, back) = crossbeam::channel::bounded(1);
@@ -338,9 +382,89 @@ impl LivePorts {
     }
 }
 
+/// The text of [`LivePorts::pmd_rxq_text`]: `cpus` by thread (the CPU
+/// and whether it is pinned there), the ports they serve, their names.
+fn rxq_text(
+    cpus: &[Option<(usize, bool)>],
+    served: &[Served],
+    names: &HashMap<u32, String>,
+) -> String {
+    let mut out = String::from("Displaying last 60 seconds pmd usage %\n");
+    for (t, cpu) in cpus.iter().enumerate() {
+        let (core, numa, note) = match cpu {
+            Some((c, pinned)) => (
+                c.to_string(),
+                crate::cpus::numa_node(*c),
+                if *pinned { "" } else { " (not pinned)" },
+            ),
+            None => ("?".into(), 0, ""),
+        };
+        out.push_str(&format!(
+            "pmd thread numa_id {numa} core_id {core}{note}:\n  isolated : false\n"
+        ));
+        let mut rows: Vec<(&str, usize)> = served
+            .iter()
+            .filter(|s| s.thread == t)
+            .flat_map(|s| {
+                let name = names.get(&s.ofport).map_or("?", String::as_str);
+                (0..s.queues).map(move |q| (name, q))
+            })
+            .collect();
+        rows.sort_unstable();
+        for (name, q) in &rows {
+            out.push_str(&format!(
+                "  port: {name:<16}  queue-id: {q:>2} (enabled)   pmd usage: NOT AVAIL\n"
+            ));
+        }
+        if !rows.is_empty() {
+            out.push_str("  overhead: NOT AVAIL\n");
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rxq_text_lists_each_threads_queues_as_ovs_does() {
+        let served = [
+            Served {
+                ofport: 1,
+                thread: 0,
+                queues: 2,
+            },
+            Served {
+                ofport: 2,
+                thread: 1,
+                queues: 1,
+            },
+            Served {
+                ofport: 3,
+                thread: 0,
+                queues: 1,
+            },
+        ];
+        let names: HashMap<u32, String> = [(1, "eth0"), (2, "tun0"), (3, "veth3")]
+            .into_iter()
+            .map(|(p, n)| (p, n.to_string()))
+            .collect();
+        let text = rxq_text(&[Some((1, true)), Some((0, false)), None], &served, &names);
+        assert_eq!(
+            text,
+            "Displaying last 60 seconds pmd usage %\n\
+             pmd thread numa_id 0 core_id 1:\n  isolated : false\n\
+             \x20 port: eth0              queue-id:  0 (enabled)   pmd usage: NOT AVAIL\n\
+             \x20 port: eth0              queue-id:  1 (enabled)   pmd usage: NOT AVAIL\n\
+             \x20 port: veth3             queue-id:  0 (enabled)   pmd usage: NOT AVAIL\n\
+             \x20 overhead: NOT AVAIL\n\
+             pmd thread numa_id 0 core_id 0 (not pinned):\n  isolated : false\n\
+             \x20 port: tun0              queue-id:  0 (enabled)   pmd usage: NOT AVAIL\n\
+             \x20 overhead: NOT AVAIL\n\
+             pmd thread numa_id 0 core_id ?:\n  isolated : false\n"
+        );
+    }
 
     #[test]
     fn requested_numbers_win_when_free() {

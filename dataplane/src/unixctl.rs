@@ -43,6 +43,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ("dpctl/dump-flows", "[dp]"),
     ("dpctl/flush-conntrack", "[dp] [zone=N]"),
     ("dpctl/show", "[dp]"),
+    ("dpif-netdev/pmd-rxq-show", "[-secs secs] [dp]"),
     ("dpif/show", ""),
     ("exit", "[--cleanup]"),
     ("fdb/flush", "[bridge]"),
@@ -297,6 +298,23 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
                 )),
                 other => Ok(other),
             }
+        }
+        "dpif-netdev/pmd-rxq-show" => {
+            // `-secs N` picks OVS's measuring window; xbr measures none.
+            let mut rest = params.iter();
+            let mut dp = None;
+            while let Some(p) = rest.next() {
+                match p.as_str() {
+                    "-secs" => {
+                        rest.next().ok_or("-secs: expects a number of seconds")?;
+                    }
+                    p if p.starts_with('-') => {
+                        return Err(format!("{p}: not supported (only -secs and dp)"))
+                    }
+                    p => dp = Some(p),
+                }
+            }
+            Ok(ask_each(select(bridges, dp)?, "pmd rxq"))
         }
         "dpif/show" => {
             if bridges.is_empty() {

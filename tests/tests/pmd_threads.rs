@@ -83,6 +83,21 @@ fn two_threads_carry_traffic_between_their_ports_both_ways() -> Result<()> {
         stats.contains("packet threads: 2\n  thread 0: ports 1\n  thread 1: ports 2\n"),
         "{stats}"
     );
+    // The real ovs-appctl shows the same, as OVS lists its PMD threads.
+    xbr_tests::require_tool("ovs-appctl")?;
+    let mut cmd = std::process::Command::new("ovs-appctl");
+    cmd.args(["dpif-netdev/pmd-rxq-show"])
+        .env("OVS_RUNDIR", xbr.rundir());
+    let out = xbr_tests::run_timeout(&mut cmd, Duration::from_secs(10))?;
+    assert!(out.success(), "{out:?}");
+    let rxq = out.stdout;
+    for (core, port) in [(0, a.host_if()), (1, b.host_if())] {
+        let block = format!(
+            "pmd thread numa_id 0 core_id {core}:\n  isolated : false\n  \
+             port: {port:<16}  queue-id:  0 (enabled)   pmd usage: NOT AVAIL\n"
+        );
+        assert!(rxq.contains(&block), "{rxq}");
+    }
 
     // Port 1 is thread 0's and port 2 thread 1's: every packet is handed
     // from one thread to the other.

@@ -5,6 +5,7 @@
 use crate::config::PortSpec;
 use crate::control::DpShared;
 mod threads;
+pub use threads::thread_cpu;
 
 use crate::engine::handoff::Handoffs;
 use crate::live::LivePorts;
@@ -291,6 +292,7 @@ impl RunningBridge {
             live_cache,
             port_ops,
             owners,
+            pmd_threads.clone(),
             shared.clone(),
             bridge.clone(),
             kicks.clone(),

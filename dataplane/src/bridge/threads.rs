@@ -44,9 +44,29 @@ pub(super) struct Common {
     pub failed: Arc<AtomicBool>,
 }
 
+/// Where a packet thread runs, for `ovs-appctl dpif-netdev/pmd-rxq-show`:
+/// the CPU it is pinned to, or the one it last ran on and `false`.
+pub fn thread_cpu(id: &crate::cpus::ThreadId) -> Option<(usize, bool)> {
+    let tid = id.tid()?;
+    if let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)) {
+        let cpus: Vec<usize> = (0..nix::sched::CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect();
+        if let [cpu] = cpus[..] {
+            return Some((cpu, true));
+        }
+    }
+    // Field 39 of /proc/PID/task/TID/stat, counted after the command's
+    // closing parenthesis (the command may hold spaces).
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    let after = stat.rsplit_once(") ")?.1;
+    let cpu = after.split_whitespace().nth(36)?.parse().ok()?;
+    Some((cpu, false))
+}
+
 /// Deals `ports` out to `threads` packet threads in turn; returns each
 /// thread's own ports and the stand-ins of the others', and each port's
-/// owner.
+/// owner and receive queues.
 #[allow(clippy::type_complexity)]
 pub(super) fn deal(
     ports: Vec<(Arc<PortMeta>, Port)>,
@@ -54,7 +74,7 @@ pub(super) fn deal(
 ) -> (
     Vec<Vec<(Arc<PortMeta>, Port)>>,
     Vec<Vec<(Arc<PortMeta>, Port, usize)>>,
-    Vec<(u32, usize)>,
+    Vec<crate::live::Served>,
 ) {
     let mut own: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
     let mut others: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
@@ -66,7 +86,11 @@ pub(super) fn deal(
                 list.push((meta.clone(), io.stand_in(), owner));
             }
         }
-        owners.push((meta.ofport, owner));
+        owners.push(crate::live::Served {
+            ofport: meta.ofport,
+            thread: owner,
+            queues: io.rx_queues(),
+        });
         own[owner].push((meta, io));
     }
     (own, others, owners)

@@ -236,6 +236,16 @@ pub struct StandIn {
 }
 
 impl Port {
+    /// Receive queues the port's packet thread polls (a TAP device: one).
+    pub fn rx_queues(&self) -> usize {
+        match self {
+            Port::Xsk(p) => p.queues(),
+            Port::Vxlan(v) => v.uplink().queues(),
+            Port::Internal(_) => 1,
+            Port::StandIn(_) => 0,
+        }
+    }
+
     /// The port as another packet thread knows it.
     pub fn stand_in(&self) -> Port {
         Port::StandIn(StandIn {

@@ -217,6 +217,28 @@ fn fdb_commands_ask_the_bridges_named_or_all() {
 }
 
 #[test]
+fn pmd_rxq_show_asks_every_bridge_or_the_one_named() {
+    let two = names(&["br0", "br1"]);
+    assert_eq!(
+        plan("dpif-netdev/pmd-rxq-show", &[], &two),
+        Ok(Plan::Ask(vec![
+            ("br0".into(), "pmd rxq".into()),
+            ("br1".into(), "pmd rxq".into())
+        ]))
+    );
+    assert_eq!(
+        plan(
+            "dpif-netdev/pmd-rxq-show",
+            &names(&["-secs", "5", "netdev@br1"]),
+            &two
+        ),
+        Ok(Plan::Ask(vec![("br1".into(), "pmd rxq".into())]))
+    );
+    assert!(plan("dpif-netdev/pmd-rxq-show", &names(&["-pmd", "1"]), &two).is_err());
+    assert!(plan("dpif-netdev/pmd-rxq-show", &names(&["-secs"]), &two).is_err());
+}
+
+#[test]
 fn dpif_show_gathers_every_bridge() {
     assert_eq!(
         plan("dpif/show", &[], &names(&["br0", "br1"])),
