@@ -1,12 +1,12 @@
-//! A running bridge: its ports, the packet thread and the OpenFlow server,
-//! started in an order that leaves nothing behind on failure and stopped in
-//! the reverse order.
+//! A running bridge: its ports, the packet threads (see `threads.rs`) and
+//! the OpenFlow server, started in an order that leaves nothing behind on
+//! failure and stopped in the reverse order.
 
-use crate::config::PortSpec;
-use crate::control::DpShared;
 mod threads;
 pub use threads::thread_cpu;
 
+use crate::config::PortSpec;
+use crate::control::DpShared;
 use crate::engine::handoff::Handoffs;
 use crate::live::LivePorts;
 use crate::ports::{self, PortError};
@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use thiserror::Error;
 
-/// How long starting waits for the packet thread to be ready to receive
-/// (its first round: frames for every port's fill ring).
+/// How long starting waits for the packet threads to be ready to receive
+/// (their first round: frames for every port's fill ring).
 const ENGINE_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub struct BridgeConfig {
@@ -32,11 +32,11 @@ pub struct BridgeConfig {
     pub pmd_threads: usize,
     /// CPUs of the packet threads, by thread (fewer: the rest unpinned).
     pub pmd_cpus: Vec<usize>,
-    /// CPUs of transmit threads (`--pmd-cores` after its first; see
-    /// `crate::kicker`); empty: the packet thread transmits itself.
+    /// CPUs of transmit threads (`--pmd-cores` after the packet threads';
+    /// see `crate::kicker`); empty: the packet threads transmit themselves.
     pub tx_cpus: Vec<usize>,
     pub datapath_id: Option<u64>,
-    /// Entries of the packet thread's translation cache; 0 turns it off.
+    /// Entries of each packet thread's translation cache; 0 turns it off.
     pub flow_cache_entries: usize,
     /// Fail mode standalone: NORMAL forwarding while no controller is
     /// connected. False: secure (flows only).
@@ -69,11 +69,11 @@ pub enum BridgeError {
     },
     #[error("OpenFlow server: {0}")]
     Server(#[from] ofproto::OfprotoError),
-    #[error("cannot create the packet thread's wakeup eventfd: {0}")]
+    #[error("cannot create the packet threads' wakeup eventfds: {0}")]
     Eventfd(nix::Error),
     #[error("XDP flow cache: {0}")]
     XdpCache(#[source] crate::xdpcache::XdpCacheError),
-    #[error("cannot start the packet thread: {0}")]
+    #[error("cannot start a packet thread: {0}")]
     Thread(std::io::Error),
     #[error("cannot start the conntrack expiry thread: {0}")]
     CtSweeper(std::io::Error),
@@ -125,7 +125,8 @@ pub struct RunningBridge {
     live: Arc<LivePorts>,
     /// The packet threads, to move them to other CPUs while running.
     pmd_threads: Vec<Arc<crate::cpus::ThreadId>>,
-    /// The transmit threads (`--pmd-cores` after its first), if any.
+    /// The transmit threads (`--pmd-cores` after the packet threads'), if
+    /// any.
     kicks: Option<Arc<crate::kicker::KickPool>>,
 }
 
@@ -280,10 +281,10 @@ impl RunningBridge {
         }
 
         // OpenFlow and the control socket come up, and callers learn that
-        // xbr runs, only once the packet thread can receive on every port.
+        // xbr runs, only once the packet threads can receive on every port.
         if !shared.wait_running(ENGINE_START_TIMEOUT) {
             tracing::warn!(
-                "the packet thread has not started after {ENGINE_START_TIMEOUT:?}; going on"
+                "the packet threads have not all started after {ENGINE_START_TIMEOUT:?}; going on"
             );
         }
         let bridge = Bridge::new(shared.clone());
@@ -411,7 +412,7 @@ impl RunningBridge {
     }
 
     /// Restarts the OpenFlow server with other controllers and TCP
-    /// listener, on the same flow tables and packet thread (so forwarding
+    /// listener, on the same flow tables and packet threads (so forwarding
     /// goes on): the way to drop a controller or change a passive target.
     /// Connections to the management socket are cut; `ovs-ofctl` opens a
     /// new one per command anyway. If the new listener cannot be set up,
@@ -462,9 +463,10 @@ impl RunningBridge {
         }
     }
 
-    /// Stops the server (unlinking the socket), then the packet thread, which
-    /// detaches XDP programs and removes TAP devices as its ports drop.
-    /// Returns false if the packet thread had failed (panicked).
+    /// Stops the server (unlinking the socket), then the packet threads,
+    /// which detach XDP programs and remove TAP devices as their ports
+    /// drop.
+    /// Returns false if a packet thread had failed (panicked).
     pub fn shutdown(self) -> bool {
         self.ctl.shutdown();
         if let Some(s) = self.server {
