@@ -1,11 +1,13 @@
-//! The poll-mode packet engine: one thread, every port, batches of up to
-//! [`BATCH`] packets.
+//! The poll-mode packet engine: one packet thread, the ports it serves,
+//! batches of up to [`BATCH`] packets. A bridge runs one engine per
+//! packet thread (`--pmd-threads`); each serves its own ports and hands
+//! outputs to the others' ports off to them (see `handoff.rs`).
 //!
 //! # Design
 //!
-//! All packets live in one frame store (the shared AF_XDP UMEM in
-//! production, a plain arena in tests) and are named by [`Desc`] (address,
-//! length). A received frame is parsed into a `FlowKey`, run through the
+//! All packets live in one frame store (the thread's share of the AF_XDP
+//! UMEM in production, a plain arena in tests) and are named by [`Desc`]
+//! (address, length). A received frame is parsed into a `FlowKey`, run through the
 //! thread's private `Pipeline` replica, and its descriptor is queued on the
 //! output port's TX batch; frames are only copied when a packet goes to
 //! more than one port (every output but the last gets a copy, taken at the
