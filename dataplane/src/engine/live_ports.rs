@@ -116,8 +116,6 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             port.io.maintain(&mut self.frames);
         }
         self.ports.push(port);
-        self.reindex_ports();
-        self.liveness_dirty = true;
     }
 
     fn remove_port(&mut self, ofport: u32) -> Option<P> {
@@ -130,7 +128,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         Some(self.ports.remove(idx).io)
     }
 
-    fn reindex_ports(&mut self) {
+    pub(super) fn reindex_ports(&mut self) {
         let max = self
             .ports
             .iter()

@@ -263,6 +263,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// (see [`PortIo`]); it is never asked to receive or send.
     pub fn add_remote_port(&mut self, meta: Arc<PortMeta>, stand_in: P, owner: usize) {
         self.add_port_owned(meta, stand_in, Some(owner));
+        // Live additions reindex once after all of a round's port ops.
+        self.reindex_ports();
+        self.liveness_dirty = true;
     }
 
     /// Uses `ct` as the connection tracker (the default is a private one
