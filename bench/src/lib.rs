@@ -5,7 +5,9 @@
 //! and [`gen`] make the traffic generator (XDP live frames, AF_XDP as a
 //! fallback) and the counting sink; [`topo`] the namespaces they run in;
 //! the `xbr-bench` binary runs the switch comparisons; [`l2fwd`] runs
-//! the `afxdp-l2fwd` binary, the AF_XDP path without a pipeline.
+//! the `afxdp-l2fwd` binary, the AF_XDP path without a pipeline;
+//! [`ovs_node`] and [`pod_gen`] serve `labbench` (OVS on a lab node, the
+//! generator between two lab pods).
 
 pub mod bpf;
 pub mod cmd;
@@ -16,6 +18,7 @@ pub mod ovs;
 pub mod ovs_node;
 pub mod packet;
 pub mod plot;
+pub mod pod_gen;
 pub mod scenario;
 pub mod systems;
 pub mod topo;

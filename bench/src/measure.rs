@@ -66,6 +66,9 @@ pub enum MeasureError {
     Netns(#[from] NetnsError),
     #[error("interrupted")]
     Interrupted,
+    /// Making the run's frames or interfaces failed.
+    #[error("{0}")]
+    Setup(String),
 }
 
 /// One run's figures.

@@ -13,6 +13,7 @@ use bench::bpf::{Generator, Redirect, XDP_TX};
 use bench::gen::{GenBounds, Method};
 use bench::measure::{Harness, MethodChoice, Traffic};
 use bench::packet::{checksum, l4_checksum, FrameSpec, Proto, Template, Vary, VxlanOuter};
+use bench::pod_gen::{Pod, PodPair, PIN_IF};
 use bench::topo::{self, Topology, MAC_A, MAC_B, POD_IF, VETH_A, VETH_B};
 
 fn spec(proto: Proto, pkt_size: usize, vxlan: bool) -> FrameSpec {
@@ -161,4 +162,53 @@ fn counts_add_up_through_the_kernel_redirect() {
     // Lost after the switch (here the redirect into veth-b), not at its
     // ingress.
     assert_eq!(s.ingress_drops, Some(0), "{s:?}");
+}
+
+/// labbench's generator between two pods: pod A's frames, addressed to
+/// pod B, all counted by pod B's sink; the pin interface it makes in pod A
+/// goes with it.
+#[test]
+fn pod_pair_counts_frames_between_two_pods() {
+    let topo = Topology::new().expect("topology");
+    let _redirect = topo::run_in(
+        &topo.host,
+        || -> Result<Redirect, Box<dyn std::error::Error + Send + Sync>> {
+            let a = topo::ifindex(&topo.host, VETH_A)?;
+            let b = topo::ifindex(&topo.host, VETH_B)?;
+            Ok(Redirect::attach(a, b)?)
+        },
+    )
+    .expect("redirect veth-a -> veth-b");
+    let pod = |netns: &str, mac, ip| Pod {
+        netns: netns.to_string(),
+        mac,
+        ip,
+    };
+    let a = pod(&topo.pod_a, MAC_A, Ipv4Addr::new(10, 128, 0, 2));
+    let b = pod(&topo.pod_b, MAC_B, Ipv4Addr::new(10, 128, 2, 2));
+    let pair = PodPair::new(&a, &b, 1).expect("pod pair");
+    let pin = topo
+        .exec(&topo.pod_a, &["ip", "-d", "link", "show", PIN_IF])
+        .expect("pin interface");
+    assert!(pin.contains("prog/xdp"), "{pin}");
+
+    let s = pair
+        .run(Duration::from_millis(200), Some(50_000), None)
+        .expect("paced run");
+    assert_eq!(s.method, Method::LiveFrames);
+    assert!(s.sent >= 5_000, "{s:?}");
+    assert_eq!(s.received, s.sent, "{s:?}");
+    assert_eq!(s.bytes, s.sent * 60, "64-byte frames without FCS");
+
+    // Frames pod B does not get are loss, not received.
+    topo.exec(&topo.pod_b, &["ip", "link", "set", POD_IF, "down"])
+        .expect("pod B down");
+    let s = pair
+        .run(Duration::from_millis(100), Some(50_000), None)
+        .expect("paced run");
+    assert!(s.sent > 0 && s.received == 0, "{s:?}");
+
+    drop(pair);
+    let links = topo.exec(&topo.pod_a, &["ip", "link"]).expect("links");
+    assert!(!links.contains(PIN_IF), "{links}");
 }

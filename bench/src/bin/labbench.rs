@@ -15,11 +15,17 @@
 //! topology serves OVS. `--no-xdp-redirect` builds both without it (xbr's
 //! AF_XDP path alone).
 //!
-//! Measured with iperf3 from node1's pod to node2's pod, each run
-//! `--seconds` long, median of `--runs`: TCP throughput, and UDP packet
-//! rate of 64-byte datagrams sent as fast as the pod can (`-b 0`), counted
-//! at the receiver. Reports both switches and the ratio xbr/ovs. The
-//! machine is shared: read the ratios, not the absolute figures.
+//! Measured from node1's pod to node2's pod, each run `--seconds` long,
+//! median of `--runs`: with iperf3, TCP throughput and the packet rate of
+//! 64-byte UDP datagrams sent as fast as the pod's socket can (`-b 0`),
+//! counted at the receiver; and with the project's generator
+//! (`bench::pod_gen`), 64-byte UDP frames sent from the kernel out of the
+//! pod's interface as fast as the path takes them (generator pinned to
+//! CPU 0), counted by a sink on the receiving pod's interface. iperf3's
+//! sender bounds its UDP figure (one system call per datagram); the
+//! generator's is the switch's. Reports both switches and the ratio
+//! xbr/ovs. The machine is shared: read the ratios, not the absolute
+//! figures.
 //!
 //! `--tun0` measures instead the gateway path of one node: node1's pod to
 //! the node's host stack through `tun0` (iperf3 server in the node's
@@ -30,12 +36,14 @@
 //! userspace-datapath internal port is a TAP). Ratios are against OVS.
 //!
 //! Usage (root): `labbench [--runs N] [--seconds S] [--no-xdp-redirect]
-//! [--tun0] [--json]`; the xbr
+//! [--tun0] [--gen-rate PPS] [--json]` (`--gen-rate`: pace the generator
+//! instead of sending as fast as it can); the xbr
 //! binary is `$XBR_BIN`, else `xbr` next to this program (build both with
 //! `cargo build --release -p dataplane --bin xbr -p bench`).
 
 use bench::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT};
 use bench::ovs_node::{stop_pid, NodeSpec, OvsNode};
+use bench::pod_gen::{Pod, PodPair};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -57,6 +65,8 @@ struct Args {
     json: bool,
     xdp_redirect: bool,
     tun0: bool,
+    /// The generator's pace; `None`: as fast as it can.
+    gen_rate: Option<u64>,
 }
 
 fn parse_args() -> Result<Args, BenchError> {
@@ -66,6 +76,7 @@ fn parse_args() -> Result<Args, BenchError> {
         json: false,
         xdp_redirect: true,
         tun0: false,
+        gen_rate: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -81,10 +92,11 @@ fn parse_args() -> Result<Args, BenchError> {
             "--json" => a.json = true,
             "--no-xdp-redirect" => a.xdp_redirect = false,
             "--tun0" => a.tun0 = true,
+            "--gen-rate" => a.gen_rate = Some(num("--gen-rate")?),
             other => {
                 return Err(BenchError::Usage(format!(
                     "unknown argument '{other}' (usage: labbench [--runs N] [--seconds S] \
-                     [--no-xdp-redirect] [--tun0] [--json])"
+                     [--no-xdp-redirect] [--tun0] [--gen-rate PPS] [--json])"
                 )))
             }
         }
@@ -281,8 +293,36 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// (TCP Gbit/s, UDP kpps delivered), medians.
-fn measure(lab: &LabRun, args: &Args) -> Result<(f64, f64), BenchError> {
+/// Medians of a lab's runs.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    tcp_gbps: f64,
+    /// iperf3's 64-byte datagrams delivered, thousands a second.
+    udp_kpps: f64,
+    /// The generator's 64-byte frames delivered, thousands a second.
+    gen_kpps: f64,
+    /// The generator's frames lost, as a fraction of those sent.
+    gen_loss: f64,
+}
+
+/// The CPU the generator sends from (the switch's threads are not pinned).
+const GEN_CPU: usize = 0;
+
+fn pod_of(v: &Value) -> Result<Pod, BenchError> {
+    let bad = |what: &str| BenchError::Failed(format!("lab.json: pod {what}"));
+    let mac: Vec<u8> = field(v, "mac")?
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad("mac"))?;
+    Ok(Pod {
+        netns: field(v, "netns")?.to_string(),
+        mac: mac.try_into().map_err(|_| bad("mac"))?,
+        ip: field(v, "ip")?.parse().map_err(|_| bad("ip"))?,
+    })
+}
+
+fn measure(lab: &LabRun, args: &Args) -> Result<Figures, BenchError> {
     let pods = lab.pods();
     let (Some(a), Some(b)) = (pods.first(), pods.get(1)) else {
         return Err(BenchError::Failed("the lab has fewer than two pods".into()));
@@ -301,7 +341,33 @@ fn measure(lab: &LabRun, args: &Args) -> Result<(f64, f64), BenchError> {
         tcp.push(tcp_gbps(&iperf3(a, b, false, args.seconds, port)?));
         udp.push(udp_kpps(&iperf3(a, b, true, args.seconds, port + 1)?));
     }
-    Ok((median(tcp), median(udp)))
+    let pair = PodPair::new(&pod_of(a)?, &pod_of(b)?, 1)
+        .map_err(|e| BenchError::Failed(format!("generator: {e}")))?;
+    let (mut gen, mut loss) = (Vec::new(), Vec::new());
+    for _ in 0..args.runs {
+        let s = pair
+            .run(
+                Duration::from_secs(args.seconds.into()),
+                args.gen_rate,
+                Some(GEN_CPU),
+            )
+            .map_err(|e| BenchError::Failed(format!("generator: {e}")))?;
+        if s.received == 0 {
+            return Err(BenchError::Failed(format!(
+                "generator: none of {} frames reached {}",
+                s.sent,
+                field(b, "name")?
+            )));
+        }
+        gen.push(s.mpps() * 1e3);
+        loss.push(s.loss());
+    }
+    Ok(Figures {
+        tcp_gbps: median(tcp),
+        udp_kpps: median(udp),
+        gen_kpps: median(gen),
+        gen_loss: median(loss),
+    })
 }
 
 /// Gbit/s a TCP run's receiver counted.
@@ -453,14 +519,19 @@ fn bench(args: &Args) -> Result<(), BenchError> {
         measure(&lab, args)?
     };
     let ratio = |x: f64, o: f64| if o > 0.0 { x / o } else { f64::INFINITY };
+    let json = |f: &Figures| {
+        serde_json::json!({"tcp_gbps": f.tcp_gbps, "udp64_kpps": f.udp_kpps,
+                           "gen64_kpps": f.gen_kpps, "gen64_loss": f.gen_loss})
+    };
     if args.json {
         println!(
             "{}",
             serde_json::json!({
                 "runs": args.runs, "seconds": args.seconds, "xdp_redirect": args.xdp_redirect,
-                "xbr": {"tcp_gbps": xbr.0, "udp64_kpps": xbr.1},
-                "ovs": {"tcp_gbps": ovs.0, "udp64_kpps": ovs.1},
-                "ratio": {"tcp": ratio(xbr.0, ovs.0), "udp64": ratio(xbr.1, ovs.1)},
+                "xbr": json(&xbr), "ovs": json(&ovs),
+                "ratio": {"tcp": ratio(xbr.tcp_gbps, ovs.tcp_gbps),
+                          "udp64": ratio(xbr.udp_kpps, ovs.udp_kpps),
+                          "gen64": ratio(xbr.gen_kpps, ovs.gen_kpps)},
             })
         );
     } else {
@@ -468,13 +539,21 @@ fn bench(args: &Args) -> Result<(), BenchError> {
             "pod to pod across nodes (VXLAN), median of {} x {} s",
             args.runs, args.seconds
         );
-        println!("switch   TCP Gbit/s   UDP 64B kpps");
-        println!("xbr      {:>10.2}   {:>12.1}", xbr.0, xbr.1);
-        println!("ovs      {:>10.2}   {:>12.1}", ovs.0, ovs.1);
+        println!("switch   TCP Gbit/s   UDP 64B kpps (iperf3)   UDP 64B kpps (generator, loss)");
+        for (name, f) in [("xbr", &xbr), ("ovs", &ovs)] {
+            println!(
+                "{name:<7}  {:>10.2}   {:>21.1}   {:>21.1} ({:.1}%)",
+                f.tcp_gbps,
+                f.udp_kpps,
+                f.gen_kpps,
+                f.gen_loss * 100.0
+            );
+        }
         println!(
-            "xbr/ovs  {:>10.2}x  {:>12.2}x",
-            ratio(xbr.0, ovs.0),
-            ratio(xbr.1, ovs.1)
+            "xbr/ovs  {:>10.2}x  {:>21.2}x  {:>21.2}x",
+            ratio(xbr.tcp_gbps, ovs.tcp_gbps),
+            ratio(xbr.udp_kpps, ovs.udp_kpps),
+            ratio(xbr.gen_kpps, ovs.gen_kpps)
         );
     }
     Ok(())
