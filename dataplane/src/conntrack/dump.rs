@@ -84,7 +84,8 @@ impl Conntrack {
         let mut removed = 0;
         for _ in 0..shards.min(table::SHARDS) {
             let at = self.sweep_at.fetch_add(1, Relaxed) % table::SHARDS;
-            for conn in self.table.shard_conns(at) {
+            for conn in self.table.shard_conns_where(at, |c| c.expires <= now) {
+                // A packet may have refreshed it since it was picked.
                 let (orig, reply, expired) = {
                     let c = conn.lock();
                     (c.orig, c.reply, c.expires <= now)

@@ -235,6 +235,27 @@ impl Table {
 
     /// The connections of one shard, by their original-direction entries
     /// (each connection appears in exactly one shard's list).
+    /// The connections of `shard` for which `pick` (run with the
+    /// connection locked, under the shard's read lock) returns true. The
+    /// expiry sweep's way through a shard: only what it removes is
+    /// cloned, where a clone of every connection's `Arc` would write to
+    /// each record the packet threads are using.
+    pub fn shard_conns_where(
+        &self,
+        shard: usize,
+        mut pick: impl FnMut(&Conn) -> bool,
+    ) -> Vec<ConnRef> {
+        match self.shards.get(shard) {
+            Some(s) => s
+                .read()
+                .values()
+                .filter(|e| !e.reply && pick(&e.conn.lock()))
+                .map(|e| e.conn.clone())
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
     pub fn shard_conns(&self, shard: usize) -> Vec<ConnRef> {
         match self.shards.get(shard) {
             Some(s) => s
