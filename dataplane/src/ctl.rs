@@ -181,8 +181,7 @@ pub fn dispatch(
             Ok(dpif_text(name, &dp.ports(), &dp.engine_snapshot()))
         }
         "dpif" => Err("dpif: show?".into()),
-        "pmd" if args == "rxq" => Ok(live.pmd_rxq_text()),
-        "pmd" => Err("pmd: rxq?".into()),
+        "pmd" => pmd_cmd(args, live),
         "fdb" => match args {
             "show" => Ok(fdb_text(&live.datapath().fdb())),
             "flush" => {
@@ -208,11 +207,31 @@ pub fn dispatch(
                       fdb show|flush   NORMAL's learned stations, listed or forgotten\n  \
                       dpif show   cache hits and misses, and the ports with their types\n  \
                       pmd rxq   the packet threads and the ports' queues each polls\n  \
+                      pmd stats|stats-clear [--core N]   each packet thread's packets, cache hits, busy time\n  \
                       log [DIRECTIVES]   show or set the log filter (XBR_LOG syntax)\n  help\n"
                 .into(),
         ),
         "" => Err("empty request".into()),
         other => Err(format!("unknown command `{other}` (try `help`)")),
+    }
+}
+
+/// `pmd rxq`, `pmd stats [--core N]`, `pmd stats-clear [--core N]`.
+fn pmd_cmd(args: &str, live: &LivePorts) -> Result<String, String> {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let core = match words[..] {
+        [_] => None,
+        [_, "--core", n] => Some(n.parse().map_err(|_| format!("pmd: bad core `{n}`"))?),
+        _ => return Err("pmd: rxq, stats [--core N] or stats-clear [--core N]?".into()),
+    };
+    match (words[0], core) {
+        ("rxq", None) => Ok(live.pmd_rxq_text()),
+        ("stats", core) => Ok(live.pmd_stats_text(core)),
+        ("stats-clear", core) => {
+            live.pmd_stats_clear(core);
+            Ok(String::new())
+        }
+        _ => Err("pmd: rxq, stats [--core N] or stats-clear [--core N]?".into()),
     }
 }
 
@@ -509,6 +528,7 @@ mod tests {
             flow_cache: Some(flowtable::cache::CacheStats {
                 hits: 10,
                 megaflow_hits: 5,
+                megaflow_lookups: 6,
                 misses: 3,
                 uncacheable: 1,
                 invalidations: 9,

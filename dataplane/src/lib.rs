@@ -25,6 +25,7 @@ mod nlattr;
 pub mod normal;
 pub mod ovsdb;
 pub mod packet;
+pub mod pmd_stats;
 pub mod ports;
 pub mod qos;
 pub mod rewrite;

@@ -171,6 +171,8 @@ pub struct LivePorts {
     state: Mutex<Ofports>,
     /// The packet threads, by number (where they run).
     threads: Vec<Arc<crate::cpus::ThreadId>>,
+    /// Where `pmd-stats-clear` left each thread's counters.
+    pmd_baselines: Mutex<crate::pmd_stats::Baselines>,
 }
 
 impl LivePorts {
@@ -206,6 +208,7 @@ impl LivePorts {
             kicks,
             state: Mutex::new(numbers),
             threads,
+            pmd_baselines: Mutex::default(),
         }
     }
 
@@ -256,12 +259,40 @@ impl LivePorts {
             .map(|p| (p.ofport, p.name.clone()))
             .collect();
         let served: Vec<Served> = self.state.lock().owner.values().copied().collect();
-        let cpus: Vec<Option<(usize, bool)>> = self
-            .threads
+        rxq_text(&self.thread_cpus(), &served, &names)
+    }
+
+    /// `ovs-appctl dpif-netdev/pmd-stats-show` for this bridge: each
+    /// packet thread's counters (only the one on CPU `core`, if given)
+    /// since the last `pmd-stats-clear` (see `pmd_stats`).
+    pub fn pmd_stats_text(&self, core: Option<usize>) -> String {
+        let snapshots = self.shared.engine_snapshots();
+        let cpus = self.thread_cpus();
+        let cpu = |t: usize| cpus.get(t).copied().flatten();
+        let shown = |t: usize| core.is_none() || cpu(t).map(|c| c.0) == core;
+        crate::pmd_stats::text(&snapshots, &self.pmd_baselines.lock(), shown, |t| {
+            pmd_header(cpu(t))
+        })
+    }
+
+    /// `ovs-appctl dpif-netdev/pmd-stats-clear`: counts start again, for
+    /// the thread on CPU `core` only if given.
+    pub fn pmd_stats_clear(&self, core: Option<usize>) {
+        let snapshots = self.shared.engine_snapshots();
+        let cpus = self.thread_cpus();
+        let mut baselines = self.pmd_baselines.lock();
+        for (t, s) in snapshots.iter().enumerate() {
+            if core.is_none() || cpus.get(t).copied().flatten().map(|c| c.0) == core {
+                baselines.clear_thread(t, s);
+            }
+        }
+    }
+
+    fn thread_cpus(&self) -> Vec<Option<(usize, bool)>> {
+        self.threads
             .iter()
             .map(|t| crate::bridge::thread_cpu(t))
-            .collect();
-        rxq_text(&cpus, &served, &names)
+            .collect()
     }
 
     /// The bridge's ports now.
@@ -384,6 +415,20 @@ impl LivePorts {
 
 /// The text of [`LivePorts::pmd_rxq_text`]: `cpus` by thread (the CPU
 /// and whether it is pinned there), the ports they serve, their names.
+/// A packet thread's heading in `pmd-rxq-show` and `pmd-stats-show`, as
+/// OVS heads a PMD thread's: where it runs, `(not pinned)` if it may move.
+fn pmd_header(cpu: Option<(usize, bool)>) -> String {
+    let (core, numa, note) = match cpu {
+        Some((c, pinned)) => (
+            c.to_string(),
+            crate::cpus::numa_node(c),
+            if pinned { "" } else { " (not pinned)" },
+        ),
+        None => ("?".into(), 0, ""),
+    };
+    format!("pmd thread numa_id {numa} core_id {core}{note}:")
+}
+
 fn rxq_text(
     cpus: &[Option<(usize, bool)>],
     served: &[Served],
@@ -391,17 +436,8 @@ fn rxq_text(
 ) -> String {
     let mut out = String::from("Displaying last 60 seconds pmd usage %\n");
     for (t, cpu) in cpus.iter().enumerate() {
-        let (core, numa, note) = match cpu {
-            Some((c, pinned)) => (
-                c.to_string(),
-                crate::cpus::numa_node(*c),
-                if *pinned { "" } else { " (not pinned)" },
-            ),
-            None => ("?".into(), 0, ""),
-        };
-        out.push_str(&format!(
-            "pmd thread numa_id {numa} core_id {core}{note}:\n  isolated : false\n"
-        ));
+        out.push_str(&pmd_header(*cpu));
+        out.push_str("\n  isolated : false\n");
         let mut rows: Vec<(&str, usize)> = served
             .iter()
             .filter(|s| s.thread == t)

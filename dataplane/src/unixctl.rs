@@ -44,6 +44,8 @@ const COMMANDS: &[(&str, &str)] = &[
     ("dpctl/flush-conntrack", "[dp] [zone=N]"),
     ("dpctl/show", "[dp]"),
     ("dpif-netdev/pmd-rxq-show", "[-secs secs] [dp]"),
+    ("dpif-netdev/pmd-stats-clear", "[-pmd core] [dp]"),
+    ("dpif-netdev/pmd-stats-show", "[-pmd core] [dp]"),
     ("dpif/show", ""),
     ("exit", "[--cleanup]"),
     ("fdb/flush", "[bridge]"),
@@ -315,6 +317,29 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
                 }
             }
             Ok(ask_each(select(bridges, dp)?, "pmd rxq"))
+        }
+        "dpif-netdev/pmd-stats-show" | "dpif-netdev/pmd-stats-clear" => {
+            let mut rest = params.iter();
+            let (mut dp, mut core) = (None, None);
+            while let Some(p) = rest.next() {
+                match p.as_str() {
+                    "-pmd" => {
+                        let n = rest.next().ok_or("-pmd: expects a core number")?;
+                        let n: usize = n.parse().map_err(|_| format!("-pmd: bad core `{n}`"))?;
+                        core = Some(n);
+                    }
+                    p if p.starts_with('-') => {
+                        return Err(format!("{p}: not supported (only -pmd and dp)"))
+                    }
+                    p => dp = Some(p),
+                }
+            }
+            let what = if method.ends_with("show") { "stats" } else { "stats-clear" };
+            let line = match core {
+                Some(c) => format!("pmd {what} --core {c}"),
+                None => format!("pmd {what}"),
+            };
+            Ok(ask_each(select(bridges, dp)?, &line))
         }
         "dpif/show" => {
             if bridges.is_empty() {

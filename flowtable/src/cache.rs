@@ -240,6 +240,9 @@ pub struct CacheStats {
     pub hits: u64,
     /// Exact-match misses the megaflow cache answered.
     pub megaflow_hits: u64,
+    /// Subtables the megaflow cache probed for its hits (OVS's
+    /// "subtable lookups per megaflow hit").
+    pub megaflow_lookups: u64,
     /// Translated by walking the pipeline.
     pub misses: u64,
     /// Translations too big to cache.
@@ -254,12 +257,14 @@ impl CacheStats {
         let CacheStats {
             hits,
             megaflow_hits,
+            megaflow_lookups,
             misses,
             uncacheable,
             invalidations,
         } = o;
         self.hits += hits;
         self.megaflow_hits += megaflow_hits;
+        self.megaflow_lookups += megaflow_lookups;
         self.misses += misses;
         self.uncacheable += uncacheable;
         self.invalidations += invalidations;
@@ -392,7 +397,8 @@ impl FlowCache {
         out: &mut Xlate,
     ) {
         let (a, b) = self.slots(hash);
-        if let Some(idx) = self.megaflows.lookup(key) {
+        let (found, probed) = self.megaflows.lookup_counted(key);
+        if let Some(idx) = found {
             if let Some(m) = self.megaflows.entry(idx) {
                 let n = usize::from(m.n_actions);
                 if let (Some(dst), Some(src)) = (out.actions.get_mut(..n), m.actions.get(..n)) {
@@ -407,6 +413,7 @@ impl FlowCache {
                     out.recirc = None;
                 }
                 self.stats.megaflow_hits += 1;
+                self.stats.megaflow_lookups += probed;
                 // xorshift32
                 let mut r = self.promote_rng;
                 r ^= r << 13;

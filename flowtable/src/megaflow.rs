@@ -138,10 +138,18 @@ impl Megaflows {
 
     /// The entry `key` falls under, if any.
     pub(crate) fn lookup(&self, key: &FlowKey) -> Option<u32> {
-        self.subtables.iter().find_map(|st| {
+        self.lookup_counted(key).0
+    }
+
+    /// [`Megaflows::lookup`], and how many subtables it probed.
+    pub(crate) fn lookup_counted(&self, key: &FlowKey) -> (Option<u32>, u64) {
+        let mut probed = 0;
+        let found = self.subtables.iter().find_map(|st| {
+            probed += 1;
             let masked = masked(key, &st.mask);
             st.entries.get(&masked).copied()
-        })
+        });
+        (found, probed)
     }
 
     pub(crate) fn entry(&self, idx: u32) -> Option<&MegaEntry> {

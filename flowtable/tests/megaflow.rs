@@ -290,6 +290,8 @@ fn packets_that_differ_only_where_no_flow_looks_share_one_megaflow() {
     assert_eq!(cache.megaflows(), 1);
     assert_eq!(stats.hits + stats.megaflow_hits, 99, "{stats:?}");
     assert!(stats.megaflow_hits > 50, "{stats:?}");
+    // One megaflow, one subtable: a probe per hit.
+    assert_eq!(stats.megaflow_lookups, stats.megaflow_hits, "{stats:?}");
     cache.flush();
     // Every packet is counted once.
     let flows = sw.ft.flows(&FlowFilter::default());

@@ -99,6 +99,9 @@ fn two_threads_carry_traffic_between_their_ports_both_ways() -> Result<()> {
         assert!(rxq.contains(&block), "{rxq}");
     }
 
+    // Counts from here on, for pmd-stats-show below.
+    assert_eq!(appctl(&xbr, &["dpif-netdev/pmd-stats-clear"])?, "");
+
     // Port 1 is thread 0's and port 2 thread 1's: every packet is handed
     // from one thread to the other.
     let (rx1, tx1) = port_packets(&xbr, 1)?;
@@ -120,7 +123,69 @@ fn two_threads_carry_traffic_between_their_ports_both_ways() -> Result<()> {
         let n = after - before;
         assert!((COUNT + 2..COUNT + 20).contains(&n), "{what}: {n} packets");
     }
+
+    // Each thread received its own port's packets, and translated each
+    // once (no recirculation here; the handed-off ones are only output).
+    let stats = appctl(&xbr, &["dpif-netdev/pmd-stats-show"])?;
+    for core in [0, 1] {
+        let block = pmd_block(&stats, core);
+        let received = pmd_value(block, "packets received");
+        assert!((COUNT + 2..COUNT + 20).contains(&received), "{stats}");
+        let translated = pmd_value(block, "emc hits")
+            + pmd_value(block, "megaflow hits")
+            + pmd_value(block, "miss with success upcall");
+        assert_eq!(translated, received, "{stats}");
+        assert_eq!(pmd_value(block, "packet recirculations"), 0, "{stats}");
+        assert!(block.contains("\n  processing time: "), "{stats}");
+    }
+    // -pmd picks one thread; a clear starts the counts again.
+    let one = appctl(&xbr, &["dpif-netdev/pmd-stats-show", "-pmd", "1"])?;
+    assert!(
+        !one.contains("core_id 0:") && one.contains("core_id 1:"),
+        "{one}"
+    );
+    appctl(&xbr, &["dpif-netdev/pmd-stats-clear", "-pmd", "0"])?;
+    let stats = appctl(&xbr, &["dpif-netdev/pmd-stats-show"])?;
+    // Stray packets of the pods' own (IPv6) may arrive meanwhile.
+    assert!(
+        pmd_value(pmd_block(&stats, 0), "packets received") < 10,
+        "{stats}"
+    );
+    assert!(
+        pmd_value(pmd_block(&stats, 1), "packets received") > COUNT,
+        "{stats}"
+    );
     Ok(())
+}
+
+/// The real `ovs-appctl` against xbr's control sockets; its output.
+fn appctl(xbr: &Xbr, args: &[&str]) -> Result<String> {
+    xbr_tests::require_tool("ovs-appctl")?;
+    let mut cmd = std::process::Command::new("ovs-appctl");
+    cmd.args(args).env("OVS_RUNDIR", xbr.rundir());
+    let out = xbr_tests::run_timeout(&mut cmd, Duration::from_secs(10))?;
+    assert!(out.success(), "{out:?}");
+    Ok(out.stdout)
+}
+
+/// The `pmd-stats-show` block of the thread on `core`.
+fn pmd_block(stats: &str, core: usize) -> &str {
+    let head = format!("core_id {core}:\n");
+    let at = stats.find(&head).unwrap_or_else(|| panic!("{stats}"));
+    let block = &stats[at..];
+    match block[head.len()..].find("pmd thread") {
+        Some(end) => &block[..head.len() + end],
+        None => block,
+    }
+}
+
+/// The number on line `name: N` of a `pmd-stats-show` block.
+fn pmd_value(block: &str, name: &str) -> u64 {
+    block
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(": "))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no `{name}` in {block}"))
 }
 
 #[test]

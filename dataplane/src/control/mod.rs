@@ -113,6 +113,7 @@ pub struct DpShared {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EngineSnapshot {
     pub drops: crate::engine::EngineDrops,
+    pub pmd: crate::pmd_stats::PmdCounters,
     /// `None` when the translation cache is off.
     pub flow_cache: Option<flowtable::cache::CacheStats>,
     /// `None` when the XDP flow cache is off.
@@ -126,6 +127,7 @@ impl EngineSnapshot {
     /// older of the two, as the sum is as old as its oldest part.
     pub fn merge(&mut self, other: &EngineSnapshot) {
         self.drops.merge(&other.drops);
+        self.pmd.merge(&other.pmd);
         self.flow_cache = match (self.flow_cache, other.flow_cache) {
             (Some(mut a), Some(b)) => {
                 a.merge(&b);
@@ -355,6 +357,13 @@ impl DpShared {
             sum.merge(&e.snapshot.lock());
         }
         sum
+    }
+
+    /// Each packet thread's counters, collected as [`Self::engine_snapshot`]
+    /// collects them.
+    pub fn engine_snapshots(&self) -> Vec<EngineSnapshot> {
+        self.collect_now();
+        self.engines.iter().map(|e| *e.snapshot.lock()).collect()
     }
 
     /// The stations NORMAL has learned (`ovs-appctl fdb/show`), as the

@@ -42,6 +42,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 return;
             }
             depth += 1;
+            self.pmd.recirculations += 1;
             next = self.process_pass(in_port, r.desc, r.layers, &r.key, &mut chain);
         }
     }

@@ -158,6 +158,8 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     /// `elapsed_ms` at the last flush of the translation cache.
     flushed_at_ms: u64,
     pub drops: EngineDrops,
+    /// This thread's `pmd-stats-show` counters.
+    pub pmd: crate::pmd_stats::PmdCounters,
     /// Frames waiting on all tunnel ports (see `unresolved.rs`).
     unresolved_total: usize,
     /// NORMAL's learned stations.
@@ -230,6 +232,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             cache: Some(FlowCache::default()),
             flushed_at_ms: 0,
             drops: EngineDrops::default(),
+            pmd: Default::default(),
             unresolved_total: 0,
             macs: MacTable::new(MAC_TABLE_SIZE, DEFAULT_AGEING_SECS),
             now_secs: 0,
@@ -307,6 +310,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             self.changes.engine(),
             crate::control::EngineSnapshot {
                 drops: self.drops,
+                pmd: self.pmd,
                 flow_cache: self.flow_cache_stats(),
                 xdp_cache: self.xdp_cache_stats(),
                 at: Some(Instant::now()),
@@ -324,6 +328,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         self.shared.mark_running(self.changes.engine());
         let mut idle_rounds = 0u32;
         let mut busy = false;
+        let mut since = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             self.apply_changes();
             self.collect_if_asked(busy);
@@ -339,6 +344,11 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     idle_rounds = 0;
                 }
             }
+            // One clock read a round: a busy one moves up to a batch per
+            // port, an idle one is cheap and mostly spent polling anyway.
+            let now = Instant::now();
+            self.pmd.account(busy, now - since);
+            since = now;
         }
         self.apply_changes();
         self.xdp_revalidate(false);
@@ -473,6 +483,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 continue;
             }
             received += n;
+            self.pmd.received += n as u64;
             let n = self.police_ingress(i, &mut batch[..n]);
             let in_port = self.ports[i].meta.ofport;
             let blocked = config & (port_config::PORT_DOWN | port_config::NO_RECV) != 0;

@@ -81,6 +81,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         self.police_egress(idx);
         let port = &mut self.ports[idx];
+        self.pmd.sent_batches += 1;
+        self.pmd.sent_packets += port.tx.len() as u64;
         let sent = port.io.send(&mut self.frames, &port.tx);
         for d in &port.tx[..sent] {
             port.totals.tx_packets += 1;

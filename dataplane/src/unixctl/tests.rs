@@ -246,3 +246,29 @@ fn dpif_show_gathers_every_bridge() {
     );
     assert!(plan("dpif/show", &[], &[]).is_err());
 }
+
+#[test]
+fn pmd_stats_show_and_clear_take_a_core_and_a_bridge() {
+    let two = names(&["br0", "br1"]);
+    assert_eq!(
+        plan("dpif-netdev/pmd-stats-show", &[], &two),
+        Ok(Plan::Ask(vec![
+            ("br0".into(), "pmd stats".into()),
+            ("br1".into(), "pmd stats".into())
+        ]))
+    );
+    assert_eq!(
+        plan(
+            "dpif-netdev/pmd-stats-clear",
+            &names(&["-pmd", "3", "br1"]),
+            &two
+        ),
+        Ok(Plan::Ask(vec![(
+            "br1".into(),
+            "pmd stats-clear --core 3".into()
+        )]))
+    );
+    assert!(plan("dpif-netdev/pmd-stats-show", &names(&["-pmd"]), &two).is_err());
+    assert!(plan("dpif-netdev/pmd-stats-show", &names(&["-pmd", "x"]), &two).is_err());
+    assert!(plan("dpif-netdev/pmd-stats-show", &names(&["-secs", "1"]), &two).is_err());
+}
