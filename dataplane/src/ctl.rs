@@ -206,7 +206,7 @@ pub fn dispatch(
                       dpctl del-flows   retire every XDP flow cache entry\n  \
                       fdb show|flush   NORMAL's learned stations, listed or forgotten\n  \
                       dpif show   cache hits and misses, and the ports with their types\n  \
-                      pmd rxq   the packet threads and the ports' queues each polls\n  \
+                      pmd rxq [--core N]   the packet threads and the ports' queues each polls\n  \
                       pmd stats|stats-clear [--core N]   each packet thread's packets, cache hits, busy time\n  \
                       log [DIRECTIVES]   show or set the log filter (XBR_LOG syntax)\n  help\n"
                 .into(),
@@ -222,16 +222,16 @@ fn pmd_cmd(args: &str, live: &LivePorts) -> Result<String, String> {
     let core = match words[..] {
         [_] => None,
         [_, "--core", n] => Some(n.parse().map_err(|_| format!("pmd: bad core `{n}`"))?),
-        _ => return Err("pmd: rxq, stats [--core N] or stats-clear [--core N]?".into()),
+        _ => return Err("pmd: rxq, stats or stats-clear, each with [--core N]?".into()),
     };
     match (words[0], core) {
-        ("rxq", None) => Ok(live.pmd_rxq_text()),
+        ("rxq", core) => Ok(live.pmd_rxq_text(core)),
         ("stats", core) => Ok(live.pmd_stats_text(core)),
         ("stats-clear", core) => {
             live.pmd_stats_clear(core);
             Ok(String::new())
         }
-        _ => Err("pmd: rxq, stats [--core N] or stats-clear [--core N]?".into()),
+        _ => Err("pmd: rxq, stats or stats-clear, each with [--core N]?".into()),
     }
 }
 

@@ -251,7 +251,8 @@ impl LivePorts {
     /// thread's CPU and the receive queues it polls, as OVS lists a PMD
     /// thread's. xbr does not measure per-queue processing time, so the
     /// usage is `NOT AVAIL`, as OVS says before it has measured any.
-    pub fn pmd_rxq_text(&self) -> String {
+    /// Only the thread on CPU `core`, if given.
+    pub fn pmd_rxq_text(&self, core: Option<usize>) -> String {
         let names: HashMap<u32, String> = self
             .shared
             .ports()
@@ -259,7 +260,7 @@ impl LivePorts {
             .map(|p| (p.ofport, p.name.clone()))
             .collect();
         let served: Vec<Served> = self.state.lock().owner.values().copied().collect();
-        rxq_text(&self.thread_cpus(), &served, &names)
+        rxq_text(&self.thread_cpus(), &served, &names, core)
     }
 
     /// `ovs-appctl dpif-netdev/pmd-stats-show` for this bridge: each
@@ -413,8 +414,6 @@ impl LivePorts {
     }
 }
 
-/// The text of [`LivePorts::pmd_rxq_text`]: `cpus` by thread (the CPU
-/// and whether it is pinned there), the ports they serve, their names.
 /// A packet thread's heading in `pmd-rxq-show` and `pmd-stats-show`, as
 /// OVS heads a PMD thread's: where it runs, `(not pinned)` if it may move.
 fn pmd_header(cpu: Option<(usize, bool)>) -> String {
@@ -429,13 +428,20 @@ fn pmd_header(cpu: Option<(usize, bool)>) -> String {
     format!("pmd thread numa_id {numa} core_id {core}{note}:")
 }
 
+/// The text of [`LivePorts::pmd_rxq_text`]: `cpus` by thread (the CPU
+/// and whether it is pinned there), the ports they serve, their names;
+/// only the thread on CPU `core` if given.
 fn rxq_text(
     cpus: &[Option<(usize, bool)>],
     served: &[Served],
     names: &HashMap<u32, String>,
+    core: Option<usize>,
 ) -> String {
     let mut out = String::from("Displaying last 60 seconds pmd usage %\n");
     for (t, cpu) in cpus.iter().enumerate() {
+        if core.is_some() && cpu.map(|c| c.0) != core {
+            continue;
+        }
         out.push_str(&pmd_header(*cpu));
         out.push_str("\n  isolated : false\n");
         let mut rows: Vec<(&str, usize)> = served
@@ -486,7 +492,8 @@ mod tests {
             .into_iter()
             .map(|(p, n)| (p, n.to_string()))
             .collect();
-        let text = rxq_text(&[Some((1, true)), Some((0, false)), None], &served, &names);
+        let cpus = [Some((1, true)), Some((0, false)), None];
+        let text = rxq_text(&cpus, &served, &names, None);
         assert_eq!(
             text,
             "Displaying last 60 seconds pmd usage %\n\
@@ -499,6 +506,13 @@ mod tests {
              \x20 port: tun0              queue-id:  0 (enabled)   pmd usage: NOT AVAIL\n\
              \x20 overhead: NOT AVAIL\n\
              pmd thread numa_id 0 core_id ?:\n  isolated : false\n"
+        );
+        assert_eq!(
+            rxq_text(&cpus, &served, &names, Some(0)),
+            "Displaying last 60 seconds pmd usage %\n\
+             pmd thread numa_id 0 core_id 0 (not pinned):\n  isolated : false\n\
+             \x20 port: tun0              queue-id:  0 (enabled)   pmd usage: NOT AVAIL\n\
+             \x20 overhead: NOT AVAIL\n"
         );
     }
 

@@ -43,7 +43,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ("dpctl/dump-flows", "[dp]"),
     ("dpctl/flush-conntrack", "[dp] [zone=N]"),
     ("dpctl/show", "[dp]"),
-    ("dpif-netdev/pmd-rxq-show", "[-secs secs] [dp]"),
+    ("dpif-netdev/pmd-rxq-show", "[-pmd core] [-secs secs] [dp]"),
     ("dpif-netdev/pmd-stats-clear", "[-pmd core] [dp]"),
     ("dpif-netdev/pmd-stats-show", "[-pmd core] [dp]"),
     ("dpif/show", ""),
@@ -301,40 +301,32 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
                 other => Ok(other),
             }
         }
-        "dpif-netdev/pmd-rxq-show" => {
-            // `-secs N` picks OVS's measuring window; xbr measures none.
-            let mut rest = params.iter();
-            let mut dp = None;
-            while let Some(p) = rest.next() {
-                match p.as_str() {
-                    "-secs" => {
-                        rest.next().ok_or("-secs: expects a number of seconds")?;
-                    }
-                    p if p.starts_with('-') => {
-                        return Err(format!("{p}: not supported (only -secs and dp)"))
-                    }
-                    p => dp = Some(p),
-                }
-            }
-            Ok(ask_each(select(bridges, dp)?, "pmd rxq"))
-        }
-        "dpif-netdev/pmd-stats-show" | "dpif-netdev/pmd-stats-clear" => {
+        "dpif-netdev/pmd-rxq-show"
+        | "dpif-netdev/pmd-stats-show"
+        | "dpif-netdev/pmd-stats-clear" => {
+            let what = match method {
+                "dpif-netdev/pmd-rxq-show" => "rxq",
+                "dpif-netdev/pmd-stats-show" => "stats",
+                _ => "stats-clear",
+            };
             let mut rest = params.iter();
             let (mut dp, mut core) = (None, None);
             while let Some(p) = rest.next() {
                 match p.as_str() {
+                    // OVS's measuring window for queue usage; xbr
+                    // measures none.
+                    "-secs" if what == "rxq" => {
+                        rest.next().ok_or("-secs: expects a number of seconds")?;
+                    }
                     "-pmd" => {
                         let n = rest.next().ok_or("-pmd: expects a core number")?;
                         let n: usize = n.parse().map_err(|_| format!("-pmd: bad core `{n}`"))?;
                         core = Some(n);
                     }
-                    p if p.starts_with('-') => {
-                        return Err(format!("{p}: not supported (only -pmd and dp)"))
-                    }
+                    p if p.starts_with('-') => return Err(format!("{p}: not supported here")),
                     p => dp = Some(p),
                 }
             }
-            let what = if method.ends_with("show") { "stats" } else { "stats-clear" };
             let line = match core {
                 Some(c) => format!("pmd {what} --core {c}"),
                 None => format!("pmd {what}"),

@@ -84,13 +84,7 @@ fn two_threads_carry_traffic_between_their_ports_both_ways() -> Result<()> {
         "{stats}"
     );
     // The real ovs-appctl shows the same, as OVS lists its PMD threads.
-    xbr_tests::require_tool("ovs-appctl")?;
-    let mut cmd = std::process::Command::new("ovs-appctl");
-    cmd.args(["dpif-netdev/pmd-rxq-show"])
-        .env("OVS_RUNDIR", xbr.rundir());
-    let out = xbr_tests::run_timeout(&mut cmd, Duration::from_secs(10))?;
-    assert!(out.success(), "{out:?}");
-    let rxq = out.stdout;
+    let rxq = appctl(&xbr, &["dpif-netdev/pmd-rxq-show"])?;
     for (core, port) in [(0, a.host_if()), (1, b.host_if())] {
         let block = format!(
             "pmd thread numa_id 0 core_id {core}:\n  isolated : false\n  \
@@ -98,6 +92,12 @@ fn two_threads_carry_traffic_between_their_ports_both_ways() -> Result<()> {
         );
         assert!(rxq.contains(&block), "{rxq}");
     }
+
+    let one = appctl(&xbr, &["dpif-netdev/pmd-rxq-show", "-pmd", "1"])?;
+    assert!(
+        !one.contains("core_id 0:") && one.contains(b.host_if()),
+        "{one}"
+    );
 
     // Counts from here on, for pmd-stats-show below.
     assert_eq!(appctl(&xbr, &["dpif-netdev/pmd-stats-clear"])?, "");

@@ -234,7 +234,14 @@ fn pmd_rxq_show_asks_every_bridge_or_the_one_named() {
         ),
         Ok(Plan::Ask(vec![("br1".into(), "pmd rxq".into())]))
     );
-    assert!(plan("dpif-netdev/pmd-rxq-show", &names(&["-pmd", "1"]), &two).is_err());
+    assert_eq!(
+        plan("dpif-netdev/pmd-rxq-show", &names(&["-pmd", "1"]), &two),
+        Ok(Plan::Ask(vec![
+            ("br0".into(), "pmd rxq --core 1".into()),
+            ("br1".into(), "pmd rxq --core 1".into())
+        ]))
+    );
+    assert!(plan("dpif-netdev/pmd-rxq-show", &names(&["-pmd", "one"]), &two).is_err());
     assert!(plan("dpif-netdev/pmd-rxq-show", &names(&["-secs"]), &two).is_err());
 }
 
