@@ -113,7 +113,7 @@ impl Conntrack {
                     orig: c.orig,
                     reply: c.reply,
                     mark: c.mark,
-                    label: c.label,
+                    label: c.label(),
                     tcp_state: c.tcp_state(),
                     expires_in: c.expires - now,
                 });

@@ -197,18 +197,28 @@ pub struct CtOutcome {
     pub label: u128,
 }
 
+/// A label as [`Conn`] keeps it.
+fn label_words(label: u128) -> [u64; 2] {
+    [label as u64, (label >> 64) as u64]
+}
+
 /// NAT bits of a connection.
 const NAT_SRC: u8 = 1;
 const NAT_DST: u8 = 2;
 
 /// A committed connection.
+///
+/// Kept small: a table holds millions (3 million by default in OVS), and
+/// with the `Arc` and the lock it is one 192-byte allocation. Hence the
+/// label as two words (a `u128` would align the record to 16 bytes) and
+/// the rare host translation behind a box.
 #[derive(Clone, Debug)]
 pub struct Conn {
     pub orig: Tuple,
     /// The reply direction's tuple as its packets arrive (NATed).
     pub reply: Tuple,
     pub mark: u32,
-    pub label: u128,
+    label: [u64; 2],
     tcp: Option<TcpConn>,
     /// Packets seen in each direction (original, reply), for the "other"
     /// protocols' timeouts.
@@ -217,7 +227,7 @@ pub struct Conn {
     nat: u8,
     /// A connection learned from the host that the host translated before
     /// br0 saw it: the host's original tuple (see `host.rs`).
-    host_orig: Option<Tuple>,
+    host_orig: Option<Box<Tuple>>,
     /// Monotonic milliseconds ([`Conntrack::now_ms`]) when it expires.
     expires: u64,
     /// XDP flow cache entries (of any packet thread) that carry this
@@ -229,6 +239,14 @@ pub struct Conn {
 }
 
 impl Conn {
+    pub fn label(&self) -> u128 {
+        u128::from(self.label[0]) | u128::from(self.label[1]) << 64
+    }
+
+    fn set_label(&mut self, label: u128) {
+        self.label = label_words(label);
+    }
+
     fn timeout(&self, t: &Timeouts) -> u64 {
         if let Some(tcp) = &self.tcp {
             return tcp.timeout(t);
@@ -487,23 +505,27 @@ impl Conntrack {
                 // The host never sees the replies of a connection it
                 // translated (they go straight from pod to pod): tell it
                 // about the first, as a shared conntrack would know.
-                let first_host_reply = (e.reply && !c.seen_reply).then_some(c.host_orig).flatten();
+                let first_host_reply = (e.reply && !c.seen_reply)
+                    .then(|| c.host_orig.as_deref().copied())
+                    .flatten();
                 if e.reply {
                     c.seen_reply = true;
                 } else {
                     c.multiple = true;
                 }
                 c.expires = now.saturating_add(c.timeout(&self.config.timeouts));
-                let (mark, label) = (c.mark, c.label);
+                let (mark, label) = (c.mark, c.label());
                 if req.commit {
                     if let Some((v, m)) = req.mark {
                         c.mark = (c.mark & !m) | (v & m);
                     }
                     if let Some((v, m)) = req.label {
-                        c.label = (c.label & !m) | (v & m);
+                        let label = (c.label() & !m) | (v & m);
+                        c.set_label(label);
                     }
                 }
-                if c.xdp_links > 0 && (!xdp_link::steady(&c) || (c.mark, c.label) != (mark, label))
+                if c.xdp_links > 0
+                    && (!xdp_link::steady(&c) || (c.mark, c.label()) != (mark, label))
                 {
                     // Cached packets of it would now be tracked or
                     // translated differently (see xdp_link.rs).
@@ -515,7 +537,7 @@ impl Conntrack {
                     st |= state::RPL;
                 }
                 if req.nat.is_some() && c.nat != 0 {
-                    match (c.host_orig, e.reply) {
+                    match (c.host_orig.as_deref(), e.reply) {
                         // The host translates its own direction.
                         (Some(_), false) => {}
                         (Some(host_orig), true) => {
@@ -535,7 +557,7 @@ impl Conntrack {
                         state: st,
                         zone: req.zone,
                         mark: c.mark,
-                        label: c.label,
+                        label: c.label(),
                     },
                     first_host_reply,
                 )

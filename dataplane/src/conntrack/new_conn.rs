@@ -86,7 +86,7 @@ impl Conntrack {
             orig: *t,
             reply,
             mark,
-            label,
+            label: super::label_words(label),
             tcp,
             seen_reply: false,
             multiple: false,
@@ -166,7 +166,7 @@ impl Conntrack {
                 state: st,
                 zone: req.zone,
                 mark: c.mark,
-                label: c.label,
+                label: c.label(),
             })
         });
         found.unwrap_or_else(|| self.invalid(req.zone))

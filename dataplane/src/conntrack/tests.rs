@@ -634,3 +634,11 @@ mod prop {
         }
     }
 }
+
+/// A table holds millions of these: the record, its lock and the `Arc`'s
+/// counts fit one 192-byte allocation (see `Conn`).
+#[test]
+fn a_connection_record_stays_small() {
+    let alloc = std::mem::size_of::<parking_lot::Mutex<Conn>>() + 2 * std::mem::size_of::<usize>();
+    assert!(alloc <= 192, "{alloc} bytes");
+}

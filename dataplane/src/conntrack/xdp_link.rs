@@ -151,7 +151,7 @@ impl Conntrack {
         self.table.with(t, |e| {
             let e = e?;
             let mut c = e.conn.lock();
-            if c.expires <= now || !steady(&c) || c.mark != mark || c.label != label {
+            if c.expires <= now || !steady(&c) || c.mark != mark || c.label() != label {
                 return None;
             }
             c.xdp_links += 1;
