@@ -269,10 +269,9 @@ impl LivePorts {
     pub fn pmd_stats_text(&self, core: Option<usize>) -> String {
         let snapshots = self.shared.engine_snapshots();
         let cpus = self.thread_cpus();
-        let cpu = |t: usize| cpus.get(t).copied().flatten();
-        let shown = |t: usize| core.is_none() || cpu(t).map(|c| c.0) == core;
+        let shown = |t: usize| on_core(&cpus, t, core);
         crate::pmd_stats::text(&snapshots, &self.pmd_baselines.lock(), shown, |t| {
-            pmd_header(cpu(t))
+            pmd_header(cpus.get(t).copied().flatten())
         })
     }
 
@@ -283,7 +282,7 @@ impl LivePorts {
         let cpus = self.thread_cpus();
         let mut baselines = self.pmd_baselines.lock();
         for (t, s) in snapshots.iter().enumerate() {
-            if core.is_none() || cpus.get(t).copied().flatten().map(|c| c.0) == core {
+            if on_core(&cpus, t, core) {
                 baselines.clear_thread(t, s);
             }
         }
@@ -414,6 +413,11 @@ impl LivePorts {
     }
 }
 
+/// Whether thread `t` is to be shown for `-pmd core` (all are without).
+fn on_core(cpus: &[Option<(usize, bool)>], t: usize, core: Option<usize>) -> bool {
+    core.is_none() || cpus.get(t).copied().flatten().map(|c| c.0) == core
+}
+
 /// A packet thread's heading in `pmd-rxq-show` and `pmd-stats-show`, as
 /// OVS heads a PMD thread's: where it runs, `(not pinned)` if it may move.
 fn pmd_header(cpu: Option<(usize, bool)>) -> String {
@@ -439,7 +443,7 @@ fn rxq_text(
 ) -> String {
     let mut out = String::from("Displaying last 60 seconds pmd usage %\n");
     for (t, cpu) in cpus.iter().enumerate() {
-        if core.is_some() && cpu.map(|c| c.0) != core {
+        if !on_core(cpus, t, core) {
             continue;
         }
         out.push_str(&pmd_header(*cpu));
