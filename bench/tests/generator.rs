@@ -113,10 +113,10 @@ fn low_rate(count: u64) -> GenBounds {
     }
 }
 
-#[test]
-fn counts_add_up_through_the_kernel_redirect() {
-    let topo = Topology::new().expect("topology");
-    let _redirect = topo::run_in(
+/// The kernel-redirect reference between pod A and pod B, attached until
+/// dropped.
+fn redirect_a_to_b(topo: &Topology) -> Redirect {
+    topo::run_in(
         &topo.host,
         || -> Result<Redirect, Box<dyn std::error::Error + Send + Sync>> {
             let a = topo::ifindex(&topo.host, VETH_A)?;
@@ -124,7 +124,13 @@ fn counts_add_up_through_the_kernel_redirect() {
             Ok(Redirect::attach(a, b)?)
         },
     )
-    .expect("redirect veth-a -> veth-b");
+    .expect("redirect veth-a -> veth-b")
+}
+
+#[test]
+fn counts_add_up_through_the_kernel_redirect() {
+    let topo = Topology::new().expect("topology");
+    let _redirect = redirect_a_to_b(&topo);
 
     let mut h = Harness::new(&topo, traffic(MethodChoice::Live)).expect("harness");
     // The generator's program is held by an idle interface, so live-frames
@@ -170,15 +176,7 @@ fn counts_add_up_through_the_kernel_redirect() {
 #[test]
 fn pod_pair_counts_frames_between_two_pods() {
     let topo = Topology::new().expect("topology");
-    let _redirect = topo::run_in(
-        &topo.host,
-        || -> Result<Redirect, Box<dyn std::error::Error + Send + Sync>> {
-            let a = topo::ifindex(&topo.host, VETH_A)?;
-            let b = topo::ifindex(&topo.host, VETH_B)?;
-            Ok(Redirect::attach(a, b)?)
-        },
-    )
-    .expect("redirect veth-a -> veth-b");
+    let _redirect = redirect_a_to_b(&topo);
     let pod = |netns: &str, mac, ip| Pod {
         netns: netns.to_string(),
         mac,
