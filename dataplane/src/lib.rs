@@ -11,6 +11,7 @@ pub mod control;
 pub mod cpus;
 pub mod csum;
 pub mod ctl;
+pub mod ctl_cli;
 pub mod engine;
 pub mod genl;
 pub mod hostveth;

@@ -138,11 +138,18 @@ fn two_threads_carry_traffic_between_their_ports_both_ways() -> Result<()> {
         assert_eq!(pmd_value(block, "packet recirculations"), 0, "{stats}");
         assert!(block.contains("\n  processing time: "), "{stats}");
     }
-    // -pmd picks one thread; a clear starts the counts again.
+    // -pmd picks one thread (`xbr pmd stats --core` asks the bridge the
+    // same); a clear starts the counts again.
     let one = appctl(&xbr, &["dpif-netdev/pmd-stats-show", "-pmd", "1"])?;
     assert!(
         !one.contains("core_id 0:") && one.contains("core_id 1:"),
         "{one}"
+    );
+    let own = xbr.client_ok(&["pmd", "stats", BRIDGE, "--core", "1"])?;
+    assert!(!own.contains("core_id 0:"), "{own}");
+    assert!(
+        pmd_value(pmd_block(&own, 1), "packets received") > COUNT,
+        "{own}"
     );
     appctl(&xbr, &["dpif-netdev/pmd-stats-clear", "-pmd", "0"])?;
     let stats = appctl(&xbr, &["dpif-netdev/pmd-stats-show"])?;
