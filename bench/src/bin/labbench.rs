@@ -310,14 +310,9 @@ const GEN_CPU: usize = 0;
 
 fn pod_of(v: &Value) -> Result<Pod, BenchError> {
     let bad = |what: &str| BenchError::Failed(format!("lab.json: pod {what}"));
-    let mac: Vec<u8> = field(v, "mac")?
-        .split(':')
-        .map(|b| u8::from_str_radix(b, 16))
-        .collect::<Result<_, _>>()
-        .map_err(|_| bad("mac"))?;
     Ok(Pod {
         netns: field(v, "netns")?.to_string(),
-        mac: mac.try_into().map_err(|_| bad("mac"))?,
+        mac: dataplane::config::parse_mac(field(v, "mac")?).ok_or_else(|| bad("mac"))?,
         ip: field(v, "ip")?.parse().map_err(|_| bad("ip"))?,
     })
 }
