@@ -233,8 +233,6 @@ impl Table {
         removed
     }
 
-    /// The connections of one shard, by their original-direction entries
-    /// (each connection appears in exactly one shard's list).
     /// The connections of `shard` for which `pick` (run with the
     /// connection locked, under the shard's read lock) returns true. The
     /// expiry sweep's way through a shard: only what it removes is
@@ -256,6 +254,8 @@ impl Table {
         }
     }
 
+    /// The connections of one shard, by their original-direction entries
+    /// (each connection appears in exactly one shard's list).
     pub fn shard_conns(&self, shard: usize) -> Vec<ConnRef> {
         match self.shards.get(shard) {
             Some(s) => s
