@@ -169,6 +169,9 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     /// Milliseconds since the engine started, read with `now_secs`.
     elapsed_ms: u64,
     started: Instant,
+    /// When the last round began (its one clock read), for the thread's
+    /// busy and idle time.
+    round_started: Instant,
     /// Fail-open (standalone mode without a controller): every packet is
     /// forwarded by NORMAL, whatever the flows say. Read once per round.
     fail_open: bool,
@@ -238,6 +241,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             now_secs: 0,
             elapsed_ms: 0,
             started: Instant::now(),
+            round_started: Instant::now(),
             fail_open: false,
             rx_tunnel: None,
             conntrack: Arc::default(),
@@ -328,11 +332,19 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         self.shared.mark_running(self.changes.engine());
         let mut idle_rounds = 0u32;
         let mut busy = false;
-        let mut since = Instant::now();
+        self.round_started = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             self.apply_changes();
             self.collect_if_asked(busy);
+            // From one round's start to the next: busy if the earlier
+            // found work (its sleep, if any, counted idle).
+            let previous = self.round_started;
+            let was_busy = busy;
             busy = self.round() > 0;
+            self.pmd.account(
+                was_busy,
+                self.round_started.saturating_duration_since(previous),
+            );
             // A chunk while busy, the rest as soon as a round is idle.
             self.xdp_revalidate(busy);
             if busy {
@@ -344,11 +356,6 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     idle_rounds = 0;
                 }
             }
-            // One clock read a round: a busy one moves up to a batch per
-            // port, an idle one is cheap and mostly spent polling anyway.
-            let now = Instant::now();
-            self.pmd.account(busy, now - since);
-            since = now;
         }
         self.apply_changes();
         self.xdp_revalidate(false);
@@ -457,7 +464,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         if liveness_changed {
             self.sync_liveness();
         }
-        let elapsed = self.started.elapsed();
+        self.round_started = Instant::now();
+        let elapsed = self.round_started - self.started;
         self.now_secs = elapsed.as_secs();
         self.elapsed_ms = elapsed.as_millis() as u64;
         self.sync_qos();
