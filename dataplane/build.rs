@@ -43,8 +43,17 @@ fn main() {
         let src = manifest_dir.join("bpf").join(format!("{name}.c"));
         let obj = out_dir.join(format!("{name}.bpf.o"));
         println!("cargo:rerun-if-changed={}", src.display());
+        // Its headers too.
+        println!(
+            "cargo:rerun-if-changed={}",
+            manifest_dir.join("bpf").join("xbr_ct_new.h").display()
+        );
         let status = Command::new(&clang)
-            .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror"])
+            // v3: atomic compare-and-exchange (the kernel's new connections
+            // claim a slot with it); kernels from 5.12 run it.
+            .args([
+                "-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror",
+            ])
             .args(&include_args)
             .arg("-c")
             .arg(&src)

@@ -23,7 +23,7 @@ fn key(i: u32) -> FcKey {
 /// A cache of xbr's default size holding `n` drop entries.
 fn cache(n: u32, by_key: bool, ct: &Conntrack) -> XdpCache {
     let maps = Arc::new(
-        CacheMaps::new(dataplane::xdpcache::DEFAULT_ENTRIES, 4)
+        CacheMaps::new(dataplane::xdpcache::DEFAULT_ENTRIES, 4, 1024)
             .expect("creating BPF maps (run the benchmark as root)"),
     );
     let mut cache = XdpCache::new(maps);

@@ -446,6 +446,9 @@ static __always_inline int xbr_set_nw(struct iphdr *ip, void *end, struct xbr_fc
 	return 0;
 }
 
+#include "xbr_ct_new.h"
+
+
 /*
  * Returns the XDP action for a hit, or -1 for "ask xbr". The frame to
  * look up starts off bytes into the packet: 0, or XBR_VXLAN_OUTER for
@@ -545,8 +548,12 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen, const __u32 
 	key.vni = vni;
 
 	v = bpf_map_lookup_elem(&fc_flows, &key);
-	if (!v || v->gen != gen)
+	if (!v || v->gen != gen) {
+		if (!off && !frags && key.proto == IPPROTO_UDP)
+			return fc_ct_new(ctx, &key, gen, partial, l4, end, frame_len,
+					 bpf_ntohs(ip->tot_len) - 20);
 		return -1;
+	}
 	if ((v->flags & XBR_FC_CT) && key.proto == IPPROTO_TCP &&
 	    (tcp_flags & (TCP_SYN | TCP_FIN | TCP_RST | TCP_ACK)) != TCP_ACK)
 		return -1;

@@ -229,7 +229,7 @@ fn load_rx(cache: Option<&crate::xdpcache::CacheMaps>) -> Result<Object, BpfErro
                 reused += 1;
             }
         }
-        if reused != 3 {
+        if reused != crate::xdpcache::maps::SHARED_MAPS {
             return Err(BpfError::Missing("flow cache maps"));
         }
     }
@@ -413,4 +413,74 @@ pub(crate) fn hash_lookup_batch(
     keys.truncate(n * key_size);
     values.truncate(n * value_size);
     Ok(n)
+}
+
+/// A `BPF_F_MMAPABLE` array map of `u64`, mapped into this process: the
+/// kernel's programs and this side update its elements with atomic
+/// operations on the same memory, without a syscall.
+pub struct MappedCounters {
+    ptr: std::ptr::NonNull<std::sync::atomic::AtomicU64>,
+    len: usize,
+    bytes: usize,
+}
+
+// SAFETY: the mapping is shared memory reached only through `AtomicU64`s,
+// which any thread may use at once; it lives until `drop`.
+unsafe impl Send for MappedCounters {}
+// SAFETY: as above: every access is an atomic operation.
+unsafe impl Sync for MappedCounters {}
+
+impl MappedCounters {
+    /// Maps the `len` elements of the array map `fd` (created with
+    /// `BPF_F_MMAPABLE`, 8-byte values: the kernel lays elements out 8
+    /// bytes apart whatever their size).
+    pub fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<MappedCounters> {
+        let page = 4096;
+        let bytes = (len * 8).div_ceil(page) * page;
+        // SAFETY: a shared mapping of the map's own memory, at a
+        // kernel-chosen address; the kernel checks that the length fits
+        // the map and that the map may be mapped writable.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = std::ptr::NonNull::new(p.cast())
+            .ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        Ok(MappedCounters { ptr, len, bytes })
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &[std::sync::atomic::AtomicU64] {
+        // SAFETY: the mapping holds `len` initialised, 8-byte aligned u64s
+        // (page aligned, in fact) for as long as `self` lives, and is only
+        // ever accessed atomically (here and by the BPF programs).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for MappedCounters {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `map`; no reference
+        // from `counters` outlives `self`.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.bytes);
+        }
+    }
+}
+
+impl std::fmt::Debug for MappedCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedCounters")
+            .field("len", &self.len)
+            .finish()
+    }
 }

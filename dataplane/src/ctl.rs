@@ -422,7 +422,10 @@ fn conntrack_cmd(args: &str, ct: &Conntrack) -> Result<String, String> {
         Some("stats") if zone.is_none() => Ok(ct.stats_text()),
         Some("stats") => Err("conntrack: stats covers every zone (no --zone)".into()),
         Some("summary") => Ok(ct.summary_text(zone, verbose)),
-        Some("count") if zone.is_none() => Ok(format!("{}\n", ct.len())),
+        Some("count") if zone.is_none() => {
+            ct.kernel_drain();
+            Ok(format!("{}\n", ct.len()))
+        }
         Some("count") => Ok(format!("{}\n", ct.dump(zone, ct.now_ms()).len())),
         Some("limit") => {
             if let Some(v) = value {

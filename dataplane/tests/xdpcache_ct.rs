@@ -69,8 +69,9 @@ struct Rig {
 }
 
 fn rig() -> Rig {
-    let maps =
-        Arc::new(CacheMaps::new(16, 4).expect("creating BPF maps (needs root, as CI runs tests)"));
+    let maps = Arc::new(
+        CacheMaps::new(16, 4, 1024).expect("creating BPF maps (needs root, as CI runs tests)"),
+    );
     let ct = Arc::new(Conntrack::default());
     ct.set_xdp_gen(maps.generation().clone());
     Rig {

@@ -156,6 +156,20 @@ pub fn udp_send_flows(
     send(tool, ns, dst, count, rate, sources, 0, DEFAULT_SIZE)
 }
 
+/// [`udp_send_flows`] from `sources` consecutive source ports starting
+/// at `src_port`: that many distinct 5-tuples, each a connection.
+pub fn udp_send_flows_from(
+    tool: &Path,
+    ns: &(impl InNetns + ?Sized),
+    dst: SocketAddrV4,
+    count: u64,
+    rate: u64,
+    sources: usize,
+    src_port: u16,
+) -> Result<u64> {
+    send(tool, ns, dst, count, rate, sources, src_port, DEFAULT_SIZE)
+}
+
 /// The tool's default UDP payload size.
 const DEFAULT_SIZE: usize = 64;
 

@@ -66,8 +66,12 @@
 //! established connections in the kernel (its conntrack entries, see
 //! `dataplane/src/xdpcache`), keeping the connections alive in xbr's
 //! conntrack: in `conntrack` `xbr` forwards the measured packets in XDP
-//! and `xbr-nocache` through the packet thread; in `conntrack-new` every
-//! packet is `+new` and both take the packet thread. The kernel
+//! and `xbr-nocache` through the packet thread; in `conntrack-new` `xbr`'s
+//! XDP program creates the new connections from the template the first
+//! ones taught it and reports them to conntrack, which stores them
+//! (`dataplane/src/conntrack/kernel_new.rs`; the count checked is
+//! conntrack's), and `xbr-nocache` creates them all in the packet thread.
+//! The kernel
 //! references (`xdp-redirect`, `linux-bridge`) have no conntrack and are
 //! refused.
 //!

@@ -161,7 +161,8 @@ impl RunningBridge {
         // Ports: opened all or nothing (a failure drops the ones opened).
         let xdp_maps = match config.xdp_cache_entries {
             Some(n) => Some(Arc::new(
-                CacheMaps::new(n, crate::xdpcache::MAX_TARGETS).map_err(BridgeError::XdpCache)?,
+                CacheMaps::new(n, crate::xdpcache::MAX_TARGETS, config.ct_limit)
+                    .map_err(BridgeError::XdpCache)?,
             )),
             None => None,
         };
@@ -215,6 +216,18 @@ impl RunningBridge {
                 conntrack
             }
         };
+        if let Some(m) = &xdp_maps {
+            // New connections created by the XDP program
+            // (conntrack/kernel_new.rs); without, the packet threads
+            // create them all.
+            match crate::conntrack::KernelNew::new(m.kernel_conns()) {
+                Ok(k) => conntrack.set_kernel_new(k),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "cannot read the XDP program's new connections; the packet threads create them all"
+                ),
+            }
+        }
         let conntrack = Arc::new(conntrack);
         if let Some(m) = &xdp_maps {
             // A flush must stop the kernel forwarding flushed connections.

@@ -102,6 +102,8 @@ impl Conntrack {
 
     /// Every live connection (of `zone`, if given), sorted by tuple.
     pub fn dump(&self, zone: Option<u16>, now: u64) -> Vec<CtEntry> {
+        // Connections the kernel created are listed as soon as it did.
+        self.kernel_drain();
         let mut out = Vec::new();
         for s in 0..table::SHARDS {
             for conn in self.table.shard_conns(s) {
@@ -181,11 +183,13 @@ impl Conntrack {
 
     /// The counters, one `name: value` per line (`xbr conntrack stats`).
     pub fn stats_text(&self) -> String {
+        self.kernel_drain();
         let s = &self.stats;
         format!(
             "connections: {}\nlimit: {}\ncommitted: {}\ninvalid: {}\ntable_full: {}\n\
              nat_exhausted: {}\nexpired: {}\nlearned_from_host: {}\nfragmented_datagrams: {}\nlater_fragments: {}\n\
-             orphan_fragments: {}\nnot_ip: {}\nnat_family: {}\n",
+             orphan_fragments: {}\nnot_ip: {}\nnat_family: {}\ncreated_in_kernel: {}\n\
+             kernel_reports_refused: {}\n",
             self.len(),
             self.limit(),
             s.committed.load(Relaxed),
@@ -199,11 +203,17 @@ impl Conntrack {
             s.orphan_fragments.load(Relaxed),
             s.not_ip.load(Relaxed),
             s.nat_family.load(Relaxed),
+            self.kernel_new()
+                .map_or(0, |k| k.stats.imported.load(Relaxed)),
+            self.kernel_new()
+                .map_or(0, |k| k.stats.refused.load(Relaxed)),
         )
     }
 
     /// Removes every connection (of `zone`, if given); returns how many.
     pub fn flush(&self, zone: Option<u16>) -> usize {
+        // The kernel's connections created before the flush go with it.
+        self.kernel_drain();
         let mut removed = 0;
         let mut linked = false;
         for s in 0..table::SHARDS {

@@ -40,6 +40,11 @@
 //!   [`Conntrack::sweep`], which a [`Sweeper`] thread runs a shard at a
 //!   time, off the packet threads.
 //!
+//! New UDP connections may also be created by the XDP program, from
+//! templates the packet threads install, and stored here from its
+//! reports; the table keeps the kernel's slot counts up to date so it
+//! never creates one this table holds (see `kernel_new.rs`).
+//!
 //! Invariants: the table never holds more than `limit` connections; when
 //! full, existing connections work as before and new ones are `+inv` and
 //! counted in [`CtStats::table_full`]. The limit can be changed while
@@ -73,6 +78,7 @@ mod host_tests;
 mod id_queues;
 #[cfg(test)]
 mod ipv6_tests;
+pub mod kernel_new;
 #[cfg(test)]
 mod label_tests;
 mod nat;
@@ -88,6 +94,7 @@ mod xdp_link_tests;
 
 pub use dump::{format_entry, Sweeper, SWEEP_INTERVAL};
 pub use host::HostConntrack;
+pub use kernel_new::{KernelMaps, KernelNew};
 pub use tuple::{Addr, Tuple};
 pub use xdp_link::CtLink;
 
@@ -343,6 +350,8 @@ pub struct Conntrack {
     next_absent_id: AtomicUsize,
     /// The XDP flow cache's generation, bumped by flushes.
     xdp_gen: OnceLock<Arc<crate::xdpcache::XdpGen>>,
+    /// New connections the XDP program creates (`kernel_new.rs`).
+    kernel: OnceLock<KernelNew>,
     pub stats: CtStats,
 }
 
@@ -385,6 +394,7 @@ impl Conntrack {
             xdp_dead: id_queues::IdQueues::default(),
             next_absent_id: AtomicUsize::new(0),
             xdp_gen: OnceLock::new(),
+            kernel: OnceLock::new(),
             stats: CtStats::default(),
         }
     }
@@ -481,8 +491,9 @@ impl Conntrack {
         req: &CtRequest,
         now: u64,
     ) -> CtOutcome {
-        // At most one removal (expired, reopened or forced) then new.
-        for _ in 0..2 {
+        // At most one removal (expired, reopened or forced) and one
+        // connection the kernel created meanwhile, then new.
+        for _ in 0..3 {
             let found = self.table.with(t, |e| {
                 let Some(e) = e else { return Found::Missing };
                 let mut c = e.conn.lock();
@@ -569,6 +580,8 @@ impl Conntrack {
                     }
                     return o;
                 }
+                // The kernel may have created it: its reports first.
+                Found::Missing if self.kernel_drain() > 0 && self.table.contains(t) => continue,
                 Found::Missing => {
                     // The host's conntrack is asked about IPv4 only.
                     if req.from_host && !t.v6 {

@@ -23,13 +23,16 @@
 //! shard lock while holding a connection's.
 //!
 //! Inserting also fires the XDP flow cache's watches on the new tuples
-//! (`absent.rs`) while it holds their shards' write locks.
+//! (`absent.rs`) while it holds their shards' write locks, and inserting
+//! and removing count the connection in or out of the kernel's slots
+//! (`kernel_new.rs`) under the same locks.
 //!
 //! Cost: lookup is a hash of the tuple and one `HashMap` probe; inserting
 //! allocates (the record and possibly map growth), which only new
 //! connections do.
 
 use super::absent::AbsentWatches;
+use super::kernel_new::SlotCounts;
 use super::tuple::Tuple;
 use super::Conn;
 use ahash::RandomState;
@@ -37,7 +40,7 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub const SHARDS: usize = 64;
 
@@ -57,6 +60,9 @@ pub struct Table {
     /// The XDP flow cache's watches on tuples without a connection
     /// (`absent.rs`), fired by `insert`.
     absent: Arc<AbsentWatches>,
+    /// The kernel's slot counts to keep up to date, when the XDP program
+    /// creates connections (`kernel_new.rs`).
+    mirror: OnceLock<Arc<SlotCounts>>,
 }
 
 impl Table {
@@ -68,7 +74,25 @@ impl Table {
             hasher: RandomState::new(),
             count: AtomicUsize::new(0),
             absent: Arc::new(AbsentWatches::new(SHARDS)),
+            mirror: OnceLock::new(),
         }
+    }
+
+    /// Counts every connection stored from now on in the kernel's slots.
+    pub fn set_mirror(&self, q: Arc<SlotCounts>) {
+        let _ = self.mirror.set(q);
+    }
+
+    fn mirrored(&self, orig: &Tuple, reply: &Tuple, add: bool) {
+        if let Some(q) = self.mirror.get() {
+            q.conn(orig, reply, add);
+        }
+    }
+
+    /// Takes back a count of `t`'s slot (one the kernel made for a
+    /// connection the table did not store).
+    pub fn mirror_forget(&self, t: &Tuple) {
+        self.mirrored(t, t, false);
     }
 
     pub fn absent(&self) -> &Arc<AbsentWatches> {
@@ -137,6 +161,22 @@ impl Table {
     /// Inserts a reserved connection under both tuples. Fails (returning
     /// the connection) if either tuple is taken meanwhile.
     pub fn insert(&self, orig: Tuple, reply: Tuple, conn: ConnRef) -> Result<(), ConnRef> {
+        self.insert_mirrored(orig, reply, conn, true)
+    }
+
+    /// [`Table::insert`] of a connection the kernel's slots count already
+    /// (one the XDP program created).
+    pub fn insert_known(&self, orig: Tuple, reply: Tuple, conn: ConnRef) -> Result<(), ConnRef> {
+        self.insert_mirrored(orig, reply, conn, false)
+    }
+
+    fn insert_mirrored(
+        &self,
+        orig: Tuple,
+        reply: Tuple,
+        conn: ConnRef,
+        mirror: bool,
+    ) -> Result<(), ConnRef> {
         let (a, b) = (self.shard_of(&orig), self.shard_of(&reply));
         let (Some(sa), Some(sb)) = (self.shards.get(a), self.shards.get(b)) else {
             return Err(conn);
@@ -168,6 +208,9 @@ impl Table {
             }
             self.absent.stored(a, &orig);
             self.absent.stored(a, &reply);
+            if mirror {
+                self.mirrored(&orig, &reply, true);
+            }
             return Ok(());
         }
         let (mut ga, mut gb) = if a < b {
@@ -187,6 +230,9 @@ impl Table {
         vb.insert(Entry { conn, reply: true });
         self.absent.stored(a, &orig);
         self.absent.stored(b, &reply);
+        if mirror {
+            self.mirrored(&orig, &reply, true);
+        }
         Ok(())
     }
 
@@ -209,6 +255,7 @@ impl Table {
             if ours(&s, reply) {
                 s.remove(reply);
             }
+            self.mirrored(orig, reply, false);
             true
         } else {
             let (mut ga, mut gb) = if a < b {
@@ -225,6 +272,7 @@ impl Table {
             if ours(&gb, reply) {
                 gb.remove(reply);
             }
+            self.mirrored(orig, reply, false);
             true
         };
         if removed {

@@ -90,7 +90,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     }
 
     /// Whether `in_port` is a port to the host (see `PortIo::is_host`).
-    fn is_host_port(&self, in_port: u32) -> bool {
+    pub(super) fn is_host_port(&self, in_port: u32) -> bool {
         super::live_ports::index_in(&self.port_index, in_port)
             .and_then(|i| self.ports.get(i))
             .is_some_and(|p| p.io.is_host())

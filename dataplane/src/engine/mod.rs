@@ -189,6 +189,9 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     /// The XDP cache key of the packet `process` is about to handle, when
     /// the XDP program could look it up.
     rx_xdp_key: Option<FcKey>,
+    /// New-connection templates this round found, installed after its
+    /// connections reached the kernel (`xdp_template.rs`).
+    pending_templates: Vec<crate::xdpcache::templates::NewConnTemplate>,
     /// The last statistics collection asked for by the control plane.
     stats_seen: u64,
     /// The collection being served (see `collect_if_asked`) and the XDP
@@ -249,6 +252,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             port_ops: None,
             xdp: None,
             rx_xdp_key: None,
+            pending_templates: Vec::new(),
             stats_seen: 0,
             stats_pass: None,
             liveness_dirty: true,
@@ -424,7 +428,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         let timeout = match &self.xdp {
             // Nothing wakes the thread when a tunnel's next hop resolves.
             _ if self.unresolved_total > 0 => unresolved::POLL_MS,
-            Some(x) if !x.is_empty() => XDP_POLL_TIMEOUT_MS,
+            // So do the reports of connections the kernel creates.
+            Some(x) if !x.is_empty() || x.has_templates() => XDP_POLL_TIMEOUT_MS,
             _ => POLL_TIMEOUT_MS,
         };
         // EINTR and timeouts just return to polling.
@@ -539,6 +544,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             }
         }
         self.xdp_sweep(false, received > 0);
+        // Storing the kernel's connections is work too.
+        received += self.xdp_kernel_sync();
         self.flush();
         // Hits reach the flow counters when the thread goes idle, and
         // every CACHE_FLUSH_MS while busy: per round, a batch of distinct
@@ -600,6 +607,7 @@ mod output;
 mod revalidate;
 mod unresolved;
 mod xdp;
+mod xdp_template;
 
 pub use drops::EngineDrops;
 pub use io::{Desc, Frames, PortIo};

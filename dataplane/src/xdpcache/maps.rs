@@ -13,6 +13,24 @@ use std::sync::Arc;
 pub(crate) const FLOWS_NAME: &str = "fc_flows";
 pub(crate) const DEVS_NAME: &str = "fc_devs";
 pub(crate) const GEN_NAME: &str = "fc_gen";
+pub(crate) const CT_NEW_NAME: &str = "ct_new";
+pub(crate) const CT_SLOTS_NAME: &str = "ct_slots";
+pub(crate) const CT_EVENTS_NAME: &str = "ct_events";
+pub(crate) const CT_CFG_NAME: &str = "ct_cfg";
+/// Maps of bpf/xbr_xdp.c a bridge's programs share.
+pub(crate) const SHARED_MAPS: usize = 7;
+
+/// `struct xbr_ct_tmpl`: one template (keyed by `struct xbr_ct_slot`).
+pub(crate) const CT_TEMPLATE_SIZE: u32 = 128;
+/// Templates an ingress device may have (`XBR_CT_SLOTS`).
+pub(crate) const CT_SLOTS: u32 = 4;
+/// `struct xbr_ct_cfg`.
+pub(crate) const CT_CFG_SIZE: u32 = 24;
+/// Bytes of the ring that reports connections created in the kernel
+/// (24-byte records plus an 8-byte header each: about 260,000, more than
+/// the kernel creates in the 100 ms an idle packet thread sleeps; a full
+/// ring sends frames to the packet thread, which then reads it).
+const CT_EVENTS_BYTES: u32 = 8 << 20;
 
 /// The maps one bridge's XDP programs share.
 pub struct CacheMaps {
@@ -20,6 +38,11 @@ pub struct CacheMaps {
     devs: MapHandle,
     gen: Arc<XdpGen>,
     capacity: u32,
+    /// New connections created in the kernel (`conntrack/kernel_new.rs`):
+    /// the templates (written by the packet threads), the tuples of every
+    /// connection, the reports and the budget (conntrack's).
+    ct_new: MapHandle,
+    ct: crate::conntrack::KernelMaps,
 }
 
 fn create(
@@ -29,8 +52,20 @@ fn create(
     value: u32,
     entries: u32,
 ) -> Result<MapHandle, XdpCacheError> {
+    create_flags(ty, name, key, value, entries, 0)
+}
+
+fn create_flags(
+    ty: MapType,
+    name: &'static str,
+    key: u32,
+    value: u32,
+    entries: u32,
+    map_flags: u32,
+) -> Result<MapHandle, XdpCacheError> {
     let opts = libbpf_sys::bpf_map_create_opts {
         sz: size_of::<libbpf_sys::bpf_map_create_opts>() as libbpf_sys::size_t,
+        map_flags,
         ..Default::default()
     };
     MapHandle::create(ty, Some(name), key, value, entries, &opts)
@@ -38,10 +73,15 @@ fn create(
 }
 
 impl CacheMaps {
-    /// Creates the maps for `capacity` entries and up to `max_ports`
-    /// destination devices. The generation starts at 1 (0 would turn
-    /// the programs' lookups off).
-    pub fn new(capacity: u32, max_ports: u32) -> Result<CacheMaps, XdpCacheError> {
+    /// Creates the maps for `capacity` entries, up to `max_ports`
+    /// destination devices and up to `connections` connections created in
+    /// the kernel. The generation starts at 1 (0 would turn the programs'
+    /// lookups off).
+    pub fn new(
+        capacity: u32,
+        max_ports: u32,
+        connections: usize,
+    ) -> Result<CacheMaps, XdpCacheError> {
         let flows = create(
             MapType::Hash,
             FLOWS_NAME,
@@ -61,12 +101,56 @@ impl CacheMaps {
         if gen.is_broken() {
             return Err(XdpCacheError::Generation);
         }
+        let ct_new = create(
+            MapType::Hash,
+            CT_NEW_NAME,
+            8,
+            CT_TEMPLATE_SIZE,
+            max_ports.max(1) * CT_SLOTS,
+        )?;
+        // Twice as many slots as connections, rounded up to a power of
+        // two, 8 bytes each: 64 MiB for the default limit of 3 million.
+        // A slot shared by chance only sends frames to the packet thread.
+        let slots = connections
+            .max(512)
+            .saturating_mul(2)
+            .checked_next_power_of_two()
+            .unwrap_or(1 << 31)
+            .min(1 << 31);
+        let ct_slots = create_flags(
+            MapType::Array,
+            CT_SLOTS_NAME,
+            4,
+            8,
+            slots as u32,
+            libbpf_sys::BPF_F_MMAPABLE,
+        )?;
+        let events = create(MapType::RingBuf, CT_EVENTS_NAME, 0, 0, CT_EVENTS_BYTES)?;
+        let cfg = create(MapType::Array, CT_CFG_NAME, 4, CT_CFG_SIZE, 1)?;
         Ok(CacheMaps {
             flows,
             devs,
             gen,
             capacity,
+            ct_new,
+            ct: crate::conntrack::KernelMaps {
+                slots: ct_slots,
+                n_slots: slots,
+                events,
+                cfg,
+                connections: connections.max(1),
+            },
         })
+    }
+
+    /// The maps conntrack keeps the kernel's new connections with.
+    pub fn kernel_conns(&self) -> &crate::conntrack::KernelMaps {
+        &self.ct
+    }
+
+    /// The map of new-connection templates (`templates.rs`).
+    pub(crate) fn templates(&self) -> &MapHandle {
+        &self.ct_new
     }
 
     pub fn generation(&self) -> &Arc<XdpGen> {
@@ -84,6 +168,10 @@ impl CacheMaps {
             FLOWS_NAME => Some(self.flows.as_fd()),
             DEVS_NAME => Some(self.devs.as_fd()),
             GEN_NAME => Some(self.gen.map.as_fd()),
+            CT_NEW_NAME => Some(self.ct_new.as_fd()),
+            CT_SLOTS_NAME => Some(self.ct.slots.as_fd()),
+            CT_EVENTS_NAME => Some(self.ct.events.as_fd()),
+            CT_CFG_NAME => Some(self.ct.cfg.as_fd()),
             _ => None,
         }
     }

@@ -75,6 +75,16 @@
 //! which fires, through the same queue, when a connection with that tuple
 //! is stored.
 //!
+//! New connections: a UDP frame without a connection whose translation
+//! is `ct(table=N)` then `ct(commit)` and one output (the benchmark's and
+//! a simple policy's shape) teaches the program a *template*: the mask of
+//! what the two passes examined, and the action. The program then
+//! creates such connections itself, for frames that miss the entries and
+//! match a template, and reports them to conntrack, which stays the
+//! authority (`templates.rs`, and `conntrack/kernel_new.rs` for why that
+//! is exact). Templates are retired with the entries (generation) and
+//! removed by every flow, group or port change.
+//!
 //! Known limit: TCP window tracking is skipped for segments the kernel
 //! forwards; while linked, and until each peer was seen again after,
 //! conntrack accepts segments without window checks and resynchronises
@@ -169,10 +179,11 @@
 
 pub mod dump;
 pub mod entry;
-mod maps;
+pub(crate) mod maps;
 mod revalidate;
 mod stats;
 mod sweep;
+pub mod templates;
 
 pub use entry::{FcAction, FcKey};
 pub use maps::{CacheMaps, XdpGen};
@@ -311,6 +322,10 @@ pub struct XdpCache {
     /// `threads` packet threads share the map (see [`XdpCache::shared_by`]).
     quota: usize,
     threads: usize,
+    /// New-connection templates of this thread's ports (`templates.rs`).
+    templates: Vec<templates::Template>,
+    /// When a template was last tried per ingress port.
+    template_tried: HashMap<u32, Instant, ahash::RandomState>,
 }
 
 impl XdpCache {
@@ -333,6 +348,8 @@ impl XdpCache {
             reval: None,
             credits: Vec::new(),
             stats: XdpCacheStats::default(),
+            templates: Vec::new(),
+            template_tried: HashMap::with_hasher(ahash::RandomState::new()),
         }
     }
 

@@ -71,6 +71,9 @@ impl XdpCache {
     /// `seq`: a pipeline change to report applied when the pass is over.
     /// A pass under way is replaced (the caller reports its change).
     pub fn start_revalidation(&mut self, seq: Option<u64>) {
+        // Templates are not revalidated: the next new connection
+        // installs its own again (see `templates.rs`).
+        self.clear_templates();
         self.reval = Some(Pass {
             keys: self.mirror.keys().copied().collect(),
             pos: 0,

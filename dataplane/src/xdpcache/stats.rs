@@ -30,6 +30,11 @@ pub struct XdpCacheStats {
     /// Packets entries encapsulated into a VXLAN port's uplink (part of
     /// `hit_packets`).
     pub encap_hit_packets: u64,
+    /// New-connection templates installed (`templates.rs`).
+    pub templates: u64,
+    /// Packets the kernel forwarded from templates, each creating a
+    /// connection (part of `hit_packets`).
+    pub ct_new_packets: u64,
 }
 
 impl XdpCacheStats {
@@ -48,6 +53,8 @@ impl XdpCacheStats {
             revalidated,
             decap_hit_packets,
             encap_hit_packets,
+            templates,
+            ct_new_packets,
         } = o;
         self.installs += installs;
         self.install_errors += install_errors;
@@ -61,5 +68,7 @@ impl XdpCacheStats {
         self.revalidated += revalidated;
         self.decap_hit_packets += decap_hit_packets;
         self.encap_hit_packets += encap_hit_packets;
+        self.templates += templates;
+        self.ct_new_packets += ct_new_packets;
     }
 }

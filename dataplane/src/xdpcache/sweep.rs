@@ -56,6 +56,7 @@ impl XdpCache {
             // A forced pass starts afresh: entries installed since the
             // last one began have hits to collect too.
             self.last_sweep = now;
+            self.sweep_templates();
             self.sweep = Some(if self.sweep_by_key {
                 self.key_pass()
             } else {

@@ -67,7 +67,8 @@ impl XdpRig {
     /// A rig whose cache holds `entries`.
     pub fn with_capacity(entries: u32) -> XdpRig {
         let maps = Arc::new(
-            CacheMaps::new(entries, 4).expect("creating BPF maps (needs root, as CI runs tests)"),
+            CacheMaps::new(entries, 4, 1024)
+                .expect("creating BPF maps (needs root, as CI runs tests)"),
         );
         maps.add_dev(LO).expect("lo as a redirect target");
         let prog = XdpTestRun::load(&maps).expect("loading the XDP programs");

@@ -1,0 +1,494 @@
+//! New connections created by the XDP program, in the kernel.
+//!
+//! # Design
+//!
+//! Why: every new connection that reaches the packet thread crosses the
+//! AF_XDP socket twice (about 1.1 us of the core on a veth in copy mode,
+//! bench/RESULTS.md), before any conntrack or pipeline work. A stream of
+//! short connections (a pod opening one UDP exchange after another) is
+//! then bound by the socket, not by conntrack. The XDP program can create
+//! such a connection itself when the packet thread would have created the
+//! same one and done the same with the packet.
+//!
+//! Authority stays here: this table is the connection tracker. The
+//! kernel creates a connection only for a frame the packet thread would
+//! have found without one and committed, and reports it; the packet
+//! thread stores it as if it had committed it itself (a UDP connection,
+//! `+new` until its first reply, no mark, no label, no NAT) and from then
+//! on it is an ordinary connection (its reply, expiry, flush and dump go
+//! through this table).
+//!
+//! When the kernel may create one: a packet thread installs a *template*
+//! (`xdpcache/templates.rs`) after translating a UDP frame that was
+//! `+trk+new` after `ct(table=N)` in zone Z without a connection and whose
+//! next pass committed it in zone Z and output it, with nothing else done
+//! (no NAT, mark or label); the template holds the mask of every header
+//! bit the two passes examined. A later UDP frame that misses the flow
+//! cache and equals the template under the mask translates the same way
+//! as long as its tuple has no connection, since the passes read nothing
+//! else: the second pass's ct fields are those of any tuple without a
+//! connection in zone Z.
+//!
+//! "Has no connection" is decided in the kernel by `ct_slots`, an array
+//! of counters mapped into this process too: each connection counts in
+//! the slot of each of its tuples, taken in its canonical direction (the
+//! lower address and port as the source: [`ct_key`]) so that a tuple and
+//! its reverse share a slot, hashed with a seed chosen at start:
+//! - the table adds a UDP/IPv4 connection's counts when it stores it and
+//!   takes them away when it removes it ([`SlotCounts`]), with atomic
+//!   operations on the shared memory, under the tuples' shard locks: the
+//!   kernel sees a connection the moment the table holds it, before any
+//!   packet of it leaves;
+//! - the kernel creates a connection only by claiming an empty slot
+//!   (compare-and-exchange 0 to 1), which its report then stands for; a
+//!   frame whose slot is taken (a connection in either direction, or one
+//!   that shares the slot by chance) is the packet thread's. Slots are
+//!   twice as many as connections may be: chance sharing only costs the
+//!   kernel path for some new connections, never correctness.
+//!
+//! Reports are read from a ring (`ct_events`) every round and, whenever
+//! this table is about to decide that a tuple has no connection, again
+//! first ([`Conntrack::kernel_drain`]): a frame of a connection the kernel
+//! created reaches a packet thread only after the kernel's program
+//! finished with the frame that created it (frames of one tuple arrive on
+//! one rx queue, whose program runs one frame at a time), so its report
+//! is in the ring. A report whose tuple this table holds meanwhile (a
+//! device whose queues split one tuple's frames: the frame that reached
+//! the packet thread was then committed again, as an unreplied UDP
+//! connection's next datagram is) is counted and dropped, and its count
+//! in the slot taken back.
+//!
+//! The limit: the kernel creates connections only while
+//! `ct_cfg[0].budget`, which [`Conntrack::kernel_sync`] sets to the room
+//! left under the limit minus [`BUDGET_MARGIN`], is positive. At zero it
+//! hands frames here, where the table is full or nearly: they are `+inv`
+//! as before. The slots are sized for the limit at start; a limit raised
+//! later than that gives the kernel no more room than the start's.
+//!
+//! Known limits: UDP over IPv4 only (a TCP connection starts with a SYN
+//! whose tracking state the kernel would have to build); one `ct()` fork
+//! before the commit (the agent's policy pipeline, three passes with the
+//! commit in the second, takes the packet thread); no NAT, mark or label
+//! at the commit. A stored connection's timeout runs from its storing,
+//! up to a round (100 ms when the thread is idle) after the kernel
+//! created it.
+//!
+//! Cost: per connection the kernel creates, an atomic operation on its
+//! slot and a report there, and here one record read and the table
+//! insertion, off the AF_XDP path; per connection this table creates or
+//! removes (UDP over IPv4 only), an atomic add on a slot (a cache miss).
+//! Memory: 16 bytes per connection of the limit (two 8-byte slots), in
+//! the kernel, shared.
+//!
+//! Concurrency: any thread may change counts (the table's writers:
+//! packet threads, the sweeper, the control socket) or drain the ring;
+//! reading the ring is serialised by a mutex, taken once per round and
+//! per connection decided absent.
+
+use super::table::ConnRef;
+use super::{Conn, Conntrack, Tuple};
+use crate::bpf::MappedCounters;
+use flowtable::matching::IP_PROTO_UDP;
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use parking_lot::Mutex;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Room kept free under the limit: kernel creations between two budget
+/// updates (one round) stay under it.
+pub const BUDGET_MARGIN: usize = 4096;
+
+/// `struct xbr_ct_key`: zone (native order), protocol, pad, addresses
+/// and ports (network order).
+pub type CtKey = [u8; 16];
+
+/// `struct xbr_ct_event`: the original tuple, then the ingress ifindex
+/// and template slot.
+const EVENT_SIZE: usize = 24;
+
+/// The maps the XDP program and this side share; created with the flow
+/// cache's (`xdpcache::CacheMaps`).
+pub struct KernelMaps {
+    /// `ct_slots` (`BPF_F_MMAPABLE`), of `n_slots` counters.
+    pub slots: MapHandle,
+    pub n_slots: usize,
+    pub events: MapHandle,
+    pub cfg: MapHandle,
+    /// Connections the slots were sized for.
+    pub connections: usize,
+}
+
+/// The key of tuple `t` and of its reverse in the kernel's map (the
+/// canonical direction: the lower address, then the lower port, as the
+/// source; the XDP program orders them alike), if the kernel creates
+/// connections of its kind (UDP over IPv4).
+pub fn ct_key(t: &Tuple) -> Option<CtKey> {
+    if t.v6 || t.proto != IP_PROTO_UDP {
+        return None;
+    }
+    let (src, dst) = (t.src.0[0], t.dst.0[0]);
+    let (a, b, pa, pb) = if (src, t.sport) > (dst, t.dport) {
+        (dst, src, t.dport, t.sport)
+    } else {
+        (src, dst, t.sport, t.dport)
+    };
+    let mut k = [0u8; 16];
+    k[0..2].copy_from_slice(&t.zone.to_ne_bytes());
+    k[2] = t.proto;
+    k[4..8].copy_from_slice(&a.to_be_bytes());
+    k[8..12].copy_from_slice(&b.to_be_bytes());
+    k[12..14].copy_from_slice(&pa.to_be_bytes());
+    k[14..16].copy_from_slice(&pb.to_be_bytes());
+    Some(k)
+}
+
+/// The tuple a report or a key holds (a key's in its canonical
+/// direction), if it is one of a connection the kernel creates.
+fn event_tuple(ev: &[u8]) -> Option<Tuple> {
+    let b = ev.get(..16)?;
+    let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+    let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let t = Tuple::v4(
+        u16::from_ne_bytes([b[0], b[1]]),
+        b[2],
+        u32_at(4),
+        u32_at(8),
+        u16_at(12),
+        u16_at(14),
+    );
+    (t.proto == IP_PROTO_UDP).then_some(t)
+}
+
+/// splitmix64's finalizer: every input bit reaches every output bit (a
+/// bare multiply leaves the low bits, the ones the mask keeps, to the
+/// low input bits).
+fn mix64(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A canonical key's slot before the mask (bpf/xbr_xdp.c's
+/// `xbr_ct_slot`, which must compute the same).
+fn slot_hash(k: &CtKey, seed: u64) -> u64 {
+    let be32 = |i: usize| u64::from(u32::from_be_bytes([k[i], k[i + 1], k[i + 2], k[i + 3]]));
+    let be16 = |i: usize| u64::from(u16::from_be_bytes([k[i], k[i + 1]]));
+    let zone = u64::from(u16::from_ne_bytes([k[0], k[1]]));
+    let h = mix64(seed ^ (be32(4) << 32 | be32(8)));
+    mix64(h ^ (be16(12) << 48 | be16(14) << 32 | zone << 8 | u64::from(k[2])))
+}
+
+/// The slot counters, shared with the kernel (see the module
+/// documentation).
+#[derive(Debug)]
+pub struct SlotCounts {
+    map: MappedCounters,
+    seed: u64,
+    mask: u64,
+}
+
+impl SlotCounts {
+    fn slot(&self, k: &CtKey) -> Option<&std::sync::atomic::AtomicU64> {
+        self.map
+            .counters()
+            .get((slot_hash(k, self.seed) & self.mask) as usize)
+    }
+
+    /// Counts (`add`) or uncounts a connection with tuples `orig` and
+    /// `reply` (one key unless NAT made the reply another pair), if the
+    /// kernel creates connections of its kind. Called with the tuples'
+    /// shards locked.
+    pub fn conn(&self, orig: &Tuple, reply: &Tuple, add: bool) {
+        let (Some(a), b) = (ct_key(orig), ct_key(reply)) else {
+            return;
+        };
+        for k in std::iter::once(a).chain(b.filter(|&b| b != a)) {
+            if let Some(c) = self.slot(&k) {
+                // SeqCst: the count is in memory before the table's locks
+                // are released and any packet of the connection leaves.
+                if add {
+                    c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                } else {
+                    c.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    /// The count of `t`'s slot (tests and diagnostics).
+    pub fn count_of(&self, t: &Tuple) -> Option<u64> {
+        let k = ct_key(t)?;
+        Some(self.slot(&k)?.load(Relaxed))
+    }
+}
+
+/// Counters of the kernel's new connections (Relaxed).
+#[derive(Debug, Default)]
+pub struct KernelNewStats {
+    /// Connections the kernel created and this table stored.
+    pub imported: AtomicU64,
+    /// Reports dropped: the tuple had a connection here already, or the
+    /// table was full.
+    pub refused: AtomicU64,
+}
+
+/// Reads the ring of reports.
+struct Events {
+    ring: libbpf_rs::RingBuffer<'static>,
+    /// Filled by the ring's callback.
+    got: Arc<Mutex<Vec<[u8; EVENT_SIZE]>>>,
+}
+
+/// Conntrack's side of the kernel's new connections.
+pub struct KernelNew {
+    /// Held for the ring's mapping.
+    _events_map: MapHandle,
+    cfg: MapHandle,
+    counts: Arc<SlotCounts>,
+    connections: usize,
+    events: Mutex<Events>,
+    /// The budget last written.
+    budget: Mutex<Option<i64>>,
+    pub stats: KernelNewStats,
+}
+
+impl std::fmt::Debug for KernelNew {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelNew")
+            .field("connections", &self.connections)
+            .finish()
+    }
+}
+
+impl KernelNew {
+    /// Maps the slots, chooses their seed and reads the ring of reports
+    /// of `maps` (the flow cache keeps its own descriptors for the
+    /// programs); the kernel creates nothing until the first
+    /// [`Conntrack::kernel_sync`] gives it a budget.
+    pub fn new(maps: &KernelMaps) -> std::io::Result<KernelNew> {
+        let bpf = |e: libbpf_rs::Error| std::io::Error::other(e.to_string());
+        let map = MappedCounters::map(maps.slots.as_fd(), maps.n_slots)?;
+        let counts = Arc::new(SlotCounts {
+            map,
+            seed: ahash::RandomState::new().hash_one(0x6b65_726e_656cu64),
+            mask: (maps.n_slots.max(1) - 1) as u64,
+        });
+        let events_map = MapHandle::try_from(&maps.events).map_err(bpf)?;
+        let cfg = MapHandle::try_from(&maps.cfg).map_err(bpf)?;
+        let got: Arc<Mutex<Vec<[u8; EVENT_SIZE]>>> = Arc::default();
+        let sink = got.clone();
+        let mut builder = libbpf_rs::RingBufferBuilder::new();
+        builder
+            .add(&events_map, move |data: &[u8]| {
+                if let Some(ev) = data.get(..EVENT_SIZE) {
+                    let mut rec = [0u8; EVENT_SIZE];
+                    rec.copy_from_slice(ev);
+                    sink.lock().push(rec);
+                }
+                0
+            })
+            .map_err(bpf)?;
+        let ring = builder.build().map_err(bpf)?;
+        let k = KernelNew {
+            _events_map: events_map,
+            cfg,
+            counts,
+            connections: maps.connections,
+            events: Mutex::new(Events { ring, got }),
+            budget: Mutex::new(None),
+            stats: KernelNewStats::default(),
+        };
+        k.write_cfg(0).map_err(bpf)?;
+        Ok(k)
+    }
+
+    pub(super) fn counts(&self) -> &Arc<SlotCounts> {
+        &self.counts
+    }
+
+    /// The count of `t`'s slot, if the kernel creates connections of its
+    /// kind (tests and diagnostics).
+    pub fn slot_count(&self, t: &Tuple) -> Option<u64> {
+        self.counts.count_of(t)
+    }
+
+    /// Runs `store` on the reports in the ring, oldest first, with the
+    /// ring locked: a reader who finds it empty knows every report before
+    /// was stored (a dump right after a connection was created lists it).
+    fn read_reports(&self, mut store: impl FnMut(&[u8; EVENT_SIZE])) {
+        let ev = self.events.lock();
+        if let Err(e) = ev.ring.consume() {
+            tracing::warn!(error = %e, "reading the kernel's new connections");
+        }
+        let mut got = std::mem::take(&mut *ev.got.lock());
+        for r in &got {
+            store(r);
+        }
+        got.clear();
+        // The buffer goes back for the next read, so draining allocates
+        // only while the rate grows.
+        let mut back = ev.got.lock();
+        if back.is_empty() {
+            *back = got;
+        }
+    }
+
+    /// `struct xbr_ct_cfg` with `budget`.
+    fn write_cfg(&self, budget: i64) -> Result<(), libbpf_rs::Error> {
+        let mut v = [0u8; 24];
+        v[0..8].copy_from_slice(&budget.to_ne_bytes());
+        v[8..16].copy_from_slice(&self.counts.seed.to_ne_bytes());
+        v[16..24].copy_from_slice(&self.counts.mask.to_ne_bytes());
+        self.cfg.update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+    }
+
+    /// Sets the budget to `room` (fewer connections the table may still
+    /// take) less the margin, if it moved by a quarter of the margin or
+    /// ran out since it was last written (the kernel counts its own
+    /// creations down meanwhile).
+    fn set_budget(&self, room: usize) {
+        let budget = room.saturating_sub(BUDGET_MARGIN) as i64;
+        let mut last = self.budget.lock();
+        let due =
+            last.is_none_or(|b| b.abs_diff(budget) >= BUDGET_MARGIN as u64 / 4 || budget == 0);
+        if !due {
+            return;
+        }
+        match self.write_cfg(budget) {
+            Ok(()) => *last = Some(budget),
+            Err(e) => tracing::warn!(error = %e, "cannot write the kernel's connection budget"),
+        }
+    }
+}
+
+impl Conntrack {
+    /// Lets the XDP program create new connections (see the module
+    /// documentation); set once, before traffic.
+    pub fn set_kernel_new(&self, k: KernelNew) {
+        self.table.set_mirror(k.counts().clone());
+        let _ = self.kernel.set(k);
+    }
+
+    /// The kernel's new-connection side, if on.
+    pub fn kernel_new(&self) -> Option<&KernelNew> {
+        self.kernel.get()
+    }
+
+    /// Stores the connections the kernel reported; returns how many.
+    pub fn kernel_drain(&self) -> usize {
+        let Some(k) = self.kernel.get() else {
+            return 0;
+        };
+        let now = self.now_ms();
+        let mut stored = 0;
+        k.read_reports(|r| {
+            let Some(t) = event_tuple(r) else {
+                return;
+            };
+            if self.import(&t, now) {
+                stored += 1;
+            } else {
+                k.stats.refused.fetch_add(1, Relaxed);
+            }
+        });
+        k.stats.imported.fetch_add(stored as u64, Relaxed);
+        stored
+    }
+
+    /// Once a round: stores the kernel's reports, then brings its
+    /// budget up to date. Returns how many connections it stored.
+    pub fn kernel_sync(&self) -> usize {
+        let Some(k) = self.kernel.get() else {
+            return 0;
+        };
+        let stored = self.kernel_drain();
+        let cap = self.limit().min(k.connections);
+        k.set_budget(cap.saturating_sub(self.len()));
+        stored
+    }
+
+    /// Stores the connection the kernel created with original tuple `t`
+    /// as a commit of its first packet would have; `false` if the table
+    /// was full or holds a tuple of it (then the kernel's count in the
+    /// slot is taken back).
+    fn import(&self, t: &Tuple, now: u64) -> bool {
+        let reply = t.reverse();
+        let refuse = |this: &Conntrack| {
+            this.table.mirror_forget(t);
+            false
+        };
+        if !self.table.reserve(self.limit()) {
+            self.stats.table_full.fetch_add(1, Relaxed);
+            return refuse(self);
+        }
+        let conn = Conn {
+            orig: *t,
+            reply,
+            mark: 0,
+            label: [0; 2],
+            tcp: None,
+            seen_reply: false,
+            multiple: false,
+            nat: 0,
+            host_orig: None,
+            expires: now.saturating_add(self.config.timeouts.other_first),
+            xdp_links: 0,
+            xdp_epoch: 0,
+            removed: false,
+        };
+        let conn: ConnRef = Arc::new(Mutex::new(conn));
+        if self.table.insert_known(*t, reply, conn).is_err() {
+            self.table.unreserve();
+            return refuse(self);
+        }
+        self.stats.committed.fetch_add(1, Relaxed);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tuple_and_its_reverse_share_a_key() {
+        let t = Tuple::v4(3, IP_PROTO_UDP, 0x0a80_0003, 0x0a80_0002, 53, 5000);
+        let k = ct_key(&t).expect("UDP over IPv4");
+        assert_eq!(ct_key(&t.reverse()), Some(k));
+        // The lower address first.
+        assert_eq!(&k[4..8], &[10, 128, 0, 2]);
+        assert_eq!(&k[12..14], &5000u16.to_be_bytes());
+        assert_eq!(event_tuple(&k), Some(t.reverse()));
+        // Same addresses: the lower port first.
+        let same = Tuple::v4(0, IP_PROTO_UDP, 7, 7, 9, 8);
+        assert_eq!(ct_key(&same), ct_key(&same.reverse()));
+        assert_eq!(&ct_key(&same).unwrap()[12..16], &[0, 8, 0, 9]);
+        let tcp = Tuple::v4(0, flowtable::matching::IP_PROTO_TCP, 1, 2, 3, 4);
+        assert_eq!(ct_key(&tcp), None, "the kernel creates UDP only");
+    }
+
+    #[test]
+    fn slots_spread_over_every_field() {
+        // A thousand source ports (one client), a thousand addresses:
+        // (nearly) a thousand slots each, of a million.
+        let mask = (1u64 << 20) - 1;
+        for vary in 0..3 {
+            let mut slots: Vec<u64> = (0..1000u32)
+                .map(|i| {
+                    let t = match vary {
+                        0 => Tuple::v4(0, IP_PROTO_UDP, 1, 2, 20000 + i as u16, 53),
+                        1 => Tuple::v4(0, IP_PROTO_UDP, 0x0a80_0000 + i, 2, 20000, 53),
+                        _ => Tuple::v4(i as u16, IP_PROTO_UDP, 1, 2, 20000, 53),
+                    };
+                    slot_hash(&ct_key(&t).unwrap(), 42) & mask
+                })
+                .collect();
+            slots.sort_unstable();
+            slots.dedup();
+            assert!(slots.len() >= 990, "{vary}: {} slots", slots.len());
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! New connections created by the XDP program from a template
+//! (conntrack/kernel_new.rs), run by `BPF_PROG_TEST_RUN` over real maps:
+//! a frame without a connection that a template matches is forwarded and
+//! its connection created, reported and stored in conntrack; frames of
+//! tuples conntrack holds (either direction), frames the template does
+//! not match, frames over the budget and templates of an older
+//! generation go to the packet thread; conntrack's own connections and
+//! removals reach the kernel's map.
+//!
+//! Needs root (loading BPF), as CI runs it.
+
+mod xdp_common;
+
+use dataplane::bpf::XdpTestRun;
+use dataplane::conntrack::{state, Conntrack, CtRequest, KernelNew, Tuple};
+use dataplane::packet;
+use dataplane::xdpcache::entry::{frame_key, FcKey, KEY_SIZE};
+use dataplane::xdpcache::templates::NewConnTemplate;
+use dataplane::xdpcache::{CacheMaps, XdpCache};
+use flowtable::key::FlowKey;
+use std::sync::Arc;
+use std::time::Instant;
+use xdp_common::{attribution, LO, XDP_PASS, XDP_REDIRECT};
+
+const A: u32 = 0x0a80_0002;
+const B: u32 = 0x0a80_0003;
+const C: u32 = 0x0a80_0004;
+const UDP: u8 = 17;
+/// The MAC the templates write as the destination.
+const POD_MAC: [u8; 6] = [0x0a, 0x58, 0x0a, 0x80, 0x00, 0x03];
+
+/// Ethernet + IPv4 + UDP (checksum 0, which IPv4 allows).
+fn udp(src: u32, sport: u16, dst: u32, dport: u16) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x0b, 0x02, 0, 0, 0, 0, 0x0a, 0x08, 0x00];
+    let mut ip = vec![0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, UDP, 0, 0];
+    ip.extend_from_slice(&src.to_be_bytes());
+    ip.extend_from_slice(&dst.to_be_bytes());
+    let sum: u32 = ip
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    let folded = (sum & 0xffff) + (sum >> 16);
+    ip[10..12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&[0, 12, 0, 0, b'p', b'i', b'n', b'g']);
+    f
+}
+
+struct Rig {
+    ct: Arc<Conntrack>,
+    cache: XdpCache,
+    maps: Arc<CacheMaps>,
+    prog: XdpTestRun,
+}
+
+/// Room for `connections` in the kernel's map of tuples.
+fn rig(connections: usize) -> Rig {
+    let maps = Arc::new(
+        CacheMaps::new(64, 4, connections)
+            .expect("creating BPF maps (needs root, as CI runs tests)"),
+    );
+    maps.add_dev(LO).expect("lo as a redirect target");
+    let prog = XdpTestRun::load(&maps).expect("loading the XDP programs");
+    let ct = Arc::new(Conntrack::default());
+    ct.set_xdp_gen(maps.generation().clone());
+    ct.set_kernel_new(KernelNew::new(maps.kernel_conns()).expect("the kernel's new connections"));
+    ct.kernel_sync();
+    let mut cache = XdpCache::new(maps.clone());
+    cache.begin_round();
+    Rig {
+        ct,
+        cache,
+        maps,
+        prog,
+    }
+}
+
+/// A template for frames like `f` on lo, examining the bytes of the XDP
+/// key that `examined` lists (the device, protocol and tunnel fields
+/// always).
+fn template(f: &[u8], examined: std::ops::Range<usize>) -> NewConnTemplate {
+    let key = frame_key(f, LO).expect("a frame the program looks up");
+    let mut mask: FcKey = [0; KEY_SIZE];
+    mask[0..4].fill(0xff);
+    mask[24] = 0xff;
+    mask[32..40].fill(0xff);
+    mask[examined].fill(0xff);
+    NewConnTemplate {
+        in_port: 1,
+        ifindex: LO,
+        mask,
+        key,
+        zone: 0,
+        out_port: 2,
+        out_ifindex: LO,
+        set_dst: Some(POD_MAC),
+        set_src: None,
+        attribution: attribution(),
+    }
+}
+
+/// The XDP key's destination address.
+const IP_DST: std::ops::Range<usize> = 20..24;
+
+impl Rig {
+    fn run(&mut self, f: &[u8]) -> (u32, Vec<u8>) {
+        self.prog.run(f).expect("BPF_PROG_TEST_RUN")
+    }
+
+    fn conns(&self) -> Vec<(Tuple, Tuple)> {
+        let mut v: Vec<_> = self
+            .ct
+            .dump(None, self.ct.now_ms())
+            .into_iter()
+            .map(|e| (e.orig, e.reply))
+            .collect();
+        v.sort_by_key(|(o, _)| (o.sport, o.dport, o.src.0, o.dst.0));
+        v
+    }
+
+    fn slot(&self, t: &Tuple) -> u64 {
+        self.ct
+            .kernel_new()
+            .expect("on")
+            .slot_count(t)
+            .expect("a UDP tuple")
+    }
+
+    fn imported(&self) -> u64 {
+        self.ct
+            .kernel_new()
+            .expect("on")
+            .stats
+            .imported
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+fn track(ct: &Conntrack, mut frame: Vec<u8>, req: &CtRequest) -> u32 {
+    let mut key = FlowKey::zero();
+    let layers = packet::extract(&frame, 1, &mut key);
+    ct.execute(&mut frame, layers, &key, req, ct.now_ms()).state
+}
+
+fn commit() -> CtRequest {
+    CtRequest {
+        commit: true,
+        ..CtRequest::default()
+    }
+}
+
+#[test]
+fn a_template_creates_the_connection_and_forwards_the_frame() {
+    let mut r = rig(100_000);
+    let first = udp(A, 5000, B, 53);
+    r.cache.install_template(template(&first, IP_DST));
+    assert_eq!(r.cache.templates().len(), 1);
+
+    let (act, out) = r.run(&first);
+    assert_eq!(act, XDP_REDIRECT);
+    assert_eq!(&out[0..6], &POD_MAC, "the template's eth_dst");
+    assert_eq!(&out[6..], &first[6..]);
+    assert_eq!(r.ct.len(), 0, "reported, not yet read");
+    // A dump reads the reports first.
+    let t = Tuple::v4(0, UDP, A, B, 5000, 53);
+    assert_eq!(r.conns(), vec![(t, t.reverse())]);
+    assert_eq!(r.imported(), 1);
+    assert_eq!(r.slot(&t), 1);
+    assert_eq!(r.slot(&t.reverse()), 1, "one slot for both directions");
+
+    // The tuple is known now, in both directions: the packet thread's.
+    assert_eq!(r.run(&first).0, XDP_PASS);
+    assert_eq!(
+        r.run(&udp(B, 53, A, 5000)).0,
+        XDP_PASS,
+        "not the template's"
+    );
+    r.cache
+        .install_template(template(&udp(B, 53, A, 5000), 0..0));
+    assert_eq!(
+        r.run(&udp(B, 53, A, 5000)).0,
+        XDP_PASS,
+        "a reply is not new"
+    );
+    // Another destination: not the first template's.
+    assert_eq!(r.cache.templates().len(), 2);
+    let other = udp(A, 5001, C, 53);
+    assert_eq!(r.run(&other).0, XDP_REDIRECT, "the catch-all template's");
+    r.ct.kernel_sync();
+    assert_eq!(r.conns().len(), 2);
+
+    // The kernel's connections are conntrack's: a later packet of one
+    // finds it even before the round's reports were read.
+    assert_eq!(r.run(&udp(A, 5002, B, 53)).0, XDP_REDIRECT);
+    let st = track(&r.ct, udp(A, 5002, B, 53), &commit());
+    assert_eq!(st, state::TRK | state::NEW, "no reply yet");
+    assert_eq!(r.conns().len(), 3, "stored once");
+    let st = track(&r.ct, udp(B, 53, A, 5002), &CtRequest::default());
+    assert_eq!(st, state::TRK | state::EST | state::RPL);
+
+    // Hits reach the template's counters and the ports.
+    r.cache
+        .sweep(Instant::now(), true, false, &r.ct, r.ct.now_ms());
+    assert_eq!(r.cache.stats().ct_new_packets, 3);
+    let credited: u64 = r.cache.take_credits().map(|c| c.packets).sum();
+    assert_eq!(credited, 3);
+}
+
+#[test]
+fn conntrack_s_own_connections_and_removals_reach_the_kernel() {
+    let mut r = rig(100_000);
+    let f = udp(A, 6000, B, 53);
+    r.cache.install_template(template(&f, 0..0));
+    // Committed by the packet thread: the kernel learns it with the sync
+    // that comes before the round's packets leave.
+    track(&r.ct, f.clone(), &commit());
+    let t = Tuple::v4(0, UDP, A, B, 6000, 53);
+    assert_eq!(r.slot(&t), 1, "counted as it was stored");
+    assert_eq!(r.run(&f).0, XDP_PASS);
+    assert_eq!(r.run(&udp(B, 53, A, 6000)).0, XDP_PASS);
+    assert_eq!(r.conns().len(), 1);
+
+    // Gone from conntrack, gone from the kernel's slots: new again.
+    assert_eq!(r.ct.flush(None), 1);
+    assert_eq!(r.slot(&t), 0);
+    assert_eq!(r.run(&f).0, XDP_REDIRECT);
+    r.ct.kernel_sync();
+    assert_eq!(r.conns().len(), 1);
+    assert_eq!(r.imported(), 1);
+}
+
+#[test]
+fn the_budget_and_the_generation_bound_what_the_kernel_creates() {
+    let mut r = rig(100_000);
+    r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
+    // Room for two more under the limit, beyond the margin.
+    r.ct.set_limit(dataplane::conntrack::kernel_new::BUDGET_MARGIN + 2);
+    r.ct.kernel_sync();
+    assert_eq!(r.run(&udp(A, 1, B, 53)).0, XDP_REDIRECT);
+    assert_eq!(r.run(&udp(A, 2, B, 53)).0, XDP_REDIRECT);
+    assert_eq!(r.run(&udp(A, 3, B, 53)).0, XDP_PASS, "budget spent");
+    r.ct.kernel_sync();
+    assert_eq!(r.conns().len(), 2);
+    assert_eq!(r.run(&udp(A, 3, B, 53)).0, XDP_PASS, "still no room");
+
+    r.ct.set_limit(1_000_000);
+    r.ct.kernel_sync();
+    assert_eq!(r.run(&udp(A, 3, B, 53)).0, XDP_REDIRECT);
+    // A new generation (a PORT_MOD, a flush) retires the template.
+    r.maps.generation().bump();
+    assert_eq!(r.run(&udp(A, 4, B, 53)).0, XDP_PASS);
+    r.cache
+        .sweep(Instant::now(), true, false, &r.ct, r.ct.now_ms());
+    assert!(r.cache.templates().is_empty(), "swept");
+    // A flow change removes every template at once.
+    r.cache.begin_round();
+    r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
+    assert_eq!(r.cache.templates().len(), 1);
+    r.cache.start_revalidation(None);
+    assert!(r.cache.templates().is_empty());
+    assert_eq!(r.run(&udp(A, 5, B, 53)).0, XDP_PASS);
+}
+
+#[test]
+fn the_kernel_map_s_size_bounds_what_the_kernel_creates() {
+    // Room for BUDGET_MARGIN + 1 connections in the kernel's map.
+    let mut r = rig(dataplane::conntrack::kernel_new::BUDGET_MARGIN + 1);
+    r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
+    assert_eq!(r.run(&udp(A, 1, B, 53)).0, XDP_REDIRECT);
+    assert_eq!(r.run(&udp(A, 2, B, 53)).0, XDP_PASS);
+    r.ct.kernel_sync();
+    assert_eq!(r.conns().len(), 1);
+}
+
+#[test]
+fn a_natted_connection_counts_both_of_its_pairs() {
+    let r = rig(100_000);
+    let nat = CtRequest {
+        commit: true,
+        nat: Some(flowtable::pipeline::NatSpec {
+            flags: flowtable::action::nat_flags::SRC,
+            addr_min: [0, 0, 0, C],
+            ..Default::default()
+        }),
+        ..CtRequest::default()
+    };
+    let st = track(&r.ct, udp(A, 7000, B, 53), &nat);
+    assert_ne!(st & state::SNAT, 0);
+    let orig = Tuple::v4(0, UDP, A, B, 7000, 53);
+    let (_, reply) = r.conns()[0];
+    assert_eq!(reply.dst.0[0], C);
+    assert_eq!((r.slot(&orig), r.slot(&reply)), (1, 1));
+    assert_eq!(r.ct.flush(None), 1);
+    assert_eq!((r.slot(&orig), r.slot(&reply)), (0, 0));
+}
+
+#[test]
+fn one_template_creates_a_thousand_connections() {
+    // One client's source ports: every one a slot of its own.
+    let mut r = rig(3_000_000);
+    r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
+    let mut passed = Vec::new();
+    for p in 0..1000u16 {
+        if r.run(&udp(A, 20000 + p, B, 53)).0 != XDP_REDIRECT {
+            passed.push(p);
+        }
+        if p % 100 == 0 {
+            r.ct.kernel_sync();
+        }
+    }
+    assert!(passed.is_empty(), "left to the packet thread: {passed:?}");
+    r.ct.kernel_sync();
+    assert_eq!((r.imported(), r.ct.len()), (1000, 1000));
+}
