@@ -53,7 +53,8 @@ struct xbr_ct_tmpl {
 	__u8 pad;
 	__u8 eth_dst[6];
 	__u8 eth_src[6];
-	__u8 pad2[4];
+	/* Frames dropped because the ring of reports was full. */
+	__u32 overflow;
 };
 
 struct xbr_ct_slot {
@@ -206,9 +207,14 @@ static __always_inline int fc_ct_new(struct xdp_md *ctx, struct xbr_fc_key *key,
 	count = bpf_map_lookup_elem(&ct_slots, &idx);
 	if (!count)
 		return -1;
+	/* The ring full: xbr is a whole ring of connections behind. Handing
+	 * it the frame would only add the slow path's work to what it cannot
+	 * keep up with; dropped, as a full AF_XDP ring would, and counted. */
 	ev = bpf_ringbuf_reserve(&ct_events, sizeof(*ev), 0);
-	if (!ev)
-		return -1;
+	if (!ev) {
+		__sync_fetch_and_add(&t->overflow, 1);
+		return XDP_DROP;
+	}
 	/* The slot taken (a connection of the tuple in either direction, or
 	 * one that shares the slot): xbr's. */
 	if (__sync_val_compare_and_swap(count, 0, 1) != 0) {

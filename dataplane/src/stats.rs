@@ -23,7 +23,7 @@ use std::time::Instant;
 
 /// Every drop counter of the packet thread, by the name `xbr stats`
 /// prints.
-fn drop_counts(d: &EngineDrops) -> [(&'static str, u64); 15] {
+fn drop_counts(d: &EngineDrops) -> [(&'static str, u64); 16] {
     [
         ("table_miss", d.table_miss),
         ("explicit_drop", d.explicit),
@@ -40,6 +40,7 @@ fn drop_counts(d: &EngineDrops) -> [(&'static str, u64); 15] {
         ("ct_recirc_depth", d.ct_recirc_depth),
         ("qos_policed", d.qos_policed),
         ("meter", d.meter),
+        ("ct_new_overflow", d.ct_new_overflow),
     ]
 }
 
@@ -222,10 +223,11 @@ mod tests {
             ct_recirc_depth: 13,
             qos_policed: 14,
             meter: 15,
+            ct_new_overflow: 16,
             tunnel: TunnelDrops::default(),
         };
         let mut values: Vec<u64> = drop_counts(&d).iter().map(|(_, n)| *n).collect();
         values.sort_unstable();
-        assert_eq!(values, (1..=15).collect::<Vec<u64>>());
+        assert_eq!(values, (1..=16).collect::<Vec<u64>>());
     }
 }

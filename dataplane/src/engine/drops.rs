@@ -30,6 +30,10 @@ pub struct EngineDrops {
     pub qos_policed: u64,
     /// Packets a meter's DROP band dropped.
     pub meter: u64,
+    /// New connections' first packets the XDP program dropped because
+    /// conntrack had not yet read the reports of the ones before (it was
+    /// a full ring behind; `conntrack/kernel_new.rs`).
+    pub ct_new_overflow: u64,
 }
 
 impl EngineDrops {
@@ -52,6 +56,7 @@ impl EngineDrops {
             tunnel,
             qos_policed,
             meter,
+            ct_new_overflow,
         } = o;
         self.table_miss += table_miss;
         self.explicit += explicit;
@@ -69,6 +74,7 @@ impl EngineDrops {
         self.tunnel.merge(tunnel);
         self.qos_policed += qos_policed;
         self.meter += meter;
+        self.ct_new_overflow += ct_new_overflow;
     }
 
     pub(super) fn count(&mut self, reason: DropReason) {

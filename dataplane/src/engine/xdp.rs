@@ -463,6 +463,16 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     0
                 }
         };
+        for (in_port, n) in x.take_ct_new_overflow() {
+            self.drops.ct_new_overflow += n;
+            if let Some(p) = index_in(&self.port_index, in_port).and_then(|i| self.ports.get_mut(i))
+            {
+                p.totals.rx_dropped += n;
+            }
+        }
+        let Some(x) = &mut self.xdp else {
+            return;
+        };
         for c in x.take_credits() {
             // A port removed meanwhile takes its counts with it.
             if let Some(p) =

@@ -326,6 +326,8 @@ pub struct XdpCache {
     templates: Vec<templates::Template>,
     /// When a template was last tried per ingress port.
     template_tried: HashMap<u32, Instant, ahash::RandomState>,
+    /// Overflow drops to credit to ingress ports (`templates.rs`).
+    ct_new_overflow: Vec<(u32, u64)>,
 }
 
 impl XdpCache {
@@ -350,6 +352,7 @@ impl XdpCache {
             stats: XdpCacheStats::default(),
             templates: Vec::new(),
             template_tried: HashMap::with_hasher(ahash::RandomState::new()),
+            ct_new_overflow: Vec::new(),
         }
     }
 

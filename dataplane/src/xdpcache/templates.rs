@@ -58,6 +58,8 @@ pub(super) struct Template {
     /// Hits already credited.
     packets: u64,
     bytes: u64,
+    /// Overflow drops already credited.
+    overflow: u32,
 }
 
 /// The mask of XDP key bits that the flow-key bits `wc` stand for, for a
@@ -130,6 +132,12 @@ impl Template {
 }
 
 impl XdpCache {
+    /// Frames the kernel dropped for lack of room in the ring of reports,
+    /// per ingress port, since the last call.
+    pub fn take_ct_new_overflow(&mut self) -> std::vec::Drain<'_, (u32, u64)> {
+        self.ct_new_overflow.drain(..)
+    }
+
     /// Whether any template is installed.
     pub fn has_templates(&self) -> bool {
         !self.templates.is_empty()
@@ -200,6 +208,7 @@ impl XdpCache {
                     t,
                     packets: 0,
                     bytes: 0,
+                    overflow: 0,
                 });
             }
             Err(e) => {
@@ -262,6 +271,15 @@ impl XdpCache {
             return;
         };
         let (packets, bytes) = super::entry::counters(&v);
+        let overflow = v
+            .get(124..128)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u32::from_ne_bytes);
+        let dropped = overflow.wrapping_sub(x.overflow);
+        if dropped > 0 {
+            x.overflow = overflow;
+            self.ct_new_overflow.push((x.t.in_port, u64::from(dropped)));
+        }
         let (dp, db) = (
             packets.saturating_sub(x.packets),
             bytes.saturating_sub(x.bytes),
