@@ -13,14 +13,12 @@ mod xdp_common;
 
 use dataplane::bpf::XdpTestRun;
 use dataplane::conntrack::{state, Conntrack, CtRequest, KernelNew, Tuple};
-use dataplane::packet;
 use dataplane::xdpcache::entry::{frame_key, FcKey, KEY_SIZE};
 use dataplane::xdpcache::templates::NewConnTemplate;
 use dataplane::xdpcache::{CacheMaps, XdpCache};
-use flowtable::key::FlowKey;
 use std::sync::Arc;
 use std::time::Instant;
-use xdp_common::{attribution, LO, XDP_DROP, XDP_PASS, XDP_REDIRECT};
+use xdp_common::{attribution, commit, track, udp, LO, XDP_DROP, XDP_PASS, XDP_REDIRECT};
 
 const A: u32 = 0x0a80_0002;
 const B: u32 = 0x0a80_0003;
@@ -28,25 +26,6 @@ const C: u32 = 0x0a80_0004;
 const UDP: u8 = 17;
 /// The MAC the templates write as the destination.
 const POD_MAC: [u8; 6] = [0x0a, 0x58, 0x0a, 0x80, 0x00, 0x03];
-
-/// Ethernet + IPv4 + UDP (checksum 0, which IPv4 allows).
-fn udp(src: u32, sport: u16, dst: u32, dport: u16) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 0x0b, 0x02, 0, 0, 0, 0, 0x0a, 0x08, 0x00];
-    let mut ip = vec![0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, UDP, 0, 0];
-    ip.extend_from_slice(&src.to_be_bytes());
-    ip.extend_from_slice(&dst.to_be_bytes());
-    let sum: u32 = ip
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    let folded = (sum & 0xffff) + (sum >> 16);
-    ip[10..12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&sport.to_be_bytes());
-    f.extend_from_slice(&dport.to_be_bytes());
-    f.extend_from_slice(&[0, 12, 0, 0, b'p', b'i', b'n', b'g']);
-    f
-}
 
 struct Rig {
     ct: Arc<Conntrack>,
@@ -135,19 +114,6 @@ impl Rig {
             .stats
             .imported
             .load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-fn track(ct: &Conntrack, mut frame: Vec<u8>, req: &CtRequest) -> u32 {
-    let mut key = FlowKey::zero();
-    let layers = packet::extract(&frame, 1, &mut key);
-    ct.execute(&mut frame, layers, &key, req, ct.now_ms()).state
-}
-
-fn commit() -> CtRequest {
-    CtRequest {
-        commit: true,
-        ..CtRequest::default()
     }
 }
 

@@ -5,7 +5,8 @@
 #![allow(dead_code)]
 
 use dataplane::bpf::XdpTestRun;
-use dataplane::conntrack::Conntrack;
+use dataplane::conntrack::{Conntrack, CtRequest};
+use dataplane::packet;
 use dataplane::xdpcache::entry::{frame_key, FcKey};
 use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, Origin, XdpCache};
 use flowtable::cache::{Attribution, FlowCache};
@@ -123,5 +124,40 @@ impl XdpRig {
         let now = self.ct.now_ms();
         self.cache.sweep(Instant::now(), true, false, &self.ct, now);
         self.cache.stats().hit_packets
+    }
+}
+
+/// Ethernet + IPv4 + UDP (checksum 0, which IPv4 allows), for the
+/// conntrack tests.
+pub fn udp(src: u32, sport: u16, dst: u32, dport: u16) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x0b, 0x02, 0, 0, 0, 0, 0x0a, 0x08, 0x00];
+    let mut ip = vec![0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0];
+    ip.extend_from_slice(&src.to_be_bytes());
+    ip.extend_from_slice(&dst.to_be_bytes());
+    let sum: u32 = ip
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    let folded = (sum & 0xffff) + (sum >> 16);
+    ip[10..12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&[0, 12, 0, 0, b'p', b'i', b'n', b'g']);
+    f
+}
+
+/// Runs `frame` (received on port 1) through `ct` with `req`: its ct_state.
+pub fn track(ct: &Conntrack, mut frame: Vec<u8>, req: &CtRequest) -> u32 {
+    let mut key = FlowKey::zero();
+    let layers = packet::extract(&frame, 1, &mut key);
+    ct.execute(&mut frame, layers, &key, req, ct.now_ms()).state
+}
+
+/// `ct(commit)`.
+pub fn commit() -> CtRequest {
+    CtRequest {
+        commit: true,
+        ..CtRequest::default()
     }
 }
