@@ -1,20 +1,18 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/*
- * New connections created by xbr's XDP program (included by xbr_xdp.c,
- * after the flow cache's definitions and checksum helpers it uses).
- */
 #ifndef XBR_CT_NEW_H
 #define XBR_CT_NEW_H
 
 /*
- * New connections created here (see dataplane/src/conntrack/kernel_new.rs
- * for the full design). xbr's conntrack in userspace stays the authority;
- * the kernel may only create a connection where the packet thread would
- * have created the same one with the same outcome for the packet:
+ * New connections created by xbr's XDP program (included by xbr_xdp.c,
+ * after the flow cache's definitions and the checksum helpers it uses;
+ * the full design is in dataplane/src/conntrack/kernel_new.rs). xbr's
+ * conntrack in userspace stays the authority: the kernel creates a
+ * connection only where the packet thread would have created the same
+ * one with the same outcome for the packet.
  *
  * ct_new maps an ingress ifindex and a slot (up to XBR_CT_SLOTS a device)
- * to a template, each a
- * translation that xbr's pipeline gave a UDP frame without a connection:
+ * to a template: a translation that xbr's pipeline gave a UDP frame
+ * without a connection:
  * `ct(table=N)` in zone Z (the frame is then +trk+new), then
  * `ct(commit)` in zone Z and one output, under the mask of every header
  * bit the two passes examined. A UDP frame that misses fc_flows and
@@ -32,8 +30,10 @@
  * ct_events reports each connection created here to xbr, which stores it
  * (xbr reads every report before it decides that a tuple has no
  * connection). ct_cfg[0].budget is how many more connections the kernel
- * may create before xbr's table would be full (xbr sets it every round);
- * at zero, frames go to xbr, which finds the table full.
+ * may create before xbr's table would be full (xbr rewrites it as its
+ * table fills and empties); at zero, frames go to xbr, which finds the
+ * table full. A frame whose report finds the ring full (xbr a whole ring
+ * behind) is dropped and counted in its template.
  */
 #define XBR_CT_SLOTS 4
 #define XBR_CT_KEY_WORDS 10

@@ -74,6 +74,9 @@ struct {
  * writes the outer headers it holds in front of the frame before it
  * redirects to the uplink.
  *
+ * New UDP connections: a frame that misses the entries may be forwarded
+ * by a template, creating its connection (xbr_ct_new.h).
+ *
  * Layouts must match src/xdpcache/entry.rs byte for byte.
  */
 struct xbr_fc_key {
