@@ -121,6 +121,11 @@ struct RunArgs {
     #[arg(long, default_value_t = dataplane::xdpcache::DEFAULT_ENTRIES,
           value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     xdp_cache_size: u32,
+    /// New UDP connections created by the XDP programs, from templates
+    /// the packet threads teach them (with the XDP flow cache only):
+    /// `off` leaves every new connection to the packet threads.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    xdp_ct_new: OnOff,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -212,6 +217,7 @@ fn run(args: RunArgs) -> ExitCode {
         ct_limit: args.ct_limit,
         spare_xsk_ports: args.spare_ports,
         xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
+        xdp_ct_new: args.xdp_ct_new == OnOff::On,
     };
     // Signals first, so a SIGTERM during start-up is not lost.
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {
@@ -304,6 +310,7 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         inactivity_probe: std::time::Duration::from_secs(args.inactivity_probe),
         spare_xsk_ports: args.spare_ports,
         xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
+        xdp_ct_new: args.xdp_ct_new == OnOff::On,
     };
     let unixctl = start_unixctl(&settings.rundir);
     let clean = dataplane::ovsdb::run(&path, settings, &stop);

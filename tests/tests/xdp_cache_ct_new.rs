@@ -5,7 +5,8 @@
 //! datagrams again, and new connections after a flow change that drops
 //! them are delivered alike with `--xdp-cache on` and `off`, and leave the
 //! same flow and port counters and the same number of connections; with
-//! the cache on, the kernel created most of them.
+//! the cache on, the kernel created most of them, and none with
+//! `--xdp-ct-new off`.
 //!
 //! Needs root and a built `xbr` (see skeleton.rs). Pod A keeps TX
 //! checksum offload on, so the kernel completes each datagram's checksum
@@ -98,11 +99,11 @@ fn send(
     rx.finish()
 }
 
-fn run(cache: &str) -> Result<(Observed, u64)> {
+fn run(cache: &str, extra: &[&str]) -> Result<(Observed, u64)> {
     let (a, b) = xdp_pods()?;
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
-    let xbr = start_xdp_pair_with(&a, &b, cache, &[], FLOWS)?;
+    let xbr = start_xdp_pair_with(&a, &b, cache, extra, FLOWS)?;
     let conns = CONNS as usize;
     let new = send(&a, FIRST_PORT, conns, &b, B_PORT, CONNS, RECV_TIMEOUT)?;
     let c1 = stat(&xbr, "connections")?;
@@ -138,7 +139,7 @@ fn run(cache: &str) -> Result<(Observed, u64)> {
 
 #[test]
 fn new_connections_are_the_same_whoever_creates_them() -> Result<()> {
-    let (off, off_created) = run("off")?;
+    let (off, off_created) = run("off", &[])?;
     assert_eq!(off.delivered, [CONNS, 1, 0, CONNS, 0], "{off:#?}");
     assert_eq!(off.connections, [CONNS, CONNS, CONNS], "{off:#?}");
     assert_eq!(off_created, 0);
@@ -149,7 +150,7 @@ fn new_connections_are_the_same_whoever_creates_them() -> Result<()> {
         2 * CONNS - 1,
         "{off:#?}"
     );
-    let (on, on_created) = run("on")?;
+    let (on, on_created) = run("on", &[])?;
     assert_eq!(on, off, "cache on differs from cache off");
     // The first datagrams reach the packet thread, whose translation
     // installs the template; the kernel creates the rest.
@@ -157,5 +158,8 @@ fn new_connections_are_the_same_whoever_creates_them() -> Result<()> {
         on_created >= CONNS / 2,
         "the kernel created only {on_created} of {CONNS} connections"
     );
+    let (no_kernel, created) = run("on", &["--xdp-ct-new", "off"])?;
+    assert_eq!(no_kernel, off, "--xdp-ct-new off differs from cache off");
+    assert_eq!(created, 0, "--xdp-ct-new off");
     Ok(())
 }

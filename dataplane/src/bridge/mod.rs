@@ -54,6 +54,9 @@ pub struct BridgeConfig {
     /// Entries of the XDP flow cache in front of the sockets; `None`
     /// turns it off (`--xdp-cache off`).
     pub xdp_cache_entries: Option<u32>,
+    /// The XDP programs create new UDP connections from templates (with
+    /// the cache only; `--xdp-ct-new`, see `conntrack/kernel_new.rs`).
+    pub xdp_ct_new: bool,
 }
 
 #[derive(Debug, Error)]
@@ -216,7 +219,7 @@ impl RunningBridge {
                 conntrack
             }
         };
-        if let Some(m) = &xdp_maps {
+        if let Some(m) = xdp_maps.as_ref().filter(|_| config.xdp_ct_new) {
             // New connections created by the XDP program
             // (conntrack/kernel_new.rs); without, the packet threads
             // create them all.

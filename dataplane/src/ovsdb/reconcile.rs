@@ -54,6 +54,8 @@ pub struct Settings {
     pub spare_xsk_ports: u32,
     /// Entries of each bridge's XDP flow cache; `None`: off.
     pub xdp_cache_entries: Option<u32>,
+    /// New connections created by the XDP programs (`--xdp-ct-new`).
+    pub xdp_ct_new: bool,
 }
 
 struct Managed {
@@ -208,6 +210,7 @@ impl Reconciler {
             ct_limit: s.ct_limit,
             spare_xsk_ports: s.spare_xsk_ports,
             xdp_cache_entries: s.xdp_cache_entries,
+            xdp_ct_new: s.xdp_ct_new,
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
         tracing::info!(bridge = %name, "bridge created from the database");
