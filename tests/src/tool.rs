@@ -114,7 +114,7 @@ pub fn udp_send(
     count: u64,
     rate: u64,
 ) -> Result<u64> {
-    udp_send_flows(tool, ns, dst, count, rate, 1)
+    udp_send_flows(tool, ns, dst, count, rate, 1, 0)
 }
 
 /// [`udp_send`] from source port `src_port` (0: any free one), so that
@@ -144,21 +144,9 @@ pub fn udp_send_sized(
 }
 
 /// [`udp_send`] from `sources` sockets in turn (that many flows, by
-/// source port).
+/// source port): consecutive source ports from `src_port`, or any free
+/// ones with 0.
 pub fn udp_send_flows(
-    tool: &Path,
-    ns: &(impl InNetns + ?Sized),
-    dst: SocketAddrV4,
-    count: u64,
-    rate: u64,
-    sources: usize,
-) -> Result<u64> {
-    send(tool, ns, dst, count, rate, sources, 0, DEFAULT_SIZE)
-}
-
-/// [`udp_send_flows`] from `sources` consecutive source ports starting
-/// at `src_port`: that many distinct 5-tuples, each a connection.
-pub fn udp_send_flows_from(
     tool: &Path,
     ns: &(impl InNetns + ?Sized),
     dst: SocketAddrV4,

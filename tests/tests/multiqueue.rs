@@ -66,7 +66,7 @@ fn every_receive_queue_of_a_port_is_served() -> Result<()> {
 
     let dst = SocketAddrV4::new(IP_B, 5001);
     let rx = UdpReceiver::start(Path::new(TOOL), b.ns(), dst, COUNT, Duration::from_secs(20))?;
-    let sent = udp_send_flows(Path::new(TOOL), a.ns(), dst, COUNT, RATE, FLOWS)?;
+    let sent = udp_send_flows(Path::new(TOOL), a.ns(), dst, COUNT, RATE, FLOWS, 0)?;
     let got = rx.finish()?;
     let per_queue = xdp_packets_per_queue(a.host_if())?;
     let busy = per_queue.iter().filter(|&&n| n > 0).count();

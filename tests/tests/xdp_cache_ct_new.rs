@@ -16,7 +16,7 @@ use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
 use xbr_tests::{
-    start_xdp_pair_with, udp_send_flows_from, udp_send_from, xdp_pods, Counters, Pod, Result,
+    start_xdp_pair_with, udp_send_flows, udp_send_from, xdp_pods, Counters, Pod, Result,
     UdpReceiver, Xbr, BRIDGE,
 };
 
@@ -93,7 +93,7 @@ fn send(
     let sent = if sources == 1 {
         udp_send_from(tool, from.ns(), sport, dst, count, RATE)?
     } else {
-        udp_send_flows_from(tool, from.ns(), dst, count, RATE, sources, sport)?
+        udp_send_flows(tool, from.ns(), dst, count, RATE, sources, sport)?
     };
     assert_eq!(sent, count);
     rx.finish()
