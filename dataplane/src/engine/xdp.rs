@@ -470,9 +470,6 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 p.totals.rx_dropped += n;
             }
         }
-        let Some(x) = &mut self.xdp else {
-            return;
-        };
         for c in x.take_credits() {
             // A port removed meanwhile takes its counts with it.
             if let Some(p) =
