@@ -16,7 +16,7 @@ log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 require_root() {
-    [ "$(id -u)" -eq 0 ] || die "$1 needs root (network namespaces, veth pairs, XDP); try: sudo $1"
+    [ "$(id -u)" -eq 0 ] || die "$1 needs root (network namespaces, veth pairs, XDP): run it as root"
 }
 
 install_packages() {

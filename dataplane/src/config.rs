@@ -52,7 +52,7 @@ pub enum PortType {
 }
 
 /// What backs an internal port (`internal_backend=tap|veth`); see the
-/// README's "Internal ports".
+/// "Internal ports" in docs/ports.md.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum InternalBackend {
     /// A TAP device: one read(2)/write(2) per frame; vanishes with xbr.

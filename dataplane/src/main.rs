@@ -55,7 +55,7 @@ struct RunArgs {
     #[arg(long, value_name = "ptcp:PORT[:IP]", value_parser = listen_arg)]
     listen: Vec<SocketAddr>,
     /// A port: NAME[=OFPORT][,type=system|internal|vxlan][,mtu_request=N][,mac=MAC]
-    /// [,xdp_redirect=on] (the XDP flow cache may forward to it; see README).
+    /// [,xdp_redirect=on] (the XDP flow cache may forward to it; see docs/xdp-cache.md).
     #[arg(long = "port", value_name = "SPEC", value_parser = port_arg)]
     ports: Vec<PortSpec>,
     /// CPU to pin the packet thread to.
@@ -65,12 +65,12 @@ struct RunArgs {
     /// (`2,3` or `2-5`): the first `--pmd-threads` run the packet threads
     /// (one each); each other one runs a transmit thread, which does the
     /// kernel's share of AF_XDP transmits for some of the ports (see
-    /// README).
+    /// docs/packet-threads.md).
     #[arg(long, value_name = "CPUS", value_parser = cpu_list_arg, conflicts_with = "cpu")]
     pmd_cores: Option<CpuList>,
     /// Packet threads: each receives from, runs the pipeline for and
     /// transmits to its share of the ports (dealt in turn), and hands
-    /// off packets for the others' ports (see README).
+    /// off packets for the others' ports (see docs/packet-threads.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64),
           conflicts_with = "cpu")]
     pmd_threads: u32,
@@ -321,5 +321,40 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// `docs/cli.md`, the reference of every command and option, is generated
+/// from the clap definitions above, so it cannot drift from the program:
+/// this test fails when they differ. `XBR_BLESS=1 cargo test -p dataplane
+/// --bin xbr cli_reference` rewrites the file.
+#[cfg(test)]
+mod cli_reference {
+    use std::path::Path;
+
+    fn generated() -> String {
+        let options = clap_markdown::MarkdownOptions::new()
+            .title("xbr command-line reference".to_string())
+            .show_footer(false);
+        let body = clap_markdown::help_markdown_custom::<super::Cli>(&options);
+        format!(
+            "<!-- Generated from dataplane/src/main.rs by its cli_reference test; do not edit. -->\n\n{body}"
+        )
+    }
+
+    #[test]
+    fn docs_cli_md_is_current() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cli.md");
+        let text = generated();
+        if std::env::var_os("XBR_BLESS").is_some() {
+            std::fs::write(&path, &text).expect("write docs/cli.md");
+            return;
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == text,
+            "docs/cli.md does not match the clap definitions; regenerate it with \
+             XBR_BLESS=1 cargo test -p dataplane --bin xbr cli_reference"
+        );
     }
 }

@@ -301,7 +301,7 @@ fn a_pod_spoofing_another_pods_ip_or_mac_gets_nothing_delivered() {
     let target = lab.pod(|p| s(p, "name") == "node2-pod1");
     let (ans, tip) = (s(attacker, "netns"), s(target, "ip"));
     // The first packet across VXLAN may be dropped while the underlay
-    // neighbour resolves (by design, see the README); any reply will do.
+    // neighbour resolves (by design, see docs/ports.md); any reply will do.
     assert!(
         replies(ans, s(attacker, "ip"), tip) > 0,
         "the attacker reaches the target with its own address"

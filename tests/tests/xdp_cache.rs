@@ -8,7 +8,7 @@
 //! Needs root and a built `xbr` (see skeleton.rs). Three pods: A sends, B
 //! receives, C takes over B's address when the flows move B's traffic to
 //! it. Pods enable GRO (a veth accepts XDP-redirected frames only then,
-//! see `xdp_redirect` in the README) and A turns TX checksum offload off so
+//! see `xdp_redirect` in docs/xdp-cache.md) and A turns TX checksum offload off so
 //! its UDP checksums are complete in the frame (xdp_cache_offload.rs
 //! covers partial ones, which the XDP program completes).
 

@@ -16,7 +16,7 @@
 //!
 //! The flows are built here rather than from `gen_flows.py`, so that the
 //! dump can be checked flow by flow; the agent's own 100k set is
-//! `flowload`'s (see the README).
+//! `flowload`'s (see docs/benchmarks.md).
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering;

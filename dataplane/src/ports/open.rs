@@ -93,7 +93,7 @@ pub fn check_spec(spec: &PortSpec) -> Result<(), PortError> {
 /// Opens every port of `specs` (whose ofports are assigned), or none.
 /// The frame pool is sized for `spare_xsk` AF_XDP ports more than
 /// `specs` has, so that many can be added later with full rings; ports
-/// beyond that share its frames (see the README's known limits).
+/// beyond that share its frames (see docs/ports.md).
 /// With `cache`, system ports' XDP programs share its flow cache maps, and
 /// those with `xdp_redirect=on` are redirect targets.
 pub fn open_ports(
