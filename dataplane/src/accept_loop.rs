@@ -1,6 +1,6 @@
 //! A thread that serves a Unix listening socket's connections one at a
 //! time until stopped: xbr's control socket (`ctl.rs`) and the socket
-//! `ovs-appctl` talks to (`unixctl.rs`) each run one.
+//! `ovs-appctl` talks to (`unixctl/`) each run one.
 //!
 //! Stopping sets a flag and shuts down a duplicate of the listening
 //! socket, which makes a blocked `accept()` return at once on Linux

@@ -60,7 +60,7 @@ impl SubField {
     }
 
     /// Bits `ofs..ofs+nbits` of the 128-bit ct_label, as a range of one of
-    /// its halves (see `key.rs`). `None` when the range is empty, leaves
+    /// its halves (see `key/`). `None` when the range is empty, leaves
     /// the label, or crosses from bit 63 to bit 64: no single half holds
     /// it, and xbr refuses such operands rather than split an action.
     pub fn ct_label(ofs: u32, nbits: u32) -> Option<SubField> {

@@ -71,7 +71,7 @@ impl Match {
     }
 
     /// Requires `ct_label & mask == value & mask` over all 128 bits (the
-    /// label is two key fields, see `key.rs`).
+    /// label is two key fields, see `key/`).
     pub fn set_ct_label_masked(&mut self, value: u128, mask: u128) {
         let ((low, high), (low_mask, high_mask)) = (split_label(value), split_label(mask));
         self.set_masked(Field::CtLabelLow, low, low_mask);

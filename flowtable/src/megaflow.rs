@@ -16,7 +16,7 @@
 //! priorities: any entry that matches is right.
 //!
 //! Why that is right: a translation's result depends on the key only
-//! through the bits its wildcards mark (each place in `xlate.rs` that
+//! through the bits its wildcards mark (each place in `xlate/` that
 //! lets a key bit decide something marks it), so any key equal to the
 //! entry's under its mask translates to the same actions, drop reason and
 //! counters. Two entries may overlap; both then hold the same result. A

@@ -3,7 +3,7 @@
 //!
 //! # Design
 //!
-//! The translation in `xlate.rs` is generic over a [`Tracer`]. Packets use
+//! The translation in `xlate/` is generic over a [`Tracer`]. Packets use
 //! [`NoTrace`], a zero-sized type whose hooks are empty and inlined and
 //! whose `COUNTS` is true, so the monomorphised packet path is the same
 //! code as without tracing: no allocation, no indirect call. A trace uses

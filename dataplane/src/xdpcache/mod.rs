@@ -26,7 +26,7 @@
 //!   port (decapsulated by its uplink's program, see below) and the
 //!   actions are Ethernet address, IPv4 address and TCP/UDP port
 //!   rewrites (the program updates the checksums incrementally, as
-//!   `rewrite.rs` does) then one output to another
+//!   `rewrite/` does) then one output to another
 //!   system port that may forward, or to a VXLAN port whose uplink may
 //!   (`xdp_redirect=on`), or nothing at all (a drop);
 //! - the translation cache holds the translation (flowtable's rules for

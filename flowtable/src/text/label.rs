@@ -1,5 +1,5 @@
 //! ct_label in actions: its bit ranges and masked writes, in the form
-//! ovs-ofctl sends them for OpenFlow 1.3 (see `key.rs` for why the label
+//! ovs-ofctl sends them for OpenFlow 1.3 (see `key/` for why the label
 //! is two 64-bit halves).
 
 use super::fields::{self, Syntax};
@@ -7,7 +7,7 @@ use super::TextError;
 use crate::action::{Action, SubField, CT_LABEL_BITS};
 
 /// Why a ct_label bit range is refused: the key keeps the label as two
-/// 64-bit halves (see `key.rs`), and an operand lives in one of them.
+/// 64-bit halves (see `key/`), and an operand lives in one of them.
 pub(crate) const LABEL_RANGE_RULE: &str =
     "ct_label ranges must lie within bits 0..63 or 64..127 (xbr does not split an operand)";
 

@@ -504,16 +504,10 @@ impl<T: Tracer> Ctx<'_, '_, T> {
     }
 }
 
-#[path = "xlate_action_set.rs"]
 mod action_set;
 use action_set::ActionSet;
-#[path = "xlate_ct.rs"]
 mod ct;
-#[path = "xlate_group.rs"]
 mod group;
-#[path = "xlate_headers.rs"]
 mod headers;
-#[path = "xlate_mpls.rs"]
 mod mpls;
-#[path = "xlate_pbb.rs"]
 mod pbb;

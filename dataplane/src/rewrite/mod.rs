@@ -13,12 +13,9 @@ use flowtable::matching::{
     IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 
-#[path = "rewrite_ipv6.rs"]
 mod ipv6;
-#[path = "rewrite_mpls.rs"]
 mod mpls;
 pub use mpls::{copy_ttl, pop_mpls, push_mpls};
-#[path = "rewrite_pbb.rs"]
 mod pbb;
 pub use pbb::{pop_pbb, push_pbb, PBB_HEADER_LEN};
 

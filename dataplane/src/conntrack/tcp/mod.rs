@@ -304,5 +304,4 @@ fn seg_end(seg: &TcpSeg) -> u32 {
 }
 
 #[cfg(test)]
-#[path = "tcp_tests.rs"]
 mod tests;

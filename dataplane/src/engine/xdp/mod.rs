@@ -494,5 +494,4 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 }
 
 #[cfg(test)]
-#[path = "xdp_tests.rs"]
 mod tests;

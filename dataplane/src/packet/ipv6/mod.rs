@@ -298,5 +298,4 @@ pub fn fragment_id(frame: &[u8], l3: usize) -> Option<u32> {
 }
 
 #[cfg(test)]
-#[path = "packet_ipv6_tests.rs"]
 pub(crate) mod tests;

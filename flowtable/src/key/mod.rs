@@ -589,5 +589,4 @@ impl fmt::Debug for FlowKey {
 }
 
 #[cfg(test)]
-#[path = "key_tests.rs"]
 mod tests;

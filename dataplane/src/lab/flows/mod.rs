@@ -472,5 +472,4 @@ impl NodeFlows {
 }
 
 #[cfg(test)]
-#[path = "flows_tests.rs"]
 mod tests;

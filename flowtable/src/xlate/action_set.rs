@@ -1,5 +1,5 @@
 //! OpenFlow's action set as translation accumulates it (write_actions,
-//! clear_actions); `execute_action_set` in xlate.rs runs it at the end of
+//! clear_actions); `execute_action_set` in `xlate/mod.rs` runs it at the end of
 //! the pipeline.
 
 use crate::action::Action;

@@ -126,5 +126,4 @@ pub fn copy_ttl(frame: &mut [u8], layers: Layers, out: bool) -> Option<()> {
 }
 
 #[cfg(test)]
-#[path = "rewrite_mpls_tests.rs"]
 mod tests;

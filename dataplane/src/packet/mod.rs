@@ -13,7 +13,6 @@ use flowtable::matching::{
     IP_PROTO_ICMP, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 
-#[path = "packet_ipv6.rs"]
 pub mod ipv6;
 
 pub const ETH_HEADER_LEN: usize = 14;

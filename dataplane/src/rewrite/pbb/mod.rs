@@ -70,5 +70,4 @@ pub(super) fn set_isid(frame: &mut [u8], layers: Layers, isid: u32) -> Option<()
 }
 
 #[cfg(test)]
-#[path = "rewrite_pbb_tests.rs"]
 mod tests;

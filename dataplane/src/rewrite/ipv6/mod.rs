@@ -136,5 +136,4 @@ pub(super) fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u
 }
 
 #[cfg(test)]
-#[path = "rewrite_ipv6_tests.rs"]
 mod tests;
