@@ -291,7 +291,7 @@ impl LivePorts {
     fn thread_cpus(&self) -> Vec<Option<(usize, bool)>> {
         self.threads
             .iter()
-            .map(|t| crate::bridge::thread_cpu(t))
+            .map(|t| crate::cpus::thread_cpu(t))
             .collect()
     }
 

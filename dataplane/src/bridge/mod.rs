@@ -3,7 +3,6 @@
 //! failure and stopped in the reverse order.
 
 mod threads;
-pub use threads::thread_cpu;
 
 use crate::config::PortSpec;
 use crate::control::DpShared;

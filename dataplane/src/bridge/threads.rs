@@ -44,26 +44,6 @@ pub(super) struct Common {
     pub failed: Arc<AtomicBool>,
 }
 
-/// Where a packet thread runs, for `ovs-appctl dpif-netdev/pmd-rxq-show`:
-/// the CPU it is pinned to, or the one it last ran on and `false`.
-pub fn thread_cpu(id: &crate::cpus::ThreadId) -> Option<(usize, bool)> {
-    let tid = id.tid()?;
-    if let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)) {
-        let cpus: Vec<usize> = (0..nix::sched::CpuSet::count())
-            .filter(|&c| set.is_set(c).unwrap_or(false))
-            .collect();
-        if let [cpu] = cpus[..] {
-            return Some((cpu, true));
-        }
-    }
-    // Field 39 of /proc/PID/task/TID/stat, counted after the command's
-    // closing parenthesis (the command may hold spaces).
-    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
-    let after = stat.rsplit_once(") ")?.1;
-    let cpu = after.split_whitespace().nth(36)?.parse().ok()?;
-    Some((cpu, false))
-}
-
 /// Deals `ports` out to `threads` packet threads in turn; returns each
 /// thread's own ports and the stand-ins of the others', and each port's
 /// owner and receive queues.
