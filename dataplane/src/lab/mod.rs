@@ -74,3 +74,11 @@ impl LabError {
         matches!(self, LabError::Usage(_) | LabError::NotRoot)
     }
 }
+
+/// Writes a lab file (lab.json's companions, flow bundles, pid files).
+pub(crate) fn write_file(path: &std::path::Path, text: &str) -> Result<(), LabError> {
+    std::fs::write(path, text).map_err(|source| LabError::Io {
+        context: format!("writing {}", path.display()),
+        source,
+    })
+}

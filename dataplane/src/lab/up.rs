@@ -10,13 +10,11 @@
 
 use super::addr::{format_mac, Cidr};
 use super::flows::{LocalPod, Mode, NodeFlows, RemoteNode, ServicePort, Variant};
-use super::plan::{
-    self, Options, UNDERLAY_BRIDGE, UNDERLAY_PREFIX_LEN, VXLAN_OVERHEAD, VXLAN_PORT,
-};
+use super::plan::{self, Options, UNDERLAY_BRIDGE, UNDERLAY_PREFIX_LEN, VXLAN_OVERHEAD};
 use super::state::{LabState, Node, PREFIX_FILE};
 use super::sys::{self, in_ns, ip};
-use super::xbr_proc::{start_xbr, wait_for_xbr};
-use super::LabError;
+use super::xbr_proc::{start_xbr, vxlan_port_spec, wait_for_xbr};
+use super::{write_file, LabError};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -35,10 +33,6 @@ pub fn vxlan_supported() -> bool {
     vxlan_port_spec(std::net::Ipv4Addr::new(10, 0, 0, 11))
         .parse::<crate::config::PortSpec>()
         .is_ok()
-}
-
-pub(super) fn vxlan_port_spec(local_ip: std::net::Ipv4Addr) -> String {
-    format!("vxlan0=1,type=vxlan,dst_port={VXLAN_PORT},local_ip={local_ip},uplink=eth0")
 }
 
 /// The agent's flows for node `node` of the lab.
@@ -144,13 +138,6 @@ fn make_dir(dir: &Path) -> Result<(), LabError> {
             source,
         }),
     }
-}
-
-pub(super) fn write_file(path: &Path, text: &str) -> Result<(), LabError> {
-    std::fs::write(path, text).map_err(|source| LabError::Io {
-        context: format!("writing {}", path.display()),
-        source,
-    })
 }
 
 /// Builds the lab. On error everything created is removed again.

@@ -2,8 +2,9 @@
 //! node's namespace, waiting for its management socket, and reading its
 //! log when it fails.
 
+use super::plan::VXLAN_PORT;
 use super::state::{LabState, Node};
-use super::up::{vxlan_port_spec, write_file};
+use super::write_file;
 use super::LabError;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
 use std::path::Path;
@@ -136,4 +137,9 @@ pub(super) fn wait_for_xbr(node: &Node) -> Result<(), LabError> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The `--port` of the agent's flow-based `vxlan0` over the node's `eth0`.
+pub(super) fn vxlan_port_spec(local_ip: std::net::Ipv4Addr) -> String {
+    format!("vxlan0=1,type=vxlan,dst_port={VXLAN_PORT},local_ip={local_ip},uplink=eth0")
 }
