@@ -74,8 +74,7 @@ use crate::rule::{PipelineCounters, Rule, RuleStats};
 use crate::trace::Tracer;
 use std::sync::Arc;
 
-/// Most datapath actions an entry holds.
-pub const CACHED_ACTIONS: usize = 8;
+pub use crate::megaflow::CACHED_ACTIONS;
 /// Most flow and group counters one translation may touch and be cached.
 pub const MAX_COUNTERS: usize = 16;
 /// Most table lookups one translation may make and be cached.

@@ -38,7 +38,6 @@
 //! `FlowCache`.
 
 use crate::attribution::{credit, TableVisit};
-use crate::cache::CACHED_ACTIONS;
 use crate::key::{FlowKey, HEADER_WORDS, KEY_WORDS};
 use crate::pipeline::{DpAction, DropReason};
 use crate::rule::{PipelineCounters, RuleStats};
@@ -46,6 +45,10 @@ use ahash::RandomState;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+
+/// Most datapath actions a cached translation holds, in an exact-match
+/// entry (`cache.rs`) or a megaflow entry alike.
+pub const CACHED_ACTIONS: usize = 8;
 
 /// Entries of a cache made with the default capacity.
 pub const DEFAULT_MEGAFLOWS: usize = 16384;
