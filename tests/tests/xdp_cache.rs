@@ -228,6 +228,48 @@ fn ports_added_while_running_share_the_cache() -> Result<()> {
     Ok(())
 }
 
+/// Packets the XDP cache forwards through a group count in the group and
+/// in the bucket that ran (OFPMP_GROUP, `dump-group-stats`), as those the
+/// packet thread translates do: the cache's credits carry the bucket's
+/// counters too.
+#[test]
+fn xdp_cache_hits_count_in_the_group_and_its_bucket() -> Result<()> {
+    let (a, b) = sender_and_receiver()?;
+    let specs = [
+        format!("{}=1,xdp_redirect=on", a.host_if()),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ];
+    let mut xbr = Xbr::start(&["--port", &specs[0], "--port", &specs[1]])?;
+    // Bucket 0 has weight 0: every packet takes bucket 1.
+    xbr.ofctl_ok(&[
+        "add-group",
+        BRIDGE,
+        "group_id=1,type=select,bucket=weight:0,actions=output:1,bucket=weight:1,actions=output:2",
+    ])?;
+    xbr.add_flow(&format!("in_port=1,udp,tp_dst={PORT_FWD},actions=group:1"))?;
+    delivered(&xbr, &a, &b, PORT_FWD, BURST)?;
+    let stats = xbr.ofctl_ok(&["dump-group-stats", BRIDGE])?;
+    let line = stats
+        .lines()
+        .find(|l| l.contains("group_id=1,"))
+        .unwrap_or_else(|| panic!("no group 1 in:\n{stats}"));
+    let packets = format!("packet_count={BURST},");
+    assert!(
+        line.contains(&format!(",{packets}"))
+            && line.contains("bucket0:packet_count=0,byte_count=0,")
+            && line.contains(&format!("bucket1:{packets}")),
+        "{line}"
+    );
+    xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
+    let log = xbr.log();
+    let hits = xdp_cache_hits(&log).unwrap_or_else(|| panic!("no cache counts in:\n{log}"));
+    assert!(
+        hits >= BURST * 9 / 10,
+        "only {hits} of {BURST} packets were forwarded by the XDP cache"
+    );
+    Ok(())
+}
+
 /// A flow-mod removes only the kernel entries it changes: the entries of
 /// flows it does not touch stay installed (revalidated, not flushed),
 /// and an entry whose packets another flow now counts, even with the
