@@ -245,8 +245,12 @@ impl Tracer for &mut Collector {
         }
     }
 
-    fn group(&mut self, group: &Arc<Group>) {
+    fn group(&mut self, group: &Arc<Group>, bucket: Option<usize>) {
         self.counters.push(group.stats.clone());
+        match bucket {
+            None => self.counters.extend(group.bucket_stats.iter().cloned()),
+            Some(i) => self.counters.extend(group.bucket_stats.get(i).cloned()),
+        }
     }
 
     fn action(&mut self, _: &crate::action::Action, _: u32) {}

@@ -697,8 +697,16 @@ impl Tracer for &mut Recorder<'_> {
         }
     }
 
-    fn group(&mut self, group: &Arc<Group>) {
+    fn group(&mut self, group: &Arc<Group>, bucket: Option<usize>) {
         self.record(&group.stats);
+        match bucket {
+            None => group.bucket_stats.iter().for_each(|s| self.record(s)),
+            Some(i) => {
+                if let Some(s) = group.bucket_stats.get(i) {
+                    self.record(s);
+                }
+            }
+        }
     }
 
     fn action(&mut self, _: &crate::action::Action, _: u32) {}

@@ -81,6 +81,11 @@ pub enum GroupModError {
     InvalidId(u32),
     #[error("bad bucket: {0}")]
     BadBucket(&'static str),
+    /// The group's type forbids what its buckets ask (OVS's and the
+    /// specification's OFPGMFC_INVALID_GROUP: a weight outside a select
+    /// group, an indirect group without exactly one bucket).
+    #[error("invalid group: {0}")]
+    InvalidGroup(&'static str),
     /// INSERT_BUCKET or REMOVE_BUCKET named a bucket id the group lacks.
     #[error("group has no bucket {0}")]
     UnknownBucket(u32),
@@ -100,6 +105,7 @@ impl GroupModError {
         match self {
             GroupModError::Exists(_) => (GROUP_MOD_FAILED, 0), // GROUP_EXISTS
             GroupModError::InvalidId(_) => (GROUP_MOD_FAILED, 1), // INVALID_GROUP
+            GroupModError::InvalidGroup(_) => (GROUP_MOD_FAILED, 1), // INVALID_GROUP
             GroupModError::Unknown(_) => (GROUP_MOD_FAILED, 8), // UNKNOWN_GROUP
             GroupModError::BadBucket(_) => (GROUP_MOD_FAILED, 12), // BAD_BUCKET
             GroupModError::BadType => (GROUP_MOD_FAILED, 10),  // BAD_TYPE

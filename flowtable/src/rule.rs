@@ -90,6 +90,11 @@ pub struct Rule {
     /// The lookup counters of the rule's `FlowTables` (see
     /// [`PipelineCounters`]).
     pub counters: Arc<PipelineCounters>,
+    /// The id of the flow this one replaced when an OFPFC_ADD with the
+    /// same table, priority and match put it in (`None` otherwise). The
+    /// replaced flow is not reported as removed (no FLOW_REMOVED, as in
+    /// OVS): only a delete, a timeout or an eviction is a removal.
+    pub replaces: Option<u64>,
 }
 
 impl Rule {

@@ -33,9 +33,10 @@ pub(crate) trait Tracer {
     fn goto_table(&mut self, table: u8, depth: u32);
     fn bucket(&mut self, bucket: &Bucket, depth: u32);
     fn action_set(&mut self);
-    /// A group about to run its buckets (after the lookup hook of the
-    /// flow that named it).
-    fn group(&mut self, _group: &Arc<Group>) {}
+    /// A group whose counters the packet moves (see `group.rs`): the
+    /// group's and bucket `bucket`'s, or every bucket's for `None`.
+    /// Called once per group run, before its bucket runs.
+    fn group(&mut self, _group: &Arc<Group>, _bucket: Option<usize>) {}
 }
 
 /// The packet path's tracer: does nothing, counts.

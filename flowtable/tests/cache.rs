@@ -374,3 +374,32 @@ fn extended_attributions_credit_every_pass() {
     assert_eq!(sw.ft.table_stats()[0].lookup_count, 10);
     assert_eq!(sw.ft.table_stats()[0].matched_count, 10);
 }
+
+/// Hits and attributions credit a group's buckets as the walk does: a
+/// select group's chosen bucket only.
+#[test]
+fn cache_hits_and_attributions_credit_the_bucket_that_ran() {
+    let (ft, pipe) = with_select_group(1, &[2, 3]);
+    let mut ft = ft;
+    let mut pipe = pipe;
+    pipe.apply(
+        &ft.flow_mod(&add(0, 1, Match::catch_all(), vec![Action::Group(1)]))
+            .unwrap(),
+    );
+    let mut cache = FlowCache::default();
+    let mut x = Xlate::new();
+    let key = tcp_key(1, 1, 2, 3, 4);
+    for _ in 0..4 {
+        cache.xlate(&pipe, &key, 100, &mut x);
+    }
+    let chosen = if outputs(&x) == [2] { 0 } else { 1 };
+    cache.flush();
+    cache
+        .attribution(&pipe, &key)
+        .expect("cached")
+        .credit(6, 600);
+    let g = ft.group(1).unwrap();
+    assert_eq!(g.stats.read(), (10, 1000));
+    assert_eq!(g.bucket_stats[chosen].read(), (10, 1000));
+    assert_eq!(g.bucket_stats[1 - chosen].read(), (0, 0));
+}

@@ -343,13 +343,19 @@ fn group_mods() {
     );
     assert!(matches!(
         ft.group_mod(&two),
-        Err(GroupModError::BadBucket(_))
+        Err(GroupModError::InvalidGroup(_))
     ));
     ft.group_mod(&g(GroupModCommand::Add, 2)).unwrap();
     let before = ft.group(1).unwrap();
     before.stats.packets.store(3, Ordering::Relaxed);
     let mut m = g(GroupModCommand::Modify, 1);
     m.group_type = GroupType::All;
+    // Only a select group's buckets have weights.
+    assert!(matches!(
+        ft.group_mod(&m),
+        Err(GroupModError::InvalidGroup(_))
+    ));
+    m.buckets.iter_mut().for_each(|b| b.weight = 0);
     ft.group_mod(&m).unwrap();
     let after = ft.group(1).unwrap();
     assert_eq!(

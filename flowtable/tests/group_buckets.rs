@@ -123,7 +123,7 @@ fn remove_bucket_takes_one_or_all() {
     let mut ft = tables_with("group_id=3,type=indirect,bucket=actions=output:1");
     assert!(matches!(
         ft.group_mod(&group_line("group remove_bucket group_id=3")),
-        Err(GroupModError::BadBucket(_))
+        Err(GroupModError::InvalidGroup(_))
     ));
     assert_eq!(buckets(&ft, 3), [(0, 1)]);
 }

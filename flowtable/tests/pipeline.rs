@@ -5,6 +5,7 @@ mod common;
 use common::*;
 use flowtable::action::port;
 use flowtable::*;
+use std::sync::atomic::Ordering::Relaxed;
 
 fn build(mods: Vec<PipelineMod>) -> (FlowTables, Pipeline) {
     let mut ft = FlowTables::new();
@@ -829,4 +830,76 @@ fn normal_output_is_a_datapath_action() {
 fn a_datapath_action_stays_96_bytes() {
     assert!(std::mem::size_of::<DpAction>() <= 96);
     assert!(std::mem::size_of::<Option<NatSpec>>() <= 28);
+}
+
+/// Group and bucket counters as OVS credits them: a packet through an ALL
+/// (or INDIRECT) group counts in every bucket, through a SELECT or
+/// FAST_FAILOVER group in the bucket that ran, and in nothing (not even
+/// the group) when no bucket could run.
+#[test]
+fn group_and_bucket_counters_count_as_ovs_credits_them() {
+    let mut ff = group_mod(
+        GroupModCommand::Add,
+        GroupType::FastFailover,
+        3,
+        vec![vec![out(2)], vec![out(3)]],
+    );
+    ff.buckets[0].watch_port = 2;
+    ff.buckets[1].watch_port = 3;
+    let (ft, mut p) = build(vec![
+        PipelineMod::Group(group_mod(
+            GroupModCommand::Add,
+            GroupType::All,
+            1,
+            vec![vec![out(2)], vec![out(3)]],
+        )),
+        PipelineMod::Group(group_mod(
+            GroupModCommand::Add,
+            GroupType::Select,
+            2,
+            vec![vec![out(2)], vec![out(3)]],
+        )),
+        PipelineMod::Group(ff),
+        PipelineMod::Flow(add(0, 1, m_in_port(1), vec![Action::Group(1)])),
+        PipelineMod::Flow(add(0, 1, m_in_port(2), vec![Action::Group(2)])),
+        PipelineMod::Flow(add(0, 1, m_in_port(5), vec![Action::Group(3)])),
+    ]);
+    let counts = |id| {
+        let g = ft.group(id).unwrap();
+        let buckets: Vec<(u64, u64)> = g.bucket_stats.iter().map(|b| b.read()).collect();
+        (g.stats.read(), buckets)
+    };
+    xlate(&p, &tcp_key(1, 1, 2, 3, 4));
+    assert_eq!(counts(1), ((1, 100), vec![(1, 100), (1, 100)]));
+    let o = outputs(&xlate(&p, &tcp_key(2, 1, 2, 3, 4)));
+    let (group, buckets) = counts(2);
+    assert_eq!(group, (1, 100));
+    let chosen = if o == [2] { 0 } else { 1 };
+    assert_eq!(buckets[chosen], (1, 100));
+    assert_eq!(buckets[1 - chosen], (0, 0));
+    // No live bucket: nothing ran, nothing counts.
+    assert!(outputs(&xlate(&p, &tcp_key(5, 1, 2, 3, 4))).is_empty());
+    assert_eq!(counts(3), ((0, 0), vec![(0, 0), (0, 0)]));
+    p.set_live_ports([3]);
+    assert_eq!(outputs(&xlate(&p, &tcp_key(5, 1, 2, 3, 4))), vec![3]);
+    assert_eq!(counts(3), ((1, 100), vec![(0, 0), (1, 100)]));
+}
+
+/// A modified group keeps each bucket's counters by bucket id; a new
+/// bucket starts at zero.
+#[test]
+fn a_modified_group_keeps_its_buckets_counters() {
+    let mut ft = FlowTables::new();
+    let g = |buckets| group_mod(GroupModCommand::Add, GroupType::All, 1, buckets);
+    ft.group_mod(&g(vec![vec![out(2)], vec![out(3)]])).unwrap();
+    let before = ft.group(1).unwrap();
+    before.bucket_stats[1].packets.store(1, Relaxed);
+    before.bucket_stats[1].bytes.store(7, Relaxed);
+    let mut m = g(vec![vec![out(2)], vec![out(4)], vec![out(5)]]);
+    m.command = GroupModCommand::Modify;
+    ft.group_mod(&m).unwrap();
+    let after = ft.group(1).unwrap();
+    let read: Vec<(u64, u64)> = after.bucket_stats.iter().map(|b| b.read()).collect();
+    assert_eq!(read, vec![(0, 0), (1, 7), (0, 0)]);
+    assert_eq!(after.created, before.created);
 }

@@ -499,6 +499,7 @@ mod round_trip {
                     stats: Arc::default(),
                     installed: std::time::Instant::now(),
                     counters: Arc::new(PipelineCounters::default()),
+                    replaces: None,
                 },
             )
     }

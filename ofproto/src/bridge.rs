@@ -319,7 +319,7 @@ impl Bridge {
 }
 
 /// Flows a change list took out of the tables for good and that asked to
-/// be reported (a MODIFY removes and re-adds the same id: not a removal).
+/// be reported.
 fn deleted(changes: &[Change]) -> Vec<Arc<Rule>> {
     let wanted = |r: &Rule| r.flags & flow_mod_flags::SEND_FLOW_REM != 0;
     if !changes
@@ -328,17 +328,21 @@ fn deleted(changes: &[Change]) -> Vec<Arc<Rule>> {
     {
         return Vec::new();
     }
-    let readded: HashSet<u64> = changes
+    // A MODIFY puts the flow back with its id; an ADD replacing a flow
+    // names the one it replaced. Neither is a removal (OVS 3.1 sends no
+    // FLOW_REMOVED for either).
+    let kept: HashSet<u64> = changes
         .iter()
-        .filter_map(|c| match c {
-            Change::AddRule(r) => Some(r.id),
-            _ => None,
+        .flat_map(|c| match c {
+            Change::AddRule(r) => [Some(r.id), r.replaces],
+            _ => [None, None],
         })
+        .flatten()
         .collect();
     changes
         .iter()
         .filter_map(|c| match c {
-            Change::RemoveRule(r) if wanted(r) && !readded.contains(&r.id) => Some(r.clone()),
+            Change::RemoveRule(r) if wanted(r) && !kept.contains(&r.id) => Some(r.clone()),
             _ => None,
         })
         .collect()

@@ -48,6 +48,17 @@ impl ConnRole {
         self.get() == role::SLAVE
     }
 
+    /// Whether a message of `msg_type` with a body of `body_len` bytes,
+    /// in OpenFlow `version`, must be refused with OFPBRC_IS_SLAVE before
+    /// anything in it is decoded or validated (as OVS does: its handlers
+    /// check the role first). A body shorter than the message's fixed
+    /// part is left to the decoder, whose OFPBRC_BAD_LEN OVS also answers
+    /// first (its message framing checks that length before any handler).
+    pub fn refuses(&self, version: u8, msg_type: u8, body_len: usize) -> bool {
+        self.is_slave()
+            && slave_forbidden_fixed_len(version, msg_type).is_some_and(|fixed| body_len >= fixed)
+    }
+
     /// Handles a role request: returns the role and generation id to put
     /// in the reply, or the OFPT_ERROR (type, code) to send instead.
     pub fn request(&self, wanted: u32, generation_id: u64) -> Result<(u32, u64), (u16, u16)> {
@@ -59,6 +70,27 @@ impl Drop for ConnRole {
     fn drop(&mut self) {
         self.roles.state.lock().conns.remove(&self.id);
     }
+}
+
+/// The fixed body length (after the header) of a message a slave may not
+/// send (OpenFlow 1.3 section 6.3.5: it changes the switch or sends
+/// packets), `None` for any other message. Message types and fixed parts
+/// as OpenFlow 1.3-1.5 define them for each version.
+fn slave_forbidden_fixed_len(version: u8, msg_type: u8) -> Option<usize> {
+    use crate::wire::header::msg_type as t;
+    const OF14: u8 = 5;
+    const OF15: u8 = 6;
+    Some(match msg_type {
+        t::PACKET_OUT if version >= OF15 => 8,
+        t::PACKET_OUT => 16,
+        t::FLOW_MOD => 40,
+        t::GROUP_MOD if version >= OF15 => 16,
+        t::GROUP_MOD => 8,
+        t::PORT_MOD if version >= OF14 => 24,
+        t::PORT_MOD => 32,
+        t::TABLE_MOD | t::METER_MOD => 8,
+        _ => return None,
+    })
 }
 
 #[derive(Debug, Default)]

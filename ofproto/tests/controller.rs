@@ -5,7 +5,7 @@
 mod common;
 use common::{read_msg, Harness};
 use flowtable::flow_mod::flow_mod_flags::SEND_FLOW_REM;
-use flowtable::{FlowMod, FlowModCommand, Instructions, Match};
+use flowtable::{FlowMod, FlowModCommand, Instructions, Match, PipelineMod};
 use ofproto::wire::err;
 use ofproto::wire::flow_removed::reason::{DELETE, HARD_TIMEOUT, IDLE_TIMEOUT};
 use ofproto::wire::flow_removed::FlowRemoved;
@@ -360,6 +360,44 @@ fn deleted_flows_are_reported_to_controllers_modified_ones_are_not() {
     assert_eq!(recv(&mut ctl), (53, Message::EchoReply(Vec::new())));
 }
 
+/// An OFPFC_ADD replacing a flow with the same match and priority is not
+/// a removal (OVS 3.1 sends no FLOW_REMOVED for it); a delete followed by
+/// an add of the same flow in one bundle still reports the delete.
+#[test]
+fn a_replacing_add_is_not_reported_as_removed() {
+    let mut h = Harness::start("ctl-replace");
+    let (_l, mut ctl) = controller(&mut h, Duration::from_secs(5));
+    let mut a = unix(&h);
+    a.write_all(&Message::FlowMod(timed_flow(1, SEND_FLOW_REM, 0, 0)).emit(80))
+        .unwrap();
+    let mut replace = timed_flow(1, SEND_FLOW_REM, 0, 0);
+    replace.cookie = 0x42;
+    a.write_all(&Message::FlowMod(replace).emit(81)).unwrap();
+    a.write_all(&Message::BarrierRequest.emit(82)).unwrap();
+    assert_eq!(recv(&mut a), (82, Message::BarrierReply));
+    assert_eq!(h.bridge.with_tables(|t| t.n_rules()), 1);
+    // Nothing was reported.
+    ctl.write_all(&Message::EchoRequest(Vec::new()).emit(83))
+        .unwrap();
+    assert_eq!(recv(&mut ctl), (83, Message::EchoReply(Vec::new())));
+    let mut delete = timed_flow(1, 0, 0, 0);
+    delete.command = FlowModCommand::DeleteStrict;
+    h.bridge
+        .apply_batch(
+            &[
+                PipelineMod::Flow(delete),
+                PipelineMod::Flow(timed_flow(1, SEND_FLOW_REM, 0, 0)),
+            ],
+            None,
+        )
+        .unwrap();
+    let fr = flow_removed(&mut ctl);
+    assert_eq!((fr.reason, fr.cookie), (DELETE, 0x42));
+    ctl.write_all(&Message::EchoRequest(Vec::new()).emit(84))
+        .unwrap();
+    assert_eq!(recv(&mut ctl), (84, Message::EchoReply(Vec::new())));
+}
+
 #[test]
 fn a_short_role_request_is_refused_and_the_connection_survives() {
     let h = Harness::start("ctl-short-role");
@@ -475,6 +513,19 @@ fn bad_packet_outs_are_refused() {
     a.write_all(&po(ofproto::wire::NO_BUFFER, 1).emit(74))
         .unwrap();
     expect(&mut a, 74, err::BAD_REQUEST, err::BRC_IS_SLAVE);
+    // The role is checked before the message is: in_port 0 and an
+    // unknown buffer are a slave's IS_SLAVE too (as in OVS)...
+    a.write_all(&po(ofproto::wire::NO_BUFFER, 0).emit(75))
+        .unwrap();
+    expect(&mut a, 75, err::BAD_REQUEST, err::BRC_IS_SLAVE);
+    a.write_all(&po(7, 1).emit(76)).unwrap();
+    expect(&mut a, 76, err::BAD_REQUEST, err::BRC_IS_SLAVE);
+    // ...but a body shorter than a PACKET_OUT's fixed part is BAD_LEN.
+    let mut short = po(ofproto::wire::NO_BUFFER, 1).emit(77);
+    short.truncate(20);
+    short[2..4].copy_from_slice(&20u16.to_be_bytes());
+    a.write_all(&short).unwrap();
+    expect(&mut a, 77, err::BAD_REQUEST, err::BRC_BAD_LEN);
     assert!(h.dp.packet_outs.lock().is_empty());
 }
 

@@ -228,6 +228,152 @@ fn ports_added_while_running_share_the_cache() -> Result<()> {
     Ok(())
 }
 
+/// Packets the XDP cache forwards through a group count in the group and
+/// in the bucket that ran (OFPMP_GROUP, `dump-group-stats`), as those the
+/// packet thread translates do: the cache's credits carry the bucket's
+/// counters too.
+#[test]
+fn xdp_cache_hits_count_in_the_group_and_its_bucket() -> Result<()> {
+    let (a, b) = sender_and_receiver()?;
+    let specs = [
+        format!("{}=1,xdp_redirect=on", a.host_if()),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ];
+    let mut xbr = Xbr::start(&["--port", &specs[0], "--port", &specs[1]])?;
+    // Bucket 0 has weight 0: every packet takes bucket 1.
+    xbr.ofctl_ok(&[
+        "add-group",
+        BRIDGE,
+        "group_id=1,type=select,bucket=weight:0,actions=output:1,bucket=weight:1,actions=output:2",
+    ])?;
+    xbr.add_flow(&format!("in_port=1,udp,tp_dst={PORT_FWD},actions=group:1"))?;
+    delivered(&xbr, &a, &b, PORT_FWD, BURST)?;
+    let stats = xbr.ofctl_ok(&["dump-group-stats", BRIDGE])?;
+    let line = stats
+        .lines()
+        .find(|l| l.contains("group_id=1,"))
+        .unwrap_or_else(|| panic!("no group 1 in:\n{stats}"));
+    let packets = format!("packet_count={BURST},");
+    assert!(
+        line.contains(&format!(",{packets}"))
+            && line.contains("bucket0:packet_count=0,byte_count=0,")
+            && line.contains(&format!("bucket1:{packets}")),
+        "{line}"
+    );
+    xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
+    let log = xbr.log();
+    let hits = xdp_cache_hits(&log).unwrap_or_else(|| panic!("no cache counts in:\n{log}"));
+    assert!(
+        hits >= BURST * 9 / 10,
+        "only {hits} of {BURST} packets were forwarded by the XDP cache"
+    );
+    Ok(())
+}
+
+/// `n` copies of `frame` sent from `pod`'s interface through a raw
+/// socket (as a host sends 802.3 frames: the kernel builds none itself).
+fn send_raw(pod: &Pod, frame: &[u8], n: u32) -> Result<()> {
+    let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
+    let script = format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
+         s.bind(('{POD_IF}', 0))\n\
+         f = bytes.fromhex('{hex}')\n\
+         for _ in range({n}):\n    s.send(f)\n"
+    );
+    pod.exec_ok(&["python3", "-c", &script])
+}
+
+/// IEEE 802.3 frames from a pod: the XDP program keys none of them, so
+/// each reaches the packet thread, which extracts them as OVS does. An
+/// IPv4 datagram in LLC/SNAP with the same headers as a flow the kernel
+/// cache forwards is not forwarded by that cache entry (whose rewrites
+/// assume an Ethernet II frame), yet matches the same `udp,tp_dst` flow;
+/// plain LLC matches `dl_type=0x05ff`.
+#[test]
+fn ieee8023_frames_bypass_the_xdp_cache_and_match_as_in_ovs() -> Result<()> {
+    const SNAP: u64 = 100;
+    const LLC: u64 = 10;
+    let (a, b) = sender_and_receiver()?;
+    let specs = [
+        format!("{}=1,xdp_redirect=on", a.host_if()),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ];
+    let mut xbr = Xbr::start(&["--port", &specs[0], "--port", &specs[1]])?;
+    xbr.add_flow(&format!("in_port=1,udp,tp_dst={PORT_FWD},actions=output:2"))?;
+    xbr.add_flow("in_port=1,dl_type=0x05ff,actions=drop")?;
+    // The kernel cache learns the datagrams' flow first.
+    delivered(&xbr, &a, &b, PORT_FWD, BURST)?;
+    // The same IPv4 header and UDP ports, in LLC/SNAP (OUI 0, 0x0800).
+    let mac = |m: &str| -> Vec<u8> {
+        m.split(':')
+            .map(|x| u8::from_str_radix(x, 16).unwrap_or(0))
+            .collect()
+    };
+    let mut ip = vec![0x45, 0, 0, 46, 0, 1, 0, 0, 64, 17, 0, 0];
+    ip.extend_from_slice(&IP_A.octets());
+    ip.extend_from_slice(&IP_B.octets());
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    sum = (sum & 0xffff) + (sum >> 16);
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    ip.extend_from_slice(&SRC_PORT.to_be_bytes());
+    ip.extend_from_slice(&PORT_FWD.to_be_bytes());
+    ip.extend_from_slice(&[0, 26, 0, 0]);
+    ip.resize(46, 0);
+    let frame = |llc: &[u8]| -> Vec<u8> {
+        let mut f = mac(MAC_B);
+        f.extend_from_slice(&mac(MAC_A));
+        f.extend_from_slice(&((llc.len() + ip.len()) as u16).to_be_bytes());
+        f.extend_from_slice(llc);
+        f.extend_from_slice(&ip);
+        f
+    };
+    send_raw(
+        &a,
+        &frame(&[0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]),
+        SNAP as u32,
+    )?;
+    send_raw(&a, &frame(&[0x42, 0x42, 0x03]), LLC as u32)?;
+    let expected = [
+        (format!("tp_dst={PORT_FWD}"), BURST + SNAP),
+        ("dl_type=0x05ff".into(), LLC),
+    ];
+    let deadline = std::time::Instant::now() + RECV_TIMEOUT;
+    loop {
+        let dump = xbr.dump_flows()?;
+        let counts: Vec<Option<u64>> = expected
+            .iter()
+            .map(|(token, _)| xbr_tests::flow_n_packets(&dump, token))
+            .collect();
+        if counts
+            .iter()
+            .zip(&expected)
+            .all(|(c, (_, want))| *c == Some(*want))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "flow counts {counts:?}, expected {expected:?}:\n{dump}\n{}",
+            xbr.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    xbr.stop(nix::sys::signal::Signal::SIGTERM)?;
+    let log = xbr.log();
+    let counts = xdp_cache_counts(&log).unwrap_or_else(|| panic!("no cache counts in:\n{log}"));
+    let hits = xdp_cache_count(&counts, "hit_packets");
+    // The datagrams hit the cache; no 802.3 frame did.
+    assert!(
+        (BURST * 9 / 10..=BURST).contains(&hits),
+        "{hits} cache hits for {BURST} datagrams and {SNAP} SNAP frames: {counts:?}"
+    );
+    Ok(())
+}
+
 /// A flow-mod removes only the kernel entries it changes: the entries of
 /// flows it does not touch stay installed (revalidated, not flushed),
 /// and an entry whose packets another flow now counts, even with the

@@ -83,6 +83,9 @@ pub fn extract(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
         eth_type = inner;
         l3 += 4;
     }
+    if eth_type < ETH_TYPE_MIN {
+        (eth_type, l3) = ieee8023_type(frame, l3);
+    }
     key.set(Field::EthType, eth_type as u64);
     // The layers are put together from scalars at the end: filled in
     // field by field through a reference, they were stored as bytes and
@@ -113,6 +116,33 @@ pub fn extract(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
         l3: l3 as u16,
         l4,
         proto,
+    }
+}
+
+/// The smallest Ethernet type: a smaller value in the type field is an
+/// IEEE 802.3 length.
+pub const ETH_TYPE_MIN: u16 = 0x0600;
+/// The `dl_type` of an 802.3 frame that carries no Ethernet type (OVS's
+/// `FLOW_DL_TYPE_NONE`).
+pub const ETH_TYPE_NONE: u16 = 0x05ff;
+/// An LLC header with SNAP (DSAP, SSAP, control) and the SNAP
+/// organisation code 0: the 2 bytes after it are an Ethernet type.
+const LLC_SNAP_ETHERNET: [u8; 6] = [0xaa, 0xaa, 0x03, 0x00, 0x00, 0x00];
+/// LLC (3 bytes) and SNAP (5) headers.
+const LLC_SNAP_LEN: usize = 8;
+
+/// The `dl_type` and L3 offset of an IEEE 802.3 frame (its type field,
+/// ending at `l3`, is a length), as OVS's flow extraction decides them
+/// (`parse_ethertype`): LLC/SNAP with organisation code 0 and an Ethernet
+/// type in it gives that type, the L3 header following the SNAP header
+/// (so IPv4 in SNAP matches `ip`); anything else is
+/// [`ETH_TYPE_NONE`] with no L3 header.
+fn ieee8023_type(frame: &[u8], l3: usize) -> (u16, usize) {
+    match (frame.get(l3..l3 + 6), be16(frame, l3 + 6)) {
+        (Some(llc), Some(ty)) if llc == LLC_SNAP_ETHERNET && ty >= ETH_TYPE_MIN => {
+            (ty, l3 + LLC_SNAP_LEN)
+        }
+        _ => (ETH_TYPE_NONE, l3),
     }
 }
 
@@ -270,6 +300,85 @@ pub(crate) mod tests {
                 proto: 17
             }
         );
+    }
+
+    /// `udp_frame()`'s IPv4 packet in an 802.3 frame with LLC/SNAP whose
+    /// organisation code is `oui` and type `ty`, behind `tag` (a VLAN tag
+    /// with its TPID, or nothing).
+    pub(crate) fn snap_frame(tag: &[u8], oui: [u8; 3], ty: u16) -> Vec<u8> {
+        let ip = udp_frame();
+        let mut f = ip[..12].to_vec();
+        f.extend_from_slice(tag);
+        let len = 8 + ip.len() - 14;
+        f.extend_from_slice(&(len as u16).to_be_bytes());
+        f.extend_from_slice(&[0xaa, 0xaa, 0x03]);
+        f.extend_from_slice(&oui);
+        f.extend_from_slice(&ty.to_be_bytes());
+        f.extend_from_slice(&ip[14..]);
+        f
+    }
+
+    /// IEEE 802.3 frames as OVS extracts them: SNAP with organisation
+    /// code 0 carries its Ethernet type (and the IPv4 packet behind it is
+    /// extracted), with or without a VLAN tag in front; anything else
+    /// with a length in the type field is dl_type 0x05ff without L3.
+    #[test]
+    fn ieee8023_frames_as_ovs_extracts_them() {
+        let mut k = FlowKey::zero();
+        let l = extract(&snap_frame(&[], [0; 3], 0x0800), 3, &mut k);
+        assert_eq!(k.get(Field::EthType), 0x0800);
+        assert_eq!(
+            (
+                k.get(Field::IpSrc),
+                k.get(Field::IpDst),
+                k.get(Field::TpDst)
+            ),
+            (0x0a80_0002, 0x0a80_0003, 5678)
+        );
+        assert_eq!(
+            l,
+            Layers {
+                l3: 22,
+                l4: 42,
+                proto: 17
+            }
+        );
+        let tagged = snap_frame(&[0x81, 0x00, 0x00, 0x0a], [0; 3], 0x0800);
+        let l = extract(&tagged, 3, &mut k);
+        assert_eq!(k.get(Field::VlanTci), 0x100a);
+        assert_eq!((k.get(Field::EthType), k.get(Field::IpProto)), (0x0800, 17));
+        assert_eq!((l.l3, l.l4), (26, 46));
+        // Not an Ethernet type behind SNAP: another organisation, a
+        // length in SNAP's type field, plain LLC, a frame too short for
+        // LLC/SNAP.
+        let plain_llc = {
+            let mut f = snap_frame(&[], [0; 3], 0x0800);
+            f[14..17].copy_from_slice(&[0x42, 0x42, 0x03]);
+            f
+        };
+        for f in [
+            snap_frame(&[], [0, 0, 0x0c], 0x0800),
+            snap_frame(&[], [0; 3], 0x0100),
+            plain_llc,
+            snap_frame(&[], [0; 3], 0x0800)[..20].to_vec(),
+        ] {
+            let l = extract(&f, 3, &mut k);
+            assert_eq!(k.get(Field::EthType), 0x05ff, "{f:02x?}");
+            assert_eq!((k.get(Field::IpSrc), k.get(Field::IpProto)), (0, 0));
+            assert_eq!(
+                l,
+                Layers {
+                    l3: 14,
+                    l4: 0,
+                    proto: 0
+                }
+            );
+        }
+        // The smallest Ethernet type is one.
+        let mut f = udp_frame();
+        f[12..14].copy_from_slice(&0x0600u16.to_be_bytes());
+        extract(&f, 3, &mut k);
+        assert_eq!(k.get(Field::EthType), 0x0600);
     }
 
     /// The top entry of a two-label stack, behind a VLAN tag; nothing of

@@ -243,7 +243,7 @@ pub fn frame_key(frame: &[u8], ifindex: u32) -> Option<FcKey> {
 mod tests {
     use super::*;
     use crate::packet::ipv6::tests::{nd_frame, tcp6_frame, udp6_frame};
-    use crate::packet::tests::udp_frame;
+    use crate::packet::tests::{snap_frame, udp_frame};
 
     /// The XDP program and its userspace twin look up IPv4 only: an IPv6
     /// frame always goes to xbr, so no entry can hold an IPv6 flow.
@@ -289,6 +289,11 @@ mod tests {
             ("sctp", sctp),
             ("vlan", vlan),
             ("truncated", f[..40].to_vec()),
+            // 802.3: the packet thread extracts the IPv4 packet behind
+            // LLC/SNAP (dl_type 0x0800) and keys plain LLC as 0x05ff;
+            // the program keys neither, so both always go to xbr.
+            ("snap", snap_frame(&[], [0; 3], 0x0800)),
+            ("llc", snap_frame(&[], [0, 0, 0x0c], 0x0800)),
         ] {
             assert_eq!(frame_key(&frame, 1), None, "{what}");
         }

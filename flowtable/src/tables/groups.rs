@@ -11,6 +11,7 @@ use crate::group::{Group, GroupStats};
 use crate::rule::Rule;
 use crate::validate::{check_action, Context};
 use std::sync::Arc;
+use std::time::Instant;
 
 impl FlowTables {
     pub fn group_mod(&mut self, gm: &GroupMod) -> Result<Vec<Change>, GroupModError> {
@@ -19,14 +20,37 @@ impl FlowTables {
         Ok(changes)
     }
 
+    /// The checks OVS makes of the message itself, before it looks at
+    /// the group table (its `ofputil_check_group_mod`): an indirect group
+    /// has exactly one bucket, and only a select group's buckets have
+    /// weights, except in a bucket insertion (whose buckets join a group
+    /// of the type the group has, whatever the message says; OVS leaves
+    /// their weights unchecked, and so does xbr).
+    fn check_group_mod(gm: &GroupMod) -> Result<(), GroupModError> {
+        if gm.group_type == GroupType::Indirect
+            && gm.command != GroupModCommand::Delete
+            && gm.buckets.len() != 1
+        {
+            return Err(GroupModError::InvalidGroup(INDIRECT_ONE_BUCKET));
+        }
+        if !matches!(gm.command, GroupModCommand::InsertBucket(_))
+            && gm.group_type != GroupType::Select
+            && gm.buckets.iter().any(|b| b.weight != 0)
+        {
+            return Err(GroupModError::InvalidGroup(
+                "only a select group's buckets have weights",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The group a mod results in (after bucket insertions and removals).
     fn check_group(group_type: GroupType, buckets: &[Bucket]) -> Result<(), GroupModError> {
         match group_type {
             GroupType::All | GroupType::Select | GroupType::FastFailover => {}
             GroupType::Indirect => {
                 if buckets.len() != 1 {
-                    return Err(GroupModError::BadBucket(
-                        "an indirect group has exactly one bucket",
-                    ));
+                    return Err(GroupModError::InvalidGroup(INDIRECT_ONE_BUCKET));
                 }
             }
         }
@@ -43,6 +67,7 @@ impl FlowTables {
         gm: &GroupMod,
         changes: &mut Vec<Change>,
     ) -> Result<(), GroupModError> {
+        Self::check_group_mod(gm)?;
         let id = gm.group_id;
         if gm.command == GroupModCommand::Delete {
             self.delete_groups(id, changes)?;
@@ -94,13 +119,19 @@ impl FlowTables {
             return Err(GroupModError::BadType);
         }
         Self::check_group(group_type, &buckets)?;
-        let stats = old.map_or_else(|| Arc::new(GroupStats::default()), |g| g.stats.clone());
+        let stats = old
+            .as_ref()
+            .map_or_else(|| Arc::new(GroupStats::default()), |g| g.stats.clone());
+        let bucket_stats = Group::bucket_stats_for(&buckets, old.as_deref());
+        let created = old.as_ref().map_or_else(Instant::now, |g| g.created);
         let group = Arc::new(Group {
             id,
             group_type,
             buckets,
             selection,
             stats,
+            bucket_stats,
+            created,
         });
         self.set_group(group, changes);
         Ok(())
@@ -132,6 +163,8 @@ impl FlowTables {
         Ok(())
     }
 }
+
+const INDIRECT_ONE_BUCKET: &str = "an indirect group has exactly one bucket";
 
 /// Whether two buckets share an id.
 fn has_duplicate_ids(buckets: &[Bucket]) -> bool {

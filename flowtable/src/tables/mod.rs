@@ -444,6 +444,7 @@ impl FlowTables {
             stats,
             installed: Instant::now(),
             counters,
+            replaces: old.as_ref().map(|o| o.id),
         });
         if let Some(old) = old {
             self.remove_rule(&old, changes);
@@ -528,6 +529,7 @@ impl FlowTables {
                 stats,
                 installed: old.installed,
                 counters: old.counters.clone(),
+                replaces: None,
             });
             self.remove_rule(&old, changes);
             self.insert_rule(new, changes);

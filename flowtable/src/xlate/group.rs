@@ -5,9 +5,11 @@
 use super::Ctx;
 use crate::action::{port, Bucket};
 use crate::flow_mod::{GroupType, SelectionKind, SelectionMethod};
+use crate::group::Group;
 use crate::key::{Field, FlowKey};
 use crate::pipeline::Pipeline;
 use crate::trace::Tracer;
+use std::sync::Arc;
 
 /// Fields a select group hashes to pick a bucket.
 const HASH_FIELDS: [Field; 8] = [
@@ -38,32 +40,50 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             // Validation keeps groups alive while flows use them.
             return;
         };
-        self.tracer.group(g);
-        if T::COUNTS {
-            g.stats.count(self.packet_len);
-        }
         match g.group_type {
-            GroupType::All => {
+            GroupType::All | GroupType::Indirect => {
+                self.count_group(g, None);
                 for b in &g.buckets {
-                    self.bucket(b, table, depth);
-                }
-            }
-            GroupType::Indirect => {
-                if let Some(b) = g.buckets.first() {
                     self.bucket(b, table, depth);
                 }
             }
             GroupType::FastFailover => {
                 // The first live bucket; none live drops the packet.
-                if let Some(b) = g.buckets.iter().find(|b| bucket_is_live(pipe, b, 0)) {
-                    self.bucket(b, table, depth);
+                if let Some(i) = g.buckets.iter().position(|b| bucket_is_live(pipe, b, 0)) {
+                    self.run_bucket(g, i, table, depth);
                 }
             }
             GroupType::Select => {
-                if let Some(b) = self.select_bucket(&g.buckets, g.selection.as_ref()) {
-                    self.bucket(b, table, depth);
+                if let Some(i) = self.select_bucket(&g.buckets, g.selection.as_ref()) {
+                    self.run_bucket(g, i, table, depth);
                 }
             }
+        }
+    }
+
+    /// Counts the packet in `g` and in its bucket `bucket` (every bucket
+    /// for `None`), as OVS credits a group (see `group.rs`).
+    fn count_group(&mut self, g: &Arc<Group>, bucket: Option<usize>) {
+        self.tracer.group(g, bucket);
+        if T::COUNTS {
+            g.stats.count(self.packet_len);
+            match bucket {
+                None => g.bucket_stats.iter().for_each(|s| s.count(self.packet_len)),
+                Some(i) => {
+                    if let Some(s) = g.bucket_stats.get(i) {
+                        s.count(self.packet_len);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Counts and runs the one bucket `i` of a select or fast-failover
+    /// group.
+    fn run_bucket(&mut self, g: &Arc<Group>, i: usize, table: u8, depth: u32) {
+        if let Some(b) = g.buckets.get(i) {
+            self.count_group(g, Some(i));
+            self.bucket(b, table, depth);
         }
     }
 
@@ -71,11 +91,11 @@ impl<T: Tracer> Ctx<'_, '_, T> {
     /// `hash` with fields hashes those bits of the key, seeded by its
     /// param (OVS's NTR selection method); otherwise, and for `dp_hash`,
     /// the default fields.
-    fn select_bucket<'b>(
+    fn select_bucket(
         &mut self,
-        buckets: &'b [Bucket],
+        buckets: &[Bucket],
         selection: Option<&SelectionMethod>,
-    ) -> Option<&'b Bucket> {
+    ) -> Option<usize> {
         let total: u64 = buckets.iter().map(|b| u64::from(b.weight)).sum();
         if total == 0 {
             return None;
@@ -99,10 +119,10 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             }
         }
         let mut point = h % total;
-        for b in buckets {
+        for (i, b) in buckets.iter().enumerate() {
             let w = u64::from(b.weight);
             if point < w {
-                return Some(b);
+                return Some(i);
             }
             point -= w;
         }

@@ -61,7 +61,8 @@ pub fn group_mod(
             .enumerate()
             .map(|(i, actions)| Bucket {
                 bucket_id: i as u32,
-                weight: 1,
+                // Only a select group's buckets have weights (OVS).
+                weight: u16::from(t == GroupType::Select),
                 watch_port: port::ANY,
                 watch_group: flowtable::action::group::ANY,
                 actions,
@@ -113,13 +114,20 @@ pub fn outputs(x: &Xlate) -> Vec<u32> {
         .collect()
 }
 
-/// Flows (with their counters), group counters, table counters.
+/// Flows (with their counters), group and bucket counters, table counters.
 pub type Counters = (Vec<String>, Vec<(u64, u64)>, Vec<(u64, u64)>);
 
 /// Every counter of `ft`, for comparing two switches fed the same traffic.
 pub fn counters(ft: &FlowTables) -> Counters {
     let flows = snapshot(ft).0;
-    let groups = ft.groups().iter().map(|g| g.stats.read()).collect();
+    // Each group's counters, then its buckets'.
+    let groups = ft
+        .groups()
+        .iter()
+        .flat_map(|g| {
+            std::iter::once(g.stats.read()).chain(g.bucket_stats.iter().map(|b| b.read()))
+        })
+        .collect();
     let tables = ft
         .table_stats()
         .iter()

@@ -328,6 +328,10 @@ impl<R: Read> Connection<R> {
             self.send_error(&e, h.xid, raw)?;
             return Ok(Next::Continue);
         }
+        if self.role.refuses(h.version, h.msg_type, body.len()) {
+            self.send_ofp_error((err::BAD_REQUEST, err::BRC_IS_SLAVE), h.xid, raw)?;
+            return Ok(Next::Continue);
+        }
         let mut h = *h;
         if self.version != OFP_VERSION {
             match self.serve_later(&h, body, raw)? {

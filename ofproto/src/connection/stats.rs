@@ -319,7 +319,9 @@ impl<R: Read> Connection<R> {
                     });
                     let (p, b) = g.stats.read();
                     let refs = u32::try_from(users.len()).unwrap_or(u32::MAX);
-                    multipart::group_stats_entry(g.id, refs, p, b, std::time::Duration::ZERO, &[])
+                    let buckets: Vec<(u64, u64)> =
+                        g.bucket_stats.iter().map(|s| s.read()).collect();
+                    multipart::group_stats_entry(g.id, refs, p, b, g.created.elapsed(), &buckets)
                 })
                 .collect()
         })
