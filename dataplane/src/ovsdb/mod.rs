@@ -18,6 +18,7 @@
 
 pub mod datum;
 pub mod desired;
+pub mod port_change;
 pub mod reconcile;
 pub mod rpc;
 

@@ -9,8 +9,11 @@
 //! ports was opened from. [`Reconciler::apply`] compares a [`Desired`]
 //! snapshot with that and makes the difference: bridges start and stop,
 //! ports are added and removed live (`crate::live`), so a change never
-//! disturbs the ports it does not name. A port whose spec changed (type,
-//! options, MTU...) is removed and added again. An interface that cannot
+//! disturbs the ports it does not name. A port whose spec changed keeps
+//! its OpenFlow number, as in OVS: options, MTU and MAC are applied in
+//! place, settings baked into what xbr opened (a tunnel's underlay) reopen
+//! it under the same number, and only a new `ofport_request` or `type`
+//! renumbers it (`port_change`). An interface that cannot
 //! be opened keeps being retried on every pass, as ovs-vswitchd retries on
 //! every reconfiguration.
 //!
@@ -26,6 +29,7 @@
 
 use super::datum::{int_map, str_set, where_uuid};
 use super::desired::{Desired, DesiredBridge};
+use super::port_change::{self, Change, InPlace};
 use crate::bridge::{BridgeConfig, RunningBridge};
 use crate::config::{parse_controller, parse_listen, PortSpec, PortType};
 use crate::control::PortMeta;
@@ -65,6 +69,9 @@ struct Managed {
     /// Open ports by name: the spec as the database gave it (before a
     /// number was assigned), to notice changes.
     ports: BTreeMap<String, PortSpec>,
+    /// The number each interface of the database last had, while it stays
+    /// in the database: a port being reopened gets it back.
+    numbers: BTreeMap<String, u32>,
 }
 
 pub struct Reconciler {
@@ -219,6 +226,7 @@ impl Reconciler {
             standalone: want.standalone,
             controllers: want.controllers.clone(),
             ports: BTreeMap::new(),
+            numbers: BTreeMap::new(),
         })
     }
 
@@ -226,6 +234,12 @@ impl Reconciler {
         let Some(m) = self.bridges.get_mut(name) else {
             return;
         };
+        // OVS flushes the flow tables when a bridge gains its first
+        // primary controller or loses its last, and when the fail mode
+        // changes while it has none (ofproto::fail_mode).
+        let had_primary = has_primary(&m.controllers);
+        let has_primary = has_primary(&want.controllers);
+        let flush = had_primary != has_primary || (m.standalone != want.standalone && !has_primary);
         if m.standalone != want.standalone {
             if let Some(server) = m.bridge.server() {
                 server.set_fail_mode(want.standalone);
@@ -265,48 +279,65 @@ impl Reconciler {
             }
             m.controllers = want.controllers.clone();
         }
+        if flush {
+            m.bridge.flush_flows(want.standalone && !has_primary);
+        }
         let live = m.bridge.live().clone();
-        // An internal port's new MTU is set in place, as OVS does: the
-        // agent's addresses and routes on tun0 must survive it.
-        for (n, spec) in m.ports.iter_mut() {
-            let Some(Ok(want)) = want.ifaces.get(n).map(|i| i.spec.as_ref()) else {
-                continue;
+        let numbers: HashMap<String, u32> = live
+            .ports()
+            .iter()
+            .map(|p| (p.name.clone(), p.ofport))
+            .collect();
+        // Ports deleted from the database lose their number for good (a
+        // port added again is numbered anew, as in OVS).
+        m.numbers.retain(|n, _| want.ifaces.contains_key(n));
+        // Changes to open ports first (port_change.rs); removals before
+        // additions, so a renamed or renumbered port can take over.
+        let open: Vec<String> = m.ports.keys().cloned().collect();
+        for n in open {
+            let iface = want.ifaces.get(&n);
+            let wanted = iface.and_then(|i| i.spec.as_ref().ok());
+            let change = match (wanted, numbers.get(&n)) {
+                (Some(w), Some(&o)) => port_change::classify(&m.ports[&n], w, o, |r| {
+                    numbers.values().any(|&taken| taken == r)
+                }),
+                _ => Change::Renumber,
             };
-            let same_but_mtu = PortSpec {
-                mtu_request: spec.mtu_request,
-                ..want.clone()
-            } == *spec;
-            if spec.port_type == PortType::Internal
-                && want.mtu_request != spec.mtu_request
-                && same_but_mtu
-            {
-                if let Some(mtu) = want.mtu_request {
-                    match crate::netdev::ifindex(n).and_then(|i| crate::netdev::set_mtu(i, mtu)) {
-                        Ok(()) => spec.mtu_request = Some(mtu),
-                        Err(e) => tracing::warn!(port = %n, mtu, "cannot set the MTU: {e}"),
+            let (Change::InPlace(_) | Change::Reopen, Some(w), Some(iface)) =
+                (&change, wanted, iface)
+            else {
+                if change == Change::Renumber {
+                    m.numbers.remove(&n);
+                    match live.remove(&n) {
+                        Ok(()) | Err(LiveError::NoSuchPort(_)) => {
+                            m.ports.remove(&n);
+                        }
+                        Err(e) => tracing::error!(bridge = %name, port = %n, "cannot remove: {e}"),
                     }
                 }
-            }
-        }
-        // Removals first, so a renamed or renumbered port can take over.
-        let stale: Vec<String> = m
-            .ports
-            .iter()
-            .filter(|(n, spec)| {
-                !want
-                    .ifaces
-                    .get(*n)
-                    .is_some_and(|i| i.spec.as_ref().is_ok_and(|s| s == *spec))
-            })
-            .map(|(n, _)| n.clone())
-            .collect();
-        for n in stale {
-            match live.remove(&n) {
-                Ok(()) | Err(LiveError::NoSuchPort(_)) => {
-                    m.ports.remove(&n);
+                continue;
+            };
+            if let Change::InPlace(what) = change {
+                let Some(spec) = m.ports.get_mut(&n) else {
+                    continue;
+                };
+                match apply_in_place(&live, spec, w, &what) {
+                    Ok(()) => {
+                        self.errors.remove(&iface.uuid);
+                    }
+                    Err(msg) => set_error(&mut self.errors, &iface.uuid, msg),
                 }
-                Err(e) => tracing::error!(bridge = %name, port = %n, "cannot remove: {e}"),
+                continue;
             }
+            // Reopen: the same number, so flows naming it keep matching.
+            tracing::info!(bridge = %name, port = %n, "reopening the port for its new settings");
+            if let Err(e) = live.remove(&n) {
+                if !matches!(e, LiveError::NoSuchPort(_)) {
+                    tracing::error!(bridge = %name, port = %n, "cannot remove: {e}");
+                    continue;
+                }
+            }
+            m.ports.remove(&n);
         }
         // Requested numbers first, so an interface without a request
         // cannot take one that another is about to ask for.
@@ -323,9 +354,16 @@ impl Reconciler {
                     continue;
                 }
             };
-            match live.add(spec) {
-                Ok(_) => {
+            // A port reopened (or failing to reopen) keeps the number it
+            // had unless the database asks for another.
+            let request = PortSpec {
+                ofport: spec.ofport.or_else(|| m.numbers.get(iname).copied()),
+                ..spec.clone()
+            };
+            match live.add(&request) {
+                Ok(meta) => {
                     m.ports.insert(iname.clone(), spec.clone());
+                    m.numbers.insert(iname.clone(), meta.ofport);
                     self.errors.remove(&iface.uuid);
                 }
                 Err(e) => set_error(&mut self.errors, &iface.uuid, ovs_error_text(iname, &e)),
@@ -369,8 +407,14 @@ impl Reconciler {
                         meta.qos
                             .set(q.ingress_kbps, q.ingress_burst_kb, q.egress_bps);
                         iface_columns(&mut r, meta, spec);
-                        if let Some(e) = &q.error {
-                            r.insert("error".into(), json!(e));
+                        // Open, but with settings xbr could not apply.
+                        let errs: Vec<&str> = [self.errors.get(&iface.uuid), q.error.as_ref()]
+                            .into_iter()
+                            .flatten()
+                            .map(String::as_str)
+                            .collect();
+                        if !errs.is_empty() {
+                            r.insert("error".into(), json!(errs.join("; ")));
                         }
                     }
                     _ => {
@@ -495,11 +539,71 @@ fn controller_targets(
     (listen, active)
 }
 
+/// Whether `targets` hold a primary (active) controller: OVS's passive
+/// targets (`ptcp:`, `pssl:`, `punix:`) are services and do not count.
+fn has_primary(targets: &[String]) -> bool {
+    targets.iter().any(|t| !t.starts_with('p'))
+}
+
 /// Records why an interface is not open; logs each new reason once.
 fn set_error(errors: &mut HashMap<String, String>, uuid: &str, msg: String) {
     if errors.get(uuid) != Some(&msg) {
         tracing::warn!(interface = %uuid, "{msg}");
         errors.insert(uuid.to_string(), msg);
+    }
+}
+
+/// Applies the settings `what` names from `want` to the open port whose
+/// spec is `open`, updating `open` with each one applied; a setting that
+/// fails stays as it was (and is tried again on the next pass).
+fn apply_in_place(
+    live: &crate::live::LivePorts,
+    open: &mut PortSpec,
+    want: &PortSpec,
+    what: &InPlace,
+) -> Result<(), String> {
+    let name = want.name.as_str();
+    let mut failed = Vec::new();
+    if what.mtu {
+        match want.mtu_request {
+            // OVS leaves the MTU as it is when the request goes.
+            None => open.mtu_request = None,
+            Some(mtu) => {
+                match crate::netdev::ifindex(name).and_then(|i| crate::netdev::set_mtu(i, mtu)) {
+                    Ok(()) => {
+                        tracing::info!(port = name, mtu, "MTU set in place");
+                        open.mtu_request = Some(mtu);
+                    }
+                    Err(e) => failed.push(format!("{name}: cannot set mtu_request {mtu}: {e}")),
+                }
+            }
+        }
+    }
+    if what.mac {
+        match want.mac {
+            None => open.mac = None,
+            Some(mac) => {
+                match crate::netdev::ifindex(name).and_then(|i| crate::netdev::set_mac(i, mac)) {
+                    Ok(()) => {
+                        tracing::info!(port = name, mac = %crate::netdev::format_mac(mac),
+                            "MAC set in place");
+                        open.mac = Some(mac);
+                    }
+                    Err(e) => failed.push(format!("{name}: cannot set mac: {e}")),
+                }
+            }
+        }
+    }
+    if what.xdp_redirect {
+        match live.set_xdp_redirect(want) {
+            Ok(()) => open.xdp_redirect = want.xdp_redirect,
+            Err(e) => failed.push(format!("{name}: options:xdp_redirect: {e}")),
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
     }
 }
 
