@@ -17,7 +17,7 @@ use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use xbr_tests::ovsdb::{agent_pod, OvsDb};
-use xbr_tests::{udp_send, unique_tag, HarnessError, Result, UdpReceiver};
+use xbr_tests::{udp_send, unique_tag, HarnessError, Netns, Result, UdpReceiver, CMD_TIMEOUT};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 
@@ -232,5 +232,168 @@ fn standalone_without_a_controller_honours_the_flows() -> Result<()> {
         return Err(fail("a secure bridge without flows forwarded"));
     }
     db.vsctl(&["del-br", &bridge])?.ok()?;
+    Ok(())
+}
+
+/// Runs a shell script in `ns`.
+fn sh(ns: &Netns, script: &str) -> Result<()> {
+    ns.exec(&["sh", "-ec", script], CMD_TIMEOUT)?.ok().map(drop)
+}
+
+/// `ovs-vsctl get Interface IFACE COLUMN`, trimmed.
+fn iface_col(db: &OvsDb, iface: &str, column: &str) -> Result<String> {
+    Ok(db
+        .vsctl(&["get", "Interface", iface, column])?
+        .ok()?
+        .stdout
+        .trim()
+        .to_string())
+}
+
+#[test]
+fn vxlan_without_an_uplink_is_numbered_and_carries_traffic_once_routed() -> Result<()> {
+    // The node: xbr, its database, a pod's host veth; no uplink, no
+    // route yet. The remote node: a kernel VTEP with a "pod" address (its
+    // veth computes checksums itself, as a NIC delivers them: a veth
+    // otherwise passes the outer UDP checksum unfinished).
+    let node = Netns::new()?;
+    let pod = Netns::new()?;
+    let remote = Netns::new()?;
+    let (n, p, r) = (node.name(), pod.name(), remote.name());
+    xbr_tests::run_timeout(
+        std::process::Command::new("ip").args([
+            "link", "add", "veth1", "netns", n, "type", "veth", "peer", "name", "eth0", "netns", p,
+        ]),
+        CMD_TIMEOUT,
+    )?
+    .ok()?;
+    sh(&node, "ip link set veth1 up")?;
+    sh(
+        &pod,
+        "ip link set eth0 address 0a:58:0a:80:00:02
+         ip addr add 10.128.0.2/16 dev eth0; ip link set eth0 up
+         ip neigh add 10.128.1.2 lladdr 0a:58:0a:80:01:02 dev eth0",
+    )?;
+    let mut db = OvsDb::start(Some(n))?;
+    db.start_xbr()?;
+    db.vsctl(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "Bridge",
+        "br0",
+        "fail_mode=secure",
+    ])?
+    .ok()?;
+    // As the agent adds it (TABLES.md §5).
+    db.vsctl(&[
+        "add-port",
+        "br0",
+        "vxlan0",
+        "--",
+        "set",
+        "Interface",
+        "vxlan0",
+        "ofport_request=1",
+        "type=vxlan",
+        "options:remote_ip=flow",
+        "options:key=flow",
+        "options:dst_port=4789",
+    ])?
+    .ok()?;
+    assert_eq!(db.ofport("vxlan0")?, "1", "{}", db.xbr_log());
+    let err = iface_col(&db, "vxlan0", "error")?;
+    assert!(err.contains("no default route"), "error column: {err}");
+    assert_eq!(iface_col(&db, "vxlan0", "link_state")?, "down");
+    assert!(
+        db.xbr_log().contains("no default route"),
+        "{}",
+        db.xbr_log()
+    );
+    db.vsctl(&["add-port", "br0", "veth1"])?.ok()?;
+    assert_eq!(db.ofport("veth1")?, "2");
+    for flow in [
+        "in_port=2,ip,actions=set_field:5->tun_id,set_field:10.0.0.2->tun_dst,output:1",
+        "in_port=1,tun_id=5,ip,actions=output:2",
+    ] {
+        db.ofctl(&["add-flow", "br0", flow])?.ok()?;
+    }
+    // Nothing can pass yet.
+    let ping = |count: &str| -> Result<bool> {
+        Ok(pod
+            .exec(&["ping", "-c", count, "-W", "1", "10.128.1.2"], CMD_TIMEOUT)?
+            .success())
+    };
+    assert!(!ping("1")?);
+
+    // The uplink and the route come.
+    xbr_tests::run_timeout(
+        std::process::Command::new("ip").args([
+            "link", "add", "eth0", "netns", n, "type", "veth", "peer", "name", "eth0", "netns", r,
+        ]),
+        CMD_TIMEOUT,
+    )?
+    .ok()?;
+    sh(
+        &remote,
+        "ip addr add 10.0.0.2/24 dev eth0; ip link set eth0 up
+         ethtool -K eth0 tx off >/dev/null
+         ip link add vx type vxlan id 5 dstport 4789 local 10.0.0.2 dev eth0 noudpcsum
+         ip link set vx address 0a:58:0a:80:01:02
+         ip addr add 10.128.1.2/16 dev vx; ip link set vx up
+         bridge fdb append 00:00:00:00:00:00 dev vx dst 10.0.0.11
+         ip neigh add 10.128.0.2 lladdr 0a:58:0a:80:00:02 dev vx",
+    )?;
+    sh(
+        &node,
+        "ip addr add 10.0.0.11/24 dev eth0; ip link set eth0 up
+         ip route add default via 10.0.0.1",
+    )?;
+    wait_for(Duration::from_secs(15), "the underlay", || {
+        Ok(iface_col(&db, "vxlan0", "error")? == "[]")
+    })?;
+    assert_eq!(db.ofport("vxlan0")?, "1");
+    let status = iface_col(&db, "vxlan0", "status")?;
+    assert!(status.contains("tunnel_egress_iface=eth0"), "{status}");
+    wait_for(Duration::from_secs(10), "a ping across the tunnel", || {
+        ping("1")
+    })
+    .map_err(|e| {
+        let diag = |ns: &Netns, cmd: &str| {
+            ns.exec(&["sh", "-c", cmd], CMD_TIMEOUT)
+                .map(|o| format!("{}{}", o.stdout, o.stderr))
+                .unwrap_or_default()
+        };
+        fail(format!(
+            "{e}\n{}\n{:?}\n{:?}\nnode: {}\nremote: {}",
+            db.xbr_log(),
+            db.ofctl(&["dump-flows", "br0"]).map(|o| o.stdout),
+            db.ofctl(&["dump-ports", "br0"]).map(|o| o.stdout),
+            diag(&node, "ip neigh; ip -s link show eth0; ip route"),
+            diag(&remote, "ip neigh; ip -s link; bridge fdb show dev vx"),
+        ))
+    })?;
+    assert!(ping("3")?, "{}", db.xbr_log());
+
+    // The underlay goes, then comes back: followed, number kept.
+    sh(&node, "ip route del default; ip addr flush dev eth0")?;
+    wait_for(Duration::from_secs(15), "the underlay to go", || {
+        Ok(iface_col(&db, "vxlan0", "error")?.contains("no default route"))
+    })?;
+    assert_eq!(db.ofport("vxlan0")?, "1");
+    sh(
+        &node,
+        "ip addr add 10.0.0.11/24 dev eth0; ip route add default via 10.0.0.1",
+    )?;
+    wait_for(Duration::from_secs(15), "the underlay again", || {
+        Ok(iface_col(&db, "vxlan0", "error")? == "[]")
+    })?;
+    wait_for(
+        Duration::from_secs(10),
+        "a ping across the tunnel again",
+        || ping("1"),
+    )?;
+    assert_eq!(db.ofport("vxlan0")?, "1");
     Ok(())
 }

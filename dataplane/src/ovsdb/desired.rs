@@ -29,6 +29,9 @@ pub struct DesiredIface {
     pub spec: Result<PortSpec, String>,
     /// Rate limits; applied to the open port without reopening it.
     pub qos: Qos,
+    /// Why the port, open, does not do all the row asks (goes to `error`,
+    /// and is logged): a tunnel's underlay not resolved yet.
+    pub warning: Option<String>,
 }
 
 /// An interface's rate limits, in OVS's units; 0 is none.
@@ -115,10 +118,11 @@ fn read_bridge(
             let Some(iname) = string(iface, "name") else {
                 continue;
             };
+            let mut warning = None;
             let spec = if members.len() > 1 {
                 Err("bonds (ports with several interfaces) are not supported by xbr".into())
             } else {
-                iface_spec(&iname, name, iface, ports)
+                iface_spec(&iname, name, iface, ports, &mut warning)
             };
             let nonneg = |col| integer(iface, col).and_then(|v| u64::try_from(v).ok());
             let qos = Qos {
@@ -133,6 +137,7 @@ fn read_bridge(
                     uuid: i.clone(),
                     spec,
                     qos,
+                    warning,
                 },
             );
         }
@@ -170,12 +175,14 @@ fn port_qos(db: &Replica, port: &Row) -> (u64, Option<String>) {
     }
 }
 
-/// The port one Interface row describes.
+/// The port one Interface row describes; `warning` gets what the port
+/// will not do although it opens (see `DesiredIface::warning`).
 fn iface_spec(
     name: &str,
     bridge: &str,
     row: &Row,
     ports: &BTreeSet<String>,
+    warning: &mut Option<String>,
 ) -> Result<PortSpec, String> {
     let kind = string(row, "type").unwrap_or_default();
     let options = string_map(row, "options");
@@ -204,7 +211,26 @@ fn iface_spec(
         "vxlan" => {
             spec.port_type = PortType::Vxlan;
             spec.xdp_redirect = xdp_redirect(name, &options)?;
-            spec.vxlan = Some(vxlan_spec(&options, ports)?);
+            // OVS numbers a flow-based tunnel at once and looks its
+            // underlay up per packet: without one yet, the port is open
+            // and numbered, and its underlay is looked for again on every
+            // pass (each change and every statistics interval).
+            let (dst_port, local_ip) = vxlan_options(&options)?;
+            match underlay(local_ip, ports) {
+                Ok((local_ip, uplink)) => {
+                    spec.vxlan = Some(VxlanSpec {
+                        dst_port,
+                        local_ip,
+                        uplink,
+                    })
+                }
+                Err(why) => {
+                    *warning = Some(format!(
+                        "{why}: the port drops what is sent to it until there is one \
+                         (looked for again every few seconds)"
+                    ))
+                }
+            }
         }
         other => {
             return Err(format!(
@@ -241,15 +267,10 @@ fn xdp_redirect(name: &str, options: &BTreeMap<String, String>) -> Result<bool, 
     }
 }
 
-/// A flow-based VXLAN port: `remote_ip=flow`, `key=flow` (or absent),
-/// optional `dst_port` and `local_ip`. The uplink is the interface that
-/// holds `local_ip`; without one, the interface of the default route and
-/// its first address, or else the only interface with an IPv4 address
-/// that is neither loopback nor one of the switch's `ports`.
-fn vxlan_spec(
-    options: &BTreeMap<String, String>,
-    ports: &BTreeSet<String>,
-) -> Result<VxlanSpec, String> {
+/// A flow-based VXLAN port's options: `remote_ip=flow`, `key=flow` (or
+/// absent), optional `dst_port` and `local_ip`; returns the UDP port and
+/// the local address if given.
+fn vxlan_options(options: &BTreeMap<String, String>) -> Result<(u16, Option<Ipv4Addr>), String> {
     for (k, v) in options {
         match (k.as_str(), v.as_str()) {
             ("remote_ip", "flow")
@@ -275,22 +296,32 @@ fn vxlan_spec(
             .filter(|p| *p != 0)
             .ok_or_else(|| format!("vxlan: dst_port '{p}' is not a UDP port"))?,
     };
-    let (local_ip, uplink) = match options.get("local_ip") {
+    let local_ip = match options.get("local_ip") {
+        None => None,
+        Some(ip) => Some(
+            ip.parse()
+                .map_err(|_| format!("vxlan: local_ip '{ip}' is not an IPv4 address"))?,
+        ),
+    };
+    Ok((dst_port, local_ip))
+}
+
+/// A VXLAN port's underlay now: the uplink is the interface that holds
+/// `local_ip`; without one, the interface of the default route and its
+/// first address, or else the only interface with an IPv4 address that is
+/// neither loopback nor one of the switch's `ports`.
+fn underlay(
+    local_ip: Option<Ipv4Addr>,
+    ports: &BTreeSet<String>,
+) -> Result<(Ipv4Addr, String), String> {
+    match local_ip {
         Some(ip) => {
-            let ip: Ipv4Addr = ip
-                .parse()
-                .map_err(|_| format!("vxlan: local_ip '{ip}' is not an IPv4 address"))?;
             let dev = host::device_with_addr(ip)?
                 .ok_or_else(|| format!("vxlan: no interface holds local_ip {ip}"))?;
-            (ip, dev)
+            Ok((ip, dev))
         }
-        None => host::default_uplink(ports)?,
-    };
-    Ok(VxlanSpec {
-        dst_port,
-        local_ip,
-        uplink,
-    })
+        None => host::default_uplink(ports),
+    }
 }
 
 /// The host's addresses and routes, read with iproute2's JSON output:
@@ -474,24 +505,20 @@ mod tests {
     }
 
     #[test]
-    fn vxlan_options() {
+    fn vxlan_options_and_underlay() {
         let opts = |pairs: &[(&str, &str)]| {
             pairs
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect::<BTreeMap<_, _>>()
         };
-        let none = BTreeSet::new();
-        let fixed = vxlan_spec(&opts(&[("remote_ip", "10.0.0.1")]), &none).unwrap_err();
+        let fixed = vxlan_options(&opts(&[("remote_ip", "10.0.0.1")])).unwrap_err();
         assert!(fixed.contains("remote_ip=flow"), "{fixed}");
-        let bad =
-            vxlan_spec(&opts(&[("remote_ip", "flow"), ("dst_port", "x")]), &none).unwrap_err();
+        let bad = vxlan_options(&opts(&[("remote_ip", "flow"), ("dst_port", "x")])).unwrap_err();
         assert!(bad.contains("dst_port"), "{bad}");
-        let nohost = vxlan_spec(
-            &opts(&[("remote_ip", "flow"), ("local_ip", "192.0.2.77")]),
-            &none,
-        )
-        .unwrap_err();
+        let ok = vxlan_options(&opts(&[("remote_ip", "flow"), ("local_ip", "192.0.2.77")]));
+        assert_eq!(ok, Ok((4789, Some("192.0.2.77".parse().unwrap()))));
+        let nohost = underlay(Some("192.0.2.77".parse().unwrap()), &BTreeSet::new()).unwrap_err();
         assert!(nohost.contains("no interface holds"), "{nohost}");
     }
 }

@@ -83,8 +83,11 @@ pub struct Reconciler {
     /// The mask last acted on, so a change is applied (or refused) once.
     pmd_seen: Option<Result<Vec<usize>, String>>,
     bridges: BTreeMap<String, Managed>,
-    /// Why an interface (by UUID) is not open, as written to `error`.
+    /// Why an interface (by UUID) is not open, or which of its settings
+    /// could not be applied, as written to `error`.
     errors: HashMap<String, String>,
+    /// The `DesiredIface::warning` last logged, per interface UUID.
+    warned: HashMap<String, String>,
     /// What this connection last wrote, per (table, row UUID).
     written: HashMap<(&'static str, String), Map<String, Value>>,
 }
@@ -100,6 +103,7 @@ impl Reconciler {
             settings,
             bridges: BTreeMap::new(),
             errors: HashMap::new(),
+            warned: HashMap::new(),
             written: HashMap::new(),
         }
     }
@@ -154,6 +158,7 @@ impl Reconciler {
             .chain(d.root.iter().map(|(u, _)| u.as_str()))
             .collect();
         self.errors.retain(|u, _| live.contains(u.as_str()));
+        self.warned.retain(|u, _| live.contains(u.as_str()));
         self.written.retain(|(_, u), _| live.contains(u.as_str()));
         self.write_back(d)
     }
@@ -408,11 +413,23 @@ impl Reconciler {
                             .set(q.ingress_kbps, q.ingress_burst_kb, q.egress_bps);
                         iface_columns(&mut r, meta, spec);
                         // Open, but with settings xbr could not apply.
-                        let errs: Vec<&str> = [self.errors.get(&iface.uuid), q.error.as_ref()]
-                            .into_iter()
-                            .flatten()
-                            .map(String::as_str)
-                            .collect();
+                        if let Some(w) = &iface.warning {
+                            if self.warned.get(&iface.uuid) != Some(w) {
+                                tracing::warn!(bridge = %bname, port = %iname, "{w}");
+                                self.warned.insert(iface.uuid.clone(), w.clone());
+                            }
+                        } else if self.warned.remove(&iface.uuid).is_some() {
+                            tracing::info!(bridge = %bname, port = %iname, "port fully configured");
+                        }
+                        let errs: Vec<&str> = [
+                            self.errors.get(&iface.uuid),
+                            q.error.as_ref(),
+                            iface.warning.as_ref(),
+                        ]
+                        .into_iter()
+                        .flatten()
+                        .map(String::as_str)
+                        .collect();
                         if !errs.is_empty() {
                             r.insert("error".into(), json!(errs.join("; ")));
                         }
@@ -623,10 +640,25 @@ fn iface_columns(r: &mut Map<String, Value>, meta: &PortMeta, spec: &PortSpec) {
         json!(crate::netdev::format_mac(meta.hw_addr)),
     );
     if spec.port_type == PortType::Vxlan {
-        // A flow-based tunnel has no netdev of its own.
+        // A flow-based tunnel has no netdev of its own. As in OVS, its
+        // carrier is its egress interface's, which `status` names.
         r.insert("ifindex".into(), json!(0));
-        r.insert("link_state".into(), json!("up"));
         r.insert("admin_state".into(), json!("up"));
+        let egress = spec
+            .vxlan
+            .as_ref()
+            .map(|v| (v.uplink.as_str(), crate::netdev::link_by_name(&v.uplink)));
+        let carrier = matches!(&egress, Some((_, Ok(l))) if l.up && l.lower_up);
+        let state = if carrier { "up" } else { "down" };
+        r.insert("link_state".into(), json!(state));
+        let status: Vec<Value> = match egress {
+            Some((dev, _)) => vec![
+                json!(["tunnel_egress_iface", dev]),
+                json!(["tunnel_egress_iface_carrier", state]),
+            ],
+            None => Vec::new(),
+        };
+        r.insert("status".into(), json!(["map", status]));
         return;
     }
     match crate::netdev::link_by_name(&meta.name) {
