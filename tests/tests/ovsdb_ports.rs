@@ -397,3 +397,90 @@ fn vxlan_without_an_uplink_is_numbered_and_carries_traffic_once_routed() -> Resu
     assert_eq!(db.ofport("vxlan0")?, "1");
     Ok(())
 }
+
+#[test]
+fn settings_xbr_does_not_implement_are_reported() -> Result<()> {
+    let bridge = bridge_name();
+    let a = agent_pod(7)?;
+    let b = agent_pod(8)?;
+    let c = agent_pod(9)?;
+    let mut db = OvsDb::start(None)?;
+    db.start_xbr()?;
+    db.vsctl(&[
+        "add-br",
+        &bridge,
+        "--",
+        "set",
+        "Bridge",
+        &bridge,
+        "fail_mode=secure",
+    ])?
+    .ok()?;
+    // A VLAN tag and an option xbr does not read: the port opens, and
+    // says what it ignores.
+    let ai = a.host_if();
+    db.vsctl(&[
+        "add-port",
+        &bridge,
+        ai,
+        "tag=10",
+        "--",
+        "set",
+        "Interface",
+        ai,
+        "options:n_rxq=2",
+    ])?
+    .ok()?;
+    assert_eq!(db.ofport(ai)?, "1");
+    let err = iface_col(&db, ai, "error")?;
+    assert!(
+        err.contains("tag: VLAN access ports (tag) is not supported by xbr")
+            && err.contains("options:n_rxq is not supported"),
+        "error column: {err}"
+    );
+    let log = db.xbr_log();
+    assert!(log.contains("options:n_rxq is not supported"), "{log}");
+    // Cleared, the error goes.
+    db.vsctl(&["clear", "Port", ai, "tag"])?.ok()?;
+    db.vsctl(&["remove", "Interface", ai, "options", "n_rxq"])?
+        .ok()?;
+    assert_eq!(iface_col(&db, ai, "error")?, "[]");
+    assert_eq!(db.ofport(ai)?, "1");
+
+    // A bridge setting goes to its local interface.
+    db.vsctl(&["set", "Bridge", &bridge, "stp_enable=true"])?
+        .ok()?;
+    let err = iface_col(&db, &bridge, "error")?;
+    assert!(err.contains("STP is not supported by xbr"), "{err}");
+
+    // An interface type xbr does not implement, and a bond: not opened.
+    let gre = db.vsctl(&[
+        "add-port",
+        &bridge,
+        "gre0",
+        "--",
+        "set",
+        "Interface",
+        "gre0",
+        "type=gre",
+        "options:remote_ip=192.0.2.1",
+    ])?;
+    assert!(gre.stderr.contains("Error detected"), "{}", gre.stderr);
+    assert_eq!(db.ofport("gre0")?, "-1");
+    let err = iface_col(&db, "gre0", "error")?;
+    assert!(
+        err.contains("interface type 'gre' is not supported by xbr"),
+        "{err}"
+    );
+    db.vsctl(&["add-bond", &bridge, "bond0", b.host_if(), c.host_if()])?;
+    let err = iface_col(&db, b.host_if(), "error")?;
+    assert!(err.contains("bonds"), "{err}");
+    assert_eq!(db.ofport(b.host_if())?, "-1");
+    let log = db.xbr_log();
+    assert!(
+        log.contains("'gre' is not supported") && log.contains("bonds") && log.contains("STP"),
+        "{log}"
+    );
+    db.vsctl(&["del-br", &bridge])?.ok()?;
+    Ok(())
+}

@@ -4,6 +4,7 @@
 //! to the Interface's `error` column as ovs-vswitchd would put it there).
 
 use super::datum::{integer, string, string_map, uuids, Replica, Row};
+use super::unsupported;
 use crate::config::{PortSpec, PortType, VxlanSpec, MAX_OFPORT, VXLAN_DEFAULT_PORT};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -29,8 +30,9 @@ pub struct DesiredIface {
     pub spec: Result<PortSpec, String>,
     /// Rate limits; applied to the open port without reopening it.
     pub qos: Qos,
-    /// Why the port, open, does not do all the row asks (goes to `error`,
-    /// and is logged): a tunnel's underlay not resolved yet.
+    /// Why the port, open, does not do all the database asks (goes to
+    /// `error`, and is logged): a tunnel's underlay not resolved yet,
+    /// settings xbr does not implement (`unsupported.rs`).
     pub warning: Option<String>,
 }
 
@@ -105,12 +107,14 @@ fn read_bridge(
         .get("datapath-id")
         .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
     let mut ifaces = BTreeMap::new();
+    let bridge_unsupported = unsupported::bridge(name, row);
     for p in uuids(row, "ports") {
         let Some(port) = db.row("Port", &p) else {
             continue;
         };
         let members = uuids(port, "interfaces");
         let (egress_bps, qos_error) = port_qos(db, port);
+        let port_unsupported = unsupported::port(&string(port, "name").unwrap_or_default(), port);
         for i in &members {
             let Some(iface) = db.row("Interface", i) else {
                 continue;
@@ -118,12 +122,17 @@ fn read_bridge(
             let Some(iname) = string(iface, "name") else {
                 continue;
             };
-            let mut warning = None;
+            let mut warnings = Vec::new();
             let spec = if members.len() > 1 {
                 Err("bonds (ports with several interfaces) are not supported by xbr".into())
             } else {
-                iface_spec(&iname, name, iface, ports, &mut warning)
+                iface_spec(&iname, name, iface, ports, &mut warnings)
             };
+            if iname == name {
+                warnings.extend(bridge_unsupported.iter().cloned());
+            }
+            warnings.extend(port_unsupported.iter().cloned());
+            let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
             let nonneg = |col| integer(iface, col).and_then(|v| u64::try_from(v).ok());
             let qos = Qos {
                 ingress_kbps: nonneg("ingress_policing_rate").unwrap_or(0),
@@ -175,14 +184,14 @@ fn port_qos(db: &Replica, port: &Row) -> (u64, Option<String>) {
     }
 }
 
-/// The port one Interface row describes; `warning` gets what the port
+/// The port one Interface row describes; `warnings` get what the port
 /// will not do although it opens (see `DesiredIface::warning`).
 fn iface_spec(
     name: &str,
     bridge: &str,
     row: &Row,
     ports: &BTreeSet<String>,
-    warning: &mut Option<String>,
+    warnings: &mut Vec<String>,
 ) -> Result<PortSpec, String> {
     let kind = string(row, "type").unwrap_or_default();
     let options = string_map(row, "options");
@@ -197,8 +206,27 @@ fn iface_spec(
         internal_backend: Default::default(),
     };
     match kind.as_str() {
-        "" | "system" => spec.xdp_redirect = xdp_redirect(name, &options)?,
+        "" | "system" => {
+            spec.xdp_redirect = xdp_redirect(name, &options)?;
+            warnings.extend(unsupported::interface(
+                name,
+                row,
+                &options,
+                unsupported::SYSTEM_OPTIONS,
+            ));
+            if string(row, "mac").is_some() {
+                warnings.push(format!(
+                    "{name}: mac is set by xbr on internal interfaces only; ignored"
+                ));
+            }
+        }
         "internal" => {
+            warnings.extend(unsupported::interface(
+                name,
+                row,
+                &options,
+                unsupported::INTERNAL_OPTIONS,
+            ));
             spec.port_type = PortType::Internal;
             spec.mac = string(row, "mac").and_then(|m| crate::config::parse_mac(&m));
             if let Some(b) = options.get("internal_backend") {
@@ -224,13 +252,13 @@ fn iface_spec(
                         uplink,
                     })
                 }
-                Err(why) => {
-                    *warning = Some(format!(
-                        "{why}: the port drops what is sent to it until there is one \
-                         (looked for again every few seconds)"
-                    ))
-                }
+                Err(why) => warnings.push(format!(
+                    "{why}: the port drops what is sent to it until there is one \
+                     (looked for again every few seconds)"
+                )),
             }
+            // Its options were checked above (unknown ones are refused).
+            warnings.extend(unsupported::interface(name, row, &BTreeMap::new(), &[]));
         }
         other => {
             return Err(format!(

@@ -21,6 +21,7 @@ pub mod desired;
 pub mod port_change;
 pub mod reconcile;
 pub mod rpc;
+pub mod unsupported;
 
 use rpc::{Conn, Incoming};
 use serde_json::{json, Value};
@@ -41,9 +42,10 @@ const TICK: Duration = Duration::from_millis(200);
 const DB: &str = "Open_vSwitch";
 
 /// The columns ovs-vswitchd reads (it writes others; those are not
-/// monitored, so xbr's own writes do not come back as changes).
+/// monitored, so xbr's own writes do not come back as changes), and the
+/// ones xbr reports as not supported.
 fn monitor_requests() -> Value {
-    json!({
+    let mut req = json!({
         "Open_vSwitch": {"columns": ["bridges", "next_cfg", "other_config"]},
         "Bridge": {"columns": ["name", "ports", "fail_mode", "protocols", "controller",
                                "other_config", "datapath_type"]},
@@ -52,7 +54,13 @@ fn monitor_requests() -> Value {
                                   "mac", "ingress_policing_rate", "ingress_policing_burst"]},
         "Controller": {"columns": ["target"]},
         "QoS": {"columns": ["type", "other_config"]},
-    })
+    });
+    for table in ["Bridge", "Port", "Interface"] {
+        if let Some(cols) = req[table]["columns"].as_array_mut() {
+            cols.extend(unsupported::monitored(table).into_iter().map(Value::from));
+        }
+    }
+    req
 }
 
 /// Runs the client until `stop` is set; then stops every bridge. Returns
