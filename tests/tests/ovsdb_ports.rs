@@ -152,6 +152,27 @@ fn settings_changed_in_place_keep_the_number_and_the_traffic() -> Result<()> {
     db.vsctl(&["set", "Interface", &a_if, "ofport_request=7"])?
         .ok()?;
     assert_eq!(db.ofport(&a_if)?, "7");
+
+    // An internal port's MAC is set in place too.
+    let int = format!("{bridge}i");
+    db.vsctl(&[
+        "add-port",
+        &bridge,
+        &int,
+        "--",
+        "set",
+        "Interface",
+        &int,
+        "type=internal",
+    ])?
+    .ok()?;
+    let n = db.ofport(&int)?;
+    db.vsctl(&["set", "Interface", &int, "mac=\"02:00:00:00:00:42\""])?
+        .ok()?;
+    assert_eq!(db.ofport(&int)?, n);
+    wait_for(Duration::from_secs(8), "the new mac_in_use", || {
+        Ok(iface_col(&db, &int, "mac_in_use")? == "\"02:00:00:00:00:42\"")
+    })?;
     db.vsctl(&["del-br", &bridge])?.ok()?;
     Ok(())
 }

@@ -367,9 +367,22 @@ impl Reconciler {
             };
             match live.add(&request) {
                 Ok(meta) => {
-                    m.ports.insert(iname.clone(), spec.clone());
                     m.numbers.insert(iname.clone(), meta.ofport);
                     self.errors.remove(&iface.uuid);
+                    // An existing netdev's MTU is set as on a change (an
+                    // internal port's was set when xbr created it).
+                    let mut opened = spec.clone();
+                    if spec.port_type == PortType::System && spec.mtu_request.is_some() {
+                        opened.mtu_request = None;
+                        let mtu = InPlace {
+                            mtu: true,
+                            ..Default::default()
+                        };
+                        if let Err(msg) = apply_in_place(&live, &mut opened, spec, &mtu) {
+                            set_error(&mut self.errors, &iface.uuid, msg);
+                        }
+                    }
+                    m.ports.insert(iname.clone(), opened);
                 }
                 Err(e) => set_error(&mut self.errors, &iface.uuid, ovs_error_text(iname, &e)),
             }
@@ -668,6 +681,10 @@ fn iface_columns(r: &mut Map<String, Value>, meta: &PortMeta, spec: &PortSpec) {
             r.insert("admin_state".into(), json!(state(link.up)));
             r.insert("link_state".into(), json!(state(link.up && link.lower_up)));
             r.insert("mtu".into(), json!(link.mtu));
+            // The netdev's own: a `mac` set in place shows at once.
+            if let Some(mac) = link.mac {
+                r.insert("mac_in_use".into(), json!(crate::netdev::format_mac(mac)));
+            }
             // What ethtool reports, through sysfs (readable while the link
             // is up): Mbit/s there, bit/s in the database.
             let sys = |f: &str| {
