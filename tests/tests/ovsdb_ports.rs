@@ -371,7 +371,7 @@ fn vxlan_without_an_uplink_is_numbered_and_carries_traffic_once_routed() -> Resu
         "ip addr add 10.0.0.11/24 dev eth0; ip link set eth0 up
          ip route add default via 10.0.0.1",
     )?;
-    wait_for(Duration::from_secs(15), "the underlay", || {
+    wait_for(Duration::from_secs(5), "the underlay", || {
         Ok(iface_col(&db, "vxlan0", "error")? == "[]")
     })?;
     assert_eq!(db.ofport("vxlan0")?, "1");
@@ -399,7 +399,7 @@ fn vxlan_without_an_uplink_is_numbered_and_carries_traffic_once_routed() -> Resu
 
     // The underlay goes, then comes back: followed, number kept.
     sh(&node, "ip route del default; ip addr flush dev eth0")?;
-    wait_for(Duration::from_secs(15), "the underlay to go", || {
+    wait_for(Duration::from_secs(5), "the underlay to go", || {
         Ok(iface_col(&db, "vxlan0", "error")?.contains("no default route"))
     })?;
     assert_eq!(db.ofport("vxlan0")?, "1");
@@ -407,7 +407,7 @@ fn vxlan_without_an_uplink_is_numbered_and_carries_traffic_once_routed() -> Resu
         &node,
         "ip addr add 10.0.0.11/24 dev eth0; ip route add default via 10.0.0.1",
     )?;
-    wait_for(Duration::from_secs(15), "the underlay again", || {
+    wait_for(Duration::from_secs(5), "the underlay again", || {
         Ok(iface_col(&db, "vxlan0", "error")? == "[]")
     })?;
     wait_for(

@@ -242,7 +242,8 @@ fn iface_spec(
             // OVS numbers a flow-based tunnel at once and looks its
             // underlay up per packet: without one yet, the port is open
             // and numbered, and its underlay is looked for again on every
-            // pass (each change and every statistics interval).
+            // pass (each change, and every second while there is a
+            // tunnel: `UNDERLAY_INTERVAL`).
             let (dst_port, local_ip) = vxlan_options(&options)?;
             match underlay(local_ip, ports) {
                 Ok((local_ip, uplink)) => {
@@ -254,7 +255,7 @@ fn iface_spec(
                 }
                 Err(why) => warnings.push(format!(
                     "{why}: the port drops what is sent to it until there is one \
-                     (looked for again every few seconds)"
+                     (looked for again every second)"
                 )),
             }
             // Its options were checked above (unknown ones are refused).

@@ -10,7 +10,10 @@
 //! running bridges with it ([`reconcile`]) and writes back the columns
 //! ovs-vswitchd owns in one `transact`. It answers the server's `echo`
 //! requests, and every [`STATS_INTERVAL`] writes interface statistics and
-//! retries interfaces that could not be opened. If the connection drops,
+//! retries interfaces that could not be opened; while a bridge has a
+//! VXLAN port, every [`UNDERLAY_INTERVAL`] it looks the port's underlay
+//! up again (a new one reopens the port under its number). If the
+//! connection drops,
 //! the bridges keep forwarding with the configuration they have, and the
 //! client reconnects with exponential backoff ([`BACKOFF_MIN`] to
 //! [`BACKOFF_MAX`]); the new `monitor` reply is a full snapshot, so
@@ -34,6 +37,9 @@ pub use reconcile::Settings;
 /// How often statistics are written (ovs-vswitchd's default
 /// `other_config:stats-update-interval`).
 pub const STATS_INTERVAL: Duration = Duration::from_secs(5);
+/// How often a VXLAN port's underlay (routes, addresses) is looked up
+/// again, while the bridges have one (`desired.rs`).
+pub const UNDERLAY_INTERVAL: Duration = Duration::from_secs(1);
 pub const BACKOFF_MIN: Duration = Duration::from_secs(1);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(8);
 /// How long the loop waits for a message before checking the stop flag
@@ -108,6 +114,7 @@ fn session(mut conn: Conn, rec: &mut reconcile::Reconciler, stop: &AtomicBool) {
     };
     let mut synced = false;
     let mut next_stats = Instant::now() + STATS_INTERVAL;
+    let mut next_underlay = Instant::now() + UNDERLAY_INTERVAL;
     while !stop.load(Ordering::Relaxed) {
         let mut changed = false;
         match conn.incoming.recv_timeout(TICK) {
@@ -148,8 +155,14 @@ fn session(mut conn: Conn, rec: &mut reconcile::Reconciler, stop: &AtomicBool) {
             continue;
         }
         let mut ops = Vec::new();
-        let tick = Instant::now() >= next_stats;
-        if changed || tick {
+        let now = Instant::now();
+        let tick = now >= next_stats;
+        // A tunnel's underlay follows the routes within a second.
+        let underlay = now >= next_underlay && rec.has_tunnels();
+        if now >= next_underlay {
+            next_underlay = now + UNDERLAY_INTERVAL;
+        }
+        if changed || tick || underlay {
             // The tick also retries interfaces that failed to open.
             let d = desired::read(&db);
             ops = rec.apply(&d);

@@ -163,6 +163,14 @@ impl Reconciler {
         self.write_back(d)
     }
 
+    /// Whether a bridge has a VXLAN port, whose underlay is looked up
+    /// again on every pass.
+    pub fn has_tunnels(&self) -> bool {
+        self.bridges
+            .values()
+            .any(|m| m.ports.values().any(|s| s.port_type == PortType::Vxlan))
+    }
+
     /// Follows `pmd-cpu-mask`: its first CPUs for the packet threads (one
     /// each, `--pmd-threads` of them), the others for transmit threads
     /// (see `cpus`), as OVS pins its PMD threads to the mask's CPUs. Running bridges are re-pinned at once;
