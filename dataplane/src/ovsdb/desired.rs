@@ -260,6 +260,12 @@ fn iface_spec(
             }
             // Its options were checked above (unknown ones are refused).
             warnings.extend(unsupported::interface(name, row, &BTreeMap::new(), &[]));
+            if integer(row, "mtu_request").is_some() {
+                warnings.push(format!(
+                    "{name}: mtu_request does not apply to a vxlan port in xbr (its uplink's \
+                     MTU is used); ignored"
+                ));
+            }
         }
         other => {
             return Err(format!(

@@ -70,14 +70,13 @@ pub fn classify(
         xdp_redirect: open.xdp_redirect != want.xdp_redirect,
     };
     // Everything else must be equal for the change to apply in place.
+    // `mtu_request` of a tunnel (its uplink's MTU is used) and `mac` of a
+    // port xbr does not create (reported by `unsupported.rs`) change
+    // nothing.
     let rest_equal = PortSpec {
         ofport: open.ofport,
-        mtu_request: if in_place.mtu {
-            open.mtu_request
-        } else {
-            want.mtu_request
-        },
-        mac: if in_place.mac { open.mac } else { want.mac },
+        mtu_request: open.mtu_request,
+        mac: open.mac,
         xdp_redirect: open.xdp_redirect,
         ..want.clone()
     } == *open;
@@ -145,6 +144,22 @@ mod tests {
                 ..Default::default()
             })
         );
+    }
+
+    #[test]
+    fn settings_that_do_not_apply_change_nothing() {
+        let open = spec(PortType::Vxlan);
+        let want = PortSpec {
+            mtu_request: Some(1400),
+            ..open.clone()
+        };
+        assert_eq!(classify(&open, &want, 1, free), Change::None);
+        let open = spec(PortType::System);
+        let want = PortSpec {
+            mac: Some([2, 0, 0, 0, 0, 1]),
+            ..open.clone()
+        };
+        assert_eq!(classify(&open, &want, 3, free), Change::None);
     }
 
     #[test]
