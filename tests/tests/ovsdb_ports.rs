@@ -475,6 +475,22 @@ fn settings_xbr_does_not_implement_are_reported() -> Result<()> {
         .ok()?;
     let err = iface_col(&db, &bridge, "error")?;
     assert!(err.contains("STP is not supported by xbr"), "{err}");
+    // So do its controllers' (the one here is secure: it changes nothing).
+    db.vsctl(&["set-controller", &bridge, "tcp:127.0.0.1:9"])?
+        .ok()?;
+    db.vsctl(&["set", "Controller", &bridge, "inactivity_probe=30000"])?
+        .ok()?;
+    let err = iface_col(&db, &bridge, "error")?;
+    assert!(err.contains("inactivity_probe"), "{err}");
+    db.vsctl(&["del-controller", &bridge])?.ok()?;
+    // The Open_vSwitch row has no error column: the log says it.
+    db.vsctl(&["set", "Open_vSwitch", ".", "other_config:max-idle=30000"])?
+        .ok()?;
+    wait_for(Duration::from_secs(5), "the log line", || {
+        Ok(db
+            .xbr_log()
+            .contains("Open_vSwitch other_config:max-idle is not supported"))
+    })?;
 
     // An interface type xbr does not implement, and a bond: not opened.
     let gre = db.vsctl(&[

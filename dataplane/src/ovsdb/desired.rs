@@ -57,6 +57,8 @@ pub struct Desired {
     /// or why it cannot be used; `None` when unset.
     pub pmd_cpus: Option<Result<Vec<usize>, String>>,
     pub bridges: BTreeMap<String, DesiredBridge>,
+    /// What the Open_vSwitch row sets that xbr ignores (`unsupported.rs`).
+    pub unsupported: Vec<String>,
 }
 
 /// Reads the whole configuration out of the replica. Only bridges the
@@ -70,6 +72,7 @@ pub fn read(db: &Replica) -> Desired {
         root_uuid.to_string(),
         integer(root, "next_cfg").unwrap_or(0),
     ));
+    out.unsupported = unsupported::root(root);
     out.pmd_cpus = string_map(root, "other_config")
         .get("pmd-cpu-mask")
         .map(|m| crate::cpus::parse_mask(m).map_err(|e| e.to_string()));
@@ -98,16 +101,22 @@ fn read_bridge(
     row: &Row,
     ports: &BTreeSet<String>,
 ) -> DesiredBridge {
-    let controllers = uuids(row, "controller")
+    let controller_rows: Vec<&Row> = uuids(row, "controller")
         .iter()
         .filter_map(|c| db.row("Controller", c))
+        .collect();
+    let controllers = controller_rows
+        .iter()
         .filter_map(|c| string(c, "target"))
         .collect();
     let datapath_id = string_map(row, "other_config")
         .get("datapath-id")
         .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
     let mut ifaces = BTreeMap::new();
-    let bridge_unsupported = unsupported::bridge(name, row);
+    let mut bridge_unsupported = unsupported::bridge(name, row);
+    for c in &controller_rows {
+        bridge_unsupported.extend(unsupported::controller(name, c));
+    }
     for p in uuids(row, "ports") {
         let Some(port) = db.row("Port", &p) else {
             continue;

@@ -61,7 +61,7 @@ fn monitor_requests() -> Value {
         "Controller": {"columns": ["target"]},
         "QoS": {"columns": ["type", "other_config"]},
     });
-    for table in ["Bridge", "Port", "Interface"] {
+    for table in ["Bridge", "Port", "Interface", "Controller"] {
         if let Some(cols) = req[table]["columns"].as_array_mut() {
             cols.extend(unsupported::monitored(table).into_iter().map(Value::from));
         }

@@ -88,6 +88,8 @@ pub struct Reconciler {
     errors: HashMap<String, String>,
     /// The `DesiredIface::warning` last logged, per interface UUID.
     warned: HashMap<String, String>,
+    /// `Desired::unsupported` as last logged.
+    root_warned: Vec<String>,
     /// What this connection last wrote, per (table, row UUID).
     written: HashMap<(&'static str, String), Map<String, Value>>,
 }
@@ -104,6 +106,7 @@ impl Reconciler {
             bridges: BTreeMap::new(),
             errors: HashMap::new(),
             warned: HashMap::new(),
+            root_warned: Vec::new(),
             written: HashMap::new(),
         }
     }
@@ -118,6 +121,16 @@ impl Reconciler {
     /// operations (empty if nothing changed).
     pub fn apply(&mut self, d: &Desired) -> Vec<Value> {
         self.apply_pmd_cpus(d);
+        if d.unsupported != self.root_warned {
+            for w in d
+                .unsupported
+                .iter()
+                .filter(|w| !self.root_warned.contains(w))
+            {
+                tracing::warn!("{w}");
+            }
+            self.root_warned = d.unsupported.clone();
+        }
         let gone: Vec<String> = self
             .bridges
             .keys()

@@ -44,6 +44,20 @@ const PORT: &[(&str, &str)] = &[
     ("protected", "protected ports"),
 ];
 
+/// Controller columns xbr does not implement (its `--inactivity-probe`
+/// applies to every controller).
+const CONTROLLER: &[(&str, &str)] = &[
+    ("inactivity_probe", "a per-controller inactivity probe"),
+    ("max_backoff", "max_backoff"),
+    ("controller_rate_limit", "packet-in rate limiting"),
+    ("controller_burst_limit", "packet-in rate limiting"),
+    ("local_ip", "in-band control"),
+];
+
+/// `other_config` keys xbr reads: Bridge, Open_vSwitch.
+const BRIDGE_OTHER_CONFIG: &[&str] = &["datapath-id"];
+const ROOT_OTHER_CONFIG: &[&str] = &["pmd-cpu-mask"];
+
 /// Interface columns xbr does not implement.
 const INTERFACE: &[(&str, &str)] = &[
     ("ingress_policing_kpkts_rate", "packet-rate policing"),
@@ -60,12 +74,16 @@ pub fn monitored(table: &str) -> Vec<&'static str> {
         "Bridge" => BRIDGE,
         "Port" => PORT,
         "Interface" => INTERFACE,
+        "Controller" => CONTROLLER,
         _ => &[],
     };
-    // `datapath_type` is monitored already (the reconciler's list).
+    // `datapath_type` and `other_config` are monitored already (the
+    // reconciler's list).
     let mut out: Vec<&str> = cols.iter().map(|(c, _)| *c).collect();
-    if table == "Port" {
-        out.push("lacp");
+    match table {
+        "Port" => out.push("lacp"),
+        "Controller" => out.push("connection_mode"),
+        _ => {}
     }
     out.dedup();
     out
@@ -99,6 +117,12 @@ fn listed(row: &Row, cols: &[(&str, &str)], what: &str, out: &mut Vec<String>) {
 pub fn bridge(name: &str, row: &Row) -> Vec<String> {
     let mut out = Vec::new();
     listed(row, BRIDGE, &format!("bridge {name}:"), &mut out);
+    other_config(
+        &format!("bridge {name}:"),
+        row,
+        BRIDGE_OTHER_CONFIG,
+        &mut out,
+    );
     let dp = super::datum::string(row, "datapath_type").unwrap_or_default();
     if !matches!(dp.as_str(), "" | "netdev" | "system") {
         out.push(format!(
@@ -106,6 +130,40 @@ pub fn bridge(name: &str, row: &Row) -> Vec<String> {
              datapath); ignored"
         ));
     }
+    out
+}
+
+/// `other_config` keys of `row` that xbr does not read.
+fn other_config(what: &str, row: &Row, known: &[&str], out: &mut Vec<String>) {
+    for key in super::datum::string_map(row, "other_config").keys() {
+        if !known.contains(&key.as_str()) {
+            out.push(format!(
+                "{what} other_config:{key} is not supported by xbr; ignored"
+            ));
+        }
+    }
+}
+
+/// What a Controller row of bridge `bridge` sets that xbr ignores.
+pub fn controller(bridge: &str, row: &Row) -> Vec<String> {
+    let target = super::datum::string(row, "target").unwrap_or_default();
+    let what = format!("bridge {bridge}: controller {target}:");
+    let mut out = Vec::new();
+    listed(row, CONTROLLER, &what, &mut out);
+    if super::datum::string(row, "connection_mode").as_deref() == Some("in-band") {
+        out.push(format!(
+            "{what} connection_mode: in-band control is not supported by xbr (out-of-band \
+             only); ignored"
+        ));
+    }
+    out
+}
+
+/// What the Open_vSwitch row sets that xbr ignores (logged only: the
+/// table has no `error` column).
+pub fn root(row: &Row) -> Vec<String> {
+    let mut out = Vec::new();
+    other_config("Open_vSwitch", row, ROOT_OTHER_CONFIG, &mut out);
     out
 }
 
@@ -174,5 +232,15 @@ mod tests {
         let msgs = interface("veth1", &i, &opts, SYSTEM_OPTIONS);
         assert_eq!(msgs.len(), 2, "{msgs:?}");
         assert!(msgs[1].contains("options:n_rxq"), "{msgs:?}");
+        let c = row(
+            json!({"target": "tcp:192.0.2.1:6653", "inactivity_probe": 30000,
+                           "connection_mode": "out-of-band"}),
+        );
+        let msgs = controller("br0", &c);
+        assert_eq!(msgs.len(), 1, "{msgs:?}");
+        assert!(msgs[0].contains("inactivity_probe"), "{msgs:?}");
+        let r = row(json!({"other_config": ["map", [["pmd-cpu-mask", "0x3"],
+                                                    ["flow-restore-wait", "true"]]]}));
+        assert_eq!(root(&r).len(), 1);
     }
 }
