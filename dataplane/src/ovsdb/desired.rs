@@ -49,7 +49,7 @@ pub struct Qos {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Desired {
     /// The root row's UUID and its `next_cfg`.
     pub root: Option<(String, i64)>,

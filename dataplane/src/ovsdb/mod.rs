@@ -115,6 +115,8 @@ fn session(mut conn: Conn, rec: &mut reconcile::Reconciler, stop: &AtomicBool) {
     let mut synced = false;
     let mut next_stats = Instant::now() + STATS_INTERVAL;
     let mut next_underlay = Instant::now() + UNDERLAY_INTERVAL;
+    // What the last pass read.
+    let mut last: Option<desired::Desired> = None;
     while !stop.load(Ordering::Relaxed) {
         let mut changed = false;
         match conn.incoming.recv_timeout(TICK) {
@@ -163,13 +165,17 @@ fn session(mut conn: Conn, rec: &mut reconcile::Reconciler, stop: &AtomicBool) {
             next_underlay = now + UNDERLAY_INTERVAL;
         }
         if changed || tick || underlay {
-            // The tick also retries interfaces that failed to open.
+            // The tick also retries interfaces that failed to open. The
+            // underlay's alone reconciles only if the lookup found a change.
             let d = desired::read(&db);
-            ops = rec.apply(&d);
+            if changed || tick || last.as_ref() != Some(&d) {
+                ops = rec.apply(&d);
+            }
             if tick {
                 next_stats = Instant::now() + STATS_INTERVAL;
                 ops.extend(rec.stats(&d));
             }
+            last = Some(d);
         }
         if !ops.is_empty() {
             let mut params = vec![json!(DB)];
