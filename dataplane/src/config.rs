@@ -96,7 +96,10 @@ pub struct PortSpec {
     pub port_type: PortType,
     pub mtu_request: Option<u32>,
     pub mac: Option<[u8; 6]>,
-    /// Set exactly when `port_type` is [`PortType::Vxlan`].
+    /// Set when `port_type` is [`PortType::Vxlan`] (always from the
+    /// command line). From OVSDB, `None` for a vxlan port whose underlay
+    /// is not resolved yet (no route, no address): the port is numbered
+    /// and drops what is output to it until the underlay is there.
     pub vxlan: Option<VxlanSpec>,
     /// `xdp_redirect=on` (system and vxlan ports): the interface (a vxlan
     /// port's uplink) accepts frames redirected in XDP, so the XDP flow

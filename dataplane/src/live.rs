@@ -365,6 +365,59 @@ impl LivePorts {
         Ok(meta)
     }
 
+    /// Lets the XDP flow cache redirect to port `spec.name` (a vxlan
+    /// port: to its uplink) or stops it, following `spec.xdp_redirect`, in
+    /// place: the port keeps its number and its traffic (OVS applies a
+    /// changed `options` column to the open netdev). Without the cache
+    /// there is nothing to change.
+    pub fn set_xdp_redirect(&self, spec: &PortSpec) -> Result<(), LiveError> {
+        let _serialised = self.state.lock();
+        let Some(meta) = self
+            .shared
+            .ports()
+            .into_iter()
+            .find(|p| p.name == spec.name)
+        else {
+            return Err(LiveError::NoSuchPort(spec.name.clone()));
+        };
+        let Some(cache) = &self.cache else {
+            return Ok(());
+        };
+        let dev = match (spec.port_type, &spec.vxlan) {
+            (crate::config::PortType::Vxlan, Some(v)) => v.uplink.as_str(),
+            (crate::config::PortType::Vxlan, None) => return Ok(()),
+            _ => spec.name.as_str(),
+        };
+        let link = crate::netdev::link_by_name(dev).map_err(|source| PortError::Netdev {
+            name: dev.to_string(),
+            source,
+        })?;
+        let on = spec.xdp_redirect;
+        let frags = if on {
+            cache
+                .add_dev(link.ifindex)
+                .map_err(|source| PortError::XdpCache {
+                    name: dev.to_string(),
+                    source,
+                })?;
+            ports::redirect_takes_frags(dev, link.ifindex)
+        } else {
+            false
+        };
+        for ops in &self.ops {
+            ops.send(PortOp::SetXdpTarget {
+                ofport: meta.ofport,
+                target: on,
+                frags,
+            })
+            .map_err(|_| LiveError::Stopped)?;
+        }
+        self.shared.wake();
+        tracing::info!(port = %spec.name, ofport = meta.ofport, xdp_redirect = on,
+            "XDP redirect target changed in place");
+        Ok(())
+    }
+
     /// Stops forwarding on port `name` and closes it.
     pub fn remove(&self, name: &str) -> Result<(), LiveError> {
         let mut numbers = self.state.lock();

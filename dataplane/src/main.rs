@@ -84,7 +84,9 @@ struct RunArgs {
     controllers: Vec<SocketAddr>,
     /// What to do without a controller: `secure` forwards by the flows
     /// only (the OpenShift agent's setting); `standalone` forwards as a
-    /// MAC-learning switch while no controller is connected.
+    /// MAC-learning switch while no configured controller is connected,
+    /// and without --controller starts with OVS's `priority=0
+    /// actions=NORMAL` flow, which installed flows override.
     #[arg(long, value_enum, default_value_t = FailMode::Secure)]
     fail_mode: FailMode,
     /// Seconds a controller connection may stay silent before it is sent

@@ -13,6 +13,7 @@ mod connection;
 mod datapath;
 mod error;
 mod expiry;
+mod fail_mode;
 mod monitor;
 pub mod notify;
 mod outbox;

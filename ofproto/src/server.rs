@@ -85,6 +85,8 @@ struct Shared {
     next_id: AtomicU64,
     /// Fail mode standalone (else secure).
     standalone: AtomicBool,
+    /// Controllers configured (`add_controller`), connected or not.
+    controllers_configured: AtomicUsize,
     /// Controller connections currently up.
     controllers_up: AtomicUsize,
     /// Live connections: a handle to shut each down, and its thread.
@@ -119,10 +121,14 @@ impl Shared {
 }
 
 impl Shared {
-    /// Fails open (NORMAL forwarding) exactly while the bridge is
-    /// standalone and no controller is connected, as OVS's fail-open does.
+    /// Fails open (NORMAL forwarding whatever the flows say) exactly
+    /// while the bridge is standalone and has controllers configured of
+    /// which none is connected, as OVS's fail-open does. Standalone without
+    /// any controller configured is not fail-open: the flows apply, with
+    /// OVS's priority-0 NORMAL flow under them (see `fail_mode.rs`).
     fn update_fail_open(&self) {
         let open = self.standalone.load(Ordering::SeqCst)
+            && self.controllers_configured.load(Ordering::SeqCst) > 0
             && self.controllers_up.load(Ordering::SeqCst) == 0;
         self.bridge.datapath().set_fail_open(open);
     }
@@ -292,6 +298,7 @@ impl Server {
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             standalone: AtomicBool::new(false),
+            controllers_configured: AtomicUsize::new(0),
             controllers_up: AtomicUsize::new(0),
             conns: Mutex::new(HashMap::new()),
         });
@@ -370,9 +377,11 @@ impl Server {
     }
 
     /// Sets the fail mode: `standalone` forwards as a MAC-learning switch
-    /// whenever no controller is connected (including when none is
-    /// configured); secure (the default, and the agent's setting) keeps
-    /// forwarding by the flows alone.
+    /// while none of its configured controllers is connected (fail-open);
+    /// secure (the default, and the agent's setting) keeps forwarding by
+    /// the flows alone. Without configured controllers both forward by
+    /// the flows (a standalone bridge's owner adds OVS's priority-0 NORMAL
+    /// flow: `Bridge::flush_flows`).
     pub fn set_fail_mode(&self, standalone: bool) {
         self.shared.standalone.store(standalone, Ordering::SeqCst);
         self.shared.update_fail_open();
@@ -399,6 +408,10 @@ impl Server {
             })?;
         self.controllers.push(t);
         self.targets.push(target);
+        self.shared
+            .controllers_configured
+            .fetch_add(1, Ordering::SeqCst);
+        self.shared.update_fail_open();
         info!(%target, "OpenFlow controller configured");
         Ok(())
     }

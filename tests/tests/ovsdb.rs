@@ -507,8 +507,10 @@ fn controllers_come_from_the_database() -> Result<()> {
         show.stdout
     );
 
-    // Dropping the active controller and moving the passive target
-    // restarts the OpenFlow server, not the bridge: flows stay.
+    // Replacing the active controller and moving the passive target
+    // restarts the OpenFlow server, not the bridge: flows stay (OVS
+    // flushes them only when the bridge goes from having a primary
+    // controller to having none, or back: ovsdb_ports.rs).
     db.ofctl(&["add-flow", &bridge, "priority=7,actions=drop"])?
         .ok()?;
     let moved = std::net::TcpListener::bind("127.0.0.1:0")
@@ -516,7 +518,9 @@ fn controllers_come_from_the_database() -> Result<()> {
         .expect("free port")
         .port();
     let moved_t = format!("ptcp:{moved}:127.0.0.1");
-    db.vsctl(&["set-controller", &bridge, &moved_t])?.ok()?;
+    // Port 9 (discard) on loopback: nothing listens.
+    db.vsctl(&["set-controller", &bridge, "tcp:127.0.0.1:9", &moved_t])?
+        .ok()?;
     let mut rest = Vec::new();
     let closed = std::io::Read::read_to_end(&mut conn, &mut rest);
     assert!(

@@ -37,8 +37,9 @@ pub struct BridgeConfig {
     pub datapath_id: Option<u64>,
     /// Entries of each packet thread's translation cache; 0 turns it off.
     pub flow_cache_entries: usize,
-    /// Fail mode standalone: NORMAL forwarding while no controller is
-    /// connected. False: secure (flows only).
+    /// Fail mode standalone: NORMAL forwarding while no configured
+    /// controller is connected; without controllers, a priority-0 NORMAL
+    /// flow (as OVS adds). False: secure (flows only).
     pub standalone: bool,
     /// OpenFlow controllers to stay connected to.
     pub controllers: Vec<SocketAddr>,
@@ -332,6 +333,12 @@ impl RunningBridge {
                 return Err(e.into());
             }
         };
+        // OVS's flush of a new bridge leaves this one flow (fail_mode.rs).
+        if config.standalone && config.controllers.is_empty() {
+            if let Err(e) = bridge.add_normal_flow() {
+                tracing::error!(bridge = %config.name, "cannot add the NORMAL flow: {e}");
+            }
+        }
         let ctl_path = crate::ctl::socket_path(&config.rundir, &config.name);
         let of_bridge = bridge.clone();
         let ctl = match crate::ctl::CtlServer::start(
@@ -414,6 +421,20 @@ impl RunningBridge {
     /// The datapath id OpenFlow reports.
     pub fn datapath_id(&self) -> u64 {
         ofproto::Datapath::datapath_id(&*self.shared)
+    }
+
+    /// Flushes the flow tables as OVS does when the fail mode, or whether
+    /// any primary controller is configured, changes: every flow goes,
+    /// and a standalone bridge without controllers gets its priority-0
+    /// NORMAL flow (`ofproto::fail_mode`).
+    pub fn flush_flows(&self, standalone_without_controllers: bool) {
+        match self.bridge.flush_flows(standalone_without_controllers) {
+            Ok(()) => {
+                tracing::info!(bridge = %self.name, normal_flow = standalone_without_controllers,
+                "flow tables flushed (fail mode or controllers changed)")
+            }
+            Err(e) => tracing::error!(bridge = %self.name, "flushing the flow tables: {e}"),
+        }
     }
 
     /// The OpenFlow server (fail mode, controllers).

@@ -4,6 +4,7 @@
 //! to the Interface's `error` column as ovs-vswitchd would put it there).
 
 use super::datum::{integer, string, string_map, uuids, Replica, Row};
+use super::unsupported;
 use crate::config::{PortSpec, PortType, VxlanSpec, MAX_OFPORT, VXLAN_DEFAULT_PORT};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -29,6 +30,10 @@ pub struct DesiredIface {
     pub spec: Result<PortSpec, String>,
     /// Rate limits; applied to the open port without reopening it.
     pub qos: Qos,
+    /// Why the port, open, does not do all the database asks (goes to
+    /// `error`, and is logged): a tunnel's underlay not resolved yet,
+    /// settings xbr does not implement (`unsupported.rs`).
+    pub warning: Option<String>,
 }
 
 /// An interface's rate limits, in OVS's units; 0 is none.
@@ -44,7 +49,7 @@ pub struct Qos {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Desired {
     /// The root row's UUID and its `next_cfg`.
     pub root: Option<(String, i64)>,
@@ -52,6 +57,8 @@ pub struct Desired {
     /// or why it cannot be used; `None` when unset.
     pub pmd_cpus: Option<Result<Vec<usize>, String>>,
     pub bridges: BTreeMap<String, DesiredBridge>,
+    /// What the Open_vSwitch row sets that xbr ignores (`unsupported.rs`).
+    pub unsupported: Vec<String>,
 }
 
 /// Reads the whole configuration out of the replica. Only bridges the
@@ -65,6 +72,7 @@ pub fn read(db: &Replica) -> Desired {
         root_uuid.to_string(),
         integer(root, "next_cfg").unwrap_or(0),
     ));
+    out.unsupported = unsupported::root(root);
     out.pmd_cpus = string_map(root, "other_config")
         .get("pmd-cpu-mask")
         .map(|m| crate::cpus::parse_mask(m).map_err(|e| e.to_string()));
@@ -93,21 +101,29 @@ fn read_bridge(
     row: &Row,
     ports: &BTreeSet<String>,
 ) -> DesiredBridge {
-    let controllers = uuids(row, "controller")
+    let controller_rows: Vec<&Row> = uuids(row, "controller")
         .iter()
         .filter_map(|c| db.row("Controller", c))
+        .collect();
+    let controllers = controller_rows
+        .iter()
         .filter_map(|c| string(c, "target"))
         .collect();
     let datapath_id = string_map(row, "other_config")
         .get("datapath-id")
         .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
     let mut ifaces = BTreeMap::new();
+    let mut bridge_unsupported = unsupported::bridge(name, row);
+    for c in &controller_rows {
+        bridge_unsupported.extend(unsupported::controller(name, c));
+    }
     for p in uuids(row, "ports") {
         let Some(port) = db.row("Port", &p) else {
             continue;
         };
         let members = uuids(port, "interfaces");
         let (egress_bps, qos_error) = port_qos(db, port);
+        let port_unsupported = unsupported::port(&string(port, "name").unwrap_or_default(), port);
         for i in &members {
             let Some(iface) = db.row("Interface", i) else {
                 continue;
@@ -115,11 +131,17 @@ fn read_bridge(
             let Some(iname) = string(iface, "name") else {
                 continue;
             };
+            let mut warnings = Vec::new();
             let spec = if members.len() > 1 {
                 Err("bonds (ports with several interfaces) are not supported by xbr".into())
             } else {
-                iface_spec(&iname, name, iface, ports)
+                iface_spec(&iname, name, iface, ports, &mut warnings)
             };
+            if iname == name {
+                warnings.extend(bridge_unsupported.iter().cloned());
+            }
+            warnings.extend(port_unsupported.iter().cloned());
+            let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
             let nonneg = |col| integer(iface, col).and_then(|v| u64::try_from(v).ok());
             let qos = Qos {
                 ingress_kbps: nonneg("ingress_policing_rate").unwrap_or(0),
@@ -133,6 +155,7 @@ fn read_bridge(
                     uuid: i.clone(),
                     spec,
                     qos,
+                    warning,
                 },
             );
         }
@@ -170,12 +193,14 @@ fn port_qos(db: &Replica, port: &Row) -> (u64, Option<String>) {
     }
 }
 
-/// The port one Interface row describes.
+/// The port one Interface row describes; `warnings` get what the port
+/// will not do although it opens (see `DesiredIface::warning`).
 fn iface_spec(
     name: &str,
     bridge: &str,
     row: &Row,
     ports: &BTreeSet<String>,
+    warnings: &mut Vec<String>,
 ) -> Result<PortSpec, String> {
     let kind = string(row, "type").unwrap_or_default();
     let options = string_map(row, "options");
@@ -190,8 +215,27 @@ fn iface_spec(
         internal_backend: Default::default(),
     };
     match kind.as_str() {
-        "" | "system" => spec.xdp_redirect = xdp_redirect(name, &options)?,
+        "" | "system" => {
+            spec.xdp_redirect = xdp_redirect(name, &options)?;
+            warnings.extend(unsupported::interface(
+                name,
+                row,
+                &options,
+                unsupported::SYSTEM_OPTIONS,
+            ));
+            if string(row, "mac").is_some() {
+                warnings.push(format!(
+                    "{name}: mac is set by xbr on internal interfaces only; ignored"
+                ));
+            }
+        }
         "internal" => {
+            warnings.extend(unsupported::interface(
+                name,
+                row,
+                &options,
+                unsupported::INTERNAL_OPTIONS,
+            ));
             spec.port_type = PortType::Internal;
             spec.mac = string(row, "mac").and_then(|m| crate::config::parse_mac(&m));
             if let Some(b) = options.get("internal_backend") {
@@ -204,7 +248,33 @@ fn iface_spec(
         "vxlan" => {
             spec.port_type = PortType::Vxlan;
             spec.xdp_redirect = xdp_redirect(name, &options)?;
-            spec.vxlan = Some(vxlan_spec(&options, ports)?);
+            // OVS numbers a flow-based tunnel at once and looks its
+            // underlay up per packet: without one yet, the port is open
+            // and numbered, and its underlay is looked for again on every
+            // pass (each change, and every second while there is a
+            // tunnel: `UNDERLAY_INTERVAL`).
+            let (dst_port, local_ip) = vxlan_options(&options)?;
+            match underlay(local_ip, ports) {
+                Ok((local_ip, uplink)) => {
+                    spec.vxlan = Some(VxlanSpec {
+                        dst_port,
+                        local_ip,
+                        uplink,
+                    })
+                }
+                Err(why) => warnings.push(format!(
+                    "{why}: the port drops what is sent to it until there is one \
+                     (looked for again every second)"
+                )),
+            }
+            // Its options were checked above (unknown ones are refused).
+            warnings.extend(unsupported::interface(name, row, &BTreeMap::new(), &[]));
+            if integer(row, "mtu_request").is_some() {
+                warnings.push(format!(
+                    "{name}: mtu_request does not apply to a vxlan port in xbr (its uplink's \
+                     MTU is used); ignored"
+                ));
+            }
         }
         other => {
             return Err(format!(
@@ -241,15 +311,10 @@ fn xdp_redirect(name: &str, options: &BTreeMap<String, String>) -> Result<bool, 
     }
 }
 
-/// A flow-based VXLAN port: `remote_ip=flow`, `key=flow` (or absent),
-/// optional `dst_port` and `local_ip`. The uplink is the interface that
-/// holds `local_ip`; without one, the interface of the default route and
-/// its first address, or else the only interface with an IPv4 address
-/// that is neither loopback nor one of the switch's `ports`.
-fn vxlan_spec(
-    options: &BTreeMap<String, String>,
-    ports: &BTreeSet<String>,
-) -> Result<VxlanSpec, String> {
+/// A flow-based VXLAN port's options: `remote_ip=flow`, `key=flow` (or
+/// absent), optional `dst_port` and `local_ip`; returns the UDP port and
+/// the local address if given.
+fn vxlan_options(options: &BTreeMap<String, String>) -> Result<(u16, Option<Ipv4Addr>), String> {
     for (k, v) in options {
         match (k.as_str(), v.as_str()) {
             ("remote_ip", "flow")
@@ -275,22 +340,32 @@ fn vxlan_spec(
             .filter(|p| *p != 0)
             .ok_or_else(|| format!("vxlan: dst_port '{p}' is not a UDP port"))?,
     };
-    let (local_ip, uplink) = match options.get("local_ip") {
+    let local_ip = match options.get("local_ip") {
+        None => None,
+        Some(ip) => Some(
+            ip.parse()
+                .map_err(|_| format!("vxlan: local_ip '{ip}' is not an IPv4 address"))?,
+        ),
+    };
+    Ok((dst_port, local_ip))
+}
+
+/// A VXLAN port's underlay now: the uplink is the interface that holds
+/// `local_ip`; without one, the interface of the default route and its
+/// first address, or else the only interface with an IPv4 address that is
+/// neither loopback nor one of the switch's `ports`.
+fn underlay(
+    local_ip: Option<Ipv4Addr>,
+    ports: &BTreeSet<String>,
+) -> Result<(Ipv4Addr, String), String> {
+    match local_ip {
         Some(ip) => {
-            let ip: Ipv4Addr = ip
-                .parse()
-                .map_err(|_| format!("vxlan: local_ip '{ip}' is not an IPv4 address"))?;
             let dev = host::device_with_addr(ip)?
                 .ok_or_else(|| format!("vxlan: no interface holds local_ip {ip}"))?;
-            (ip, dev)
+            Ok((ip, dev))
         }
-        None => host::default_uplink(ports)?,
-    };
-    Ok(VxlanSpec {
-        dst_port,
-        local_ip,
-        uplink,
-    })
+        None => host::default_uplink(ports),
+    }
 }
 
 /// The host's addresses and routes, read with iproute2's JSON output:
@@ -474,24 +549,20 @@ mod tests {
     }
 
     #[test]
-    fn vxlan_options() {
+    fn vxlan_options_and_underlay() {
         let opts = |pairs: &[(&str, &str)]| {
             pairs
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect::<BTreeMap<_, _>>()
         };
-        let none = BTreeSet::new();
-        let fixed = vxlan_spec(&opts(&[("remote_ip", "10.0.0.1")]), &none).unwrap_err();
+        let fixed = vxlan_options(&opts(&[("remote_ip", "10.0.0.1")])).unwrap_err();
         assert!(fixed.contains("remote_ip=flow"), "{fixed}");
-        let bad =
-            vxlan_spec(&opts(&[("remote_ip", "flow"), ("dst_port", "x")]), &none).unwrap_err();
+        let bad = vxlan_options(&opts(&[("remote_ip", "flow"), ("dst_port", "x")])).unwrap_err();
         assert!(bad.contains("dst_port"), "{bad}");
-        let nohost = vxlan_spec(
-            &opts(&[("remote_ip", "flow"), ("local_ip", "192.0.2.77")]),
-            &none,
-        )
-        .unwrap_err();
+        let ok = vxlan_options(&opts(&[("remote_ip", "flow"), ("local_ip", "192.0.2.77")]));
+        assert_eq!(ok, Ok((4789, Some("192.0.2.77".parse().unwrap()))));
+        let nohost = underlay(Some("192.0.2.77".parse().unwrap()), &BTreeSet::new()).unwrap_err();
         assert!(nohost.contains("no interface holds"), "{nohost}");
     }
 }

@@ -10,7 +10,10 @@
 //! running bridges with it ([`reconcile`]) and writes back the columns
 //! ovs-vswitchd owns in one `transact`. It answers the server's `echo`
 //! requests, and every [`STATS_INTERVAL`] writes interface statistics and
-//! retries interfaces that could not be opened. If the connection drops,
+//! retries interfaces that could not be opened; while a bridge has a
+//! VXLAN port, every [`UNDERLAY_INTERVAL`] it looks the port's underlay
+//! up again (a new one reopens the port under its number). If the
+//! connection drops,
 //! the bridges keep forwarding with the configuration they have, and the
 //! client reconnects with exponential backoff ([`BACKOFF_MIN`] to
 //! [`BACKOFF_MAX`]); the new `monitor` reply is a full snapshot, so
@@ -18,8 +21,10 @@
 
 pub mod datum;
 pub mod desired;
+pub mod port_change;
 pub mod reconcile;
 pub mod rpc;
+pub mod unsupported;
 
 use rpc::{Conn, Incoming};
 use serde_json::{json, Value};
@@ -32,6 +37,9 @@ pub use reconcile::Settings;
 /// How often statistics are written (ovs-vswitchd's default
 /// `other_config:stats-update-interval`).
 pub const STATS_INTERVAL: Duration = Duration::from_secs(5);
+/// How often a VXLAN port's underlay (routes, addresses) is looked up
+/// again, while the bridges have one (`desired.rs`).
+pub const UNDERLAY_INTERVAL: Duration = Duration::from_secs(1);
 pub const BACKOFF_MIN: Duration = Duration::from_secs(1);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(8);
 /// How long the loop waits for a message before checking the stop flag
@@ -40,9 +48,10 @@ const TICK: Duration = Duration::from_millis(200);
 const DB: &str = "Open_vSwitch";
 
 /// The columns ovs-vswitchd reads (it writes others; those are not
-/// monitored, so xbr's own writes do not come back as changes).
+/// monitored, so xbr's own writes do not come back as changes), and the
+/// ones xbr reports as not supported.
 fn monitor_requests() -> Value {
-    json!({
+    let mut req = json!({
         "Open_vSwitch": {"columns": ["bridges", "next_cfg", "other_config"]},
         "Bridge": {"columns": ["name", "ports", "fail_mode", "protocols", "controller",
                                "other_config", "datapath_type"]},
@@ -51,7 +60,13 @@ fn monitor_requests() -> Value {
                                   "mac", "ingress_policing_rate", "ingress_policing_burst"]},
         "Controller": {"columns": ["target"]},
         "QoS": {"columns": ["type", "other_config"]},
-    })
+    });
+    for table in ["Bridge", "Port", "Interface", "Controller"] {
+        if let Some(cols) = req[table]["columns"].as_array_mut() {
+            cols.extend(unsupported::monitored(table).into_iter().map(Value::from));
+        }
+    }
+    req
 }
 
 /// Runs the client until `stop` is set; then stops every bridge. Returns
@@ -99,6 +114,9 @@ fn session(mut conn: Conn, rec: &mut reconcile::Reconciler, stop: &AtomicBool) {
     };
     let mut synced = false;
     let mut next_stats = Instant::now() + STATS_INTERVAL;
+    let mut next_underlay = Instant::now() + UNDERLAY_INTERVAL;
+    // What the last pass read.
+    let mut last: Option<desired::Desired> = None;
     while !stop.load(Ordering::Relaxed) {
         let mut changed = false;
         match conn.incoming.recv_timeout(TICK) {
@@ -139,15 +157,25 @@ fn session(mut conn: Conn, rec: &mut reconcile::Reconciler, stop: &AtomicBool) {
             continue;
         }
         let mut ops = Vec::new();
-        let tick = Instant::now() >= next_stats;
-        if changed || tick {
-            // The tick also retries interfaces that failed to open.
+        let now = Instant::now();
+        let tick = now >= next_stats;
+        // A tunnel's underlay follows the routes within a second.
+        let underlay = now >= next_underlay && rec.has_tunnels();
+        if now >= next_underlay {
+            next_underlay = now + UNDERLAY_INTERVAL;
+        }
+        if changed || tick || underlay {
+            // The tick also retries interfaces that failed to open. The
+            // underlay's alone reconciles only if the lookup found a change.
             let d = desired::read(&db);
-            ops = rec.apply(&d);
+            if changed || tick || last.as_ref() != Some(&d) {
+                ops = rec.apply(&d);
+            }
             if tick {
                 next_stats = Instant::now() + STATS_INTERVAL;
                 ops.extend(rec.stats(&d));
             }
+            last = Some(d);
         }
         if !ops.is_empty() {
             let mut params = vec![json!(DB)];

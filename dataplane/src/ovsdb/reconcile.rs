@@ -9,8 +9,11 @@
 //! ports was opened from. [`Reconciler::apply`] compares a [`Desired`]
 //! snapshot with that and makes the difference: bridges start and stop,
 //! ports are added and removed live (`crate::live`), so a change never
-//! disturbs the ports it does not name. A port whose spec changed (type,
-//! options, MTU...) is removed and added again. An interface that cannot
+//! disturbs the ports it does not name. A port whose spec changed keeps
+//! its OpenFlow number, as in OVS: options, MTU and MAC are applied in
+//! place, settings baked into what xbr opened (a tunnel's underlay) reopen
+//! it under the same number, and only a new `ofport_request` or `type`
+//! renumbers it (`port_change`). An interface that cannot
 //! be opened keeps being retried on every pass, as ovs-vswitchd retries on
 //! every reconfiguration.
 //!
@@ -26,6 +29,7 @@
 
 use super::datum::{int_map, str_set, where_uuid};
 use super::desired::{Desired, DesiredBridge};
+use super::port_change::{self, Change, InPlace};
 use crate::bridge::{BridgeConfig, RunningBridge};
 use crate::config::{parse_controller, parse_listen, PortSpec, PortType};
 use crate::control::PortMeta;
@@ -65,6 +69,9 @@ struct Managed {
     /// Open ports by name: the spec as the database gave it (before a
     /// number was assigned), to notice changes.
     ports: BTreeMap<String, PortSpec>,
+    /// The number each interface of the database last had, while it stays
+    /// in the database: a port being reopened gets it back.
+    numbers: BTreeMap<String, u32>,
 }
 
 pub struct Reconciler {
@@ -76,8 +83,13 @@ pub struct Reconciler {
     /// The mask last acted on, so a change is applied (or refused) once.
     pmd_seen: Option<Result<Vec<usize>, String>>,
     bridges: BTreeMap<String, Managed>,
-    /// Why an interface (by UUID) is not open, as written to `error`.
+    /// Why an interface (by UUID) is not open, or which of its settings
+    /// could not be applied, as written to `error`.
     errors: HashMap<String, String>,
+    /// The `DesiredIface::warning` last logged, per interface UUID.
+    warned: HashMap<String, String>,
+    /// `Desired::unsupported` as last logged.
+    root_warned: Vec<String>,
     /// What this connection last wrote, per (table, row UUID).
     written: HashMap<(&'static str, String), Map<String, Value>>,
 }
@@ -93,6 +105,8 @@ impl Reconciler {
             settings,
             bridges: BTreeMap::new(),
             errors: HashMap::new(),
+            warned: HashMap::new(),
+            root_warned: Vec::new(),
             written: HashMap::new(),
         }
     }
@@ -107,6 +121,16 @@ impl Reconciler {
     /// operations (empty if nothing changed).
     pub fn apply(&mut self, d: &Desired) -> Vec<Value> {
         self.apply_pmd_cpus(d);
+        if d.unsupported != self.root_warned {
+            for w in d
+                .unsupported
+                .iter()
+                .filter(|w| !self.root_warned.contains(w))
+            {
+                tracing::warn!("{w}");
+            }
+            self.root_warned = d.unsupported.clone();
+        }
         let gone: Vec<String> = self
             .bridges
             .keys()
@@ -147,8 +171,17 @@ impl Reconciler {
             .chain(d.root.iter().map(|(u, _)| u.as_str()))
             .collect();
         self.errors.retain(|u, _| live.contains(u.as_str()));
+        self.warned.retain(|u, _| live.contains(u.as_str()));
         self.written.retain(|(_, u), _| live.contains(u.as_str()));
         self.write_back(d)
+    }
+
+    /// Whether a bridge has a VXLAN port, whose underlay is looked up
+    /// again on every pass.
+    pub fn has_tunnels(&self) -> bool {
+        self.bridges
+            .values()
+            .any(|m| m.ports.values().any(|s| s.port_type == PortType::Vxlan))
     }
 
     /// Follows `pmd-cpu-mask`: its first CPUs for the packet threads (one
@@ -219,6 +252,7 @@ impl Reconciler {
             standalone: want.standalone,
             controllers: want.controllers.clone(),
             ports: BTreeMap::new(),
+            numbers: BTreeMap::new(),
         })
     }
 
@@ -226,6 +260,12 @@ impl Reconciler {
         let Some(m) = self.bridges.get_mut(name) else {
             return;
         };
+        // OVS flushes the flow tables when a bridge gains its first
+        // primary controller or loses its last, and when the fail mode
+        // changes while it has none (ofproto::fail_mode).
+        let had_primary = has_primary(&m.controllers);
+        let has_primary = has_primary(&want.controllers);
+        let flush = had_primary != has_primary || (m.standalone != want.standalone && !has_primary);
         if m.standalone != want.standalone {
             if let Some(server) = m.bridge.server() {
                 server.set_fail_mode(want.standalone);
@@ -265,48 +305,65 @@ impl Reconciler {
             }
             m.controllers = want.controllers.clone();
         }
+        if flush {
+            m.bridge.flush_flows(want.standalone && !has_primary);
+        }
         let live = m.bridge.live().clone();
-        // An internal port's new MTU is set in place, as OVS does: the
-        // agent's addresses and routes on tun0 must survive it.
-        for (n, spec) in m.ports.iter_mut() {
-            let Some(Ok(want)) = want.ifaces.get(n).map(|i| i.spec.as_ref()) else {
-                continue;
+        let numbers: HashMap<String, u32> = live
+            .ports()
+            .iter()
+            .map(|p| (p.name.clone(), p.ofport))
+            .collect();
+        // Ports deleted from the database lose their number for good (a
+        // port added again is numbered anew, as in OVS).
+        m.numbers.retain(|n, _| want.ifaces.contains_key(n));
+        // Changes to open ports first (port_change.rs); removals before
+        // additions, so a renamed or renumbered port can take over.
+        let open: Vec<String> = m.ports.keys().cloned().collect();
+        for n in open {
+            let iface = want.ifaces.get(&n);
+            let wanted = iface.and_then(|i| i.spec.as_ref().ok());
+            let change = match (wanted, numbers.get(&n)) {
+                (Some(w), Some(&o)) => port_change::classify(&m.ports[&n], w, o, |r| {
+                    numbers.values().any(|&taken| taken == r)
+                }),
+                _ => Change::Renumber,
             };
-            let same_but_mtu = PortSpec {
-                mtu_request: spec.mtu_request,
-                ..want.clone()
-            } == *spec;
-            if spec.port_type == PortType::Internal
-                && want.mtu_request != spec.mtu_request
-                && same_but_mtu
-            {
-                if let Some(mtu) = want.mtu_request {
-                    match crate::netdev::ifindex(n).and_then(|i| crate::netdev::set_mtu(i, mtu)) {
-                        Ok(()) => spec.mtu_request = Some(mtu),
-                        Err(e) => tracing::warn!(port = %n, mtu, "cannot set the MTU: {e}"),
+            let (Change::InPlace(_) | Change::Reopen, Some(w), Some(iface)) =
+                (&change, wanted, iface)
+            else {
+                if change == Change::Renumber {
+                    m.numbers.remove(&n);
+                    match live.remove(&n) {
+                        Ok(()) | Err(LiveError::NoSuchPort(_)) => {
+                            m.ports.remove(&n);
+                        }
+                        Err(e) => tracing::error!(bridge = %name, port = %n, "cannot remove: {e}"),
                     }
                 }
-            }
-        }
-        // Removals first, so a renamed or renumbered port can take over.
-        let stale: Vec<String> = m
-            .ports
-            .iter()
-            .filter(|(n, spec)| {
-                !want
-                    .ifaces
-                    .get(*n)
-                    .is_some_and(|i| i.spec.as_ref().is_ok_and(|s| s == *spec))
-            })
-            .map(|(n, _)| n.clone())
-            .collect();
-        for n in stale {
-            match live.remove(&n) {
-                Ok(()) | Err(LiveError::NoSuchPort(_)) => {
-                    m.ports.remove(&n);
+                continue;
+            };
+            if let Change::InPlace(what) = change {
+                let Some(spec) = m.ports.get_mut(&n) else {
+                    continue;
+                };
+                match apply_in_place(&live, spec, w, &what) {
+                    Ok(()) => {
+                        self.errors.remove(&iface.uuid);
+                    }
+                    Err(msg) => set_error(&mut self.errors, &iface.uuid, msg),
                 }
-                Err(e) => tracing::error!(bridge = %name, port = %n, "cannot remove: {e}"),
+                continue;
             }
+            // Reopen: the same number, so flows naming it keep matching.
+            tracing::info!(bridge = %name, port = %n, "reopening the port for its new settings");
+            if let Err(e) = live.remove(&n) {
+                if !matches!(e, LiveError::NoSuchPort(_)) {
+                    tracing::error!(bridge = %name, port = %n, "cannot remove: {e}");
+                    continue;
+                }
+            }
+            m.ports.remove(&n);
         }
         // Requested numbers first, so an interface without a request
         // cannot take one that another is about to ask for.
@@ -323,10 +380,30 @@ impl Reconciler {
                     continue;
                 }
             };
-            match live.add(spec) {
-                Ok(_) => {
-                    m.ports.insert(iname.clone(), spec.clone());
+            // A port reopened (or failing to reopen) keeps the number it
+            // had unless the database asks for another.
+            let request = PortSpec {
+                ofport: spec.ofport.or_else(|| m.numbers.get(iname).copied()),
+                ..spec.clone()
+            };
+            match live.add(&request) {
+                Ok(meta) => {
+                    m.numbers.insert(iname.clone(), meta.ofport);
                     self.errors.remove(&iface.uuid);
+                    // An existing netdev's MTU is set as on a change (an
+                    // internal port's was set when xbr created it).
+                    let mut opened = spec.clone();
+                    if spec.port_type == PortType::System && spec.mtu_request.is_some() {
+                        opened.mtu_request = None;
+                        let mtu = InPlace {
+                            mtu: true,
+                            ..Default::default()
+                        };
+                        if let Err(msg) = apply_in_place(&live, &mut opened, spec, &mtu) {
+                            set_error(&mut self.errors, &iface.uuid, msg);
+                        }
+                    }
+                    m.ports.insert(iname.clone(), opened);
                 }
                 Err(e) => set_error(&mut self.errors, &iface.uuid, ovs_error_text(iname, &e)),
             }
@@ -369,8 +446,26 @@ impl Reconciler {
                         meta.qos
                             .set(q.ingress_kbps, q.ingress_burst_kb, q.egress_bps);
                         iface_columns(&mut r, meta, spec);
-                        if let Some(e) = &q.error {
-                            r.insert("error".into(), json!(e));
+                        // Open, but with settings xbr could not apply.
+                        if let Some(w) = &iface.warning {
+                            if self.warned.get(&iface.uuid) != Some(w) {
+                                tracing::warn!(bridge = %bname, port = %iname, "{w}");
+                                self.warned.insert(iface.uuid.clone(), w.clone());
+                            }
+                        } else if self.warned.remove(&iface.uuid).is_some() {
+                            tracing::info!(bridge = %bname, port = %iname, "port fully configured");
+                        }
+                        let errs: Vec<&str> = [
+                            self.errors.get(&iface.uuid),
+                            q.error.as_ref(),
+                            iface.warning.as_ref(),
+                        ]
+                        .into_iter()
+                        .flatten()
+                        .map(String::as_str)
+                        .collect();
+                        if !errs.is_empty() {
+                            r.insert("error".into(), json!(errs.join("; ")));
                         }
                     }
                     _ => {
@@ -495,11 +590,71 @@ fn controller_targets(
     (listen, active)
 }
 
+/// Whether `targets` hold a primary (active) controller: OVS's passive
+/// targets (`ptcp:`, `pssl:`, `punix:`) are services and do not count.
+fn has_primary(targets: &[String]) -> bool {
+    targets.iter().any(|t| !t.starts_with('p'))
+}
+
 /// Records why an interface is not open; logs each new reason once.
 fn set_error(errors: &mut HashMap<String, String>, uuid: &str, msg: String) {
     if errors.get(uuid) != Some(&msg) {
         tracing::warn!(interface = %uuid, "{msg}");
         errors.insert(uuid.to_string(), msg);
+    }
+}
+
+/// Applies the settings `what` names from `want` to the open port whose
+/// spec is `open`, updating `open` with each one applied; a setting that
+/// fails stays as it was (and is tried again on the next pass).
+fn apply_in_place(
+    live: &crate::live::LivePorts,
+    open: &mut PortSpec,
+    want: &PortSpec,
+    what: &InPlace,
+) -> Result<(), String> {
+    let name = want.name.as_str();
+    let mut failed = Vec::new();
+    if what.mtu {
+        match want.mtu_request {
+            // OVS leaves the MTU as it is when the request goes.
+            None => open.mtu_request = None,
+            Some(mtu) => {
+                match crate::netdev::ifindex(name).and_then(|i| crate::netdev::set_mtu(i, mtu)) {
+                    Ok(()) => {
+                        tracing::info!(port = name, mtu, "MTU set in place");
+                        open.mtu_request = Some(mtu);
+                    }
+                    Err(e) => failed.push(format!("{name}: cannot set mtu_request {mtu}: {e}")),
+                }
+            }
+        }
+    }
+    if what.mac {
+        match want.mac {
+            None => open.mac = None,
+            Some(mac) => {
+                match crate::netdev::ifindex(name).and_then(|i| crate::netdev::set_mac(i, mac)) {
+                    Ok(()) => {
+                        tracing::info!(port = name, mac = %crate::netdev::format_mac(mac),
+                            "MAC set in place");
+                        open.mac = Some(mac);
+                    }
+                    Err(e) => failed.push(format!("{name}: cannot set mac: {e}")),
+                }
+            }
+        }
+    }
+    if what.xdp_redirect {
+        match live.set_xdp_redirect(want) {
+            Ok(()) => open.xdp_redirect = want.xdp_redirect,
+            Err(e) => failed.push(format!("{name}: options:xdp_redirect: {e}")),
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
     }
 }
 
@@ -519,10 +674,25 @@ fn iface_columns(r: &mut Map<String, Value>, meta: &PortMeta, spec: &PortSpec) {
         json!(crate::netdev::format_mac(meta.hw_addr)),
     );
     if spec.port_type == PortType::Vxlan {
-        // A flow-based tunnel has no netdev of its own.
+        // A flow-based tunnel has no netdev of its own. As in OVS, its
+        // carrier is its egress interface's, which `status` names.
         r.insert("ifindex".into(), json!(0));
-        r.insert("link_state".into(), json!("up"));
         r.insert("admin_state".into(), json!("up"));
+        let egress = spec
+            .vxlan
+            .as_ref()
+            .map(|v| (v.uplink.as_str(), crate::netdev::link_by_name(&v.uplink)));
+        let carrier = matches!(&egress, Some((_, Ok(l))) if l.up && l.lower_up);
+        let state = if carrier { "up" } else { "down" };
+        r.insert("link_state".into(), json!(state));
+        let status: Vec<Value> = match egress {
+            Some((dev, _)) => vec![
+                json!(["tunnel_egress_iface", dev]),
+                json!(["tunnel_egress_iface_carrier", state]),
+            ],
+            None => Vec::new(),
+        };
+        r.insert("status".into(), json!(["map", status]));
         return;
     }
     match crate::netdev::link_by_name(&meta.name) {
@@ -532,6 +702,10 @@ fn iface_columns(r: &mut Map<String, Value>, meta: &PortMeta, spec: &PortSpec) {
             r.insert("admin_state".into(), json!(state(link.up)));
             r.insert("link_state".into(), json!(state(link.up && link.lower_up)));
             r.insert("mtu".into(), json!(link.mtu));
+            // The netdev's own: a `mac` set in place shows at once.
+            if let Some(mac) = link.mac {
+                r.insert("mac_in_use".into(), json!(crate::netdev::format_mac(mac)));
+            }
             // What ethtool reports, through sysfs (readable while the link
             // is up): Mbit/s there, bit/s in the database.
             let sys = |f: &str| {

@@ -236,6 +236,20 @@ pub struct StandIn {
 }
 
 impl Port {
+    /// A port with no device yet: a flow-based VXLAN port whose underlay
+    /// is not resolved (see `PortSpec::vxlan`). Like a stand-in it never
+    /// receives and takes nothing to send, so what is output to it is
+    /// dropped and counted in its `tx_dropped`.
+    pub fn unattached() -> Port {
+        Port::StandIn(StandIn {
+            xdp_ifindex: None,
+            xdp_target: false,
+            xdp_frags: false,
+            host: false,
+            vxlan: None,
+        })
+    }
+
     /// Receive queues the port's packet thread polls (a TAP device: one).
     pub fn rx_queues(&self) -> usize {
         match self {

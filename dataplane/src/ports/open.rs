@@ -247,6 +247,13 @@ pub fn open_one(
             let meta = PortMeta::new(ofport, name, link.mac.unwrap_or_default()).with_kind("afxdp");
             Ok((Arc::new(meta), Port::Xsk(port)))
         }
+        PortType::Vxlan if spec.vxlan.is_none() => {
+            tracing::info!(port = %name, ofport,
+                "VXLAN port numbered; no underlay yet, its output is dropped until there is one");
+            let meta = PortMeta::new(ofport, name, [0; 6])
+                .with_kind("vxlan: key=flow, remote_ip=flow (no underlay yet)");
+            Ok((Arc::new(meta), Port::unattached()))
+        }
         PortType::Vxlan => {
             let (meta, port) = crate::vxlan::port::open(spec, umem, cache)?;
             Ok((meta, Port::Vxlan(port)))
