@@ -56,6 +56,8 @@ pub struct Settings {
     pub xdp_cache_entries: Option<u32>,
     /// New connections created by the XDP programs (`--xdp-ct-new`).
     pub xdp_ct_new: bool,
+    /// Each bridge's state file (`--state`, `--state-snapshot`).
+    pub state: crate::bridge::StateConfig,
 }
 
 struct Managed {
@@ -116,7 +118,7 @@ impl Reconciler {
         for name in gone {
             if let Some(m) = self.bridges.remove(&name) {
                 tracing::info!(bridge = %name, "bridge removed from the database; stopping it");
-                m.bridge.shutdown();
+                m.bridge.shutdown_and_forget();
             }
         }
         for (name, want) in &d.bridges {
@@ -211,6 +213,7 @@ impl Reconciler {
             spare_xsk_ports: s.spare_xsk_ports,
             xdp_cache_entries: s.xdp_cache_entries,
             xdp_ct_new: s.xdp_ct_new,
+            state: s.state,
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
         tracing::info!(bridge = %name, "bridge created from the database");

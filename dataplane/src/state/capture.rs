@@ -1,0 +1,68 @@
+//! What a bridge's state file holds, taken from the running bridge.
+
+use super::{Body, SavedBand, SavedMeter, SavedPort};
+use crate::conntrack::Conntrack;
+use crate::control::PortMeta;
+use flowtable::flow_mod::FlowFilter;
+use flowtable::text::{format_group, format_rule_brief};
+use flowtable::{Meter, MeterBandType, Rule};
+use ofproto::Bridge;
+use std::sync::Arc;
+
+/// The flows (in the order they were added, so that overlapping flows of
+/// one priority keep their precedence), groups, meters, port numbers and
+/// connections of a bridge. The OpenFlow lock is held only to copy the
+/// `Arc`s; the text is made after.
+pub fn capture(bridge: &Bridge, conntrack: &Conntrack, ports: &[Arc<PortMeta>]) -> Body {
+    let (mut rules, mut groups, mut meters) =
+        bridge.with_tables(|t| (t.flows(&FlowFilter::default()), t.groups(), t.meters()));
+    rules.sort_by_key(|r| r.id);
+    groups.sort_by_key(|g| g.id);
+    meters.sort_by_key(|m| m.id);
+    let mut ports: Vec<SavedPort> = ports
+        .iter()
+        .map(|p| SavedPort {
+            name: p.name.clone(),
+            ofport: p.ofport,
+        })
+        .collect();
+    ports.sort_by_key(|p| p.ofport);
+    Body {
+        flows: rules.iter().map(|r| flow_line(r)).collect(),
+        groups: groups
+            .iter()
+            .map(|g| format_group(g).trim_start().to_string())
+            .collect(),
+        meters: meters.iter().map(|m| saved_meter(m)).collect(),
+        ports,
+        connections: conntrack.export(),
+    }
+}
+
+/// A flow as an `add-flow` line: `dump-flows` without its statistics.
+pub fn flow_line(rule: &Rule) -> String {
+    format_rule_brief(rule)
+}
+
+pub fn saved_meter(m: &Meter) -> SavedMeter {
+    SavedMeter {
+        id: m.id,
+        flags: m.flags,
+        bands: m
+            .bands
+            .iter()
+            .map(|b| {
+                let (kind, prec_level) = match b.band_type {
+                    MeterBandType::Drop => ("drop", 0),
+                    MeterBandType::DscpRemark { prec_level } => ("dscp_remark", prec_level),
+                };
+                SavedBand {
+                    kind: kind.into(),
+                    prec_level,
+                    rate: b.rate,
+                    burst_size: b.burst_size,
+                }
+            })
+            .collect(),
+    }
+}
