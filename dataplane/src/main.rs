@@ -226,6 +226,7 @@ fn run(args: RunArgs) -> ExitCode {
     }
     let config = BridgeConfig {
         state,
+        flow_restore_wait: false,
         name: args.bridge,
         rundir: args.rundir,
         listen: args.listen,

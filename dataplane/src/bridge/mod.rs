@@ -60,6 +60,9 @@ pub struct BridgeConfig {
     /// The state file (`crate::state`): restored at start, saved at a
     /// graceful stop and every snapshot period.
     pub state: StateConfig,
+    /// Start with OVSDB's `flow-restore-wait` on (see
+    /// [`RunningBridge::set_restore_wait`]).
+    pub flow_restore_wait: bool,
 }
 
 /// `--state` and `--state-snapshot`.
@@ -235,6 +238,7 @@ impl RunningBridge {
         if let Some(m) = &xdp_maps {
             shared.set_xdp_gen(m.generation().clone());
         }
+        shared.set_restore_wait(config.flow_restore_wait);
         let live_cache = xdp_maps.clone();
 
         let stop = Arc::new(AtomicBool::new(false));
@@ -366,6 +370,11 @@ impl RunningBridge {
                 shared.clone(),
                 state_status,
                 config.state.snapshot,
+                // Under flow-restore-wait whoever set it restores the
+                // pipeline (ovs-ctl's ovs-save script), as with
+                // ovs-vswitchd; connections and port numbers still come
+                // back (in OVS they live in the kernel and the database).
+                !config.flow_restore_wait,
             );
             live.prefer_ofports(ports.into_iter().map(|p| (p.name, p.ofport)));
             keeper
@@ -457,6 +466,13 @@ impl RunningBridge {
             k.repin(tx_cpus).map_err(|e| e.to_string())?;
         }
         Ok(())
+    }
+
+    /// OVSDB's `flow-restore-wait`: while on, the packet threads forward
+    /// nothing (see `DpShared::set_restore_wait`); the caller also keeps
+    /// the controllers away meanwhile, as ovs-vswitchd does.
+    pub fn set_restore_wait(&self, on: bool) {
+        self.shared.set_restore_wait(on);
     }
 
     /// Adds and removes ports while the bridge runs.

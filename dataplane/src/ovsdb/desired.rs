@@ -44,13 +44,16 @@ pub struct Qos {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Desired {
     /// The root row's UUID and its `next_cfg`.
     pub root: Option<(String, i64)>,
     /// The root row's `other_config:pmd-cpu-mask` as CPUs (ascending),
     /// or why it cannot be used; `None` when unset.
     pub pmd_cpus: Option<Result<Vec<usize>, String>>,
+    /// The root row's `other_config:flow-restore-wait` (false unless
+    /// `true`, as ovs-vswitchd reads it).
+    pub flow_restore_wait: bool,
     pub bridges: BTreeMap<String, DesiredBridge>,
 }
 
@@ -65,9 +68,11 @@ pub fn read(db: &Replica) -> Desired {
         root_uuid.to_string(),
         integer(root, "next_cfg").unwrap_or(0),
     ));
-    out.pmd_cpus = string_map(root, "other_config")
+    let other = string_map(root, "other_config");
+    out.pmd_cpus = other
         .get("pmd-cpu-mask")
         .map(|m| crate::cpus::parse_mask(m).map_err(|e| e.to_string()));
+    out.flow_restore_wait = other.get("flow-restore-wait").map(String::as_str) == Some("true");
     // Interfaces the switch owns are never a tunnel's uplink.
     let ports: BTreeSet<String> = db
         .rows("Interface")

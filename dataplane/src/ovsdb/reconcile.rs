@@ -82,6 +82,11 @@ pub struct Reconciler {
     errors: HashMap<String, String>,
     /// What this connection last wrote, per (table, row UUID).
     written: HashMap<(&'static str, String), Map<String, Value>>,
+    /// `other_config:flow-restore-wait`, as ovs-vswitchd follows it: on
+    /// until the database first says otherwise, then off for good (a
+    /// later `true` means nothing). While on, bridges forward nothing and
+    /// have no controllers (only the management socket).
+    restore_wait: bool,
 }
 
 /// The version ovs-vsctl and ovs-vswitchd compare (`ovs_version`).
@@ -96,6 +101,7 @@ impl Reconciler {
             bridges: BTreeMap::new(),
             errors: HashMap::new(),
             written: HashMap::new(),
+            restore_wait: true,
         }
     }
 
@@ -107,8 +113,28 @@ impl Reconciler {
 
     /// Makes the running bridges match `d`; returns the write-back
     /// operations (empty if nothing changed).
-    pub fn apply(&mut self, d: &Desired) -> Vec<Value> {
-        self.apply_pmd_cpus(d);
+    pub fn apply(&mut self, full: &Desired) -> Vec<Value> {
+        self.apply_pmd_cpus(full);
+        if self.restore_wait && !full.flow_restore_wait {
+            self.restore_wait = false;
+            for (name, m) in &self.bridges {
+                tracing::info!(bridge = %name, "flow-restore-wait cleared: forwarding by the flows");
+                m.bridge.set_restore_wait(false);
+            }
+        }
+        // While waiting, no bridge has a controller (ovs-vswitchd's
+        // bridge_configure_remotes); they are connected once it clears.
+        let waiting;
+        let d = if self.restore_wait {
+            let mut w = full.clone();
+            for b in w.bridges.values_mut() {
+                b.controllers.clear();
+            }
+            waiting = w;
+            &waiting
+        } else {
+            full
+        };
         let gone: Vec<String> = self
             .bridges
             .keys()
@@ -214,6 +240,7 @@ impl Reconciler {
             xdp_cache_entries: s.xdp_cache_entries,
             xdp_ct_new: s.xdp_ct_new,
             state: s.state,
+            flow_restore_wait: self.restore_wait,
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
         tracing::info!(bridge = %name, "bridge created from the database");

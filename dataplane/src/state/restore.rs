@@ -69,14 +69,20 @@ pub struct Restored {
     pub ports: usize,
     /// Milliseconds between the file's writing and the restore.
     pub age_ms: u64,
+    /// False: the flows, groups and meters were checked but left out
+    /// (OVSDB's `flow-restore-wait` was on: whoever set it restores
+    /// them, as with ovs-vswitchd, which starts with empty tables).
+    pub pipeline: bool,
 }
 
-/// Restores `saved` into `bridge` and `conntrack` (see the module
-/// documentation); on error neither was changed.
+/// Restores `saved` into `bridge` (unless `pipeline` is false) and
+/// `conntrack` (see the module documentation); on error neither was
+/// changed.
 pub fn restore(
     saved: &Saved,
     bridge: &Bridge,
     conntrack: &Conntrack,
+    pipeline: bool,
 ) -> Result<Restored, StateError> {
     let err = |source| StateError::Content {
         path: saved.path.clone(),
@@ -88,7 +94,12 @@ pub fn restore(
     let imported = conntrack
         .restore_saved(&body.connections, age_ms)
         .map_err(|e| err(e.into()))?;
-    if let Err((i, source)) = bridge.apply_batch(&mods, None) {
+    let applied = if pipeline {
+        bridge.apply_batch(&mods, None)
+    } else {
+        Ok(())
+    };
+    if let Err((i, source)) = applied {
         // Only a bridge that already had flows could refuse what a scratch
         // table took: take the connections back out.
         conntrack.flush(None);
@@ -99,6 +110,7 @@ pub fn restore(
         flows: body.flows.len(),
         groups: body.groups.len(),
         meters: body.meters.len(),
+        pipeline,
         connections: imported.stored,
         expired_connections: imported.expired,
         ports: body.ports.len(),

@@ -65,7 +65,8 @@ fn refuse(path: &Path, e: &StateError) -> Start {
 }
 
 impl Keeper {
-    /// Restores `saved` (if any) into `bridge` and `conntrack`, records
+    /// Restores `saved` (if any) into `bridge` (its pipeline only if
+    /// `pipeline`) and `conntrack`, records
     /// the outcome in `status`, and starts the snapshot thread if
     /// `status` has a period. Returns the keeper and the restored port
     /// numbers by name.
@@ -79,10 +80,11 @@ impl Keeper {
         shared: Arc<DpShared>,
         status: Arc<StateStatus>,
         period: Option<Duration>,
+        pipeline: bool,
     ) -> (Keeper, Vec<super::SavedPort>) {
         let mut ports = Vec::new();
         if let Some(saved) = saved {
-            match super::restore(&saved, &bridge, &conntrack) {
+            match super::restore(&saved, &bridge, &conntrack, pipeline) {
                 Ok(r) => {
                     tracing::info!(
                         bridge = %name,

@@ -127,9 +127,14 @@ impl StateStatus {
 
 /// One line saying what a restore put back, for the log and `xbr stats`.
 pub fn restored_line(r: &Restored) -> String {
+    let skipped = if r.pipeline {
+        ""
+    } else {
+        " (flows, groups and meters not applied: flow-restore-wait is on)"
+    };
     format!(
         "restored: written by xbr {} (format {}) at {}, {}.{:03} s before: {} flows, {} groups, \
-         {} meters, {} connections ({} expired meanwhile), {} port numbers",
+         {} meters, {} connections ({} expired meanwhile), {} port numbers{}",
         r.header.xbr_version,
         r.header.version,
         r.header.reason,
@@ -140,6 +145,7 @@ pub fn restored_line(r: &Restored) -> String {
         r.meters,
         r.connections,
         r.expired_connections,
-        r.ports
+        r.ports,
+        skipped
     )
 }
