@@ -400,3 +400,74 @@ fn io_err(context: &str, source: std::io::Error) -> HarnessError {
         source,
     }
 }
+
+/// The agent's whole pipeline in each of its modes (gen_flows.py, as in
+/// agent_compat.rs: 100 pods, 10 namespaces, 20 nodes, 50 Services),
+/// loaded as the agent loads it, comes back whole: every flow and group
+/// reads back as it was saved, or the file would be refused.
+#[test]
+fn the_agents_whole_pipeline_in_every_mode_comes_back() -> Result<()> {
+    let gen = xbr_tests::sdn_dir().join("gen_flows.py");
+    if !gen.is_file() {
+        return Err(HarnessError::Unexpected(format!(
+            "{} not found: point XBR_SDN_DIR at the directory holding gen_flows.py",
+            gen.display()
+        )));
+    }
+    // The agent's port names and numbers (vxlan0=1, tun0=2, pods from
+    // 3), as TAP devices: they hold numbers only (see peers/mod.rs).
+    let mut args = vec!["--state-snapshot".to_string(), "0".to_string()];
+    for p in bench::ovs::agent_ports(100) {
+        args.push("--port".into());
+        args.push(format!(
+            "{}={},type=internal,internal_backend=tap",
+            p.name, p.ofport
+        ));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    for mode in ["networkpolicy", "multitenant", "subnet"] {
+        let mut xbr = Xbr::start_in(xbr_tests::Netns::new()?, &args)?;
+        let bundle = xbr.rundir().join("bundle.txt");
+        let out = xbr_tests::run_timeout(
+            std::process::Command::new("python3").arg(&gen).args([
+                "--mode",
+                mode,
+                "--pods",
+                "100",
+                "--namespaces",
+                "10",
+                "--remote-nodes",
+                "20",
+                "--services",
+                "50",
+                "--format",
+                "bundle",
+            ]),
+            Duration::from_secs(60),
+        )?
+        .ok()?;
+        std::fs::write(&bundle, &out.stdout).map_err(|e| io_err("writing the bundle", e))?;
+        let bundle_s = bundle.to_string_lossy().into_owned();
+        xbr.ofctl_timeout(&["bundle", BRIDGE, &bundle_s], Duration::from_secs(60))?
+            .ok()?;
+        let flows = xbr.ofctl_ok(&["dump-flows", "--no-stats", BRIDGE])?;
+        let groups = xbr.ofctl_ok(&["dump-groups", BRIDGE])?;
+        let n = flows.matches("actions=").count();
+        assert!(n > 100, "{mode}: only {n} flows loaded");
+        xbr.stop(Signal::SIGTERM)?;
+        xbr.restart(&args)?;
+        assert_eq!(
+            xbr.ofctl_ok(&["dump-flows", "--no-stats", BRIDGE])?,
+            flows,
+            "{mode}: flows differ after the restart. Log:\n{}",
+            xbr.log()
+        );
+        assert_eq!(xbr.ofctl_ok(&["dump-groups", BRIDGE])?, groups, "{mode}");
+        assert!(
+            xbr.log().contains("state file restored: written by xbr"),
+            "{mode}: not restored:\n{}",
+            xbr.log()
+        );
+    }
+    Ok(())
+}
