@@ -152,7 +152,8 @@ fn conversation(a: &Pod, b: &Pod) -> Result<Conversation> {
          \x20   if f.readline().strip() != b'%d' % n:\n\
          \x20       raise SystemExit('bad echo %d' % n)\n\
          \x20   n += 1\n\
-         \x20   open('{progress}', 'w').write(str(n))\n\
+         \x20   open('{progress}.tmp', 'w').write(str(n))\n\
+         \x20   os.replace('{progress}.tmp', '{progress}')\n\
          \x20   time.sleep(0.1)\n\
          c.close()\n\
          print('ok', n)\n",

@@ -11,14 +11,39 @@ use std::sync::Arc;
 
 /// The flows (in the order they were added, so that overlapping flows of
 /// one priority keep their precedence), groups, meters, port numbers and
-/// connections of a bridge. The OpenFlow lock is held only to copy the
-/// `Arc`s; the text is made after.
+/// connections of a bridge.
 pub fn capture(bridge: &Bridge, conntrack: &Conntrack, ports: &[Arc<PortMeta>]) -> Body {
+    let (flows, groups, meters) = capture_pipeline(bridge);
+    Body {
+        flows,
+        groups,
+        meters,
+        ports: capture_ports(ports),
+        connections: conntrack.export(),
+    }
+}
+
+/// The flows, groups and meters as the state file keeps them (the costly
+/// part of a capture with many flows: a line of text per flow). The
+/// OpenFlow lock is held only to copy the `Arc`s; the text is made after.
+pub fn capture_pipeline(bridge: &Bridge) -> (Vec<String>, Vec<String>, Vec<SavedMeter>) {
     let (mut rules, mut groups, mut meters) =
         bridge.with_tables(|t| (t.flows(&FlowFilter::default()), t.groups(), t.meters()));
     rules.sort_by_key(|r| r.id);
     groups.sort_by_key(|g| g.id);
     meters.sort_by_key(|m| m.id);
+    (
+        rules.iter().map(|r| flow_line(r)).collect(),
+        groups
+            .iter()
+            .map(|g| format_group(g).trim_start().to_string())
+            .collect(),
+        meters.iter().map(|m| saved_meter(m)).collect(),
+    )
+}
+
+/// The ports' numbers by name, in number order.
+pub fn capture_ports(ports: &[Arc<PortMeta>]) -> Vec<SavedPort> {
     let mut ports: Vec<SavedPort> = ports
         .iter()
         .map(|p| SavedPort {
@@ -27,16 +52,7 @@ pub fn capture(bridge: &Bridge, conntrack: &Conntrack, ports: &[Arc<PortMeta>]) 
         })
         .collect();
     ports.sort_by_key(|p| p.ofport);
-    Body {
-        flows: rules.iter().map(|r| flow_line(r)).collect(),
-        groups: groups
-            .iter()
-            .map(|g| format_group(g).trim_start().to_string())
-            .collect(),
-        meters: meters.iter().map(|m| saved_meter(m)).collect(),
-        ports,
-        connections: conntrack.export(),
-    }
+    ports
 }
 
 /// A flow as an `add-flow` line: `dump-flows` without its statistics.

@@ -26,6 +26,8 @@ struct Inner {
     start: Start,
     written: u64,
     failed: u64,
+    /// Periods in which nothing changed (no snapshot written).
+    skipped: u64,
     /// When the newest snapshot was written, its size and how long it
     /// took.
     last: Option<(Instant, u64, Duration)>,
@@ -49,6 +51,7 @@ impl StateStatus {
                 start,
                 written: 0,
                 failed: 0,
+                skipped: 0,
                 last: None,
                 last_error: None,
             }),
@@ -61,6 +64,11 @@ impl StateStatus {
 
     pub fn start(&self) -> Start {
         self.inner.lock().start.clone()
+    }
+
+    /// A period passed without changes: no snapshot written.
+    pub fn snapshot_skipped(&self) {
+        self.inner.lock().skipped += 1;
     }
 
     /// A snapshot was written (`Ok(bytes)`) or failed; returns whether it
@@ -102,10 +110,11 @@ impl StateStatus {
             Some(p) => {
                 let _ = write!(
                     s,
-                    "  snapshots: every {} s, written {}, failed {}",
+                    "  snapshots: every {} s, written {}, failed {}, unchanged {}",
                     p.as_secs(),
                     i.written,
-                    i.failed
+                    i.failed,
+                    i.skipped
                 );
                 if let Some((at, bytes, took)) = i.last {
                     let _ = write!(
