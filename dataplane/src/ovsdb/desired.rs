@@ -52,7 +52,7 @@ pub struct Desired {
     /// or why it cannot be used; `None` when unset.
     pub pmd_cpus: Option<Result<Vec<usize>, String>>,
     /// The root row's `other_config:flow-restore-wait` (false unless
-    /// `true`, as ovs-vswitchd reads it).
+    /// `true` in any case, as ovs-vswitchd's `smap_get_bool` reads it).
     pub flow_restore_wait: bool,
     pub bridges: BTreeMap<String, DesiredBridge>,
 }
@@ -72,7 +72,9 @@ pub fn read(db: &Replica) -> Desired {
     out.pmd_cpus = other
         .get("pmd-cpu-mask")
         .map(|m| crate::cpus::parse_mask(m).map_err(|e| e.to_string()));
-    out.flow_restore_wait = other.get("flow-restore-wait").map(String::as_str) == Some("true");
+    out.flow_restore_wait = other
+        .get("flow-restore-wait")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     // Interfaces the switch owns are never a tunnel's uplink.
     let ports: BTreeSet<String> = db
         .rows("Interface")
@@ -427,6 +429,22 @@ mod tests {
         r.apply(&root("zz"));
         let bad = read(&r).pmd_cpus.unwrap().unwrap_err();
         assert!(bad.contains("not a hexadecimal number"), "{bad}");
+    }
+
+    #[test]
+    fn reads_flow_restore_wait_as_ovs_vswitchd_does() {
+        let mut r = replica();
+        assert!(!read(&r).flow_restore_wait);
+        let root = |v: &str| {
+            json!({"Open_vSwitch": {"root": {"new": {
+                "bridges": ["uuid", "b0"], "next_cfg": 8,
+                "other_config": ["map", [["flow-restore-wait", v]]]}}}})
+        };
+        r.apply(&root("TRUE"));
+        assert!(read(&r).flow_restore_wait);
+        // smap_get_bool: anything but "true" is false.
+        r.apply(&root("yes"));
+        assert!(!read(&r).flow_restore_wait);
     }
 
     #[test]
