@@ -574,6 +574,16 @@ mod tests {
     }
 
     #[test]
+    fn automatic_numbers_skip_the_ones_kept_for_restored_ports() {
+        let now = Instant::now();
+        let mut n = Ofports::new([1, 2]);
+        n.preferred.insert("veth4".into(), 3);
+        assert_eq!(n.assign(None, now).unwrap(), 4);
+        // The port it is kept for asks for it (add() does, by name).
+        assert_eq!(n.assign(Some(3), now).unwrap(), 3);
+    }
+
+    #[test]
     fn automatic_numbers_move_up_and_avoid_recent_ones() {
         let now = Instant::now();
         let mut n = Ofports::new([1, 2]);
