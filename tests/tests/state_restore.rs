@@ -472,3 +472,31 @@ fn the_agents_whole_pipeline_in_every_mode_comes_back() -> Result<()> {
     }
     Ok(())
 }
+
+/// `ovs-appctl exit` (as `ovs-ctl stop` stops ovs-vswitchd) is a graceful
+/// stop: the state is saved and the next start restores it.
+#[test]
+fn ovs_appctl_exit_saves_the_state() -> Result<()> {
+    require_tool("ovs-appctl")?;
+    let mut xbr = Xbr::start(&["--state-snapshot", "0"])?;
+    xbr.add_flow("cookie=0x5, table=3, priority=7, ip, nw_dst=10.9.9.9, actions=drop")?;
+    let flows = xbr.ofctl_ok(&["dump-flows", "--no-stats", BRIDGE])?;
+    let out = xbr_tests::run_timeout(
+        std::process::Command::new("ovs-appctl")
+            .arg("exit")
+            .env("OVS_RUNDIR", xbr.rundir()),
+        Duration::from_secs(10),
+    )?;
+    assert!(out.success(), "ovs-appctl exit: {}", out.stderr);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while xbr.is_running() {
+        if Instant::now() > deadline {
+            return Err(HarnessError::Unexpected("xbr did not exit".into()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(xbr.log().contains("state saved"), "{}", xbr.log());
+    xbr.restart(&["--state-snapshot", "0"])?;
+    assert_eq!(xbr.ofctl_ok(&["dump-flows", "--no-stats", BRIDGE])?, flows);
+    Ok(())
+}
