@@ -60,6 +60,7 @@ pub use status::StateStatus;
 use crate::conntrack::persist::SavedConn;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use thiserror::Error;
@@ -245,7 +246,13 @@ pub fn write(path: &Path, bridge: &str, reason: Reason, body: &Body) -> Result<u
         std::process::id()
     ));
     let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        // Read and written by xbr only: it lists the node's connections.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         f.write_all(&header_line)?;
         f.write_all(&body_bytes)?;
         f.sync_all()?;

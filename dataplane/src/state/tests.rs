@@ -106,6 +106,9 @@ fn a_written_file_reads_back_and_its_pipeline_reads_back_as_saved() {
         .map(|e| e.expect("entry").file_name())
         .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("br0.state")]);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&p).expect("stat").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the state file is readable by others");
     assert!(read(&path(&d, "nothing"), "nothing")
         .expect("no error")
         .is_none());
