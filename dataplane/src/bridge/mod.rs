@@ -191,7 +191,7 @@ impl RunningBridge {
         // is attached; it is applied once the tables exist, below.
         let state_path = crate::state::path(&config.rundir, &config.name);
         let (saved, state_start) = if config.state.enabled {
-            crate::state::snapshot::load(&state_path, &config.name)
+            crate::state::keeper::load(&state_path, &config.name)
         } else {
             (None, crate::state::status::Start::Disabled)
         };

@@ -8,7 +8,7 @@
 //! - when the bridge stops gracefully (SIGTERM, SIGINT, `ovs-appctl
 //!   exit`), after OpenFlow has closed, so nothing changes after it;
 //! - every [`DEFAULT_SNAPSHOT_PERIOD`] (`--state-snapshot SECS`) by the
-//!   bridge's snapshot thread (`snapshot.rs`), so that after a SIGKILL or
+//!   bridge's snapshot thread (`keeper.rs`), so that after a SIGKILL or
 //!   a crash the newest snapshot is at most one period old.
 //!
 //! Each write goes to a temporary file in the same directory, is
@@ -46,15 +46,15 @@
 //! writing happen outside every lock and never on a packet thread.
 
 pub mod capture;
+pub mod keeper;
 pub mod restore;
-pub mod snapshot;
 pub mod status;
 #[cfg(test)]
 mod tests;
 
 pub use capture::capture;
+pub use keeper::Keeper;
 pub use restore::{restore, Restored};
-pub use snapshot::Keeper;
 pub use status::StateStatus;
 
 use crate::conntrack::persist::SavedConn;
