@@ -146,6 +146,7 @@ impl RunArgs {
             enabled: self.state == OnOff::On,
             snapshot: (self.state_snapshot > 0)
                 .then(|| std::time::Duration::from_secs(self.state_snapshot)),
+            restore: true,
         }
     }
 }

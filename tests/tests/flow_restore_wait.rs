@@ -221,6 +221,60 @@ fn ovs_ctl_restart_order_with_flow_restore_wait() -> Result<()> {
     Ok(())
 }
 
+/// Only bridges the database held when xbr started restore their state
+/// files: one deleted while xbr was down and created again afterwards is
+/// new and starts empty (as with ovs-vswitchd), and one deleted while xbr
+/// runs has its file removed.
+#[test]
+fn a_bridge_created_anew_starts_empty_and_a_deleted_one_leaves_no_state() -> Result<()> {
+    let bridge = format!("xbrt{}", unique_tag());
+    let mut db = OvsDb::start(None)?;
+    db.start_xbr()?;
+    db.vsctl(&[
+        "add-br",
+        &bridge,
+        "--",
+        "set",
+        "Bridge",
+        &bridge,
+        "fail_mode=secure",
+    ])?
+    .ok()?;
+    db.ofctl(&["add-flow", &bridge, "priority=5,ip,actions=drop"])?
+        .ok()?;
+    db.stop_switch();
+    let file = db.run_dir().join(format!("{bridge}.state"));
+    assert!(file.exists(), "no state file after the stop");
+    db.vsctl(&["--no-wait", "del-br", &bridge])?.ok()?;
+    db.start_xbr()?;
+    db.vsctl(&[
+        "add-br",
+        &bridge,
+        "--",
+        "set",
+        "Bridge",
+        &bridge,
+        "fail_mode=secure",
+    ])?
+    .ok()?;
+    let dump = flows(&db, &bridge)?;
+    assert!(
+        !dump.contains("actions="),
+        "a new bridge restored old flows:\n{dump}"
+    );
+    assert!(
+        db.xbr_log()
+            .contains("removed the state file of an earlier bridge"),
+        "{}",
+        db.xbr_log()
+    );
+    db.ofctl(&["add-flow", &bridge, "priority=6,ip,actions=drop"])?
+        .ok()?;
+    db.vsctl(&["del-br", &bridge])?.ok()?;
+    assert!(!file.exists(), "a deleted bridge left its state file");
+    Ok(())
+}
+
 fn io_err(context: &str, source: std::io::Error) -> HarnessError {
     HarnessError::Io {
         context: context.into(),

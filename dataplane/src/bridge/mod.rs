@@ -73,6 +73,10 @@ pub struct StateConfig {
     /// How often a snapshot is written while running; `None`: only at a
     /// graceful stop.
     pub snapshot: Option<std::time::Duration>,
+    /// Restore an existing file; false: the bridge is new (created while
+    /// xbr runs, e.g. `ovs-vsctl add-br`) and a file left by an earlier
+    /// bridge of that name is removed, not restored.
+    pub restore: bool,
 }
 
 impl Default for StateConfig {
@@ -80,6 +84,7 @@ impl Default for StateConfig {
         StateConfig {
             enabled: true,
             snapshot: Some(crate::state::DEFAULT_SNAPSHOT_PERIOD),
+            restore: true,
         }
     }
 }
@@ -190,8 +195,11 @@ impl RunningBridge {
         // The state file is read (and a bad one refused) before anything
         // is attached; it is applied once the tables exist, below.
         let state_path = crate::state::path(&config.rundir, &config.name);
-        let (saved, state_start) = if config.state.enabled {
+        let (saved, state_start) = if config.state.enabled && config.state.restore {
             crate::state::keeper::load(&state_path, &config.name)
+        } else if config.state.enabled {
+            crate::state::keeper::discard(&state_path);
+            (None, crate::state::status::Start::NoFile)
         } else {
             (None, crate::state::status::Start::Disabled)
         };

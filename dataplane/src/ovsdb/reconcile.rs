@@ -87,6 +87,11 @@ pub struct Reconciler {
     /// later `true` means nothing). While on, bridges forward nothing and
     /// have no controllers (only the management socket).
     restore_wait: bool,
+    /// The bridges the database held when xbr first read it that have
+    /// not started yet: only they restore their state files; a bridge
+    /// created later (`add-br`) is new (see `StateConfig::restore`).
+    /// `None` until the first read.
+    initial: Option<std::collections::BTreeSet<String>>,
 }
 
 /// The version ovs-vsctl and ovs-vswitchd compare (`ovs_version`).
@@ -102,6 +107,7 @@ impl Reconciler {
             errors: HashMap::new(),
             written: HashMap::new(),
             restore_wait: true,
+            initial: None,
         }
     }
 
@@ -147,10 +153,16 @@ impl Reconciler {
                 m.bridge.shutdown_and_forget();
             }
         }
+        if self.initial.is_none() {
+            self.initial = Some(d.bridges.keys().cloned().collect());
+        }
         for (name, want) in &d.bridges {
             if !self.bridges.contains_key(name) {
                 match self.start_bridge(name, want) {
                     Ok(m) => {
+                        if let Some(i) = &mut self.initial {
+                            i.remove(name);
+                        }
                         self.bridges.insert(name.clone(), m);
                     }
                     Err(e) => {
@@ -239,7 +251,10 @@ impl Reconciler {
             spare_xsk_ports: s.spare_xsk_ports,
             xdp_cache_entries: s.xdp_cache_entries,
             xdp_ct_new: s.xdp_ct_new,
-            state: s.state,
+            state: crate::bridge::StateConfig {
+                restore: self.initial.as_ref().is_some_and(|i| i.contains(name)),
+                ..s.state
+            },
             flow_restore_wait: self.restore_wait,
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;

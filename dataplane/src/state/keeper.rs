@@ -97,6 +97,19 @@ pub fn load(path: &Path, name: &str) -> (Option<super::Saved>, Start) {
     }
 }
 
+/// Removes a state file that must not be restored (its bridge was
+/// created anew).
+pub fn discard(path: &Path) {
+    match std::fs::remove_file(path) {
+        Ok(()) => tracing::info!(
+            file = %path.display(),
+            "removed the state file of an earlier bridge of this name (this one is new)"
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(file = %path.display(), "cannot remove the state file: {e}"),
+    }
+}
+
 /// Logs `e`, moves the file aside and says so.
 fn refuse(path: &Path, e: &StateError) -> Start {
     let aside = super::rejected_path(path);
