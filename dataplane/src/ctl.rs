@@ -166,13 +166,17 @@ pub fn dispatch(
         "port" => port_cmd(args, live),
         "stats" if args.is_empty() => {
             let dp = live.datapath();
-            Ok(crate::stats::report(
+            let mut text = crate::stats::report(
                 &dp.ports(),
                 &live.ports_by_thread(),
                 &dp.engine_snapshot(),
                 &live.kicker_stats(),
                 conntrack,
-            ))
+            );
+            if let Some(st) = live.state_status() {
+                text.push_str(&st.text());
+            }
+            Ok(text)
         }
         "stats" => Err(format!("stats: unexpected argument `{args}`")),
         "dpctl" => dpctl_cmd(args, live),

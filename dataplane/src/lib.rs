@@ -30,6 +30,7 @@ pub mod pmd_stats;
 pub mod ports;
 pub mod qos;
 pub mod rewrite;
+pub mod state;
 pub mod stats;
 pub mod tap;
 pub mod unixctl;

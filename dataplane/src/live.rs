@@ -84,6 +84,10 @@ struct Ofports {
     freed: HashMap<u32, Instant>,
     /// The packet thread serving each port, by number.
     owner: HashMap<u32, Served>,
+    /// Numbers the ports had before a restart (from the state file), by
+    /// name: a port added without a request gets its old number back,
+    /// and automatic numbers skip them (see [`LivePorts::prefer_ofports`]).
+    preferred: HashMap<String, u32>,
 }
 
 impl Ofports {
@@ -93,6 +97,7 @@ impl Ofports {
             in_use: in_use.into_iter().map(|p| (p, ())).collect(),
             freed: HashMap::new(),
             owner: HashMap::new(),
+            preferred: HashMap::new(),
         }
     }
 
@@ -113,7 +118,8 @@ impl Ofports {
                 self.cursor = 1;
             }
             let n = self.cursor;
-            if !self.in_use.contains_key(&n) {
+            let kept = self.preferred.values().any(|&p| p == n);
+            if !self.in_use.contains_key(&n) && !kept {
                 match self.freed.get(&n) {
                     None => return Ok(self.take(n)),
                     Some(&at) if now.duration_since(at) >= REUSE_AFTER => return Ok(self.take(n)),
@@ -173,6 +179,8 @@ pub struct LivePorts {
     threads: Vec<Arc<crate::cpus::ThreadId>>,
     /// Where `pmd-stats-clear` left each thread's counters.
     pmd_baselines: Mutex<crate::pmd_stats::Baselines>,
+    /// What the bridge's state file did (`xbr stats`), once set.
+    state_status: std::sync::OnceLock<Arc<crate::state::StateStatus>>,
 }
 
 impl LivePorts {
@@ -209,7 +217,31 @@ impl LivePorts {
             state: Mutex::new(numbers),
             threads,
             pmd_baselines: Mutex::default(),
+            state_status: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Records where `xbr stats` finds the state file's status.
+    pub fn set_state_status(&self, status: Arc<crate::state::StateStatus>) {
+        let _ = self.state_status.set(status);
+    }
+
+    pub fn state_status(&self) -> Option<&Arc<crate::state::StateStatus>> {
+        self.state_status.get()
+    }
+
+    /// Port numbers to give back to ports of these names when they are
+    /// added without a number of their own (as ovs-vswitchd reuses an
+    /// interface's `ofport` from the database): the restored state's.
+    /// Until then automatic numbers avoid them.
+    pub fn prefer_ofports(&self, ports: impl IntoIterator<Item = (String, u32)>) {
+        let mut numbers = self.state.lock();
+        let in_use: Vec<String> = self.shared.ports().iter().map(|p| p.name.clone()).collect();
+        numbers.preferred.extend(
+            ports
+                .into_iter()
+                .filter(|(name, n)| !in_use.contains(name) && *n != 0 && *n <= MAX_OFPORT),
+        );
     }
 
     /// The packet thread serving the fewest ports (the first of those).
@@ -310,7 +342,11 @@ impl LivePorts {
         }
         ports::check_spec(spec)?;
         let now = Instant::now();
-        let ofport = numbers.assign(spec.ofport, now)?;
+        let requested = spec
+            .ofport
+            .or_else(|| numbers.preferred.get(&spec.name).copied());
+        let ofport = numbers.assign(requested, now)?;
+        numbers.preferred.remove(&spec.name);
         let spec = PortSpec {
             ofport: Some(ofport),
             ..spec.clone()
@@ -588,6 +624,16 @@ mod tests {
             n.assign(Some(MAX_OFPORT + 1), now),
             Err(LiveError::BadOfport(_))
         ));
+    }
+
+    #[test]
+    fn automatic_numbers_skip_the_ones_kept_for_restored_ports() {
+        let now = Instant::now();
+        let mut n = Ofports::new([1, 2]);
+        n.preferred.insert("veth4".into(), 3);
+        assert_eq!(n.assign(None, now).unwrap(), 4);
+        // The port it is kept for asks for it (add() does, by name).
+        assert_eq!(n.assign(Some(3), now).unwrap(), 3);
     }
 
     #[test]

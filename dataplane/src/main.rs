@@ -128,6 +128,29 @@ struct RunArgs {
     /// `off` leaves every new connection to the packet threads.
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     xdp_ct_new: OnOff,
+    /// The state file RUNDIR/BRIDGE.state: each bridge's flows, groups,
+    /// meters, port numbers and connections, restored at start, saved at
+    /// a graceful stop and every --state-snapshot seconds (docs/state.md).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    state: OnOff,
+    /// Seconds between the state file's snapshots while running (what a
+    /// restart after SIGKILL or a crash restores); 0: only at a graceful
+    /// stop.
+    #[arg(long, value_name = "SECS",
+          default_value_t = dataplane::state::DEFAULT_SNAPSHOT_PERIOD.as_secs(),
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    state_snapshot: u64,
+}
+
+impl RunArgs {
+    fn state_config(&self) -> dataplane::bridge::StateConfig {
+        dataplane::bridge::StateConfig {
+            enabled: self.state == OnOff::On,
+            snapshot: (self.state_snapshot > 0)
+                .then(|| std::time::Duration::from_secs(self.state_snapshot)),
+            restore: true,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -198,12 +221,15 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    let state = args.state_config();
     let mut ports = args.ports;
     if let Err(e) = assign_ofports(&mut ports) {
         eprintln!("xbr: {e}");
         return ExitCode::from(EXIT_CONFIG);
     }
     let config = BridgeConfig {
+        state,
+        flow_restore_wait: false,
         name: args.bridge,
         rundir: args.rundir,
         listen: args.listen,
@@ -313,6 +339,7 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         spare_xsk_ports: args.spare_ports,
         xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
         xdp_ct_new: args.xdp_ct_new == OnOff::On,
+        state: args.state_config(),
     };
     let unixctl = start_unixctl(&settings.rundir);
     let clean = dataplane::ovsdb::run(&path, settings, &stop);

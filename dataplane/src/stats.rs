@@ -23,7 +23,7 @@ use std::time::Instant;
 
 /// Every drop counter of the packet thread, by the name `xbr stats`
 /// prints.
-fn drop_counts(d: &EngineDrops) -> [(&'static str, u64); 16] {
+fn drop_counts(d: &EngineDrops) -> [(&'static str, u64); 17] {
     [
         ("table_miss", d.table_miss),
         ("explicit_drop", d.explicit),
@@ -41,6 +41,7 @@ fn drop_counts(d: &EngineDrops) -> [(&'static str, u64); 16] {
         ("qos_policed", d.qos_policed),
         ("meter", d.meter),
         ("ct_new_overflow", d.ct_new_overflow),
+        ("flow_restore_wait", d.restore_wait),
     ]
 }
 
@@ -224,10 +225,11 @@ mod tests {
             qos_policed: 14,
             meter: 15,
             ct_new_overflow: 16,
+            restore_wait: 17,
             tunnel: TunnelDrops::default(),
         };
         let mut values: Vec<u64> = drop_counts(&d).iter().map(|(_, n)| *n).collect();
         values.sort_unstable();
-        assert_eq!(values, (1..=16).collect::<Vec<u64>>());
+        assert_eq!(values, (1..=17).collect::<Vec<u64>>());
     }
 }

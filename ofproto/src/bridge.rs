@@ -269,6 +269,14 @@ impl Bridge {
         self.monitors().cancel(conn, version, id)
     }
 
+    /// The newest change list's sequence number: it moves with every
+    /// change to the flows, groups or meters, so a reader can tell
+    /// whether anything changed since it last looked (the state file's
+    /// snapshots).
+    pub fn change_seq(&self) -> u64 {
+        self.last_seq.load(Ordering::SeqCst)
+    }
+
     /// Waits until the datapath applied every change published so far.
     pub fn barrier(&self) {
         let seq = self.last_seq.load(Ordering::SeqCst);

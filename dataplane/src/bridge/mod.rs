@@ -57,6 +57,36 @@ pub struct BridgeConfig {
     /// The XDP programs create new UDP connections from templates (with
     /// the cache only; `--xdp-ct-new`, see `conntrack/kernel_new.rs`).
     pub xdp_ct_new: bool,
+    /// The state file (`crate::state`): restored at start, saved at a
+    /// graceful stop and every snapshot period.
+    pub state: StateConfig,
+    /// Start with OVSDB's `flow-restore-wait` on (see
+    /// [`RunningBridge::set_restore_wait`]).
+    pub flow_restore_wait: bool,
+}
+
+/// `--state` and `--state-snapshot`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateConfig {
+    /// Off: no state file is read or written.
+    pub enabled: bool,
+    /// How often a snapshot is written while running; `None`: only at a
+    /// graceful stop.
+    pub snapshot: Option<std::time::Duration>,
+    /// Restore an existing file; false: the bridge is new (created while
+    /// xbr runs, e.g. `ovs-vsctl add-br`) and a file left by an earlier
+    /// bridge of that name is removed, not restored.
+    pub restore: bool,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            enabled: true,
+            snapshot: Some(crate::state::DEFAULT_SNAPSHOT_PERIOD),
+            restore: true,
+        }
+    }
 }
 
 #[derive(Debug, Error)]
@@ -131,6 +161,8 @@ pub struct RunningBridge {
     /// The transmit threads (`--pmd-cores` after the packet threads'), if
     /// any.
     kicks: Option<Arc<crate::kicker::KickPool>>,
+    /// Writes the state file (`None` with `--state off`).
+    state: Option<crate::state::Keeper>,
 }
 
 impl RunningBridge {
@@ -160,6 +192,22 @@ impl RunningBridge {
         if std::os::unix::net::UnixStream::connect(&mgmt).is_ok() {
             return Err(BridgeError::Server(ofproto::OfprotoError::InUse(mgmt)));
         }
+        // The state file is read (and a bad one refused) before anything
+        // is attached; it is applied once the tables exist, below.
+        let state_path = crate::state::path(&config.rundir, &config.name);
+        let (saved, state_start) = if config.state.enabled && config.state.restore {
+            crate::state::keeper::load(&state_path, &config.name)
+        } else if config.state.enabled {
+            crate::state::keeper::discard(&state_path);
+            (None, crate::state::status::Start::NoFile)
+        } else {
+            (None, crate::state::status::Start::Disabled)
+        };
+        let state_status = Arc::new(crate::state::StateStatus::new(
+            state_path.clone(),
+            config.state.snapshot.filter(|_| config.state.enabled),
+            state_start,
+        ));
 
         // Ports: opened all or nothing (a failure drops the ones opened).
         let xdp_maps = match config.xdp_cache_entries {
@@ -198,6 +246,7 @@ impl RunningBridge {
         if let Some(m) = &xdp_maps {
             shared.set_xdp_gen(m.generation().clone());
         }
+        shared.set_restore_wait(config.flow_restore_wait);
         let live_cache = xdp_maps.clone();
 
         let stop = Arc::new(AtomicBool::new(false));
@@ -314,6 +363,30 @@ impl RunningBridge {
             bridge.clone(),
             kicks.clone(),
         ));
+        live.set_state_status(state_status.clone());
+        // Start sequence, before anything can change the tables: (1) the
+        // state file's flows, groups, meters, connections and port
+        // numbers; (2) then whatever revalidates against those tables
+        // (e.g. adopting pinned XDP state); (3) only then OpenFlow opens.
+        let state = config.state.enabled.then(|| {
+            let (keeper, ports) = crate::state::Keeper::start(
+                state_path,
+                &config.name,
+                saved,
+                bridge.clone(),
+                conntrack.clone(),
+                shared.clone(),
+                state_status,
+                config.state.snapshot,
+                // Under flow-restore-wait whoever set it restores the
+                // pipeline (ovs-ctl's ovs-save script), as with
+                // ovs-vswitchd; connections and port numbers still come
+                // back (in OVS they live in the kernel and the database).
+                !config.flow_restore_wait,
+            );
+            live.prefer_ofports(ports.into_iter().map(|p| (p.name, p.ofport)));
+            keeper
+        });
         let upcalls = spawn_upcall_thread(shared.upcalls(), bridge.clone());
         let server = match start_server(
             &bridge,
@@ -381,6 +454,7 @@ impl RunningBridge {
             live,
             pmd_threads,
             kicks,
+            state,
         })
     }
 
@@ -406,6 +480,13 @@ impl RunningBridge {
             k.repin(tx_cpus).map_err(|e| e.to_string())?;
         }
         Ok(())
+    }
+
+    /// OVSDB's `flow-restore-wait`: while on, the packet threads forward
+    /// nothing (see `DpShared::set_restore_wait`); the caller also keeps
+    /// the controllers away meanwhile, as ovs-vswitchd does.
+    pub fn set_restore_wait(&self, on: bool) {
+        self.shared.set_restore_wait(on);
     }
 
     /// Adds and removes ports while the bridge runs.
@@ -503,10 +584,28 @@ impl RunningBridge {
     /// which detach XDP programs and remove TAP devices as their ports
     /// drop.
     /// Returns false if a packet thread had failed (panicked).
+    /// The state file is written once OpenFlow is closed (so it is the
+    /// final state), while the packet threads still run.
     pub fn shutdown(self) -> bool {
+        self.stop(true)
+    }
+
+    /// [`RunningBridge::shutdown`] of a bridge that was deleted: its
+    /// state file is removed instead of written, as nothing of it should
+    /// come back.
+    pub fn shutdown_and_forget(self) -> bool {
+        self.stop(false)
+    }
+
+    fn stop(mut self, save: bool) -> bool {
         self.ctl.shutdown();
         if let Some(s) = self.server {
             s.shutdown();
+        }
+        match (self.state.take(), save) {
+            (Some(k), true) => k.stop_and_save(),
+            (Some(k), false) => k.forget(),
+            (None, _) => {}
         }
         self.stop.store(true, Ordering::Relaxed);
         self.shared.wake();

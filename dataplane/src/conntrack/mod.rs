@@ -83,6 +83,9 @@ pub mod kernel_new;
 mod label_tests;
 mod nat;
 mod new_conn;
+pub mod persist;
+#[cfg(test)]
+mod persist_tests;
 mod table;
 mod tcp;
 #[cfg(test)]

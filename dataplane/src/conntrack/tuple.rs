@@ -38,7 +38,19 @@ pub mod icmp6 {
 /// An IPv4 or IPv6 address as conntrack keeps it: IPv6 in four words (the
 /// first the most significant), IPv4 in the first word with the others
 /// zero. Which one it is, the tuple's `v6` says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct Addr(pub [u32; 4]);
 
 impl Addr {
@@ -73,7 +85,18 @@ impl Addr {
 ///
 /// 40 bytes for either family; an IPv4 tuple hashes as two words (see the
 /// `Hash` impl), no more than the 16-byte IPv4-only tuple it replaced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, PartialOrd, Ord)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Default,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct Tuple {
     pub zone: u16,
     pub proto: u8,

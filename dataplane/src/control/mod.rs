@@ -100,6 +100,9 @@ pub struct DpShared {
     upcalls: Receiver<Upcall>,
     /// Standalone mode without a controller: forward by NORMAL.
     fail_open: AtomicBool,
+    /// OVSDB's `other_config:flow-restore-wait` is true: the packet
+    /// threads drop what they receive (see [`DpShared::set_restore_wait`]).
+    restore_wait: AtomicBool,
     /// The XDP flow cache's generation, when the cache is on: bumped on
     /// port and fail-mode changes before they are acknowledged.
     xdp_gen: OnceLock<Arc<XdpGen>>,
@@ -276,6 +279,7 @@ impl DpShared {
             packet_outs: po_tx,
             upcalls: up_rx,
             fail_open: AtomicBool::new(false),
+            restore_wait: AtomicBool::new(false),
             xdp_gen: OnceLock::new(),
             stats_requested: AtomicU64::new(0),
         });
@@ -466,6 +470,26 @@ impl DpShared {
     /// Packet thread: whether to forward everything by NORMAL.
     pub fn fail_open(&self) -> bool {
         self.fail_open.load(Relaxed)
+    }
+
+    /// `flow-restore-wait`, as ovs-vswitchd has it: while on, nothing
+    /// that reaches the packet threads is forwarded (ovs-vswitchd does
+    /// not read its datapath's upcalls): the tables are being restored
+    /// and may be empty or partial. What the XDP flow cache already
+    /// holds keeps forwarding, as the kernel datapath's flows do. Turned
+    /// off, the cache is invalidated, so every entry is revalidated
+    /// against the restored tables (ovs-vswitchd flushes its datapath's
+    /// flows then).
+    pub fn set_restore_wait(&self, on: bool) {
+        if self.restore_wait.swap(on, Relaxed) && !on {
+            self.invalidate_xdp_cache();
+        }
+    }
+
+    /// Packet thread: whether to drop what it receives (see
+    /// [`DpShared::set_restore_wait`]).
+    pub fn restore_wait(&self) -> bool {
+        self.restore_wait.load(Relaxed)
     }
 
     /// Packets for the controllers; disconnected once the packet thread

@@ -34,6 +34,8 @@ pub struct EngineDrops {
     /// conntrack had not yet read the reports of the ones before (it was
     /// a full ring behind; `conntrack/kernel_new.rs`).
     pub ct_new_overflow: u64,
+    /// Packets received while OVSDB's `flow-restore-wait` was true.
+    pub restore_wait: u64,
 }
 
 impl EngineDrops {
@@ -57,6 +59,7 @@ impl EngineDrops {
             qos_policed,
             meter,
             ct_new_overflow,
+            restore_wait,
         } = o;
         self.table_miss += table_miss;
         self.explicit += explicit;
@@ -75,6 +78,7 @@ impl EngineDrops {
         self.qos_policed += qos_policed;
         self.meter += meter;
         self.ct_new_overflow += ct_new_overflow;
+        self.restore_wait += restore_wait;
     }
 
     pub(super) fn count(&mut self, reason: DropReason) {

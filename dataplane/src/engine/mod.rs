@@ -175,6 +175,8 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     /// Fail-open (standalone mode without a controller): every packet is
     /// forwarded by NORMAL, whatever the flows say. Read once per round.
     fail_open: bool,
+    /// `flow-restore-wait` (see `DpShared::set_restore_wait`), per round.
+    restore_wait: bool,
     /// Tunnel metadata of the packet `process` is about to handle, when it
     /// came from a tunnel port.
     rx_tunnel: Option<TunnelMeta>,
@@ -246,6 +248,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             started: Instant::now(),
             round_started: Instant::now(),
             fail_open: false,
+            restore_wait: false,
             rx_tunnel: None,
             conntrack: Arc::default(),
             ct_now: 0,
@@ -476,6 +479,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         self.sync_qos();
         self.sync_meter_clock();
         self.fail_open = self.shared.fail_open();
+        self.restore_wait = self.shared.restore_wait();
         self.ct_now = self.conntrack.now_ms();
         // Frames that waited for a tunnel's next hop go before this
         // round's, which may be to the same destination.
@@ -507,6 +511,12 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 if blocked {
                     t.rx_dropped += 1;
                     self.drops.port_down += 1;
+                    self.frames.free(desc.addr);
+                    continue;
+                }
+                if self.restore_wait {
+                    t.rx_dropped += 1;
+                    self.drops.restore_wait += 1;
                     self.frames.free(desc.addr);
                     continue;
                 }

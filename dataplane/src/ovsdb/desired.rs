@@ -49,13 +49,16 @@ pub struct Qos {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Desired {
     /// The root row's UUID and its `next_cfg`.
     pub root: Option<(String, i64)>,
     /// The root row's `other_config:pmd-cpu-mask` as CPUs (ascending),
     /// or why it cannot be used; `None` when unset.
     pub pmd_cpus: Option<Result<Vec<usize>, String>>,
+    /// The root row's `other_config:flow-restore-wait` (false unless
+    /// `true` in any case, as ovs-vswitchd's `smap_get_bool` reads it).
+    pub flow_restore_wait: bool,
     pub bridges: BTreeMap<String, DesiredBridge>,
     /// What the Open_vSwitch row sets that xbr ignores (`unsupported.rs`).
     pub unsupported: Vec<String>,
@@ -73,9 +76,13 @@ pub fn read(db: &Replica) -> Desired {
         integer(root, "next_cfg").unwrap_or(0),
     ));
     out.unsupported = unsupported::root(root);
-    out.pmd_cpus = string_map(root, "other_config")
+    let other = string_map(root, "other_config");
+    out.pmd_cpus = other
         .get("pmd-cpu-mask")
         .map(|m| crate::cpus::parse_mask(m).map_err(|e| e.to_string()));
+    out.flow_restore_wait = other
+        .get("flow-restore-wait")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     // Interfaces the switch owns are never a tunnel's uplink.
     let ports: BTreeSet<String> = db
         .rows("Interface")
@@ -497,6 +504,22 @@ mod tests {
         r.apply(&root("zz"));
         let bad = read(&r).pmd_cpus.unwrap().unwrap_err();
         assert!(bad.contains("not a hexadecimal number"), "{bad}");
+    }
+
+    #[test]
+    fn reads_flow_restore_wait_as_ovs_vswitchd_does() {
+        let mut r = replica();
+        assert!(!read(&r).flow_restore_wait);
+        let root = |v: &str| {
+            json!({"Open_vSwitch": {"root": {"new": {
+                "bridges": ["uuid", "b0"], "next_cfg": 8,
+                "other_config": ["map", [["flow-restore-wait", v]]]}}}})
+        };
+        r.apply(&root("TRUE"));
+        assert!(read(&r).flow_restore_wait);
+        // smap_get_bool: anything but "true" is false.
+        r.apply(&root("yes"));
+        assert!(!read(&r).flow_restore_wait);
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub struct Settings {
     pub xdp_cache_entries: Option<u32>,
     /// New connections created by the XDP programs (`--xdp-ct-new`).
     pub xdp_ct_new: bool,
+    /// Each bridge's state file (`--state`, `--state-snapshot`).
+    pub state: crate::bridge::StateConfig,
 }
 
 struct Managed {
@@ -92,6 +94,16 @@ pub struct Reconciler {
     root_warned: Vec<String>,
     /// What this connection last wrote, per (table, row UUID).
     written: HashMap<(&'static str, String), Map<String, Value>>,
+    /// `other_config:flow-restore-wait`, as ovs-vswitchd follows it: on
+    /// until the database first says otherwise, then off for good (a
+    /// later `true` means nothing). While on, bridges forward nothing and
+    /// have no controllers (only the management socket).
+    restore_wait: bool,
+    /// The bridges the database held when xbr first read it that have
+    /// not started yet: only they restore their state files; a bridge
+    /// created later (`add-br`) is new (see `StateConfig::restore`).
+    /// `None` until the first read.
+    initial: Option<std::collections::BTreeSet<String>>,
 }
 
 /// The version ovs-vsctl and ovs-vswitchd compare (`ovs_version`).
@@ -108,6 +120,8 @@ impl Reconciler {
             warned: HashMap::new(),
             root_warned: Vec::new(),
             written: HashMap::new(),
+            restore_wait: true,
+            initial: None,
         }
     }
 
@@ -119,18 +133,38 @@ impl Reconciler {
 
     /// Makes the running bridges match `d`; returns the write-back
     /// operations (empty if nothing changed).
-    pub fn apply(&mut self, d: &Desired) -> Vec<Value> {
-        self.apply_pmd_cpus(d);
-        if d.unsupported != self.root_warned {
-            for w in d
+    pub fn apply(&mut self, full: &Desired) -> Vec<Value> {
+        self.apply_pmd_cpus(full);
+        if full.unsupported != self.root_warned {
+            for w in full
                 .unsupported
                 .iter()
                 .filter(|w| !self.root_warned.contains(w))
             {
                 tracing::warn!("{w}");
             }
-            self.root_warned = d.unsupported.clone();
+            self.root_warned = full.unsupported.clone();
         }
+        if self.restore_wait && !full.flow_restore_wait {
+            self.restore_wait = false;
+            for (name, m) in &self.bridges {
+                tracing::info!(bridge = %name, "flow-restore-wait cleared: forwarding by the flows");
+                m.bridge.set_restore_wait(false);
+            }
+        }
+        // While waiting, no bridge has a controller (ovs-vswitchd's
+        // bridge_configure_remotes); they are connected once it clears.
+        let waiting;
+        let d = if self.restore_wait {
+            let mut w = full.clone();
+            for b in w.bridges.values_mut() {
+                b.controllers.clear();
+            }
+            waiting = w;
+            &waiting
+        } else {
+            full
+        };
         let gone: Vec<String> = self
             .bridges
             .keys()
@@ -140,13 +174,19 @@ impl Reconciler {
         for name in gone {
             if let Some(m) = self.bridges.remove(&name) {
                 tracing::info!(bridge = %name, "bridge removed from the database; stopping it");
-                m.bridge.shutdown();
+                m.bridge.shutdown_and_forget();
             }
+        }
+        if self.initial.is_none() {
+            self.initial = Some(d.bridges.keys().cloned().collect());
         }
         for (name, want) in &d.bridges {
             if !self.bridges.contains_key(name) {
                 match self.start_bridge(name, want) {
                     Ok(m) => {
+                        if let Some(i) = &mut self.initial {
+                            i.remove(name);
+                        }
                         self.bridges.insert(name.clone(), m);
                     }
                     Err(e) => {
@@ -244,6 +284,11 @@ impl Reconciler {
             spare_xsk_ports: s.spare_xsk_ports,
             xdp_cache_entries: s.xdp_cache_entries,
             xdp_ct_new: s.xdp_ct_new,
+            state: crate::bridge::StateConfig {
+                restore: self.initial.as_ref().is_some_and(|i| i.contains(name)),
+                ..s.state
+            },
+            flow_restore_wait: self.restore_wait,
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
         tracing::info!(bridge = %name, "bridge created from the database");

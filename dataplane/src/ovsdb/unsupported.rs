@@ -56,7 +56,7 @@ const CONTROLLER: &[(&str, &str)] = &[
 
 /// `other_config` keys xbr reads: Bridge, Open_vSwitch.
 const BRIDGE_OTHER_CONFIG: &[&str] = &["datapath-id"];
-const ROOT_OTHER_CONFIG: &[&str] = &["pmd-cpu-mask"];
+const ROOT_OTHER_CONFIG: &[&str] = &["pmd-cpu-mask", "flow-restore-wait"];
 
 /// Interface columns xbr does not implement.
 const INTERFACE: &[(&str, &str)] = &[
@@ -240,7 +240,8 @@ mod tests {
         assert_eq!(msgs.len(), 1, "{msgs:?}");
         assert!(msgs[0].contains("inactivity_probe"), "{msgs:?}");
         let r = row(json!({"other_config": ["map", [["pmd-cpu-mask", "0x3"],
-                                                    ["flow-restore-wait", "true"]]]}));
+                                                    ["flow-restore-wait", "true"],
+                                                    ["hw-offload", "true"]]]}));
         assert_eq!(root(&r).len(), 1);
     }
 }

@@ -23,7 +23,18 @@ use super::tuple::{tcp_flags as F, TcpSeg};
 use super::Timeouts;
 
 /// A peer's progress, ordered: later states compare greater.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub enum PeerState {
     /// Has sent nothing yet.
     #[default]
@@ -38,7 +49,7 @@ pub enum PeerState {
     TimeWait,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Peer {
     pub state: PeerState,
     seqlo: u32,
@@ -49,8 +60,9 @@ pub struct Peer {
     wscale: Option<u8>,
 }
 
-/// Both directions of a TCP connection.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Both directions of a TCP connection (serde: saved with the
+/// connection in the state file, see `conntrack/persist.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TcpConn {
     /// Index 0: the originator, 1: the responder.
     pub peers: [Peer; 2],
