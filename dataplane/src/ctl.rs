@@ -166,13 +166,26 @@ pub fn dispatch(
         "port" => port_cmd(args, live),
         "stats" if args.is_empty() => {
             let dp = live.datapath();
-            Ok(crate::stats::report(
+            let mut text = crate::stats::report(
                 &dp.ports(),
                 &live.ports_by_thread(),
                 &dp.engine_snapshot(),
                 &live.kicker_stats(),
                 conntrack,
-            ))
+            );
+            if let Some(maps) = live.xdp_cache() {
+                // Fail closed: frames of queues without a socket (while
+                // this xbr starts, or any xbr is down: the counter is
+                // pinned).
+                text.push_str(&format!(
+                    "fail-closed drops (no socket bound): {}\n",
+                    maps.closed_drops()
+                ));
+                if let Some(p) = maps.pins() {
+                    text.push_str(&p.report());
+                }
+            }
+            Ok(text)
         }
         "stats" => Err(format!("stats: unexpected argument `{args}`")),
         "dpctl" => dpctl_cmd(args, live),

@@ -57,6 +57,11 @@ pub struct BridgeConfig {
     /// The XDP programs create new UDP connections from templates (with
     /// the cache only; `--xdp-ct-new`, see `conntrack/kernel_new.rs`).
     pub xdp_ct_new: bool,
+    /// Where to pin the bridge's XDP programs and flow cache so that they
+    /// outlive the process (`--bpf-pin-root`; the bridge's directory is
+    /// under it, see `crate::pin`); `None`: nothing is pinned. Needs the
+    /// flow cache.
+    pub pin_root: Option<PathBuf>,
 }
 
 #[derive(Debug, Error)]
@@ -84,6 +89,8 @@ pub enum BridgeError {
     Ctl(#[from] crate::ctl::CtlError),
     #[error(transparent)]
     BadCpu(#[from] crate::cpus::CpuError),
+    #[error("pinning the XDP state: {0}")]
+    Pin(#[from] crate::pin::PinError),
 }
 
 impl BridgeError {
@@ -131,6 +138,8 @@ pub struct RunningBridge {
     /// The transmit threads (`--pmd-cores` after the packet threads'), if
     /// any.
     kicks: Option<Arc<crate::kicker::KickPool>>,
+    /// The pin directory (`crate::pin`) and its root, if pinning is on.
+    pins: Option<(Arc<crate::pin::Pins>, PathBuf)>,
 }
 
 impl RunningBridge {
@@ -162,10 +171,28 @@ impl RunningBridge {
         }
 
         // Ports: opened all or nothing (a failure drops the ones opened).
+        // Pinned state a previous xbr left is adopted here (see
+        // `crate::pin`): maps now, links as the ports open.
+        let pins = match (&config.pin_root, config.xdp_cache_entries) {
+            (Some(root), Some(_)) => Some(Arc::new(crate::pin::Pins::open(root, &config.name)?)),
+            (Some(_), None) => {
+                tracing::warn!(
+                    "nothing is pinned without the XDP flow cache: the ports' programs \
+                     detach when xbr exits"
+                );
+                None
+            }
+            (None, _) => None,
+        };
         let xdp_maps = match config.xdp_cache_entries {
             Some(n) => Some(Arc::new(
-                CacheMaps::new(n, crate::xdpcache::MAX_TARGETS, config.ct_limit)
-                    .map_err(BridgeError::XdpCache)?,
+                CacheMaps::new_pinned(
+                    n,
+                    crate::xdpcache::MAX_TARGETS,
+                    config.ct_limit,
+                    pins.clone(),
+                )
+                .map_err(BridgeError::XdpCache)?,
             )),
             None => None,
         };
@@ -375,7 +402,28 @@ impl RunningBridge {
             live,
             pmd_threads,
             kicks,
+            pins: pins.map(|p| {
+                p.remove_stale_links();
+                (p, config.pin_root.clone().unwrap_or_default())
+            }),
         })
+    }
+
+    /// Takes over from the xbr whose pinned state this start adopted: its
+    /// flow cache entries, which kept forwarding until now, are retired
+    /// (`pin::take_over`), so its flows are translated by this process's
+    /// tables from here on. The daemon calls this once the tables are
+    /// final: after restoring saved state, if it does; at once otherwise.
+    /// Nothing to do after a clean start.
+    pub fn take_over_pinned(&self) {
+        if let (Some((pins, _)), Some(maps)) = (&self.pins, self.live.xdp_cache()) {
+            crate::pin::take_over(maps, pins);
+        }
+    }
+
+    /// The pin directory, if the bridge's XDP state is pinned.
+    pub fn pins(&self) -> Option<&Arc<crate::pin::Pins>> {
+        self.pins.as_ref().map(|(p, _)| p)
     }
 
     /// Moves the packet threads to `pmd_cpus` (thread by thread; more
@@ -484,6 +532,47 @@ impl RunningBridge {
     /// drop.
     /// Returns false if a packet thread had failed (panicked).
     pub fn shutdown(self) -> bool {
+        // The process exits: the kernel path stays (`crate::pin`), unless
+        // `ovs-appctl exit --cleanup` asked for a teardown.
+        let keep = !crate::pin::cleanup_requested();
+        self.stop_keeping(keep)
+    }
+
+    /// Stops the bridge for good (removed from the database): its pinned
+    /// programs and maps are removed.
+    pub fn remove(self) -> bool {
+        self.stop_keeping(false)
+    }
+
+    fn stop_keeping(self, keep: bool) -> bool {
+        let pins = self.pins.clone();
+        if let (Some((p, _)), true) = (&pins, keep) {
+            p.keep_on_exit();
+            tracing::info!(
+                dir = %p.dir().display(),
+                "leaving the XDP programs and flow cache pinned: cached flows keep \
+                 forwarding, the rest is dropped, until the next xbr takes over \
+                 (`xbr teardown` removes them)"
+            );
+        }
+        let ok = self.stop_threads();
+        if let (Some((p, root)), false) = (&pins, keep) {
+            let name = p
+                .dir()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            match crate::pin::teardown(root, &name) {
+                Ok(n) => {
+                    tracing::info!(dir = %p.dir().display(), pins = n, "pinned XDP state removed")
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot remove the pinned XDP state"),
+            }
+        }
+        ok
+    }
+
+    fn stop_threads(self) -> bool {
         self.ctl.shutdown();
         if let Some(s) = self.server {
             s.shutdown();

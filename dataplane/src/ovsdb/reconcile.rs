@@ -56,6 +56,8 @@ pub struct Settings {
     pub xdp_cache_entries: Option<u32>,
     /// New connections created by the XDP programs (`--xdp-ct-new`).
     pub xdp_ct_new: bool,
+    /// The pin root (`--bpf-pin-root`), or `None` (`--xdp-pin off`).
+    pub pin_root: Option<PathBuf>,
 }
 
 struct Managed {
@@ -116,7 +118,7 @@ impl Reconciler {
         for name in gone {
             if let Some(m) = self.bridges.remove(&name) {
                 tracing::info!(bridge = %name, "bridge removed from the database; stopping it");
-                m.bridge.shutdown();
+                m.bridge.remove();
             }
         }
         for (name, want) in &d.bridges {
@@ -211,8 +213,11 @@ impl Reconciler {
             spare_xsk_ports: s.spare_xsk_ports,
             xdp_cache_entries: s.xdp_cache_entries,
             xdp_ct_new: s.xdp_ct_new,
+            pin_root: s.pin_root.clone(),
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
+        // No saved state to wait for: the tables are final now.
+        bridge.take_over_pinned();
         tracing::info!(bridge = %name, "bridge created from the database");
         Ok(Managed {
             bridge,
