@@ -326,6 +326,15 @@ impl Xbr {
         self.rundir.pin_root()
     }
 
+    /// `xbr teardown --bridge br0 --bpf-pin-root ROOT`: removes what this
+    /// xbr pinned (its ports' programs detach once no xbr holds them).
+    pub fn teardown(&self) -> Result<CmdOutput> {
+        let mut cmd = Command::new(Self::binary()?);
+        cmd.args(["teardown", "--bridge", BRIDGE, "--bpf-pin-root"])
+            .arg(self.pin_root());
+        run_timeout(&mut cmd, CMD_TIMEOUT)
+    }
+
     /// Everything xbr wrote to stdout and stderr so far.
     pub fn log(&self) -> String {
         std::fs::read(&self.log_path)
