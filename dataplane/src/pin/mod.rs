@@ -184,6 +184,7 @@ impl Pins {
                 "adopting the pinned XDP state of xbr {from_version}"
             );
         }
+        OPENED.lock().push(dir.clone());
         Ok(Pins {
             dir,
             adopting,
@@ -417,6 +418,21 @@ pub fn teardown(root: &Path, bridge: &str) -> Result<usize, PinError> {
     // The root too, once no bridge is left in it.
     let _ = std::fs::remove_dir(root);
     Ok(n)
+}
+
+/// The pin directories this process opened (every bridge's).
+static OPENED: parking_lot::Mutex<Vec<PathBuf>> = parking_lot::Mutex::new(Vec::new());
+
+/// Whether the XDP program on the device `ifindex` hangs off a link
+/// pinned in one of this process's bridge directories: a program a
+/// previous xbr of the same bridge left, not one another running xbr
+/// serves (`hostveth::existing` replaces such a pair as a leftover).
+pub fn pinned_here(ifindex: u32) -> bool {
+    OPENED.lock().iter().any(|dir| {
+        ["native", "generic"]
+            .iter()
+            .any(|m| dir.join(format!("{LINK_PREFIX}{ifindex}-{m}")).exists())
+    })
 }
 
 /// Set by `ovs-appctl exit --cleanup`: the exit tears the pins down.
