@@ -53,8 +53,13 @@
 
 mod bpffs;
 pub mod layout;
+mod takeover;
+mod teardown;
 
 pub use bpffs::is_bpffs;
+pub use takeover::take_over;
+pub use teardown::{cleanup_requested, request_cleanup, teardown};
+use teardown::{clear, remove};
 
 use libbpf_rs::{MapCore, MapHandle, MapType};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -372,54 +377,6 @@ fn map_is_pinned_at(map: &MapHandle, path: &Path) -> bool {
     matches!((pinned.info(), map.info()), (Ok(a), Ok(b)) if a.info.id == b.info.id)
 }
 
-fn remove(path: &Path) -> Result<(), PinError> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(PinError::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-/// Removes every pin in `dir` (not the directory).
-fn clear(dir: &Path) -> Result<usize, PinError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(source) => {
-            return Err(PinError::Io {
-                path: dir.to_path_buf(),
-                source,
-            })
-        }
-    };
-    let mut n = 0;
-    for e in entries.flatten() {
-        remove(&e.path())?;
-        n += 1;
-    }
-    Ok(n)
-}
-
-/// Removes the pin directory of `bridge` under `root`: its programs
-/// detach (unless a running xbr still holds their links; it detaches them
-/// when it stops) and its maps are freed. Returns how many pins there
-/// were; a missing directory is not an error.
-pub fn teardown(root: &Path, bridge: &str) -> Result<usize, PinError> {
-    let dir = bridge_dir(root, bridge)?;
-    let n = clear(&dir)?;
-    match std::fs::remove_dir(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => return Err(PinError::Io { path: dir, source }),
-    }
-    // The root too, once no bridge is left in it.
-    let _ = std::fs::remove_dir(root);
-    Ok(n)
-}
-
 /// The pin directories this process opened (every bridge's).
 static OPENED: parking_lot::Mutex<Vec<PathBuf>> = parking_lot::Mutex::new(Vec::new());
 
@@ -433,36 +390,4 @@ pub fn pinned_here(ifindex: u32) -> bool {
             .iter()
             .any(|m| dir.join(format!("{LINK_PREFIX}{ifindex}-{m}")).exists())
     })
-}
-
-/// Set by `ovs-appctl exit --cleanup`: the exit tears the pins down.
-static CLEANUP_ON_EXIT: AtomicBool = AtomicBool::new(false);
-
-/// Makes the coming exit a teardown (`ovs-appctl exit --cleanup`).
-pub fn request_cleanup() {
-    CLEANUP_ON_EXIT.store(true, Ordering::SeqCst);
-}
-
-/// Whether the exit should tear the pins down.
-pub fn cleanup_requested() -> bool {
-    CLEANUP_ON_EXIT.load(Ordering::SeqCst)
-}
-
-/// Retires the flow cache entries a previous process left (adopted with
-/// the maps): the daemon calls this once its tables are final (after any
-/// state restore). Frames of those flows then go to this process's
-/// sockets, which translate them with its tables and install entries of
-/// their own. Returns how many entries were removed.
-pub fn take_over(maps: &crate::xdpcache::CacheMaps, pins: &Pins) -> usize {
-    let Some(a) = pins.adoption().filter(|a| a.maps) else {
-        return 0;
-    };
-    let n = maps.retire_older_than(maps.generation().bump());
-    tracing::info!(
-        from_version = %a.from_version,
-        adopted = a.entries,
-        removed = n,
-        "took over from the previous xbr: its XDP flow cache entries retired"
-    );
-    n
 }

@@ -237,11 +237,15 @@ impl CacheMaps {
     /// Deletes every entry of a generation before `gen` (those a previous
     /// process left: `pin::take_over`); returns how many.
     pub(crate) fn retire_older_than(&self, gen: u64) -> usize {
+        // Keys first: deleting while walking the map would restart the
+        // walk (the kernel's next key after a deleted one is the first).
+        let keys: Vec<FcKey> = self
+            .flows
+            .keys()
+            .filter_map(|raw| super::dump::key_from(&raw))
+            .collect();
         let mut n = 0;
-        for raw in self.flows.keys() {
-            let Some(key) = super::dump::key_from(&raw) else {
-                continue;
-            };
+        for key in keys {
             let old = matches!(
                 self.flows.lookup(&key, MapFlags::ANY),
                 Ok(Some(v)) if super::entry::generation(&v) < gen
