@@ -89,8 +89,6 @@ pub enum BridgeError {
     Ctl(#[from] crate::ctl::CtlError),
     #[error(transparent)]
     BadCpu(#[from] crate::cpus::CpuError),
-    #[error("pinning the XDP state: {0}")]
-    Pin(#[from] crate::pin::PinError),
 }
 
 impl BridgeError {
@@ -174,7 +172,20 @@ impl RunningBridge {
         // Pinned state a previous xbr left is adopted here (see
         // `crate::pin`): maps now, links as the ports open.
         let pins = match (&config.pin_root, config.xdp_cache_entries) {
-            (Some(root), Some(_)) => Some(Arc::new(crate::pin::Pins::open(root, &config.name)?)),
+            (Some(root), Some(_)) => match crate::pin::Pins::open(root, &config.name) {
+                Ok(p) => Some(Arc::new(p)),
+                // A read-only /sys, no right to mount: the bridge still
+                // works, but goes with the process (and fails open while
+                // none runs), which an operator must hear about.
+                Err(e) => {
+                    tracing::error!(
+                        error = %e,
+                        "cannot pin the XDP state: running without; the ports' programs \
+                         will detach when xbr exits"
+                    );
+                    None
+                }
+            },
             (Some(_), None) => {
                 tracing::warn!(
                     "nothing is pinned without the XDP flow cache: the ports' programs \
