@@ -307,6 +307,39 @@ fn a_cached_flow_keeps_forwarding_across_sigterm_and_a_restart_adopts() -> Resul
     Ok(())
 }
 
+/// The same after SIGKILL: nothing runs at the process's end, and the
+/// pinned program and cache forward the cached flow all the same.
+#[test]
+fn a_cached_flow_keeps_forwarding_after_sigkill() -> Result<()> {
+    let (a, b) = xdp_pods()?;
+    a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let mut xbr = start_xdp_pair(&a, &b, "on", PAIR_FLOWS)?;
+    let tool = Path::new(TOOL);
+    let dst = SocketAddrV4::new(b.ip(), DST_PORT);
+    let rx = UdpReceiver::start(tool, b.ns(), dst, 100, Duration::from_secs(10))?;
+    udp_send_from(tool, a.ns(), SRC_PORT, dst, 100, 1000)?;
+    assert_eq!(rx.finish()?, 100, "{}", xbr.log());
+
+    xbr.stop(Signal::SIGKILL)?;
+    const N: u64 = 1000;
+    let rx = UdpReceiver::start(tool, b.ns(), dst, N, Duration::from_secs(10))?;
+    assert_eq!(udp_send_from(tool, a.ns(), SRC_PORT, dst, N, 1000)?, N);
+    let got = rx.finish()?;
+    assert_eq!(got, N, "{} of {N} lost with xbr killed", N - got);
+    // A new flow is not cached: dropped, not handed to anyone.
+    let other = SocketAddrV4::new(b.ip(), DST_PORT + 1);
+    let rx = UdpReceiver::start(tool, b.ns(), other, 10, Duration::from_secs(2))?;
+    udp_send_from(tool, a.ns(), SRC_PORT, other, 10, 100)?;
+    assert_eq!(
+        rx.finish()?,
+        0,
+        "an uncached flow was forwarded with xbr killed"
+    );
+    Ok(())
+}
+
 /// A pin directory whose layout record says another layout (an
 /// incompatible build) is refused with a message naming it, and xbr
 /// starts clean: new record, new programs, working ports.
