@@ -81,7 +81,11 @@ struct {
  * New UDP connections: a frame that misses the entries may be forwarded
  * by a template, creating its connection (xbr_ct_new.h).
  *
- * Layouts must match src/xdpcache/entry.rs byte for byte.
+ * Layouts must match src/xdpcache/entry.rs byte for byte. The maps xbr
+ * pins (fc_flows, fc_devs, fc_gen, closed_drops) outlive the process and
+ * are adopted by the next xbr: a change to their keys, values or meaning
+ * must bump LAYOUT in src/pin/layout.rs, so that no build adopts maps it
+ * would misread.
  */
 struct xbr_fc_key {
 	__u32 ifindex;

@@ -141,19 +141,28 @@ impl XdpProgram {
         // replaces its own in it, atomically (the device is never without
         // one, and the cache entries it shares keep forwarding).
         if let Some((link, mode)) = pins.as_ref().and_then(|p| p.adopt_link(ifindex)) {
-            link_update(link.as_fd(), prog_fd).map_err(|source| BpfError::Attach {
-                ifindex,
-                mode,
-                source,
-            })?;
-            tracing::info!(ifindex, ?mode, "adopted the pinned XDP link");
-            return Ok(XdpProgram {
-                link,
-                obj,
-                ifindex,
-                mode,
-                pins,
-            });
+            match link_update(link.as_fd(), prog_fd) {
+                Ok(()) => {
+                    tracing::info!(ifindex, ?mode, "adopted the pinned XDP link");
+                    return Ok(XdpProgram {
+                        link,
+                        obj,
+                        ifindex,
+                        mode,
+                        pins,
+                    });
+                }
+                // Detached (unpinned, its fd closed) and attached anew
+                // below: a moment without a program, but a working port.
+                Err(e) => {
+                    tracing::warn!(ifindex, error = %e, "cannot update the pinned XDP link; \
+                         replacing it");
+                    if let Some(p) = &pins {
+                        p.release_link(ifindex, mode);
+                    }
+                    drop(link);
+                }
+            }
         }
         let (link, mode) = match request {
             XdpModeRequest::Native => (
