@@ -265,7 +265,8 @@ fn run(args: RunArgs) -> ExitCode {
         spare_xsk_ports: args.spare_ports,
         xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
         xdp_ct_new: args.xdp_ct_new == OnOff::On,
-        pin_root: (args.xdp_pin == OnOff::On).then(|| args.bpf_pin_root.clone()),
+        pin_root: args.bpf_pin_root.clone(),
+        pin: args.xdp_pin == OnOff::On,
     };
     // Signals first, so a SIGTERM during start-up is not lost.
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {
@@ -361,7 +362,8 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         spare_xsk_ports: args.spare_ports,
         xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
         xdp_ct_new: args.xdp_ct_new == OnOff::On,
-        pin_root: (args.xdp_pin == OnOff::On).then(|| args.bpf_pin_root.clone()),
+        pin_root: args.bpf_pin_root.clone(),
+        pin: args.xdp_pin == OnOff::On,
     };
     let unixctl = start_unixctl(&settings.rundir);
     let clean = dataplane::ovsdb::run(&path, settings, &stop);

@@ -340,6 +340,41 @@ fn a_cached_flow_keeps_forwarding_after_sigkill() -> Result<()> {
     Ok(())
 }
 
+/// Restarted with `--xdp-pin off`, xbr removes what the pinning run left
+/// (its programs would keep the ports from attaching), serves the ports,
+/// and leaves nothing when it stops.
+#[test]
+fn a_start_without_pinning_removes_what_a_pinning_run_left() -> Result<()> {
+    let (a, b) = xdp_pods()?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let mut xbr = start_xdp_pair(&a, &b, "on", PAIR_FLOWS)?;
+    xbr.stop(Signal::SIGTERM)?;
+    assert!(xbr.pin_root().join(BRIDGE).exists());
+    let specs = [
+        format!("{}=1,xdp_redirect=on", a.host_if()),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ];
+    xbr.restart(&["--xdp-pin", "off", "--port", &specs[0], "--port", &specs[1]])?;
+    let log = xbr_tests::strip_ansi(&xbr.log());
+    assert!(
+        log.contains("pinning is off: removed the pinned XDP state an earlier xbr left"),
+        "{log}"
+    );
+    assert!(!xbr.pin_root().join(BRIDGE).exists());
+    for f in PAIR_FLOWS {
+        xbr.add_flow(f)?;
+    }
+    let out = a.ping(b.ip(), 3)?;
+    assert!(out.success(), "{}\n{}", out.stdout, xbr.log());
+    let status = xbr.stop(Signal::SIGTERM)?;
+    assert!(status.success(), "{status}\n{}", xbr.log());
+    for dev in [a.host_if(), b.host_if()] {
+        assert!(!link_has_xdp(dev)?, "{dev} kept an unpinned program");
+    }
+    Ok(())
+}
+
 /// A pin directory whose layout record says another layout (an
 /// incompatible build) is refused with a message naming it, and xbr
 /// starts clean: new record, new programs, working ports.

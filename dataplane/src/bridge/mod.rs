@@ -57,11 +57,13 @@ pub struct BridgeConfig {
     /// The XDP programs create new UDP connections from templates (with
     /// the cache only; `--xdp-ct-new`, see `conntrack/kernel_new.rs`).
     pub xdp_ct_new: bool,
-    /// Where to pin the bridge's XDP programs and flow cache so that they
-    /// outlive the process (`--bpf-pin-root`; the bridge's directory is
-    /// under it, see `crate::pin`); `None`: nothing is pinned. Needs the
-    /// flow cache.
-    pub pin_root: Option<PathBuf>,
+    /// Where the bridges' pin directories are (`--bpf-pin-root`; see
+    /// `crate::pin`).
+    pub pin_root: PathBuf,
+    /// Pin the bridge's XDP programs and flow cache there so that they
+    /// outlive the process (`--xdp-pin`; needs the flow cache). Without,
+    /// what an earlier xbr pinned for the bridge is removed at start.
+    pub pin: bool,
 }
 
 #[derive(Debug, Error)]
@@ -171,8 +173,8 @@ impl RunningBridge {
         // Ports: opened all or nothing (a failure drops the ones opened).
         // Pinned state a previous xbr left is adopted here (see
         // `crate::pin`): maps now, links as the ports open.
-        let pins = match (&config.pin_root, config.xdp_cache_entries) {
-            (Some(root), Some(_)) => match crate::pin::Pins::open(root, &config.name) {
+        let pins = if config.pin && config.xdp_cache_entries.is_some() {
+            match crate::pin::Pins::open(&config.pin_root, &config.name) {
                 Ok(p) => Some(Arc::new(p)),
                 // A read-only /sys, no right to mount: the bridge still
                 // works, but goes with the process (and fails open while
@@ -185,15 +187,18 @@ impl RunningBridge {
                     );
                     None
                 }
-            },
-            (Some(_), None) => {
+            }
+        } else {
+            if config.pin {
                 tracing::warn!(
                     "nothing is pinned without the XDP flow cache: the ports' programs \
                      detach when xbr exits"
                 );
-                None
             }
-            (None, _) => None,
+            // The programs an earlier, pinning xbr left on the ports would
+            // keep this one from attaching.
+            crate::pin::remove_leftover(&config.pin_root, &config.name);
+            None
         };
         let xdp_maps = match config.xdp_cache_entries {
             Some(n) => Some(Arc::new(
@@ -415,7 +420,7 @@ impl RunningBridge {
             kicks,
             pins: pins.map(|p| {
                 p.remove_stale_links();
-                (p, config.pin_root.clone().unwrap_or_default())
+                (p, config.pin_root.clone())
             }),
         })
     }

@@ -56,8 +56,10 @@ pub struct Settings {
     pub xdp_cache_entries: Option<u32>,
     /// New connections created by the XDP programs (`--xdp-ct-new`).
     pub xdp_ct_new: bool,
-    /// The pin root (`--bpf-pin-root`), or `None` (`--xdp-pin off`).
-    pub pin_root: Option<PathBuf>,
+    /// The pin root (`--bpf-pin-root`).
+    pub pin_root: PathBuf,
+    /// Pinning is on (`--xdp-pin`).
+    pub pin: bool,
 }
 
 struct Managed {
@@ -214,6 +216,7 @@ impl Reconciler {
             xdp_cache_entries: s.xdp_cache_entries,
             xdp_ct_new: s.xdp_ct_new,
             pin_root: s.pin_root.clone(),
+            pin: s.pin,
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
         // No saved state to wait for: the tables are final now.

@@ -58,7 +58,7 @@ mod teardown;
 
 pub use bpffs::is_bpffs;
 pub use takeover::take_over;
-pub use teardown::{cleanup_requested, request_cleanup, teardown};
+pub use teardown::{cleanup_requested, remove_leftover, request_cleanup, teardown};
 use teardown::{clear, remove};
 
 use libbpf_rs::{MapCore, MapHandle, MapType};

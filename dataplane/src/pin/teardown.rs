@@ -57,6 +57,28 @@ pub fn teardown(root: &Path, bridge: &str) -> Result<usize, PinError> {
     Ok(n)
 }
 
+/// Removes what an earlier xbr pinned for `bridge` under `root`, if
+/// anything (a start with pinning off); says so, or why it cannot.
+pub fn remove_leftover(root: &Path, bridge: &str) {
+    let Ok(dir) = bridge_dir(root, bridge) else {
+        return;
+    };
+    if !dir.exists() {
+        return;
+    }
+    match teardown(root, bridge) {
+        Ok(n) => tracing::info!(
+            dir = %dir.display(),
+            pins = n,
+            "pinning is off: removed the pinned XDP state an earlier xbr left"
+        ),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "pinning is off, but the pinned XDP state an earlier xbr left cannot be removed"
+        ),
+    }
+}
+
 /// Set by `ovs-appctl exit --cleanup`: the exit tears the pins down.
 static CLEANUP_ON_EXIT: AtomicBool = AtomicBool::new(false);
 
