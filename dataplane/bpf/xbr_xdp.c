@@ -4,9 +4,13 @@
  * xbr bound to the same rx queue, or to the kernel stack when there is none.
  *
  * The XSKMAP is indexed by rx queue: xbr inserts the socket bound to queue N
- * at key N (see dataplane/src/bpf.rs). A queue without a socket makes
- * bpf_redirect_map() return the fallback action, XDP_PASS, so traffic keeps
- * flowing through the kernel while xbr starts or restarts a port.
+ * at key N (see dataplane/src/bpf.rs). A queue without a socket (xbr is
+ * starting, restarting or dead: the program is pinned and outlives it, see
+ * dataplane/src/pin/mod.rs) makes bpf_redirect_map() return the fallback
+ * action. A port's frames never reach the host stack (xbr_xdp_rx: the
+ * fallback is XDP_DROP, counted in closed_drops), as in OVS, whose kernel
+ * datapath takes every frame of a port; only the uplink of a VXLAN port
+ * (xbr_xdp_vxlan) passes what is not its bridge's to the kernel.
  *
  * In front of the socket sits the flow cache (xbr_fc_*, below): frames
  * whose exact headers xbr has translated before, into actions the kernel
@@ -77,7 +81,11 @@ struct {
  * New UDP connections: a frame that misses the entries may be forwarded
  * by a template, creating its connection (xbr_ct_new.h).
  *
- * Layouts must match src/xdpcache/entry.rs byte for byte.
+ * Layouts must match src/xdpcache/entry.rs byte for byte. The maps xbr
+ * pins (fc_flows, fc_devs, fc_gen, closed_drops) outlive the process and
+ * are adopted by the next xbr: a change to their keys, values or meaning
+ * must bump LAYOUT in src/pin/layout.rs, so that no build adopts maps it
+ * would misread.
  */
 struct xbr_fc_key {
 	__u32 ifindex;
@@ -630,19 +638,38 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen, const __u32 
 /* "xdp.frags": frames larger than a page reach the program (and xbr's
  * multi-buffer AF_XDP sockets) in several buffers; without it a veth or
  * NIC refuses native XDP above an MTU of about 3500. */
+/*
+ * Frames of a port's queue without a bound socket, dropped (fail closed):
+ * one count for the bridge (the map is shared by its programs and pinned
+ * with them, so it counts while no xbr runs), per CPU.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} closed_drops SEC(".maps");
+
 SEC("xdp.frags")
 int xbr_xdp_rx(struct xdp_md *ctx)
 {
 	__u32 zero = 0;
 	__u64 *gen = bpf_map_lookup_elem(&fc_gen, &zero);
+	__u64 *drops;
+	int act;
 
 	if (gen && *gen) {
-		int act = fc_lookup(ctx, *gen, 0, 0, 0);
-
+		act = fc_lookup(ctx, *gen, 0, 0, 0);
 		if (act >= 0)
 			return act;
 	}
-	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+	act = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_DROP);
+	if (act == XDP_DROP) {
+		drops = bpf_map_lookup_elem(&closed_drops, &zero);
+		if (drops)
+			*drops += 1;
+	}
+	return act;
 }
 
 /*

@@ -4,9 +4,12 @@
 //! each netdev has its own XSKMAP, indexed by rx queue) and the bpf_link
 //! that attaches it. A link, unlike the legacy netlink attachment, belongs
 //! to its file descriptor: when xbr exits or crashes, the kernel closes the
-//! fd and detaches the program, so no stale program keeps redirecting a
-//! port's traffic to sockets that no longer exist. Dropping the value
-//! detaches as well.
+//! fd and detaches the program, unless the link is pinned in the BPF
+//! filesystem (with the flow cache, see `crate::pin`): then the program
+//! stays, forwards cached flows and drops the rest (its sockets went with
+//! the process, so nothing reaches the host stack), and the next xbr
+//! swaps its own program into the same link. Dropping an unpinned value
+//! detaches.
 
 use std::ffi::OsStr;
 use std::io;
@@ -72,6 +75,17 @@ pub struct XdpProgram {
     obj: Object,
     ifindex: u32,
     mode: XdpAttachMode,
+    /// The bridge's pin directory, where the link is pinned.
+    pins: Option<std::sync::Arc<crate::pin::Pins>>,
+}
+
+impl Drop for XdpProgram {
+    fn drop(&mut self) {
+        // Before the fd closes: an unpinned link detaches with it.
+        if let Some(p) = &self.pins {
+            p.release_link(self.ifindex, self.mode);
+        }
+    }
 }
 
 impl XdpProgram {
@@ -85,7 +99,7 @@ impl XdpProgram {
         cache: Option<&crate::xdpcache::CacheMaps>,
     ) -> Result<XdpProgram, BpfError> {
         let obj = load_rx(cache)?;
-        Self::attach_loaded(obj, PROG_NAME, ifindex, request)
+        Self::attach_loaded(obj, PROG_NAME, ifindex, request, cache)
     }
 
     /// Attaches the uplink program of a VXLAN port to `ifindex`: IPv4/UDP
@@ -102,7 +116,7 @@ impl XdpProgram {
     ) -> Result<XdpProgram, BpfError> {
         let obj = load_rx(cache)?;
         configure_vxlan(&obj, local_ip, dst_port)?;
-        Self::attach_loaded(obj, VXLAN_PROG_NAME, ifindex, request)
+        Self::attach_loaded(obj, VXLAN_PROG_NAME, ifindex, request, cache)
     }
 
     fn attach_loaded(
@@ -110,6 +124,7 @@ impl XdpProgram {
         prog_name: &'static str,
         ifindex: u32,
         request: XdpModeRequest,
+        cache: Option<&crate::xdpcache::CacheMaps>,
     ) -> Result<XdpProgram, BpfError> {
         let prog_fd = {
             let prog = obj
@@ -120,6 +135,34 @@ impl XdpProgram {
         };
         if !obj.maps().any(|m| m.name() == OsStr::new(XSKMAP_NAME)) {
             return Err(BpfError::Missing("map xsks"));
+        }
+        let pins = cache.and_then(|c| c.pins()).cloned();
+        // A link a previous xbr pinned for this device: this program
+        // replaces its own in it, atomically (the device is never without
+        // one, and the cache entries it shares keep forwarding).
+        if let Some((link, mode)) = pins.as_ref().and_then(|p| p.adopt_link(ifindex)) {
+            match link_update(link.as_fd(), prog_fd) {
+                Ok(()) => {
+                    tracing::info!(ifindex, ?mode, "adopted the pinned XDP link");
+                    return Ok(XdpProgram {
+                        link,
+                        obj,
+                        ifindex,
+                        mode,
+                        pins,
+                    });
+                }
+                // Detached (unpinned, its fd closed) and attached anew
+                // below: a moment without a program, but a working port.
+                Err(e) => {
+                    tracing::warn!(ifindex, error = %e, "cannot update the pinned XDP link; \
+                         replacing it");
+                    if let Some(p) = &pins {
+                        p.release_link(ifindex, mode);
+                    }
+                    drop(link);
+                }
+            }
         }
         let (link, mode) = match request {
             XdpModeRequest::Native => (
@@ -141,11 +184,19 @@ impl XdpProgram {
                 }
             },
         };
+        if let Some(p) = &pins {
+            if let Err(e) = p.pin_link(ifindex, mode, link.as_fd()) {
+                // Still a working port; it just goes with the process.
+                tracing::warn!(ifindex, error = %e, "cannot pin the XDP link: the port's \
+                     program will detach when xbr exits");
+            }
+        }
         Ok(XdpProgram {
             link,
             obj,
             ifindex,
             mode,
+            pins,
         })
     }
 
@@ -332,6 +383,58 @@ fn link_create(prog_fd: i32, ifindex: u32, mode: XdpAttachMode) -> Result<OwnedF
     }
     // SAFETY: on success `rc` is a new link fd owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(rc) })
+}
+
+/// Replaces the program of the bpf_link `link` with `prog_fd`
+/// (`BPF_LINK_UPDATE`: atomic, the device keeps a program throughout).
+fn link_update(link: BorrowedFd<'_>, prog_fd: i32) -> io::Result<()> {
+    let opts = libbpf_sys::bpf_link_update_opts {
+        sz: size_of::<libbpf_sys::bpf_link_update_opts>() as libbpf_sys::size_t,
+        ..Default::default()
+    };
+    // SAFETY: both fds are open for the call (the link borrowed, the
+    // program kept by its Object); `opts` is sized and initialised and
+    // outlives the call.
+    let rc = unsafe { libbpf_sys::bpf_link_update(link.as_raw_fd(), prog_fd, &opts) };
+    if rc < 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok(())
+}
+
+/// Pins the BPF object `fd` (a link) at `path` on a BPF filesystem.
+pub(crate) fn pin_fd(fd: BorrowedFd<'_>, path: &std::path::Path) -> io::Result<()> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call; the fd
+    // is open (borrowed).
+    let rc = unsafe { libbpf_sys::bpf_obj_pin(fd.as_raw_fd(), c.as_ptr()) };
+    if rc < 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    Ok(())
+}
+
+/// Opens the BPF object pinned at `path`.
+pub(crate) fn pinned_fd(path: &std::path::Path) -> io::Result<OwnedFd> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    let rc = unsafe { libbpf_sys::bpf_obj_get(c.as_ptr()) };
+    if rc < 0 {
+        return Err(io::Error::from_raw_os_error(-rc));
+    }
+    // SAFETY: on success `rc` is a new fd owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc) })
+}
+
+/// The device an XDP bpf_link is attached to: `Some(0)` once its device
+/// is gone, `None` if `fd` is not an XDP link.
+pub(crate) fn link_ifindex(fd: BorrowedFd<'_>) -> Option<u32> {
+    match libbpf_rs::query::LinkInfo::from_fd(fd).ok()?.info {
+        libbpf_rs::query::LinkTypeInfo::Xdp(x) => Some(x.ifindex),
+        _ => None,
+    }
 }
 
 /// Where a batched read of a BPF hash map is (`BPF_MAP_LOOKUP_BATCH`):

@@ -176,6 +176,18 @@ pub fn dispatch(
             if let Some(st) = live.state_status() {
                 text.push_str(&st.text());
             }
+            if let Some(maps) = live.xdp_cache() {
+                // Fail closed: frames of queues without a socket (while
+                // this xbr starts, or any xbr is down: the counter is
+                // pinned).
+                text.push_str(&format!(
+                    "fail-closed drops (no socket bound): {}\n",
+                    maps.closed_drops()
+                ));
+                if let Some(p) = maps.pins() {
+                    text.push_str(&p.report());
+                }
+            }
             Ok(text)
         }
         "stats" => Err(format!("stats: unexpected argument `{args}`")),

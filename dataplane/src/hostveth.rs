@@ -123,11 +123,15 @@ pub fn existing(name: &str) -> Result<Existing, NetdevError> {
     if peer.name != peer_name(name) || peer.link != Some(link.ifindex) {
         return Ok(Existing::Foreign);
     }
-    Ok(if peer.xdp_attached {
-        Existing::InUse
-    } else {
-        Existing::Leftover(link.ifindex)
-    })
+    // A program a previous xbr of this bridge left pinned (it outlives
+    // the process, see `crate::pin`) does not make the pair in use.
+    Ok(
+        if peer.xdp_attached && !crate::pin::pinned_here(peer.ifindex) {
+            Existing::InUse
+        } else {
+            Existing::Leftover(link.ifindex)
+        },
+    )
 }
 
 /// A veth pair backing an internal port; deleted on drop.

@@ -26,6 +26,7 @@ mod nlattr;
 pub mod normal;
 pub mod ovsdb;
 pub mod packet;
+pub mod pin;
 pub mod pmd_stats;
 pub mod ports;
 pub mod qos;

@@ -33,6 +33,9 @@ enum Command {
     Run(RunArgs),
     /// Build, check and remove an OpenShift SDN cluster in network namespaces.
     Lab(dataplane::lab::cli::LabArgs),
+    /// Remove a bridge's pinned XDP programs and flow cache (what a
+    /// stopped xbr leaves forwarding): its ports' programs detach.
+    Teardown(TeardownArgs),
     #[command(flatten)]
     Client(dataplane::ctl_cli::ClientCommand),
 }
@@ -140,6 +143,18 @@ struct RunArgs {
           default_value_t = dataplane::state::DEFAULT_SNAPSHOT_PERIOD.as_secs(),
           value_parser = clap::value_parser!(u64).range(0..=86_400))]
     state_snapshot: u64,
+    /// Pin the ports' XDP programs and the flow cache in the BPF
+    /// filesystem, so that cached flows keep forwarding (and the rest is
+    /// dropped, never handed to the host) while xbr is stopped or
+    /// restarting; the next xbr adopts them (with the XDP flow cache only;
+    /// see docs/pinning.md). `xbr teardown` or `ovs-appctl exit --cleanup`
+    /// removes them.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    xdp_pin: OnOff,
+    /// Where the bridges' pin directories are (`ROOT/BRIDGE`); must be on
+    /// a BPF filesystem, which xbr mounts on /sys/fs/bpf if needed.
+    #[arg(long, default_value = dataplane::pin::DEFAULT_ROOT)]
+    bpf_pin_root: PathBuf,
 }
 
 impl RunArgs {
@@ -151,6 +166,16 @@ impl RunArgs {
             restore: true,
         }
     }
+}
+
+#[derive(clap::Args)]
+struct TeardownArgs {
+    /// The bridge whose pinned state to remove.
+    #[arg(long, default_value = "br0")]
+    bridge: String,
+    /// The pin root `xbr run` used (`--bpf-pin-root`).
+    #[arg(long, default_value = dataplane::pin::DEFAULT_ROOT)]
+    bpf_pin_root: PathBuf,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -206,7 +231,29 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run(args),
         Command::Lab(args) => dataplane::lab::cli::run(args),
+        Command::Teardown(args) => teardown(args),
         Command::Client(command) => dataplane::ctl_cli::run(command),
+    }
+}
+
+fn teardown(args: TeardownArgs) -> ExitCode {
+    match dataplane::pin::teardown(&args.bpf_pin_root, &args.bridge) {
+        Ok(n) => {
+            println!(
+                "removed {n} pinned objects of bridge {} from {}",
+                args.bridge,
+                args.bpf_pin_root.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e @ dataplane::pin::PinError::BadBridge(_)) => {
+            eprintln!("xbr: teardown: {e}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Err(e) => {
+            eprintln!("xbr: teardown: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -246,6 +293,8 @@ fn run(args: RunArgs) -> ExitCode {
         spare_xsk_ports: args.spare_ports,
         xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
         xdp_ct_new: args.xdp_ct_new == OnOff::On,
+        pin_root: args.bpf_pin_root.clone(),
+        pin: args.xdp_pin == OnOff::On,
     };
     // Signals first, so a SIGTERM during start-up is not lost.
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {
@@ -263,6 +312,8 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(if e.is_config_error() { EXIT_CONFIG } else { 1 });
         }
     };
+    // No state to restore in this mode: the tables are final now.
+    bridge.take_over_pinned();
     let unixctl = start_unixctl(&rundir);
     if let Some(sig) = signals.forever().next() {
         tracing::info!(signal = sig, "shutting down");
@@ -340,6 +391,8 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
         xdp_ct_new: args.xdp_ct_new == OnOff::On,
         state: args.state_config(),
+        pin_root: args.bpf_pin_root.clone(),
+        pin: args.xdp_pin == OnOff::On,
     };
     let unixctl = start_unixctl(&settings.rundir);
     let clean = dataplane::ovsdb::run(&path, settings, &stop);

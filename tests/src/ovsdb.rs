@@ -208,9 +208,18 @@ impl OvsDb {
         let bin = Xbr::binary()?;
         let target = format!("unix:{}", self.db_sock().display());
         let run = self.run_dir().to_string_lossy().into_owned();
+        let pins = self.pin_root().to_string_lossy().into_owned();
         let mut cmd = self.command(
             &bin.to_string_lossy(),
-            &["run", "--ovsdb", &target, "--rundir", &run],
+            &[
+                "run",
+                "--ovsdb",
+                &target,
+                "--rundir",
+                &run,
+                "--bpf-pin-root",
+                &pins,
+            ],
         );
         let log = File::create(self.xbr_log_path())
             .map_err(|e| HarnessError::io("creating the xbr log", e))?;
@@ -228,6 +237,13 @@ impl OvsDb {
             })?;
         self.switch = Some(Switch::Xbr(child));
         self.wait_connections(1)
+    }
+
+    /// xbr's `--bpf-pin-root`: `/sys/fs/bpf/<this directory's name>`,
+    /// unique per instance (parallel tests all have a `br0`), removed on
+    /// drop.
+    pub fn pin_root(&self) -> PathBuf {
+        Path::new(crate::xbr::PIN_MOUNT).join(self.dir.file_name().unwrap_or_default())
     }
 
     fn xbr_log_path(&self) -> PathBuf {
@@ -309,6 +325,8 @@ impl Drop for OvsDb {
         }
         self.stop_switch();
         self.stop_server();
+        // The programs and maps a stopped xbr left pinned go with it.
+        let _ = std::fs::remove_dir_all(self.pin_root());
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -44,10 +44,30 @@ impl RunDir {
     pub fn mgmt_path(&self) -> PathBuf {
         self.path.join(format!("{BRIDGE}.mgmt"))
     }
+
+    /// The `--bpf-pin-root` of the xbr run on this directory:
+    /// `/sys/fs/bpf/xbrt-run-<tag>`, unique as the directory is (tests in
+    /// parallel all have a bridge `br0`). Removed with the directory, so a
+    /// test leaves no pinned program or map behind.
+    pub fn pin_root(&self) -> PathBuf {
+        let name = self.path.file_name().unwrap_or_default();
+        Path::new(PIN_MOUNT).join(name)
+    }
 }
+
+/// Where the BPF filesystem is (xbr mounts it if needed).
+pub const PIN_MOUNT: &str = "/sys/fs/bpf";
 
 impl Drop for RunDir {
     fn drop(&mut self) {
+        // Unlinking the pins detaches the programs a stopped xbr left
+        // (nothing holds their links any more) and frees the maps.
+        let pins = self.pin_root();
+        if pins.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&pins) {
+                eprintln!("warning: removing {}: {e}", pins.display());
+            }
+        }
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
             eprintln!("warning: removing {}: {e}", self.path.display());
         }
@@ -164,7 +184,9 @@ impl Xbr {
             .arg("--bridge")
             .arg(BRIDGE)
             .arg("--rundir")
-            .arg(rundir.path());
+            .arg(rundir.path())
+            .arg("--bpf-pin-root")
+            .arg(rundir.pin_root());
         Ok(cmd)
     }
 
@@ -297,6 +319,20 @@ impl Xbr {
 
     pub fn mgmt_path(&self) -> PathBuf {
         self.rundir.mgmt_path()
+    }
+
+    /// The `--bpf-pin-root` this xbr runs with ([`RunDir::pin_root`]).
+    pub fn pin_root(&self) -> PathBuf {
+        self.rundir.pin_root()
+    }
+
+    /// `xbr teardown --bridge br0 --bpf-pin-root ROOT`: removes what this
+    /// xbr pinned (its ports' programs detach once no xbr holds them).
+    pub fn teardown(&self) -> Result<CmdOutput> {
+        let mut cmd = Command::new(Self::binary()?);
+        cmd.args(["teardown", "--bridge", BRIDGE, "--bpf-pin-root"])
+            .arg(self.pin_root());
+        run_timeout(&mut cmd, CMD_TIMEOUT)
     }
 
     /// Everything xbr wrote to stdout and stderr so far.

@@ -58,7 +58,7 @@ fn wait_no_xdp(dev: &str) -> Result<bool> {
 }
 
 #[test]
-fn sigkill_leaves_no_xdp_program_and_a_restart_takes_over() -> Result<()> {
+fn sigkill_leaves_the_pinned_program_failing_closed_and_a_restart_takes_over() -> Result<()> {
     let a = Pod::new(IP_A, 24, MAC_A)?;
     let b = Pod::new(IP_B, 24, MAC_B)?;
     let ports = [(a.host_if(), 1), (b.host_if(), 2)];
@@ -70,12 +70,14 @@ fn sigkill_leaves_no_xdp_program_and_a_restart_takes_over() -> Result<()> {
 
     let status = xbr.stop(Signal::SIGKILL)?;
     assert!(!status.success(), "SIGKILL must kill xbr, got {status}");
-    // The programs hang off bpf_links owned by xbr's descriptors: the
-    // kernel detaches them when the process dies, with no help from it.
+    // The programs hang off pinned bpf_links (docs/pinning.md): they stay
+    // when the process dies, and with no socket bound drop what the flow
+    // cache does not forward (these ports are no redirect targets, so it
+    // forwards nothing).
     for dev in [a.host_if(), b.host_if()] {
         assert!(
-            wait_no_xdp(dev)?,
-            "{dev} kept its XDP program after SIGKILL"
+            link_has_xdp(dev)?,
+            "{dev} lost its pinned XDP program on SIGKILL"
         );
     }
     // Nothing forwards now.
@@ -88,6 +90,17 @@ fn sigkill_leaves_no_xdp_program_and_a_restart_takes_over() -> Result<()> {
     patch_flows(&xbr)?;
     assert_ping(&a, IP_B, &xbr)?;
     assert_ping(&b, IP_A, &xbr)?;
+
+    // The teardown detaches them once no xbr holds them.
+    xbr.stop(Signal::SIGKILL)?;
+    let out = xbr.teardown()?;
+    assert!(out.success(), "{}", out.into_error());
+    for dev in [a.host_if(), b.host_if()] {
+        assert!(
+            wait_no_xdp(dev)?,
+            "{dev} kept its XDP program after teardown"
+        );
+    }
     Ok(())
 }
 

@@ -63,6 +63,13 @@ pub struct BridgeConfig {
     /// Start with OVSDB's `flow-restore-wait` on (see
     /// [`RunningBridge::set_restore_wait`]).
     pub flow_restore_wait: bool,
+    /// Where the bridges' pin directories are (`--bpf-pin-root`; see
+    /// `crate::pin`).
+    pub pin_root: PathBuf,
+    /// Pin the bridge's XDP programs and flow cache there so that they
+    /// outlive the process (`--xdp-pin`; needs the flow cache). Without,
+    /// what an earlier xbr pinned for the bridge is removed at start.
+    pub pin: bool,
 }
 
 /// `--state` and `--state-snapshot`.
@@ -163,6 +170,8 @@ pub struct RunningBridge {
     kicks: Option<Arc<crate::kicker::KickPool>>,
     /// Writes the state file (`None` with `--state off`).
     state: Option<crate::state::Keeper>,
+    /// The pin directory (`crate::pin`) and its root, if pinning is on.
+    pins: Option<(Arc<crate::pin::Pins>, PathBuf)>,
 }
 
 impl RunningBridge {
@@ -210,10 +219,44 @@ impl RunningBridge {
         ));
 
         // Ports: opened all or nothing (a failure drops the ones opened).
+        // Pinned state a previous xbr left is adopted here (see
+        // `crate::pin`): maps now, links as the ports open.
+        let pins = if config.pin && config.xdp_cache_entries.is_some() {
+            match crate::pin::Pins::open(&config.pin_root, &config.name) {
+                Ok(p) => Some(Arc::new(p)),
+                // A read-only /sys, no right to mount: the bridge still
+                // works, but goes with the process (and fails open while
+                // none runs), which an operator must hear about.
+                Err(e) => {
+                    tracing::error!(
+                        error = %e,
+                        "cannot pin the XDP state: running without; the ports' programs \
+                         will detach when xbr exits"
+                    );
+                    None
+                }
+            }
+        } else {
+            if config.pin {
+                tracing::warn!(
+                    "nothing is pinned without the XDP flow cache: the ports' programs \
+                     detach when xbr exits"
+                );
+            }
+            // The programs an earlier, pinning xbr left on the ports would
+            // keep this one from attaching.
+            crate::pin::remove_leftover(&config.pin_root, &config.name);
+            None
+        };
         let xdp_maps = match config.xdp_cache_entries {
             Some(n) => Some(Arc::new(
-                CacheMaps::new(n, crate::xdpcache::MAX_TARGETS, config.ct_limit)
-                    .map_err(BridgeError::XdpCache)?,
+                CacheMaps::new_pinned(
+                    n,
+                    crate::xdpcache::MAX_TARGETS,
+                    config.ct_limit,
+                    pins.clone(),
+                )
+                .map_err(BridgeError::XdpCache)?,
             )),
             None => None,
         };
@@ -455,7 +498,28 @@ impl RunningBridge {
             pmd_threads,
             kicks,
             state,
+            pins: pins.map(|p| {
+                p.remove_stale_links();
+                (p, config.pin_root.clone())
+            }),
         })
+    }
+
+    /// Takes over from the xbr whose pinned state this start adopted: its
+    /// flow cache entries, which kept forwarding until now, are retired
+    /// (`pin::take_over`), so its flows are translated by this process's
+    /// tables from here on. The daemon calls this once the tables are
+    /// final: after restoring saved state, if it does; at once otherwise.
+    /// Nothing to do after a clean start.
+    pub fn take_over_pinned(&self) {
+        if let (Some((pins, _)), Some(maps)) = (&self.pins, self.live.xdp_cache()) {
+            crate::pin::take_over(maps, pins);
+        }
+    }
+
+    /// The pin directory, if the bridge's XDP state is pinned.
+    pub fn pins(&self) -> Option<&Arc<crate::pin::Pins>> {
+        self.pins.as_ref().map(|(p, _)| p)
     }
 
     /// Moves the packet threads to `pmd_cpus` (thread by thread; more
@@ -587,17 +651,50 @@ impl RunningBridge {
     /// The state file is written once OpenFlow is closed (so it is the
     /// final state), while the packet threads still run.
     pub fn shutdown(self) -> bool {
-        self.stop(true)
+        // The process exits: the kernel path (`crate::pin`) and the state
+        // file stay, unless `ovs-appctl exit --cleanup` asked for a teardown.
+        let keep = !crate::pin::cleanup_requested();
+        self.stop(keep)
     }
 
-    /// [`RunningBridge::shutdown`] of a bridge that was deleted: its
-    /// state file is removed instead of written, as nothing of it should
-    /// come back.
+    /// Stops the bridge for good (deleted from the database, or torn
+    /// down): its state file is removed instead of written and its pinned
+    /// programs and maps are removed, as nothing of it should come back.
     pub fn shutdown_and_forget(self) -> bool {
         self.stop(false)
     }
 
-    fn stop(mut self, save: bool) -> bool {
+    fn stop(self, keep: bool) -> bool {
+        let pins = self.pins.clone();
+        if let (Some((p, _)), true) = (&pins, keep) {
+            p.keep_on_exit();
+            tracing::info!(
+                dir = %p.dir().display(),
+                "leaving the XDP programs and flow cache pinned: cached flows keep \
+                 forwarding, the rest is dropped, until the next xbr takes over \
+                 (`xbr teardown` removes them)"
+            );
+        }
+        let ok = self.stop_threads(keep);
+        if let (Some((p, root)), false) = (&pins, keep) {
+            let name = p
+                .dir()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            match crate::pin::teardown(root, &name) {
+                Ok(n) => {
+                    tracing::info!(dir = %p.dir().display(), pins = n, "pinned XDP state removed")
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot remove the pinned XDP state"),
+            }
+        }
+        ok
+    }
+
+    /// Stops the server and the threads; `save`: write the state file
+    /// (else it is removed).
+    fn stop_threads(mut self, save: bool) -> bool {
         self.ctl.shutdown();
         if let Some(s) = self.server {
             s.shutdown();

@@ -62,6 +62,10 @@ pub struct Settings {
     pub xdp_ct_new: bool,
     /// Each bridge's state file (`--state`, `--state-snapshot`).
     pub state: crate::bridge::StateConfig,
+    /// The pin root (`--bpf-pin-root`).
+    pub pin_root: PathBuf,
+    /// Pinning is on (`--xdp-pin`).
+    pub pin: bool,
 }
 
 struct Managed {
@@ -289,8 +293,12 @@ impl Reconciler {
                 ..s.state
             },
             flow_restore_wait: self.restore_wait,
+            pin_root: s.pin_root.clone(),
+            pin: s.pin,
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
+        // No saved state to wait for: the tables are final now.
+        bridge.take_over_pinned();
         tracing::info!(bridge = %name, "bridge created from the database");
         Ok(Managed {
             bridge,

@@ -91,8 +91,10 @@ pub enum Plan {
     /// first lines' hits and misses summed under one datapath heading
     /// (OVS runs every netdev bridge on one datapath).
     DpifShow(Vec<String>),
-    /// Stop xbr, then answer.
-    Exit,
+    /// Stop xbr, then answer; `cleanup` (`exit --cleanup`, as OVS's
+    /// removes its datapaths): remove the pinned XDP programs and flow
+    /// caches too, instead of leaving them forwarding.
+    Exit { cleanup: bool },
 }
 
 /// A `dp` argument names a bridge (OVS has one datapath for all of
@@ -159,7 +161,11 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
             "ovs-vswitchd (xbr) {}\n",
             env!("CARGO_PKG_VERSION")
         ))),
-        "exit" => Ok(Plan::Exit),
+        "exit" => match params {
+            [] => Ok(Plan::Exit { cleanup: false }),
+            [c] if c == "--cleanup" => Ok(Plan::Exit { cleanup: true }),
+            _ => Err("exit: the only option is --cleanup".into()),
+        },
         "ofproto/list" => Ok(Plan::Text(
             bridges.iter().map(|b| format!("{b}\n")).collect(),
         )),
@@ -357,8 +363,12 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
 fn execute(rundir: &Path, plan: Plan) -> Result<String, String> {
     match plan {
         Plan::Text(t) => Ok(t),
-        Plan::Exit => {
-            // As SIGTERM: the bridges stop in order and detach.
+        Plan::Exit { cleanup } => {
+            // As SIGTERM: the bridges stop in order; their XDP programs
+            // and caches stay pinned unless `--cleanup` (`crate::pin`).
+            if cleanup {
+                crate::pin::request_cleanup();
+            }
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
             Ok(String::new())
         }

@@ -108,7 +108,12 @@ fn unknown_commands_are_refused_as_ovs_refuses_them() {
         panic!("list-commands answers itself");
     };
     assert!(list.contains("  ofproto/trace"), "{list}");
-    assert_eq!(plan("exit", &args(&["--cleanup"]), &[]), Ok(Plan::Exit));
+    assert_eq!(
+        plan("exit", &args(&["--cleanup"]), &[]),
+        Ok(Plan::Exit { cleanup: true })
+    );
+    assert_eq!(plan("exit", &[], &[]), Ok(Plan::Exit { cleanup: false }));
+    assert!(plan("exit", &args(&["--bogus"]), &[]).is_err());
 }
 
 #[test]

@@ -133,6 +133,13 @@ pub fn value(action: FcAction, gen: u64, ct: bool) -> [u8; VALUE_SIZE] {
     v
 }
 
+/// The generation a value was installed in.
+pub fn generation(v: &[u8]) -> u64 {
+    v.get(0..8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_ne_bytes)
+}
+
 /// The hit counters (packets, bytes) of a value.
 pub fn counters(v: &[u8]) -> (u64, u64) {
     let word = |at: usize| {

@@ -17,8 +17,9 @@ pub(crate) const CT_NEW_NAME: &str = "ct_new";
 pub(crate) const CT_SLOTS_NAME: &str = "ct_slots";
 pub(crate) const CT_EVENTS_NAME: &str = "ct_events";
 pub(crate) const CT_CFG_NAME: &str = "ct_cfg";
+pub(crate) const CLOSED_DROPS_NAME: &str = "closed_drops";
 /// Maps of bpf/xbr_xdp.c a bridge's programs share.
-pub(crate) const SHARED_MAPS: usize = 7;
+pub(crate) const SHARED_MAPS: usize = 8;
 
 /// `struct xbr_ct_tmpl`: one template (keyed by `struct xbr_ct_slot`).
 pub(crate) const CT_TEMPLATE_SIZE: u32 = 128;
@@ -43,6 +44,10 @@ pub struct CacheMaps {
     /// connection, the reports and the budget (conntrack's).
     ct_new: MapHandle,
     ct: crate::conntrack::KernelMaps,
+    /// Frames dropped because no socket was bound (fail closed), per CPU.
+    closed_drops: MapHandle,
+    /// Where the maps and the ports' links are pinned (`crate::pin`).
+    pins: Option<Arc<crate::pin::Pins>>,
 }
 
 fn create(
@@ -82,22 +87,85 @@ impl CacheMaps {
         max_ports: u32,
         connections: usize,
     ) -> Result<CacheMaps, XdpCacheError> {
-        let flows = create(
-            MapType::Hash,
-            FLOWS_NAME,
-            KEY_SIZE as u32,
-            VALUE_SIZE as u32,
-            capacity,
-        )?;
-        let devs = create(MapType::DevmapHash, DEVS_NAME, 4, 4, max_ports.max(1))?;
-        let gen_map = create(MapType::Array, GEN_NAME, 4, 8, 1)?;
+        Self::new_pinned(capacity, max_ports, connections, None)
+    }
+
+    /// As [`CacheMaps::new`], with the entries, redirect targets,
+    /// generation and fail-closed counter pinned in `pins`: adopted from
+    /// there if a compatible xbr left them (same shapes), entries and
+    /// generation included, so that the entries keep forwarding.
+    pub fn new_pinned(
+        capacity: u32,
+        max_ports: u32,
+        connections: usize,
+        pins: Option<Arc<crate::pin::Pins>>,
+    ) -> Result<CacheMaps, XdpCacheError> {
+        let (k, v, d) = (KEY_SIZE as u32, VALUE_SIZE as u32, max_ports.max(1));
+        let adopted = pins.as_deref().and_then(|p| {
+            Some((
+                p.adopt_map(FLOWS_NAME, MapType::Hash, k, v, capacity)?,
+                p.adopt_map(DEVS_NAME, MapType::DevmapHash, 4, 4, d)?,
+                p.adopt_map(GEN_NAME, MapType::Array, 4, 8, 1)?,
+            ))
+        });
+        let adopted_gen = adopted.as_ref().map(|(flows, _, gen)| {
+            let g = gen
+                .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+                .ok()
+                .flatten()
+                .and_then(|b| Some(u64::from_ne_bytes(b.get(..8)?.try_into().ok()?)))
+                .unwrap_or(0);
+            let entries = flows.keys().count() as u64;
+            (g, entries)
+        });
+        let (mut flows, mut devs, mut gen_map) = match adopted {
+            Some(maps) => maps,
+            None => (
+                create(MapType::Hash, FLOWS_NAME, k, v, capacity)?,
+                create(MapType::DevmapHash, DEVS_NAME, 4, 4, d)?,
+                create(MapType::Array, GEN_NAME, 4, 8, 1)?,
+            ),
+        };
+        let mut closed_drops = match pins
+            .as_deref()
+            .and_then(|p| p.adopt_map(CLOSED_DROPS_NAME, MapType::PercpuArray, 4, 8, 1))
+        {
+            Some(m) => m,
+            None => create(MapType::PercpuArray, CLOSED_DROPS_NAME, 4, 8, 1)?,
+        };
+        if let Some(p) = pins.as_deref() {
+            for (name, map) in [
+                (FLOWS_NAME, &mut flows),
+                (DEVS_NAME, &mut devs),
+                (GEN_NAME, &mut gen_map),
+                (CLOSED_DROPS_NAME, &mut closed_drops),
+            ] {
+                // Unpinned, the bridge still works; it just does not
+                // outlive the process.
+                if let Err(e) = p.pin_map(name, map) {
+                    tracing::warn!(error = %e, "cannot pin the XDP flow cache");
+                }
+            }
+        }
         let gen = Arc::new(XdpGen {
             map: gen_map,
             lock: Mutex::new(()),
             current: AtomicU64::new(0),
             broken: AtomicBool::new(false),
         });
-        gen.bump();
+        match adopted_gen {
+            // The entries a previous xbr left carry this generation:
+            // they keep forwarding until `pin::take_over`.
+            Some((g, entries)) if g != 0 => {
+                gen.current.store(g, Ordering::Release);
+                if let Some(p) = pins.as_deref() {
+                    p.maps_adopted(entries);
+                }
+            }
+            _ => {
+                gen.bump();
+            }
+        }
         if gen.is_broken() {
             return Err(XdpCacheError::Generation);
         }
@@ -140,7 +208,53 @@ impl CacheMaps {
                 cfg,
                 connections: connections.max(1),
             },
+            closed_drops,
+            pins,
         })
+    }
+
+    /// The pin directory the maps (and the ports' links) live in.
+    pub fn pins(&self) -> Option<&Arc<crate::pin::Pins>> {
+        self.pins.as_ref()
+    }
+
+    /// Frames the bridge's programs dropped for want of a socket (fail
+    /// closed), over all CPUs, since the counter was made (it is pinned:
+    /// it counts across restarts and while no xbr runs).
+    pub fn closed_drops(&self) -> u64 {
+        self.closed_drops
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .map(|cpus| {
+                cpus.iter()
+                    .filter_map(|b| Some(u64::from_ne_bytes(b.get(..8)?.try_into().ok()?)))
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Deletes every entry of a generation before `gen` (those a previous
+    /// process left: `pin::take_over`); returns how many.
+    pub(crate) fn retire_older_than(&self, gen: u64) -> usize {
+        // Keys first: deleting while walking the map would restart the
+        // walk (the kernel's next key after a deleted one is the first).
+        let keys: Vec<FcKey> = self
+            .flows
+            .keys()
+            .filter_map(|raw| super::dump::key_from(&raw))
+            .collect();
+        let mut n = 0;
+        for key in keys {
+            let old = matches!(
+                self.flows.lookup(&key, MapFlags::ANY),
+                Ok(Some(v)) if super::entry::generation(&v) < gen
+            );
+            if old && self.flows.delete(&key).is_ok() {
+                n += 1;
+            }
+        }
+        n
     }
 
     /// The maps conntrack keeps the kernel's new connections with.
@@ -172,6 +286,7 @@ impl CacheMaps {
             CT_SLOTS_NAME => Some(self.ct.slots.as_fd()),
             CT_EVENTS_NAME => Some(self.ct.events.as_fd()),
             CT_CFG_NAME => Some(self.ct.cfg.as_fd()),
+            CLOSED_DROPS_NAME => Some(self.closed_drops.as_fd()),
             _ => None,
         }
     }

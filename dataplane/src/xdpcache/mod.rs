@@ -567,8 +567,13 @@ pub struct CtConn {
 
 impl Drop for XdpCache {
     fn drop(&mut self) {
+        // The process exits and leaves the kernel path forwarding
+        // (`crate::pin`): the entries stay for the programs.
+        let keep = self.maps.pins().is_some_and(|p| p.keeping());
         for (key, e) in &self.mirror {
-            self.maps.delete(key);
+            if !keep {
+                self.maps.delete(key);
+            }
             for l in &e.links {
                 l.unlink();
             }
