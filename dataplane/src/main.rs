@@ -7,7 +7,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use dataplane::bridge::{BridgeConfig, RunningBridge};
 use dataplane::config::{assign_ofports, parse_listen, PortSpec};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(
     name = "xbr",
     version,
@@ -45,6 +45,10 @@ enum FailMode {
 
 #[derive(clap::Args)]
 struct RunArgs {
+    /// Read settings from this file: `key = value` lines whose keys are
+    /// the long flags (`pmd-threads = 2`); flags given here win.
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
     /// Bridge name; OpenFlow is served on RUNDIR/NAME.mgmt.
     #[arg(long, default_value = "br0")]
     bridge: String,
@@ -177,7 +181,13 @@ const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
     dataplane::logging::init();
-    let cli = Cli::parse();
+    let cli: Cli = match dataplane::conffile::parse_cli(std::env::args_os().collect(), &["run"]) {
+        Ok(cli) => cli,
+        Err(e) => {
+            eprintln!("xbr: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     match cli.command {
         Command::Run(args) => run(args),
         Command::Lab(args) => dataplane::lab::cli::run(args),
