@@ -31,6 +31,10 @@ struct Cli {
 enum Command {
     /// Run a bridge in the foreground until SIGINT/SIGTERM.
     Run(RunArgs),
+    /// Check the node before `xbr run` (kernel, bpffs, memory, privileges,
+    /// ovsdb-server, other switches, the ports): one line per check; exit
+    /// 1 if any failed. Takes `xbr run`'s flags and `--config`.
+    Doctor(RunArgs),
     /// Build, check and remove an OpenShift SDN cluster in network namespaces.
     Lab(dataplane::lab::cli::LabArgs),
     #[command(flatten)]
@@ -181,21 +185,28 @@ const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
     dataplane::logging::init();
-    let cli: Cli = match dataplane::conffile::parse_cli(std::env::args_os().collect(), &["run"]) {
-        Ok(cli) => cli,
-        Err(e) => {
-            eprintln!("xbr: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
+    let cli: Cli =
+        match dataplane::conffile::parse_cli(std::env::args_os().collect(), &["run", "doctor"]) {
+            Ok(cli) => cli,
+            Err(e) => {
+                eprintln!("xbr: {e}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        };
     match cli.command {
         Command::Run(args) => run(args),
+        Command::Doctor(args) => doctor(&args),
         Command::Lab(args) => dataplane::lab::cli::run(args),
         Command::Client(command) => dataplane::ctl_cli::run(command),
     }
 }
 
 fn run(args: RunArgs) -> ExitCode {
+    // First, while xbr is one thread (capabilities are per thread).
+    if let Err(e) = dataplane::privs::drop_to_needed() {
+        eprintln!("xbr: {e}");
+        return ExitCode::from(1);
+    }
     if let Some(target) = &args.ovsdb {
         return run_ovsdb(target, &args);
     }
@@ -257,6 +268,30 @@ fn run(args: RunArgs) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+/// `xbr doctor`: the checks for what `args` would run.
+fn doctor(args: &RunArgs) -> ExitCode {
+    let ovsdb = match args.ovsdb.as_deref().map(dataplane::ovsdb::parse_target) {
+        None => None,
+        Some(Ok(path)) => Some(path),
+        Some(Err(e)) => {
+            eprintln!("xbr: --ovsdb: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let target = dataplane::doctor::Target {
+        rundir: args.rundir.clone(),
+        bridge: ovsdb.is_none().then(|| args.bridge.clone()),
+        ports: args
+            .ports
+            .iter()
+            .filter(|p| p.port_type == dataplane::config::PortType::System)
+            .map(|p| p.name.clone())
+            .collect(),
+        ovsdb,
+    };
+    ExitCode::from(dataplane::doctor::report(&dataplane::doctor::run(&target)))
 }
 
 /// Serves `ovs-appctl` in `rundir` (see `dataplane::unixctl`); xbr runs
