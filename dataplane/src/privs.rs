@@ -34,11 +34,11 @@ pub const NEEDED: &[(Capability, &str)] = &[
     ),
     (
         Capability::CAP_PERFMON,
-        "the verifier accepts the XDP programs' pointer arithmetic only from a perfmon-capable loader",
+        "the verifier lets only a perfmon-capable loader copy packet pointers as the XDP programs do (else EACCES, 'partial copy of pointer')",
     ),
     (
         Capability::CAP_IPC_LOCK,
-        "pin the AF_XDP packet memory (UMEM, 8 MiB a port) beyond RLIMIT_MEMLOCK",
+        "pin the AF_XDP packet memory (UMEM, 8 MiB a port) beyond RLIMIT_MEMLOCK (8 MiB by default: XDP_UMEM_REG fails with ENOBUFS)",
     ),
 ];
 
