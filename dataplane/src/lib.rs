@@ -32,6 +32,7 @@ pub mod pmd_stats;
 pub mod ports;
 pub mod privs;
 pub mod qos;
+pub mod readiness;
 pub mod rewrite;
 pub mod stats;
 pub mod tap;

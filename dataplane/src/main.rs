@@ -257,9 +257,11 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     let unixctl = start_unixctl(&rundir);
+    dataplane::readiness::ready("serving the bridge");
     if let Some(sig) = signals.forever().next() {
         tracing::info!(signal = sig, "shutting down");
     }
+    dataplane::readiness::stopping();
     if let Some(u) = unixctl {
         u.shutdown();
     }
@@ -331,6 +333,7 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
                 if let Some(sig) = signals.forever().next() {
                     tracing::info!(signal = sig, "shutting down");
                 }
+                dataplane::readiness::stopping();
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
             });
         if let Err(e) = spawned {
@@ -358,7 +361,9 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         xdp_ct_new: args.xdp_ct_new == OnOff::On,
     };
     let unixctl = start_unixctl(&settings.rundir);
-    let clean = dataplane::ovsdb::run(&path, settings, &stop);
+    let clean = dataplane::ovsdb::run_notifying(&path, settings, &stop, &mut || {
+        dataplane::readiness::ready("serving the database's bridges")
+    });
     if let Some(u) = unixctl {
         u.shutdown();
     }

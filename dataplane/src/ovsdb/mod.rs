@@ -57,6 +57,18 @@ fn monitor_requests() -> Value {
 /// Runs the client until `stop` is set; then stops every bridge. Returns
 /// false if a packet thread had failed.
 pub fn run(target: &Path, settings: Settings, stop: &AtomicBool) -> bool {
+    run_notifying(target, settings, stop, &mut || {})
+}
+
+/// [`run`], calling `ready` once, when the database's first state has
+/// been applied (the bridges are up), for systemd's readiness.
+pub fn run_notifying(
+    target: &Path,
+    settings: Settings,
+    stop: &AtomicBool,
+    ready: &mut dyn FnMut(),
+) -> bool {
+    let mut ready = Some(ready);
     let mut rec = reconcile::Reconciler::new(settings);
     let mut backoff = BACKOFF_MIN;
     while !stop.load(Ordering::Relaxed) {
@@ -65,7 +77,7 @@ pub fn run(target: &Path, settings: Settings, stop: &AtomicBool) -> bool {
                 tracing::info!(db = %target.display(), "connected to the database");
                 backoff = BACKOFF_MIN;
                 rec.forget_written();
-                session(conn, &mut rec, stop);
+                session(conn, &mut rec, stop, &mut ready);
                 if !stop.load(Ordering::Relaxed) {
                     tracing::warn!("database connection lost; bridges keep forwarding");
                 }
@@ -88,7 +100,12 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
 }
 
 /// One connection's life: monitor, then react until it drops or `stop`.
-fn session(mut conn: Conn, rec: &mut reconcile::Reconciler, stop: &AtomicBool) {
+fn session(
+    mut conn: Conn,
+    rec: &mut reconcile::Reconciler,
+    stop: &AtomicBool,
+    ready: &mut Option<&mut dyn FnMut()>,
+) {
     let mut db = datum::Replica::default();
     let monitor_id = match conn.request("monitor", json!([DB, null, monitor_requests()])) {
         Ok(id) => id,
@@ -144,6 +161,9 @@ fn session(mut conn: Conn, rec: &mut reconcile::Reconciler, stop: &AtomicBool) {
             // The tick also retries interfaces that failed to open.
             let d = desired::read(&db);
             ops = rec.apply(&d);
+            if let Some(ready) = ready.take() {
+                ready();
+            }
             if tick {
                 next_stats = Instant::now() + STATS_INTERVAL;
                 ops.extend(rec.stats(&d));
