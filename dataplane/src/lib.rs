@@ -31,6 +31,7 @@ pub mod packet;
 pub mod pmd_stats;
 pub mod ports;
 pub mod privs;
+pub mod probe;
 pub mod qos;
 pub mod readiness;
 pub mod rewrite;

@@ -35,6 +35,10 @@ enum Command {
     /// ovsdb-server, other switches, the ports): one line per check; exit
     /// 1 if any failed. Takes `xbr run`'s flags and `--config`.
     Doctor(RunArgs),
+    /// Whether a running xbr is alive (answers on its ovs-appctl socket)
+    /// and, with --ovsdb, ready (serves every bridge of the database):
+    /// exit 0 or 1, for Kubernetes probes and scripts.
+    Probe(ProbeArgs),
     /// Build, check and remove an OpenShift SDN cluster in network namespaces.
     Lab(dataplane::lab::cli::LabArgs),
     #[command(flatten)]
@@ -136,6 +140,16 @@ struct RunArgs {
     xdp_ct_new: OnOff,
 }
 
+#[derive(clap::Args)]
+struct ProbeArgs {
+    /// Directory of xbr's sockets.
+    #[arg(long, default_value = "/var/run/openvswitch")]
+    rundir: PathBuf,
+    /// Ready only once every bridge of this database is served.
+    #[arg(long, value_name = "unix:PATH")]
+    ovsdb: Option<String>,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum OnOff {
     On,
@@ -196,6 +210,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => run(args),
         Command::Doctor(args) => doctor(&args),
+        Command::Probe(args) => probe(&args),
         Command::Lab(args) => dataplane::lab::cli::run(args),
         Command::Client(command) => dataplane::ctl_cli::run(command),
     }
@@ -294,6 +309,29 @@ fn doctor(args: &RunArgs) -> ExitCode {
         ovsdb,
     };
     ExitCode::from(dataplane::doctor::report(&dataplane::doctor::run(&target)))
+}
+
+/// `xbr probe`: alive, or ready with --ovsdb.
+fn probe(args: &ProbeArgs) -> ExitCode {
+    let result = match args.ovsdb.as_deref().map(dataplane::ovsdb::parse_target) {
+        None => dataplane::probe::alive(&args.rundir).map(|v| format!("alive: {v}")),
+        Some(Ok(db)) => dataplane::probe::ready(&args.rundir, &db)
+            .map(|n| format!("ready: serving the database's {n} bridge(s)")),
+        Some(Err(e)) => {
+            eprintln!("xbr: --ovsdb: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    match result {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("xbr: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Serves `ovs-appctl` in `rundir` (see `dataplane::unixctl`); xbr runs

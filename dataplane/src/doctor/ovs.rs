@@ -4,15 +4,10 @@
 //! in the run directory (ovs-vswitchd or another xbr).
 
 use super::Check;
-use serde_json::{json, Value};
-use std::io::Write;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-/// Bound on each exchange with ovsdb-server.
-const TIMEOUT: Duration = Duration::from_secs(3);
 /// ovs-vswitchd's database when its command line names none.
 const DEFAULT_DB: &str = "/var/run/openvswitch/db.sock";
 
@@ -28,56 +23,25 @@ fn peer(stream: &UnixStream) -> Option<(i32, String)> {
     Some((cred.pid(), comm))
 }
 
-/// Lists the database's system interfaces (type "" or "system"), the
-/// ports xbr would attach.
-fn system_interfaces(stream: &mut UnixStream) -> Result<Vec<String>, String> {
-    let request = json!({
-        "id": 1,
-        "method": "transact",
-        "params": ["Open_vSwitch",
-            {"op": "select", "table": "Interface", "where": [], "columns": ["name", "type"]}],
-    });
-    stream
-        .write_all(request.to_string().as_bytes())
-        .map_err(|e| format!("sending a request: {e}"))?;
-    let reply: Value = serde_json::Deserializer::from_reader(&*stream)
-        .into_iter::<Value>()
-        .next()
-        .ok_or("the connection closed without a reply")?
-        .map_err(|e| format!("reading the reply: {e}"))?;
-    if !reply["error"].is_null() {
-        return Err(format!("the database refused: {}", reply["error"]));
-    }
-    let rows = reply["result"][0]["rows"]
-        .as_array()
-        .ok_or_else(|| format!("unexpected reply {reply}"))?;
-    Ok(rows
-        .iter()
-        .filter(|r| matches!(r["type"].as_str(), Some("") | Some("system")))
-        .filter_map(|r| r["name"].as_str().map(String::from))
-        .collect())
-}
-
 /// ovsdb-server answers on `db` with an Open_vSwitch database; its system
 /// interfaces.
 pub(super) fn ovsdb(db: &Path) -> (Check, Vec<String>) {
     let name = "ovsdb";
     let fix = "start ovsdb-server (Debian: systemctl start ovsdb-server) or fix --ovsdb";
-    let mut stream = match UnixStream::connect(db) {
-        Ok(s) => s,
-        Err(e) => {
-            return (
-                Check::fail(name, format!("{}: {e}", db.display()), fix),
-                Vec::new(),
-            )
-        }
-    };
-    let _ = stream.set_read_timeout(Some(TIMEOUT));
-    let _ = stream.set_write_timeout(Some(TIMEOUT));
-    let who = peer(&stream)
+    let who = UnixStream::connect(db)
+        .ok()
+        .and_then(|s| peer(&s))
         .map(|(pid, comm)| format!(" ({comm}, pid {pid})"))
         .unwrap_or_default();
-    match system_interfaces(&mut stream) {
+    // The database's system interfaces (type "" or "system"): the ports
+    // xbr would attach.
+    let rows = crate::probe::select(db, "Interface", &["name", "type"]);
+    match rows.map(|rows| -> Vec<String> {
+        rows.iter()
+            .filter(|r| matches!(r["type"].as_str(), Some("") | Some("system")))
+            .filter_map(|r| r["name"].as_str().map(String::from))
+            .collect()
+    }) {
         Ok(ifaces) => (
             Check::ok(
                 name,
@@ -89,10 +53,7 @@ pub(super) fn ovsdb(db: &Path) -> (Check, Vec<String>) {
             ),
             ifaces,
         ),
-        Err(e) => (
-            Check::fail(name, format!("{}{who}: {e}", db.display()), fix),
-            Vec::new(),
-        ),
+        Err(e) => (Check::fail(name, format!("{e}{who}"), fix), Vec::new()),
     }
 }
 
