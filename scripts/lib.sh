@@ -24,6 +24,14 @@ install_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y "${XBR_PACKAGES[@]}"
 }
 
+# cargo-deb (for scripts/deb), from crates.io, if missing.
+install_cargo_deb() {
+    if ! cargo deb --version >/dev/null 2>&1; then
+        log "installing cargo-deb"
+        cargo install cargo-deb --locked
+    fi
+}
+
 # The cargo target directory (honours CARGO_TARGET_DIR like cargo does).
 target_dir() {
     local dir=${CARGO_TARGET_DIR:-target}
