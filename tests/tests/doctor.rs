@@ -140,6 +140,21 @@ fn a_dropped_capability_fails() -> Result<()> {
         assert!(line(&out, "capabilities").contains(name), "{}", out.stdout);
         assert_status(&out, check, "FAIL");
     }
+    // Without CAP_IPC_LOCK and with the default 8 MiB RLIMIT_MEMLOCK,
+    // AF_XDP memory cannot be pinned.
+    let bin = xbr_bin()?;
+    let out = run_timeout(
+        Command::new("capsh").args([
+            "--drop=cap_ipc_lock",
+            "--",
+            "-c",
+            &format!("ulimit -l 8192 && exec {bin} doctor"),
+        ]),
+        TIMEOUT,
+    )?;
+    assert_eq!(out.code(), Some(1), "{}{}", out.stdout, out.stderr);
+    assert_status(&out, "memlock", "FAIL");
+    assert!(line(&out, "memlock").contains("8192 KiB"), "{}", out.stdout);
     Ok(())
 }
 

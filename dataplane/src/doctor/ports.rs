@@ -114,7 +114,11 @@ pub(super) fn check(port: &str) -> Vec<Check> {
                     format!("stop that xbr, or if none runs: ip link set dev {port} xdp off"),
                 ));
             } else {
-                let named = prog.map(|n| format!(" '{n}'")).unwrap_or_default();
+                // Listing programs needs CAP_SYS_ADMIN, which xbr's set
+                // (the unit's, the pod's) lacks: then the id only.
+                let named = prog
+                    .map(|n| format!(" '{n}'"))
+                    .unwrap_or_else(|| " (name not readable without CAP_SYS_ADMIN)".into());
                 checks.push(Check::fail(
                     xdp,
                     format!("another XDP program{named} (id {id}) is attached: xbr cannot attach its own"),
