@@ -169,9 +169,30 @@ fn an_ovs_vswitchd_on_the_same_database_fails() -> Result<()> {
     assert_eq!(out.code(), Some(0), "{}{}", out.stdout, out.stderr);
     assert_status(&out, "ovsdb", "ok");
     assert_status(&out, "ovs-vswitchd", "ok");
+    // A database interface whose device is gone: a warning (xbr marks it
+    // failed and retries), not a failure.
+    db.vsctl(&[
+        "--no-wait",
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "Bridge",
+        "br0",
+        "datapath_type=netdev",
+    ])?
+    .ok()?;
+    db.vsctl(&["--no-wait", "add-port", "br0", "xbrt-gone0"])?
+        .ok()?;
+    let out = doctor(&[], &["--ovsdb", &target, "--rundir", &rundir])?;
+    assert_eq!(out.code(), Some(0), "{}{}", out.stdout, out.stderr);
+    assert_status(&out, "port xbrt-gone0", "WARN");
+    db.vsctl(&["--no-wait", "del-port", "br0", "xbrt-gone0"])?
+        .ok()?;
     // The real ovs-vswitchd on it, serving a bridge.
     db.start_vswitchd()?;
     db.vsctl(&[
+        "--may-exist",
         "add-br",
         "br0",
         "--",

@@ -116,20 +116,23 @@ pub fn run(target: &Target) -> Vec<Check> {
     checks.push(host::bpffs());
     checks.push(host::memlock());
     checks.push(host::capabilities());
-    let mut ports = target.ports.clone();
+    // (name, required): a `--port` must exist (xbr run refuses to start
+    // without it); a database interface may not (xbr reports it in the
+    // Interface's `error` column and retries, as ovs-vswitchd does).
+    let mut ports: Vec<(String, bool)> = target.ports.iter().map(|p| (p.clone(), true)).collect();
     if let Some(db) = &target.ovsdb {
         let (check, interfaces) = ovs::ovsdb(db);
         checks.push(check);
         for name in interfaces {
-            if !ports.contains(&name) {
-                ports.push(name);
+            if !ports.iter().any(|(p, _)| *p == name) {
+                ports.push((name, false));
             }
         }
         checks.push(ovs::vswitchd_on(db));
     }
     checks.extend(ovs::switches_in(&target.rundir, target.bridge.as_deref()));
-    for port in &ports {
-        checks.extend(ports::check(port));
+    for (port, required) in &ports {
+        checks.extend(ports::check(port, *required));
     }
     checks
 }

@@ -72,15 +72,24 @@ fn features_text(bits: u64) -> String {
     }
 }
 
-pub(super) fn check(port: &str) -> Vec<Check> {
+/// The checks of `port`; a missing device fails if it is `required`,
+/// else warns.
+pub(super) fn check(port: &str, required: bool) -> Vec<Check> {
     let name = format!("port {port}");
     let ifindex = match netdev::ifindex(port) {
         Ok(i) => i,
-        Err(e) => {
+        Err(e) if required => {
             return vec![Check::fail(
                 name,
                 e.to_string(),
-                "create the device, or fix the port's name (--port, or ovs-vsctl del-port)",
+                "create the device, or fix the port's name in --port",
+            )]
+        }
+        Err(e) => {
+            return vec![Check::warn(
+                name,
+                format!("{e}: in the database, xbr marks it failed and retries"),
+                format!("if the device is gone for good: ovs-vsctl del-port {port}"),
             )]
         }
     };
