@@ -4,12 +4,15 @@
 # Everything building and testing xbr needs on Debian 12, besides a Rust
 # toolchain: clang/llvm/libelf/zlib/pkg-config/make build the XDP program
 # and libbpf; ovs-ofctl is the OpenFlow client under test; the rest are the
-# tools the tests and the demo drive (iptables: the lab's MASQUERADE).
+# tools the tests and the demo drive (iptables: the lab's MASQUERADE;
+# systemd: systemd-analyze verify of the unit; libcap2-bin: capsh for the
+# least-privilege tests).
 XBR_PACKAGES=(
     clang llvm libelf-dev zlib1g-dev pkg-config make
     openvswitch-common openvswitch-switch iproute2 tcpdump ethtool iputils-ping python3
     iptables iperf3
     python3-venv
+    systemd libcap2-bin
 )
 
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -22,6 +25,14 @@ require_root() {
 install_packages() {
     apt-get update
     DEBIAN_FRONTEND=noninteractive apt-get install -y "${XBR_PACKAGES[@]}"
+}
+
+# cargo-deb (for scripts/deb), from crates.io, if missing.
+install_cargo_deb() {
+    if ! cargo deb --version >/dev/null 2>&1; then
+        log "installing cargo-deb"
+        cargo install cargo-deb --locked
+    fi
 }
 
 # The cargo target directory (honours CARGO_TARGET_DIR like cargo does).

@@ -7,7 +7,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use dataplane::bridge::{BridgeConfig, RunningBridge};
 use dataplane::config::{assign_ofports, parse_listen, PortSpec};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(
     name = "xbr",
     version,
@@ -31,6 +31,14 @@ struct Cli {
 enum Command {
     /// Run a bridge in the foreground until SIGINT/SIGTERM.
     Run(RunArgs),
+    /// Check the node before `xbr run` (kernel, bpffs, memory, privileges,
+    /// ovsdb-server, other switches, the ports): one line per check; exit
+    /// 1 if any failed. Takes `xbr run`'s flags and `--config`.
+    Doctor(RunArgs),
+    /// Whether a running xbr is alive (answers on its ovs-appctl socket)
+    /// and, with --ovsdb, ready (serves every bridge of the database):
+    /// exit 0 or 1, for Kubernetes probes and scripts.
+    Probe(ProbeArgs),
     /// Build, check and remove an OpenShift SDN cluster in network namespaces.
     Lab(dataplane::lab::cli::LabArgs),
     /// Remove a bridge's pinned XDP programs and flow cache (what a
@@ -48,6 +56,10 @@ enum FailMode {
 
 #[derive(clap::Args)]
 struct RunArgs {
+    /// Read settings from this file: `key = value` lines whose keys are
+    /// the long flags (`pmd-threads = 2`); flags given here win.
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
     /// Bridge name; OpenFlow is served on RUNDIR/NAME.mgmt.
     #[arg(long, default_value = "br0")]
     bridge: String,
@@ -178,6 +190,16 @@ struct TeardownArgs {
     bpf_pin_root: PathBuf,
 }
 
+#[derive(clap::Args)]
+struct ProbeArgs {
+    /// Directory of xbr's sockets.
+    #[arg(long, default_value = "/var/run/openvswitch")]
+    rundir: PathBuf,
+    /// Ready only once every bridge of this database is served.
+    #[arg(long, value_name = "unix:PATH")]
+    ovsdb: Option<String>,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum OnOff {
     On,
@@ -227,9 +249,18 @@ const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
     dataplane::logging::init();
-    let cli = Cli::parse();
+    let cli: Cli =
+        match dataplane::conffile::parse_cli(std::env::args_os().collect(), &["run", "doctor"]) {
+            Ok(cli) => cli,
+            Err(e) => {
+                eprintln!("xbr: {e}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        };
     match cli.command {
         Command::Run(args) => run(args),
+        Command::Doctor(args) => doctor(&args),
+        Command::Probe(args) => probe(&args),
         Command::Lab(args) => dataplane::lab::cli::run(args),
         Command::Teardown(args) => teardown(args),
         Command::Client(command) => dataplane::ctl_cli::run(command),
@@ -258,6 +289,11 @@ fn teardown(args: TeardownArgs) -> ExitCode {
 }
 
 fn run(args: RunArgs) -> ExitCode {
+    // First, while xbr is one thread (capabilities are per thread).
+    if let Err(e) = dataplane::privs::drop_to_needed() {
+        eprintln!("xbr: {e}");
+        return ExitCode::from(1);
+    }
     if let Some(target) = &args.ovsdb {
         return run_ovsdb(target, &args);
     }
@@ -315,9 +351,11 @@ fn run(args: RunArgs) -> ExitCode {
     // No state to restore in this mode: the tables are final now.
     bridge.take_over_pinned();
     let unixctl = start_unixctl(&rundir);
+    dataplane::readiness::ready("serving the bridge");
     if let Some(sig) = signals.forever().next() {
         tracing::info!(signal = sig, "shutting down");
     }
+    dataplane::readiness::stopping();
     if let Some(u) = unixctl {
         u.shutdown();
     }
@@ -325,6 +363,53 @@ fn run(args: RunArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// `xbr doctor`: the checks for what `args` would run.
+fn doctor(args: &RunArgs) -> ExitCode {
+    let ovsdb = match args.ovsdb.as_deref().map(dataplane::ovsdb::parse_target) {
+        None => None,
+        Some(Ok(path)) => Some(path),
+        Some(Err(e)) => {
+            eprintln!("xbr: --ovsdb: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let target = dataplane::doctor::Target {
+        rundir: args.rundir.clone(),
+        bridge: ovsdb.is_none().then(|| args.bridge.clone()),
+        ports: args
+            .ports
+            .iter()
+            .filter(|p| p.port_type == dataplane::config::PortType::System)
+            .map(|p| p.name.clone())
+            .collect(),
+        ovsdb,
+    };
+    ExitCode::from(dataplane::doctor::report(&dataplane::doctor::run(&target)))
+}
+
+/// `xbr probe`: alive, or ready with --ovsdb.
+fn probe(args: &ProbeArgs) -> ExitCode {
+    let result = match args.ovsdb.as_deref().map(dataplane::ovsdb::parse_target) {
+        None => dataplane::probe::alive(&args.rundir).map(|v| format!("alive: {v}")),
+        Some(Ok(db)) => dataplane::probe::ready(&args.rundir, &db)
+            .map(|n| format!("ready: serving the database's {n} bridge(s)")),
+        Some(Err(e)) => {
+            eprintln!("xbr: --ovsdb: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    match result {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("xbr: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -365,6 +450,7 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
                 if let Some(sig) = signals.forever().next() {
                     tracing::info!(signal = sig, "shutting down");
                 }
+                dataplane::readiness::stopping();
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
             });
         if let Err(e) = spawned {
@@ -395,7 +481,9 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         pin: args.xdp_pin == OnOff::On,
     };
     let unixctl = start_unixctl(&settings.rundir);
-    let clean = dataplane::ovsdb::run(&path, settings, &stop);
+    let clean = dataplane::ovsdb::run_notifying(&path, settings, &stop, &mut || {
+        dataplane::readiness::ready("serving the database's bridges")
+    });
     if let Some(u) = unixctl {
         u.shutdown();
     }

@@ -204,9 +204,51 @@ impl Xbr {
         Self::start_with(Some(ns), args)
     }
 
+    /// Like [`Xbr::start`], but through `wrapper` (a program and its
+    /// arguments, e.g. `capsh --drop=... -- -c 'exec "$0" "$@"'`), which
+    /// gets xbr's path and arguments appended and must exec xbr (so the
+    /// child's pid stays xbr's).
+    pub fn start_wrapped(wrapper: &[&str], args: &[&str]) -> Result<Self> {
+        Self::start_full(None, Some(wrapper), args)
+    }
+
+    /// Like [`Xbr::run_once`], through `wrapper` (see
+    /// [`Xbr::start_wrapped`]).
+    pub fn run_once_wrapped(
+        wrapper: &[&str],
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<(CmdOutput, RunDir)> {
+        let rundir = RunDir::new()?;
+        let mut cmd = Self::wrap(Self::base_command(&rundir, None)?, wrapper);
+        cmd.args(args);
+        let out = run_timeout(&mut cmd, timeout)?;
+        Ok((out, rundir))
+    }
+
+    /// `wrapper... PROGRAM ARGS...` for the command `cmd`.
+    fn wrap(cmd: Command, wrapper: &[&str]) -> Command {
+        let Some((first, rest)) = wrapper.split_first() else {
+            return cmd;
+        };
+        let mut wrapped = Command::new(first);
+        wrapped
+            .args(rest)
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        wrapped
+    }
+
     fn start_with(netns: Option<Netns>, args: &[&str]) -> Result<Self> {
+        Self::start_full(netns, None, args)
+    }
+
+    fn start_full(netns: Option<Netns>, wrapper: Option<&[&str]>, args: &[&str]) -> Result<Self> {
         let rundir = RunDir::new()?;
         let mut cmd = Self::base_command(&rundir, netns.as_ref())?;
+        if let Some(w) = wrapper {
+            cmd = Self::wrap(cmd, w);
+        }
         cmd.args(args);
         let command = describe(&cmd);
         let log_path = rundir.path().join("xbr.log");

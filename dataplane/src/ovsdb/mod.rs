@@ -72,6 +72,18 @@ fn monitor_requests() -> Value {
 /// Runs the client until `stop` is set; then stops every bridge. Returns
 /// false if a packet thread had failed.
 pub fn run(target: &Path, settings: Settings, stop: &AtomicBool) -> bool {
+    run_notifying(target, settings, stop, &mut || {})
+}
+
+/// [`run`], calling `ready` once, when the database's first state has
+/// been applied (the bridges are up), for systemd's readiness.
+pub fn run_notifying(
+    target: &Path,
+    settings: Settings,
+    stop: &AtomicBool,
+    ready: &mut dyn FnMut(),
+) -> bool {
+    let mut ready = Some(ready);
     let mut rec = reconcile::Reconciler::new(settings);
     let mut backoff = BACKOFF_MIN;
     while !stop.load(Ordering::Relaxed) {
@@ -80,7 +92,7 @@ pub fn run(target: &Path, settings: Settings, stop: &AtomicBool) -> bool {
                 tracing::info!(db = %target.display(), "connected to the database");
                 backoff = BACKOFF_MIN;
                 rec.forget_written();
-                session(conn, &mut rec, stop);
+                session(conn, &mut rec, stop, &mut ready);
                 if !stop.load(Ordering::Relaxed) {
                     tracing::warn!("database connection lost; bridges keep forwarding");
                 }
@@ -103,7 +115,12 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
 }
 
 /// One connection's life: monitor, then react until it drops or `stop`.
-fn session(mut conn: Conn, rec: &mut reconcile::Reconciler, stop: &AtomicBool) {
+fn session(
+    mut conn: Conn,
+    rec: &mut reconcile::Reconciler,
+    stop: &AtomicBool,
+    ready: &mut Option<&mut dyn FnMut()>,
+) {
     let mut db = datum::Replica::default();
     let monitor_id = match conn.request("monitor", json!([DB, null, monitor_requests()])) {
         Ok(id) => id,
@@ -170,6 +187,9 @@ fn session(mut conn: Conn, rec: &mut reconcile::Reconciler, stop: &AtomicBool) {
             let d = desired::read(&db);
             if changed || tick || last.as_ref() != Some(&d) {
                 ops = rec.apply(&d);
+            }
+            if let Some(ready) = ready.take() {
+                ready();
             }
             if tick {
                 next_stats = Instant::now() + STATS_INTERVAL;

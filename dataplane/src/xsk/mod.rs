@@ -60,7 +60,7 @@ mod umem;
 
 pub use pool::FramePool;
 pub use socket::{XskConfig, XskSocket};
-pub use sys::kick_fd;
+pub use sys::{kick_fd, probe_socket};
 pub use umem::{Umem, DEFAULT_FRAME_SIZE, JUMBO_BLOCK};
 
 use std::io;

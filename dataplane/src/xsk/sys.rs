@@ -215,3 +215,17 @@ pub(super) fn bind_xsk(
     }
     Ok(())
 }
+
+/// Opens and closes an AF_XDP socket: whether the kernel has them and
+/// this process may open one (CAP_NET_RAW); for `xbr doctor`.
+pub fn probe_socket() -> io::Result<()> {
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor that nothing else owns; dropping
+    // the OwnedFd closes it.
+    drop(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
+    Ok(())
+}
