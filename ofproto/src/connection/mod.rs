@@ -25,6 +25,7 @@ use read::{read_full, Filled};
 
 use crate::bridge::Bridge;
 use crate::bundle::{Bundles, CommitTo};
+use crate::counters::ControlCounters;
 use crate::notify::Subscription;
 use crate::outbox::Outbox;
 use crate::roles::ConnRole;
@@ -104,6 +105,7 @@ impl<R: Read> Drop for Connection<R> {
     fn drop(&mut self) {
         // The outbox's thread writes what is left and ends.
         self.outbox.close();
+        ControlCounters::bump(&self.bridge.counters().connections_closed, 1);
     }
 }
 
@@ -122,6 +124,7 @@ impl<R: Read> Connection<R> {
     ) -> Self {
         let outbox = Outbox::start(writer);
         let role = bridge.roles().register();
+        ControlCounters::bump(&bridge.counters().connections_opened, 1);
         let async_config = Arc::new(Mutex::new(AsyncConfig::default()));
         Connection {
             reader: io::BufReader::with_capacity(READ_BUFFER, reader),
@@ -239,6 +242,9 @@ impl<R: Read> Connection<R> {
         // not a message (bad framing) gets an error after it.
         if !self.hello_sent {
             self.send_hello(OFP_VERSION)?;
+        }
+        if bytes.get(1) == Some(&msg_type::ERROR) {
+            ControlCounters::bump(&self.bridge.counters().errors_sent, 1);
         }
         if self.version == OFP_VERSION {
             return self.outbox.send(bytes);
