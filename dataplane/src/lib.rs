@@ -21,6 +21,7 @@ pub mod live;
 pub mod logging;
 pub mod memport;
 pub mod meter;
+pub mod metrics;
 pub mod netdev;
 mod nlattr;
 pub mod normal;

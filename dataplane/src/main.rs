@@ -30,7 +30,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a bridge in the foreground until SIGINT/SIGTERM.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Build, check and remove an OpenShift SDN cluster in network namespaces.
     Lab(dataplane::lab::cli::LabArgs),
     #[command(flatten)]
@@ -126,6 +126,35 @@ struct RunArgs {
     /// `off` leaves every new connection to the packet threads.
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     xdp_ct_new: OnOff,
+    /// Serve Prometheus metrics on http://ADDR/metrics (IP:PORT, e.g.
+    /// 127.0.0.1:9476); off by default. With --ovsdb, the database's
+    /// `Open_vSwitch` `other_config:xbr-metrics` sets it too (this
+    /// option wins). See docs/metrics.md.
+    #[arg(long, value_name = "IP:PORT", value_parser = metrics_arg)]
+    metrics: Option<SocketAddr>,
+    /// Log to this file (appended to) instead of stderr; `ovs-appctl
+    /// vlog/reopen` opens it again after logrotate renamed it.
+    #[arg(long, value_name = "PATH")]
+    log_file: Option<PathBuf>,
+    /// Log lines as text, or as JSON objects, one per line.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Warnings and errors each call site may log: MESSAGES_PER_MINUTE
+    /// after a burst of BURST; more are dropped and counted, as OVS's
+    /// rate-limited messages are (0 turns the limit off).
+    #[arg(long, value_name = "RATE[/BURST]", default_value = "60/20",
+          value_parser = clap::value_parser!(dataplane::logging::ratelimit::RateLimit))]
+    log_rate_limit: dataplane::logging::ratelimit::RateLimit,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn metrics_arg(s: &str) -> Result<SocketAddr, String> {
+    dataplane::metrics::parse_addr(s).map_err(|e| e.to_string())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -176,12 +205,43 @@ fn hex_u64(s: &str) -> Result<u64, String> {
 const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
-    dataplane::logging::init();
     let cli = Cli::parse();
+    let logging = match &cli.command {
+        Command::Run(args) => dataplane::logging::init_with(&dataplane::logging::LogOptions {
+            file: args.log_file.clone(),
+            json: args.log_format == LogFormat::Json,
+            rate: args.log_rate_limit,
+        }),
+        Command::Lab(_) | Command::Client(_) => {
+            dataplane::logging::init();
+            Ok(())
+        }
+    };
+    if let Err(e) = logging {
+        eprintln!("xbr: {e}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
     match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Lab(args) => dataplane::lab::cli::run(args),
         Command::Client(command) => dataplane::ctl_cli::run(command),
+    }
+}
+
+/// Serves `--metrics`, if given; an error stops the start (the operator
+/// asked for it).
+fn start_metrics(
+    addr: Option<SocketAddr>,
+) -> Result<Option<dataplane::metrics::MetricsServer>, ExitCode> {
+    match addr
+        .map(dataplane::metrics::MetricsServer::start)
+        .transpose()
+    {
+        Ok(m) => Ok(m),
+        Err(e) => {
+            eprintln!("xbr: {e}");
+            Err(ExitCode::from(1))
+        }
     }
 }
 
@@ -228,6 +288,10 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     let rundir = config.rundir.clone();
+    let metrics = match start_metrics(args.metrics) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
     let bridge = match RunningBridge::start(config) {
         Ok(b) => b,
         Err(e) => {
@@ -241,6 +305,9 @@ fn run(args: RunArgs) -> ExitCode {
     }
     if let Some(u) = unixctl {
         u.shutdown();
+    }
+    if let Some(m) = metrics {
+        m.stop();
     }
     if bridge.shutdown() {
         ExitCode::SUCCESS
@@ -311,11 +378,19 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         spare_xsk_ports: args.spare_ports,
         xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
         xdp_ct_new: args.xdp_ct_new == OnOff::On,
+        metrics_from_cli: args.metrics.is_some(),
+    };
+    let metrics = match start_metrics(args.metrics) {
+        Ok(m) => m,
+        Err(code) => return code,
     };
     let unixctl = start_unixctl(&settings.rundir);
     let clean = dataplane::ovsdb::run(&path, settings, &stop);
     if let Some(u) = unixctl {
         u.shutdown();
+    }
+    if let Some(m) = metrics {
+        m.stop();
     }
     if clean {
         ExitCode::SUCCESS

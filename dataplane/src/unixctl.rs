@@ -55,7 +55,8 @@ const COMMANDS: &[(&str, &str)] = &[
     ("ofproto/trace", "[bridge] flow [--ct-next flags]..."),
     ("version", ""),
     ("vlog/list", ""),
-    ("vlog/set", "spec"),
+    ("vlog/reopen", ""),
+    ("vlog/set", "{spec | PATTERN:destination:pattern}"),
 ];
 
 /// The bridges with a live control socket in `rundir`, sorted (a socket
@@ -111,24 +112,6 @@ fn select<'a>(bridges: &'a [String], dp: Option<&str>) -> Result<Vec<&'a String>
             }
         }
     }
-}
-
-/// Maps OVS's vlog levels onto xbr's log filter; anything else is taken
-/// as xbr's own directives.
-fn vlog_directives(spec: &str) -> String {
-    let level = |w: &str| match w {
-        "emer" | "err" => Some("error"),
-        "warn" => Some("warn"),
-        "info" => Some("info"),
-        "dbg" => Some("debug"),
-        "off" => Some("off"),
-        _ => None,
-    };
-    // `module:destination:level` or any part of it; OVS's modules are not
-    // xbr's, so a level applies to the whole process.
-    spec.split(':')
-        .find_map(level)
-        .map_or_else(|| spec.to_string(), str::to_string)
 }
 
 /// Turns one request into a plan.
@@ -339,14 +322,23 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
             }
             Ok(Plan::DpifShow(bridges.to_vec()))
         }
-        "vlog/list" => Ok(Plan::Ask(vec![(any_bridge()?, "log".into())])),
+        // The log is the process's: answered here, with or without a
+        // bridge.
+        "vlog/list" => crate::logging::vlog_list()
+            .map(Plan::Text)
+            .map_err(|e| e.to_string()),
         "vlog/set" => {
-            let spec = params.first().ok_or("vlog/set: expects a spec")?;
-            Ok(Plan::Ask(vec![(
-                any_bridge()?,
-                format!("log {}", vlog_directives(spec)),
-            )]))
+            if params.is_empty() {
+                return Err("vlog/set: expects a spec (MODULE:DESTINATION:LEVEL)".into());
+            }
+            for spec in params {
+                crate::logging::vlog_set(spec).map_err(|e| e.to_string())?;
+            }
+            Ok(Plan::Text(String::new()))
         }
+        "vlog/reopen" => crate::logging::reopen()
+            .map(|()| Plan::Text(String::new()))
+            .map_err(|e| e.to_string()),
         other => Err(format!(
             "\"{other}\" is not a valid command (use \"list-commands\" to see a list of valid commands)"
         )),

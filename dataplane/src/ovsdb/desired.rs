@@ -51,6 +51,9 @@ pub struct Desired {
     /// The root row's `other_config:pmd-cpu-mask` as CPUs (ascending),
     /// or why it cannot be used; `None` when unset.
     pub pmd_cpus: Option<Result<Vec<usize>, String>>,
+    /// The root row's `other_config:xbr-metrics` (the metrics endpoint's
+    /// IP:PORT), or why it cannot be used; `None` when unset.
+    pub metrics: Option<Result<std::net::SocketAddr, String>>,
     pub bridges: BTreeMap<String, DesiredBridge>,
 }
 
@@ -68,6 +71,9 @@ pub fn read(db: &Replica) -> Desired {
     out.pmd_cpus = string_map(root, "other_config")
         .get("pmd-cpu-mask")
         .map(|m| crate::cpus::parse_mask(m).map_err(|e| e.to_string()));
+    out.metrics = string_map(root, "other_config")
+        .get("xbr-metrics")
+        .map(|a| crate::metrics::parse_addr(a).map_err(|e| e.to_string()));
     // Interfaces the switch owns are never a tunnel's uplink.
     let ports: BTreeSet<String> = db
         .rows("Interface")

@@ -56,6 +56,9 @@ pub struct Settings {
     pub xdp_cache_entries: Option<u32>,
     /// New connections created by the XDP programs (`--xdp-ct-new`).
     pub xdp_ct_new: bool,
+    /// `--metrics` was given: the database's `other_config:xbr-metrics`
+    /// is then not followed.
+    pub metrics_from_cli: bool,
 }
 
 struct Managed {
@@ -80,6 +83,10 @@ pub struct Reconciler {
     errors: HashMap<String, String>,
     /// What this connection last wrote, per (table, row UUID).
     written: HashMap<(&'static str, String), Map<String, Value>>,
+    /// The metrics endpoint `other_config:xbr-metrics` asked for, and
+    /// the value last acted on.
+    metrics: Option<crate::metrics::MetricsServer>,
+    metrics_seen: Option<Result<std::net::SocketAddr, String>>,
 }
 
 /// The version ovs-vsctl and ovs-vswitchd compare (`ovs_version`).
@@ -94,6 +101,8 @@ impl Reconciler {
             bridges: BTreeMap::new(),
             errors: HashMap::new(),
             written: HashMap::new(),
+            metrics: None,
+            metrics_seen: None,
         }
     }
 
@@ -107,6 +116,7 @@ impl Reconciler {
     /// operations (empty if nothing changed).
     pub fn apply(&mut self, d: &Desired) -> Vec<Value> {
         self.apply_pmd_cpus(d);
+        self.apply_metrics(d);
         let gone: Vec<String> = self
             .bridges
             .keys()
@@ -189,6 +199,34 @@ impl Reconciler {
             }
         }
         self.cpus = (first, rest);
+    }
+
+    /// Follows `other_config:xbr-metrics`: serves the metrics endpoint
+    /// on its address (moved when it changes, stopped when it goes),
+    /// unless `--metrics` was given. A bad or unbindable address is
+    /// logged and leaves no endpoint.
+    fn apply_metrics(&mut self, d: &Desired) {
+        if d.metrics == self.metrics_seen {
+            return;
+        }
+        self.metrics_seen = d.metrics.clone();
+        if self.settings.metrics_from_cli {
+            if d.metrics.is_some() {
+                tracing::warn!("other_config:xbr-metrics ignored: --metrics was given");
+            }
+            return;
+        }
+        if let Some(old) = self.metrics.take() {
+            old.stop();
+        }
+        match &d.metrics {
+            None => {}
+            Some(Err(e)) => tracing::warn!("other_config:xbr-metrics: {e}"),
+            Some(Ok(addr)) => match crate::metrics::MetricsServer::start(*addr) {
+                Ok(m) => self.metrics = Some(m),
+                Err(e) => tracing::warn!("other_config:xbr-metrics: {e}"),
+            },
+        }
     }
 
     fn start_bridge(&self, name: &str, want: &DesiredBridge) -> Result<Managed, String> {
@@ -460,6 +498,9 @@ impl Reconciler {
 
     /// Stops every bridge.
     pub fn shutdown(self) -> bool {
+        if let Some(m) = self.metrics {
+            m.stop();
+        }
         let mut ok = true;
         for (_, m) in self.bridges {
             ok &= m.bridge.shutdown();

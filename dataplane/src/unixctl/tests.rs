@@ -72,37 +72,16 @@ fn datapath_commands_ask_every_bridge_or_the_one_named() {
 }
 
 #[test]
-fn vlog_levels_map_onto_the_log_filter() {
-    let one = names(&["br0"]);
-    for (spec, line) in [
-        ("dbg", "log debug"),
-        ("ANY:file:dbg", "log debug"),
-        ("vconn:info", "log info"),
-        ("err", "log error"),
-        (
-            "dataplane::vxlan=debug,info",
-            "log dataplane::vxlan=debug,info",
-        ),
-    ] {
-        assert_eq!(
-            plan("vlog/set", &args(&[spec]), &one),
-            Ok(Plan::Ask(vec![("br0".into(), line.into())])),
-            "{spec}"
-        );
-    }
-    assert_eq!(
-        plan("vlog/list", &[], &one),
-        Ok(Plan::Ask(vec![("br0".into(), "log".into())]))
-    );
-    assert!(plan("vlog/list", &[], &[]).is_err());
+fn vlog_set_needs_a_spec() {
+    assert!(plan("vlog/set", &[], &names(&["br0"])).is_err());
 }
 
 #[test]
 fn unknown_commands_are_refused_as_ovs_refuses_them() {
-    let e = plan("bond/show", &[], &names(&["br0"])).unwrap_err();
+    let e = plan("nosuch/command", &[], &names(&["br0"])).unwrap_err();
     assert_eq!(
         e,
-        "\"bond/show\" is not a valid command (use \"list-commands\" to see a list of valid commands)"
+        "\"nosuch/command\" is not a valid command (use \"list-commands\" to see a list of valid commands)"
     );
     let Ok(Plan::Text(list)) = plan("list-commands", &[], &[]) else {
         panic!("list-commands answers itself");
