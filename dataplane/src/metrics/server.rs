@@ -126,6 +126,23 @@ fn read_head(stream: &mut TcpStream) -> Option<Result<Vec<u8>, ()>> {
     }
 }
 
+/// After a reply to a request not read to its end: stops sending and
+/// reads (a bounded amount, for a bounded time) what the client still
+/// sends, so that closing does not reset the connection before the
+/// client has read the reply.
+fn linger(stream: &mut TcpStream) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut buf = [0u8; 4096];
+    let mut left = 16 * MAX_HEAD;
+    while left > 0 {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => left = left.saturating_sub(n),
+        }
+    }
+}
+
 fn serve(mut stream: TcpStream, counters: &ServerCounters) {
     let head = match read_head(&mut stream) {
         None => {
@@ -141,6 +158,7 @@ fn serve(mut stream: TcpStream, counters: &ServerCounters) {
                 "text/plain",
                 msg.as_bytes(),
             );
+            linger(&mut stream);
             return;
         }
         Some(Ok(h)) => h,
