@@ -186,6 +186,7 @@ pub fn dispatch(
         }
         "stats" => Err(format!("stats: unexpected argument `{args}`")),
         "dpctl" => dpctl_cmd(args, live),
+        "support" => crate::support::command(args, name, bridge, conntrack, live),
         "dpif" if args == "show" => {
             let dp = live.datapath();
             Ok(dpif_text(name, &dp.ports(), &dp.engine_snapshot()))
@@ -222,7 +223,9 @@ pub fn dispatch(
                       dpif show   cache hits and misses, and the ports with their types\n  \
                       pmd rxq [--core N]   the packet threads and the ports' queues each polls\n  \
                       pmd stats|stats-clear [--core N]   each packet thread's packets, cache hits, busy time\n  \
-                      log [DIRECTIVES]   show or set the log filter (XBR_LOG syntax)\n  help\n"
+                      log [DIRECTIVES]   show or set the log filter (XBR_LOG syntax)\n  \
+                      support dpctl-show [-s]|coverage|memory|upcall|pmd-perf [--core N]|tunnels|\
+                      tunnel-ports|dump-flows|fdb-stats|ipf|qos PORT   what ovs-appctl's support commands show\n  help\n"
                 .into(),
         ),
         "" => Err("empty request".into()),

@@ -32,6 +32,7 @@ pub mod ports;
 pub mod qos;
 pub mod rewrite;
 pub mod stats;
+pub mod support;
 pub mod tap;
 pub mod unixctl;
 pub mod vxlan;

@@ -514,6 +514,20 @@ impl<R: Read> Connection<R> {
                 {
                     return self.set_packet_in_format(xid, &data, raw);
                 }
+                if experimenter == crate::wire::NX_VENDOR_ID
+                    && exp_type == crate::wire::NXT_TLV_TABLE_REQUEST
+                {
+                    // xbr maps no Geneve options onto `tun_metadata`
+                    // fields: no option space, no fields, no mappings
+                    // (`nx_tlv_table_reply`: max_option_space u32,
+                    // max_fields u16, 10 bytes reserved).
+                    let reply = Message::Experimenter {
+                        experimenter,
+                        exp_type: crate::wire::NXT_TLV_TABLE_REPLY,
+                        data: vec![0; 16],
+                    };
+                    return self.send(&reply.emit(xid));
+                }
                 if experimenter != ONF_VENDOR_ID {
                     let e = WireError::BadRequest(
                         err::BRC_BAD_EXPERIMENTER,
