@@ -237,3 +237,77 @@ fn a_bad_metrics_address_is_refused_at_start() -> Result<()> {
     assert!(out.stderr.contains("--metrics"), "{out:?}");
     Ok(())
 }
+
+/// `GET /metrics` on `port` of the namespace's loopback, with bash's
+/// /dev/tcp; `None` if nothing listens.
+fn scrape_in(ns: &xbr_tests::Netns, port: u16) -> Result<Option<String>> {
+    let script = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{port} || exit 7; \
+         printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
+    );
+    let out = ns.exec(&["bash", "-c", &script], xbr_tests::CMD_TIMEOUT)?;
+    Ok(out.success().then_some(out.stdout))
+}
+
+/// Waits (bounded) until `ready` holds for what `port` serves.
+fn wait_for(
+    ns: &xbr_tests::Netns,
+    port: u16,
+    ready: impl Fn(&Option<String>) -> bool,
+) -> Result<Option<String>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = scrape_in(ns, port)?;
+        if ready(&got) || std::time::Instant::now() > deadline {
+            return Ok(got);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_database_turns_the_endpoint_on_moves_it_and_off() -> Result<()> {
+    let ns = xbr_tests::Netns::new()?;
+    ns.exec(&["ip", "link", "set", "lo", "up"], xbr_tests::CMD_TIMEOUT)?
+        .ok()?;
+    let mut db = xbr_tests::ovsdb::OvsDb::start(Some(ns.name()))?;
+    db.start_xbr()?;
+    db.vsctl(&["add-br", "br0"])?.ok()?;
+    let key = |v: &str| format!("other_config:xbr-metrics={v}");
+    db.vsctl(&["set", "Open_vSwitch", ".", &key("127.0.0.1:9476")])?
+        .ok()?;
+    let has_br0 = |t: &Option<String>| {
+        t.as_deref()
+            .is_some_and(|t| t.contains("xbr_flows{bridge=\"br0\"}"))
+    };
+    let got = wait_for(&ns, 9476, has_br0)?;
+    assert!(has_br0(&got), "{got:?}\n{}", db.xbr_log());
+
+    // Moved: the new address serves, the old one no longer listens.
+    db.vsctl(&["set", "Open_vSwitch", ".", &key("127.0.0.1:9477")])?
+        .ok()?;
+    let got = wait_for(&ns, 9477, has_br0)?;
+    assert!(has_br0(&got), "{got:?}\n{}", db.xbr_log());
+    assert_eq!(scrape_in(&ns, 9476)?, None);
+
+    // Removed: off.
+    db.vsctl(&["remove", "Open_vSwitch", ".", "other_config", "xbr-metrics"])?
+        .ok()?;
+    let got = wait_for(&ns, 9477, Option::is_none)?;
+    assert_eq!(got, None);
+
+    // A bad value: logged, and no endpoint; then a good one: on again.
+    db.vsctl(&["set", "Open_vSwitch", ".", &key("nonsense")])?
+        .ok()?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let said = "other_config:xbr-metrics: metrics address `nonsense`";
+    while !db.xbr_log().contains(said) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(db.xbr_log().contains(said), "{}", db.xbr_log());
+    db.vsctl(&["set", "Open_vSwitch", ".", &key("127.0.0.1:9476")])?
+        .ok()?;
+    let got = wait_for(&ns, 9476, has_br0)?;
+    assert!(has_br0(&got), "{got:?}\n{}", db.xbr_log());
+    Ok(())
+}
