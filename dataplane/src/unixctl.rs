@@ -84,7 +84,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ("version", ""),
     ("vlog/list", ""),
     ("vlog/reopen", ""),
-    ("vlog/set", "{spec | PATTERN:destination:pattern}"),
+    ("vlog/set", "spec..."),
 ];
 
 /// OVS's one userspace datapath, as `dpctl/dump-dps` lists it: xbr's

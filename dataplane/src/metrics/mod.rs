@@ -22,11 +22,16 @@
 //! statistics collection asks (`DpShared::engine_snapshots`, the same as
 //! `xbr stats`): a scrape raises a flag the threads look at between
 //! batches and waits (at most 500 ms) on the control side's condition
-//! variable; a thread copies its counters out once per collection, not
-//! per packet. Port, table, conntrack and control-plane counters are
-//! relaxed atomics read as they are. The per-connection locks of the
-//! connection tracker are never taken (so there is no per-zone count;
-//! see docs/metrics.md).
+//! variable. A thread answers once per collection, not per packet or
+//! batch: it finishes an XDP cache sweep pass, then takes two mutexes
+//! the scrape also takes, each held for a copy of a few hundred bytes
+//! (its snapshot slot, to store its copy; the sequence state, to mark
+//! the collection done). No lock a packet thread takes per packet or per
+//! batch is touched. Port, table, conntrack and control-plane counters
+//! are relaxed atomics read as they are (the OpenFlow tables' counters
+//! under the control plane's table mutex, which packet threads never
+//! take). The per-connection locks of the connection tracker are never
+//! taken (so there is no per-zone count; see docs/metrics.md).
 
 pub mod bridges;
 mod collect;

@@ -168,7 +168,7 @@ fn serve(mut stream: TcpStream, counters: &ServerCounters) {
     let mut words = line.split_whitespace();
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
-    if method != "GET" && method != "HEAD" {
+    if method != "GET" {
         counters.bad_request.fetch_add(1, Relaxed);
         respond(
             &mut stream,
@@ -191,14 +191,12 @@ fn serve(mut stream: TcpStream, counters: &ServerCounters) {
     // Counted before rendering, so a scrape sees itself.
     counters.ok.fetch_add(1, Relaxed);
     match super::collect::render(counters) {
-        Ok(text) => {
-            let body = if method == "HEAD" {
-                &b""[..]
-            } else {
-                text.as_bytes()
-            };
-            respond(&mut stream, "200 OK", prometheus::TEXT_FORMAT, body);
-        }
+        Ok(text) => respond(
+            &mut stream,
+            "200 OK",
+            prometheus::TEXT_FORMAT,
+            text.as_bytes(),
+        ),
         Err(e) => {
             tracing::warn!("metrics: cannot encode: {e}");
             let msg = format!("cannot encode the metrics: {e}\n");
