@@ -10,6 +10,7 @@
 mod bridge;
 mod bundle;
 mod connection;
+pub mod controller_status;
 pub mod counters;
 mod datapath;
 mod error;

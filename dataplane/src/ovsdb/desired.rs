@@ -17,6 +17,8 @@ pub struct DesiredBridge {
     pub standalone: bool,
     /// `Controller.target`s: `tcp:` (active) and `ptcp:` (passive).
     pub controllers: Vec<String>,
+    /// The `Controller` rows: (UUID, target), for their status columns.
+    pub controller_rows: Vec<(String, String)>,
     /// From `other_config:datapath-id`.
     pub datapath_id: Option<u64>,
     /// By interface name.
@@ -99,11 +101,11 @@ fn read_bridge(
     row: &Row,
     ports: &BTreeSet<String>,
 ) -> DesiredBridge {
-    let controllers = uuids(row, "controller")
+    let controller_rows: Vec<(String, String)> = uuids(row, "controller")
         .iter()
-        .filter_map(|c| db.row("Controller", c))
-        .filter_map(|c| string(c, "target"))
+        .filter_map(|c| Some((c.clone(), string(db.row("Controller", c)?, "target")?)))
         .collect();
+    let controllers = controller_rows.iter().map(|(_, t)| t.clone()).collect();
     let datapath_id = string_map(row, "other_config")
         .get("datapath-id")
         .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
@@ -147,6 +149,7 @@ fn read_bridge(
         uuid: uuid.to_string(),
         standalone: string(row, "fail_mode").as_deref() != Some("secure"),
         controllers,
+        controller_rows,
         datapath_id,
         ifaces,
     }

@@ -152,7 +152,9 @@ impl Reconciler {
             .bridges
             .values()
             .flat_map(|b| {
-                std::iter::once(b.uuid.as_str()).chain(b.ifaces.values().map(|i| i.uuid.as_str()))
+                std::iter::once(b.uuid.as_str())
+                    .chain(b.ifaces.values().map(|i| i.uuid.as_str()))
+                    .chain(b.controller_rows.iter().map(|(u, _)| u.as_str()))
             })
             .chain(d.root.iter().map(|(u, _)| u.as_str()))
             .collect();
@@ -374,6 +376,7 @@ impl Reconciler {
     /// The write-back transaction's operations.
     fn write_back(&mut self, d: &Desired) -> Vec<Value> {
         let mut rows: Vec<(&'static str, String, Map<String, Value>)> = Vec::new();
+        self.controller_rows(d, &mut rows);
         for (bname, want) in &d.bridges {
             let Some(m) = self.bridges.get(bname) else {
                 // The bridge could not start: its interfaces say why.
@@ -438,9 +441,68 @@ impl Reconciler {
         self.diff_ops(rows)
     }
 
-    /// Interface statistics of every open port, as an update transaction.
+    /// The `Controller` rows' status columns, as ovs-vswitchd writes them
+    /// (its bridge.c, from connmgr's controller info): for an active
+    /// (`tcp:`) target of a running bridge, whether it is connected, its
+    /// role while connected (`other`, `master`, `slave`) and `status`
+    /// (`state`, `sec_since_connect`, `sec_since_disconnect`,
+    /// `last_error`, those known); for a passive (`ptcp:`) target, or
+    /// one the bridge has not tried yet, not connected, no role, no
+    /// status.
+    fn controller_rows(
+        &self,
+        d: &Desired,
+        rows: &mut Vec<(&'static str, String, Map<String, Value>)>,
+    ) {
+        for (bname, want) in &d.bridges {
+            let m = self.bridges.get(bname);
+            for (uuid, target) in &want.controller_rows {
+                let status = parse_controller(target)
+                    .ok()
+                    .filter(|_| target.starts_with("tcp:"))
+                    .and_then(|addr| m?.bridge.controller_status(addr));
+                let mut r = Map::new();
+                let Some(s) = status else {
+                    r.insert("is_connected".into(), json!(false));
+                    r.insert("role".into(), str_set::<&str>(&[]));
+                    r.insert("status".into(), json!(["map", []]));
+                    rows.push(("Controller", uuid.clone(), r));
+                    continue;
+                };
+                r.insert("is_connected".into(), json!(s.is_connected));
+                let role = match s.role {
+                    Some(ofproto::wire::message::role::MASTER) => Some("master"),
+                    Some(ofproto::wire::message::role::SLAVE) => Some("slave"),
+                    Some(ofproto::wire::message::role::EQUAL) => Some("other"),
+                    _ => None,
+                };
+                r.insert(
+                    "role".into(),
+                    str_set(&role.into_iter().collect::<Vec<_>>()),
+                );
+                let mut pairs: Vec<(String, String)> = Vec::new();
+                if let Some(e) = &s.last_error {
+                    pairs.push(("last_error".into(), e.clone()));
+                }
+                pairs.push(("state".into(), s.state.into()));
+                if let Some(t) = s.since_connect {
+                    pairs.push(("sec_since_connect".into(), t.as_secs().to_string()));
+                }
+                if let Some(t) = s.since_disconnect {
+                    pairs.push(("sec_since_disconnect".into(), t.as_secs().to_string()));
+                }
+                pairs.sort();
+                r.insert("status".into(), json!(["map", pairs]));
+                rows.push(("Controller", uuid.clone(), r));
+            }
+        }
+    }
+
+    /// Interface statistics of every open port, and the controllers'
+    /// status, as an update transaction.
     pub fn stats(&mut self, d: &Desired) -> Vec<Value> {
         let mut rows = Vec::new();
+        self.controller_rows(d, &mut rows);
         for (bname, want) in &d.bridges {
             let Some(m) = self.bridges.get(bname) else {
                 continue;

@@ -144,6 +144,11 @@ impl<R: Read> Connection<R> {
         }
     }
 
+    /// The connection's role, as other parties read it.
+    pub(crate) fn role_cell(&self) -> Arc<std::sync::atomic::AtomicU32> {
+        self.role.shared()
+    }
+
     /// Serves the connection until the peer closes it or framing fails.
     /// What was queued for it is still written after (see `Drop`).
     pub(crate) fn run(mut self) {
