@@ -5,6 +5,9 @@
 //! ACTIVE), an active target nobody listens on (not connected, BACKOFF,
 //! `last_error` "Connection refused"), and a passive target (nothing).
 //!
+//! Bridge rows naming what xbr does not carry out (sFlow, NetFlow,
+//! IPFIX, mirrors) are logged and shown in the Bridge's `status`.
+//!
 //! Needs root, a built `xbr`, ovsdb-server and ovs-vswitchd (OVS 3.1),
 //! like tests/ovsdb.rs.
 
@@ -160,8 +163,8 @@ fn run(ovs: bool) -> Result<String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     let rows = loop {
         let rows = controllers(&db, &names)?;
-        let settled = rows.contains("ACTIVE_PORT\"\"\",true,other,")
-            && rows.contains("Connection refused");
+        let settled =
+            rows.contains("ACTIVE_PORT\"\"\",true,other,") && rows.contains("Connection refused");
         if settled || Instant::now() > deadline {
             break rows;
         }
@@ -190,5 +193,65 @@ fn controller_status_columns_are_written_as_ovs_vswitchd_writes_them() -> Result
         "xbr:\n{xbr}\novs-vswitchd:\n{ovs}"
     );
     assert!(xbr.contains("ACTIVE_PORT\"\"\",true,other,"), "{xbr}");
+    Ok(())
+}
+
+/// Waits (bounded) until `get Bridge BR status` is `want`.
+fn wait_status(db: &OvsDb, bridge: &str, want: &str) -> Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = db.vsctl(&["get", "Bridge", bridge, "status"])?.ok()?.stdout;
+        if got.trim() == want || Instant::now() > deadline {
+            return Ok(got.trim().to_string());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn sflow_and_mirrors_xbr_does_not_carry_out_are_logged_and_shown_in_bridge_status() -> Result<()> {
+    let bridge = format!("xbrt{}", unique_tag());
+    let mut db = OvsDb::start(None)?;
+    db.start_xbr()?;
+    db.vsctl(&["add-br", &bridge])?.ok()?;
+    assert_eq!(wait_status(&db, &bridge, "{}")?, "{}");
+    db.vsctl(&[
+        "--",
+        "--id=@s",
+        "create",
+        "sFlow",
+        "agent=lo",
+        "target=\"127.0.0.1:6343\"",
+        "--",
+        "set",
+        "Bridge",
+        &bridge,
+        "sflow=@s",
+        "--",
+        "--id=@m",
+        "create",
+        "Mirror",
+        "name=m0",
+        "select_all=true",
+        "--",
+        "add",
+        "Bridge",
+        &bridge,
+        "mirrors",
+        "@m",
+    ])?
+    .ok()?;
+    let want = "{xbr_unsupported=\"sflow,mirrors\"}";
+    assert_eq!(wait_status(&db, &bridge, want)?, want, "{}", db.xbr_log());
+    assert!(
+        db.xbr_log()
+            .contains("not supported by xbr, ignored: sflow, mirrors"),
+        "{}",
+        db.xbr_log()
+    );
+    db.vsctl(&["clear", "Bridge", &bridge, "sflow", "mirrors"])?
+        .ok()?;
+    assert_eq!(wait_status(&db, &bridge, "{}")?, "{}");
+    db.vsctl(&["del-br", &bridge])?.ok()?;
     Ok(())
 }

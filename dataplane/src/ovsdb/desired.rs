@@ -23,6 +23,9 @@ pub struct DesiredBridge {
     pub datapath_id: Option<u64>,
     /// By interface name.
     pub ifaces: BTreeMap<String, DesiredIface>,
+    /// The Bridge's columns xbr does not carry out that are set
+    /// (`sflow`, `netflow`, `ipfix`, `mirrors`), by column name.
+    pub unsupported: Vec<&'static str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,8 +155,16 @@ fn read_bridge(
         controller_rows,
         datapath_id,
         ifaces,
+        unsupported: UNSUPPORTED
+            .iter()
+            .copied()
+            .filter(|col| !uuids(row, col).is_empty())
+            .collect(),
     }
 }
+
+/// Bridge columns that name rows xbr does not carry out.
+pub const UNSUPPORTED: [&str; 4] = ["sflow", "netflow", "ipfix", "mirrors"];
 
 /// The egress limit of a Port's QoS: `linux-htb` with
 /// `other_config:max-rate` (bit/s; without it, no limit, as HTB's

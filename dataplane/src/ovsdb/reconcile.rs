@@ -87,6 +87,8 @@ pub struct Reconciler {
     /// the value last acted on.
     metrics: Option<crate::metrics::MetricsServer>,
     metrics_seen: Option<Result<std::net::SocketAddr, String>>,
+    /// The unsupported Bridge columns last logged, by bridge.
+    unsupported_seen: HashMap<String, Vec<&'static str>>,
 }
 
 /// The version ovs-vsctl and ovs-vswitchd compare (`ovs_version`).
@@ -103,6 +105,7 @@ impl Reconciler {
             written: HashMap::new(),
             metrics: None,
             metrics_seen: None,
+            unsupported_seen: HashMap::new(),
         }
     }
 
@@ -394,6 +397,26 @@ impl Reconciler {
                 "datapath_id".into(),
                 json!(format!("{:016x}", m.bridge.datapath_id())),
             );
+            // What the bridge was asked for and does not do, where
+            // `ovs-vsctl get Bridge NAME status` shows it (those tables
+            // have no `error` column); logged when it changes.
+            let status: Vec<(&str, String)> = if want.unsupported.is_empty() {
+                Vec::new()
+            } else {
+                vec![("xbr_unsupported", want.unsupported.join(","))]
+            };
+            b.insert("status".into(), json!(["map", status]));
+            if self.unsupported_seen.get(bname) != Some(&want.unsupported) {
+                if !want.unsupported.is_empty() {
+                    tracing::warn!(
+                        bridge = %bname,
+                        "not supported by xbr, ignored: {} (see Bridge status:xbr_unsupported)",
+                        want.unsupported.join(", ")
+                    );
+                }
+                self.unsupported_seen
+                    .insert(bname.clone(), want.unsupported.clone());
+            }
             rows.push(("Bridge", want.uuid.clone(), b));
             let metas: HashMap<String, Arc<PortMeta>> = m
                 .bridge
