@@ -11,6 +11,7 @@ XBR_PACKAGES=(
     clang llvm libelf-dev zlib1g-dev pkg-config make
     openvswitch-common openvswitch-switch iproute2 tcpdump ethtool iputils-ping python3
     iptables iperf3
+    prometheus
     python3-venv
     systemd libcap2-bin
 )

@@ -76,6 +76,9 @@ pub fn socket_path(rundir: &Path, bridge: &str) -> PathBuf {
 pub struct CtlServer {
     path: PathBuf,
     served: AcceptLoop,
+    /// The bridge's place among those the metrics endpoint reads, for as
+    /// long as its control socket is served.
+    _metrics: crate::metrics::bridges::Registration,
 }
 
 impl CtlServer {
@@ -103,6 +106,12 @@ impl CtlServer {
             return Err(sock_err(e));
         }
         let name = name.to_string();
+        let metrics = crate::metrics::bridges::register(crate::metrics::bridges::BridgeView {
+            name: name.clone(),
+            bridge: bridge.clone(),
+            conntrack: conntrack.clone(),
+            live: live.clone(),
+        });
         let served = AcceptLoop::spawn(listener, "xbr-ctl", "control", move |stream| {
             handle(stream, &name, &bridge, &conntrack, &live)
         })
@@ -113,6 +122,7 @@ impl CtlServer {
         Ok(CtlServer {
             path: path.to_path_buf(),
             served,
+            _metrics: metrics,
         })
     }
 
@@ -192,6 +202,7 @@ pub fn dispatch(
         }
         "stats" => Err(format!("stats: unexpected argument `{args}`")),
         "dpctl" => dpctl_cmd(args, live),
+        "support" => crate::support::command(args, name, bridge, conntrack, live),
         "dpif" if args == "show" => {
             let dp = live.datapath();
             Ok(dpif_text(name, &dp.ports(), &dp.engine_snapshot()))
@@ -206,8 +217,12 @@ pub fn dispatch(
             }
             _ => Err("fdb: show or flush?".into()),
         },
-        "log" if args.is_empty() => crate::logging::filter().map(|f| format!("{f}\n")),
-        "log" => crate::logging::set_filter(args).map(|f| format!("{f}\n")),
+        "log" if args.is_empty() => crate::logging::filter()
+            .map(|f| format!("{f}\n"))
+            .map_err(|e| e.to_string()),
+        "log" => crate::logging::set_filter(args)
+            .map(|f| format!("{f}\n"))
+            .map_err(|e| e.to_string()),
         "help" => Ok(
             "commands:\n  trace [--ct-next STATE]... FLOW   trace a packet through the pipeline\n  \
                       conntrack dump|flush [--zone N]   list or remove tracked connections\n  \
@@ -224,7 +239,9 @@ pub fn dispatch(
                       dpif show   cache hits and misses, and the ports with their types\n  \
                       pmd rxq [--core N]   the packet threads and the ports' queues each polls\n  \
                       pmd stats|stats-clear [--core N]   each packet thread's packets, cache hits, busy time\n  \
-                      log [DIRECTIVES]   show or set the log filter (XBR_LOG syntax)\n  help\n"
+                      log [DIRECTIVES]   show or set the log filter (XBR_LOG syntax)\n  \
+                      support dpctl-show [-s]|coverage|memory|upcall|pmd-perf [--core N]|tunnels|\
+                      tunnel-ports|dump-flows|fdb-stats|ipf|qos PORT   what ovs-appctl's support commands show\n  help\n"
                 .into(),
         ),
         "" => Err("empty request".into()),

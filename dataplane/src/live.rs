@@ -307,6 +307,18 @@ impl LivePorts {
         })
     }
 
+    /// `ovs-appctl dpif-netdev/pmd-perf-show` for this bridge: each
+    /// packet thread's time and packets since start (see
+    /// `pmd_stats::perf_text`), only the one on CPU `core` if given.
+    pub fn pmd_perf_text(&self, core: Option<usize>) -> String {
+        let snapshots = self.shared.engine_snapshots();
+        let cpus = self.thread_cpus();
+        let shown = |t: usize| on_core(&cpus, t, core);
+        crate::pmd_stats::perf_text(&snapshots, shown, |t| {
+            pmd_header(cpus.get(t).copied().flatten())
+        })
+    }
+
     /// `ovs-appctl dpif-netdev/pmd-stats-clear`: counts start again, for
     /// the thread on CPU `core` only if given.
     pub fn pmd_stats_clear(&self, core: Option<usize>) {

@@ -30,11 +30,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a bridge in the foreground until SIGINT/SIGTERM.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Check the node before `xbr run` (kernel, bpffs, memory, privileges,
     /// ovsdb-server, other switches, the ports): one line per check; exit
     /// 1 if any failed. Takes `xbr run`'s flags and `--config`.
-    Doctor(RunArgs),
+    Doctor(Box<RunArgs>),
     /// Whether a running xbr is alive (answers on its ovs-appctl socket)
     /// and, with --ovsdb, ready (serves every bridge of the database):
     /// exit 0 or 1, for Kubernetes probes and scripts.
@@ -167,6 +167,25 @@ struct RunArgs {
     /// a BPF filesystem, which xbr mounts on /sys/fs/bpf if needed.
     #[arg(long, default_value = dataplane::pin::DEFAULT_ROOT)]
     bpf_pin_root: PathBuf,
+    /// Serve Prometheus metrics on http://ADDR/metrics (IP:PORT, e.g.
+    /// 127.0.0.1:9476); off by default. With --ovsdb, the database's
+    /// `Open_vSwitch` `other_config:xbr-metrics` sets it too (this
+    /// option wins). See docs/metrics.md.
+    #[arg(long, value_name = "IP:PORT", value_parser = metrics_arg)]
+    metrics: Option<SocketAddr>,
+    /// Log to this file (appended to) instead of stderr; `ovs-appctl
+    /// vlog/reopen` opens it again after logrotate renamed it.
+    #[arg(long, value_name = "PATH")]
+    log_file: Option<PathBuf>,
+    /// Log lines as text, or as JSON objects, one per line.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Warnings and errors each call site may log: MESSAGES_PER_MINUTE
+    /// after a burst of BURST; more are dropped and counted, as OVS's
+    /// rate-limited messages are (0 turns the limit off).
+    #[arg(long, value_name = "RATE[/BURST]", default_value = "60/20",
+          value_parser = clap::value_parser!(dataplane::logging::ratelimit::RateLimit))]
+    log_rate_limit: dataplane::logging::ratelimit::RateLimit,
 }
 
 impl RunArgs {
@@ -198,6 +217,16 @@ struct ProbeArgs {
     /// Ready only once every bridge of this database is served.
     #[arg(long, value_name = "unix:PATH")]
     ovsdb: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn metrics_arg(s: &str) -> Result<SocketAddr, String> {
+    dataplane::metrics::parse_addr(s).map_err(|e| e.to_string())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -248,17 +277,32 @@ fn hex_u64(s: &str) -> Result<u64, String> {
 const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
-    dataplane::logging::init();
     let cli: Cli =
         match dataplane::conffile::parse_cli(std::env::args_os().collect(), &["run", "doctor"]) {
             Ok(cli) => cli,
             Err(e) => {
+                dataplane::logging::init();
                 eprintln!("xbr: {e}");
                 return ExitCode::from(EXIT_CONFIG);
             }
         };
+    let logging = match &cli.command {
+        Command::Run(args) => dataplane::logging::init_with(&dataplane::logging::LogOptions {
+            file: args.log_file.clone(),
+            json: args.log_format == LogFormat::Json,
+            rate: args.log_rate_limit,
+        }),
+        _ => {
+            dataplane::logging::init();
+            Ok(())
+        }
+    };
+    if let Err(e) = logging {
+        eprintln!("xbr: {e}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
     match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Doctor(args) => doctor(&args),
         Command::Probe(args) => probe(&args),
         Command::Lab(args) => dataplane::lab::cli::run(args),
@@ -284,6 +328,23 @@ fn teardown(args: TeardownArgs) -> ExitCode {
         Err(e) => {
             eprintln!("xbr: teardown: {e}");
             ExitCode::from(1)
+        }
+    }
+}
+
+/// Serves `--metrics`, if given; an error stops the start (the operator
+/// asked for it).
+fn start_metrics(
+    addr: Option<SocketAddr>,
+) -> Result<Option<dataplane::metrics::MetricsServer>, ExitCode> {
+    match addr
+        .map(dataplane::metrics::MetricsServer::start)
+        .transpose()
+    {
+        Ok(m) => Ok(m),
+        Err(e) => {
+            eprintln!("xbr: {e}");
+            Err(ExitCode::from(1))
         }
     }
 }
@@ -341,6 +402,10 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     let rundir = config.rundir.clone();
+    let metrics = match start_metrics(args.metrics) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
     let bridge = match RunningBridge::start(config) {
         Ok(b) => b,
         Err(e) => {
@@ -358,6 +423,9 @@ fn run(args: RunArgs) -> ExitCode {
     dataplane::readiness::stopping();
     if let Some(u) = unixctl {
         u.shutdown();
+    }
+    if let Some(m) = metrics {
+        m.stop();
     }
     if bridge.shutdown() {
         ExitCode::SUCCESS
@@ -479,6 +547,11 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         state: args.state_config(),
         pin_root: args.bpf_pin_root.clone(),
         pin: args.xdp_pin == OnOff::On,
+        metrics_from_cli: args.metrics.is_some(),
+    };
+    let metrics = match start_metrics(args.metrics) {
+        Ok(m) => m,
+        Err(code) => return code,
     };
     let unixctl = start_unixctl(&settings.rundir);
     let clean = dataplane::ovsdb::run_notifying(&path, settings, &stop, &mut || {
@@ -486,6 +559,9 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
     });
     if let Some(u) = unixctl {
         u.shutdown();
+    }
+    if let Some(m) = metrics {
+        m.stop();
     }
     if clean {
         ExitCode::SUCCESS

@@ -14,6 +14,7 @@
 //! Cost: one lock per mod; dumps clone `Arc<Rule>`s under the lock and
 //! encode outside it.
 
+use crate::counters::ControlCounters;
 use crate::datapath::Datapath;
 use crate::monitor::{FlowMonitors, Origin};
 use crate::notify::Notifier;
@@ -53,6 +54,8 @@ pub struct Bridge {
     last_seq: AtomicU64,
     roles: Arc<Roles>,
     notifier: Arc<Notifier>,
+    /// Connections, mods, bundles and errors, for the metrics.
+    counters: ControlCounters,
 }
 
 impl Bridge {
@@ -67,6 +70,7 @@ impl Bridge {
             last_seq: AtomicU64::new(0),
             roles: Arc::default(),
             notifier: Arc::default(),
+            counters: ControlCounters::default(),
         })
     }
 
@@ -82,6 +86,11 @@ impl Bridge {
 
     pub fn datapath(&self) -> &Arc<dyn Datapath> {
         &self.dp
+    }
+
+    /// The control plane's counters (connections, mods, bundles, errors).
+    pub fn counters(&self) -> &ControlCounters {
+        &self.counters
     }
 
     /// Queues one change list for the flow monitors; `origin` is the
@@ -115,6 +124,7 @@ impl Bridge {
     /// Applies a flow-mod; `origin`, the connection and xid of its
     /// request, lets that connection's flow monitors abbreviate it.
     pub fn flow_mod(&self, fm: &FlowMod, origin: Option<(u64, u32)>) -> Result<(), FlowModError> {
+        ControlCounters::bump(&self.counters.flow_mods, 1);
         let mut st = self.state.lock();
         let changes = st.tables.flow_mod(fm)?;
         let gone = deleted(&changes);
@@ -131,6 +141,7 @@ impl Bridge {
         gm: &GroupMod,
         origin: Option<(u64, u32)>,
     ) -> Result<(), GroupModError> {
+        ControlCounters::bump(&self.counters.group_mods, 1);
         let mut st = self.state.lock();
         let changes = st.tables.group_mod(gm)?;
         let gone = deleted(&changes);
@@ -167,12 +178,33 @@ impl Bridge {
         mods: &[PipelineMod],
         origin: Option<(u64, &dyn Fn(usize) -> u32)>,
     ) -> Result<(), (usize, ModError)> {
+        let c = &self.counters;
+        let flows = mods
+            .iter()
+            .filter(|m| matches!(m, PipelineMod::Flow(_)))
+            .count();
+        let groups = mods
+            .iter()
+            .filter(|m| matches!(m, PipelineMod::Group(_)))
+            .count();
+        ControlCounters::bump(&c.flow_mods, flows as u64);
+        ControlCounters::bump(&c.group_mods, groups as u64);
         let mut st = self.state.lock();
         let watched = origin.filter(|_| self.monitors().is_watched());
         let mut ends = Vec::new();
-        let changes = match watched {
-            Some(_) => st.tables.apply_batch_marked(mods, &mut ends)?,
-            None => st.tables.apply_batch(mods)?,
+        let applied = match watched {
+            Some(_) => st.tables.apply_batch_marked(mods, &mut ends),
+            None => st.tables.apply_batch(mods),
+        };
+        let changes = match applied {
+            Ok(changes) => {
+                ControlCounters::bump(&c.bundles_committed, 1);
+                changes
+            }
+            Err(e) => {
+                ControlCounters::bump(&c.bundles_failed, 1);
+                return Err(e);
+            }
         };
         let gone = deleted(&changes);
         let marks: Vec<(usize, u32)> = match watched {

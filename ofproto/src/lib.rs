@@ -10,6 +10,8 @@
 mod bridge;
 mod bundle;
 mod connection;
+pub mod controller_status;
+pub mod counters;
 mod datapath;
 mod error;
 mod expiry;

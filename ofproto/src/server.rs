@@ -12,6 +12,7 @@
 
 use crate::bridge::Bridge;
 use crate::connection::Connection;
+use crate::controller_status::{ControllerStatus, ControllerTable};
 use crate::error::OfprotoError;
 use crate::expiry::{Expiry, EXPIRY_INTERVAL};
 use parking_lot::Mutex;
@@ -89,6 +90,8 @@ struct Shared {
     controllers_configured: AtomicUsize,
     /// Controller connections currently up.
     controllers_up: AtomicUsize,
+    /// Each active controller's state, for the database.
+    controller_table: ControllerTable,
     /// Live connections: a handle to shut each down, and its thread.
     conns: Mutex<HashMap<u64, ConnEntry>>,
 }
@@ -153,17 +156,22 @@ impl Shared {
     fn controller_loop(self: Arc<Self>, target: SocketAddr, probe: Duration) {
         let mut backoff = BACKOFF_MIN;
         while !self.stopped() {
+            self.controller_table.connecting(target);
             match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
                 Ok(c) => {
                     info!(%target, "connected to controller");
                     backoff = BACKOFF_MIN;
                     self.serve_controller(c, target, probe);
+                    self.controller_table.disconnected(target);
                     if self.stopped() {
                         break;
                     }
                     info!(%target, "controller connection closed");
                 }
-                Err(e) => debug!(%target, error = %e, "controller connection failed"),
+                Err(e) => {
+                    self.controller_table.failed(target, &e);
+                    debug!(%target, error = %e, "controller connection failed");
+                }
             }
             self.wait(backoff);
             backoff = (backoff * 2).min(BACKOFF_MAX);
@@ -202,9 +210,9 @@ impl Shared {
         }
         self.controllers_up.fetch_add(1, Ordering::SeqCst);
         self.update_fail_open();
-        Connection::new(reader, writer, self.bridge.clone(), target.to_string())
-            .for_controller()
-            .run();
+        let conn = Connection::new(reader, writer, self.bridge.clone(), target.to_string());
+        self.controller_table.connected(target, conn.role_cell());
+        conn.for_controller().run();
         self.conns.lock().remove(&id);
         self.controllers_up.fetch_sub(1, Ordering::SeqCst);
         self.update_fail_open();
@@ -300,6 +308,7 @@ impl Server {
             standalone: AtomicBool::new(false),
             controllers_configured: AtomicUsize::new(0),
             controllers_up: AtomicUsize::new(0),
+            controller_table: ControllerTable::default(),
             conns: Mutex::new(HashMap::new()),
         });
         let mut threads = Vec::new();
@@ -418,6 +427,13 @@ impl Server {
 
     pub fn local_tcp_addr(&self) -> Option<SocketAddr> {
         self.tcp_addr
+    }
+
+    /// The state of the controller at `target` (one
+    /// [`Server::add_controller`] was given), `None` before its first
+    /// attempt.
+    pub fn controller_status(&self, target: SocketAddr) -> Option<ControllerStatus> {
+        self.shared.controller_table.status(target)
     }
 
     /// The controllers [`Server::add_controller`] was given.

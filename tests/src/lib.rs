@@ -131,6 +131,7 @@ pub fn require_tool(tool: &str) -> Result<()> {
         "ovs-ofctl" => "openvswitch-common",
         "ip" => "iproute2",
         "ping" => "iputils-ping",
+        "promtool" => "prometheus",
         other => other,
     };
     Err(HarnessError::MissingTool {

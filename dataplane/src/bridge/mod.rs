@@ -564,6 +564,15 @@ impl RunningBridge {
     }
 
     /// The datapath id OpenFlow reports.
+    /// The state of the active controller at `target`, if this bridge
+    /// connects to it (for the database's `Controller` rows).
+    pub fn controller_status(
+        &self,
+        target: std::net::SocketAddr,
+    ) -> Option<ofproto::controller_status::ControllerStatus> {
+        self.server.as_ref()?.controller_status(target)
+    }
+
     pub fn datapath_id(&self) -> u64 {
         ofproto::Datapath::datapath_id(&*self.shared)
     }

@@ -210,6 +210,12 @@ impl Conntrack {
         )
     }
 
+    /// Fragmented datagrams whose first fragment's outcome is kept for
+    /// their later fragments (`ovs-appctl dpctl/ipf-get-status`).
+    pub fn fragmented_datagrams(&self) -> usize {
+        self.frags.len()
+    }
+
     /// Removes every connection (of `zone`, if given); returns how many.
     pub fn flush(&self, zone: Option<u16>) -> usize {
         // The kernel's connections created before the flush go with it.

@@ -133,7 +133,7 @@ impl<P> EnginePort<P> {
 }
 
 /// Stations NORMAL remembers per packet thread.
-const MAC_TABLE_SIZE: usize = 8192;
+pub const MAC_TABLE_SIZE: usize = 8192;
 
 /// Longest time between two flushes of the translation cache's pending
 /// counts while busy (idle rounds flush at once, and a statistics request

@@ -18,10 +18,15 @@ pub struct DesiredBridge {
     pub standalone: bool,
     /// `Controller.target`s: `tcp:` (active) and `ptcp:` (passive).
     pub controllers: Vec<String>,
+    /// The `Controller` rows: (UUID, target), for their status columns.
+    pub controller_rows: Vec<(String, String)>,
     /// From `other_config:datapath-id`.
     pub datapath_id: Option<u64>,
     /// By interface name.
     pub ifaces: BTreeMap<String, DesiredIface>,
+    /// The Bridge's columns xbr does not carry out that are set
+    /// (`sflow`, `netflow`, `ipfix`, `mirrors`), by column name.
+    pub unsupported: Vec<&'static str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +64,9 @@ pub struct Desired {
     /// The root row's `other_config:flow-restore-wait` (false unless
     /// `true` in any case, as ovs-vswitchd's `smap_get_bool` reads it).
     pub flow_restore_wait: bool,
+    /// The root row's `other_config:xbr-metrics` (the metrics endpoint's
+    /// IP:PORT), or why it cannot be used; `None` when unset.
+    pub metrics: Option<Result<std::net::SocketAddr, String>>,
     pub bridges: BTreeMap<String, DesiredBridge>,
     /// What the Open_vSwitch row sets that xbr ignores (`unsupported.rs`).
     pub unsupported: Vec<String>,
@@ -83,6 +91,9 @@ pub fn read(db: &Replica) -> Desired {
     out.flow_restore_wait = other
         .get("flow-restore-wait")
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    out.metrics = other
+        .get("xbr-metrics")
+        .map(|a| crate::metrics::parse_addr(a).map_err(|e| e.to_string()));
     // Interfaces the switch owns are never a tunnel's uplink.
     let ports: BTreeSet<String> = db
         .rows("Interface")
@@ -108,20 +119,22 @@ fn read_bridge(
     row: &Row,
     ports: &BTreeSet<String>,
 ) -> DesiredBridge {
-    let controller_rows: Vec<&Row> = uuids(row, "controller")
+    let controller_uuids = uuids(row, "controller");
+    let ctl_rows: Vec<&Row> = controller_uuids
         .iter()
         .filter_map(|c| db.row("Controller", c))
         .collect();
-    let controllers = controller_rows
+    let controller_rows: Vec<(String, String)> = controller_uuids
         .iter()
-        .filter_map(|c| string(c, "target"))
+        .filter_map(|c| Some((c.clone(), string(db.row("Controller", c)?, "target")?)))
         .collect();
+    let controllers = controller_rows.iter().map(|(_, t)| t.clone()).collect();
     let datapath_id = string_map(row, "other_config")
         .get("datapath-id")
         .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
     let mut ifaces = BTreeMap::new();
     let mut bridge_unsupported = unsupported::bridge(name, row);
-    for c in &controller_rows {
+    for c in &ctl_rows {
         bridge_unsupported.extend(unsupported::controller(name, c));
     }
     for p in uuids(row, "ports") {
@@ -171,10 +184,19 @@ fn read_bridge(
         uuid: uuid.to_string(),
         standalone: string(row, "fail_mode").as_deref() != Some("secure"),
         controllers,
+        controller_rows,
         datapath_id,
         ifaces,
+        unsupported: UNSUPPORTED
+            .iter()
+            .copied()
+            .filter(|col| !uuids(row, col).is_empty())
+            .collect(),
     }
 }
+
+/// Bridge columns that name rows xbr does not carry out.
+pub const UNSUPPORTED: [&str; 4] = ["sflow", "netflow", "ipfix", "mirrors"];
 
 /// The egress limit of a Port's QoS: `linux-htb` with
 /// `other_config:max-rate` (bit/s; without it, no limit, as HTB's

@@ -54,7 +54,8 @@ fn monitor_requests() -> Value {
     let mut req = json!({
         "Open_vSwitch": {"columns": ["bridges", "next_cfg", "other_config"]},
         "Bridge": {"columns": ["name", "ports", "fail_mode", "protocols", "controller",
-                               "other_config", "datapath_type"]},
+                               "other_config", "datapath_type",
+                               "sflow", "netflow", "ipfix", "mirrors"]},
         "Port": {"columns": ["name", "interfaces", "qos"]},
         "Interface": {"columns": ["name", "type", "options", "ofport_request", "mtu_request",
                                   "mac", "ingress_policing_rate", "ingress_policing_burst"]},

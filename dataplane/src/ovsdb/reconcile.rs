@@ -66,6 +66,9 @@ pub struct Settings {
     pub pin_root: PathBuf,
     /// Pinning is on (`--xdp-pin`).
     pub pin: bool,
+    /// `--metrics` was given: the database's `other_config:xbr-metrics`
+    /// is then not followed.
+    pub metrics_from_cli: bool,
 }
 
 struct Managed {
@@ -108,6 +111,12 @@ pub struct Reconciler {
     /// created later (`add-br`) is new (see `StateConfig::restore`).
     /// `None` until the first read.
     initial: Option<std::collections::BTreeSet<String>>,
+    /// The metrics endpoint `other_config:xbr-metrics` asked for, and
+    /// the value last acted on.
+    metrics: Option<crate::metrics::MetricsServer>,
+    metrics_seen: Option<Result<std::net::SocketAddr, String>>,
+    /// The unsupported Bridge columns last logged, by bridge.
+    unsupported_seen: HashMap<String, Vec<&'static str>>,
 }
 
 /// The version ovs-vsctl and ovs-vswitchd compare (`ovs_version`).
@@ -126,6 +135,9 @@ impl Reconciler {
             written: HashMap::new(),
             restore_wait: true,
             initial: None,
+            metrics: None,
+            metrics_seen: None,
+            unsupported_seen: HashMap::new(),
         }
     }
 
@@ -139,6 +151,7 @@ impl Reconciler {
     /// operations (empty if nothing changed).
     pub fn apply(&mut self, full: &Desired) -> Vec<Value> {
         self.apply_pmd_cpus(full);
+        self.apply_metrics(full);
         if full.unsupported != self.root_warned {
             for w in full
                 .unsupported
@@ -210,7 +223,9 @@ impl Reconciler {
             .bridges
             .values()
             .flat_map(|b| {
-                std::iter::once(b.uuid.as_str()).chain(b.ifaces.values().map(|i| i.uuid.as_str()))
+                std::iter::once(b.uuid.as_str())
+                    .chain(b.ifaces.values().map(|i| i.uuid.as_str()))
+                    .chain(b.controller_rows.iter().map(|(u, _)| u.as_str()))
             })
             .chain(d.root.iter().map(|(u, _)| u.as_str()))
             .collect();
@@ -266,6 +281,34 @@ impl Reconciler {
             }
         }
         self.cpus = (first, rest);
+    }
+
+    /// Follows `other_config:xbr-metrics`: serves the metrics endpoint
+    /// on its address (moved when it changes, stopped when it goes),
+    /// unless `--metrics` was given. A bad or unbindable address is
+    /// logged and leaves no endpoint.
+    fn apply_metrics(&mut self, d: &Desired) {
+        if d.metrics == self.metrics_seen {
+            return;
+        }
+        self.metrics_seen = d.metrics.clone();
+        if self.settings.metrics_from_cli {
+            if d.metrics.is_some() {
+                tracing::warn!("other_config:xbr-metrics ignored: --metrics was given");
+            }
+            return;
+        }
+        if let Some(old) = self.metrics.take() {
+            old.stop();
+        }
+        match &d.metrics {
+            None => {}
+            Some(Err(e)) => tracing::warn!("other_config:xbr-metrics: {e}"),
+            Some(Ok(addr)) => match crate::metrics::MetricsServer::start(*addr) {
+                Ok(m) => self.metrics = Some(m),
+                Err(e) => tracing::warn!("other_config:xbr-metrics: {e}"),
+            },
+        }
     }
 
     fn start_bridge(&self, name: &str, want: &DesiredBridge) -> Result<Managed, String> {
@@ -466,6 +509,7 @@ impl Reconciler {
     /// The write-back transaction's operations.
     fn write_back(&mut self, d: &Desired) -> Vec<Value> {
         let mut rows: Vec<(&'static str, String, Map<String, Value>)> = Vec::new();
+        self.controller_rows(d, &mut rows);
         for (bname, want) in &d.bridges {
             let Some(m) = self.bridges.get(bname) else {
                 // The bridge could not start: its interfaces say why.
@@ -483,6 +527,26 @@ impl Reconciler {
                 "datapath_id".into(),
                 json!(format!("{:016x}", m.bridge.datapath_id())),
             );
+            // What the bridge was asked for and does not do, where
+            // `ovs-vsctl get Bridge NAME status` shows it (those tables
+            // have no `error` column); logged when it changes.
+            let status: Vec<(&str, String)> = if want.unsupported.is_empty() {
+                Vec::new()
+            } else {
+                vec![("xbr_unsupported", want.unsupported.join(","))]
+            };
+            b.insert("status".into(), json!(["map", status]));
+            if self.unsupported_seen.get(bname) != Some(&want.unsupported) {
+                if !want.unsupported.is_empty() {
+                    tracing::warn!(
+                        bridge = %bname,
+                        "not supported by xbr, ignored: {} (see Bridge status:xbr_unsupported)",
+                        want.unsupported.join(", ")
+                    );
+                }
+                self.unsupported_seen
+                    .insert(bname.clone(), want.unsupported.clone());
+            }
             rows.push(("Bridge", want.uuid.clone(), b));
             let metas: HashMap<String, Arc<PortMeta>> = m
                 .bridge
@@ -548,9 +612,68 @@ impl Reconciler {
         self.diff_ops(rows)
     }
 
-    /// Interface statistics of every open port, as an update transaction.
+    /// The `Controller` rows' status columns, as ovs-vswitchd writes them
+    /// (its bridge.c, from connmgr's controller info): for an active
+    /// (`tcp:`) target of a running bridge, whether it is connected, its
+    /// role while connected (`other`, `master`, `slave`) and `status`
+    /// (`state`, `sec_since_connect`, `sec_since_disconnect`,
+    /// `last_error`, those known); for a passive (`ptcp:`) target, or
+    /// one the bridge has not tried yet, not connected, no role, no
+    /// status.
+    fn controller_rows(
+        &self,
+        d: &Desired,
+        rows: &mut Vec<(&'static str, String, Map<String, Value>)>,
+    ) {
+        for (bname, want) in &d.bridges {
+            let m = self.bridges.get(bname);
+            for (uuid, target) in &want.controller_rows {
+                let status = parse_controller(target)
+                    .ok()
+                    .filter(|_| target.starts_with("tcp:"))
+                    .and_then(|addr| m?.bridge.controller_status(addr));
+                let mut r = Map::new();
+                let Some(s) = status else {
+                    r.insert("is_connected".into(), json!(false));
+                    r.insert("role".into(), str_set::<&str>(&[]));
+                    r.insert("status".into(), json!(["map", []]));
+                    rows.push(("Controller", uuid.clone(), r));
+                    continue;
+                };
+                r.insert("is_connected".into(), json!(s.is_connected));
+                let role = match s.role {
+                    Some(ofproto::wire::message::role::MASTER) => Some("master"),
+                    Some(ofproto::wire::message::role::SLAVE) => Some("slave"),
+                    Some(ofproto::wire::message::role::EQUAL) => Some("other"),
+                    _ => None,
+                };
+                r.insert(
+                    "role".into(),
+                    str_set(&role.into_iter().collect::<Vec<_>>()),
+                );
+                let mut pairs: Vec<(String, String)> = Vec::new();
+                if let Some(e) = &s.last_error {
+                    pairs.push(("last_error".into(), e.clone()));
+                }
+                pairs.push(("state".into(), s.state.into()));
+                if let Some(t) = s.since_connect {
+                    pairs.push(("sec_since_connect".into(), t.as_secs().to_string()));
+                }
+                if let Some(t) = s.since_disconnect {
+                    pairs.push(("sec_since_disconnect".into(), t.as_secs().to_string()));
+                }
+                pairs.sort();
+                r.insert("status".into(), json!(["map", pairs]));
+                rows.push(("Controller", uuid.clone(), r));
+            }
+        }
+    }
+
+    /// Interface statistics of every open port, and the controllers'
+    /// status, as an update transaction.
     pub fn stats(&mut self, d: &Desired) -> Vec<Value> {
         let mut rows = Vec::new();
+        self.controller_rows(d, &mut rows);
         for (bname, want) in &d.bridges {
             let Some(m) = self.bridges.get(bname) else {
                 continue;
@@ -608,6 +731,9 @@ impl Reconciler {
 
     /// Stops every bridge.
     pub fn shutdown(self) -> bool {
+        if let Some(m) = self.metrics {
+            m.stop();
+        }
         let mut ok = true;
         for (_, m) in self.bridges {
             ok &= m.bridge.shutdown();

@@ -24,6 +24,8 @@
 //! ovs-vswitchd sharing the run directory keeps its own), and both files
 //! are removed on shutdown if they are still xbr's.
 
+mod support;
+
 use crate::accept_loop::AcceptLoop;
 use crate::ctl;
 use serde_json::{json, Value};
@@ -34,29 +36,60 @@ use std::path::{Path, PathBuf};
 
 /// The commands served, as `list-commands` prints them.
 const COMMANDS: &[(&str, &str)] = &[
+    ("bond/list", ""),
+    ("bond/show", "[port]"),
+    ("bridge/dump-flows", "[--offload-stats] bridge"),
+    ("cfm/show", "[interface]"),
+    ("coverage/show", ""),
     ("dpctl/ct-get-maxconns", "[dp]"),
     ("dpctl/ct-get-nconns", "[dp]"),
     ("dpctl/ct-set-maxconns", "[dp] maxconns"),
     ("dpctl/ct-stats-show", "[dp] [zone=N] [verbose]"),
     ("dpctl/del-flows", "[dp]"),
     ("dpctl/dump-conntrack", "[dp] [zone=N]"),
+    ("dpctl/dump-dps", ""),
     ("dpctl/dump-flows", "[dp]"),
     ("dpctl/flush-conntrack", "[dp] [zone=N]"),
-    ("dpctl/show", "[dp]"),
+    ("dpctl/ipf-get-status", "[dp]"),
+    ("dpctl/show", "[-s] [dp]"),
+    ("dpif-netdev/dpif-impl-get", ""),
+    ("dpif-netdev/miniflow-parser-get", ""),
+    (
+        "dpif-netdev/pmd-perf-show",
+        "[-nh] [-it iter-history-len] [-ms ms-history-len] [-pmd core] [dp]",
+    ),
     ("dpif-netdev/pmd-rxq-show", "[-pmd core] [-secs secs] [dp]"),
     ("dpif-netdev/pmd-stats-clear", "[-pmd core] [dp]"),
     ("dpif-netdev/pmd-stats-show", "[-pmd core] [dp]"),
+    ("dpif-netdev/subtable-lookup-prio-get", ""),
     ("dpif/show", ""),
+    ("dpif/show-dp-features", "bridge"),
     ("exit", "[--cleanup]"),
     ("fdb/flush", "[bridge]"),
     ("fdb/show", "[bridge...]"),
+    ("fdb/stats-show", "bridge"),
+    ("lacp/show", "[port]"),
+    ("lacp/show-stats", "[port]"),
     ("list-commands", ""),
+    ("mdb/show", "bridge"),
+    ("memory/show", ""),
     ("ofproto/list", ""),
+    ("ofproto/list-tunnels", ""),
     ("ofproto/trace", "[bridge] flow [--ct-next flags]..."),
+    ("ovs/route/show", ""),
+    ("qos/show", "interface"),
+    ("tnl/arp/show", ""),
+    ("tnl/ports/show", "[-v]"),
+    ("upcall/show", ""),
     ("version", ""),
     ("vlog/list", ""),
-    ("vlog/set", "spec"),
+    ("vlog/reopen", ""),
+    ("vlog/set", "spec..."),
 ];
+
+/// OVS's one userspace datapath, as `dpctl/dump-dps` lists it: xbr's
+/// bridges each have their own, and this name stands for all of them.
+const DATAPATH: &str = "ovs-netdev";
 
 /// The bridges with a live control socket in `rundir`, sorted (a socket
 /// file a killed xbr left refuses connections).
@@ -91,6 +124,17 @@ pub enum Plan {
     /// first lines' hits and misses summed under one datapath heading
     /// (OVS runs every netdev bridge on one datapath).
     DpifShow(Vec<String>),
+    /// `dpctl/show [-s]` of these bridges: their `support dpctl-show`
+    /// replies under one datapath heading, the first lines' lookups and
+    /// flows summed.
+    DpctlShow(Vec<String>, bool),
+    /// Control requests whose answers follow this text, joined with no
+    /// `bridge:` headings.
+    Joined(String, Vec<(String, String)>),
+    /// Control requests, one per bridge, for a thing only one of them
+    /// has: the first answer, else the first refusal that is not the
+    /// `not_here` one, else `not_here`.
+    AnyOf(Vec<(String, String)>, String),
     /// Stop xbr, then answer; `cleanup` (`exit --cleanup`, as OVS's
     /// removes its datapaths): remove the pinned XDP programs and flow
     /// caches too, instead of leaving them forwarding.
@@ -104,6 +148,9 @@ fn select<'a>(bridges: &'a [String], dp: Option<&str>) -> Result<Vec<&'a String>
         None => Ok(bridges.iter().collect()),
         Some(d) => {
             let d = d.split_once('@').map_or(d, |(_, name)| name);
+            if d == DATAPATH {
+                return Ok(bridges.iter().collect());
+            }
             match bridges.iter().find(|b| *b == d) {
                 Some(b) => Ok(vec![b]),
                 None => Err(format!(
@@ -113,24 +160,6 @@ fn select<'a>(bridges: &'a [String], dp: Option<&str>) -> Result<Vec<&'a String>
             }
         }
     }
-}
-
-/// Maps OVS's vlog levels onto xbr's log filter; anything else is taken
-/// as xbr's own directives.
-fn vlog_directives(spec: &str) -> String {
-    let level = |w: &str| match w {
-        "emer" | "err" => Some("error"),
-        "warn" => Some("warn"),
-        "info" => Some("info"),
-        "dbg" => Some("debug"),
-        "off" => Some("off"),
-        _ => None,
-    };
-    // `module:destination:level` or any part of it; OVS's modules are not
-    // xbr's, so a level applies to the whole process.
-    spec.split(':')
-        .find_map(level)
-        .map_or_else(|| spec.to_string(), str::to_string)
 }
 
 /// Turns one request into a plan.
@@ -206,14 +235,29 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
             line.push_str(flow);
             Ok(Plan::Ask(vec![(bridge, line)]))
         }
-        "dpctl/dump-flows" | "dpctl/del-flows" | "dpctl/show" => {
+        "dpctl/dump-flows" | "dpctl/del-flows" => {
             let dp = params.iter().find(|p| !p.starts_with('-'));
             let line = match method {
                 "dpctl/dump-flows" => "dpctl dump-flows",
-                "dpctl/del-flows" => "dpctl del-flows",
-                _ => "stats",
+                _ => "dpctl del-flows",
             };
             Ok(ask_each(select(bridges, dp.map(String::as_str))?, line))
+        }
+        "dpctl/show" => {
+            let mut stats = false;
+            let mut dp = None;
+            for p in params {
+                match p.as_str() {
+                    "-s" | "--statistics" => stats = true,
+                    p if p.starts_with('-') => return Err(format!("{p}: unknown option")),
+                    p => dp = Some(p),
+                }
+            }
+            let targets = select(bridges, dp)?;
+            Ok(Plan::DpctlShow(
+                targets.into_iter().cloned().collect(),
+                stats,
+            ))
         }
         "dpctl/ct-get-maxconns" | "dpctl/ct-get-nconns" => {
             let dp = params.iter().find(|p| !p.starts_with('-'));
@@ -263,8 +307,7 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
             for p in params.iter().filter(|p| !p.starts_with('-')) {
                 match p.strip_prefix("zone=") {
                     Some(z) => {
-                        z.parse::<u16>()
-                            .map_err(|_| format!("{p}: invalid zone"))?;
+                        z.parse::<u16>().map_err(|_| format!("{p}: invalid zone"))?;
                         zone = Some(z);
                     }
                     None => dp = Some(p.as_str()),
@@ -300,10 +343,9 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
             let plan = ask_each(targets, line);
             // One reply however many bridges were flushed, as OVS.
             match plan {
-                Plan::Ask(r) if method == "fdb/flush" => Ok(Plan::AskThen(
-                    r,
-                    "table successfully flushed\n".into(),
-                )),
+                Plan::Ask(r) if method == "fdb/flush" => {
+                    Ok(Plan::AskThen(r, "table successfully flushed\n".into()))
+                }
                 other => Ok(other),
             }
         }
@@ -345,17 +387,24 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
             }
             Ok(Plan::DpifShow(bridges.to_vec()))
         }
-        "vlog/list" => Ok(Plan::Ask(vec![(any_bridge()?, "log".into())])),
+        // The log is the process's: answered here, with or without a
+        // bridge.
+        "vlog/list" => crate::logging::vlog_list()
+            .map(Plan::Text)
+            .map_err(|e| e.to_string()),
         "vlog/set" => {
-            let spec = params.first().ok_or("vlog/set: expects a spec")?;
-            Ok(Plan::Ask(vec![(
-                any_bridge()?,
-                format!("log {}", vlog_directives(spec)),
-            )]))
+            if params.is_empty() {
+                return Err("vlog/set: expects a spec (MODULE:DESTINATION:LEVEL)".into());
+            }
+            for spec in params {
+                crate::logging::vlog_set(spec).map_err(|e| e.to_string())?;
+            }
+            Ok(Plan::Text(String::new()))
         }
-        other => Err(format!(
-            "\"{other}\" is not a valid command (use \"list-commands\" to see a list of valid commands)"
-        )),
+        "vlog/reopen" => crate::logging::reopen()
+            .map(|()| Plan::Text(String::new()))
+            .map_err(|e| e.to_string()),
+        _ => support::plan(method, params, bridges),
     }
 }
 
@@ -373,6 +422,32 @@ fn execute(rundir: &Path, plan: Plan) -> Result<String, String> {
             Ok(String::new())
         }
         Plan::AskThen(requests, text) => execute(rundir, Plan::Ask(requests)).map(|_| text),
+        Plan::DpctlShow(bridges, stats) => support::dpctl_show(rundir, &bridges, stats),
+        Plan::Joined(mut text, requests) => {
+            for (bridge, line) in requests {
+                match ctl::request(&ctl::socket_path(rundir, &bridge), &line) {
+                    Ok(r) if r.ok => text.push_str(&r.text),
+                    Ok(r) => return Err(r.text.trim_end().to_string()),
+                    Err(ctl::CtlError::Connect { .. }) => continue,
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            Ok(text)
+        }
+        Plan::AnyOf(requests, not_here) => {
+            let mut refused = None;
+            for (bridge, line) in requests {
+                match ctl::request(&ctl::socket_path(rundir, &bridge), &line) {
+                    Ok(r) if r.ok => return Ok(r.text),
+                    Ok(r) if r.text.trim_end() != not_here => {
+                        refused.get_or_insert(r.text.trim_end().to_string());
+                    }
+                    Ok(_) | Err(ctl::CtlError::Connect { .. }) => {}
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            Err(refused.unwrap_or(not_here))
+        }
         Plan::DpifShow(bridges) => {
             let (mut hit, mut missed, mut blocks) = (0u64, 0u64, String::new());
             for bridge in bridges {

@@ -55,7 +55,14 @@ fn datapath_commands_ask_every_bridge_or_the_one_named() {
         each("dpctl dump-flows")
     );
     assert_eq!(plan("dpctl/del-flows", &[], &two), each("dpctl del-flows"));
-    assert_eq!(plan("dpctl/show", &[], &two), each("stats"));
+    assert_eq!(
+        plan("dpctl/show", &args(&["-s", "netdev@ovs-netdev"]), &two),
+        Ok(Plan::DpctlShow(two.clone(), true))
+    );
+    assert_eq!(
+        plan("dpctl/show", &args(&["br1"]), &two),
+        Ok(Plan::DpctlShow(vec!["br1".into()], false))
+    );
     assert_eq!(
         plan("dpctl/dump-flows", &args(&["netdev@br1"]), &two),
         Ok(Plan::Ask(vec![("br1".into(), "dpctl dump-flows".into())]))
@@ -72,37 +79,16 @@ fn datapath_commands_ask_every_bridge_or_the_one_named() {
 }
 
 #[test]
-fn vlog_levels_map_onto_the_log_filter() {
-    let one = names(&["br0"]);
-    for (spec, line) in [
-        ("dbg", "log debug"),
-        ("ANY:file:dbg", "log debug"),
-        ("vconn:info", "log info"),
-        ("err", "log error"),
-        (
-            "dataplane::vxlan=debug,info",
-            "log dataplane::vxlan=debug,info",
-        ),
-    ] {
-        assert_eq!(
-            plan("vlog/set", &args(&[spec]), &one),
-            Ok(Plan::Ask(vec![("br0".into(), line.into())])),
-            "{spec}"
-        );
-    }
-    assert_eq!(
-        plan("vlog/list", &[], &one),
-        Ok(Plan::Ask(vec![("br0".into(), "log".into())]))
-    );
-    assert!(plan("vlog/list", &[], &[]).is_err());
+fn vlog_set_needs_a_spec() {
+    assert!(plan("vlog/set", &[], &names(&["br0"])).is_err());
 }
 
 #[test]
 fn unknown_commands_are_refused_as_ovs_refuses_them() {
-    let e = plan("bond/show", &[], &names(&["br0"])).unwrap_err();
+    let e = plan("nosuch/command", &[], &names(&["br0"])).unwrap_err();
     assert_eq!(
         e,
-        "\"bond/show\" is not a valid command (use \"list-commands\" to see a list of valid commands)"
+        "\"nosuch/command\" is not a valid command (use \"list-commands\" to see a list of valid commands)"
     );
     let Ok(Plan::Text(list)) = plan("list-commands", &[], &[]) else {
         panic!("list-commands answers itself");
@@ -283,4 +269,79 @@ fn pmd_stats_show_and_clear_take_a_core_and_a_bridge() {
     assert!(plan("dpif-netdev/pmd-stats-show", &names(&["-pmd"]), &two).is_err());
     assert!(plan("dpif-netdev/pmd-stats-show", &names(&["-pmd", "x"]), &two).is_err());
     assert!(plan("dpif-netdev/pmd-stats-show", &names(&["-secs", "1"]), &two).is_err());
+}
+
+#[test]
+fn sosreports_commands_are_planned_or_refused_as_ovs_refuses_them() {
+    let two = names(&["br0", "br1"]);
+    assert_eq!(
+        plan("dpctl/dump-dps", &[], &two),
+        Ok(Plan::Text("netdev@ovs-netdev\n".into()))
+    );
+    assert_eq!(
+        plan("dpctl/dump-dps", &[], &[]),
+        Ok(Plan::Text(String::new()))
+    );
+    // `netdev@ovs-netdev` stands for every bridge.
+    assert_eq!(
+        plan("dpctl/ipf-get-status", &args(&["netdev@ovs-netdev"]), &two),
+        Ok(Plan::Ask(vec![
+            ("br0".into(), "support ipf".into()),
+            ("br1".into(), "support ipf".into())
+        ]))
+    );
+    assert_eq!(
+        plan(
+            "bridge/dump-flows",
+            &args(&["--offload-stats", "br1"]),
+            &two
+        ),
+        Ok(Plan::Ask(vec![("br1".into(), "support dump-flows".into())]))
+    );
+    assert_eq!(
+        plan("bridge/dump-flows", &args(&["br9"]), &two),
+        Err("no such bridge".into())
+    );
+    assert_eq!(
+        plan(
+            "dpif-netdev/pmd-perf-show",
+            &args(&["-nh", "-it", "10", "-pmd", "3"]),
+            &two
+        ),
+        Ok(Plan::Ask(vec![
+            ("br0".into(), "support pmd-perf --core 3".into()),
+            ("br1".into(), "support pmd-perf --core 3".into())
+        ]))
+    );
+    assert_eq!(
+        plan("qos/show", &args(&["p1"]), &two),
+        Ok(Plan::AnyOf(
+            vec![
+                ("br0".into(), "support qos p1".into()),
+                ("br1".into(), "support qos p1".into())
+            ],
+            "no such interface".into()
+        ))
+    );
+    assert_eq!(plan("bond/show", &[], &two), Ok(Plan::Text(String::new())));
+    assert_eq!(
+        plan("bond/show", &args(&["p1"]), &two),
+        Err("no such bond".into())
+    );
+    assert_eq!(
+        plan("cfm/show", &args(&["p1"]), &two),
+        Err("no such interface".into())
+    );
+    let Ok(Plan::Text(list)) = plan("list-commands", &[], &[]) else {
+        panic!("list-commands answers itself");
+    };
+    for c in [
+        "coverage/show",
+        "memory/show",
+        "dpctl/dump-dps",
+        "upcall/show",
+        "vlog/reopen",
+    ] {
+        assert!(list.contains(&format!("  {c}")), "{c}: {list}");
+    }
 }

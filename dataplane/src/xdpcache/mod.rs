@@ -357,7 +357,10 @@ impl XdpCache {
     }
 
     pub fn stats(&self) -> XdpCacheStats {
-        self.stats
+        XdpCacheStats {
+            entries: self.mirror.len() as u64,
+            ..self.stats
+        }
     }
 
     /// Makes this one of `threads` packet threads' caches over the same

@@ -35,6 +35,9 @@ pub struct XdpCacheStats {
     /// Packets the kernel forwarded from templates, each creating a
     /// connection (part of `hit_packets`).
     pub ct_new_packets: u64,
+    /// Entries the thread has in the map when it published (a level,
+    /// not a count of events; summed over threads like the rest).
+    pub entries: u64,
 }
 
 impl XdpCacheStats {
@@ -55,6 +58,7 @@ impl XdpCacheStats {
             encap_hit_packets,
             templates,
             ct_new_packets,
+            entries,
         } = o;
         self.installs += installs;
         self.install_errors += install_errors;
@@ -70,5 +74,6 @@ impl XdpCacheStats {
         self.encap_hit_packets += encap_hit_packets;
         self.templates += templates;
         self.ct_new_packets += ct_new_packets;
+        self.entries += entries;
     }
 }

@@ -25,6 +25,7 @@ use read::{read_full, Filled};
 
 use crate::bridge::Bridge;
 use crate::bundle::{Bundles, CommitTo};
+use crate::counters::ControlCounters;
 use crate::notify::Subscription;
 use crate::outbox::Outbox;
 use crate::roles::ConnRole;
@@ -104,6 +105,7 @@ impl<R: Read> Drop for Connection<R> {
     fn drop(&mut self) {
         // The outbox's thread writes what is left and ends.
         self.outbox.close();
+        ControlCounters::bump(&self.bridge.counters().connections_closed, 1);
     }
 }
 
@@ -122,6 +124,7 @@ impl<R: Read> Connection<R> {
     ) -> Self {
         let outbox = Outbox::start(writer);
         let role = bridge.roles().register();
+        ControlCounters::bump(&bridge.counters().connections_opened, 1);
         let async_config = Arc::new(Mutex::new(AsyncConfig::default()));
         Connection {
             reader: io::BufReader::with_capacity(READ_BUFFER, reader),
@@ -139,6 +142,11 @@ impl<R: Read> Connection<R> {
             bundles: Bundles::default(),
             peer,
         }
+    }
+
+    /// The connection's role, as other parties read it.
+    pub(crate) fn role_cell(&self) -> Arc<std::sync::atomic::AtomicU32> {
+        self.role.shared()
     }
 
     /// Serves the connection until the peer closes it or framing fails.
@@ -239,6 +247,9 @@ impl<R: Read> Connection<R> {
         // not a message (bad framing) gets an error after it.
         if !self.hello_sent {
             self.send_hello(OFP_VERSION)?;
+        }
+        if bytes.get(1) == Some(&msg_type::ERROR) {
+            ControlCounters::bump(&self.bridge.counters().errors_sent, 1);
         }
         if self.version == OFP_VERSION {
             return self.outbox.send(bytes);
@@ -511,6 +522,20 @@ impl<R: Read> Connection<R> {
                     && exp_type == crate::wire::NXT_SET_PACKET_IN_FORMAT
                 {
                     return self.set_packet_in_format(xid, &data, raw);
+                }
+                if experimenter == crate::wire::NX_VENDOR_ID
+                    && exp_type == crate::wire::NXT_TLV_TABLE_REQUEST
+                {
+                    // xbr maps no Geneve options onto `tun_metadata`
+                    // fields: no option space, no fields, no mappings
+                    // (`nx_tlv_table_reply`: max_option_space u32,
+                    // max_fields u16, 10 bytes reserved).
+                    let reply = Message::Experimenter {
+                        experimenter,
+                        exp_type: crate::wire::NXT_TLV_TABLE_REPLY,
+                        data: vec![0; 16],
+                    };
+                    return self.send(&reply.emit(xid));
                 }
                 if experimenter != ONF_VENDOR_ID {
                     let e = WireError::BadRequest(

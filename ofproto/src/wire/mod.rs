@@ -44,6 +44,10 @@ pub const HEADER_LEN: usize = 8;
 pub const NX_VENDOR_ID: u32 = 0x0000_2320;
 /// Nicira's SET_PACKET_IN_FORMAT message subtype.
 pub const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
+/// Nicira's TLV table (Geneve option to `tun_metadata` field) request
+/// and reply (`ovs-ofctl dump-tlv-map`).
+pub const NXT_TLV_TABLE_REQUEST: u32 = 25;
+pub const NXT_TLV_TABLE_REPLY: u32 = 26;
 /// The ONF experimenter id (bundles in OpenFlow 1.3).
 pub const ONF_VENDOR_ID: u32 = 0x4f4e_4600;
 /// `buffer_id` meaning "no buffered packet".

@@ -1,0 +1,257 @@
+//! The database's `Controller` status columns (`is_connected`, `role`,
+//! `status`) as ovs-vswitchd 3.1 writes them, for the same sequence of
+//! `ovs-vsctl` commands run against xbr and against ovs-vswitchd: an
+//! active controller that answers HELLO and echo requests (connected, role `other`, state
+//! ACTIVE), an active target nobody listens on (not connected, BACKOFF,
+//! `last_error` "Connection refused"), and a passive target (nothing).
+//!
+//! Bridge rows naming what xbr does not carry out (sFlow, NetFlow,
+//! IPFIX, mirrors) are logged and shown in the Bridge's `status`.
+//!
+//! Needs root, a built `xbr`, ovsdb-server and ovs-vswitchd (OVS 3.1),
+//! like tests/ovsdb.rs.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use xbr_tests::ovsdb::OvsDb;
+use xbr_tests::{unique_tag, Result};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Plays the controller on `listener`: accepts the switch's connection,
+/// answers its HELLO with OpenFlow 1.3's and each ECHO_REQUEST with a
+/// reply (so the inactivity probe keeps it), until `stop`.
+fn play_controller(
+    listener: TcpListener,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<std::io::Result<()>> {
+    std::thread::spawn(move || {
+        listener.set_nonblocking(true)?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut conn = loop {
+            match listener.accept() {
+                Ok((c, _)) => break c,
+                Err(_) if Instant::now() < deadline && !stop.load(Ordering::Relaxed) => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        conn.set_nonblocking(false)?;
+        conn.set_read_timeout(Some(Duration::from_millis(200)))?;
+        conn.write_all(&[4, 0, 0, 8, 0, 0, 0, 1])?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !stop.load(Ordering::Relaxed) {
+            match conn.read(&mut chunk) {
+                Ok(0) => return Ok(()),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+            }
+            while buf.len() >= 8 {
+                let len = usize::from(u16::from_be_bytes([buf[2], buf[3]])).max(8);
+                if buf.len() < len {
+                    break;
+                }
+                let msg: Vec<u8> = buf.drain(..len).collect();
+                if msg[1] == 2 {
+                    let mut reply = msg.clone();
+                    reply[1] = 3;
+                    conn.write_all(&reply)?;
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The Controller rows, sorted, with the ports named and the seconds
+/// left out (they differ by when the two switches were asked).
+fn controllers(db: &OvsDb, names: &[(u16, &str)]) -> Result<String> {
+    let out = db
+        .vsctl(&[
+            "--format=csv",
+            "--no-headings",
+            "--columns=target,is_connected,role,status",
+            "list",
+            "Controller",
+        ])?
+        .ok()?;
+    let mut rows: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|l| {
+            let mut l = l.to_string();
+            for (port, name) in names {
+                l = l.replace(&port.to_string(), name);
+            }
+            // sec_since_connect="3" -> sec_since_connect=N
+            let mut out = String::new();
+            let mut rest = l.as_str();
+            while let Some(i) = rest.find("sec_since_") {
+                let (head, tail) = rest.split_at(i);
+                out.push_str(head);
+                let key_end = tail.find('=').unwrap_or(tail.len());
+                out.push_str(&tail[..key_end]);
+                out.push_str("=N");
+                let after = &tail[key_end..];
+                let skip = after
+                    .char_indices()
+                    .skip(1)
+                    .find(|(_, c)| *c == ',' || *c == '}')
+                    .map_or(after.len(), |(j, _)| j);
+                rest = &after[skip..];
+            }
+            out.push_str(rest);
+            out
+        })
+        .collect();
+    rows.sort();
+    Ok(rows.join("\n"))
+}
+
+/// Runs the sequence against one switch; returns the rows once the
+/// active controller shows connected and the dead one its error (or
+/// what they are after 20 s).
+fn run(ovs: bool) -> Result<String> {
+    let bridge = format!("xbrt{}", unique_tag());
+    let active = TcpListener::bind("127.0.0.1:0").expect("listener");
+    let active_port = active.local_addr().expect("address").port();
+    let (dead_port, passive_port) = (free_port(), free_port());
+    let mut db = OvsDb::start(None)?;
+    if ovs {
+        db.start_vswitchd()?;
+    } else {
+        db.start_xbr()?;
+    }
+    let mut add = vec!["add-br", &bridge];
+    if ovs {
+        add.extend(["--", "set", "Bridge", &bridge, "datapath_type=netdev"]);
+    }
+    db.vsctl(&add)?.ok()?;
+    let targets = [
+        format!("tcp:127.0.0.1:{active_port}"),
+        format!("tcp:127.0.0.1:{dead_port}"),
+        format!("ptcp:{passive_port}:127.0.0.1"),
+    ];
+    let mut set = vec!["set-controller", bridge.as_str()];
+    set.extend(targets.iter().map(String::as_str));
+    db.vsctl(&set)?.ok()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let controller = play_controller(active, stop.clone());
+    let names = [
+        (active_port, "ACTIVE_PORT"),
+        (dead_port, "DEAD_PORT"),
+        (passive_port, "PASSIVE_PORT"),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let rows = loop {
+        let rows = controllers(&db, &names)?;
+        let settled =
+            rows.contains("ACTIVE_PORT\"\"\",true,other,") && rows.contains("Connection refused");
+        if settled || Instant::now() > deadline {
+            break rows;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    stop.store(true, Ordering::Relaxed);
+    let played = controller.join().expect("the controller thread panicked");
+    assert!(
+        played.is_ok(),
+        "playing the controller: {played:?}\n{}",
+        db.xbr_log()
+    );
+    let _ = db.vsctl(&["del-br", &bridge]);
+    Ok(rows)
+}
+
+#[test]
+fn controller_status_columns_are_written_as_ovs_vswitchd_writes_them() -> Result<()> {
+    let ovs = run(true)?;
+    let xbr = run(false)?;
+    // The dead target alternates between trying and waiting.
+    let settle = |s: &str| s.replace("state=CONNECTING", "state=BACKOFF");
+    assert_eq!(
+        settle(&xbr),
+        settle(&ovs),
+        "xbr:\n{xbr}\novs-vswitchd:\n{ovs}"
+    );
+    assert!(xbr.contains("ACTIVE_PORT\"\"\",true,other,"), "{xbr}");
+    Ok(())
+}
+
+/// Waits (bounded) until `get Bridge BR status` is `want`.
+fn wait_status(db: &OvsDb, bridge: &str, want: &str) -> Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = db.vsctl(&["get", "Bridge", bridge, "status"])?.ok()?.stdout;
+        if got.trim() == want || Instant::now() > deadline {
+            return Ok(got.trim().to_string());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn sflow_and_mirrors_xbr_does_not_carry_out_are_logged_and_shown_in_bridge_status() -> Result<()> {
+    let bridge = format!("xbrt{}", unique_tag());
+    let mut db = OvsDb::start(None)?;
+    db.start_xbr()?;
+    db.vsctl(&["add-br", &bridge])?.ok()?;
+    assert_eq!(wait_status(&db, &bridge, "{}")?, "{}");
+    db.vsctl(&[
+        "--",
+        "--id=@s",
+        "create",
+        "sFlow",
+        "agent=lo",
+        "target=\"127.0.0.1:6343\"",
+        "--",
+        "set",
+        "Bridge",
+        &bridge,
+        "sflow=@s",
+        "--",
+        "--id=@m",
+        "create",
+        "Mirror",
+        "name=m0",
+        "select_all=true",
+        "--",
+        "add",
+        "Bridge",
+        &bridge,
+        "mirrors",
+        "@m",
+    ])?
+    .ok()?;
+    let want = "{xbr_unsupported=\"sflow,mirrors\"}";
+    assert_eq!(wait_status(&db, &bridge, want)?, want, "{}", db.xbr_log());
+    assert!(
+        db.xbr_log()
+            .contains("not supported by xbr, ignored: sflow, mirrors"),
+        "{}",
+        db.xbr_log()
+    );
+    db.vsctl(&["clear", "Bridge", &bridge, "sflow", "mirrors"])?
+        .ok()?;
+    assert_eq!(wait_status(&db, &bridge, "{}")?, "{}");
+    db.vsctl(&["del-br", &bridge])?.ok()?;
+    Ok(())
+}
