@@ -55,7 +55,9 @@ struct RunArgs {
     #[arg(long, value_name = "ptcp:PORT[:IP]", value_parser = listen_arg)]
     listen: Vec<SocketAddr>,
     /// A port: NAME[=OFPORT][,type=system|internal|vxlan][,mtu_request=N][,mac=MAC]
-    /// [,xdp_redirect=on] (the XDP flow cache may forward to it; see README).
+    /// [,xdp_redirect=auto|on|off] (whether the XDP flow cache may forward
+    /// to it; auto: while the kernel says the device takes redirected
+    /// frames; see docs/xdp-redirect-readiness.md).
     #[arg(long = "port", value_name = "SPEC", value_parser = port_arg)]
     ports: Vec<PortSpec>,
     /// CPU to pin the packet thread to.
@@ -126,6 +128,13 @@ struct RunArgs {
     /// `off` leaves every new connection to the packet threads.
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     xdp_ct_new: OnOff,
+    /// A port with xdp_redirect=auto whose veth peer (a pod's eth0) does
+    /// not take XDP-redirected frames gets GRO turned on in the peer, from
+    /// the host, so the XDP flow cache can forward to it (OVSDB: Bridge
+    /// other_config:xdp-peer-gro=true|false overrides it per bridge; see
+    /// docs/xdp-redirect-readiness.md for what it changes in the pod).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    xdp_peer_gro: OnOff,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -218,6 +227,7 @@ fn run(args: RunArgs) -> ExitCode {
         spare_xsk_ports: args.spare_ports,
         xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
         xdp_ct_new: args.xdp_ct_new == OnOff::On,
+        xdp_peer_gro: args.xdp_peer_gro == OnOff::On,
     };
     // Signals first, so a SIGTERM during start-up is not lost.
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {
@@ -311,6 +321,7 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         spare_xsk_ports: args.spare_ports,
         xdp_cache_entries: (args.xdp_cache == OnOff::On).then_some(args.xdp_cache_size),
         xdp_ct_new: args.xdp_ct_new == OnOff::On,
+        xdp_peer_gro: args.xdp_peer_gro == OnOff::On,
     };
     let unixctl = start_unixctl(&settings.rundir);
     let clean = dataplane::ovsdb::run(&path, settings, &stop);

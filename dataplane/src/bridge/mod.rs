@@ -57,6 +57,10 @@ pub struct BridgeConfig {
     /// The XDP programs create new UDP connections from templates (with
     /// the cache only; `--xdp-ct-new`, see `conntrack/kernel_new.rs`).
     pub xdp_ct_new: bool,
+    /// Ports opened with `xdp_redirect=auto` make their veth peer take
+    /// redirected frames (`--xdp-peer-gro`, `other_config:xdp-peer-gro`;
+    /// see `ports::redirect::peer`).
+    pub xdp_peer_gro: bool,
 }
 
 #[derive(Debug, Error)]
@@ -169,6 +173,9 @@ impl RunningBridge {
             )),
             None => None,
         };
+        if let Some(m) = &xdp_maps {
+            m.set_peer_gro(config.xdp_peer_gro);
+        }
         let mut opened = ports::open_ports(
             &config.ports,
             config.spare_xsk_ports,

@@ -19,6 +19,9 @@ pub struct DesiredBridge {
     pub controllers: Vec<String>,
     /// From `other_config:datapath-id`.
     pub datapath_id: Option<u64>,
+    /// From `other_config:xdp-peer-gro` (`true`/`false`), or why it is
+    /// not usable; `None` when unset.
+    pub xdp_peer_gro: Option<Result<bool, String>>,
     /// By interface name.
     pub ifaces: BTreeMap<String, DesiredIface>,
 }
@@ -101,6 +104,15 @@ fn read_bridge(
     let datapath_id = string_map(row, "other_config")
         .get("datapath-id")
         .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+    let xdp_peer_gro = string_map(row, "other_config")
+        .get("xdp-peer-gro")
+        .map(|v| match v.as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => Err(format!(
+                "other_config:xdp-peer-gro={other} is not true or false"
+            )),
+        });
     let mut ifaces = BTreeMap::new();
     for p in uuids(row, "ports") {
         let Some(port) = db.row("Port", &p) else {
@@ -142,6 +154,7 @@ fn read_bridge(
         standalone: string(row, "fail_mode").as_deref() != Some("secure"),
         controllers,
         datapath_id,
+        xdp_peer_gro,
         ifaces,
     }
 }
@@ -186,7 +199,7 @@ fn iface_spec(
         mtu_request: None,
         mac: None,
         vxlan: None,
-        xdp_redirect: false,
+        xdp_redirect: Default::default(),
         internal_backend: Default::default(),
     };
     match kind.as_str() {
@@ -228,16 +241,17 @@ fn iface_spec(
     Ok(spec)
 }
 
-/// xbr's own interface option `xdp_redirect`: the XDP flow cache may
-/// redirect to this port (a vxlan port: to its uplink; see
-/// PortSpec::xdp_redirect).
-fn xdp_redirect(name: &str, options: &BTreeMap<String, String>) -> Result<bool, String> {
-    match options.get("xdp_redirect").map(String::as_str) {
-        None | Some("off" | "false") => Ok(false),
-        Some("on" | "true") => Ok(true),
-        Some(other) => Err(format!(
-            "{name}: options:xdp_redirect={other} is not on or off"
-        )),
+/// xbr's own interface option `xdp_redirect` (`auto` when absent):
+/// whether the XDP flow cache may redirect to this port (a vxlan port: to
+/// its uplink; see PortSpec::xdp_redirect).
+fn xdp_redirect(
+    name: &str,
+    options: &BTreeMap<String, String>,
+) -> Result<crate::ports::redirect::RedirectMode, String> {
+    match options.get("xdp_redirect") {
+        None => Ok(Default::default()),
+        Some(v) => crate::ports::redirect::RedirectMode::parse(v)
+            .ok_or_else(|| format!("{name}: options:xdp_redirect={v} is not auto, on or off")),
     }
 }
 

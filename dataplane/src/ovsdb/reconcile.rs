@@ -56,6 +56,8 @@ pub struct Settings {
     pub xdp_cache_entries: Option<u32>,
     /// New connections created by the XDP programs (`--xdp-ct-new`).
     pub xdp_ct_new: bool,
+    /// Bridges' default `xdp-peer-gro` (`--xdp-peer-gro`).
+    pub xdp_peer_gro: bool,
 }
 
 struct Managed {
@@ -80,6 +82,19 @@ pub struct Reconciler {
     errors: HashMap<String, String>,
     /// What this connection last wrote, per (table, row UUID).
     written: HashMap<(&'static str, String), Map<String, Value>>,
+}
+
+/// The bridge's `other_config:xdp-peer-gro`, or `default` (`xbr run
+/// --xdp-peer-gro`) when unset or not true/false (logged).
+fn peer_gro(bridge: &str, want: &DesiredBridge, default: bool) -> bool {
+    match &want.xdp_peer_gro {
+        None => default,
+        Some(Ok(v)) => *v,
+        Some(Err(e)) => {
+            tracing::warn!(bridge, "{e}; using {default}");
+            default
+        }
+    }
 }
 
 /// The version ovs-vsctl and ovs-vswitchd compare (`ovs_version`).
@@ -211,6 +226,7 @@ impl Reconciler {
             spare_xsk_ports: s.spare_xsk_ports,
             xdp_cache_entries: s.xdp_cache_entries,
             xdp_ct_new: s.xdp_ct_new,
+            xdp_peer_gro: peer_gro(name, want, s.xdp_peer_gro),
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
         tracing::info!(bridge = %name, "bridge created from the database");
@@ -266,6 +282,13 @@ impl Reconciler {
             m.controllers = want.controllers.clone();
         }
         let live = m.bridge.live().clone();
+        if let Some(maps) = live.xdp_cache() {
+            let on = peer_gro(name, want, self.settings.xdp_peer_gro);
+            if maps.peer_gro() != on {
+                tracing::info!(bridge = %name, on, "xdp-peer-gro changed (ports added from now on)");
+                maps.set_peer_gro(on);
+            }
+        }
         // An internal port's new MTU is set in place, as OVS does: the
         // agent's addresses and routes on tun0 must survive it.
         for (n, spec) in m.ports.iter_mut() {

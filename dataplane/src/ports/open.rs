@@ -4,6 +4,7 @@
 //! whatever thread opens a port (start-up, or a live add), never on the
 //! packet thread.
 
+use super::redirect::{peer, watch, Readiness, RedirectMode, Why};
 use super::*;
 use crate::config::InternalBackend;
 use crate::hostveth::{self, HostVeth, HostVethError};
@@ -165,14 +166,14 @@ pub fn open_ports(
 }
 
 /// Attaches xbr's XDP program to `link` and binds its AF_XDP sockets
-/// on `umem`. With the cache on and `redirect_target` (the device
-/// accepts redirected frames), cache entries may forward to it.
+/// on `umem`. With the cache on, cache entries may forward to it as
+/// `mode` says (see [`set_redirect`]).
 fn attach_xsk(
     name: &str,
     link: &netdev::LinkInfo,
     umem: &Arc<Umem>,
     cache: Option<&CacheMaps>,
-    redirect_target: bool,
+    mode: RedirectMode,
 ) -> Result<XskPort, PortError> {
     let prog = XdpProgram::attach(link.ifindex, XdpModeRequest::Auto, cache).map_err(|source| {
         PortError::Xdp {
@@ -180,19 +181,70 @@ fn attach_xsk(
             source,
         }
     })?;
-    let xdp_target = cache.is_some() && redirect_target;
-    if let (Some(cache), true) = (cache, xdp_target) {
-        cache
-            .add_dev(link.ifindex)
-            .map_err(|source| PortError::XdpCache {
-                name: name.to_string(),
-                source,
-            })?;
-    }
     let mut port = open_xsk(name, link, prog, umem)?;
-    port.xdp_target = xdp_target;
-    port.xdp_target_frags = xdp_target && redirect_takes_frags(name, link.ifindex);
+    set_redirect(&mut port, name, link, cache, mode)?;
     Ok(port)
+}
+
+/// Makes `port`'s device (`link`, of port `name`) a redirect target of
+/// the XDP flow cache `cache` as `mode` says: never (`off`, or the cache
+/// is off), always (`on`: the operator vouches for it), or while the
+/// kernel says it takes redirected frames (`auto`, followed by
+/// `redirect::watch`). An `auto` veth whose peer does not, on a bridge
+/// with `xdp-peer-gro`, gets GRO turned on in the peer first
+/// (`redirect::peer`); if that fails the port stays not ready and says
+/// why.
+pub(crate) fn set_redirect(
+    port: &mut XskPort,
+    name: &str,
+    link: &netdev::LinkInfo,
+    cache: Option<&CacheMaps>,
+    mode: RedirectMode,
+) -> Result<(), PortError> {
+    let Some(cache) = cache else {
+        return Ok(());
+    };
+    if mode == RedirectMode::Off {
+        port.redirect = Arc::new(Readiness::new(mode, Why::ConfiguredOff, false));
+        return Ok(());
+    }
+    cache
+        .add_dev(link.ifindex)
+        .map_err(|source| PortError::XdpCache {
+            name: name.to_string(),
+            source,
+        })?;
+    if mode == RedirectMode::On {
+        let frags = redirect_takes_frags(name, link.ifindex);
+        port.redirect = Arc::new(Readiness::new(mode, Why::ConfiguredOn, frags));
+        return Ok(());
+    }
+    let readiness = Arc::new(Readiness::new(mode, Why::NotReady, false));
+    let reg = watch::register(
+        name,
+        link.ifindex,
+        readiness.clone(),
+        cache.generation().clone(),
+    );
+    if readiness.why() == Why::NotReady && cache.peer_gro() && link.kind.as_deref() == Some("veth")
+    {
+        match peer::enable_gro(link) {
+            Ok(peer) => {
+                readiness.set_note(format!("xbr turned GRO on for the peer {peer}"));
+                reg.made_ready();
+                tracing::info!(port = name, %peer, "GRO turned on in the peer: {}",
+                    readiness.describe());
+            }
+            Err(e) => {
+                readiness.set_note(format!("cannot turn GRO on in the peer: {e}"));
+                tracing::warn!(port = name, error = %e,
+                    "cannot make the peer take XDP-redirected frames;                      its traffic goes through the packet thread");
+            }
+        }
+    }
+    port.redirect = readiness;
+    port.redirect_watch = Some(reg);
+    Ok(())
 }
 
 /// Whether XDP flow cache entries may redirect frames in several buffers
@@ -244,7 +296,9 @@ pub fn open_one(
             })?;
             let port = attach_xsk(&name, &link, umem, cache, spec.xdp_redirect)?;
             tracing::info!(port = %name, ofport, ifindex = link.ifindex, "attached");
-            let meta = PortMeta::new(ofport, name, link.mac.unwrap_or_default()).with_kind("afxdp");
+            let meta = PortMeta::new(ofport, name, link.mac.unwrap_or_default())
+                .with_kind("afxdp")
+                .with_redirect(port.redirect.clone());
             Ok((Arc::new(meta), Port::Xsk(port)))
         }
         PortType::Vxlan => {
@@ -266,12 +320,17 @@ pub fn open_one(
             let link = netdev::link_by_index(pair.peer_ifindex()).map_err(netdev_err)?;
             // The host end has GRO on (HostVeth::create), so the xbr end
             // always accepts redirected frames.
-            let mut port = attach_xsk(&name, &link, umem, cache, true)?;
+            let mut port = attach_xsk(&name, &link, umem, cache, RedirectMode::On)?;
+            if cache.is_some() {
+                let frags = port.redirect.frags();
+                port.redirect = Arc::new(Readiness::new(RedirectMode::On, Why::Internal, frags));
+            }
             tracing::info!(port = %name, ofport, ifindex = host.ifindex, peer = %pair.peer(),
                 peer_ifindex = link.ifindex, "internal port created (veth)");
             port.host = Some(pair);
-            let meta =
-                PortMeta::new(ofport, name, host.mac.unwrap_or_default()).with_kind("internal");
+            let meta = PortMeta::new(ofport, name, host.mac.unwrap_or_default())
+                .with_kind("internal")
+                .with_redirect(port.redirect.clone());
             Ok((Arc::new(meta), Port::Xsk(port)))
         }
         PortType::Internal => {

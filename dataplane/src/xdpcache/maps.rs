@@ -43,6 +43,11 @@ pub struct CacheMaps {
     /// connection, the reports and the budget (conntrack's).
     ct_new: MapHandle,
     ct: crate::conntrack::KernelMaps,
+    /// The bridge's `xdp-peer-gro` (`other_config`, `xbr run
+    /// --xdp-peer-gro`): ports opened with `xdp_redirect=auto` whose veth
+    /// peer does not take redirected frames get GRO turned on in the peer
+    /// (`ports::redirect::peer`). Read when a port opens.
+    peer_gro: AtomicBool,
 }
 
 fn create(
@@ -140,7 +145,18 @@ impl CacheMaps {
                 cfg,
                 connections: connections.max(1),
             },
+            peer_gro: AtomicBool::new(true),
         })
+    }
+
+    /// Whether ports opened from now on make their veth peer ready (see
+    /// the field).
+    pub fn peer_gro(&self) -> bool {
+        self.peer_gro.load(Ordering::Relaxed)
+    }
+
+    pub fn set_peer_gro(&self, on: bool) {
+        self.peer_gro.store(on, Ordering::Relaxed);
     }
 
     /// The maps conntrack keeps the kernel's new connections with.
