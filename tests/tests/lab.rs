@@ -125,18 +125,12 @@ fn multitenant_single_node_isolates_vnids() {
 }
 
 /// The agent's pipeline with the XDP flow cache forwarding between local
-/// pods (`--xdp-redirect`): isolation holds on the kernel path too, and
-/// the kernel path is really taken.
+/// pods: isolation holds on the kernel path too, and the kernel path is
+/// really taken, with nothing xbr-specific asked for (no `--xdp-redirect`:
+/// the ports are `xdp_redirect=auto` and xbr turns GRO on in the pods).
 #[test]
 fn multitenant_with_the_xdp_cache_forwarding_still_isolates_vnids() {
-    let lab = Lab::up(&[
-        "--mode",
-        "multitenant",
-        "--nodes",
-        "1",
-        "--legacy",
-        "--xdp-redirect",
-    ]);
+    let lab = Lab::up(&["--mode", "multitenant", "--nodes", "1", "--legacy"]);
     let out = lab.check();
     assert!(out.success(), "check:\n{}\n{}", out.stdout, out.stderr);
     // pod1/pod4 default (VNID 0), pod2 ns1, pod3 ns2.
@@ -549,6 +543,24 @@ fn two_nodes_subnet_over_ovsdb_check_passes() {
         &[&db, "get", "Interface", "vxlan0", "ofport", "error"],
     );
     assert_eq!(vxlan.stdout, "1\n[]\n", "{}", vxlan.stderr);
+    // Configured with the agent's commands only, the nodes still use the
+    // XDP flow cache: every pod's port is ready (xbr made it so) and the
+    // check's traffic hit the cache.
+    for node in lab.nodes() {
+        let stats = xbr(
+            &["stats", "br0", "--rundir", s(node, "rundir")],
+            CMD_TIMEOUT,
+        );
+        let ready = stats.stdout.matches("xdp_redirect=auto: ready").count();
+        assert!(ready >= 2, "{}", stats.stdout);
+        let hits: u64 = stats
+            .stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("hit_packets: "))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!(hits > 0, "{}", stats.stdout);
+    }
 }
 
 /// A one-connection TCP server in namespace `netns` on `ip`:8080 that

@@ -83,10 +83,11 @@ struct UpArgs {
     /// ports with `ovs-vsctl` as the agent does.
     #[arg(long)]
     ovsdb: bool,
-    /// Pods and the underlay's end of each node's uplink turn GRO on, and
-    /// the pods' ports and vxlan0 get `xdp_redirect=on`, so pod-to-pod
-    /// traffic the flows allow, local and across nodes, is forwarded by
-    /// the XDP flow cache.
+    /// Not needed for the XDP flow cache: xbr's ports are
+    /// `xdp_redirect=auto` and xbr turns GRO on in the pods and the
+    /// underlay itself (`xdp-peer-gro`). With it the lab does that before
+    /// xbr starts and (without --ovsdb) gives the pods' ports and vxlan0
+    /// `xdp_redirect=on`, as earlier versions needed.
     #[arg(long)]
     xdp_redirect: bool,
     /// Packet threads of each node's xbr (`xbr run --pmd-threads`).
