@@ -96,7 +96,7 @@ pub fn check_spec(spec: &PortSpec) -> Result<(), PortError> {
 /// `specs` has, so that many can be added later with full rings; ports
 /// beyond that share its frames (see the README's known limits).
 /// With `cache`, system ports' XDP programs share its flow cache maps, and
-/// those with `xdp_redirect=on` are redirect targets.
+/// those with `xdp_redirect` on, or auto and ready, are redirect targets.
 pub fn open_ports(
     specs: &[PortSpec],
     spare_xsk: u32,
@@ -250,7 +250,8 @@ pub(crate) fn set_redirect(
 /// Whether XDP flow cache entries may redirect frames in several buffers
 /// (jumbo frames) to the device `ifindex`: its driver takes them
 /// (`NDO_XMIT_SG`, as the kernel reports it now; for a veth that follows
-/// its peer's GRO or XDP program, which `xdp_redirect=on` says is there).
+/// its peer's GRO or XDP program). Asked once for `xdp_redirect=on`;
+/// `auto` ports follow it (`redirect::watch`).
 /// The kernel drops such a frame redirected to a device without it, and
 /// counts it nowhere; kernels before 6.3 cannot say, and then those
 /// frames are forwarded by the packet thread.
