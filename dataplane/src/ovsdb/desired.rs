@@ -439,6 +439,41 @@ mod tests {
     }
 
     #[test]
+    fn reads_xdp_peer_gro_and_xdp_redirect() {
+        use crate::ports::redirect::RedirectMode;
+        let mut r = replica();
+        let d = read(&r);
+        assert_eq!(d.bridges["br0"].xdp_peer_gro, None);
+        let veth1 = |d: &Desired| d.bridges["br0"].ifaces["veth1"].spec.clone();
+        assert_eq!(veth1(&d).unwrap().xdp_redirect, RedirectMode::Auto);
+        let bridge = |v: &str| {
+            json!({"Bridge": {"b0": {"new": {
+                "name": "br0", "fail_mode": "secure",
+                "ports": ["set", [["uuid", "p2"]]],
+                "controller": ["set", []],
+                "other_config": ["map", [["xdp-peer-gro", v]]]}}}})
+        };
+        r.apply(&bridge("false"));
+        assert_eq!(read(&r).bridges["br0"].xdp_peer_gro, Some(Ok(false)));
+        r.apply(&bridge("maybe"));
+        let bad = read(&r).bridges["br0"]
+            .xdp_peer_gro
+            .clone()
+            .unwrap()
+            .unwrap_err();
+        assert!(bad.contains("not true or false"), "{bad}");
+        let iface = |v: &str| {
+            json!({"Interface": {"i2": {"new": {"name": "veth1", "type": "",
+                "options": ["map", [["xdp_redirect", v]]]}}}})
+        };
+        r.apply(&iface("off"));
+        assert_eq!(veth1(&read(&r)).unwrap().xdp_redirect, RedirectMode::Off);
+        r.apply(&iface("sometimes"));
+        let bad = veth1(&read(&r)).unwrap_err();
+        assert!(bad.contains("not auto, on or off"), "{bad}");
+    }
+
+    #[test]
     fn reads_bridges_and_interfaces() {
         let d = read(&replica());
         assert_eq!(d.root, Some(("root".into(), 7)));
