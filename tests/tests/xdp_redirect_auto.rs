@@ -368,6 +368,20 @@ fn without_peer_gro_pods_are_left_alone_and_served_by_the_packet_thread() -> Res
         xdp_stat(&end, "hit_packets") >= xdp_stat(&after, "hit_packets") + 1800,
         "{end}"
     );
+    // Turning the setting on makes the open ports' pods ready (A's).
+    assert!(dpif_line(&db, a.host_if())?.contains("not ready"));
+    db.vsctl(&["set", "Bridge", &bridge, "other_config:xdp-peer-gro=true"])?
+        .ok()?;
+    if let Err(e) = wait_ready(&db, a.host_if(), true) {
+        eprintln!("{}", db.xbr_log());
+        return Err(e);
+    }
+    let line = dpif_line(&db, a.host_if())?;
+    assert!(
+        line.contains("ready (GRO turned on in the peer by xbr)"),
+        "{line}"
+    );
+    assert!(pod_gro(&a)?);
     db.vsctl(&["del-br", &bridge])?.ok()?;
     Ok(())
 }

@@ -285,8 +285,11 @@ impl Reconciler {
         if let Some(maps) = live.xdp_cache() {
             let on = peer_gro(name, want, self.settings.xdp_peer_gro);
             if maps.peer_gro() != on {
-                tracing::info!(bridge = %name, on, "xdp-peer-gro changed (ports added from now on)");
+                tracing::info!(bridge = %name, on, "xdp-peer-gro changed");
                 maps.set_peer_gro(on);
+                if on {
+                    crate::ports::redirect::watch::make_peers_ready(maps.generation());
+                }
             }
         }
         // An internal port's new MTU is set in place, as OVS does: the

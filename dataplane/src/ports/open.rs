@@ -4,7 +4,7 @@
 //! whatever thread opens a port (start-up, or a live add), never on the
 //! packet thread.
 
-use super::redirect::{peer, watch, Readiness, RedirectMode, Why};
+use super::redirect::{watch, Readiness, RedirectMode, Why};
 use super::*;
 use crate::config::InternalBackend;
 use crate::hostveth::{self, HostVeth, HostVethError};
@@ -228,19 +228,7 @@ pub(crate) fn set_redirect(
     );
     if readiness.why() == Why::NotReady && cache.peer_gro() && link.kind.as_deref() == Some("veth")
     {
-        match peer::enable_gro(link) {
-            Ok(peer) => {
-                readiness.set_note(format!("xbr turned GRO on for the peer {peer}"));
-                reg.made_ready();
-                tracing::info!(port = name, %peer, "GRO turned on in the peer: {}",
-                    readiness.describe());
-            }
-            Err(e) => {
-                readiness.set_note(format!("cannot turn GRO on in the peer: {e}"));
-                tracing::warn!(port = name, error = %e,
-                    "cannot make the peer take XDP-redirected frames;                      its traffic goes through the packet thread");
-            }
-        }
+        reg.make_peer_ready(link);
     }
     port.redirect = readiness;
     port.redirect_watch = Some(reg);

@@ -20,9 +20,9 @@
 //! answer) and by the thread while it applies a message: control path
 //! only, nothing here is on a packet thread.
 
-use super::{Readiness, Why};
+use super::{peer, Readiness, Why};
 use crate::genl::{self, xdp_act, XdpFeatureEvent, XdpFeatureEvents};
-use crate::netdev::NetdevError;
+use crate::netdev::{self, LinkInfo, NetdevError};
 use crate::xdpcache::XdpGen;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -85,13 +85,60 @@ pub fn register(
 }
 
 impl Registration {
-    /// xbr made the peer ready: asks the device again (the kernel's
-    /// notification may still be on its way) and says so in its state.
-    pub fn made_ready(&self) {
-        let mut ports = registry().ports.lock();
-        if let Some(w) = ports.get_mut(&self.id) {
-            w.made_ready = true;
-            apply(w, genl::xdp_features(w.ifindex));
+    /// Turns GRO on in the peer of the veth `link` (the port's device),
+    /// which then takes redirected frames (`peer::enable_gro`); the
+    /// port's state says what was done, or why it could not be.
+    pub fn make_peer_ready(&self, link: &LinkInfo) {
+        make_ready(self.id, link);
+    }
+}
+
+/// See [`Registration::make_peer_ready`].
+fn make_ready(id: u64, link: &LinkInfo) {
+    let Some((name, readiness)) = registry()
+        .ports
+        .lock()
+        .get(&id)
+        .map(|w| (w.name.clone(), w.readiness.clone()))
+    else {
+        return;
+    };
+    // Outside the lock: this enters another namespace, on a thread.
+    match peer::enable_gro(link) {
+        Ok(peer) => {
+            readiness.set_note(format!("xbr turned GRO on for the peer {peer}"));
+            let mut ports = registry().ports.lock();
+            if let Some(w) = ports.get_mut(&id) {
+                w.made_ready = true;
+                // The kernel's notification may still be on its way.
+                apply(w, genl::xdp_features(w.ifindex));
+            }
+            tracing::info!(port = %name, %peer, "GRO turned on in the peer: {}",
+                readiness.describe());
+        }
+        Err(e) => {
+            readiness.set_note(format!("cannot turn GRO on in the peer: {e}"));
+            tracing::warn!(port = %name, error = %e,
+                "cannot make the peer take XDP-redirected frames; \
+                 its traffic goes through the packet thread");
+        }
+    }
+}
+
+/// Makes ready the veth peers of the not-ready ports of the bridge whose
+/// cache generation is `gen` (its `xdp-peer-gro` was just turned on).
+pub fn make_peers_ready(gen: &Arc<XdpGen>) {
+    let todo: Vec<(u64, u32)> = registry()
+        .ports
+        .lock()
+        .iter()
+        .filter(|(_, w)| Arc::ptr_eq(&w.gen, gen) && w.readiness.why() == Why::NotReady)
+        .map(|(id, w)| (*id, w.ifindex))
+        .collect();
+    for (id, ifindex) in todo {
+        match netdev::link_by_index(ifindex) {
+            Ok(link) if link.kind.as_deref() == Some("veth") => make_ready(id, &link),
+            _ => {}
         }
     }
 }
