@@ -19,11 +19,34 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use xbr_tests::{require_root, run_timeout, unique_tag, Background, Xbr, NAME_PREFIX};
 
+/// With `--xdp-peer-gro off` the pods stay as the CNI plugin made them
+/// (no GRO): xbr cannot redirect to them and says so; what goes to them
+/// goes through its packet threads (the XDP cache still forwards to tun0,
+/// xbr's own veth).
 #[test]
 fn subnet_single_node_everything_reaches() {
-    let lab = Lab::up(&["--mode", "subnet", "--nodes", "1", "--legacy"]);
+    let lab = Lab::up(&[
+        "--mode",
+        "subnet",
+        "--nodes",
+        "1",
+        "--legacy",
+        "--xdp-peer-gro",
+        "off",
+    ]);
     let out = lab.check();
     assert!(out.success(), "check:\n{}\n{}", out.stdout, out.stderr);
+    let stats = xbr(
+        &["stats", "br0", "--rundir", s(&lab.nodes()[0], "rundir")],
+        CMD_TIMEOUT,
+    );
+    assert_eq!(
+        stats.stdout.matches("xdp_redirect=auto: not ready").count(),
+        // The four pods and vxlan0's uplink.
+        5,
+        "{}",
+        stats.stdout
+    );
     // 4 pods: 12 pod pairs + 4 gateway + 4 external + the Service + 1
     // uplink.
     assert!(

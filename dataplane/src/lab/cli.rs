@@ -90,6 +90,12 @@ struct UpArgs {
     /// `xdp_redirect=on`, as earlier versions needed.
     #[arg(long)]
     xdp_redirect: bool,
+    /// Whether each node's xbr turns GRO on in the pods (and the
+    /// underlay's end of the uplinks) whose ports it cannot redirect to
+    /// (`xbr run --xdp-peer-gro`): off keeps pods as the CNI plugin made
+    /// them, and their traffic on the packet threads.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    xdp_peer_gro: String,
     /// Packet threads of each node's xbr (`xbr run --pmd-threads`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pmd_threads: u32,
@@ -205,6 +211,7 @@ fn run_up(a: UpArgs) -> Result<ExitCode, LabError> {
         },
         ovsdb: a.ovsdb,
         xdp_redirect: a.xdp_redirect,
+        xdp_peer_gro: a.xdp_peer_gro == "on",
         pmd_threads: a.pmd_threads,
         tun0_backend: a.tun0_backend.unwrap_or_default(),
         underlay_mtu: a.underlay_mtu,
