@@ -101,13 +101,14 @@ pub struct PortSpec {
     /// is not resolved yet (no route, no address): the port is numbered
     /// and drops what is output to it until the underlay is there.
     pub vxlan: Option<VxlanSpec>,
-    /// `xdp_redirect=on` (system and vxlan ports): the interface (a vxlan
-    /// port's uplink) accepts frames redirected in XDP, so the XDP flow
-    /// cache may forward to it (encapsulated, for a vxlan port). A veth
-    /// does only if its peer has GRO enabled or an XDP program; otherwise
-    /// the kernel drops such frames without a trace, so xbr never assumes
-    /// it.
-    pub xdp_redirect: bool,
+    /// `xdp_redirect=auto|on|off` (system and vxlan ports): whether the
+    /// XDP flow cache may forward to the interface (a vxlan port's
+    /// uplink; encapsulated). `auto`, the default, follows what the
+    /// kernel says the device takes: a veth takes redirected frames only
+    /// while its peer has GRO or an XDP program, and otherwise drops them
+    /// without a trace (see `ports::redirect`); `on` vouches for the
+    /// device, `off` keeps the cache from forwarding to it.
+    pub xdp_redirect: crate::ports::redirect::RedirectMode,
     /// What backs a `type=internal` port; ignored for other types.
     pub internal_backend: InternalBackend,
 }
@@ -168,7 +169,7 @@ impl std::str::FromStr for PortSpec {
             mtu_request: None,
             mac: None,
             vxlan: None,
-            xdp_redirect: false,
+            xdp_redirect: Default::default(),
             internal_backend: InternalBackend::default(),
         };
         let mut backend = None;
@@ -194,16 +195,13 @@ impl std::str::FromStr for PortSpec {
                     }
                 }
                 "xdp_redirect" => {
-                    port.xdp_redirect = match value {
-                        "on" | "true" => true,
-                        "off" | "false" => false,
-                        other => {
-                            return Err(bad(
+                    port.xdp_redirect = crate::ports::redirect::RedirectMode::parse(value)
+                        .ok_or_else(|| {
+                            bad(
                                 spec,
-                                format!("xdp_redirect '{other}' is not on or off"),
-                            ))
-                        }
-                    }
+                                format!("xdp_redirect '{value}' is not auto, on or off"),
+                            )
+                        })?
                 }
                 "mtu_request" => {
                     let mtu: u32 = value
@@ -287,7 +285,7 @@ impl std::str::FromStr for PortSpec {
                 "dst_port, local_ip and uplink are only supported on type=vxlan ports",
             ));
         }
-        if port.xdp_redirect && port.port_type == PortType::Internal {
+        if port.xdp_redirect != Default::default() && port.port_type == PortType::Internal {
             return Err(bad(
                 spec,
                 "xdp_redirect applies to type=system and type=vxlan ports only",
@@ -439,7 +437,7 @@ mod tests {
             ("averyveryverylongname", "not a valid interface name"),
             ("a,mac=zz", "not a MAC"),
             ("a,mtu_request=9", "not in 68-9216"),
-            ("a,xdp_redirect=maybe", "not on or off"),
+            ("a,xdp_redirect=maybe", "not auto, on or off"),
             (
                 "a,type=internal,xdp_redirect=on",
                 "type=system and type=vxlan ports only",

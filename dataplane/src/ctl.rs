@@ -371,8 +371,15 @@ pub fn dpif_text(
         } else {
             &p.kind
         };
+        // The XDP flow cache's view of the device, as a configuration
+        // item after the type's (`ports::redirect`).
+        let redirect = match p.redirect.as_ref().and_then(|r| r.report()) {
+            Some(r) if kind.contains(':') => format!(", {r}"),
+            Some(r) => format!(": {r}"),
+            None => String::new(),
+        };
         out.push_str(&format!(
-            "    {} {}/{}: ({kind})\n",
+            "    {} {}/{}: ({kind}{redirect})\n",
             p.name, p.ofport, p.ofport
         ));
     }

@@ -15,8 +15,13 @@
 //!   a counter, so the XDP flow cache forwards jumbo frames only to
 //!   devices that have it.
 //!
+//! - [`XdpFeatureEvents`], netdev family's `mgmt` multicast group: every
+//!   change of any device's xdp-features in this network namespace (a
+//!   veth's follow its peer's GRO and XDP program), as it happens.
+//!
 //! Messages are built by hand: a netlink header, a generic-netlink header
-//! and a few attributes, some nested. Control path only (once per port).
+//! and a few attributes, some nested. Control path only (once per port,
+//! and once per device change).
 
 use std::io;
 
@@ -31,6 +36,9 @@ const GENL_ID_CTRL: u16 = 0x10;
 const CTRL_CMD_GETFAMILY: u8 = 3;
 const CTRL_ATTR_FAMILY_ID: u16 = 1;
 const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+const CTRL_ATTR_MCAST_GROUPS: u16 = 7;
+const CTRL_ATTR_MCAST_GRP_NAME: u16 = 1;
+const CTRL_ATTR_MCAST_GRP_ID: u16 = 2;
 
 const ETHTOOL_GENL_VERSION: u8 = 1;
 const ETHTOOL_MSG_FEATURES_SET: u8 = 12;
@@ -44,6 +52,8 @@ const ETHTOOL_A_BITSET_BIT_VALUE: u16 = 3;
 
 const NETDEV_GENL_VERSION: u8 = 1;
 const NETDEV_CMD_DEV_GET: u8 = 1;
+const NETDEV_CMD_DEV_ADD_NTF: u8 = 2;
+const NETDEV_CMD_DEV_CHANGE_NTF: u8 = 4;
 const NETDEV_A_DEV_IFINDEX: u16 = 1;
 const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
 
@@ -130,24 +140,168 @@ pub fn xdp_features(ifindex: u32) -> Result<u64, NetdevError> {
 
 /// The id the kernel gave the generic-netlink family `name`.
 fn family_id(name: &str, dev: &str) -> Result<u16, NetdevError> {
+    family(name, dev).map(|(id, _)| id)
+}
+
+/// The id the kernel gave the generic-netlink family `name`, and its
+/// multicast groups' ids by name.
+fn family(name: &str, dev: &str) -> Result<(u16, Vec<(String, u32)>), NetdevError> {
     let mut attrs = Vec::new();
     let mut cname = name.as_bytes().to_vec();
     cname.push(0);
     put_attr(&mut attrs, CTRL_ATTR_FAMILY_NAME, &cname);
     let op = "genl family lookup";
     let replies = exchange(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, &attrs, op, dev)?;
-    replies
-        .iter()
-        .find_map(|payload| {
-            attrs_of(payload.get(GENL_HDRLEN..)?)
-                .find(|(t, v)| *t == CTRL_ATTR_FAMILY_ID && v.len() >= 2)
-                .map(|(_, v)| u16::from_ne_bytes([v[0], v[1]]))
-        })
-        .ok_or_else(|| NetdevError::Malformed {
-            op,
-            dev: dev.to_owned(),
-            detail: format!("no id for family {name:?}"),
-        })
+    let mut groups = Vec::new();
+    let mut id = None;
+    for payload in &replies {
+        for (t, v) in attrs_of(payload.get(GENL_HDRLEN..).unwrap_or_default()) {
+            match t {
+                CTRL_ATTR_FAMILY_ID if v.len() >= 2 => id = Some(u16::from_ne_bytes([v[0], v[1]])),
+                CTRL_ATTR_MCAST_GROUPS => {
+                    for (_, group) in attrs_of(v) {
+                        let (mut gname, mut gid) = (None, None);
+                        for (gt, gv) in attrs_of(group) {
+                            match gt {
+                                CTRL_ATTR_MCAST_GRP_NAME => {
+                                    gname = Some(
+                                        String::from_utf8_lossy(gv)
+                                            .trim_end_matches('\0')
+                                            .to_owned(),
+                                    )
+                                }
+                                CTRL_ATTR_MCAST_GRP_ID if gv.len() >= 4 => {
+                                    gid = Some(u32::from_ne_bytes([gv[0], gv[1], gv[2], gv[3]]))
+                                }
+                                _ => {}
+                            }
+                        }
+                        if let (Some(n), Some(i)) = (gname, gid) {
+                            groups.push((n, i));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let id = id.ok_or_else(|| NetdevError::Malformed {
+        op,
+        dev: dev.to_owned(),
+        detail: format!("no id for family {name:?}"),
+    })?;
+    Ok((id, groups))
+}
+
+/// A socket subscribed to the netdev family's `mgmt` group: the kernel
+/// sends it a message whenever a device of this network namespace appears
+/// or its xdp-features change. Messages lost to a full socket buffer are
+/// reported as [`XdpFeatureEvent::Overrun`], after which the reader must
+/// ask every device it cares about again.
+pub struct XdpFeatureEvents {
+    socket: Socket,
+    family: u16,
+}
+
+/// What [`XdpFeatureEvents::recv`] got.
+#[derive(Debug, PartialEq, Eq)]
+pub enum XdpFeatureEvent {
+    /// The device `ifindex` has the xdp-features `features` now.
+    Changed { ifindex: u32, features: u64 },
+    /// Messages were lost (ENOBUFS).
+    Overrun,
+}
+
+impl XdpFeatureEvents {
+    /// Subscribes; fails on kernels without the netdev family (before
+    /// 6.3).
+    pub fn subscribe() -> Result<XdpFeatureEvents, NetdevError> {
+        let dev = "netdev notifications";
+        let (family, groups) = family("netdev", dev)?;
+        let group = groups
+            .iter()
+            .find(|(n, _)| n == "mgmt")
+            .map(|(_, id)| *id)
+            .ok_or_else(|| NetdevError::Malformed {
+                op: "genl family lookup",
+                dev: dev.into(),
+                detail: "the netdev family has no mgmt group".into(),
+            })?;
+        let nl_err = |source: io::Error| NetdevError::Netlink {
+            op: "subscribe",
+            dev: dev.into(),
+            source,
+        };
+        let mut socket = Socket::new(NETLINK_GENERIC).map_err(nl_err)?;
+        socket.bind_auto().map_err(nl_err)?;
+        socket.add_membership(group).map_err(nl_err)?;
+        Ok(XdpFeatureEvents { socket, family })
+    }
+
+    /// The socket, to poll on.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.socket.as_fd()
+    }
+
+    /// Reads one datagram (blocking) and appends what it says to `out`.
+    pub fn recv(&mut self, out: &mut Vec<XdpFeatureEvent>) -> Result<(), NetdevError> {
+        let data = match self.socket.recv_from_full() {
+            Ok((data, _)) => data,
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                out.push(XdpFeatureEvent::Overrun);
+                return Ok(());
+            }
+            Err(source) => {
+                return Err(NetdevError::Netlink {
+                    op: "receive",
+                    dev: "netdev notifications".into(),
+                    source,
+                })
+            }
+        };
+        let mut offset = 0;
+        while offset + NLMSG_HDRLEN <= data.len() {
+            let h = &data[offset..];
+            let len = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]) as usize;
+            let kind = u16::from_ne_bytes([h[4], h[5]]);
+            let Some(body) = h.get(NLMSG_HDRLEN..len) else {
+                break;
+            };
+            if kind == self.family {
+                if let Some(ev) = parse_dev_notification(body) {
+                    out.push(ev);
+                }
+            }
+            offset += (len.max(NLMSG_HDRLEN) + 3) & !3;
+        }
+        Ok(())
+    }
+}
+
+/// A netdev family message (generic-netlink header first): a device added
+/// or changed, with its ifindex and xdp-features.
+fn parse_dev_notification(body: &[u8]) -> Option<XdpFeatureEvent> {
+    let cmd = *body.first()?;
+    if cmd != NETDEV_CMD_DEV_ADD_NTF && cmd != NETDEV_CMD_DEV_CHANGE_NTF {
+        return None;
+    }
+    let (mut ifindex, mut features) = (None, None);
+    for (t, v) in attrs_of(body.get(GENL_HDRLEN..)?) {
+        match t {
+            NETDEV_A_DEV_IFINDEX if v.len() >= 4 => {
+                ifindex = Some(u32::from_ne_bytes([v[0], v[1], v[2], v[3]]))
+            }
+            NETDEV_A_DEV_XDP_FEATURES => {
+                features = Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?))
+            }
+            _ => {}
+        }
+    }
+    Some(XdpFeatureEvent::Changed {
+        ifindex: ifindex?,
+        features: features?,
+    })
 }
 
 /// The (type, value) attributes of `buf`; stops at the first malformed one.
@@ -251,6 +405,24 @@ mod tests {
         // privileges are needed to look it up.
         assert!(family_id("ethtool", "test").is_ok());
         assert!(family_id("xbr-no-such-family", "test").is_err());
+    }
+
+    #[test]
+    fn the_netdev_mgmt_group_is_found_and_notifications_parse() {
+        // Subscribing needs no privileges either.
+        XdpFeatureEvents::subscribe().expect("netdev family (Linux 6.3+)");
+        let mut body = vec![NETDEV_CMD_DEV_CHANGE_NTF, 1, 0, 0];
+        put_attr(&mut body, NETDEV_A_DEV_IFINDEX, &7u32.to_ne_bytes());
+        put_attr(&mut body, NETDEV_A_DEV_XDP_FEATURES, &0x44u64.to_ne_bytes());
+        assert_eq!(
+            parse_dev_notification(&body),
+            Some(XdpFeatureEvent::Changed {
+                ifindex: 7,
+                features: 0x44
+            })
+        );
+        body[0] = 3; // a deletion
+        assert_eq!(parse_dev_notification(&body), None);
     }
 
     #[test]

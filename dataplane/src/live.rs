@@ -440,28 +440,18 @@ impl LivePorts {
             name: dev.to_string(),
             source,
         })?;
-        let on = spec.xdp_redirect;
-        let frags = if on {
+        let mode = spec.xdp_redirect;
+        if let Some(r) = &meta.redirect {
             cache
                 .add_dev(link.ifindex)
                 .map_err(|source| PortError::XdpCache {
                     name: dev.to_string(),
                     source,
                 })?;
-            ports::redirect_takes_frags(dev, link.ifindex)
-        } else {
-            false
-        };
-        for ops in &self.ops {
-            ops.send(PortOp::SetXdpTarget {
-                ofport: meta.ofport,
-                target: on,
-                frags,
-            })
-            .map_err(|_| LiveError::Stopped)?;
+            ports::change_redirect(r, dev, link.ifindex, mode, cache.generation());
         }
         self.shared.wake();
-        tracing::info!(port = %spec.name, ofport = meta.ofport, xdp_redirect = on,
+        tracing::info!(port = %spec.name, ofport = meta.ofport, xdp_redirect = mode.as_str(),
             "XDP redirect target changed in place");
         Ok(())
     }

@@ -70,7 +70,9 @@ struct RunArgs {
     #[arg(long, value_name = "ptcp:PORT[:IP]", value_parser = listen_arg)]
     listen: Vec<SocketAddr>,
     /// A port: NAME[=OFPORT][,type=system|internal|vxlan][,mtu_request=N][,mac=MAC]
-    /// [,xdp_redirect=on] (the XDP flow cache may forward to it; see docs/xdp-cache.md).
+    /// [,xdp_redirect=auto|on|off] (whether the XDP flow cache may forward
+    /// to it; auto: while the kernel says the device takes redirected
+    /// frames; see docs/xdp-redirect-readiness.md).
     #[arg(long = "port", value_name = "SPEC", value_parser = port_arg)]
     ports: Vec<PortSpec>,
     /// CPU to pin the packet thread to.
@@ -186,6 +188,13 @@ struct RunArgs {
     #[arg(long, value_name = "RATE[/BURST]", default_value = "60/20",
           value_parser = clap::value_parser!(dataplane::logging::ratelimit::RateLimit))]
     log_rate_limit: dataplane::logging::ratelimit::RateLimit,
+    /// A port with xdp_redirect=auto whose veth peer (a pod's eth0) does
+    /// not take XDP-redirected frames gets GRO turned on in the peer, from
+    /// the host, so the XDP flow cache can forward to it (OVSDB: Bridge
+    /// other_config:xdp-peer-gro=true|false overrides it per bridge; see
+    /// docs/xdp-redirect-readiness.md for what it changes in the pod).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    xdp_peer_gro: OnOff,
 }
 
 impl RunArgs {
@@ -392,6 +401,7 @@ fn run(args: RunArgs) -> ExitCode {
         xdp_ct_new: args.xdp_ct_new == OnOff::On,
         pin_root: args.bpf_pin_root.clone(),
         pin: args.xdp_pin == OnOff::On,
+        xdp_peer_gro: args.xdp_peer_gro == OnOff::On,
     };
     // Signals first, so a SIGTERM during start-up is not lost.
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {
@@ -548,6 +558,7 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         pin_root: args.bpf_pin_root.clone(),
         pin: args.xdp_pin == OnOff::On,
         metrics_from_cli: args.metrics.is_some(),
+        xdp_peer_gro: args.xdp_peer_gro == OnOff::On,
     };
     let metrics = match start_metrics(args.metrics) {
         Ok(m) => m,

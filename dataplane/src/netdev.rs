@@ -62,6 +62,9 @@ pub struct LinkInfo {
     /// `IFLA_LINK`: for a veth, its peer's ifindex (in the peer's
     /// namespace, which is this one unless it was moved).
     pub link: Option<u32>,
+    /// `IFLA_LINK_NETNSID`: the namespace (its id as this one numbers it)
+    /// `link` is in, when that is another one (a veth's peer in a pod).
+    pub link_netnsid: Option<i32>,
     /// An XDP program is attached (any mode).
     pub xdp_attached: bool,
 }
@@ -207,6 +210,7 @@ fn link_get(msg: LinkMessage, dev: &str) -> Result<LinkInfo, NetdevError> {
         tx_queues: 1,
         kind: None,
         link: None,
+        link_netnsid: None,
         xdp_attached: false,
     };
     for attr in link.attributes {
@@ -217,6 +221,7 @@ fn link_get(msg: LinkMessage, dev: &str) -> Result<LinkInfo, NetdevError> {
             LinkAttribute::NumRxQueues(n) => info.rx_queues = n,
             LinkAttribute::NumTxQueues(n) => info.tx_queues = n,
             LinkAttribute::Link(i) => info.link = Some(i),
+            LinkAttribute::LinkNetNsId(id) if id >= 0 => info.link_netnsid = Some(id),
             LinkAttribute::LinkInfo(infos) => {
                 for i in infos {
                     if let NlLinkInfo::Kind(k) = i {

@@ -135,6 +135,10 @@ pub fn report(
             s.tx_dropped(),
             s.tx_errors.load(Relaxed),
         );
+        // Whether the XDP flow cache may forward to the port, and why.
+        if let Some(r) = p.redirect.as_ref().and_then(|r| r.report()) {
+            let _ = writeln!(out, "    {r}");
+        }
     }
     match engine.at {
         None => {

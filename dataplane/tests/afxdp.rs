@@ -492,7 +492,7 @@ fn a_port_whose_device_uses_fewer_queues_than_it_allocated_gets_full_depth_rings
         mtu_request: None,
         mac: None,
         vxlan: None,
-        xdp_redirect: false,
+        xdp_redirect: Default::default(),
         internal_backend: Default::default(),
     };
     let (_, port) = dataplane::ports::open_one(&spec, &umem, None).expect("open");

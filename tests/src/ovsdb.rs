@@ -192,6 +192,24 @@ impl OvsDb {
         run_timeout(&mut self.command("ovs-ofctl", &all), CMD_TIMEOUT)
     }
 
+    /// `ovs-appctl args...` against the switch (its pid file in the run
+    /// directory names its control socket).
+    pub fn appctl(&self, args: &[&str]) -> Result<CmdOutput> {
+        run_timeout(&mut self.command("ovs-appctl", args), CMD_TIMEOUT)
+    }
+
+    /// `xbr stats BRIDGE` of the xbr this database runs.
+    pub fn xbr_stats(&self, bridge: &str) -> Result<String> {
+        let bin = Xbr::binary()?;
+        let run = self.run_dir().to_string_lossy().into_owned();
+        Ok(run_timeout(
+            &mut self.command(&bin.to_string_lossy(), &["stats", "--rundir", &run, bridge]),
+            CMD_TIMEOUT,
+        )?
+        .ok()?
+        .stdout)
+    }
+
     /// `get Interface IFACE ofport`, trimmed.
     pub fn ofport(&self, iface: &str) -> Result<String> {
         Ok(self

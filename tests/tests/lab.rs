@@ -19,11 +19,34 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use xbr_tests::{require_root, run_timeout, unique_tag, Background, Xbr, NAME_PREFIX};
 
+/// With `--xdp-peer-gro off` the pods stay as the CNI plugin made them
+/// (no GRO): xbr cannot redirect to them and says so; what goes to them
+/// goes through its packet threads (the XDP cache still forwards to tun0,
+/// xbr's own veth).
 #[test]
 fn subnet_single_node_everything_reaches() {
-    let lab = Lab::up(&["--mode", "subnet", "--nodes", "1", "--legacy"]);
+    let lab = Lab::up(&[
+        "--mode",
+        "subnet",
+        "--nodes",
+        "1",
+        "--legacy",
+        "--xdp-peer-gro",
+        "off",
+    ]);
     let out = lab.check();
     assert!(out.success(), "check:\n{}\n{}", out.stdout, out.stderr);
+    let stats = xbr(
+        &["stats", "br0", "--rundir", s(&lab.nodes()[0], "rundir")],
+        CMD_TIMEOUT,
+    );
+    assert_eq!(
+        stats.stdout.matches("xdp_redirect=auto: not ready").count(),
+        // The four pods and vxlan0's uplink.
+        5,
+        "{}",
+        stats.stdout
+    );
     // 4 pods: 12 pod pairs + 4 gateway + 4 external + the Service + 1
     // uplink.
     assert!(
@@ -125,18 +148,12 @@ fn multitenant_single_node_isolates_vnids() {
 }
 
 /// The agent's pipeline with the XDP flow cache forwarding between local
-/// pods (`--xdp-redirect`): isolation holds on the kernel path too, and
-/// the kernel path is really taken.
+/// pods: isolation holds on the kernel path too, and the kernel path is
+/// really taken, with nothing xbr-specific asked for (no `--xdp-redirect`:
+/// the ports are `xdp_redirect=auto` and xbr turns GRO on in the pods).
 #[test]
 fn multitenant_with_the_xdp_cache_forwarding_still_isolates_vnids() {
-    let lab = Lab::up(&[
-        "--mode",
-        "multitenant",
-        "--nodes",
-        "1",
-        "--legacy",
-        "--xdp-redirect",
-    ]);
+    let lab = Lab::up(&["--mode", "multitenant", "--nodes", "1", "--legacy"]);
     let out = lab.check();
     assert!(out.success(), "check:\n{}\n{}", out.stdout, out.stderr);
     // pod1/pod4 default (VNID 0), pod2 ns1, pod3 ns2.
@@ -549,6 +566,32 @@ fn two_nodes_subnet_over_ovsdb_check_passes() {
         &[&db, "get", "Interface", "vxlan0", "ofport", "error"],
     );
     assert_eq!(vxlan.stdout, "1\n[]\n", "{}", vxlan.stderr);
+    // Configured with the agent's commands only, the nodes still use the
+    // XDP flow cache: every pod's port is ready (xbr made it so) and the
+    // check's traffic hit the cache.
+    for node in lab.nodes() {
+        let stats = xbr(
+            &["stats", "br0", "--rundir", s(node, "rundir")],
+            CMD_TIMEOUT,
+        );
+        // The pods' ports and vxlan0 (its uplink, whose peer is the
+        // underlay bridge's port).
+        let ready = stats.stdout.matches("xdp_redirect=auto: ready").count();
+        assert!(ready >= 3, "{}", stats.stdout);
+        let count = |name: &str| -> u64 {
+            stats
+                .stdout
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        // Local and cross-node traffic alike: encapsulated and
+        // decapsulated in the kernel too.
+        for name in ["hit_packets", "encap_hit_packets", "decap_hit_packets"] {
+            assert!(count(name) > 0, "{name}\n{}", stats.stdout);
+        }
+    }
 }
 
 /// A one-connection TCP server in namespace `netns` on `ip`:8080 that

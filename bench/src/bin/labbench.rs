@@ -12,8 +12,9 @@
 //! Both labs are built with `--xdp-redirect` (GRO on the pods and on the
 //! underlay's end of the uplinks, xbr's ports `xdp_redirect=on`), so xbr's
 //! XDP flow cache encapsulates and decapsulates in the kernel; the same
-//! topology serves OVS. `--no-xdp-redirect` builds both without it (xbr's
-//! AF_XDP path alone).
+//! topology serves OVS. `--no-xdp-redirect` builds both without it and
+//! with `--xdp-peer-gro off` (xbr's AF_XDP path alone: otherwise xbr makes
+//! the pods ready for the cache itself).
 //!
 //! Measured from node1's pod to node2's pod, each run `--seconds` long,
 //! median of `--runs`: with iperf3, TCP throughput and the packet rate of
@@ -168,6 +169,9 @@ impl LabRun {
         ];
         if xdp_redirect {
             up.push("--xdp-redirect");
+        } else {
+            // xbr would otherwise make the pods ready itself.
+            up.extend(["--xdp-peer-gro", "off"]);
         }
         if let Some(b) = tun0_backend {
             up.extend(["--tun0-backend", b]);

@@ -70,6 +70,10 @@ pub struct BridgeConfig {
     /// outlive the process (`--xdp-pin`; needs the flow cache). Without,
     /// what an earlier xbr pinned for the bridge is removed at start.
     pub pin: bool,
+    /// Ports opened with `xdp_redirect=auto` make their veth peer take
+    /// redirected frames (`--xdp-peer-gro`, `other_config:xdp-peer-gro`;
+    /// see `ports::redirect::peer`).
+    pub xdp_peer_gro: bool,
 }
 
 /// `--state` and `--state-snapshot`.
@@ -260,6 +264,9 @@ impl RunningBridge {
             )),
             None => None,
         };
+        if let Some(m) = &xdp_maps {
+            m.set_peer_gro(config.xdp_peer_gro);
+        }
         let mut opened = ports::open_ports(
             &config.ports,
             config.spare_xsk_ports,

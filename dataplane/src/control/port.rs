@@ -4,6 +4,7 @@
 
 use ofproto::PortInfo;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// OFPPC_* port config bits xbr honours.
@@ -79,6 +80,9 @@ pub struct PortMeta {
     /// type and configuration: `afxdp`, `tap`, `internal` (a veth pair),
     /// `vxlan: dst_port=4789, ...`; empty when not said.
     pub kind: String,
+    /// Whether the XDP flow cache may redirect to the port's device, and
+    /// why (ports served by AF_XDP; `None` for others).
+    pub redirect: Option<Arc<crate::ports::redirect::Readiness>>,
 }
 
 impl PortMeta {
@@ -92,7 +96,14 @@ impl PortMeta {
             created: Instant::now(),
             qos: Default::default(),
             kind: String::new(),
+            redirect: None,
         }
+    }
+
+    /// The port, whose redirect readiness is `r` (see the field).
+    pub fn with_redirect(mut self, r: Arc<crate::ports::redirect::Readiness>) -> Self {
+        self.redirect = Some(r);
+        self
     }
 
     /// The port, said to be backed by `kind` (see the field).

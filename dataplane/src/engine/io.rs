@@ -51,12 +51,13 @@ pub trait PortIo<F: Frames> {
         None
     }
     /// Whether XDP flow cache entries may redirect frames to this port
-    /// (its peer accepts XDP frames; see `PortSpec::xdp_redirect`).
+    /// now (its peer accepts XDP frames; see `ports::redirect`). Asked
+    /// whenever an entry to the port is about to be installed.
     fn xdp_redirect_target(&self) -> bool {
         false
     }
     /// Whether such redirects may carry frames in several buffers (jumbo
-    /// frames): the device's driver takes them (asked once, as above).
+    /// frames): the device's driver takes them (asked as above).
     fn xdp_redirect_frags(&self) -> bool {
         false
     }

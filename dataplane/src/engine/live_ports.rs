@@ -37,14 +37,6 @@ pub enum PortOp<P> {
     },
     /// Frames a closed port's rings held, back to the pool.
     Reclaim(Vec<u64>),
-    /// Whether XDP flow cache entries may redirect to port `ofport` (its
-    /// `xdp_redirect` changed in place), and with frames in several
-    /// buffers (`frags`).
-    SetXdpTarget {
-        ofport: u32,
-        target: bool,
-        frags: bool,
-    },
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
@@ -89,24 +81,6 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 PortOp::Reclaim(addrs) => {
                     for a in addrs {
                         self.frames.free(a);
-                    }
-                }
-                PortOp::SetXdpTarget {
-                    ofport,
-                    target,
-                    frags,
-                } => {
-                    if let Some(p) = self.ports.iter_mut().find(|p| p.meta.ofport == ofport) {
-                        p.xdp_target = target && p.xdp_ifindex.is_some();
-                        p.xdp_frags = frags && p.xdp_target;
-                    }
-                    if !target {
-                        // No entry may redirect to it from now on; their
-                        // last hits count first.
-                        if let Some(x) = &mut self.xdp {
-                            x.forget_port(ofport);
-                        }
-                        self.xdp_credit();
                     }
                 }
             }

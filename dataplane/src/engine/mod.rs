@@ -89,10 +89,6 @@ struct EnginePort<P> {
     tunnel: bool,
     /// `io.xdp_ifindex()`, cached.
     xdp_ifindex: Option<u32>,
-    /// `io.xdp_redirect_target()`, cached.
-    xdp_target: bool,
-    /// `io.xdp_redirect_frags()`, cached.
-    xdp_frags: bool,
     /// Rate limits (see `qos.rs`).
     qos: crate::qos::PortQos,
     /// Frames taken off the ring during a long pipeline change, not yet
@@ -118,8 +114,6 @@ impl<P> EnginePort<P> {
             meta,
             tunnel: io.is_tunnel(),
             xdp_ifindex: io.xdp_ifindex(),
-            xdp_target: io.xdp_redirect_target(),
-            xdp_frags: io.xdp_redirect_frags(),
             io,
             tx: Vec::with_capacity(BATCH * 4),
             held: Vec::new(),

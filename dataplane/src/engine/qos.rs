@@ -6,11 +6,23 @@ use super::{Desc, Engine, Frames, PortIo};
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Picks up changed limits and refills the buckets; once per round.
+    /// A port that gains a limit retires the XDP flow cache's entries:
+    /// the kernel path applies none, so a port's limited direction is
+    /// kept off it (`xdp::fc_action`).
     pub(super) fn sync_qos(&mut self) {
         let started = self.started;
+        let mut gained = false;
         for port in &mut self.ports {
+            let had = (port.qos.ingress.is_some(), port.qos.egress.is_some());
             port.qos
                 .sync(&port.meta.qos, || started.elapsed().as_nanos() as u64);
+            gained |=
+                (!had.0 && port.qos.ingress.is_some()) || (!had.1 && port.qos.egress.is_some());
+        }
+        if gained {
+            if let Some(x) = &mut self.xdp {
+                x.invalidate();
+            }
         }
     }
 

@@ -110,8 +110,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         if out_port == in_port || out_port == ofpp::IN_PORT {
             return;
         }
+        // Not from or to a port with a rate limit (see `xdp::fc_action`).
         let Some(ifindex) = index_in(&self.port_index, in_port)
             .and_then(|i| self.ports.get(i))
+            .filter(|p| p.qos.ingress.is_none())
             .and_then(|p| p.xdp_ifindex)
         else {
             return;
@@ -119,10 +121,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         let Some(p) = index_in(&self.port_index, out_port).and_then(|i| self.ports.get(i)) else {
             return;
         };
-        let (Some(out_ifindex), true, false) = (p.xdp_ifindex, p.xdp_target, p.tunnel) else {
+        let (Some(out_ifindex), true, false) =
+            (p.xdp_ifindex, p.io.xdp_redirect_target(), p.tunnel)
+        else {
             return;
         };
-        if p.config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0 {
+        if p.config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0 || p.qos.egress.is_some()
+        {
             return;
         }
         if !self

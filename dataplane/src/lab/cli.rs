@@ -83,12 +83,19 @@ struct UpArgs {
     /// ports with `ovs-vsctl` as the agent does.
     #[arg(long)]
     ovsdb: bool,
-    /// Pods and the underlay's end of each node's uplink turn GRO on, and
-    /// the pods' ports and vxlan0 get `xdp_redirect=on`, so pod-to-pod
-    /// traffic the flows allow, local and across nodes, is forwarded by
-    /// the XDP flow cache.
+    /// Not needed for the XDP flow cache: xbr's ports are
+    /// `xdp_redirect=auto` and xbr turns GRO on in the pods and the
+    /// underlay itself (`xdp-peer-gro`). With it the lab does that before
+    /// xbr starts and (without --ovsdb) gives the pods' ports and vxlan0
+    /// `xdp_redirect=on`, as earlier versions needed.
     #[arg(long)]
     xdp_redirect: bool,
+    /// Whether each node's xbr turns GRO on in the pods (and the
+    /// underlay's end of the uplinks) whose ports it cannot redirect to
+    /// (`xbr run --xdp-peer-gro`): off keeps pods as the CNI plugin made
+    /// them, and their traffic on the packet threads.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    xdp_peer_gro: String,
     /// Packet threads of each node's xbr (`xbr run --pmd-threads`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pmd_threads: u32,
@@ -204,6 +211,7 @@ fn run_up(a: UpArgs) -> Result<ExitCode, LabError> {
         },
         ovsdb: a.ovsdb,
         xdp_redirect: a.xdp_redirect,
+        xdp_peer_gro: a.xdp_peer_gro == "on",
         pmd_threads: a.pmd_threads,
         tun0_backend: a.tun0_backend.unwrap_or_default(),
         underlay_mtu: a.underlay_mtu,

@@ -61,6 +61,9 @@ pub struct Options {
     /// pods' ports and vxlan0 are `xdp_redirect=on`, so xbr's XDP flow
     /// cache forwards between pods, local and across nodes, in the kernel.
     pub xdp_redirect: bool,
+    /// Each node's xbr turns GRO on in pods whose ports it cannot redirect
+    /// to (`xbr run --xdp-peer-gro`; on by default, as in xbr).
+    pub xdp_peer_gro: bool,
     /// Packet threads of each node's xbr.
     pub pmd_threads: u32,
     /// tun0's `internal_backend` ("tap" or "veth"); empty: xbr's default.
@@ -261,6 +264,7 @@ pub fn plan(opts: &Options, seed: u64) -> Result<LabState, LabError> {
         vxlan: opts.vxlan,
         ovsdb: opts.ovsdb,
         xdp_redirect: opts.xdp_redirect,
+        xdp_peer_gro: opts.xdp_peer_gro,
         pmd_threads: opts.pmd_threads,
         tun0_backend: opts.tun0_backend.clone(),
         cluster_network: CLUSTER_NETWORK.to_string(),
@@ -304,6 +308,7 @@ mod tests {
             variant: crate::lab::flows::Variant::LegacyNonConntrack,
             ovsdb: false,
             xdp_redirect: false,
+            xdp_peer_gro: true,
             pmd_threads: 1,
             tun0_backend: String::new(),
             underlay_mtu: UNDERLAY_MTU,

@@ -13,6 +13,10 @@ use std::path::{Path, PathBuf};
 use super::LabError;
 
 /// A lab written before `pmd_threads` existed ran one packet thread.
+fn yes() -> bool {
+    true
+}
+
 fn one() -> u32 {
     1
 }
@@ -45,6 +49,9 @@ pub struct LabState {
     /// `xdp_redirect=on` (`--xdp-redirect`).
     #[serde(default)]
     pub xdp_redirect: bool,
+    /// Each node's xbr runs with `--xdp-peer-gro` on (`--xdp-peer-gro`).
+    #[serde(default = "yes")]
+    pub xdp_peer_gro: bool,
     /// Packet threads of each node's xbr (`--pmd-threads`).
     #[serde(default = "one")]
     pub pmd_threads: u32,

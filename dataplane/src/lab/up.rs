@@ -504,6 +504,7 @@ mod tests {
             variant: crate::lab::flows::Variant::LegacyNonConntrack,
             ovsdb: false,
             xdp_redirect: false,
+            xdp_peer_gro: true,
             pmd_threads: 1,
             tun0_backend: String::new(),
             underlay_mtu: crate::lab::plan::UNDERLAY_MTU,

@@ -78,7 +78,7 @@ pub(super) fn start_xbr(state: &LabState, i: usize) -> Result<u32, LabError> {
         context: "locating the xbr binary".into(),
         source,
     })?;
-    let args = if state.ovsdb {
+    let mut args = if state.ovsdb {
         super::ovsdb::start_db(node)?;
         let mut args = super::ovsdb::xbr_args(node);
         args.extend(["--pmd-threads".into(), state.pmd_threads.to_string()]);
@@ -86,6 +86,9 @@ pub(super) fn start_xbr(state: &LabState, i: usize) -> Result<u32, LabError> {
     } else {
         xbr_args(state, node)
     };
+    if !state.xdp_peer_gro {
+        args.extend(["--xdp-peer-gro".into(), "off".into()]);
+    }
     let pid = super::sys::spawn_detached(&node.netns, &exe, &args, &node.rundir.join("xbr.log"))?;
     write_file(&node.rundir.join("xbr.pid"), &format!("{pid}\n"))?;
     Ok(pid)

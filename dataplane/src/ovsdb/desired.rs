@@ -22,6 +22,9 @@ pub struct DesiredBridge {
     pub controller_rows: Vec<(String, String)>,
     /// From `other_config:datapath-id`.
     pub datapath_id: Option<u64>,
+    /// From `other_config:xdp-peer-gro` (`true`/`false`), or why it is
+    /// not usable; `None` when unset.
+    pub xdp_peer_gro: Option<Result<bool, String>>,
     /// By interface name.
     pub ifaces: BTreeMap<String, DesiredIface>,
     /// The Bridge's columns xbr does not carry out that are set
@@ -132,6 +135,15 @@ fn read_bridge(
     let datapath_id = string_map(row, "other_config")
         .get("datapath-id")
         .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
+    let xdp_peer_gro = string_map(row, "other_config")
+        .get("xdp-peer-gro")
+        .map(|v| match v.as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => Err(format!(
+                "other_config:xdp-peer-gro={other} is not true or false"
+            )),
+        });
     let mut ifaces = BTreeMap::new();
     let mut bridge_unsupported = unsupported::bridge(name, row);
     for c in &ctl_rows {
@@ -186,6 +198,7 @@ fn read_bridge(
         controllers,
         controller_rows,
         datapath_id,
+        xdp_peer_gro,
         ifaces,
         unsupported: UNSUPPORTED
             .iter()
@@ -240,7 +253,7 @@ fn iface_spec(
         mtu_request: None,
         mac: None,
         vxlan: None,
-        xdp_redirect: false,
+        xdp_redirect: Default::default(),
         internal_backend: Default::default(),
     };
     match kind.as_str() {
@@ -327,16 +340,17 @@ fn iface_spec(
     Ok(spec)
 }
 
-/// xbr's own interface option `xdp_redirect`: the XDP flow cache may
-/// redirect to this port (a vxlan port: to its uplink; see
-/// PortSpec::xdp_redirect).
-fn xdp_redirect(name: &str, options: &BTreeMap<String, String>) -> Result<bool, String> {
-    match options.get("xdp_redirect").map(String::as_str) {
-        None | Some("off" | "false") => Ok(false),
-        Some("on" | "true") => Ok(true),
-        Some(other) => Err(format!(
-            "{name}: options:xdp_redirect={other} is not on or off"
-        )),
+/// xbr's own interface option `xdp_redirect` (`auto` when absent):
+/// whether the XDP flow cache may redirect to this port (a vxlan port: to
+/// its uplink; see PortSpec::xdp_redirect).
+fn xdp_redirect(
+    name: &str,
+    options: &BTreeMap<String, String>,
+) -> Result<crate::ports::redirect::RedirectMode, String> {
+    match options.get("xdp_redirect") {
+        None => Ok(Default::default()),
+        Some(v) => crate::ports::redirect::RedirectMode::parse(v)
+            .ok_or_else(|| format!("{name}: options:xdp_redirect={v} is not auto, on or off")),
     }
 }
 
@@ -542,6 +556,41 @@ mod tests {
         // smap_get_bool: anything but "true" is false.
         r.apply(&root("yes"));
         assert!(!read(&r).flow_restore_wait);
+    }
+
+    #[test]
+    fn reads_xdp_peer_gro_and_xdp_redirect() {
+        use crate::ports::redirect::RedirectMode;
+        let mut r = replica();
+        let d = read(&r);
+        assert_eq!(d.bridges["br0"].xdp_peer_gro, None);
+        let veth1 = |d: &Desired| d.bridges["br0"].ifaces["veth1"].spec.clone();
+        assert_eq!(veth1(&d).unwrap().xdp_redirect, RedirectMode::Auto);
+        let bridge = |v: &str| {
+            json!({"Bridge": {"b0": {"new": {
+                "name": "br0", "fail_mode": "secure",
+                "ports": ["set", [["uuid", "p2"]]],
+                "controller": ["set", []],
+                "other_config": ["map", [["xdp-peer-gro", v]]]}}}})
+        };
+        r.apply(&bridge("false"));
+        assert_eq!(read(&r).bridges["br0"].xdp_peer_gro, Some(Ok(false)));
+        r.apply(&bridge("maybe"));
+        let bad = read(&r).bridges["br0"]
+            .xdp_peer_gro
+            .clone()
+            .unwrap()
+            .unwrap_err();
+        assert!(bad.contains("not true or false"), "{bad}");
+        let iface = |v: &str| {
+            json!({"Interface": {"i2": {"new": {"name": "veth1", "type": "",
+                "options": ["map", [["xdp_redirect", v]]]}}}})
+        };
+        r.apply(&iface("off"));
+        assert_eq!(veth1(&read(&r)).unwrap().xdp_redirect, RedirectMode::Off);
+        r.apply(&iface("sometimes"));
+        let bad = veth1(&read(&r)).unwrap_err();
+        assert!(bad.contains("not auto, on or off"), "{bad}");
     }
 
     #[test]

@@ -94,6 +94,7 @@ pub fn classify(
 mod tests {
     use super::*;
     use crate::config::VxlanSpec;
+    use crate::ports::redirect::RedirectMode;
 
     fn free(_: u32) -> bool {
         false
@@ -111,7 +112,7 @@ mod tests {
                 local_ip: "192.0.2.1".parse().unwrap(),
                 uplink: "eth0".into(),
             }),
-            xdp_redirect: false,
+            xdp_redirect: RedirectMode::Auto,
             internal_backend: Default::default(),
         }
     }
@@ -120,7 +121,7 @@ mod tests {
     fn options_mtu_and_mac_apply_in_place() {
         let open = spec(PortType::System);
         let want = PortSpec {
-            xdp_redirect: true,
+            xdp_redirect: RedirectMode::On,
             mtu_request: Some(1400),
             ..open.clone()
         };

@@ -69,6 +69,8 @@ pub struct Settings {
     /// `--metrics` was given: the database's `other_config:xbr-metrics`
     /// is then not followed.
     pub metrics_from_cli: bool,
+    /// Bridges' default `xdp-peer-gro` (`--xdp-peer-gro`).
+    pub xdp_peer_gro: bool,
 }
 
 struct Managed {
@@ -117,6 +119,19 @@ pub struct Reconciler {
     metrics_seen: Option<Result<std::net::SocketAddr, String>>,
     /// The unsupported Bridge columns last logged, by bridge.
     unsupported_seen: HashMap<String, Vec<&'static str>>,
+}
+
+/// The bridge's `other_config:xdp-peer-gro`, or `default` (`xbr run
+/// --xdp-peer-gro`) when unset or not true/false (logged).
+fn peer_gro(bridge: &str, want: &DesiredBridge, default: bool) -> bool {
+    match &want.xdp_peer_gro {
+        None => default,
+        Some(Ok(v)) => *v,
+        Some(Err(e)) => {
+            tracing::warn!(bridge, "{e}; using {default}");
+            default
+        }
+    }
 }
 
 /// The version ovs-vsctl and ovs-vswitchd compare (`ovs_version`).
@@ -338,6 +353,7 @@ impl Reconciler {
             flow_restore_wait: self.restore_wait,
             pin_root: s.pin_root.clone(),
             pin: s.pin,
+            xdp_peer_gro: peer_gro(name, want, s.xdp_peer_gro),
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
         // No saved state to wait for: the tables are final now.
@@ -405,6 +421,16 @@ impl Reconciler {
             m.bridge.flush_flows(want.standalone && !has_primary);
         }
         let live = m.bridge.live().clone();
+        if let Some(maps) = live.xdp_cache() {
+            let on = peer_gro(name, want, self.settings.xdp_peer_gro);
+            if maps.peer_gro() != on {
+                tracing::info!(bridge = %name, on, "xdp-peer-gro changed");
+                maps.set_peer_gro(on);
+                if on {
+                    crate::ports::redirect::watch::make_peers_ready(maps.generation());
+                }
+            }
+        }
         let numbers: HashMap<String, u32> = live
             .ports()
             .iter()

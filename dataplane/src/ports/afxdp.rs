@@ -79,12 +79,11 @@ pub struct XskPort {
     prog: XdpProgram,
     /// The socket the next `recv` starts with.
     next_rx: usize,
-    /// XDP flow cache entries may redirect to this port (and its ifindex
-    /// is in the cache's devmap).
-    pub(crate) xdp_target: bool,
-    /// ... also with frames in several buffers (see
-    /// `open::redirect_takes_frags`).
-    pub(crate) xdp_target_frags: bool,
+    /// Whether XDP flow cache entries may redirect to this port now (and
+    /// with frames in several buffers), shared with its `PortMeta`.
+    pub(crate) redirect: Arc<super::redirect::Readiness>,
+    /// For `xdp_redirect=auto`: the device followed while the port lives.
+    pub(crate) redirect_watch: Option<super::redirect::watch::Registration>,
     /// A fatal kick error was logged (once per port, not per packet).
     tx_error_logged: bool,
     /// For an internal port's veth backend, the pair, deleted when the
@@ -348,8 +347,8 @@ pub(crate) fn open_xsk(
         next_rx: 0,
         tx_kick: None,
         tx_error_logged: false,
-        xdp_target: false,
-        xdp_target_frags: false,
+        redirect: Arc::new(super::redirect::Readiness::never()),
+        redirect_watch: None,
         host: None,
     })
 }

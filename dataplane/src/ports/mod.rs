@@ -21,6 +21,7 @@
 //! multi-port output and the frames the engine holds within a round.
 
 mod afxdp;
+pub mod redirect;
 
 pub(crate) use afxdp::open_xsk;
 pub use afxdp::{XskPort, MAX_QUEUES};
@@ -228,8 +229,8 @@ pub enum Port {
 /// what the XDP flow cache and conntrack ask of a port.
 pub struct StandIn {
     xdp_ifindex: Option<u32>,
-    xdp_target: bool,
-    xdp_frags: bool,
+    /// The port's redirect readiness, shared with its owner.
+    redirect: Option<Arc<redirect::Readiness>>,
     host: bool,
     /// A VXLAN port's settings and next hops.
     vxlan: Option<VxlanPort<()>>,
@@ -243,8 +244,7 @@ impl Port {
     pub fn unattached() -> Port {
         Port::StandIn(StandIn {
             xdp_ifindex: None,
-            xdp_target: false,
-            xdp_frags: false,
+            redirect: None,
             host: false,
             vxlan: None,
         })
@@ -260,12 +260,22 @@ impl Port {
         }
     }
 
+    /// Whether XDP flow cache entries may redirect to the port's device
+    /// (a VXLAN port's uplink), as it changes; `None` for TAP ports.
+    pub fn redirect(&self) -> Option<Arc<redirect::Readiness>> {
+        match self {
+            Port::Xsk(p) => Some(p.redirect.clone()),
+            Port::Vxlan(v) => Some(v.uplink().redirect.clone()),
+            Port::Internal(_) => None,
+            Port::StandIn(s) => s.redirect.clone(),
+        }
+    }
+
     /// The port as another packet thread knows it.
     pub fn stand_in(&self) -> Port {
         Port::StandIn(StandIn {
             xdp_ifindex: PortIo::<UmemFrames>::xdp_ifindex(self),
-            xdp_target: PortIo::<UmemFrames>::xdp_redirect_target(self),
-            xdp_frags: PortIo::<UmemFrames>::xdp_redirect_frags(self),
+            redirect: self.redirect(),
             host: PortIo::<UmemFrames>::is_host(self),
             vxlan: match self {
                 Port::Vxlan(v) => Some(v.stand_in()),
@@ -401,19 +411,19 @@ impl PortIo<UmemFrames> for Port {
 
     fn xdp_redirect_target(&self) -> bool {
         match self {
-            Port::Xsk(p) => p.xdp_target,
-            Port::Vxlan(v) => v.uplink().xdp_target,
+            Port::Xsk(p) => p.redirect.target(),
+            Port::Vxlan(v) => v.uplink().redirect.target(),
             Port::Internal(_) => false,
-            Port::StandIn(s) => s.xdp_target,
+            Port::StandIn(s) => s.redirect.as_ref().is_some_and(|r| r.target()),
         }
     }
 
     fn xdp_redirect_frags(&self) -> bool {
         match self {
-            Port::Xsk(p) => p.xdp_target_frags,
-            Port::Vxlan(v) => v.uplink().xdp_target_frags,
+            Port::Xsk(p) => p.redirect.frags(),
+            Port::Vxlan(v) => v.uplink().redirect.frags(),
             Port::Internal(_) => false,
-            Port::StandIn(s) => s.xdp_frags,
+            Port::StandIn(s) => s.redirect.as_ref().is_some_and(|r| r.frags()),
         }
     }
 
@@ -568,5 +578,5 @@ impl InternalPort {
 }
 
 mod open;
-pub(crate) use open::redirect_takes_frags;
+pub(crate) use open::{change_redirect, set_redirect};
 pub use open::{check_spec, open_one, open_ports, OpenedPorts};

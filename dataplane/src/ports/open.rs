@@ -4,6 +4,7 @@
 //! whatever thread opens a port (start-up, or a live add), never on the
 //! packet thread.
 
+use super::redirect::{watch, Readiness, RedirectMode, Why};
 use super::*;
 use crate::config::InternalBackend;
 use crate::hostveth::{self, HostVeth, HostVethError};
@@ -95,7 +96,7 @@ pub fn check_spec(spec: &PortSpec) -> Result<(), PortError> {
 /// `specs` has, so that many can be added later with full rings; ports
 /// beyond that share its frames (see docs/ports.md).
 /// With `cache`, system ports' XDP programs share its flow cache maps, and
-/// those with `xdp_redirect=on` are redirect targets.
+/// those with `xdp_redirect` on, or auto and ready, are redirect targets.
 pub fn open_ports(
     specs: &[PortSpec],
     spare_xsk: u32,
@@ -165,14 +166,14 @@ pub fn open_ports(
 }
 
 /// Attaches xbr's XDP program to `link` and binds its AF_XDP sockets
-/// on `umem`. With the cache on and `redirect_target` (the device
-/// accepts redirected frames), cache entries may forward to it.
+/// on `umem`. With the cache on, cache entries may forward to it as
+/// `mode` says (see [`set_redirect`]).
 fn attach_xsk(
     name: &str,
     link: &netdev::LinkInfo,
     umem: &Arc<Umem>,
     cache: Option<&CacheMaps>,
-    redirect_target: bool,
+    mode: RedirectMode,
 ) -> Result<XskPort, PortError> {
     let prog = XdpProgram::attach(link.ifindex, XdpModeRequest::Auto, cache).map_err(|source| {
         PortError::Xdp {
@@ -180,25 +181,96 @@ fn attach_xsk(
             source,
         }
     })?;
-    let xdp_target = cache.is_some() && redirect_target;
-    if let (Some(cache), true) = (cache, xdp_target) {
-        cache
-            .add_dev(link.ifindex)
-            .map_err(|source| PortError::XdpCache {
-                name: name.to_string(),
-                source,
-            })?;
-    }
     let mut port = open_xsk(name, link, prog, umem)?;
-    port.xdp_target = xdp_target;
-    port.xdp_target_frags = xdp_target && redirect_takes_frags(name, link.ifindex);
+    set_redirect(&mut port, name, link, cache, mode)?;
     Ok(port)
+}
+
+/// Makes `port`'s device (`link`, of port `name`) a redirect target of
+/// the XDP flow cache `cache` as `mode` says: never (`off`, or the cache
+/// is off), always (`on`: the operator vouches for it), or while the
+/// kernel says it takes redirected frames (`auto`, followed by
+/// `redirect::watch`). An `auto` veth whose peer does not, on a bridge
+/// with `xdp-peer-gro`, gets GRO turned on in the peer first
+/// (`redirect::peer`); if that fails the port stays not ready and says
+/// why.
+pub(crate) fn set_redirect(
+    port: &mut XskPort,
+    name: &str,
+    link: &netdev::LinkInfo,
+    cache: Option<&CacheMaps>,
+    mode: RedirectMode,
+) -> Result<(), PortError> {
+    let Some(cache) = cache else {
+        return Ok(());
+    };
+    cache
+        .add_dev(link.ifindex)
+        .map_err(|source| PortError::XdpCache {
+            name: name.to_string(),
+            source,
+        })?;
+    let readiness = Arc::new(match mode {
+        RedirectMode::Off => Readiness::new(mode, Why::ConfiguredOff, false),
+        RedirectMode::On => Readiness::new(
+            mode,
+            Why::ConfiguredOn,
+            redirect_takes_frags(name, link.ifindex),
+        ),
+        RedirectMode::Auto => Readiness::new(mode, Why::NotReady, false),
+    });
+    // Every port is registered, so that a later change of its mode to
+    // `auto` (in place, `change_redirect`) is followed; the watcher leaves
+    // `on` and `off` ports alone.
+    let reg = watch::register(
+        name,
+        link.ifindex,
+        readiness.clone(),
+        cache.generation().clone(),
+    );
+    if mode == RedirectMode::Auto
+        && readiness.why() == Why::NotReady
+        && cache.peer_gro()
+        && link.kind.as_deref() == Some("veth")
+    {
+        reg.make_peer_ready(link);
+    }
+    port.redirect = readiness;
+    port.redirect_watch = Some(reg);
+    Ok(())
+}
+
+/// Applies a port's new `xdp_redirect` in place (OVS applies a changed
+/// `options` column to the open netdev): the port keeps its number and
+/// its traffic. A port that stops being a target has the cache's
+/// entries retired (a generation bump) before this returns.
+pub(crate) fn change_redirect(
+    readiness: &Arc<Readiness>,
+    name: &str,
+    ifindex: u32,
+    mode: RedirectMode,
+    gen: &crate::xdpcache::XdpGen,
+) {
+    readiness.set_mode(mode);
+    let stopped = match mode {
+        RedirectMode::Off => readiness.set(Why::ConfiguredOff, false),
+        RedirectMode::On => readiness.set(Why::ConfiguredOn, redirect_takes_frags(name, ifindex)),
+        RedirectMode::Auto => {
+            let was = readiness.target();
+            watch::recheck(readiness);
+            was && !readiness.target()
+        }
+    };
+    if stopped {
+        gen.bump();
+    }
 }
 
 /// Whether XDP flow cache entries may redirect frames in several buffers
 /// (jumbo frames) to the device `ifindex`: its driver takes them
 /// (`NDO_XMIT_SG`, as the kernel reports it now; for a veth that follows
-/// its peer's GRO or XDP program, which `xdp_redirect=on` says is there).
+/// its peer's GRO or XDP program). Asked once for `xdp_redirect=on`;
+/// `auto` ports follow it (`redirect::watch`).
 /// The kernel drops such a frame redirected to a device without it, and
 /// counts it nowhere; kernels before 6.3 cannot say, and then those
 /// frames are forwarded by the packet thread.
@@ -244,7 +316,9 @@ pub fn open_one(
             })?;
             let port = attach_xsk(&name, &link, umem, cache, spec.xdp_redirect)?;
             tracing::info!(port = %name, ofport, ifindex = link.ifindex, "attached");
-            let meta = PortMeta::new(ofport, name, link.mac.unwrap_or_default()).with_kind("afxdp");
+            let meta = PortMeta::new(ofport, name, link.mac.unwrap_or_default())
+                .with_kind("afxdp")
+                .with_redirect(port.redirect.clone());
             Ok((Arc::new(meta), Port::Xsk(port)))
         }
         PortType::Vxlan if spec.vxlan.is_none() => {
@@ -273,12 +347,17 @@ pub fn open_one(
             let link = netdev::link_by_index(pair.peer_ifindex()).map_err(netdev_err)?;
             // The host end has GRO on (HostVeth::create), so the xbr end
             // always accepts redirected frames.
-            let mut port = attach_xsk(&name, &link, umem, cache, true)?;
+            let mut port = attach_xsk(&name, &link, umem, cache, RedirectMode::On)?;
+            if cache.is_some() {
+                let frags = port.redirect.frags();
+                port.redirect = Arc::new(Readiness::new(RedirectMode::On, Why::Internal, frags));
+            }
             tracing::info!(port = %name, ofport, ifindex = host.ifindex, peer = %pair.peer(),
                 peer_ifindex = link.ifindex, "internal port created (veth)");
             port.host = Some(pair);
-            let meta =
-                PortMeta::new(ofport, name, host.mac.unwrap_or_default()).with_kind("internal");
+            let meta = PortMeta::new(ofport, name, host.mac.unwrap_or_default())
+                .with_kind("internal")
+                .with_redirect(port.redirect.clone());
             Ok((Arc::new(meta), Port::Xsk(port)))
         }
         PortType::Internal => {

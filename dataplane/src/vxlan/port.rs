@@ -52,19 +52,8 @@ pub(crate) fn open(
         name: v.uplink.clone(),
         source,
     })?;
-    let xdp_target = cache.is_some() && spec.xdp_redirect;
-    if let (Some(cache), true) = (cache, xdp_target) {
-        cache
-            .add_dev(link.ifindex)
-            .map_err(|source| PortError::XdpCache {
-                name: v.uplink.clone(),
-                source,
-            })?;
-    }
     let mut uplink = open_xsk(&v.uplink, &link, prog, umem)?;
-    uplink.xdp_target = xdp_target;
-    uplink.xdp_target_frags =
-        xdp_target && crate::ports::redirect_takes_frags(&v.uplink, link.ifindex);
+    crate::ports::set_redirect(&mut uplink, &v.uplink, &link, cache, spec.xdp_redirect)?;
     let resolver = ResolverConfig {
         uplink_ifindex: link.ifindex,
         uplink_mac: link.mac.unwrap_or_default(),
@@ -95,9 +84,11 @@ pub(crate) fn open(
         "VXLAN port attached"
     );
     // As OVS shows a flow-based VXLAN port's configuration.
-    let meta = PortMeta::new(ofport, name, [0; 6]).with_kind(format!(
-        "vxlan: dst_port={}, key=flow, local_ip={}, remote_ip=flow",
-        v.dst_port, v.local_ip
-    ));
+    let meta = PortMeta::new(ofport, name, [0; 6])
+        .with_kind(format!(
+            "vxlan: dst_port={}, key=flow, local_ip={}, remote_ip=flow",
+            v.dst_port, v.local_ip
+        ))
+        .with_redirect(uplink.redirect.clone());
     Ok((Arc::new(meta), VxlanPort::new(uplink, params, reader)))
 }

@@ -48,6 +48,11 @@ pub struct CacheMaps {
     closed_drops: MapHandle,
     /// Where the maps and the ports' links are pinned (`crate::pin`).
     pins: Option<Arc<crate::pin::Pins>>,
+    /// The bridge's `xdp-peer-gro` (`other_config`, `xbr run
+    /// --xdp-peer-gro`): ports opened with `xdp_redirect=auto` whose veth
+    /// peer does not take redirected frames get GRO turned on in the peer
+    /// (`ports::redirect::peer`). Read when a port opens.
+    peer_gro: AtomicBool,
 }
 
 fn create(
@@ -210,6 +215,7 @@ impl CacheMaps {
             },
             closed_drops,
             pins,
+            peer_gro: AtomicBool::new(true),
         })
     }
 
@@ -255,6 +261,16 @@ impl CacheMaps {
             }
         }
         n
+    }
+
+    /// Whether ports opened from now on make their veth peer ready (see
+    /// the field).
+    pub fn peer_gro(&self) -> bool {
+        self.peer_gro.load(Ordering::Relaxed)
+    }
+
+    pub fn set_peer_gro(&self, on: bool) {
+        self.peer_gro.store(on, Ordering::Relaxed);
     }
 
     /// The maps conntrack keeps the kernel's new connections with.

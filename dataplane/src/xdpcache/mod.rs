@@ -28,7 +28,9 @@
 //!   rewrites (the program updates the checksums incrementally, as
 //!   `rewrite/` does) then one output to another
 //!   system port that may forward, or to a VXLAN port whose uplink may
-//!   (`xdp_redirect=on`), or nothing at all (a drop);
+//!   (its device takes redirected frames now: `ports::redirect`), and
+//!   neither the input port polices nor the output port limits (QoS is
+//!   the packet thread's), or nothing at all (a drop);
 //! - the translation cache holds the translation (flowtable's rules for
 //!   what is cacheable; it also gives the counters to credit);
 //! - the switch is not forwarding by NORMAL for lack of a controller.

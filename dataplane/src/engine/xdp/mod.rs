@@ -318,7 +318,18 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 _ => return None,
             }
         }
-        index_in(port_index, in_port)?;
+        // Ingress policing and the egress limit are the packet thread's
+        // (`crate::qos`): a port with one keeps that direction of its
+        // traffic off the kernel path, so every frame is counted against
+        // it. Ports without pay nothing in the kernel.
+        if ports
+            .get(index_in(port_index, in_port)?)?
+            .qos
+            .ingress
+            .is_some()
+        {
+            return None;
+        }
         let came = entry::key_nw(xk);
         // ICMP keeps its type and code (no set_field of them is cached).
         if proto == IP_PROTO_ICMP && (nw.sport, nw.dport) != (came.sport, came.dport) {
@@ -335,10 +346,14 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     return None;
                 }
                 let p = ports.get_mut(index_in(port_index, port)?)?;
-                let (Some(out_ifindex), true) = (p.xdp_ifindex, p.xdp_target) else {
+                // Asked now, not cached: a veth's readiness follows its
+                // peer (`ports::redirect`).
+                let (Some(out_ifindex), true) = (p.xdp_ifindex, p.io.xdp_redirect_target()) else {
                     return None;
                 };
-                if p.config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0 {
+                if p.config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0
+                    || p.qos.egress.is_some()
+                {
                     return None;
                 }
                 // A tunnel port: the outer headers its `encap` would write
@@ -358,7 +373,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                         set_src,
                         nw: nw_rewrite,
                         encap,
-                        frags: p.xdp_frags,
+                        frags: p.io.xdp_redirect_frags(),
                     },
                     Ok(port),
                 ))
