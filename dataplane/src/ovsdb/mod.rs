@@ -64,7 +64,13 @@ fn monitor_requests() -> Value {
     });
     for table in ["Bridge", "Port", "Interface", "Controller"] {
         if let Some(cols) = req[table]["columns"].as_array_mut() {
-            cols.extend(unsupported::monitored(table).into_iter().map(Value::from));
+            // Each column once: the database refuses a monitor that names
+            // one twice.
+            for c in unsupported::monitored(table) {
+                if !cols.iter().any(|have| have == c) {
+                    cols.push(Value::from(c));
+                }
+            }
         }
     }
     req
@@ -91,11 +97,22 @@ pub fn run_notifying(
         match Conn::connect(target) {
             Ok(conn) => {
                 tracing::info!(db = %target.display(), "connected to the database");
-                backoff = BACKOFF_MIN;
+                let began = Instant::now();
                 rec.forget_written();
                 session(conn, &mut rec, stop, &mut ready);
                 if !stop.load(Ordering::Relaxed) {
-                    tracing::warn!("database connection lost; bridges keep forwarding");
+                    // A session that ends at once (the database refusing
+                    // the monitor, say) backs off like a failed connect,
+                    // instead of reconnecting in a tight loop.
+                    if began.elapsed() > BACKOFF_MAX {
+                        backoff = BACKOFF_MIN;
+                    }
+                    tracing::warn!(
+                        "database connection lost; bridges keep forwarding; reconnecting in {} s",
+                        backoff.as_secs()
+                    );
+                    sleep_unless_stopped(backoff, stop);
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
                 }
             }
             Err(e) => {
