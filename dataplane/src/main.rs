@@ -464,6 +464,7 @@ fn doctor(args: &RunArgs) -> ExitCode {
             .map(|p| p.name.clone())
             .collect(),
         ovsdb,
+        pin_root: args.bpf_pin_root.clone(),
     };
     ExitCode::from(dataplane::doctor::report(&dataplane::doctor::run(&target)))
 }

@@ -97,9 +97,15 @@ fn switch_a_node_from_ovs_to_xbr_and_back() -> Result<()> {
     let mut db = OvsDb::start(None)?;
     let run = db.run_dir().to_string_lossy().into_owned();
     let conf_path: PathBuf = db.dir().join("xbr.conf");
+    // A pin root of the test's own (removed by the teardown below, or by
+    // scripts/clean after a killed run), so it touches no other xbr's.
+    let pin_root = format!("/sys/fs/bpf/xbrt-walk-{}", unique_tag());
     std::fs::write(
         &conf_path,
-        format!("ovsdb = unix:{}\nrundir = {run}\n", db.db_sock().display()),
+        format!(
+            "ovsdb = unix:{}\nrundir = {run}\nbpf-pin-root = {pin_root}\n",
+            db.db_sock().display()
+        ),
     )
     .expect("writing xbr.conf");
     let conf = conf_path.to_string_lossy().into_owned();
@@ -177,7 +183,29 @@ fn switch_a_node_from_ovs_to_xbr_and_back() -> Result<()> {
     xbr.stop();
     let n = notify.recv(&mut buf).expect("STOPPING=1");
     assert!(String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1"));
-    assert!(!link_has_xdp(a.host_if())?, "xbr left its XDP program");
+    // A stopped xbr leaves its programs pinned (cached flows keep
+    // forwarding, the rest is dropped) for the next xbr; switching back
+    // to OVS removes them, as docs/operations.md says.
+    assert!(
+        link_has_xdp(a.host_if())?,
+        "a stop keeps the pinned programs"
+    );
+    let out = run_timeout(
+        Command::new(Xbr::binary()?).args([
+            "teardown",
+            "--bridge",
+            &bridge,
+            "--bpf-pin-root",
+            &pin_root,
+        ]),
+        CMD_TIMEOUT,
+    )?;
+    assert!(out.success(), "{}", out.stderr);
+    let _ = std::fs::remove_dir(&pin_root);
+    assert!(
+        !link_has_xdp(a.host_if())?,
+        "xbr teardown left an XDP program"
+    );
     db.start_vswitchd()?;
     // ovs-vswitchd takes the bridge back from the database.
     let deadline = Instant::now() + Duration::from_secs(20);

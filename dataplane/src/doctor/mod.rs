@@ -34,6 +34,9 @@ pub struct Target {
     /// The system ports of `--port` (with `--ovsdb`, the database's
     /// system interfaces are added).
     pub ports: Vec<String>,
+    /// `--bpf-pin-root`: an XDP program hanging off a link pinned there
+    /// is a stopped xbr's, which the next one adopts (`crate::pin`).
+    pub pin_root: PathBuf,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,7 +135,7 @@ pub fn run(target: &Target) -> Vec<Check> {
     }
     checks.extend(ovs::switches_in(&target.rundir, target.bridge.as_deref()));
     for (port, required) in &ports {
-        checks.extend(ports::check(port, *required));
+        checks.extend(ports::check(port, *required, &target.pin_root));
     }
     checks
 }

@@ -74,7 +74,7 @@ fn features_text(bits: u64) -> String {
 
 /// The checks of `port`; a missing device fails if it is `required`,
 /// else warns.
-pub(super) fn check(port: &str, required: bool) -> Vec<Check> {
+pub(super) fn check(port: &str, required: bool, pin_root: &std::path::Path) -> Vec<Check> {
     let name = format!("port {port}");
     let ifindex = match netdev::ifindex(port) {
         Ok(i) => i,
@@ -113,6 +113,13 @@ pub(super) fn check(port: &str, required: bool) -> Vec<Check> {
     });
     match xdp_prog_id(ifindex) {
         Ok(0) => {}
+        Ok(id) if crate::pin::pinned_under(pin_root, ifindex) => checks.push(Check::ok(
+            format!("xdp {port}"),
+            format!(
+                "a stopped xbr's pinned XDP program (id {id}) keeps the port fail-closed; \
+                 the next xbr adopts it"
+            ),
+        )),
         Ok(id) => {
             let prog = prog_name(id);
             let xdp = format!("xdp {port}");

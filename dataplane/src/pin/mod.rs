@@ -377,6 +377,22 @@ fn map_is_pinned_at(map: &MapHandle, path: &Path) -> bool {
     matches!((pinned.info(), map.info()), (Ok(a), Ok(b)) if a.info.id == b.info.id)
 }
 
+/// Whether the XDP program on the device `ifindex` hangs off a link some
+/// bridge pinned under `root` (what a stopped xbr leaves: `xbr doctor`
+/// tells it from a foreign program).
+pub fn pinned_under(root: &Path, ifindex: u32) -> bool {
+    let Ok(dirs) = std::fs::read_dir(root) else {
+        return false;
+    };
+    dirs.flatten().any(|d| {
+        ["native", "generic"].iter().any(|m| {
+            d.path()
+                .join(format!("{LINK_PREFIX}{ifindex}-{m}"))
+                .exists()
+        })
+    })
+}
+
 /// The pin directories this process opened (every bridge's).
 static OPENED: parking_lot::Mutex<Vec<PathBuf>> = parking_lot::Mutex::new(Vec::new());
 
