@@ -360,7 +360,8 @@ fn start_metrics(
 
 fn run(args: RunArgs) -> ExitCode {
     // First, while xbr is one thread (capabilities are per thread).
-    if let Err(e) = dataplane::privs::drop_to_needed() {
+    // CAP_SYS_ADMIN stays (if held) for xdp-peer-gro alone.
+    if let Err(e) = dataplane::privs::drop_to_needed(args.xdp_peer_gro == OnOff::On) {
         eprintln!("xbr: {e}");
         return ExitCode::from(1);
     }

@@ -5,8 +5,14 @@
 //! docs/operations.md, the systemd unit's `CapabilityBoundingSet=` and
 //! the DaemonSet's `securityContext`; tests/tests/privs.rs runs the
 //! skeleton scenario under exactly this set, and without each of them).
-//! CAP_SYS_ADMIN is not in it: `xbr run` enters no namespace, mounts
-//! nothing and reads BPF objects only through the fds it created.
+//! CAP_SYS_ADMIN is not in it: xbr's forwarding enters no namespace and
+//! reads BPF objects only through the fds it created. It is
+//! [`OPTIONAL`]: kept when held and `xdp-peer-gro` is on (the default),
+//! because making a pod ready for the XDP flow cache means entering the
+//! pod's network namespace (setns needs CAP_SYS_ADMIN; there is no other
+//! way to change a device's features in another namespace). Without it
+//! xbr runs, and such pods are served by the packet threads (each port's
+//! state says why).
 //!
 //! [`drop_to_needed`] runs first thing in `xbr run`, before any thread
 //! exists (capability sets are per thread and inherited by new threads):
@@ -42,6 +48,13 @@ pub const NEEDED: &[(Capability, &str)] = &[
     ),
 ];
 
+/// Capabilities kept when held, for one feature each; xbr runs without
+/// them (see the module comment).
+pub const OPTIONAL: &[(Capability, &str)] = &[(
+    Capability::CAP_SYS_ADMIN,
+    "enter a pod's network namespace to turn GRO on in its eth0 (xdp-peer-gro), so the XDP flow cache can forward to it; mount bpffs for pinning if it is not mounted",
+)];
+
 #[derive(Debug, Error)]
 pub enum PrivsError {
     #[error("reading the capability sets: {0}")]
@@ -69,7 +82,21 @@ fn missing_message(missing: &[Capability]) -> String {
 
 /// Why xbr needs `cap`, or `None` if it does not.
 pub fn why(cap: Capability) -> Option<&'static str> {
-    NEEDED.iter().find(|(c, _)| *c == cap).map(|(_, w)| *w)
+    NEEDED
+        .iter()
+        .chain(OPTIONAL)
+        .find(|(c, _)| *c == cap)
+        .map(|(_, w)| *w)
+}
+
+/// The optional capabilities the calling thread holds.
+pub fn optional_held() -> Result<Vec<Capability>, PrivsError> {
+    let held = caps::read(None, CapSet::Effective).map_err(PrivsError::Read)?;
+    Ok(OPTIONAL
+        .iter()
+        .map(|(c, _)| *c)
+        .filter(|c| held.contains(c))
+        .collect())
 }
 
 /// The needed set.
@@ -87,14 +114,18 @@ pub fn missing() -> Result<Vec<Capability>, PrivsError> {
         .collect())
 }
 
-/// Checks that the needed capabilities are held and drops all others
-/// (see the module comment). Call before starting any thread.
-pub fn drop_to_needed() -> Result<(), PrivsError> {
+/// Checks that the needed capabilities are held and drops all others,
+/// but for the [`OPTIONAL`] ones held when `optional` (see the module
+/// comment). Call before starting any thread.
+pub fn drop_to_needed(optional: bool) -> Result<(), PrivsError> {
     let missing = missing()?;
     if !missing.is_empty() {
         return Err(PrivsError::Missing(missing));
     }
-    let keep = needed();
+    let mut keep = needed();
+    if optional {
+        keep.extend(optional_held()?);
+    }
     let err = |what| move |source| PrivsError::Drop { what, source };
     // The bounding set needs CAP_SETPCAP to shrink; without it (a
     // container that already lacks it) the bounding set is the

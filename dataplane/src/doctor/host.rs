@@ -98,7 +98,25 @@ pub(super) fn capabilities() -> Check {
     let name = "capabilities";
     match privs::missing() {
         Ok(missing) if missing.is_empty() => {
-            let held: Vec<String> = privs::NEEDED.iter().map(|(c, _)| c.to_string()).collect();
+            let optional = privs::optional_held().unwrap_or_default();
+            let held: Vec<String> = privs::NEEDED
+                .iter()
+                .map(|(c, _)| *c)
+                .chain(optional.iter().copied())
+                .map(|c| c.to_string())
+                .collect();
+            if optional.len() < privs::OPTIONAL.len() {
+                let lacking: Vec<String> = privs::OPTIONAL
+                    .iter()
+                    .filter(|(c, _)| !optional.contains(c))
+                    .map(|(c, w)| format!("{c} ({w})"))
+                    .collect();
+                return Check::warn(
+                    name,
+                    format!("holds {}; lacks {}", held.join(", "), lacking.join("; ")),
+                    "grant CAP_SYS_ADMIN for xdp-peer-gro, or run with --xdp-peer-gro off",
+                );
+            }
             Check::ok(name, format!("holds {}", held.join(", ")))
         }
         Ok(missing) => {

@@ -108,6 +108,8 @@ pub struct Reconciler {
     /// later `true` means nothing). While on, bridges forward nothing and
     /// have no controllers (only the management socket).
     restore_wait: bool,
+    /// flow-restore-wait cleared in the current `apply`.
+    restore_cleared: bool,
     /// The bridges the database held when xbr first read it that have
     /// not started yet: only they restore their state files; a bridge
     /// created later (`add-br`) is new (see `StateConfig::restore`).
@@ -149,6 +151,7 @@ impl Reconciler {
             root_warned: Vec::new(),
             written: HashMap::new(),
             restore_wait: true,
+            restore_cleared: false,
             initial: None,
             metrics: None,
             metrics_seen: None,
@@ -177,8 +180,13 @@ impl Reconciler {
             }
             self.root_warned = full.unsupported.clone();
         }
+        // The controllers the bridges get when flow-restore-wait clears
+        // are not a controller change that flushes the flows (the ones
+        // just restored must survive it); later changes are.
+        self.restore_cleared = false;
         if self.restore_wait && !full.flow_restore_wait {
             self.restore_wait = false;
+            self.restore_cleared = true;
             for (name, m) in &self.bridges {
                 tracing::info!(bridge = %name, "flow-restore-wait cleared: forwarding by the flows");
                 m.bridge.set_restore_wait(false);
@@ -377,7 +385,8 @@ impl Reconciler {
         // changes while it has none (ofproto::fail_mode).
         let had_primary = has_primary(&m.controllers);
         let has_primary = has_primary(&want.controllers);
-        let flush = had_primary != has_primary || (m.standalone != want.standalone && !has_primary);
+        let flush = !self.restore_cleared
+            && (had_primary != has_primary || (m.standalone != want.standalone && !has_primary));
         if m.standalone != want.standalone {
             if let Some(server) = m.bridge.server() {
                 server.set_fail_mode(want.standalone);
