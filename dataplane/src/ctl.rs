@@ -172,6 +172,7 @@ pub fn dispatch(
                 &dp.engine_snapshot(),
                 &live.kicker_stats(),
                 conntrack,
+                bridge.limit_stats(),
             ))
         }
         "stats" => Err(format!("stats: unexpected argument `{args}`")),

@@ -15,6 +15,7 @@
 //! encode outside it.
 
 use crate::datapath::Datapath;
+use crate::limits::{ControlLimits, LimitStats};
 use crate::monitor::{FlowMonitors, Origin};
 use crate::notify::Notifier;
 use crate::outbox::Outbox;
@@ -53,6 +54,9 @@ pub struct Bridge {
     last_seq: AtomicU64,
     roles: Arc<Roles>,
     notifier: Arc<Notifier>,
+    /// The control plane's bounds (see `limits.rs`), read by each new
+    /// connection.
+    limits: Mutex<ControlLimits>,
 }
 
 impl Bridge {
@@ -67,7 +71,43 @@ impl Bridge {
             last_seq: AtomicU64::new(0),
             roles: Arc::default(),
             notifier: Arc::default(),
+            limits: Mutex::new(ControlLimits::default()),
         })
+    }
+
+    /// The control plane's bounds; new connections take them.
+    pub fn control_limits(&self) -> ControlLimits {
+        self.limits.lock().clone()
+    }
+
+    pub fn set_control_limits(&self, limits: ControlLimits) {
+        *self.limits.lock() = limits;
+    }
+
+    /// How often each bound was hit.
+    pub fn limit_stats(&self) -> &Arc<LimitStats> {
+        &self.notifier.stats
+    }
+
+    /// `Flow_Table:flow_limit` of table `table_id` (`None`: none).
+    pub fn set_flow_limit(&self, table_id: u8, limit: Option<usize>) {
+        self.state.lock().tables.set_flow_limit(table_id, limit);
+    }
+
+    /// The most flows all tables may hold together.
+    pub fn set_max_flows(&self, limit: usize) {
+        self.state.lock().tables.set_max_flows(limit);
+    }
+
+    /// Counts and logs a flow addition a full table refused.
+    fn note_table_full(&self, e: &FlowModError) {
+        if let FlowModError::TableFull(t) = e {
+            LimitStats::hit(&self.limit_stats().table_full);
+            tracing::warn!(
+                table = t,
+                "flow table full: flow refused (OFPFMFC_TABLE_FULL)"
+            );
+        }
     }
 
     /// Where asynchronous messages to this bridge's connections go.
@@ -116,7 +156,10 @@ impl Bridge {
     /// request, lets that connection's flow monitors abbreviate it.
     pub fn flow_mod(&self, fm: &FlowMod, origin: Option<(u64, u32)>) -> Result<(), FlowModError> {
         let mut st = self.state.lock();
-        let changes = st.tables.flow_mod(fm)?;
+        let changes = st
+            .tables
+            .flow_mod(fm)
+            .inspect_err(|e| self.note_table_full(e))?;
         let gone = deleted(&changes);
         self.queue_monitors(&st.tables, &changes, origin, reason::DELETE);
         self.publish(changes);
@@ -171,9 +214,14 @@ impl Bridge {
         let watched = origin.filter(|_| self.monitors().is_watched());
         let mut ends = Vec::new();
         let changes = match watched {
-            Some(_) => st.tables.apply_batch_marked(mods, &mut ends)?,
-            None => st.tables.apply_batch(mods)?,
-        };
+            Some(_) => st.tables.apply_batch_marked(mods, &mut ends),
+            None => st.tables.apply_batch(mods),
+        }
+        .inspect_err(|(_, e)| {
+            if let ModError::Flow(e) = e {
+                self.note_table_full(e);
+            }
+        })?;
         let gone = deleted(&changes);
         let marks: Vec<(usize, u32)> = match watched {
             Some((_, xid_of)) => ends

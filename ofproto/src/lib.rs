@@ -13,6 +13,7 @@ mod connection;
 mod datapath;
 mod error;
 mod expiry;
+pub mod limits;
 mod monitor;
 pub mod notify;
 mod outbox;

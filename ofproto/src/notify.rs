@@ -28,6 +28,7 @@
 //! notification, and one per interested connection's outbox.
 
 use crate::datapath::PortInfo;
+use crate::limits::{LimitStats, PacketInLimit, TokenBucket};
 use crate::monitor::FlowMonitors;
 use crate::outbox::Outbox;
 use crate::roles::ConnRole;
@@ -46,6 +47,15 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Counts a dropped PACKET_IN, and logs the first, second, fourth, ...
+/// (a flood of drops would otherwise flood the log).
+fn note_drop(counter: &AtomicU64, connection: u64, why: &'static str) {
+    let before = counter.fetch_add(1, Ordering::Relaxed);
+    if before == 0 || before.is_power_of_two() {
+        tracing::warn!(connection, dropped = before + 1, "packet-in dropped: {why}");
+    }
+}
+
 /// Pending bytes past which a connection misses PACKET_INs.
 pub(crate) const PACKET_IN_BACKLOG: usize = 1 << 20;
 
@@ -58,6 +68,8 @@ struct Subscriber {
     gate: Option<Arc<AtomicU16>>,
     /// The OpenFlow version messages are encoded in.
     version: u8,
+    /// A controller's packet-in rate limit (`controller_rate_limit`).
+    packet_in_bucket: Option<Mutex<TokenBucket>>,
 }
 
 /// The async-message fan-out of one bridge.
@@ -67,6 +79,8 @@ pub struct Notifier {
     next_id: AtomicU64,
     /// The connections' flow monitors (see `monitor.rs`).
     pub(crate) monitors: FlowMonitors,
+    /// The bridge's counters of bounds hit (packet-ins dropped here).
+    pub(crate) stats: Arc<LimitStats>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -105,6 +119,7 @@ impl Notifier {
         config: Arc<Mutex<AsyncConfig>>,
         gate: Option<Arc<AtomicU16>>,
         version: u8,
+        packet_in_limit: Option<PacketInLimit>,
     ) -> Subscription {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.subs.lock().insert(
@@ -115,6 +130,7 @@ impl Notifier {
                 config,
                 gate,
                 version,
+                packet_in_bucket: packet_in_limit.map(|l| Mutex::new(TokenBucket::new(l))),
             },
         );
         Subscription {
@@ -259,9 +275,17 @@ impl Notifier {
                 versions::relabel(&mut m, s.version);
                 m
             });
+            if backlog.is_some() {
+                if let Some(bucket) = &s.packet_in_bucket {
+                    if !bucket.lock().take(std::time::Instant::now()) {
+                        note_drop(&self.stats.packet_ins_rate_limited, id, "rate limit");
+                        continue;
+                    }
+                }
+            }
             match backlog {
                 Some(limit) if !s.outbox.offer(msg, limit) => {
-                    tracing::debug!(connection = id, "packet-in dropped: peer behind");
+                    note_drop(&self.stats.packet_ins_backlog_dropped, id, "peer behind");
                 }
                 Some(_) => sent += 1,
                 None => {

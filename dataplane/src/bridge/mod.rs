@@ -11,7 +11,9 @@ use crate::engine::handoff::Handoffs;
 use crate::live::LivePorts;
 use crate::ports::{self, PortError};
 use crate::xdpcache::CacheMaps;
+use ofproto::limits::{ControlLimits, PacketInLimit};
 use ofproto::{Bridge, Server};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,6 +59,13 @@ pub struct BridgeConfig {
     /// The XDP programs create new UDP connections from templates (with
     /// the cache only; `--xdp-ct-new`, see `conntrack/kernel_new.rs`).
     pub xdp_ct_new: bool,
+    /// The OpenFlow control plane's bounds (`ofproto::limits`); its
+    /// `tcp_probe` is replaced by `inactivity_probe`.
+    pub control: ControlLimits,
+    /// The most flows all tables may hold together (`--max-flows`).
+    pub max_flows: usize,
+    /// PACKET_IN rate limits of some of `controllers`.
+    pub packet_in_limits: BTreeMap<SocketAddr, PacketInLimit>,
 }
 
 #[derive(Debug, Error)]
@@ -131,6 +140,8 @@ pub struct RunningBridge {
     /// The transmit threads (`--pmd-cores` after the packet threads'), if
     /// any.
     kicks: Option<Arc<crate::kicker::KickPool>>,
+    /// The controllers' PACKET_IN rate limits, for server restarts.
+    packet_in_limits: BTreeMap<SocketAddr, PacketInLimit>,
 }
 
 impl RunningBridge {
@@ -304,6 +315,11 @@ impl RunningBridge {
             );
         }
         let bridge = Bridge::new(shared.clone());
+        bridge.set_control_limits(ControlLimits {
+            tcp_probe: config.inactivity_probe,
+            ..config.control.clone()
+        });
+        bridge.set_max_flows(config.max_flows);
         let live = Arc::new(LivePorts::new(
             umem,
             live_cache,
@@ -322,6 +338,7 @@ impl RunningBridge {
             &config.controllers,
             config.standalone,
             config.inactivity_probe,
+            &config.packet_in_limits,
         ) {
             Ok(s) => s,
             Err(e) => {
@@ -375,7 +392,19 @@ impl RunningBridge {
             live,
             pmd_threads,
             kicks,
+            packet_in_limits: config.packet_in_limits,
         })
+    }
+
+    /// The OpenFlow side (flow tables, limits and their counters).
+    pub fn openflow(&self) -> &Arc<Bridge> {
+        &self.bridge
+    }
+
+    /// Sets the controllers' PACKET_IN rate limits, for the next
+    /// [`RunningBridge::restart_openflow`].
+    pub fn set_packet_in_limits(&mut self, limits: BTreeMap<SocketAddr, PacketInLimit>) {
+        self.packet_in_limits = limits;
     }
 
     /// Moves the packet threads to `pmd_cpus` (thread by thread; more
@@ -452,6 +481,7 @@ impl RunningBridge {
             controllers,
             standalone,
             probe,
+            &self.packet_in_limits,
         ) {
             Ok(s) => {
                 self.server = Some(s);
@@ -466,6 +496,7 @@ impl RunningBridge {
                         &targets,
                         standalone,
                         probe,
+                        &self.packet_in_limits,
                     ) {
                         Ok(s) => self.server = Some(s),
                         Err(e2) => tracing::error!(
@@ -512,11 +543,12 @@ fn start_server(
     controllers: &[SocketAddr],
     standalone: bool,
     probe: std::time::Duration,
+    packet_in_limits: &BTreeMap<SocketAddr, PacketInLimit>,
 ) -> Result<Server, ofproto::OfprotoError> {
     let mut s = Server::start(bridge.clone(), mgmt, listen)?;
     s.set_fail_mode(standalone);
     for c in controllers {
-        if let Err(e) = s.add_controller(*c, probe) {
+        if let Err(e) = s.add_controller(*c, probe, packet_in_limits.get(c).copied()) {
             s.shutdown();
             return Err(e);
         }

@@ -3,8 +3,9 @@
 //! [`PortSpec`] per interface, or the reason it cannot be one, which goes
 //! to the Interface's `error` column as ovs-vswitchd would put it there).
 
-use super::datum::{integer, string, string_map, uuids, Replica, Row};
+use super::datum::{int_uuid_map, integer, string, string_map, uuids, Replica, Row};
 use crate::config::{PortSpec, PortType, VxlanSpec, MAX_OFPORT, VXLAN_DEFAULT_PORT};
+use ofproto::limits::PacketInLimit;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
@@ -17,6 +18,13 @@ pub struct DesiredBridge {
     pub standalone: bool,
     /// `Controller.target`s: `tcp:` (active) and `ptcp:` (passive).
     pub controllers: Vec<String>,
+    /// Active targets' `controller_rate_limit` and
+    /// `controller_burst_limit`, by target (those with a rate only).
+    pub packet_in_limits: BTreeMap<String, PacketInLimit>,
+    /// `flow_tables`' `Flow_Table:flow_limit`s, by table id (tables with
+    /// a limit only), and whether `overflow_policy` asks for `evict`
+    /// (which xbr does not do: new flows are refused as with `refuse`).
+    pub flow_limits: BTreeMap<u8, (usize, bool)>,
     /// From `other_config:datapath-id`.
     pub datapath_id: Option<u64>,
     /// By interface name.
@@ -93,10 +101,33 @@ fn read_bridge(
     row: &Row,
     ports: &BTreeSet<String>,
 ) -> DesiredBridge {
-    let controllers = uuids(row, "controller")
+    let controller_rows: Vec<&Row> = uuids(row, "controller")
         .iter()
         .filter_map(|c| db.row("Controller", c))
+        .collect();
+    let controllers = controller_rows
+        .iter()
         .filter_map(|c| string(c, "target"))
+        .collect();
+    let packet_in_limits = controller_rows
+        .iter()
+        .filter_map(|c| {
+            let limit = PacketInLimit::from_columns(
+                integer(c, "controller_rate_limit"),
+                integer(c, "controller_burst_limit"),
+            )?;
+            Some((string(c, "target")?, limit))
+        })
+        .collect();
+    let flow_limits = int_uuid_map(row, "flow_tables")
+        .into_iter()
+        .filter_map(|(table, ft)| {
+            let table = u8::try_from(table).ok()?;
+            let ft = db.row("Flow_Table", &ft)?;
+            let limit = usize::try_from(integer(ft, "flow_limit")?).ok()?;
+            let evict = string(ft, "overflow_policy").as_deref() == Some("evict");
+            Some((table, (limit, evict)))
+        })
         .collect();
     let datapath_id = string_map(row, "other_config")
         .get("datapath-id")
@@ -141,6 +172,8 @@ fn read_bridge(
         uuid: uuid.to_string(),
         standalone: string(row, "fail_mode").as_deref() != Some("secure"),
         controllers,
+        packet_in_limits,
+        flow_limits,
         datapath_id,
         ifaces,
     }

@@ -31,6 +31,7 @@ use crate::config::{parse_controller, parse_listen, PortSpec, PortType};
 use crate::control::PortMeta;
 use crate::live::LiveError;
 use crate::ports::PortError;
+use ofproto::limits::{ControlLimits, PacketInLimit};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -56,12 +57,18 @@ pub struct Settings {
     pub xdp_cache_entries: Option<u32>,
     /// New connections created by the XDP programs (`--xdp-ct-new`).
     pub xdp_ct_new: bool,
+    /// The OpenFlow control plane's bounds (`ofproto::limits`).
+    pub control: ControlLimits,
+    /// `--max-flows`.
+    pub max_flows: usize,
 }
 
 struct Managed {
     bridge: RunningBridge,
     standalone: bool,
     controllers: Vec<String>,
+    packet_in_limits: BTreeMap<String, PacketInLimit>,
+    flow_limits: BTreeMap<u8, (usize, bool)>,
     /// Open ports by name: the spec as the database gave it (before a
     /// number was assigned), to notice changes.
     ports: BTreeMap<String, PortSpec>,
@@ -211,15 +218,22 @@ impl Reconciler {
             spare_xsk_ports: s.spare_xsk_ports,
             xdp_cache_entries: s.xdp_cache_entries,
             xdp_ct_new: s.xdp_ct_new,
+            control: s.control.clone(),
+            max_flows: s.max_flows,
+            packet_in_limits: packet_in_limits(&want.packet_in_limits),
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
         tracing::info!(bridge = %name, "bridge created from the database");
-        Ok(Managed {
+        let mut m = Managed {
             bridge,
             standalone: want.standalone,
             controllers: want.controllers.clone(),
+            packet_in_limits: want.packet_in_limits.clone(),
+            flow_limits: BTreeMap::new(),
             ports: BTreeMap::new(),
-        })
+        };
+        apply_flow_limits(name, &mut m, &want.flow_limits);
+        Ok(m)
     }
 
     fn update_bridge(&mut self, name: &str, want: &DesiredBridge) {
@@ -232,10 +246,16 @@ impl Reconciler {
             }
             m.standalone = want.standalone;
         }
-        if m.controllers != want.controllers {
+        apply_flow_limits(name, m, &want.flow_limits);
+        let limits_changed = m.packet_in_limits != want.packet_in_limits;
+        if m.controllers != want.controllers || limits_changed {
             let probe = self.settings.inactivity_probe;
             let (listen, controllers) = controller_targets(name, &want.controllers);
-            let only_added_active = m.controllers.iter().all(|t| want.controllers.contains(t))
+            let pin = packet_in_limits(&want.packet_in_limits);
+            m.bridge.set_packet_in_limits(pin.clone());
+            m.packet_in_limits = want.packet_in_limits.clone();
+            let only_added_active = !limits_changed
+                && m.controllers.iter().all(|t| want.controllers.contains(t))
                 && want
                     .controllers
                     .iter()
@@ -248,7 +268,7 @@ impl Reconciler {
                     controllers
                         .iter()
                         .filter(|a| !have.contains(a))
-                        .try_for_each(|a| server.add_controller(*a, probe))
+                        .try_for_each(|a| server.add_controller(*a, probe, pin.get(a).copied()))
                         .map_err(|e| e.to_string())
                 }
                 // Anything else restarts the OpenFlow server on the same
@@ -493,6 +513,39 @@ fn controller_targets(
         }
     }
     (listen, active)
+}
+
+/// The PACKET_IN limits of active targets by address (targets that do
+/// not parse are left out; `controller_targets` logs them).
+fn packet_in_limits(
+    by_target: &BTreeMap<String, PacketInLimit>,
+) -> BTreeMap<std::net::SocketAddr, PacketInLimit> {
+    by_target
+        .iter()
+        .filter_map(|(t, l)| parse_controller(t).ok().map(|a| (a, *l)))
+        .collect()
+}
+
+/// Applies the bridge's `Flow_Table:flow_limit`s where they changed.
+fn apply_flow_limits(name: &str, m: &mut Managed, want: &BTreeMap<u8, (usize, bool)>) {
+    if m.flow_limits == *want {
+        return;
+    }
+    let of = m.bridge.openflow();
+    for t in m.flow_limits.keys().filter(|t| !want.contains_key(t)) {
+        of.set_flow_limit(*t, None);
+        tracing::info!(bridge = %name, table = t, "flow limit removed");
+    }
+    for (t, (limit, evict)) in want {
+        of.set_flow_limit(*t, Some(*limit));
+        if *evict {
+            tracing::warn!(bridge = %name, table = t, limit,
+                "Flow_Table overflow_policy=evict: xbr does not evict; new flows past the limit are refused");
+        } else {
+            tracing::info!(bridge = %name, table = t, limit, "flow limit set");
+        }
+    }
+    m.flow_limits = want.clone();
 }
 
 /// Records why an interface is not open; logs each new reason once.

@@ -13,14 +13,10 @@ pub(super) enum Filled {
     Idle,
 }
 
-/// Read timeouts a peer may let pass in the middle of a message before
-/// the connection gives up on it.
-const STALLS_MID_MESSAGE: u32 = 2;
-
 /// Fills `buf` completely. A timeout before the first byte is reported as
 /// `Idle`; in the middle of a message the read is retried (bytes already
-/// read are kept), up to [`STALLS_MID_MESSAGE`] times.
-pub(super) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<Filled> {
+/// read are kept), up to `max_stalls` times.
+pub(super) fn read_full(r: &mut impl Read, buf: &mut [u8], max_stalls: u32) -> io::Result<Filled> {
     let mut got = 0;
     let mut stalls = 0;
     while let Some(rest) = buf.get_mut(got..).filter(|b| !b.is_empty()) {
@@ -39,7 +35,7 @@ pub(super) fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<Filled>
                     return Ok(Filled::Idle);
                 }
                 stalls += 1;
-                if stalls > STALLS_MID_MESSAGE {
+                if stalls > max_stalls {
                     return Err(e);
                 }
             }
