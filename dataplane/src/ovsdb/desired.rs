@@ -442,6 +442,44 @@ mod tests {
     }
 
     #[test]
+    fn reads_flow_limits_and_controller_rate_limits() {
+        let mut r = replica();
+        r.apply(&json!({
+            "Bridge": {"b0": {"new": {
+                "name": "br0", "fail_mode": "secure", "ports": ["set", []],
+                "controller": ["set", [["uuid", "c0"], ["uuid", "c1"]]],
+                "flow_tables": ["map", [[0, ["uuid", "t0"]], [7, ["uuid", "t1"]],
+                                        [300, ["uuid", "t0"]], [9, ["uuid", "t2"]]]],
+                "other_config": ["map", []]}}},
+            "Controller": {
+                "c0": {"new": {"target": "tcp:10.0.0.1:6653", "controller_rate_limit": 100,
+                               "controller_burst_limit": ["set", []]}},
+                "c1": {"new": {"target": "ptcp:6653", "controller_rate_limit": ["set", []]}}},
+            "Flow_Table": {
+                "t0": {"new": {"flow_limit": 10, "overflow_policy": "refuse"}},
+                "t1": {"new": {"flow_limit": ["set", [5]], "overflow_policy": "evict"}},
+                "t2": {"new": {"flow_limit": ["set", []]}}},
+        }));
+        let b = &read(&r).bridges["br0"];
+        // Table 300 does not exist; a row without flow_limit is no limit.
+        assert_eq!(
+            b.flow_limits.iter().collect::<Vec<_>>(),
+            [(&0, &(10, false)), (&7, &(5, true))]
+        );
+        // OVS's default burst: a quarter of the rate.
+        assert_eq!(
+            b.packet_in_limits.iter().collect::<Vec<_>>(),
+            [(
+                &"tcp:10.0.0.1:6653".to_string(),
+                &PacketInLimit {
+                    rate: 100,
+                    burst: 25
+                }
+            )]
+        );
+    }
+
+    #[test]
     fn reads_the_pmd_cpu_mask() {
         let mut r = replica();
         assert_eq!(read(&r).pmd_cpus, None);
