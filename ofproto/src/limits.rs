@@ -19,7 +19,8 @@
 //! - a silent peer gets an ECHO_REQUEST after its probe interval and is
 //!   dropped when another passes unanswered (OVS's rconn; 60 s on the
 //!   management socket as in OVS's `bridge.c`, the inactivity probe on
-//!   `ptcp:` and controller connections);
+//!   `ptcp:` and controller connections); one message may take two probe
+//!   intervals to arrive, however its bytes trickle in;
 //! - a peer that stops reading: a write that makes no progress for a
 //!   probe interval fails the connection, and asynchronous messages
 //!   queued past [`ControlLimits::max_backlog`] bytes drop it (OVS's rconn
@@ -166,6 +167,9 @@ pub struct LimitStats {
     pub hello_timeouts: AtomicU64,
     /// Connections dropped for not answering an inactivity probe.
     pub probe_timeouts: AtomicU64,
+    /// Connections dropped for taking over two probe intervals to send one
+    /// message (bytes trickling in).
+    pub message_timeouts: AtomicU64,
     /// Connections dropped because a write made no progress for a probe
     /// interval (the peer stopped reading).
     pub write_timeouts: AtomicU64,
@@ -192,12 +196,13 @@ impl LimitStats {
     }
 
     /// Every counter by its name in `xbr stats`, in a fixed order.
-    pub fn named(&self) -> [(&'static str, u64); 11] {
+    pub fn named(&self) -> [(&'static str, u64); 12] {
         let v = |c: &AtomicU64| c.load(Relaxed);
         [
             ("connections_refused", v(&self.connections_refused)),
             ("hello_timeouts", v(&self.hello_timeouts)),
             ("probe_timeouts", v(&self.probe_timeouts)),
+            ("message_timeouts", v(&self.message_timeouts)),
             ("write_timeouts", v(&self.write_timeouts)),
             ("backlog_overflows", v(&self.backlog_overflows)),
             ("bundles_refused", v(&self.bundles_refused)),

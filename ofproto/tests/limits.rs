@@ -122,6 +122,25 @@ fn an_idle_peer_is_probed_then_dropped_and_one_that_answers_stays() {
 }
 
 #[test]
+fn a_message_trickling_in_is_given_two_probe_intervals() {
+    let h = Harness::start("lim-trickle");
+    with_limits(&h, |l| l.mgmt_probe = Duration::from_millis(300));
+    let mut s = talking(&h);
+    // An ECHO_REQUEST one byte every 100 ms: never silent for a probe
+    // interval, never done.
+    let start = Instant::now();
+    for b in Message::EchoRequest(vec![0; 64]).emit(5) {
+        if s.write_all(&[b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_closed(&mut s);
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(count(&stats(&h).message_timeouts), 1);
+}
+
+#[test]
 fn the_connection_past_the_limit_is_refused_while_the_others_work() {
     let h = Harness::start("lim-conns");
     with_limits(&h, |l| l.max_connections = 3);

@@ -191,6 +191,11 @@ impl<R: Read> Connection<R> {
     /// What was queued for it is still written after (see `Drop`).
     pub(crate) fn run(mut self) {
         if let Err(e) = self.serve() {
+            if e.kind() == io::ErrorKind::TimedOut && self.probe.is_some() {
+                LimitStats::hit(&self.stats.message_timeouts);
+                warn!(peer = %self.peer, "OpenFlow message not completed in two probe intervals; disconnecting");
+                return;
+            }
             if !matches!(
                 e.kind(),
                 io::ErrorKind::UnexpectedEof
@@ -225,14 +230,11 @@ impl<R: Read> Connection<R> {
         let mut heard = false;
         let mut last_heard = started;
         let mut probe_sent: Option<Instant> = None;
-        // A message may pause mid-way for up to two probe intervals.
-        let stall_ticks = self.probe.map_or(u32::MAX, |p| {
-            let ticks = 2 * p.as_millis() / read_tick(p).as_millis().max(1);
-            u32::try_from(ticks).unwrap_or(u32::MAX).max(2)
-        });
+        // A message may take up to two probe intervals to arrive.
+        let patience = self.probe.map(|p| 2 * p);
         loop {
             buf.resize(HEADER_LEN, 0);
-            match read_full(&mut self.reader, &mut buf, stall_ticks)? {
+            match read_full(&mut self.reader, &mut buf, patience)? {
                 Filled::Eof => return Ok(()),
                 Filled::Idle => {
                     if self.idle(Instant::now(), started, heard, last_heard, &mut probe_sent)? {
@@ -263,7 +265,7 @@ impl<R: Read> Connection<R> {
             }
             buf.resize(len, 0);
             if let Some(body) = buf.get_mut(HEADER_LEN..) {
-                if read_full(&mut self.reader, body, stall_ticks)? != Filled::Full {
+                if read_full(&mut self.reader, body, patience)? != Filled::Full {
                     return Err(io::ErrorKind::UnexpectedEof.into());
                 }
             }
