@@ -65,6 +65,9 @@ pub struct ControlLimits {
     /// A bundle untouched this long is discarded (OVS's
     /// `other_config:bundle-idle-timeout`, 10 s).
     pub bundle_idle_timeout: Duration,
+    /// PACKET_IN rate limit of each `ptcp:` connection (the passive
+    /// Controller row's `controller_rate_limit`).
+    pub tcp_packet_in: Option<PacketInLimit>,
 }
 
 /// Connections per listener by default.
@@ -86,6 +89,7 @@ impl Default for ControlLimits {
             max_bundles: 64,
             max_bundle_msgs: DEFAULT_MAX_BUNDLE_MSGS,
             bundle_idle_timeout: DEFAULT_BUNDLE_IDLE_TIMEOUT,
+            tcp_packet_in: None,
         }
     }
 }

@@ -115,9 +115,9 @@ impl Shared {
     /// already serves as many as it may.
     fn spawn_connection(self: &Arc<Self>, stream: Stream, peer: String, listener: Listener) {
         let limits = self.bridge.control_limits();
-        let probe = match listener {
-            Listener::Unix => limits.mgmt_probe,
-            Listener::Tcp => limits.tcp_probe,
+        let (probe, packet_in_limit) = match listener {
+            Listener::Unix => (limits.mgmt_probe, None),
+            Listener::Tcp => (limits.tcp_probe, limits.tcp_packet_in),
         };
         let count = &self.accepted[listener as usize];
         if count.load(Ordering::SeqCst) >= limits.max_connections {
@@ -151,6 +151,7 @@ impl Shared {
             .spawn(move || {
                 Connection::new(reader, writer, shared.bridge.clone(), peer)
                     .bounded(probe, Box::new(move || killer.shutdown()))
+                    .packet_in_limit(packet_in_limit)
                     .run();
                 shared.conns.lock().remove(&id);
                 shared.accepted[listener as usize].fetch_sub(1, Ordering::SeqCst);

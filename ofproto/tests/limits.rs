@@ -360,3 +360,56 @@ fn a_controller_that_stops_reading_is_dropped_not_buffered_for() {
     wait_closed(&mut c);
     assert_alive(&mut talking(&h));
 }
+
+#[test]
+fn a_passive_controller_on_ptcp_keeps_to_its_rate_limit() {
+    let dir = std::env::temp_dir().join(format!("xbr-ofproto-{}-lim-ptcp", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bridge = ofproto::Bridge::new(common::MemDatapath::new());
+    bridge.set_control_limits(ControlLimits {
+        tcp_packet_in: PacketInLimit::from_columns(Some(100), Some(3)),
+        ..ControlLimits::default()
+    });
+    let server = ofproto::Server::start(
+        bridge.clone(),
+        &dir.join("br0.mgmt"),
+        Some("127.0.0.1:0".parse().unwrap()),
+    )
+    .unwrap();
+    let mut c = TcpStream::connect(server.local_tcp_addr().unwrap()).unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    hello(&mut c);
+    // A service connection hears packet-ins once it asks (miss_send_len).
+    let config = ofproto::wire::message::SwitchConfig {
+        flags: 0,
+        miss_send_len: 128,
+    };
+    c.write_all(&Message::SetConfig(config).emit(2)).unwrap();
+    c.write_all(&Message::BarrierRequest.emit(3)).unwrap();
+    assert_eq!(recv(&mut c), (3, Message::BarrierReply));
+    let start = Instant::now();
+    for _ in 0..100 {
+        bridge.packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![0xab; 60]));
+    }
+    let allowed = 3 + (start.elapsed().as_millis() as u64 * 100 / 1000) + 1;
+    c.write_all(&Message::BarrierRequest.emit(4)).unwrap();
+    let mut got = 0;
+    loop {
+        match recv(&mut c) {
+            (_, Message::PacketIn(_)) => got += 1,
+            (4, Message::BarrierReply) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(
+        (3..=allowed).contains(&got),
+        "{got} packet-ins, {allowed} allowed"
+    );
+    assert_eq!(
+        count(&bridge.limit_stats().packet_ins_rate_limited),
+        100 - got
+    );
+    server.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -218,7 +218,10 @@ impl Reconciler {
             spare_xsk_ports: s.spare_xsk_ports,
             xdp_cache_entries: s.xdp_cache_entries,
             xdp_ct_new: s.xdp_ct_new,
-            control: s.control.clone(),
+            control: ControlLimits {
+                tcp_packet_in: passive_packet_in_limit(want),
+                ..s.control.clone()
+            },
             max_flows: s.max_flows,
             packet_in_limits: packet_in_limits(&want.packet_in_limits),
         };
@@ -253,6 +256,13 @@ impl Reconciler {
             let (listen, controllers) = controller_targets(name, &want.controllers);
             let pin = packet_in_limits(&want.packet_in_limits);
             m.bridge.set_packet_in_limits(pin.clone());
+            // The passive target's, for the connections the restarted
+            // server accepts.
+            let of = m.bridge.openflow();
+            of.set_control_limits(ControlLimits {
+                tcp_packet_in: passive_packet_in_limit(want),
+                ..of.control_limits()
+            });
             m.packet_in_limits = want.packet_in_limits.clone();
             let only_added_active = !limits_changed
                 && m.controllers.iter().all(|t| want.controllers.contains(t))
@@ -524,6 +534,13 @@ fn packet_in_limits(
         .iter()
         .filter_map(|(t, l)| parse_controller(t).ok().map(|a| (a, *l)))
         .collect()
+}
+
+/// The PACKET_IN limit of the passive target xbr serves (the first
+/// `ptcp:` one, as `controller_targets` picks it).
+fn passive_packet_in_limit(want: &DesiredBridge) -> Option<PacketInLimit> {
+    let passive = want.controllers.iter().find(|t| t.starts_with("ptcp:"))?;
+    want.packet_in_limits.get(passive).copied()
 }
 
 /// Applies the bridge's `Flow_Table:flow_limit`s where they changed.

@@ -207,6 +207,13 @@ impl<R: Read> Connection<R> {
         }
     }
 
+    /// Limits the PACKET_INs this connection is sent (a passive
+    /// controller's `controller_rate_limit`).
+    pub(crate) fn packet_in_limit(mut self, limit: Option<PacketInLimit>) -> Self {
+        self.packet_in_limit = limit;
+        self
+    }
+
     /// Makes this the switch's connection to a controller: it says HELLO
     /// first, is sent the specification's default asynchronous messages,
     /// and its PACKET_INs are limited to `packet_in_limit`.
