@@ -20,9 +20,12 @@
 //! outbox and never waited for, so a peer that stops reading (a
 //! suspended `ovs-ofctl monitor br0 65534`) holds up neither the packet
 //! thread's upcalls nor flow expiry. A connection more than
-//! [`PACKET_IN_BACKLOG`] bytes behind misses PACKET_INs (logged at debug
-//! level), as OVS drops packet-ins to a controller that does not keep
-//! up; FLOW_REMOVED and PORT_STATUS are always queued, as in OVS.
+//! [`PACKET_IN_BACKLOG`] bytes behind misses PACKET_INs, as OVS drops
+//! packet-ins to a controller that does not keep up; a controller with a
+//! `controller_rate_limit` misses those over it (a token bucket per
+//! connection, see `limits.rs`). Both are counted in `LimitStats` and
+//! logged (the 1st, 2nd, 4th ... drop). FLOW_REMOVED and PORT_STATUS are
+//! always queued, as in OVS, up to the outbox's bound (`outbox.rs`).
 //!
 //! Cost and concurrency: one mutex over the subscriber map, taken per
 //! notification, and one per interested connection's outbox.
