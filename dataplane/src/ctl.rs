@@ -182,6 +182,7 @@ pub fn dispatch(
                 &dp.engine_snapshot(),
                 &live.kicker_stats(),
                 conntrack,
+                bridge.limit_stats(),
             );
             if let Some(st) = live.state_status() {
                 text.push_str(&st.text());

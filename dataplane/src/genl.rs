@@ -366,7 +366,7 @@ fn exchange(
                 return if code == 0 {
                     Ok(out)
                 } else {
-                    Err(nl_err(io::Error::from_raw_os_error(-code)))
+                    Err(nl_err(io::Error::from_raw_os_error(code.saturating_neg())))
                 };
             }
             out.push(body.to_vec());

@@ -195,6 +195,40 @@ struct RunArgs {
     /// docs/xdp-redirect-readiness.md for what it changes in the pod).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     xdp_peer_gro: OnOff,
+    /// OpenFlow connections each listener (the management socket, the
+    /// `ptcp:` port) serves at once; more are closed at once (counted in
+    /// `xbr stats`).
+    #[arg(long, default_value_t = ofproto::limits::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    max_connections: usize,
+    /// Flows all tables may hold together; adds past it are refused with
+    /// OFPFMFC_TABLE_FULL (per-table limits: OVSDB's Flow_Table).
+    #[arg(long, default_value_t = 1_000_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000_000))]
+    max_flows: usize,
+    /// Bundles one OpenFlow connection may have open (OFPBFC_OUT_OF_BUNDLES
+    /// past it).
+    #[arg(long, default_value_t = 64,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    max_bundles: usize,
+    /// Messages one OpenFlow connection's open bundles may hold together
+    /// (OFPBFC_MSG_TOO_MANY past it).
+    #[arg(long, default_value_t = ofproto::limits::DEFAULT_MAX_BUNDLE_MSGS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
+    bundle_max_msgs: usize,
+    /// Seconds after which a bundle nobody added to is discarded
+    /// (OFPBFC_TIMEOUT), OVS's `other_config:bundle-idle-timeout`.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    bundle_idle_timeout: u64,
+    /// PACKET_INs per second to each `--controller` (OVS's
+    /// `controller_rate_limit`); unlimited without it.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    controller_rate_limit: Option<u32>,
+    /// PACKET_INs in a burst to each `--controller` (OVS's
+    /// `controller_burst_limit`; default a quarter of the rate).
+    #[arg(long, requires = "controller_rate_limit",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    controller_burst_limit: Option<u32>,
 }
 
 impl RunArgs {
@@ -204,6 +238,17 @@ impl RunArgs {
             snapshot: (self.state_snapshot > 0)
                 .then(|| std::time::Duration::from_secs(self.state_snapshot)),
             restore: true,
+        }
+    }
+
+    /// The OpenFlow control plane's bounds the flags set.
+    fn control_limits(&self) -> ofproto::limits::ControlLimits {
+        ofproto::limits::ControlLimits {
+            max_connections: self.max_connections,
+            max_bundles: self.max_bundles,
+            max_bundle_msgs: self.bundle_max_msgs,
+            bundle_idle_timeout: std::time::Duration::from_secs(self.bundle_idle_timeout),
+            ..Default::default()
         }
     }
 }
@@ -376,6 +421,14 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     let state = args.state_config();
+    let packet_in_limits = ofproto::limits::PacketInLimit::from_columns(
+        args.controller_rate_limit.map(i64::from),
+        args.controller_burst_limit.map(i64::from),
+    );
+    let control = args.control_limits();
+    let packet_in_limits = packet_in_limits
+        .map(|l| args.controllers.iter().map(|c| (*c, l)).collect())
+        .unwrap_or_default();
     let mut ports = args.ports;
     if let Err(e) = assign_ofports(&mut ports) {
         eprintln!("xbr: {e}");
@@ -403,6 +456,9 @@ fn run(args: RunArgs) -> ExitCode {
         pin_root: args.bpf_pin_root.clone(),
         pin: args.xdp_pin == OnOff::On,
         xdp_peer_gro: args.xdp_peer_gro == OnOff::On,
+        control,
+        max_flows: args.max_flows,
+        packet_in_limits,
     };
     // Signals first, so a SIGTERM during start-up is not lost.
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {
@@ -561,6 +617,8 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         pin: args.xdp_pin == OnOff::On,
         metrics_from_cli: args.metrics.is_some(),
         xdp_peer_gro: args.xdp_peer_gro == OnOff::On,
+        control: args.control_limits(),
+        max_flows: args.max_flows,
     };
     let metrics = match start_metrics(args.metrics) {
         Ok(m) => m,

@@ -113,6 +113,7 @@ pub fn report(
     engine: &EngineSnapshot,
     kickers: &[KickerStats],
     ct: &Conntrack,
+    limits: &ofproto::limits::LimitStats,
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "ports:");
@@ -187,6 +188,9 @@ pub fn report(
             k.cpu, k.sockets, k.kicks, k.busy, k.taken_over
         );
     }
+    // The OpenFlow control plane's bounds (ofproto::limits), each hit
+    // also logged where it happened.
+    nonzero(&mut out, "openflow limits hit", &limits.named());
     out.push_str("conntrack:\n");
     for line in ct.stats_text().lines() {
         let _ = writeln!(out, "  {line}");

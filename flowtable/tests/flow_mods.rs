@@ -468,3 +468,39 @@ fn flows_are_ordered_and_filtered() {
     assert_eq!(stats.len(), 254);
     assert_eq!((stats[0].active_count, stats[1].active_count), (2, 1));
 }
+
+#[test]
+fn flow_limits_refuse_new_flows_but_not_replacements() {
+    let mut ft = FlowTables::new();
+    ft.set_flow_limit(1, Some(2));
+    ft.flow_mod(&add(1, 100, m_in_port(1), vec![out(2)]))
+        .unwrap();
+    ft.flow_mod(&add(1, 100, m_in_port(2), vec![out(2)]))
+        .unwrap();
+    let full = ft
+        .flow_mod(&add(1, 100, m_in_port(3), vec![out(2)]))
+        .unwrap_err();
+    assert!(matches!(full, FlowModError::TableFull(1)));
+    assert_eq!(full.ofp_error(), (5, 1), "OFPFMFC_TABLE_FULL");
+    // Replacing a flow adds none; other tables have no limit.
+    ft.flow_mod(&add(1, 100, m_in_port(1), vec![out(3)]))
+        .unwrap();
+    ft.flow_mod(&add(0, 100, m_in_port(3), vec![out(2)]))
+        .unwrap();
+    // The overall limit counts every table; a batch that passes it
+    // changes nothing.
+    ft.set_max_flows(4);
+    let batch = vec![
+        PipelineMod::Flow(add(2, 1, m_in_port(1), vec![out(2)])),
+        PipelineMod::Flow(add(2, 1, m_in_port(2), vec![out(2)])),
+    ];
+    let (i, e) = ft.apply_batch(&batch).unwrap_err();
+    assert_eq!(i, 1);
+    assert!(matches!(e, ModError::Flow(FlowModError::TableFull(2))));
+    assert_eq!(ft.n_rules(), 3);
+    // Lifting the limit lets the table grow again.
+    ft.set_flow_limit(1, None);
+    ft.set_max_flows(usize::MAX);
+    ft.flow_mod(&add(1, 100, m_in_port(3), vec![out(2)]))
+        .unwrap();
+}

@@ -16,6 +16,7 @@
 
 use crate::counters::ControlCounters;
 use crate::datapath::Datapath;
+use crate::limits::{ControlLimits, LimitStats};
 use crate::monitor::{FlowMonitors, Origin};
 use crate::notify::Notifier;
 use crate::outbox::Outbox;
@@ -56,6 +57,9 @@ pub struct Bridge {
     notifier: Arc<Notifier>,
     /// Connections, mods, bundles and errors, for the metrics.
     counters: ControlCounters,
+    /// The control plane's bounds (see `limits.rs`), read by each new
+    /// connection.
+    limits: Mutex<ControlLimits>,
 }
 
 impl Bridge {
@@ -71,7 +75,43 @@ impl Bridge {
             roles: Arc::default(),
             notifier: Arc::default(),
             counters: ControlCounters::default(),
+            limits: Mutex::new(ControlLimits::default()),
         })
+    }
+
+    /// The control plane's bounds; new connections take them.
+    pub fn control_limits(&self) -> ControlLimits {
+        self.limits.lock().clone()
+    }
+
+    pub fn set_control_limits(&self, limits: ControlLimits) {
+        *self.limits.lock() = limits;
+    }
+
+    /// How often each bound was hit.
+    pub fn limit_stats(&self) -> &Arc<LimitStats> {
+        &self.notifier.stats
+    }
+
+    /// `Flow_Table:flow_limit` of table `table_id` (`None`: none).
+    pub fn set_flow_limit(&self, table_id: u8, limit: Option<usize>) {
+        self.state.lock().tables.set_flow_limit(table_id, limit);
+    }
+
+    /// The most flows all tables may hold together.
+    pub fn set_max_flows(&self, limit: usize) {
+        self.state.lock().tables.set_max_flows(limit);
+    }
+
+    /// Counts and logs a flow addition a full table refused.
+    fn note_table_full(&self, e: &FlowModError) {
+        if let FlowModError::TableFull(t) = e {
+            LimitStats::hit(&self.limit_stats().table_full);
+            tracing::warn!(
+                table = t,
+                "flow table full: flow refused (OFPFMFC_TABLE_FULL)"
+            );
+        }
     }
 
     /// Where asynchronous messages to this bridge's connections go.
@@ -126,7 +166,10 @@ impl Bridge {
     pub fn flow_mod(&self, fm: &FlowMod, origin: Option<(u64, u32)>) -> Result<(), FlowModError> {
         ControlCounters::bump(&self.counters.flow_mods, 1);
         let mut st = self.state.lock();
-        let changes = st.tables.flow_mod(fm)?;
+        let changes = st
+            .tables
+            .flow_mod(fm)
+            .inspect_err(|e| self.note_table_full(e))?;
         let gone = deleted(&changes);
         self.queue_monitors(&st.tables, &changes, origin, reason::DELETE);
         self.publish(changes);
@@ -203,6 +246,9 @@ impl Bridge {
             }
             Err(e) => {
                 ControlCounters::bump(&c.bundles_failed, 1);
+                if let ModError::Flow(fe) = &e.1 {
+                    self.note_table_full(fe);
+                }
                 return Err(e);
             }
         };

@@ -12,14 +12,24 @@
 //! queue to `FlowTables::apply_batch`, which applies all of it or nothing.
 //! A failed commit reports the failing embedded message's error with that
 //! message's xid, then OFPBFC_MSG_FAILED for the COMMIT itself, as OVS does.
+//!
+//! Bounds (see `limits.rs`): a connection may hold `max_bundles` open
+//! bundles (OFPBFC_OUT_OF_BUNDLES past it) and `max_bundle_msgs` messages
+//! over all of them (OFPBFC_MSG_TOO_MANY, and the bundle's commit fails);
+//! a bundle nobody touched for `bundle_idle_timeout` is discarded with
+//! OFPBFC_TIMEOUT for the message that opened it, as OVS's connmgr does
+//! ([`Bundles::expire`], called by the idle connection each second).
 
 use crate::bridge::Bridge;
+use crate::limits::{ControlLimits, LimitStats};
 use crate::versions::{OFPET_BUNDLE_FAILED, OFPT_BUNDLE_CONTROL};
 use crate::wire::header::msg_type;
 use crate::wire::message::{split, ERROR_DATA_LEN};
 use crate::wire::{err, HeaderRepr, Message, Put, WireError, OFP_VERSION, ONF_VENDOR_ID};
 use flowtable::PipelineMod;
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub const ONFT_BUNDLE_CONTROL: u32 = 2300;
 pub const ONFT_BUNDLE_ADD_MESSAGE: u32 = 2301;
@@ -42,22 +52,29 @@ pub mod bfc {
     pub const BAD_ID: u16 = 2302;
     pub const BUNDLE_EXIST: u16 = 2303;
     pub const BUNDLE_CLOSED: u16 = 2304;
+    pub const OUT_OF_BUNDLES: u16 = 2305;
     pub const BAD_TYPE: u16 = 2306;
     pub const BAD_FLAGS: u16 = 2307;
     pub const MSG_BAD_LEN: u16 = 2308;
     pub const MSG_UNSUP: u16 = 2310;
+    pub const MSG_TOO_MANY: u16 = 2312;
     pub const MSG_FAILED: u16 = 2313;
+    pub const TIMEOUT: u16 = 2314;
 }
 
-/// Upper bound on messages in one bundle, so a peer cannot grow memory
-/// without limit (the largest agent transaction is ~10k flows).
-const MAX_BUNDLE_MSGS: usize = 1 << 20;
-
 struct Bundle {
+    /// Last opened or added to (for the idle expiry).
+    used: Instant,
+    /// How it was opened: the framing, xid and first bytes of the message
+    /// that opened it (what OFPBFC_TIMEOUT refers to).
+    framing: Framing,
+    opened_by: (u32, Vec<u8>),
     flags: u16,
     closed: bool,
-    /// A message failed to decode: the commit must fail.
+    /// A message failed to decode or was refused: the commit must fail.
     failed: bool,
+    /// The message limit was logged for this bundle (once is enough).
+    warned: bool,
     /// (embedded xid, first bytes of the embedded message, decoded mod)
     msgs: Vec<(u32, Vec<u8>, PipelineMod)>,
 }
@@ -72,9 +89,14 @@ pub(crate) struct CommitTo<'a> {
 }
 
 /// The open bundles of one connection.
-#[derive(Default)]
 pub(crate) struct Bundles {
     open: HashMap<u32, Bundle>,
+    /// Messages held by all of `open`.
+    n_msgs: usize,
+    max_bundles: usize,
+    max_msgs: usize,
+    idle_timeout: Duration,
+    stats: Arc<LimitStats>,
 }
 
 /// How a connection's bundle messages are framed.
@@ -153,6 +175,70 @@ fn be_u16(b: &[u8], at: usize) -> Option<u16> {
 }
 
 impl Bundles {
+    pub(crate) fn new(limits: &ControlLimits, stats: Arc<LimitStats>) -> Self {
+        Bundles {
+            open: HashMap::new(),
+            n_msgs: 0,
+            max_bundles: limits.max_bundles,
+            max_msgs: limits.max_bundle_msgs,
+            idle_timeout: limits.bundle_idle_timeout,
+            stats,
+        }
+    }
+
+    /// A new bundle, opened by message `xid` (`raw`), or the error
+    /// refusing it when the connection has as many as it may.
+    fn admit(&mut self, xid: u32, raw: &[u8], framing: Framing) -> Result<Bundle, Vec<u8>> {
+        if self.open.len() >= self.max_bundles {
+            LimitStats::hit(&self.stats.bundles_refused);
+            tracing::warn!(
+                max_bundles = self.max_bundles,
+                "bundle refused: the connection has too many open (OFPBFC_OUT_OF_BUNDLES)"
+            );
+            return Err(framing.error(bfc::OUT_OF_BUNDLES, xid, raw));
+        }
+        let keep = raw[..raw.len().min(ERROR_DATA_LEN)].to_vec();
+        Ok(Bundle {
+            used: Instant::now(),
+            framing,
+            opened_by: (xid, keep),
+            flags: 0,
+            closed: false,
+            failed: false,
+            warned: false,
+            msgs: Vec::new(),
+        })
+    }
+
+    /// Takes bundle `id` out, with its messages out of the count.
+    fn take(&mut self, id: u32) -> Option<Bundle> {
+        let b = self.open.remove(&id)?;
+        self.n_msgs = self.n_msgs.saturating_sub(b.msgs.len());
+        Some(b)
+    }
+
+    /// Discards the bundles idle for the idle timeout at `now`; the
+    /// OFPBFC_TIMEOUT errors to send.
+    pub(crate) fn expire(&mut self, now: Instant) -> Vec<Vec<u8>> {
+        let idle = self.idle_timeout;
+        let stale: Vec<u32> = self
+            .open
+            .iter()
+            .filter(|(_, b)| now.saturating_duration_since(b.used) >= idle)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut out = Vec::new();
+        for id in stale {
+            if let Some(b) = self.take(id) {
+                LimitStats::hit(&self.stats.bundles_expired);
+                tracing::warn!(bundle = id, ?idle, "idle bundle discarded (OFPBFC_TIMEOUT)");
+                let (xid, raw) = &b.opened_by;
+                out.push(b.framing.error(bfc::TIMEOUT, *xid, raw));
+            }
+        }
+        out
+    }
+
     /// Handles one ONF experimenter message (`data` follows exp_type) of
     /// a connection; returns the messages to send, in order.
     pub(crate) fn handle(
@@ -211,15 +297,10 @@ impl Bundles {
                 if self.open.contains_key(&id) {
                     return vec![framing.error(bfc::BUNDLE_EXIST, xid, raw)];
                 }
-                self.open.insert(
-                    id,
-                    Bundle {
-                        flags,
-                        closed: false,
-                        failed: false,
-                        msgs: Vec::new(),
-                    },
-                );
+                match self.admit(xid, raw, framing) {
+                    Ok(b) => self.open.insert(id, Bundle { flags, ..b }),
+                    Err(e) => return vec![e],
+                };
                 vec![framing.control_reply(xid, id, ctrl::OPEN_REPLY, flags)]
             }
             ctrl::CLOSE_REQUEST => match self.open.get_mut(&id) {
@@ -227,15 +308,16 @@ impl Bundles {
                 Some(b) if b.closed => vec![framing.error(bfc::BUNDLE_CLOSED, xid, raw)],
                 Some(b) => {
                     b.closed = true;
+                    b.used = Instant::now();
                     vec![framing.control_reply(xid, id, ctrl::CLOSE_REPLY, flags)]
                 }
             },
-            ctrl::DISCARD_REQUEST => match self.open.remove(&id) {
+            ctrl::DISCARD_REQUEST => match self.take(id) {
                 None => vec![framing.error(bfc::BAD_ID, xid, raw)],
                 Some(_) => vec![framing.control_reply(xid, id, ctrl::DISCARD_REPLY, flags)],
             },
             ctrl::COMMIT_REQUEST => {
-                let Some(b) = self.open.remove(&id) else {
+                let Some(b) = self.take(id) else {
                     return vec![framing.error(bfc::BAD_ID, xid, raw)];
                 };
                 if b.flags != flags {
@@ -294,21 +376,35 @@ impl Bundles {
         let Some(inner) = inner.get(..inner_len).filter(|_| inner_len >= 8) else {
             return vec![framing.error(bfc::MSG_BAD_LEN, xid, raw)];
         };
-        let bundle = self.open.entry(id).or_insert_with(|| Bundle {
-            flags,
-            closed: false,
-            failed: false,
-            msgs: Vec::new(),
-        });
+        if !self.open.contains_key(&id) {
+            // An ADD opens the bundle it names, as in OVS.
+            match self.admit(xid, raw, framing) {
+                Ok(b) => self.open.insert(id, Bundle { flags, ..b }),
+                Err(e) => return vec![e],
+            };
+        }
+        let at_limit = self.n_msgs >= self.max_msgs;
+        let Some(bundle) = self.open.get_mut(&id) else {
+            return vec![framing.error(bfc::BAD_ID, xid, raw)];
+        };
+        bundle.used = Instant::now();
         if bundle.closed {
             return vec![framing.error(bfc::BUNDLE_CLOSED, xid, raw)];
         }
         if bundle.flags != flags {
             return vec![framing.error(bfc::BAD_FLAGS, xid, raw)];
         }
-        if bundle.msgs.len() >= MAX_BUNDLE_MSGS {
+        if at_limit {
             bundle.failed = true;
-            return vec![framing.error(bfc::UNKNOWN, xid, raw)];
+            LimitStats::hit(&self.stats.bundle_msgs_refused);
+            if !std::mem::replace(&mut bundle.warned, true) {
+                tracing::warn!(
+                    bundle = id,
+                    max = self.max_msgs,
+                    "bundle message refused: the connection's bundles are full (OFPBFC_MSG_TOO_MANY)"
+                );
+            }
+            return vec![framing.error(bfc::MSG_TOO_MANY, xid, raw)];
         }
         let decoded = split(inner).and_then(|(mut h, body)| {
             if h.version != framing.version() {
@@ -357,21 +453,23 @@ impl Bundles {
             }
         });
         let keep = inner[..inner.len().min(ERROR_DATA_LEN)].to_vec();
+        let decoded = match decoded {
+            Ok((ixid, Message::FlowMod(fm))) => Ok((ixid, PipelineMod::Flow(fm))),
+            Ok((ixid, Message::GroupMod(gm))) => Ok((ixid, PipelineMod::Group(gm))),
+            Ok((ixid, Message::MeterMod(mm))) => Ok((ixid, PipelineMod::Meter(mm))),
+            Ok((ixid, m)) => Err(Ok((ixid, m))),
+            Err(e) => Err(Err(e)),
+        };
         match decoded {
-            Ok((ixid, Message::FlowMod(fm))) => {
-                bundle.msgs.push((ixid, keep, PipelineMod::Flow(fm)))
+            Ok((ixid, m)) => {
+                bundle.msgs.push((ixid, keep, m));
+                self.n_msgs += 1;
             }
-            Ok((ixid, Message::GroupMod(gm))) => {
-                bundle.msgs.push((ixid, keep, PipelineMod::Group(gm)))
-            }
-            Ok((ixid, Message::MeterMod(mm))) => {
-                bundle.msgs.push((ixid, keep, PipelineMod::Meter(mm)))
-            }
-            Ok(_) => {
+            Err(Ok(_)) => {
                 bundle.failed = true;
                 return vec![framing.error(bfc::MSG_UNSUP, xid, raw)];
             }
-            Err(e) => {
+            Err(Err(e)) => {
                 bundle.failed = true;
                 let ixid = be_u32(inner, 4).unwrap_or(xid);
                 return vec![Message::error_for(&e, inner).emit(ixid)];

@@ -20,14 +20,18 @@
 //! outbox and never waited for, so a peer that stops reading (a
 //! suspended `ovs-ofctl monitor br0 65534`) holds up neither the packet
 //! thread's upcalls nor flow expiry. A connection more than
-//! [`PACKET_IN_BACKLOG`] bytes behind misses PACKET_INs (logged at debug
-//! level), as OVS drops packet-ins to a controller that does not keep
-//! up; FLOW_REMOVED and PORT_STATUS are always queued, as in OVS.
+//! [`PACKET_IN_BACKLOG`] bytes behind misses PACKET_INs, as OVS drops
+//! packet-ins to a controller that does not keep up; a controller with a
+//! `controller_rate_limit` misses those over it (a token bucket per
+//! connection, see `limits.rs`). Both are counted in `LimitStats` and
+//! logged (the 1st, 2nd, 4th ... drop). FLOW_REMOVED and PORT_STATUS are
+//! always queued, as in OVS, up to the outbox's bound (`outbox.rs`).
 //!
 //! Cost and concurrency: one mutex over the subscriber map, taken per
 //! notification, and one per interested connection's outbox.
 
 use crate::datapath::PortInfo;
+use crate::limits::{LimitStats, PacketInLimit, TokenBucket};
 use crate::monitor::FlowMonitors;
 use crate::outbox::Outbox;
 use crate::roles::ConnRole;
@@ -46,6 +50,15 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Counts a dropped PACKET_IN, and logs the first, second, fourth, ...
+/// (a flood of drops would otherwise flood the log).
+fn note_drop(counter: &AtomicU64, connection: u64, why: &'static str) {
+    let before = counter.fetch_add(1, Ordering::Relaxed);
+    if before == 0 || before.is_power_of_two() {
+        tracing::warn!(connection, dropped = before + 1, "packet-in dropped: {why}");
+    }
+}
+
 /// Pending bytes past which a connection misses PACKET_INs.
 pub(crate) const PACKET_IN_BACKLOG: usize = 1 << 20;
 
@@ -58,6 +71,8 @@ struct Subscriber {
     gate: Option<Arc<AtomicU16>>,
     /// The OpenFlow version messages are encoded in.
     version: u8,
+    /// A controller's packet-in rate limit (`controller_rate_limit`).
+    packet_in_bucket: Option<Mutex<TokenBucket>>,
 }
 
 /// The async-message fan-out of one bridge.
@@ -67,6 +82,8 @@ pub struct Notifier {
     next_id: AtomicU64,
     /// The connections' flow monitors (see `monitor.rs`).
     pub(crate) monitors: FlowMonitors,
+    /// The bridge's counters of bounds hit (packet-ins dropped here).
+    pub(crate) stats: Arc<LimitStats>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -105,6 +122,7 @@ impl Notifier {
         config: Arc<Mutex<AsyncConfig>>,
         gate: Option<Arc<AtomicU16>>,
         version: u8,
+        packet_in_limit: Option<PacketInLimit>,
     ) -> Subscription {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.subs.lock().insert(
@@ -115,6 +133,7 @@ impl Notifier {
                 config,
                 gate,
                 version,
+                packet_in_bucket: packet_in_limit.map(|l| Mutex::new(TokenBucket::new(l))),
             },
         );
         Subscription {
@@ -259,9 +278,17 @@ impl Notifier {
                 versions::relabel(&mut m, s.version);
                 m
             });
+            if backlog.is_some() {
+                if let Some(bucket) = &s.packet_in_bucket {
+                    if !bucket.lock().take(std::time::Instant::now()) {
+                        note_drop(&self.stats.packet_ins_rate_limited, id, "rate limit");
+                        continue;
+                    }
+                }
+            }
             match backlog {
                 Some(limit) if !s.outbox.offer(msg, limit) => {
-                    tracing::debug!(connection = id, "packet-in dropped: peer behind");
+                    note_drop(&self.stats.packet_ins_backlog_dropped, id, "peer behind");
                 }
                 Some(_) => sent += 1,
                 None => {

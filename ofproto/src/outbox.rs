@@ -31,9 +31,17 @@
 //! messages at a time (each call queues whole messages); after a write
 //! fails nothing more is written and every send reports the failure.
 //!
+//! Bounds ([`Outbox::guard`], see `limits.rs`): everything queued is
+//! capped at the guard's `max_backlog` bytes; a [`Outbox::push`] past it
+//! fails the outbox (the connection ends, its socket is shut down and the
+//! queue freed) rather than grow without limit for a peer that does not
+//! read. A write that times out (the socket's send timeout, the probe
+//! interval) fails it too. Both are counted in [`LimitStats`].
+//!
 //! Cost: one mutex per message queued; the writer takes everything queued
 //! at once, so a burst is one `write` per batch.
 
+use crate::limits::LimitStats;
 use parking_lot::{Condvar, Mutex};
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -42,6 +50,16 @@ use std::sync::Arc;
 pub(crate) const HIGH_WATER: usize = 4 << 20;
 
 type Hook = Box<dyn FnOnce() + Send>;
+
+/// What bounds an outbox; see the module documentation.
+pub(crate) struct Guard {
+    pub max_backlog: usize,
+    pub stats: Arc<LimitStats>,
+    /// Shuts the connection's socket down (wakes its reader and writer).
+    pub kill: Box<dyn Fn() + Send + Sync>,
+    /// The peer, for log lines.
+    pub peer: String,
+}
 
 #[derive(Default)]
 struct State {
@@ -69,6 +87,8 @@ pub(crate) struct Outbox {
     state: Mutex<State>,
     /// Signalled when bytes are queued, written, or the outbox closes.
     changed: Condvar,
+    /// Set once, before the connection subscribes to anything.
+    guard: std::sync::OnceLock<Guard>,
 }
 
 impl Outbox {
@@ -103,6 +123,16 @@ impl Outbox {
                 batch
             };
             let result = writer.write_all(&batch).and_then(|()| writer.flush());
+            if let (Err(e), Some(g)) = (&result, self.guard.get()) {
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) {
+                    LimitStats::hit(&g.stats.write_timeouts);
+                    tracing::warn!(peer = %g.peer, "OpenFlow peer stopped reading (write timed out); disconnecting");
+                    (g.kill)();
+                }
+            }
             let hook = {
                 let mut st = self.state.lock();
                 st.in_flight = 0;
@@ -125,6 +155,38 @@ impl Outbox {
                 self.changed.notify_all();
             }
         }
+    }
+
+    /// Bounds this outbox (once; later calls are ignored).
+    pub(crate) fn guard(&self, guard: Guard) {
+        let _ = self.guard.set(guard);
+    }
+
+    /// Whether the socket failed or the backlog overflowed.
+    pub(crate) fn is_failed(&self) -> bool {
+        self.state.lock().failed
+    }
+
+    /// Whether `more` bytes would take the backlog past the guard's bound;
+    /// if so the outbox fails (counted, logged, the socket shut down).
+    fn overflows(&self, st: &mut State, more: usize) -> bool {
+        let Some(g) = self.guard.get() else {
+            return false;
+        };
+        if st.pending().saturating_add(more) <= g.max_backlog {
+            return false;
+        }
+        st.failed = true;
+        st.queue = Vec::new();
+        self.changed.notify_all();
+        LimitStats::hit(&g.stats.backlog_overflows);
+        tracing::warn!(
+            peer = %g.peer,
+            max_backlog = g.max_backlog,
+            "OpenFlow peer too far behind on asynchronous messages; disconnecting"
+        );
+        (g.kill)();
+        true
     }
 
     fn failed() -> io::Error {
@@ -165,7 +227,7 @@ impl Outbox {
     /// that must not be lost and are sent under a lock.
     pub(crate) fn push(&self, bytes: &[u8]) {
         let mut st = self.state.lock();
-        if st.failed || st.closed || bytes.is_empty() {
+        if st.failed || st.closed || bytes.is_empty() || self.overflows(&mut st, bytes.len()) {
             return;
         }
         st.queue.extend_from_slice(bytes);

@@ -1,5 +1,7 @@
 //! Listeners: the bridge's unix management socket and an optional TCP
-//! port, with one thread per accepted connection.
+//! port, with one thread per accepted connection (and one writing to it,
+//! see `outbox.rs`), at most `max_connections` per listener (see
+//! `limits.rs`): the next one is closed at once, counted and logged.
 //!
 //! # Design
 //!
@@ -11,10 +13,11 @@
 //! socket file may be gone by then).
 
 use crate::bridge::Bridge;
-use crate::connection::Connection;
+use crate::connection::{read_tick, Connection};
 use crate::controller_status::{ControllerStatus, ControllerTable};
 use crate::error::OfprotoError;
 use crate::expiry::{Expiry, EXPIRY_INTERVAL};
+use crate::limits::{LimitStats, PacketInLimit};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -40,6 +43,20 @@ impl Stream {
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
         })
+    }
+
+    /// Reads time out each [`read_tick`] (the connection's clock), a write
+    /// that makes no progress for `probe` fails (the peer stopped
+    /// reading).
+    fn set_timeouts(&self, probe: Duration) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s
+                .set_read_timeout(Some(read_tick(probe)))
+                .and_then(|()| s.set_write_timeout(Some(probe))),
+            Stream::Tcp(s) => s
+                .set_read_timeout(Some(read_tick(probe)))
+                .and_then(|()| s.set_write_timeout(Some(probe))),
+        }
     }
 
     fn shutdown(&self) {
@@ -94,33 +111,74 @@ struct Shared {
     controller_table: ControllerTable,
     /// Live connections: a handle to shut each down, and its thread.
     conns: Mutex<HashMap<u64, ConnEntry>>,
+    /// Connections each [`Listener`] serves now.
+    accepted: [AtomicUsize; 2],
 }
 
 impl Shared {
-    fn spawn_connection(self: &Arc<Self>, stream: Stream, peer: String) {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (reader, writer, handle) = match (stream.try_clone(), stream.try_clone()) {
-            (Ok(r), Ok(w)) => (r, w, stream),
-            (Err(e), _) | (_, Err(e)) => {
-                warn!(%peer, error = %e, "cannot clone connection socket");
-                return;
-            }
+    /// Serves a connection `listener` accepted, unless that listener
+    /// already serves as many as it may.
+    fn spawn_connection(self: &Arc<Self>, stream: Stream, peer: String, listener: Listener) {
+        let limits = self.bridge.control_limits();
+        let (probe, packet_in_limit) = match listener {
+            Listener::Unix => (limits.mgmt_probe, None),
+            Listener::Tcp => (limits.tcp_probe, limits.tcp_packet_in),
         };
+        let count = &self.accepted[listener as usize];
+        if count.load(Ordering::SeqCst) >= limits.max_connections {
+            LimitStats::hit(&self.bridge.limit_stats().connections_refused);
+            warn!(
+                %peer,
+                max = limits.max_connections,
+                "OpenFlow connection refused: the listener serves as many as it may"
+            );
+            stream.shutdown();
+            return;
+        }
+        if let Err(e) = stream.set_timeouts(probe) {
+            warn!(%peer, error = %e, "cannot set the connection's timeouts");
+            return;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (reader, writer, killer, handle) =
+            match (stream.try_clone(), stream.try_clone(), stream.try_clone()) {
+                (Ok(r), Ok(w), Ok(k)) => (r, w, k, stream),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                    warn!(%peer, error = %e, "cannot clone connection socket");
+                    return;
+                }
+            };
         let shared = self.clone();
         let mut conns = self.conns.lock();
+        count.fetch_add(1, Ordering::SeqCst);
         let spawned = std::thread::Builder::new()
             .name(format!("ofconn-{id}"))
             .spawn(move || {
-                Connection::new(reader, writer, shared.bridge.clone(), peer).run();
+                Connection::new(reader, writer, shared.bridge.clone(), peer)
+                    .bounded(probe, Box::new(move || killer.shutdown()))
+                    .packet_in_limit(packet_in_limit)
+                    .run();
                 shared.conns.lock().remove(&id);
+                shared.accepted[listener as usize].fetch_sub(1, Ordering::SeqCst);
             });
         match spawned {
             Ok(t) => {
                 conns.insert(id, (handle, Some(t)));
             }
-            Err(e) => warn!(error = %e, "cannot start connection thread"),
+            Err(e) => {
+                count.fetch_sub(1, Ordering::SeqCst);
+                warn!(error = %e, "cannot start connection thread");
+            }
         }
     }
+}
+
+/// Which listener accepted a connection (an index into
+/// `Shared::accepted`).
+#[derive(Clone, Copy)]
+enum Listener {
+    Unix = 0,
+    Tcp = 1,
 }
 
 impl Shared {
@@ -153,7 +211,12 @@ impl Shared {
     }
 
     /// A controller thread: connect, serve, reconnect, until shutdown.
-    fn controller_loop(self: Arc<Self>, target: SocketAddr, probe: Duration) {
+    fn controller_loop(
+        self: Arc<Self>,
+        target: SocketAddr,
+        probe: Duration,
+        pin: Option<PacketInLimit>,
+    ) {
         let mut backoff = BACKOFF_MIN;
         while !self.stopped() {
             self.controller_table.connecting(target);
@@ -161,7 +224,7 @@ impl Shared {
                 Ok(c) => {
                     info!(%target, "connected to controller");
                     backoff = BACKOFF_MIN;
-                    self.serve_controller(c, target, probe);
+                    self.serve_controller(c, target, probe, pin);
                     self.controller_table.disconnected(target);
                     if self.stopped() {
                         break;
@@ -178,22 +241,26 @@ impl Shared {
         }
     }
 
-    fn serve_controller(&self, c: TcpStream, target: SocketAddr, probe: Duration) {
+    fn serve_controller(
+        &self,
+        c: TcpStream,
+        target: SocketAddr,
+        probe: Duration,
+        pin: Option<PacketInLimit>,
+    ) {
         let _ = c.set_nodelay(true);
         let probe = probe.max(Duration::from_millis(1));
         // A controller that reads nothing for a probe interval fails the
         // connection's writer (outbox.rs), which ends the connection: the
         // read-side probe alone would never notice it.
-        if let Err(e) = c
-            .set_read_timeout(Some(probe))
-            .and_then(|()| c.set_write_timeout(Some(probe)))
-        {
+        let c = Stream::Tcp(c);
+        if let Err(e) = c.set_timeouts(probe) {
             warn!(%target, error = %e, "cannot set the inactivity probe");
             return;
         }
-        let (reader, writer) = match (c.try_clone(), c.try_clone()) {
-            (Ok(r), Ok(w)) => (r, w),
-            (Err(e), _) | (_, Err(e)) => {
+        let (reader, writer, killer) = match (c.try_clone(), c.try_clone(), c.try_clone()) {
+            (Ok(r), Ok(w), Ok(k)) => (r, w, k),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 warn!(%target, error = %e, "cannot clone controller socket");
                 return;
             }
@@ -206,13 +273,14 @@ impl Shared {
             if self.stopped() {
                 return;
             }
-            conns.insert(id, (Stream::Tcp(c), None));
+            conns.insert(id, (c, None));
         }
         self.controllers_up.fetch_add(1, Ordering::SeqCst);
         self.update_fail_open();
-        let conn = Connection::new(reader, writer, self.bridge.clone(), target.to_string());
+        let conn = Connection::new(reader, writer, self.bridge.clone(), target.to_string())
+            .bounded(probe, Box::new(move || killer.shutdown()));
         self.controller_table.connected(target, conn.role_cell());
-        conn.for_controller().run();
+        conn.for_controller(pin).run();
         self.conns.lock().remove(&id);
         self.controllers_up.fetch_sub(1, Ordering::SeqCst);
         self.update_fail_open();
@@ -310,6 +378,7 @@ impl Server {
             controllers_up: AtomicUsize::new(0),
             controller_table: ControllerTable::default(),
             conns: Mutex::new(HashMap::new()),
+            accepted: Default::default(),
         });
         let mut threads = Vec::new();
         let s = shared.clone();
@@ -321,7 +390,7 @@ impl Server {
                         break;
                     }
                     match conn {
-                        Ok(c) => s.spawn_connection(Stream::Unix(c), "unix".into()),
+                        Ok(c) => s.spawn_connection(Stream::Unix(c), "unix".into(), Listener::Unix),
                         Err(e) => warn!(error = %e, "unix accept failed"),
                     }
                 }
@@ -345,7 +414,7 @@ impl Server {
                                 let peer = c.peer_addr().map(|a| a.to_string()).unwrap_or_default();
                                 // Replies are small and latency matters (lock-step barriers).
                                 let _ = c.set_nodelay(true);
-                                s.spawn_connection(Stream::Tcp(c), peer);
+                                s.spawn_connection(Stream::Tcp(c), peer, Listener::Tcp);
                             }
                             Err(e) => warn!(error = %e, "tcp accept failed"),
                         }
@@ -401,16 +470,18 @@ impl Server {
     /// with exponential backoff, and one idle for `probe` gets an
     /// ECHO_REQUEST and is dropped if another `probe` passes in silence.
     /// The flow tables are not touched when a controller goes away (fail
-    /// mode secure).
+    /// mode secure). PACKET_INs to it are limited to `packet_in_limit`
+    /// (OVS's `controller_rate_limit` and `controller_burst_limit`).
     pub fn add_controller(
         &mut self,
         target: SocketAddr,
         probe: Duration,
+        packet_in_limit: Option<PacketInLimit>,
     ) -> Result<(), OfprotoError> {
         let shared = self.shared.clone();
         let t = std::thread::Builder::new()
             .name(format!("of-ctl-{target}"))
-            .spawn(move || shared.controller_loop(target, probe))
+            .spawn(move || shared.controller_loop(target, probe, packet_in_limit))
             .map_err(|source| OfprotoError::Thread {
                 what: "controller connection",
                 source,

@@ -67,7 +67,7 @@ fn controller(h: &mut Harness, probe: Duration) -> (TcpListener, TcpStream) {
     h.server
         .as_mut()
         .unwrap()
-        .add_controller(l.local_addr().unwrap(), probe)
+        .add_controller(l.local_addr().unwrap(), probe, None)
         .unwrap();
     let mut c = accept(&l);
     hello(&mut c);
@@ -107,7 +107,7 @@ fn switch_connects_to_its_controller_and_reconnects_keeping_flows() {
     h.server
         .as_mut()
         .unwrap()
-        .add_controller(target, Duration::from_secs(5))
+        .add_controller(target, Duration::from_secs(5), None)
         .unwrap();
 
     let mut c = accept(&l);
@@ -133,7 +133,7 @@ fn an_idle_controller_is_probed_then_dropped() {
     h.server
         .as_mut()
         .unwrap()
-        .add_controller(l.local_addr().unwrap(), probe)
+        .add_controller(l.local_addr().unwrap(), probe, None)
         .unwrap();
     let mut c = accept(&l);
     hello(&mut c);
@@ -576,7 +576,7 @@ fn hello_comes_first_even_when_async_messages_are_raised_meanwhile() {
     h.server
         .as_mut()
         .unwrap()
-        .add_controller(l.local_addr().unwrap(), Duration::from_secs(5))
+        .add_controller(l.local_addr().unwrap(), Duration::from_secs(5), None)
         .unwrap();
     let mut c = accept(&l);
     // Before the controller says HELLO the connection is up on the

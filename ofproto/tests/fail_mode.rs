@@ -38,7 +38,7 @@ fn fail_open_needs_a_configured_controller() {
     // A configured controller nobody answers: fail-open.
     let nobody = "127.0.0.1:9".parse().unwrap();
     server
-        .add_controller(nobody, Duration::from_secs(5))
+        .add_controller(nobody, Duration::from_secs(5), None)
         .unwrap();
     assert!(*h.dp.fail_open.lock());
     server.set_fail_mode(false);

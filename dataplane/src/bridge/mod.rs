@@ -10,7 +10,9 @@ use crate::engine::handoff::Handoffs;
 use crate::live::LivePorts;
 use crate::ports::{self, PortError};
 use crate::xdpcache::CacheMaps;
+use ofproto::limits::{ControlLimits, PacketInLimit};
 use ofproto::{Bridge, Server};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,6 +76,13 @@ pub struct BridgeConfig {
     /// redirected frames (`--xdp-peer-gro`, `other_config:xdp-peer-gro`;
     /// see `ports::redirect::peer`).
     pub xdp_peer_gro: bool,
+    /// The OpenFlow control plane's bounds (`ofproto::limits`); its
+    /// `tcp_probe` is replaced by `inactivity_probe`.
+    pub control: ControlLimits,
+    /// The most flows all tables may hold together (`--max-flows`).
+    pub max_flows: usize,
+    /// PACKET_IN rate limits of some of `controllers`.
+    pub packet_in_limits: BTreeMap<SocketAddr, PacketInLimit>,
 }
 
 /// `--state` and `--state-snapshot`.
@@ -176,6 +185,8 @@ pub struct RunningBridge {
     state: Option<crate::state::Keeper>,
     /// The pin directory (`crate::pin`) and its root, if pinning is on.
     pins: Option<(Arc<crate::pin::Pins>, PathBuf)>,
+    /// The controllers' PACKET_IN rate limits, for server restarts.
+    packet_in_limits: BTreeMap<SocketAddr, PacketInLimit>,
 }
 
 impl RunningBridge {
@@ -403,6 +414,11 @@ impl RunningBridge {
             );
         }
         let bridge = Bridge::new(shared.clone());
+        bridge.set_control_limits(ControlLimits {
+            tcp_probe: config.inactivity_probe,
+            ..config.control.clone()
+        });
+        bridge.set_max_flows(config.max_flows);
         let live = Arc::new(LivePorts::new(
             umem,
             live_cache,
@@ -445,6 +461,7 @@ impl RunningBridge {
             &config.controllers,
             config.standalone,
             config.inactivity_probe,
+            &config.packet_in_limits,
         ) {
             Ok(s) => s,
             Err(e) => {
@@ -509,6 +526,7 @@ impl RunningBridge {
                 p.remove_stale_links();
                 (p, config.pin_root.clone())
             }),
+            packet_in_limits: config.packet_in_limits,
         })
     }
 
@@ -527,6 +545,17 @@ impl RunningBridge {
     /// The pin directory, if the bridge's XDP state is pinned.
     pub fn pins(&self) -> Option<&Arc<crate::pin::Pins>> {
         self.pins.as_ref().map(|(p, _)| p)
+    }
+
+    /// The OpenFlow side (flow tables, limits and their counters).
+    pub fn openflow(&self) -> &Arc<Bridge> {
+        &self.bridge
+    }
+
+    /// Sets the controllers' PACKET_IN rate limits, for the next
+    /// [`RunningBridge::restart_openflow`].
+    pub fn set_packet_in_limits(&mut self, limits: BTreeMap<SocketAddr, PacketInLimit>) {
+        self.packet_in_limits = limits;
     }
 
     /// Moves the packet threads to `pmd_cpus` (thread by thread; more
@@ -633,6 +662,7 @@ impl RunningBridge {
             controllers,
             standalone,
             probe,
+            &self.packet_in_limits,
         ) {
             Ok(s) => {
                 self.server = Some(s);
@@ -647,6 +677,7 @@ impl RunningBridge {
                         &targets,
                         standalone,
                         probe,
+                        &self.packet_in_limits,
                     ) {
                         Ok(s) => self.server = Some(s),
                         Err(e2) => tracing::error!(
@@ -744,11 +775,12 @@ fn start_server(
     controllers: &[SocketAddr],
     standalone: bool,
     probe: std::time::Duration,
+    packet_in_limits: &BTreeMap<SocketAddr, PacketInLimit>,
 ) -> Result<Server, ofproto::OfprotoError> {
     let mut s = Server::start(bridge.clone(), mgmt, listen)?;
     s.set_fail_mode(standalone);
     for c in controllers {
-        if let Err(e) = s.add_controller(*c, probe) {
+        if let Err(e) = s.add_controller(*c, probe, packet_in_limits.get(c).copied()) {
             s.shutdown();
             return Err(e);
         }

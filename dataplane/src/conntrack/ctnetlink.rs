@@ -160,10 +160,13 @@ impl ConntrackMsg {
                 .get(NLMSG_HDRLEN..NLMSG_HDRLEN + 4)
                 .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
                 .ok_or(CtnetlinkError::Truncated(NLMSG_HDRLEN))?;
-            return match -code {
-                0 => Err(CtnetlinkError::Missing("a connection")),
-                libc::ENOENT => Ok(None),
-                e => Err(CtnetlinkError::Kernel(e)),
+            // A negative errno; i32::MIN has no positive counterpart (the
+            // fuzzer with overflow checks found the negation's overflow).
+            return match code.checked_neg() {
+                Some(0) => Err(CtnetlinkError::Missing("a connection")),
+                Some(libc::ENOENT) => Ok(None),
+                Some(e) => Err(CtnetlinkError::Kernel(e)),
+                None => Err(CtnetlinkError::Kernel(code)),
             };
         }
         if ty != (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW {
@@ -314,7 +317,7 @@ impl Ctnetlink {
             }
             let code = i32::from_ne_bytes([m[16], m[17], m[18], m[19]]);
             return if u16::from_ne_bytes([m[4], m[5]]) == NLMSG_ERROR && code != 0 {
-                Err(std::io::Error::from_raw_os_error(-code))
+                Err(std::io::Error::from_raw_os_error(code.saturating_neg()))
             } else {
                 Ok(())
             };
@@ -528,6 +531,16 @@ mod tests {
         let mut bad = good.clone();
         bad[20] = 0xff;
         assert!(ConntrackMsg::parse(&bad, 0).is_err());
+        // An error code no errno is (-i32::MIN overflows).
+        let mut err = vec![0u8; NLMSG_HDRLEN + 4];
+        let len = err.len() as u32;
+        err[0..4].copy_from_slice(&len.to_ne_bytes());
+        err[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
+        err[NLMSG_HDRLEN..].copy_from_slice(&i32::MIN.to_ne_bytes());
+        assert_eq!(
+            ConntrackMsg::parse(&err, 0),
+            Err(CtnetlinkError::Kernel(i32::MIN))
+        );
         let mut bad = good;
         bad[4..6].copy_from_slice(&0x1234u16.to_ne_bytes());
         assert_eq!(

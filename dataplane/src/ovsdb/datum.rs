@@ -124,6 +124,24 @@ pub fn string_map(row: &Row, col: &str) -> BTreeMap<String, String> {
     out
 }
 
+/// An integer-to-UUID map column (`Bridge:flow_tables`), as (key,
+/// referenced row's UUID) pairs.
+pub fn int_uuid_map(row: &Row, col: &str) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    if let Some(Value::Array(a)) = row.get(col) {
+        if a.len() == 2 && a[0] == "map" {
+            for pair in a[1].as_array().into_iter().flatten() {
+                if let Some([k, v]) = pair.as_array().map(Vec::as_slice) {
+                    if let (Some(k), Some(v)) = (k.as_i64(), uuid_atom(v)) {
+                        out.push((k, v.to_string()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A set of strings as OVSDB JSON.
 pub fn str_set<S: AsRef<str>>(items: &[S]) -> Value {
     json!(["set", items.iter().map(|s| s.as_ref()).collect::<Vec<_>>()])

@@ -3,9 +3,10 @@
 //! [`PortSpec`] per interface, or the reason it cannot be one, which goes
 //! to the Interface's `error` column as ovs-vswitchd would put it there).
 
-use super::datum::{integer, string, string_map, uuids, Replica, Row};
+use super::datum::{int_uuid_map, integer, string, string_map, uuids, Replica, Row};
 use super::unsupported;
 use crate::config::{PortSpec, PortType, VxlanSpec, MAX_OFPORT, VXLAN_DEFAULT_PORT};
+use ofproto::limits::PacketInLimit;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
@@ -20,6 +21,13 @@ pub struct DesiredBridge {
     pub controllers: Vec<String>,
     /// The `Controller` rows: (UUID, target), for their status columns.
     pub controller_rows: Vec<(String, String)>,
+    /// Active targets' `controller_rate_limit` and
+    /// `controller_burst_limit`, by target (those with a rate only).
+    pub packet_in_limits: BTreeMap<String, PacketInLimit>,
+    /// `flow_tables`' `Flow_Table:flow_limit`s, by table id (tables with
+    /// a limit only), and whether `overflow_policy` asks for `evict`
+    /// (which xbr does not do: new flows are refused as with `refuse`).
+    pub flow_limits: BTreeMap<u8, (usize, bool)>,
     /// From `other_config:datapath-id`.
     pub datapath_id: Option<u64>,
     /// From `other_config:xdp-peer-gro` (`true`/`false`), or why it is
@@ -132,6 +140,26 @@ fn read_bridge(
         .filter_map(|c| Some((c.clone(), string(db.row("Controller", c)?, "target")?)))
         .collect();
     let controllers = controller_rows.iter().map(|(_, t)| t.clone()).collect();
+    let packet_in_limits = ctl_rows
+        .iter()
+        .filter_map(|c| {
+            let limit = PacketInLimit::from_columns(
+                integer(c, "controller_rate_limit"),
+                integer(c, "controller_burst_limit"),
+            )?;
+            Some((string(c, "target")?, limit))
+        })
+        .collect();
+    let flow_limits = int_uuid_map(row, "flow_tables")
+        .into_iter()
+        .filter_map(|(table, ft)| {
+            let table = u8::try_from(table).ok()?;
+            let ft = db.row("Flow_Table", &ft)?;
+            let limit = usize::try_from(integer(ft, "flow_limit")?).ok()?;
+            let evict = string(ft, "overflow_policy").as_deref() == Some("evict");
+            Some((table, (limit, evict)))
+        })
+        .collect();
     let datapath_id = string_map(row, "other_config")
         .get("datapath-id")
         .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok());
@@ -197,6 +225,8 @@ fn read_bridge(
         standalone: string(row, "fail_mode").as_deref() != Some("secure"),
         controllers,
         controller_rows,
+        packet_in_limits,
+        flow_limits,
         datapath_id,
         xdp_peer_gro,
         ifaces,
@@ -524,6 +554,44 @@ mod tests {
             "Bridge ": {},
         }));
         r
+    }
+
+    #[test]
+    fn reads_flow_limits_and_controller_rate_limits() {
+        let mut r = replica();
+        r.apply(&json!({
+            "Bridge": {"b0": {"new": {
+                "name": "br0", "fail_mode": "secure", "ports": ["set", []],
+                "controller": ["set", [["uuid", "c0"], ["uuid", "c1"]]],
+                "flow_tables": ["map", [[0, ["uuid", "t0"]], [7, ["uuid", "t1"]],
+                                        [300, ["uuid", "t0"]], [9, ["uuid", "t2"]]]],
+                "other_config": ["map", []]}}},
+            "Controller": {
+                "c0": {"new": {"target": "tcp:10.0.0.1:6653", "controller_rate_limit": 100,
+                               "controller_burst_limit": ["set", []]}},
+                "c1": {"new": {"target": "ptcp:6653", "controller_rate_limit": ["set", []]}}},
+            "Flow_Table": {
+                "t0": {"new": {"flow_limit": 10, "overflow_policy": "refuse"}},
+                "t1": {"new": {"flow_limit": ["set", [5]], "overflow_policy": "evict"}},
+                "t2": {"new": {"flow_limit": ["set", []]}}},
+        }));
+        let b = &read(&r).bridges["br0"];
+        // Table 300 does not exist; a row without flow_limit is no limit.
+        assert_eq!(
+            b.flow_limits.iter().collect::<Vec<_>>(),
+            [(&0, &(10, false)), (&7, &(5, true))]
+        );
+        // OVS's default burst: a quarter of the rate.
+        assert_eq!(
+            b.packet_in_limits.iter().collect::<Vec<_>>(),
+            [(
+                &"tcp:10.0.0.1:6653".to_string(),
+                &PacketInLimit {
+                    rate: 100,
+                    burst: 25
+                }
+            )]
+        );
     }
 
     #[test]

@@ -55,11 +55,13 @@ fn monitor_requests() -> Value {
         "Open_vSwitch": {"columns": ["bridges", "next_cfg", "other_config"]},
         "Bridge": {"columns": ["name", "ports", "fail_mode", "protocols", "controller",
                                "other_config", "datapath_type",
-                               "sflow", "netflow", "ipfix", "mirrors"]},
+                               "sflow", "netflow", "ipfix", "mirrors", "flow_tables"]},
         "Port": {"columns": ["name", "interfaces", "qos"]},
         "Interface": {"columns": ["name", "type", "options", "ofport_request", "mtu_request",
                                   "mac", "ingress_policing_rate", "ingress_policing_burst"]},
-        "Controller": {"columns": ["target"]},
+        "Controller": {"columns": ["target", "controller_rate_limit",
+                                   "controller_burst_limit"]},
+        "Flow_Table": {"columns": ["flow_limit", "overflow_policy"]},
         "QoS": {"columns": ["type", "other_config"]},
     });
     for table in ["Bridge", "Port", "Interface", "Controller"] {

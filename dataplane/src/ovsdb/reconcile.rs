@@ -35,6 +35,7 @@ use crate::config::{parse_controller, parse_listen, PortSpec, PortType};
 use crate::control::PortMeta;
 use crate::live::LiveError;
 use crate::ports::PortError;
+use ofproto::limits::{ControlLimits, PacketInLimit};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -71,12 +72,18 @@ pub struct Settings {
     pub metrics_from_cli: bool,
     /// Bridges' default `xdp-peer-gro` (`--xdp-peer-gro`).
     pub xdp_peer_gro: bool,
+    /// The OpenFlow control plane's bounds (`ofproto::limits`).
+    pub control: ControlLimits,
+    /// `--max-flows`.
+    pub max_flows: usize,
 }
 
 struct Managed {
     bridge: RunningBridge,
     standalone: bool,
     controllers: Vec<String>,
+    packet_in_limits: BTreeMap<String, PacketInLimit>,
+    flow_limits: BTreeMap<u8, (usize, bool)>,
     /// Open ports by name: the spec as the database gave it (before a
     /// number was assigned), to notice changes.
     ports: BTreeMap<String, PortSpec>,
@@ -362,18 +369,28 @@ impl Reconciler {
             pin_root: s.pin_root.clone(),
             pin: s.pin,
             xdp_peer_gro: peer_gro(name, want, s.xdp_peer_gro),
+            control: ControlLimits {
+                tcp_packet_in: passive_packet_in_limit(want),
+                ..s.control.clone()
+            },
+            max_flows: s.max_flows,
+            packet_in_limits: packet_in_limits(&want.packet_in_limits),
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
         // No saved state to wait for: the tables are final now.
         bridge.take_over_pinned();
         tracing::info!(bridge = %name, "bridge created from the database");
-        Ok(Managed {
+        let mut m = Managed {
             bridge,
             standalone: want.standalone,
             controllers: want.controllers.clone(),
+            packet_in_limits: want.packet_in_limits.clone(),
+            flow_limits: BTreeMap::new(),
             ports: BTreeMap::new(),
             numbers: BTreeMap::new(),
-        })
+        };
+        apply_flow_limits(name, &mut m, &want.flow_limits);
+        Ok(m)
     }
 
     fn update_bridge(&mut self, name: &str, want: &DesiredBridge) {
@@ -393,10 +410,23 @@ impl Reconciler {
             }
             m.standalone = want.standalone;
         }
-        if m.controllers != want.controllers {
+        apply_flow_limits(name, m, &want.flow_limits);
+        let limits_changed = m.packet_in_limits != want.packet_in_limits;
+        if m.controllers != want.controllers || limits_changed {
             let probe = self.settings.inactivity_probe;
             let (listen, controllers) = controller_targets(name, &want.controllers);
-            let only_added_active = m.controllers.iter().all(|t| want.controllers.contains(t))
+            let pin = packet_in_limits(&want.packet_in_limits);
+            m.bridge.set_packet_in_limits(pin.clone());
+            // The passive target's, for the connections the restarted
+            // server accepts.
+            let of = m.bridge.openflow();
+            of.set_control_limits(ControlLimits {
+                tcp_packet_in: passive_packet_in_limit(want),
+                ..of.control_limits()
+            });
+            m.packet_in_limits = want.packet_in_limits.clone();
+            let only_added_active = !limits_changed
+                && m.controllers.iter().all(|t| want.controllers.contains(t))
                 && want
                     .controllers
                     .iter()
@@ -409,7 +439,7 @@ impl Reconciler {
                     controllers
                         .iter()
                         .filter(|a| !have.contains(a))
-                        .try_for_each(|a| server.add_controller(*a, probe))
+                        .try_for_each(|a| server.add_controller(*a, probe, pin.get(a).copied()))
                         .map_err(|e| e.to_string())
                 }
                 // Anything else restarts the OpenFlow server on the same
@@ -808,6 +838,46 @@ fn controller_targets(
 /// targets (`ptcp:`, `pssl:`, `punix:`) are services and do not count.
 fn has_primary(targets: &[String]) -> bool {
     targets.iter().any(|t| !t.starts_with('p'))
+}
+
+/// The PACKET_IN limits of active targets by address (targets that do
+/// not parse are left out; `controller_targets` logs them).
+fn packet_in_limits(
+    by_target: &BTreeMap<String, PacketInLimit>,
+) -> BTreeMap<std::net::SocketAddr, PacketInLimit> {
+    by_target
+        .iter()
+        .filter_map(|(t, l)| parse_controller(t).ok().map(|a| (a, *l)))
+        .collect()
+}
+
+/// The PACKET_IN limit of the passive target xbr serves (the first
+/// `ptcp:` one, as `controller_targets` picks it).
+fn passive_packet_in_limit(want: &DesiredBridge) -> Option<PacketInLimit> {
+    let passive = want.controllers.iter().find(|t| t.starts_with("ptcp:"))?;
+    want.packet_in_limits.get(passive).copied()
+}
+
+/// Applies the bridge's `Flow_Table:flow_limit`s where they changed.
+fn apply_flow_limits(name: &str, m: &mut Managed, want: &BTreeMap<u8, (usize, bool)>) {
+    if m.flow_limits == *want {
+        return;
+    }
+    let of = m.bridge.openflow();
+    for t in m.flow_limits.keys().filter(|t| !want.contains_key(t)) {
+        of.set_flow_limit(*t, None);
+        tracing::info!(bridge = %name, table = t, "flow limit removed");
+    }
+    for (t, (limit, evict)) in want {
+        of.set_flow_limit(*t, Some(*limit));
+        if *evict {
+            tracing::warn!(bridge = %name, table = t, limit,
+                "Flow_Table overflow_policy=evict: xbr does not evict; new flows past the limit are refused");
+        } else {
+            tracing::info!(bridge = %name, table = t, limit, "flow limit set");
+        }
+    }
+    m.flow_limits = want.clone();
 }
 
 /// Records why an interface is not open; logs each new reason once.

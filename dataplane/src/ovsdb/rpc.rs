@@ -137,7 +137,9 @@ fn read_loop(stream: UnixStream, tx: crossbeam::channel::Sender<Incoming>) {
     }
 }
 
-fn classify(mut msg: Value) -> Option<Incoming> {
+/// One JSON value from the server as a reply or a request (`None`:
+/// neither). Public for the `ovsdb_update` fuzz target.
+pub fn classify(mut msg: Value) -> Option<Incoming> {
     let obj = msg.as_object_mut()?;
     if let Some(Value::String(method)) = obj.remove("method") {
         return Some(Incoming::Request {

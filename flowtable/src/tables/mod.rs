@@ -131,6 +131,13 @@ pub struct FlowTables {
     timed: HashMap<u64, Arc<Rule>, RandomState>,
     /// `Some` while `apply_batch` runs.
     journal: Option<Vec<Undo>>,
+    /// Each table's most flows (OVS's `Flow_Table:flow_limit`), by id;
+    /// `usize::MAX`: none. An add that would make a table or all of them
+    /// together ([`FlowTables::max_flows`]) pass its limit is refused
+    /// (OFPFMFC_TABLE_FULL, OVS's `overflow_policy=refuse`); replacing a
+    /// flow never is.
+    flow_limits: Vec<usize>,
+    max_flows: usize,
 }
 
 impl Default for FlowTables {
@@ -162,7 +169,22 @@ impl FlowTables {
             n_rules: 0,
             timed: HashMap::default(),
             journal: None,
+            flow_limits: vec![usize::MAX; usize::from(N_TABLES)],
+            max_flows: usize::MAX,
         }
+    }
+
+    /// Sets table `table_id`'s flow limit (`None`: none). Flows already
+    /// over it stay; adds are refused until the table is under it.
+    pub fn set_flow_limit(&mut self, table_id: u8, limit: Option<usize>) {
+        if let Some(l) = self.flow_limits.get_mut(usize::from(table_id)) {
+            *l = limit.unwrap_or(usize::MAX);
+        }
+    }
+
+    /// Sets the most flows all tables may hold together.
+    pub fn set_max_flows(&mut self, limit: usize) {
+        self.max_flows = limit;
     }
 
     pub fn n_rules(&self) -> usize {
@@ -426,6 +448,14 @@ impl FlowTables {
             return Err(FlowModError::Overlap);
         }
         let old = table.find_exact(&fm.matching, fm.priority).cloned();
+        let limit = self
+            .flow_limits
+            .get(usize::from(fm.table_id))
+            .copied()
+            .unwrap_or(usize::MAX);
+        if old.is_none() && (table.len() >= limit || self.n_rules >= self.max_flows) {
+            return Err(FlowModError::TableFull(fm.table_id));
+        }
         let counters = self.counters.clone();
         let stats = match &old {
             Some(old) if fm.flags & flow_mod_flags::RESET_COUNTS == 0 => old.stats.clone(),

@@ -11,11 +11,19 @@
 //! state is the open ONF bundles, the controller role and the async
 //! configuration.
 //!
-//! Connections to a controller (active, `--controller`) are probed: the
-//! socket has a read timeout of the inactivity-probe interval; when it
-//! expires between two messages the switch sends an ECHO_REQUEST, and if
-//! another interval passes without any message it hangs up (the caller
-//! reconnects), as OVS's rconn does.
+//! Every connection is bounded in time (see `limits.rs`): its socket has
+//! a read timeout of [`TICK`], at which the thread wakes between messages
+//! to act on the clock. A peer that has sent nothing within the HELLO
+//! timeout is dropped; one silent for its probe interval is sent an
+//! ECHO_REQUEST, and dropped if another interval passes without any
+//! message, as OVS's rconn does (a controller connection is then
+//! reconnected by its caller); bundles idle for the bundle idle timeout
+//! are discarded with OFPBFC_TIMEOUT, as OVS's connmgr does; a connection
+//! whose outbox failed (its backlog overflowed) ends.
+//!
+//! Threads: a connection costs two (this one and its outbox's writer)
+//! for as long as it lives, which these timeouts and the per-listener
+//! connection limit bound.
 
 mod later;
 mod read;
@@ -26,6 +34,7 @@ use read::{read_full, Filled};
 use crate::bridge::Bridge;
 use crate::bundle::{Bundles, CommitTo};
 use crate::counters::ControlCounters;
+use crate::limits::{LimitStats, PacketInLimit};
 use crate::notify::Subscription;
 use crate::outbox::Outbox;
 use crate::roles::ConnRole;
@@ -43,6 +52,7 @@ use parking_lot::Mutex;
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 
 /// OFPC_FRAG_MASK: the only SET_CONFIG flags OpenFlow 1.3 defines (OVS's
@@ -57,6 +67,17 @@ const READ_BUFFER: usize = 1 << 16;
 
 /// Transaction id of the inactivity probe's ECHO_REQUEST.
 const PROBE_XID: u32 = 0;
+
+/// The read timeout of every connection's socket: how often an idle
+/// connection looks at its timeouts (OVS checks bundle expiry each
+/// second too).
+const TICK: Duration = Duration::from_secs(1);
+
+/// The read timeout of a connection probed each `probe`: [`TICK`], or
+/// the probe interval if shorter.
+pub(crate) fn read_tick(probe: Duration) -> Duration {
+    probe.clamp(Duration::from_millis(1), TICK)
+}
 
 /// What to do after handling a message.
 enum Next {
@@ -93,8 +114,13 @@ pub(crate) struct Connection<R: Read> {
     /// raised while the connection is being set up would otherwise
     /// overtake it.
     subscription: Option<Subscription>,
-    /// Whether the socket has a read timeout to probe the peer with.
-    probed: bool,
+    /// The inactivity probe interval (`None`: never probed).
+    probe: Option<Duration>,
+    /// Time the peer has to send its first message.
+    hello_timeout: Duration,
+    /// A controller's packet-in rate limit.
+    packet_in_limit: Option<PacketInLimit>,
+    stats: Arc<LimitStats>,
     /// The negotiated OpenFlow version (1.3 until a peer that offers only
     /// later versions says HELLO).
     version: u8,
@@ -125,6 +151,7 @@ impl<R: Read> Connection<R> {
         let outbox = Outbox::start(writer);
         let role = bridge.roles().register();
         ControlCounters::bump(&bridge.counters().connections_opened, 1);
+        let limits = bridge.control_limits();
         let async_config = Arc::new(Mutex::new(AsyncConfig::default()));
         Connection {
             reader: io::BufReader::with_capacity(READ_BUFFER, reader),
@@ -135,11 +162,14 @@ impl<R: Read> Connection<R> {
             miss_send_len: Arc::new(AtomicU16::new(0)),
             service: true,
             subscription: None,
-            probed: false,
+            probe: None,
+            hello_timeout: limits.hello_timeout,
+            packet_in_limit: None,
+            stats: bridge.limit_stats().clone(),
             version: OFP_VERSION,
             hello_sent: false,
+            bundles: Bundles::new(&limits, bridge.limit_stats().clone()),
             bridge,
-            bundles: Bundles::default(),
             peer,
         }
     }
@@ -149,10 +179,31 @@ impl<R: Read> Connection<R> {
         self.role.shared()
     }
 
+    /// Probes the peer after `probe` of silence (see the module
+    /// documentation); `kill` shuts its socket down, for the outbox to
+    /// drop a peer too far behind. The socket's read timeout must be
+    /// [`read_tick`]`(probe)` and its write timeout `probe`.
+    pub(crate) fn bounded(mut self, probe: Duration, kill: Box<dyn Fn() + Send + Sync>) -> Self {
+        let limits = self.bridge.control_limits();
+        self.outbox.guard(crate::outbox::Guard {
+            max_backlog: limits.max_backlog,
+            stats: self.stats.clone(),
+            kill,
+            peer: self.peer.clone(),
+        });
+        self.probe = Some(probe.max(Duration::from_millis(1)));
+        self
+    }
+
     /// Serves the connection until the peer closes it or framing fails.
     /// What was queued for it is still written after (see `Drop`).
     pub(crate) fn run(mut self) {
         if let Err(e) = self.serve() {
+            if e.kind() == io::ErrorKind::TimedOut && self.probe.is_some() {
+                LimitStats::hit(&self.stats.message_timeouts);
+                warn!(peer = %self.peer, "OpenFlow message not completed in two probe intervals; disconnecting");
+                return;
+            }
             if !matches!(
                 e.kind(),
                 io::ErrorKind::UnexpectedEof
@@ -164,12 +215,18 @@ impl<R: Read> Connection<R> {
         }
     }
 
-    /// Makes this the switch's connection to a controller: probed (its
-    /// reader has a read timeout, the inactivity-probe interval; see the
-    /// module documentation) and sent the specification's default
-    /// asynchronous messages.
-    pub(crate) fn for_controller(mut self) -> Self {
-        self.probed = true;
+    /// Limits the PACKET_INs this connection is sent (a passive
+    /// controller's `controller_rate_limit`).
+    pub(crate) fn packet_in_limit(mut self, limit: Option<PacketInLimit>) -> Self {
+        self.packet_in_limit = limit;
+        self
+    }
+
+    /// Makes this the switch's connection to a controller: it says HELLO
+    /// first, is sent the specification's default asynchronous messages,
+    /// and its PACKET_INs are limited to `packet_in_limit`.
+    pub(crate) fn for_controller(mut self, packet_in_limit: Option<PacketInLimit>) -> Self {
+        self.packet_in_limit = packet_in_limit;
         self.service = false;
         self.miss_send_len
             .store(DEFAULT_MISS_SEND_LEN, Ordering::Relaxed);
@@ -180,26 +237,31 @@ impl<R: Read> Connection<R> {
         // To a controller the switch says HELLO at once, offering 1.3; to
         // a peer that connected, once it knows the peer's offer (see
         // versions.rs).
-        if self.probed {
+        if !self.service {
             self.send_hello(OFP_VERSION)?;
         }
         let mut buf = vec![0u8; HEADER_LEN];
-        let mut probe_sent = false;
+        let started = Instant::now();
+        let mut heard = false;
+        let mut last_heard = started;
+        let mut probe_sent: Option<Instant> = None;
+        // A message may take up to two probe intervals to arrive.
+        let patience = self.probe.map(|p| 2 * p);
         loop {
             buf.resize(HEADER_LEN, 0);
-            match read_full(&mut self.reader, &mut buf)? {
+            match read_full(&mut self.reader, &mut buf, patience)? {
                 Filled::Eof => return Ok(()),
-                Filled::Idle if !self.probed => continue,
-                Filled::Idle if probe_sent => {
-                    warn!(peer = %self.peer, "no answer to the inactivity probe; disconnecting");
-                    return Ok(());
-                }
                 Filled::Idle => {
-                    self.send(&Message::EchoRequest(Vec::new()).emit(PROBE_XID))?;
-                    probe_sent = true;
+                    if self.idle(Instant::now(), started, heard, last_heard, &mut probe_sent)? {
+                        return Ok(());
+                    }
                     continue;
                 }
-                Filled::Full => probe_sent = false,
+                Filled::Full => {
+                    heard = true;
+                    last_heard = Instant::now();
+                    probe_sent = None;
+                }
             }
             let Ok(view) = crate::wire::Header::new_checked(&buf[..]) else {
                 return Ok(());
@@ -218,13 +280,58 @@ impl<R: Read> Connection<R> {
             }
             buf.resize(len, 0);
             if let Some(body) = buf.get_mut(HEADER_LEN..) {
-                if read_full(&mut self.reader, body)? != Filled::Full {
+                if read_full(&mut self.reader, body, patience)? != Filled::Full {
                     return Err(io::ErrorKind::UnexpectedEof.into());
                 }
             }
             if let Next::Close = self.handle(&h, &buf)? {
                 return Ok(());
             }
+        }
+    }
+
+    /// What an idle connection does at `now` (see the module
+    /// documentation): whether to hang up.
+    fn idle(
+        &mut self,
+        now: Instant,
+        started: Instant,
+        heard: bool,
+        last_heard: Instant,
+        probe_sent: &mut Option<Instant>,
+    ) -> io::Result<bool> {
+        if self.outbox.is_failed() {
+            return Ok(true);
+        }
+        let expired = self.bundles.expire(now);
+        for m in expired {
+            self.send(&m)?;
+        }
+        if self.probe.is_none() {
+            return Ok(false);
+        }
+        if self.service && !heard && now.saturating_duration_since(started) >= self.hello_timeout {
+            LimitStats::hit(&self.stats.hello_timeouts);
+            warn!(peer = %self.peer, timeout = ?self.hello_timeout, "OpenFlow peer sent nothing; disconnecting");
+            return Ok(true);
+        }
+        let Some(probe) = self.probe else {
+            return Ok(false);
+        };
+        match *probe_sent {
+            Some(at) if now.saturating_duration_since(at) >= probe => {
+                LimitStats::hit(&self.stats.probe_timeouts);
+                warn!(peer = %self.peer, "no answer to the inactivity probe; disconnecting");
+                Ok(true)
+            }
+            Some(_) => Ok(false),
+            None if now.saturating_duration_since(last_heard) >= probe => {
+                debug!(peer = %self.peer, "idle; sending an inactivity probe");
+                self.send(&Message::EchoRequest(Vec::new()).emit(PROBE_XID))?;
+                *probe_sent = Some(now);
+                Ok(false)
+            }
+            None => Ok(false),
         }
     }
 
@@ -318,6 +425,7 @@ impl<R: Read> Connection<R> {
                             self.async_config.clone(),
                             self.service.then(|| self.miss_send_len.clone()),
                             self.version,
+                            self.packet_in_limit,
                         ));
                     }
                     Ok(Next::Continue)

@@ -78,8 +78,10 @@ pub(crate) fn parse_set_field(r: &mut Reader<'_>) -> Result<Action, WireError> {
         exact.extend_from_slice(&body[4..4 + len]);
         return oxm::parse_set_field(&mut Reader::new(&exact, super::Ctx::Action, "set_field"));
     }
+    // A zero mask writes nothing: refused (as one run of no bits) before
+    // its 128 trailing zeros are used as a shift.
     let ofs = mask.trailing_zeros();
-    let nbits = (mask >> ofs).trailing_ones();
+    let nbits = mask.checked_shr(ofs).map_or(0, u128::trailing_ones);
     if mask == 0 || mask >> ofs != ones128(nbits) {
         return Err(bad(
             err::BAC_BAD_SET_ARGUMENT,
@@ -237,6 +239,11 @@ mod tests {
         // NXM_NX_REG2_W value 5 mask 5: two runs of bits.
         let scattered = [0, 25, 0, 16, 0, 1, 5, 8, 0, 0, 0, 5, 0, 0, 0, 5];
         let e = parse_actions_in(&scattered, Dialect::Of15).unwrap_err();
+        assert_eq!(e.ofp_error(), (err::BAD_ACTION, err::BAC_BAD_SET_ARGUMENT));
+        // Mask 0 writes nothing: refused, not a shift by 128 (the fuzzer
+        // with overflow checks found it).
+        let zero = [0, 25, 0, 16, 0, 1, 5, 8, 0, 0, 0, 0, 0, 0, 0, 0];
+        let e = parse_actions_in(&zero, Dialect::Of15).unwrap_err();
         assert_eq!(e.ofp_error(), (err::BAD_ACTION, err::BAC_BAD_SET_ARGUMENT));
         // Value bits outside the mask.
         let outside = [0, 25, 0, 16, 0, 1, 5, 8, 0, 0, 0, 0x13, 0, 0, 0, 0x0f];

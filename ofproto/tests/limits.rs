@@ -1,0 +1,415 @@
+//! The control plane's bounds (`ofproto::limits`): each hit as a peer
+//! sees it (the OpenFlow error, a closed connection) and as the
+//! counters `xbr stats` reports count it, with the switch still serving
+//! everyone else.
+
+mod common;
+use common::{read_msg, Harness};
+use ofproto::limits::{ControlLimits, LimitStats, PacketInLimit};
+use ofproto::wire::message::split;
+use ofproto::wire::packet_io::PacketIn;
+use ofproto::wire::{Message, ONF_VENDOR_ID};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// Bound on any single wait in these tests.
+const WAIT: Duration = Duration::from_secs(10);
+
+fn recv(s: &mut impl Read) -> (u32, Message) {
+    let m = read_msg(s).expect("a message from the switch");
+    let (h, body) = split(&m).unwrap();
+    (h.xid, Message::parse(&h, body).unwrap())
+}
+
+fn hello(s: &mut (impl Read + Write)) {
+    s.write_all(&Message::Hello { bitmap: Some(0x10) }.emit(1))
+        .unwrap();
+    assert!(matches!(recv(s).1, Message::Hello { .. }));
+}
+
+fn connect(h: &Harness) -> UnixStream {
+    let s = UnixStream::connect(&h.sock).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s
+}
+
+/// A connection that said HELLO and answers an echo.
+fn talking(h: &Harness) -> UnixStream {
+    let mut s = connect(h);
+    hello(&mut s);
+    assert_alive(&mut s);
+    s
+}
+
+/// The switch answers an echo (its own inactivity probes answered on
+/// the way).
+fn assert_alive(s: &mut UnixStream) {
+    s.write_all(&Message::EchoRequest(vec![7]).emit(77))
+        .unwrap();
+    loop {
+        match recv(s) {
+            (xid, Message::EchoRequest(d)) => {
+                s.write_all(&Message::EchoReply(d).emit(xid)).unwrap();
+            }
+            m => return assert_eq!(m, (77, Message::EchoReply(vec![7]))),
+        }
+    }
+}
+
+/// Waits (bounded) until the switch hangs up on `s`, skipping what it
+/// sent before; how long that took.
+fn wait_closed(s: &mut impl Read) -> Duration {
+    let start = Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return start.elapsed(),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return start.elapsed(),
+            Err(e) => panic!("the switch did not hang up: {e}"),
+        }
+        assert!(start.elapsed() < WAIT, "the switch did not hang up");
+    }
+}
+
+fn with_limits(h: &Harness, f: impl FnOnce(&mut ControlLimits)) {
+    let mut l = h.bridge.control_limits();
+    f(&mut l);
+    h.bridge.set_control_limits(l);
+}
+
+fn count(c: &AtomicU64) -> u64 {
+    c.load(Relaxed)
+}
+
+fn stats(h: &Harness) -> &LimitStats {
+    h.bridge.limit_stats()
+}
+
+#[test]
+fn a_silent_peer_is_dropped_after_the_hello_timeout() {
+    let h = Harness::start("lim-silent");
+    let mut silent: Vec<UnixStream> = (0..20).map(|_| connect(&h)).collect();
+    let mut talker = talking(&h);
+    for s in &mut silent {
+        let took = wait_closed(s);
+        assert!(took < Duration::from_secs(5), "closed after {took:?}");
+    }
+    assert_eq!(count(&stats(&h).hello_timeouts), 20);
+    // A peer that spoke is not subject to it.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_alive(&mut talker);
+}
+
+#[test]
+fn an_idle_peer_is_probed_then_dropped_and_one_that_answers_stays() {
+    let h = Harness::start("lim-probe");
+    with_limits(&h, |l| l.mgmt_probe = Duration::from_millis(400));
+    let mut mute = talking(&h);
+    let mut answering = talking(&h);
+    let (xid, m) = recv(&mut answering);
+    assert_eq!(m, Message::EchoRequest(Vec::new()));
+    answering
+        .write_all(&Message::EchoReply(Vec::new()).emit(xid))
+        .unwrap();
+    assert_eq!(recv(&mut mute).1, Message::EchoRequest(Vec::new()));
+    wait_closed(&mut mute);
+    assert_eq!(count(&stats(&h).probe_timeouts), 1);
+    assert_alive(&mut answering);
+}
+
+#[test]
+fn a_message_trickling_in_is_given_two_probe_intervals() {
+    let h = Harness::start("lim-trickle");
+    with_limits(&h, |l| l.mgmt_probe = Duration::from_millis(300));
+    let mut s = talking(&h);
+    // An ECHO_REQUEST one byte every 100 ms: never silent for a probe
+    // interval, never done.
+    let start = Instant::now();
+    for b in Message::EchoRequest(vec![0; 64]).emit(5) {
+        if s.write_all(&[b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_closed(&mut s);
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(count(&stats(&h).message_timeouts), 1);
+}
+
+#[test]
+fn the_connection_past_the_limit_is_refused_while_the_others_work() {
+    let h = Harness::start("lim-conns");
+    with_limits(&h, |l| l.max_connections = 3);
+    let mut three: Vec<UnixStream> = (0..3).map(|_| talking(&h)).collect();
+    let mut fourth = connect(&h);
+    wait_closed(&mut fourth);
+    assert_eq!(count(&stats(&h).connections_refused), 1);
+    for s in &mut three {
+        assert_alive(s);
+    }
+    // A slot freed is a slot for the next peer.
+    drop(three.pop());
+    let start = Instant::now();
+    loop {
+        let mut s = connect(&h);
+        // Refused (the slot not freed yet): the write or the read fails.
+        let hello = Message::Hello { bitmap: Some(0x10) }.emit(1);
+        if s.write_all(&hello).is_ok() && read_msg(&mut s).is_some() {
+            assert_alive(&mut s);
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "no slot was freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An ONF bundle control message (OpenFlow 1.3).
+fn bundle_control(xid: u32, id: u32, ty: u16) -> Vec<u8> {
+    let mut data = id.to_be_bytes().to_vec();
+    data.extend_from_slice(&ty.to_be_bytes());
+    data.extend_from_slice(&0u16.to_be_bytes());
+    Message::Experimenter {
+        experimenter: ONF_VENDOR_ID,
+        exp_type: 2300,
+        data,
+    }
+    .emit(xid)
+}
+
+/// An ONF bundle add of a FLOW_MOD adding a flow matching in_port `n`.
+fn bundle_add(xid: u32, id: u32, n: u32) -> Vec<u8> {
+    let mut m = flowtable::Match::catch_all();
+    m.set_exact(flowtable::Field::InPort, u64::from(n));
+    let fm = flowtable::FlowMod::add(0, 100, m, flowtable::Instructions::default());
+    let mut data = id.to_be_bytes().to_vec();
+    data.extend_from_slice(&[0, 0, 0, 0]);
+    data.extend_from_slice(&Message::FlowMod(fm).emit(xid + 1000));
+    Message::Experimenter {
+        experimenter: ONF_VENDOR_ID,
+        exp_type: 2301,
+        data,
+    }
+    .emit(xid)
+}
+
+/// The ONF experimenter error code of a message (OFPBFC_* as 2300 + n).
+fn bundle_error(m: Message) -> u16 {
+    match m {
+        Message::ExperimenterError {
+            exp_type,
+            experimenter,
+            ..
+        } if experimenter == ONF_VENDOR_ID => exp_type,
+        other => panic!("expected a bundle error, got {other:?}"),
+    }
+}
+
+#[test]
+fn bundles_past_their_limits_get_ovs_errors_and_change_nothing() {
+    let h = Harness::start("lim-bundles");
+    with_limits(&h, |l| {
+        l.max_bundles = 2;
+        l.max_bundle_msgs = 3;
+    });
+    let mut s = talking(&h);
+    for (xid, id) in [(1, 1), (2, 2)] {
+        s.write_all(&bundle_control(xid, id, 0)).unwrap();
+        assert!(matches!(recv(&mut s), (x, Message::Experimenter { .. }) if x == xid));
+    }
+    // A third bundle, by OPEN or by an ADD naming it: OUT_OF_BUNDLES.
+    s.write_all(&bundle_control(4, 3, 0)).unwrap();
+    assert_eq!(bundle_error(recv(&mut s).1), 2305);
+    s.write_all(&bundle_add(5, 3, 1)).unwrap();
+    assert_eq!(bundle_error(recv(&mut s).1), 2305);
+    assert_eq!(count(&stats(&h).bundles_refused), 2);
+    // Three messages over both bundles, then MSG_TOO_MANY; the bundle's
+    // commit fails and the tables stay as they were.
+    for (xid, id, n) in [(10, 1, 1), (11, 2, 2), (12, 1, 3)] {
+        s.write_all(&bundle_add(xid, id, n)).unwrap();
+    }
+    s.write_all(&bundle_add(13, 1, 4)).unwrap();
+    let (xid, m) = recv(&mut s);
+    assert_eq!((xid, bundle_error(m)), (13, 2312));
+    s.write_all(&bundle_control(14, 1, 4)).unwrap();
+    let (xid, m) = recv(&mut s);
+    assert_eq!((xid, bundle_error(m)), (14, 2313), "MSG_FAILED");
+    assert_eq!(h.bridge.with_tables(|t| t.n_rules()), 0);
+    assert_eq!(count(&stats(&h).bundle_msgs_refused), 1);
+    // The committed bundle's messages left the count: bundle 2 commits.
+    s.write_all(&bundle_add(15, 2, 5)).unwrap();
+    s.write_all(&bundle_control(16, 2, 4)).unwrap();
+    assert_eq!(recv(&mut s).0, 16);
+    assert_eq!(h.bridge.with_tables(|t| t.n_rules()), 2);
+}
+
+#[test]
+fn an_idle_bundle_expires_with_ofpbfc_timeout() {
+    let h = Harness::start("lim-bundle-idle");
+    with_limits(&h, |l| l.bundle_idle_timeout = Duration::from_secs(1));
+    let mut s = talking(&h);
+    s.write_all(&bundle_control(21, 9, 0)).unwrap();
+    assert_eq!(recv(&mut s).0, 21);
+    s.write_all(&bundle_add(22, 9, 1)).unwrap();
+    let start = Instant::now();
+    let (xid, m) = recv(&mut s);
+    assert_eq!((xid, bundle_error(m)), (21, 2314), "for the OPEN");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(count(&stats(&h).bundles_expired), 1);
+    s.write_all(&bundle_control(23, 9, 4)).unwrap();
+    assert_eq!(bundle_error(recv(&mut s).1), 2302, "BAD_ID: it is gone");
+    assert_eq!(h.bridge.with_tables(|t| t.n_rules()), 0);
+}
+
+#[test]
+fn table_full_at_the_flow_limit_and_the_overall_limit() {
+    let h = Harness::start("lim-table-full");
+    h.bridge.set_flow_limit(0, Some(2));
+    h.ok(&["add-flow", &h.target(), "table=0,in_port=1,actions=drop"]);
+    h.ok(&["add-flow", &h.target(), "table=0,in_port=2,actions=drop"]);
+    let (ok, _, err) = h.ofctl(&["add-flow", &h.target(), "table=0,in_port=3,actions=drop"]);
+    assert!(!ok && err.contains("OFPFMFC_TABLE_FULL"), "{err}");
+    // Replacing a flow is not adding one.
+    h.ok(&[
+        "add-flow",
+        &h.target(),
+        "table=0,in_port=1,actions=output:2",
+    ]);
+    h.bridge.set_max_flows(3);
+    h.ok(&["add-flow", &h.target(), "table=1,in_port=1,actions=drop"]);
+    let (ok, _, err) = h.ofctl(&["add-flow", &h.target(), "table=2,in_port=1,actions=drop"]);
+    assert!(!ok && err.contains("OFPFMFC_TABLE_FULL"), "{err}");
+    assert_eq!(count(&stats(&h).table_full), 2);
+    assert_eq!(h.bridge.with_tables(|t| t.n_rules()), 3);
+}
+
+/// A controller the harness's switch connects to, HELLOs exchanged and a
+/// barrier answered (registered for asynchronous messages).
+fn controller(h: &mut Harness, probe: Duration, pin: Option<PacketInLimit>) -> TcpStream {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    h.server
+        .as_mut()
+        .unwrap()
+        .add_controller(l.local_addr().unwrap(), probe, pin)
+        .unwrap();
+    let (mut c, _) = l.accept().unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    hello(&mut c);
+    c.write_all(&Message::BarrierRequest.emit(0xbb)).unwrap();
+    assert_eq!(recv(&mut c), (0xbb, Message::BarrierReply));
+    c
+}
+
+#[test]
+fn packet_ins_to_a_controller_keep_to_its_rate_limit() {
+    let mut h = Harness::start("lim-pin-rate");
+    let limit = PacketInLimit::from_columns(Some(100), Some(5)).unwrap();
+    let mut c = controller(&mut h, Duration::from_secs(5), Some(limit));
+    let start = Instant::now();
+    for _ in 0..200 {
+        h.bridge
+            .packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![0xab; 60]));
+    }
+    let took = start.elapsed();
+    // The burst, plus what the rate earned while the loop ran.
+    let allowed = 5 + (took.as_millis() as u64 * 100 / 1000) + 1;
+    c.write_all(&Message::BarrierRequest.emit(0xcc)).unwrap();
+    let mut got = 0;
+    loop {
+        match recv(&mut c) {
+            (_, Message::PacketIn(_)) => got += 1,
+            (0xcc, Message::BarrierReply) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(
+        (5..=allowed).contains(&got),
+        "{got} packet-ins, {allowed} allowed"
+    );
+    assert_eq!(count(&stats(&h).packet_ins_rate_limited), 200 - got);
+    // The bucket refills at the rate.
+    std::thread::sleep(Duration::from_millis(100));
+    h.bridge
+        .packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![0xcd; 60]));
+    assert!(matches!(recv(&mut c).1, Message::PacketIn(pi) if pi.data[0] == 0xcd));
+}
+
+#[test]
+fn a_controller_that_stops_reading_is_dropped_not_buffered_for() {
+    let mut h = Harness::start("lim-backlog");
+    // A long probe, so the backlog bound (not the write timeout) acts.
+    with_limits(&h, |l| l.max_backlog = 1 << 20);
+    let c = controller(&mut h, Duration::from_secs(60), None);
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    // PORT_STATUS is never dropped for a slow peer, so it queues: far
+    // more than the socket buffers and the bound hold together.
+    let port = h.dp.ports.lock()[0].clone();
+    let start = Instant::now();
+    while count(&stats(&h).backlog_overflows) == 0 {
+        for _ in 0..1000 {
+            h.bridge.notifier().port_status(2, port.clone());
+        }
+        assert!(start.elapsed() < WAIT, "the backlog never overflowed");
+    }
+    // The switch hung up (the controller reads what was written, then
+    // EOF) and keeps serving others.
+    let mut c = c;
+    wait_closed(&mut c);
+    assert_alive(&mut talking(&h));
+}
+
+#[test]
+fn a_passive_controller_on_ptcp_keeps_to_its_rate_limit() {
+    let dir = std::env::temp_dir().join(format!("xbr-ofproto-{}-lim-ptcp", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bridge = ofproto::Bridge::new(common::MemDatapath::new());
+    bridge.set_control_limits(ControlLimits {
+        tcp_packet_in: PacketInLimit::from_columns(Some(100), Some(3)),
+        ..ControlLimits::default()
+    });
+    let server = ofproto::Server::start(
+        bridge.clone(),
+        &dir.join("br0.mgmt"),
+        Some("127.0.0.1:0".parse().unwrap()),
+    )
+    .unwrap();
+    let mut c = TcpStream::connect(server.local_tcp_addr().unwrap()).unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    hello(&mut c);
+    // A service connection hears packet-ins once it asks (miss_send_len).
+    let config = ofproto::wire::message::SwitchConfig {
+        flags: 0,
+        miss_send_len: 128,
+    };
+    c.write_all(&Message::SetConfig(config).emit(2)).unwrap();
+    c.write_all(&Message::BarrierRequest.emit(3)).unwrap();
+    assert_eq!(recv(&mut c), (3, Message::BarrierReply));
+    let start = Instant::now();
+    for _ in 0..100 {
+        bridge.packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![0xab; 60]));
+    }
+    let allowed = 3 + (start.elapsed().as_millis() as u64 * 100 / 1000) + 1;
+    c.write_all(&Message::BarrierRequest.emit(4)).unwrap();
+    let mut got = 0;
+    loop {
+        match recv(&mut c) {
+            (_, Message::PacketIn(_)) => got += 1,
+            (4, Message::BarrierReply) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(
+        (3..=allowed).contains(&got),
+        "{got} packet-ins, {allowed} allowed"
+    );
+    assert_eq!(
+        count(&bridge.limit_stats().packet_ins_rate_limited),
+        100 - got
+    );
+    server.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}
