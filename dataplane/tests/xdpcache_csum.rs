@@ -18,7 +18,7 @@ use dataplane::csum::{complete_partial, fold, ones_sum, pseudo_header};
 use dataplane::packet;
 use dataplane::xdpcache::{CtConn, FcAction};
 use flowtable::key::FlowKey;
-use xdp_common::{taking_frags, XdpRig, LO, XDP_DROP, XDP_PASS, XDP_REDIRECT};
+use xdp_common::{taking_frags, XdpRig, LO, TO_XBR, XDP_DROP, XDP_REDIRECT};
 
 const TCP: u8 = 6;
 const UDP: u8 = 17;
@@ -235,7 +235,7 @@ fn truncated_frames_go_to_xbr_and_drops_stay_drops() {
     let f = partial(frame(UDP, 40000, &payload(600, 1)));
     r.install(&f, redirect(), &[]);
     let cut = f[..f.len() - 3].to_vec();
-    assert_eq!(r.run(&cut), (XDP_PASS, cut.clone()));
+    assert_eq!(r.run(&cut), (TO_XBR, cut.clone()));
     assert_eq!(r.hits(), 0);
     let (act, _) = r.run(&f);
     assert_eq!(act, XDP_REDIRECT);
@@ -329,7 +329,7 @@ fn frames_in_several_buffers_go_to_xbr_unless_the_device_takes_them() {
     let mut r = rig();
     r.install(&frame(UDP, 40000, b""), redirect(), &[]);
     let jumbo = partial(frame(UDP, 40000, &payload(8000, 1)));
-    assert_eq!(r.run(&jumbo), (XDP_PASS, jumbo.clone()));
+    assert_eq!(r.run(&jumbo), (TO_XBR, jumbo.clone()));
     let small = partial(frame(UDP, 40000, &payload(1000, 2)));
     assert_eq!(r.run(&small).0, XDP_REDIRECT);
     assert_eq!(r.hits(), 1);
@@ -337,9 +337,9 @@ fn frames_in_several_buffers_go_to_xbr_unless_the_device_takes_them() {
     let mut t = rig();
     t.install(&frame(UDP, 40000, b""), taking_frags(redirect()), &[]);
     let cut = jumbo[..jumbo.len() - 1].to_vec();
-    assert_eq!(t.run(&cut), (XDP_PASS, cut.clone()));
+    assert_eq!(t.run(&cut), (TO_XBR, cut.clone()));
     let too_long = partial(frame(UDP, 40000, &payload(9217 - 8, 3)));
-    assert_eq!(t.run(&too_long), (XDP_PASS, too_long.clone()));
+    assert_eq!(t.run(&too_long), (TO_XBR, too_long.clone()));
     assert_eq!(t.hits(), 0);
     assert_eq!(t.run(&jumbo).0, XDP_REDIRECT);
     assert_eq!(t.hits(), 1);

@@ -18,6 +18,12 @@ use std::time::Instant;
 pub const XDP_DROP: u32 = 1;
 pub const XDP_PASS: u32 = 2;
 pub const XDP_REDIRECT: u32 = 4;
+/// What the pod ports' program returns for a frame it hands to xbr in a
+/// test run: the redirect to the queue's AF_XDP socket falls back, with
+/// no socket bound, to the fail-closed drop (counted in `closed_drops`),
+/// never to XDP_PASS into the host (`crate::pin`'s fail-closed ports).
+/// The VXLAN uplink's program still passes what is not xbr's.
+pub const TO_XBR: u32 = XDP_DROP;
 /// `BPF_PROG_TEST_RUN` receives on the loopback device.
 pub const LO: u32 = 1;
 
