@@ -185,6 +185,22 @@ impl OvsDb {
         )
     }
 
+    /// `ovs-vsctl add-br NAME -- set Bridge NAME fail_mode=secure`, the
+    /// agent's bridge.
+    pub fn add_secure_bridge(&self, name: &str) -> Result<()> {
+        self.vsctl(&[
+            "add-br",
+            name,
+            "--",
+            "set",
+            "Bridge",
+            name,
+            "fail_mode=secure",
+        ])?
+        .ok()?;
+        Ok(())
+    }
+
     /// `ovs-ofctl -O OpenFlow13 args...` against the switch's sockets.
     pub fn ofctl(&self, args: &[&str]) -> Result<CmdOutput> {
         let mut all = vec!["-O", "OpenFlow13"];

@@ -230,16 +230,7 @@ fn a_bridge_created_anew_starts_empty_and_a_deleted_one_leaves_no_state() -> Res
     let bridge = format!("xbrt{}", unique_tag());
     let mut db = OvsDb::start(None)?;
     db.start_xbr()?;
-    db.vsctl(&[
-        "add-br",
-        &bridge,
-        "--",
-        "set",
-        "Bridge",
-        &bridge,
-        "fail_mode=secure",
-    ])?
-    .ok()?;
+    db.add_secure_bridge(&bridge)?;
     db.ofctl(&["add-flow", &bridge, "priority=5,ip,actions=drop"])?
         .ok()?;
     db.stop_switch();
@@ -247,16 +238,7 @@ fn a_bridge_created_anew_starts_empty_and_a_deleted_one_leaves_no_state() -> Res
     assert!(file.exists(), "no state file after the stop");
     db.vsctl(&["--no-wait", "del-br", &bridge])?.ok()?;
     db.start_xbr()?;
-    db.vsctl(&[
-        "add-br",
-        &bridge,
-        "--",
-        "set",
-        "Bridge",
-        &bridge,
-        "fail_mode=secure",
-    ])?
-    .ok()?;
+    db.add_secure_bridge(&bridge)?;
     let dump = flows(&db, &bridge)?;
     assert!(
         !dump.contains("actions="),

@@ -59,16 +59,7 @@ fn settings_changed_in_place_keep_the_number_and_the_traffic() -> Result<()> {
     b.accept_xdp_redirects()?;
     let mut db = OvsDb::start(None)?;
     db.start_xbr()?;
-    db.vsctl(&[
-        "add-br",
-        &bridge,
-        "--",
-        "set",
-        "Bridge",
-        &bridge,
-        "fail_mode=secure",
-    ])?
-    .ok()?;
+    db.add_secure_bridge(&bridge)?;
     for p in [&a, &b] {
         db.vsctl(&["add-port", &bridge, p.host_if()])?.ok()?;
     }
@@ -429,16 +420,7 @@ fn settings_xbr_does_not_implement_are_reported() -> Result<()> {
     let c = agent_pod(9)?;
     let mut db = OvsDb::start(None)?;
     db.start_xbr()?;
-    db.vsctl(&[
-        "add-br",
-        &bridge,
-        "--",
-        "set",
-        "Bridge",
-        &bridge,
-        "fail_mode=secure",
-    ])?
-    .ok()?;
+    db.add_secure_bridge(&bridge)?;
     // A VLAN tag and an option xbr does not read: the port opens, and
     // says what it ignores.
     let ai = a.host_if();

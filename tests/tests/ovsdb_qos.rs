@@ -59,16 +59,7 @@ fn ingress_policing_and_htb_max_rate_hold_pods_to_10_mbit() -> Result<()> {
     b.add_neighbor(&a)?;
     let mut db = OvsDb::start(None)?;
     db.start_xbr()?;
-    db.vsctl(&[
-        "add-br",
-        &bridge,
-        "--",
-        "set",
-        "Bridge",
-        &bridge,
-        "fail_mode=secure",
-    ])?
-    .ok()?;
+    db.add_secure_bridge(&bridge)?;
     for p in [&a, &b] {
         db.vsctl(&["add-port", &bridge, p.host_if()])?.ok()?;
     }
