@@ -3,7 +3,6 @@
 //! docs/metrics.md for each family.
 
 use super::bridges::{self, BridgeView};
-use super::server::ServerCounters;
 use crate::control::EngineSnapshot;
 use prometheus::{
     CounterVec, Encoder, GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
@@ -337,14 +336,14 @@ fn bridge(f: &Families, v: &BridgeView) {
 }
 
 /// The process's own families: the endpoint's and the log's.
-fn process(o: &Out, server: &ServerCounters) -> prometheus::Result<()> {
+fn process(o: &Out, requests_by_outcome: &[(&'static str, u64)]) -> prometheus::Result<()> {
     let requests = o.counters(
         "xbr_metrics_requests_total",
         "Requests to this endpoint, by outcome (ok, refused_busy, bad_request, not_found, timeout).",
         &["outcome"],
     )?;
-    for (outcome, n) in server.by_outcome() {
-        requests.with_label_values(&[outcome]).inc_by(n);
+    for (outcome, n) in requests_by_outcome {
+        requests.with_label_values(&[outcome]).inc_by(*n);
     }
     let suppressed = o.counters(
         "xbr_log_messages_suppressed_total",
@@ -357,8 +356,9 @@ fn process(o: &Out, server: &ServerCounters) -> prometheus::Result<()> {
     Ok(())
 }
 
-/// The text a scrape answers with.
-pub fn render(server: &ServerCounters) -> prometheus::Result<String> {
+/// The text a scrape answers with; `requests_by_outcome`: the
+/// endpoint's own counts (`ServerCounters::by_outcome`).
+pub fn render(requests_by_outcome: &[(&'static str, u64)]) -> prometheus::Result<String> {
     let out = Out {
         reg: Registry::new(),
     };
@@ -366,7 +366,7 @@ pub fn render(server: &ServerCounters) -> prometheus::Result<String> {
     for v in bridges::all() {
         bridge(&families, &v);
     }
-    process(&out, server)?;
+    process(&out, requests_by_outcome)?;
     let mut buf = Vec::new();
     TextEncoder::new().encode(&out.reg.gather(), &mut buf)?;
     String::from_utf8(buf).map_err(|e| prometheus::Error::Msg(e.to_string()))

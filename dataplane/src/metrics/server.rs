@@ -190,7 +190,7 @@ fn serve(mut stream: TcpStream, counters: &ServerCounters) {
     }
     // Counted before rendering, so a scrape sees itself.
     counters.ok.fetch_add(1, Relaxed);
-    match super::collect::render(counters) {
+    match super::collect::render(&counters.by_outcome()) {
         Ok(text) => respond(
             &mut stream,
             "200 OK",
