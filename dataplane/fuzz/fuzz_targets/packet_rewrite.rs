@@ -8,21 +8,9 @@
 
 #![no_main]
 
-// The two modules under test, compiled into this crate at the same paths
-// (`crate::packet`, `crate::rewrite`) they have in dataplane (their IPv6
-// halves, packet_ipv6.rs and rewrite_ipv6.rs, come with them). They depend
-// on flowtable only; building all of dataplane (libbpf, netlink, the
-// daemon) under ASan would take minutes for nothing.
-#[path = "../../src/csum.rs"]
-#[allow(dead_code)]
-mod csum;
-#[path = "../../src/packet.rs"]
-#[allow(dead_code)]
-mod packet;
-#[path = "../../src/rewrite.rs"]
-#[allow(dead_code)]
-mod rewrite;
-
+// The modules under test, from dataplane itself (the other targets build
+// all of it under the sanitizer anyway).
+use dataplane::{csum, packet, rewrite};
 use flowtable::key::{Field, FlowKey};
 use libfuzzer_sys::fuzz_target;
 use packet::extract;
