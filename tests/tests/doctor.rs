@@ -23,6 +23,12 @@ fn xbr_bin() -> Result<String> {
 
 /// `xbr doctor args...`, through `wrap` (e.g. `capsh ... --`) if given.
 fn doctor(wrap: &[&str], args: &[&str]) -> Result<CmdOutput> {
+    doctor_after(wrap, None, args)
+}
+
+/// [`doctor`], with the shell command `setup` run first inside `wrap`
+/// (`unshare -m sh -c`, `capsh ... -- -c`), e.g. a mount or a ulimit.
+fn doctor_after(wrap: &[&str], setup: Option<&str>, args: &[&str]) -> Result<CmdOutput> {
     require_root()?;
     let bin = xbr_bin()?;
     let mut cmd = match wrap.split_first() {
@@ -35,7 +41,10 @@ fn doctor(wrap: &[&str], args: &[&str]) -> Result<CmdOutput> {
     };
     if !wrap.is_empty() {
         // capsh and `sh -c` take the command as one string.
-        let mut line = format!("exec {bin} doctor");
+        let mut line = match setup {
+            Some(setup) => format!("{setup} && exec {bin} doctor"),
+            None => format!("exec {bin} doctor"),
+        };
         for a in args {
             line.push(' ');
             line.push_str(a);
@@ -84,15 +93,10 @@ fn passes_on_this_machine() -> Result<()> {
     }
     // With a bpffs (mounted in a private mount namespace) that is ok too.
     require_tool("unshare")?;
-    let bin = xbr_bin()?;
-    let out = run_timeout(
-        Command::new("unshare").args([
-            "-m",
-            "sh",
-            "-c",
-            &format!("mount -t bpf bpf /sys/fs/bpf && exec {bin} doctor"),
-        ]),
-        TIMEOUT,
+    let out = doctor_after(
+        &["unshare", "-m", "sh", "-c"],
+        Some("mount -t bpf bpf /sys/fs/bpf"),
+        &[],
     )?;
     assert_eq!(out.code(), Some(0), "{}{}", out.stdout, out.stderr);
     assert_status(&out, "bpffs", "ok");
@@ -102,16 +106,11 @@ fn passes_on_this_machine() -> Result<()> {
 #[test]
 fn no_bpffs_is_reported() -> Result<()> {
     require_tool("unshare")?;
-    let bin = xbr_bin()?;
     // A private mount namespace where /sys/fs/bpf is a tmpfs.
-    let out = run_timeout(
-        Command::new("unshare").args([
-            "-m",
-            "sh",
-            "-c",
-            &format!("mount -t tmpfs none /sys/fs/bpf && exec {bin} doctor"),
-        ]),
-        TIMEOUT,
+    let out = doctor_after(
+        &["unshare", "-m", "sh", "-c"],
+        Some("mount -t tmpfs none /sys/fs/bpf"),
+        &[],
     )?;
     assert_status(&out, "bpffs", "WARN");
     assert!(line(&out, "bpffs").contains("mount -t bpf bpf /sys/fs/bpf"));
@@ -142,15 +141,10 @@ fn a_dropped_capability_fails() -> Result<()> {
     }
     // Without CAP_IPC_LOCK and with the default 8 MiB RLIMIT_MEMLOCK,
     // AF_XDP memory cannot be pinned.
-    let bin = xbr_bin()?;
-    let out = run_timeout(
-        Command::new("capsh").args([
-            "--drop=cap_ipc_lock",
-            "--",
-            "-c",
-            &format!("ulimit -l 8192 && exec {bin} doctor"),
-        ]),
-        TIMEOUT,
+    let out = doctor_after(
+        &["capsh", "--drop=cap_ipc_lock", "--", "-c"],
+        Some("ulimit -l 8192"),
+        &[],
     )?;
     assert_eq!(out.code(), Some(1), "{}{}", out.stdout, out.stderr);
     assert_status(&out, "memlock", "FAIL");

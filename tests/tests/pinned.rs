@@ -220,23 +220,38 @@ fn pod_frames_never_reach_the_node_while_no_xbr_runs() -> Result<()> {
     Ok(())
 }
 
+/// Two pods on one xbr with the pair's flows, the XDP flow cache
+/// redirecting to both (A's TX checksum offload off).
+fn cached_pair() -> Result<(Pod, Pod, Xbr)> {
+    let (a, b) = xdp_pods()?;
+    a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let xbr = start_xdp_pair(&a, &b, "on", PAIR_FLOWS)?;
+    Ok((a, b, xbr))
+}
+
+/// 100 datagrams from A's `src_port` to B at 1000/s, every one delivered.
+fn hundred_delivered(a: &Pod, b: &Pod, src_port: u16, xbr: &Xbr) -> Result<()> {
+    let tool = Path::new(TOOL);
+    let dst = SocketAddrV4::new(b.ip(), DST_PORT);
+    let rx = UdpReceiver::start(tool, b.ns(), dst, 100, Duration::from_secs(10))?;
+    udp_send_from(tool, a.ns(), src_port, dst, 100, 1000)?;
+    assert_eq!(rx.finish()?, 100, "{}", xbr.log());
+    Ok(())
+}
+
 /// A paced stream the kernel path carries loses nothing while xbr is
 /// stopped with SIGTERM (the cached flow keeps forwarding), and the same
 /// binary started again adopts the pinned state and says so.
 #[test]
 fn a_cached_flow_keeps_forwarding_across_sigterm_and_a_restart_adopts() -> Result<()> {
-    let (a, b) = xdp_pods()?;
-    a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
-    a.add_neighbor(&b)?;
-    b.add_neighbor(&a)?;
-    let mut xbr = start_xdp_pair(&a, &b, "on", PAIR_FLOWS)?;
+    let (a, b, mut xbr) = cached_pair()?;
     let tool = Path::new(TOOL);
     let dst = SocketAddrV4::new(b.ip(), DST_PORT);
 
     // The flow is cached (the kernel path carries it).
-    let rx = UdpReceiver::start(tool, b.ns(), dst, 100, Duration::from_secs(10))?;
-    udp_send_from(tool, a.ns(), SRC_PORT, dst, 100, 1000)?;
-    assert_eq!(rx.finish()?, 100, "{}", xbr.log());
+    hundred_delivered(&a, &b, SRC_PORT, &xbr)?;
     let dump = xbr.client_ok(&["dpctl", "dump-flows", BRIDGE])?;
     assert!(
         dump.contains(&format!("dst={}", b.ip())) && dump.contains("proto=17"),
@@ -301,9 +316,7 @@ fn a_cached_flow_keeps_forwarding_across_sigterm_and_a_restart_adopts() -> Resul
     for f in PAIR_FLOWS {
         xbr.add_flow(f)?;
     }
-    let rx = UdpReceiver::start(tool, b.ns(), dst, 100, Duration::from_secs(10))?;
-    udp_send_from(tool, a.ns(), SRC_PORT + 1, dst, 100, 1000)?;
-    assert_eq!(rx.finish()?, 100, "{}", xbr.log());
+    hundred_delivered(&a, &b, SRC_PORT + 1, &xbr)?;
     Ok(())
 }
 
@@ -311,16 +324,10 @@ fn a_cached_flow_keeps_forwarding_across_sigterm_and_a_restart_adopts() -> Resul
 /// pinned program and cache forward the cached flow all the same.
 #[test]
 fn a_cached_flow_keeps_forwarding_after_sigkill() -> Result<()> {
-    let (a, b) = xdp_pods()?;
-    a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
-    a.add_neighbor(&b)?;
-    b.add_neighbor(&a)?;
-    let mut xbr = start_xdp_pair(&a, &b, "on", PAIR_FLOWS)?;
+    let (a, b, mut xbr) = cached_pair()?;
     let tool = Path::new(TOOL);
     let dst = SocketAddrV4::new(b.ip(), DST_PORT);
-    let rx = UdpReceiver::start(tool, b.ns(), dst, 100, Duration::from_secs(10))?;
-    udp_send_from(tool, a.ns(), SRC_PORT, dst, 100, 1000)?;
-    assert_eq!(rx.finish()?, 100, "{}", xbr.log());
+    hundred_delivered(&a, &b, SRC_PORT, &xbr)?;
 
     xbr.stop(Signal::SIGKILL)?;
     const N: u64 = 1000;
