@@ -166,9 +166,25 @@ fn pod_gro(p: &Pod) -> Result<bool> {
     Ok(out.contains("generic-receive-offload: on"))
 }
 
+/// Sends `n` UDP datagrams from `from` to `dst` in `to` at `rate` per
+/// second (all must leave) and returns how many `to` received within
+/// `timeout`.
+fn received(
+    from: &Pod,
+    to: &Pod,
+    dst: SocketAddrV4,
+    n: u64,
+    rate: u64,
+    timeout: Duration,
+) -> Result<u64> {
+    let tool = Path::new(TOOL);
+    let rx = UdpReceiver::start(tool, to.ns(), dst, n, timeout)?;
+    assert_eq!(udp_send(tool, from.ns(), dst, n, rate)?, n);
+    rx.finish()
+}
+
 #[test]
 fn agent_configured_pods_ride_the_xdp_cache_and_stay_isolated() -> Result<()> {
-    let tool = Path::new(TOOL);
     let bridge = format!("xbrt{}", unique_tag());
     let a = agent_pod(2)?;
     let b = agent_pod(3)?;
@@ -198,9 +214,11 @@ fn agent_configured_pods_ride_the_xdp_cache_and_stay_isolated() -> Result<()> {
     const UDP: u64 = 5000;
     let before = db.xbr_stats(&bridge)?;
     let dst = SocketAddrV4::new(b.ip(), 5001);
-    let rx = UdpReceiver::start(tool, b.ns(), dst, UDP, RECV_TIMEOUT)?;
-    assert_eq!(udp_send(tool, a.ns(), dst, UDP, 20_000)?, UDP);
-    assert_eq!(rx.finish()?, UDP, "A->B UDP delivered");
+    assert_eq!(
+        received(&a, &b, dst, UDP, 20_000, RECV_TIMEOUT)?,
+        UDP,
+        "A->B UDP delivered"
+    );
     let after = db.xbr_stats(&bridge)?;
     let hits = xdp_stat(&after, "hit_packets") - xdp_stat(&before, "hit_packets");
     let sent = rx_packets(&after, a.host_if()) - rx_packets(&before, a.host_if());
@@ -232,16 +250,18 @@ fn agent_configured_pods_ride_the_xdp_cache_and_stay_isolated() -> Result<()> {
     // VNID 10 and 20 stay apart on that path: nothing from A reaches C,
     // nor from C A, and A -> B still flows through the same entries.
     let dst_c = SocketAddrV4::new(c.ip(), 5002);
-    let rx_c = UdpReceiver::start(tool, c.ns(), dst_c, 500, Duration::from_secs(3))?;
-    assert_eq!(udp_send(tool, a.ns(), dst_c, 500, 20_000)?, 500);
-    assert_eq!(rx_c.finish()?, 0, "A (VNID 10) reached C (VNID 20)");
+    assert_eq!(
+        received(&a, &c, dst_c, 500, 20_000, Duration::from_secs(3))?,
+        0,
+        "A (VNID 10) reached C (VNID 20)"
+    );
     let dst_a = SocketAddrV4::new(a.ip(), 5003);
-    let rx_a = UdpReceiver::start(tool, a.ns(), dst_a, 500, Duration::from_secs(3))?;
-    assert_eq!(udp_send(tool, c.ns(), dst_a, 500, 20_000)?, 500);
-    assert_eq!(rx_a.finish()?, 0, "C (VNID 20) reached A (VNID 10)");
-    let rx = UdpReceiver::start(tool, b.ns(), dst, 500, RECV_TIMEOUT)?;
-    assert_eq!(udp_send(tool, a.ns(), dst, 500, 20_000)?, 500);
-    assert_eq!(rx.finish()?, 500);
+    assert_eq!(
+        received(&c, &a, dst_a, 500, 20_000, Duration::from_secs(3))?,
+        0,
+        "C (VNID 20) reached A (VNID 10)"
+    );
+    assert_eq!(received(&a, &b, dst, 500, 20_000, RECV_TIMEOUT)?, 500);
     let end = db.xbr_stats(&bridge)?;
     assert!(
         xdp_stat(&end, "hit_packets") > xdp_stat(&after, "hit_packets") + 450,
@@ -305,9 +325,7 @@ fn a_pod_whose_readiness_changes_under_traffic_is_followed() -> Result<()> {
     );
     // And the cache carries B's traffic again.
     let before = db.xbr_stats(&bridge)?;
-    let rx = UdpReceiver::start(tool, b.ns(), dst, 2000, RECV_TIMEOUT)?;
-    assert_eq!(udp_send(tool, a.ns(), dst, 2000, 20_000)?, 2000);
-    assert_eq!(rx.finish()?, 2000);
+    assert_eq!(received(&a, &b, dst, 2000, 20_000, RECV_TIMEOUT)?, 2000);
     let after = db.xbr_stats(&bridge)?;
     let hits = xdp_stat(&after, "hit_packets") - xdp_stat(&before, "hit_packets");
     assert!(
@@ -320,7 +338,6 @@ fn a_pod_whose_readiness_changes_under_traffic_is_followed() -> Result<()> {
 
 #[test]
 fn without_peer_gro_pods_are_left_alone_and_served_by_the_packet_thread() -> Result<()> {
-    let tool = Path::new(TOOL);
     let bridge = format!("xbrt{}", unique_tag());
     let a = agent_pod(2)?;
     let b = agent_pod(3)?;
@@ -345,9 +362,7 @@ fn without_peer_gro_pods_are_left_alone_and_served_by_the_packet_thread() -> Res
     // Delivered all the same, by the packet thread: no XDP hits.
     let before = db.xbr_stats(&bridge)?;
     let dst = SocketAddrV4::new(b.ip(), 5001);
-    let rx = UdpReceiver::start(tool, b.ns(), dst, 2000, RECV_TIMEOUT)?;
-    assert_eq!(udp_send(tool, a.ns(), dst, 2000, 10_000)?, 2000);
-    assert_eq!(rx.finish()?, 2000);
+    assert_eq!(received(&a, &b, dst, 2000, 10_000, RECV_TIMEOUT)?, 2000);
     let after = db.xbr_stats(&bridge)?;
     assert_eq!(
         xdp_stat(&after, "hit_packets"),
@@ -360,9 +375,7 @@ fn without_peer_gro_pods_are_left_alone_and_served_by_the_packet_thread() -> Res
     let took = wait_ready(&db, b.host_if(), true)?;
     assert!(took <= FOLLOW_BOUND, "ready noticed after {took:?}");
     assert!(dpif_line(&db, b.host_if())?.contains(": ready, multi-buffer"));
-    let rx = UdpReceiver::start(tool, b.ns(), dst, 2000, RECV_TIMEOUT)?;
-    assert_eq!(udp_send(tool, a.ns(), dst, 2000, 10_000)?, 2000);
-    assert_eq!(rx.finish()?, 2000);
+    assert_eq!(received(&a, &b, dst, 2000, 10_000, RECV_TIMEOUT)?, 2000);
     let end = db.xbr_stats(&bridge)?;
     assert!(
         xdp_stat(&end, "hit_packets") >= xdp_stat(&after, "hit_packets") + 1800,
