@@ -28,6 +28,17 @@
 //! xbr/ovs. The machine is shared: read the ratios, not the absolute
 //! figures.
 //!
+//! `--agent` builds xbr's nodes from the SDN agent's own `ovs-vsctl`
+//! commands through each node's ovsdb-server (`xbr lab up --ovsdb`) and
+//! nothing xbr-specific: no `--xdp-redirect`, xbr's defaults
+//! (`xdp_redirect=auto`, `xdp-peer-gro` on) must find the fast path
+//! themselves. Each node gets two pods, and the report adds pod to pod on
+//! one node and the share of the generator's frames the kernel path (the
+//! XDP flow cache) carried, from `xbr stats`. OVS's nodes are built as
+//! without `--agent` (the agent's bridge, ports and flows; the userspace
+//! datapath with AF_XDP ports, which this machine needs: it has no
+//! openvswitch kernel module).
+//!
 //! `--tun0` measures instead the gateway path of one node: node1's pod to
 //! the node's host stack through `tun0` (iperf3 server in the node's
 //! namespace on the gateway address; TCP both ways, UDP 64-byte
@@ -37,7 +48,7 @@
 //! userspace-datapath internal port is a TAP). Ratios are against OVS.
 //!
 //! Usage (root): `labbench [--runs N] [--seconds S] [--no-xdp-redirect]
-//! [--tun0] [--gen-rate PPS] [--json]` (`--gen-rate`: pace the generator
+//! [--agent] [--tun0] [--gen-rate PPS] [--json]` (`--gen-rate`: pace the generator
 //! instead of sending as fast as it can); the xbr
 //! binary is `$XBR_BIN`, else `xbr` next to this program (build both with
 //! `cargo build --release -p dataplane --bin xbr -p bench`).
@@ -65,6 +76,8 @@ struct Args {
     seconds: u32,
     json: bool,
     xdp_redirect: bool,
+    /// xbr's nodes from the agent's commands only (`lab up --ovsdb`).
+    agent: bool,
     tun0: bool,
     /// The generator's pace; `None`: as fast as it can.
     gen_rate: Option<u64>,
@@ -76,6 +89,7 @@ fn parse_args() -> Result<Args, BenchError> {
         seconds: 5,
         json: false,
         xdp_redirect: true,
+        agent: false,
         tun0: false,
         gen_rate: None,
     };
@@ -92,15 +106,23 @@ fn parse_args() -> Result<Args, BenchError> {
             "--seconds" => a.seconds = num("--seconds")?.min(600) as u32,
             "--json" => a.json = true,
             "--no-xdp-redirect" => a.xdp_redirect = false,
+            "--agent" => a.agent = true,
             "--tun0" => a.tun0 = true,
             "--gen-rate" => a.gen_rate = Some(num("--gen-rate")?),
             other => {
                 return Err(BenchError::Usage(format!(
                     "unknown argument '{other}' (usage: labbench [--runs N] [--seconds S] \
-                     [--no-xdp-redirect] [--tun0] [--gen-rate PPS] [--json])"
+                     [--no-xdp-redirect] [--agent] [--tun0] [--gen-rate PPS] [--json])"
                 )))
             }
         }
+    }
+    if a.agent && (a.tun0 || !a.xdp_redirect) {
+        return Err(BenchError::Usage(
+            "--agent builds nodes from the agent's commands alone; it takes neither \
+             --tun0 nor --no-xdp-redirect"
+                .into(),
+        ));
     }
     Ok(a)
 }
@@ -132,6 +154,17 @@ fn field<'a>(v: &'a Value, key: &str) -> Result<&'a str, BenchError> {
         .ok_or_else(|| BenchError::Failed(format!("lab.json: no '{key}'")))
 }
 
+/// How a lab's nodes are configured.
+#[derive(Debug, Clone, Copy)]
+enum LabKind {
+    /// `xbr run` flags, one pod per node; `xdp_redirect`: `--xdp-redirect`
+    /// (else `--xdp-peer-gro off`).
+    Flags { xdp_redirect: bool },
+    /// The agent's `ovs-vsctl` commands through ovsdb-server
+    /// (`--ovsdb`), two pods per node.
+    Agent,
+}
+
 /// A lab built for one switch; `lab down` on drop.
 struct LabRun {
     dir: PathBuf,
@@ -143,6 +176,16 @@ struct LabRun {
 impl LabRun {
     /// A lab whose tun0s are `tun0_backend` (tap, veth), or xbr's default.
     fn up(xdp_redirect: bool, tun0_backend: Option<&str>) -> Result<LabRun, BenchError> {
+        LabRun::build(LabKind::Flags { xdp_redirect }, tun0_backend)
+    }
+
+    /// A lab of two nodes with two pods each, built by the agent's
+    /// commands through each node's ovsdb-server and nothing else.
+    fn up_agent() -> Result<LabRun, BenchError> {
+        LabRun::build(LabKind::Agent, None)
+    }
+
+    fn build(kind: LabKind, tun0_backend: Option<&str>) -> Result<LabRun, BenchError> {
         let tag = unique_tag();
         let dir = std::env::temp_dir().join(format!("xbrb-lab-{tag}"));
         let prefix = format!("xbrb-{tag}");
@@ -154,24 +197,17 @@ impl LabRun {
         };
         let dir_s = dir.display().to_string();
         let mut up = vec![
-            "lab",
-            "up",
-            "--mode",
-            "subnet",
-            "--nodes",
-            "2",
-            "--pods-per-node",
-            "1",
-            "--dir",
-            &dir_s,
-            "--prefix",
-            &prefix,
+            "lab", "up", "--mode", "subnet", "--nodes", "2", "--dir", &dir_s, "--prefix", &prefix,
         ];
-        if xdp_redirect {
-            up.push("--xdp-redirect");
-        } else {
+        match kind {
+            LabKind::Agent => up.extend(["--pods-per-node", "2", "--ovsdb"]),
+            LabKind::Flags { xdp_redirect: true } => {
+                up.extend(["--pods-per-node", "1", "--xdp-redirect"]);
+            }
             // xbr would otherwise make the pods ready itself.
-            up.extend(["--xdp-peer-gro", "off"]);
+            LabKind::Flags {
+                xdp_redirect: false,
+            } => up.extend(["--pods-per-node", "1", "--xdp-peer-gro", "off"]),
         }
         if let Some(b) = tun0_backend {
             up.extend(["--tun0-backend", b]);
@@ -234,6 +270,71 @@ impl LabRun {
         }
         Ok(())
     }
+}
+
+impl LabRun {
+    /// The first two pods of node `node` (same node), or the first pod of
+    /// the first node and the first of the second (across nodes).
+    fn pair(&self, same_node: bool) -> Result<(&Value, &Value), BenchError> {
+        let pods = self.pods();
+        let mut nodes: Vec<&str> = pods.iter().filter_map(|p| p["node"].as_str()).collect();
+        nodes.dedup();
+        let on = |n: Option<&&str>| -> Vec<&Value> {
+            pods.iter()
+                .filter(|p| n.is_some_and(|n| p["node"].as_str() == Some(*n)))
+                .copied()
+                .collect()
+        };
+        let (first, second) = (on(nodes.first()), on(nodes.get(1)));
+        let pair = if same_node {
+            (first.first(), first.get(1))
+        } else {
+            (first.first(), second.first())
+        };
+        match pair {
+            (Some(a), Some(b)) => Ok((*a, *b)),
+            _ => Err(BenchError::Failed(format!(
+                "the lab has no pod pair {}",
+                if same_node {
+                    "on one node"
+                } else {
+                    "across nodes"
+                }
+            ))),
+        }
+    }
+
+    /// Summed over the nodes' `xbr stats`: (packets the XDP flow cache
+    /// forwarded, packets received on the ports by either path: a port's
+    /// counters include what the cache forwarded from it).
+    fn kernel_and_all_packets(&self) -> Result<(u64, u64), BenchError> {
+        let (mut kernel, mut all) = (0, 0);
+        for node in self.json["nodes"].as_array().into_iter().flatten() {
+            let out = run(
+                Command::new(xbr_bin()).args(["stats", "--rundir", field(node, "rundir")?, "br0"]),
+                CMD_TIMEOUT,
+            )?;
+            kernel += stat_after(&out, "XDP flow cache", "hit_packets: ");
+            all += out
+                .lines()
+                .filter_map(|l| l.split("rx packets: ").nth(1))
+                .filter_map(|r| r.split(',').next()?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+        Ok((kernel, all))
+    }
+}
+
+/// The value of `key` on an indented line of `xbr stats`' section
+/// `section` (0 if absent).
+fn stat_after(stats: &str, section: &str, key: &str) -> u64 {
+    stats
+        .lines()
+        .skip_while(|l| !l.starts_with(section))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .find_map(|l| l.trim().strip_prefix(key)?.parse().ok())
+        .unwrap_or(0)
 }
 
 impl Drop for LabRun {
@@ -326,6 +427,12 @@ fn measure(lab: &LabRun, args: &Args) -> Result<Figures, BenchError> {
     let (Some(a), Some(b)) = (pods.first(), pods.get(1)) else {
         return Err(BenchError::Failed("the lab has fewer than two pods".into()));
     };
+    measure_pair(a, b, args)
+}
+
+/// Figures from pod `a` to pod `b` (each run: iperf3 TCP, iperf3 UDP,
+/// then the generator).
+fn measure_pair(a: &Value, b: &Value, args: &Args) -> Result<Figures, BenchError> {
     // The first packets resolve neighbours; do not time them.
     let _ = run_bounded(
         &mut in_ns(
@@ -495,6 +602,8 @@ fn main() -> ExitCode {
     };
     let result = if args.tun0 {
         bench_tun0(&args)
+    } else if args.agent {
+        bench_agent(&args)
     } else {
         bench(&args)
     };
@@ -553,6 +662,138 @@ fn bench(args: &Args) -> Result<(), BenchError> {
             ratio(xbr.tcp_gbps, ovs.tcp_gbps),
             ratio(xbr.udp_kpps, ovs.udp_kpps),
             ratio(xbr.gen_kpps, ovs.gen_kpps)
+        );
+    }
+    Ok(())
+}
+
+/// One switch's figures in `--agent` mode.
+struct AgentFigures {
+    same_node: Figures,
+    across: Figures,
+    /// The share of forwarding decisions the XDP flow cache made while
+    /// each pair was measured (xbr only).
+    kernel_share: Option<(f64, f64)>,
+}
+
+/// Measures both pairs of an agent-built lab; `xbr`: also reads the
+/// kernel path's share from `xbr stats` around each pair.
+fn measure_agent(lab: &LabRun, args: &Args, xbr: bool) -> Result<AgentFigures, BenchError> {
+    let share = |before: (u64, u64), after: (u64, u64)| {
+        let k = after.0.saturating_sub(before.0) as f64;
+        let all = after.1.saturating_sub(before.1) as f64;
+        if all > 0.0 {
+            (k / all).min(1.0)
+        } else {
+            0.0
+        }
+    };
+    // The cache's counters are collected by the packet threads about
+    // once a second: let them catch up before reading.
+    let settle = || std::thread::sleep(Duration::from_millis(2500));
+    let mut shares = (0.0, 0.0);
+    let (a, b) = lab.pair(true)?;
+    let before = if xbr {
+        lab.kernel_and_all_packets()?
+    } else {
+        (0, 0)
+    };
+    let same_node = measure_pair(a, b, args)?;
+    if xbr {
+        settle();
+        let after = lab.kernel_and_all_packets()?;
+        shares.0 = share(before, after);
+    }
+    let (a, b) = lab.pair(false)?;
+    let before = if xbr {
+        lab.kernel_and_all_packets()?
+    } else {
+        (0, 0)
+    };
+    let across = measure_pair(a, b, args)?;
+    if xbr {
+        settle();
+        let after = lab.kernel_and_all_packets()?;
+        shares.1 = share(before, after);
+    }
+    Ok(AgentFigures {
+        same_node,
+        across,
+        kernel_share: xbr.then_some(shares),
+    })
+}
+
+/// `--agent`: xbr's nodes from the agent's commands only, then OVS's, in
+/// the same run; same node and across nodes.
+fn bench_agent(args: &Args) -> Result<(), BenchError> {
+    let xbr = {
+        let lab = LabRun::up_agent()?;
+        measure_agent(&lab, args, true)?
+    };
+    let ovs = {
+        let mut lab = LabRun::up_agent()?;
+        lab.switch_to_ovs()?;
+        measure_agent(&lab, args, false)?
+    };
+    let ratio = |x: f64, o: f64| if o > 0.0 { x / o } else { f64::INFINITY };
+    let fig = |f: &Figures| {
+        serde_json::json!({"tcp_gbps": f.tcp_gbps, "udp64_kpps": f.udp_kpps,
+                           "gen64_kpps": f.gen_kpps, "gen64_loss": f.gen_loss})
+    };
+    let ratios = |x: &Figures, o: &Figures| {
+        serde_json::json!({"tcp": ratio(x.tcp_gbps, o.tcp_gbps),
+                           "udp64": ratio(x.udp_kpps, o.udp_kpps),
+                           "gen64": ratio(x.gen_kpps, o.gen_kpps)})
+    };
+    let (ks, ka) = xbr.kernel_share.unwrap_or_default();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "mode": "agent", "runs": args.runs, "seconds": args.seconds,
+                "same_node": {"xbr": fig(&xbr.same_node), "ovs": fig(&ovs.same_node),
+                              "ratio": ratios(&xbr.same_node, &ovs.same_node),
+                              "xbr_kernel_share": ks},
+                "across_nodes": {"xbr": fig(&xbr.across), "ovs": fig(&ovs.across),
+                                 "ratio": ratios(&xbr.across, &ovs.across),
+                                 "xbr_kernel_share": ka},
+            })
+        );
+        return Ok(());
+    }
+    println!(
+        "nodes from the agent's commands only; median of {} x {} s",
+        args.runs, args.seconds
+    );
+    for (what, x, o, k) in [
+        ("pod to pod, one node", &xbr.same_node, &ovs.same_node, ks),
+        (
+            "pod to pod across nodes (VXLAN)",
+            &xbr.across,
+            &ovs.across,
+            ka,
+        ),
+    ] {
+        println!("{what}:");
+        println!("  switch   TCP Gbit/s   UDP 64B kpps (iperf3)   UDP 64B kpps (generator, loss)");
+        for (name, f) in [("xbr", x), ("ovs", o)] {
+            println!(
+                "  {name:<7}  {:>10.2}   {:>21.1}   {:>21.1} ({:.1}%)",
+                f.tcp_gbps,
+                f.udp_kpps,
+                f.gen_kpps,
+                f.gen_loss * 100.0
+            );
+        }
+        println!(
+            "  xbr/ovs  {:>10.2}x  {:>21.2}x  {:>21.2}x",
+            ratio(x.tcp_gbps, o.tcp_gbps),
+            ratio(x.udp_kpps, o.udp_kpps),
+            ratio(x.gen_kpps, o.gen_kpps)
+        );
+        println!(
+            "  xbr: the XDP flow cache made {:.1}% of the forwarding decisions",
+            k * 100.0
         );
     }
     Ok(())
