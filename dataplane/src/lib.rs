@@ -25,6 +25,7 @@ pub mod memport;
 pub mod meter;
 pub mod metrics;
 pub mod netdev;
+pub mod netwatch;
 mod nlattr;
 pub mod normal;
 pub mod ovsdb;

@@ -342,7 +342,9 @@ fn vxlan_without_an_uplink_is_numbered_and_carries_traffic_once_routed() -> Resu
     };
     assert!(!ping("1")?);
 
-    // The uplink and the route come.
+    // The uplink and the route come. xbr follows the kernel's address
+    // and route announcements (its fallback lookup is every 30 s), so
+    // each change below is seen within the 2 s the waits allow.
     xbr_tests::run_timeout(
         std::process::Command::new("ip").args([
             "link", "add", "eth0", "netns", n, "type", "veth", "peer", "name", "eth0", "netns", r,
@@ -364,7 +366,7 @@ fn vxlan_without_an_uplink_is_numbered_and_carries_traffic_once_routed() -> Resu
         "ip addr add 10.0.0.11/24 dev eth0; ip link set eth0 up
          ip route add default via 10.0.0.1",
     )?;
-    wait_for(Duration::from_secs(5), "the underlay", || {
+    wait_for(Duration::from_secs(2), "the underlay", || {
         Ok(iface_col(&db, "vxlan0", "error")? == "[]")
     })?;
     assert_eq!(db.ofport("vxlan0")?, "1");
@@ -392,7 +394,7 @@ fn vxlan_without_an_uplink_is_numbered_and_carries_traffic_once_routed() -> Resu
 
     // The underlay goes, then comes back: followed, number kept.
     sh(&node, "ip route del default; ip addr flush dev eth0")?;
-    wait_for(Duration::from_secs(5), "the underlay to go", || {
+    wait_for(Duration::from_secs(2), "the underlay to go", || {
         Ok(iface_col(&db, "vxlan0", "error")?.contains("no default route"))
     })?;
     assert_eq!(db.ofport("vxlan0")?, "1");
@@ -400,7 +402,7 @@ fn vxlan_without_an_uplink_is_numbered_and_carries_traffic_once_routed() -> Resu
         &node,
         "ip addr add 10.0.0.11/24 dev eth0; ip route add default via 10.0.0.1",
     )?;
-    wait_for(Duration::from_secs(5), "the underlay again", || {
+    wait_for(Duration::from_secs(2), "the underlay again", || {
         Ok(iface_col(&db, "vxlan0", "error")? == "[]")
     })?;
     wait_for(

@@ -323,8 +323,8 @@ fn iface_spec(
             // OVS numbers a flow-based tunnel at once and looks its
             // underlay up per packet: without one yet, the port is open
             // and numbered, and its underlay is looked for again on every
-            // pass (each change, and every second while there is a
-            // tunnel: `UNDERLAY_INTERVAL`).
+            // pass (each database change, and each address, route or link
+            // change the kernel announces while there is a tunnel).
             let (dst_port, local_ip) = vxlan_options(&options)?;
             match underlay(local_ip, ports) {
                 Ok((local_ip, uplink)) => {
@@ -336,7 +336,7 @@ fn iface_spec(
                 }
                 Err(why) => warnings.push(format!(
                     "{why}: the port drops what is sent to it until there is one \
-                     (looked for again every second)"
+                     (looked for again at each address or route change)"
                 )),
             }
             // Its options were checked above (unknown ones are refused).
@@ -423,108 +423,12 @@ fn vxlan_options(options: &BTreeMap<String, String>) -> Result<(u16, Option<Ipv4
     Ok((dst_port, local_ip))
 }
 
-/// A VXLAN port's underlay now: the uplink is the interface that holds
-/// `local_ip`; without one, the interface of the default route and its
-/// first address, or else the only interface with an IPv4 address that is
-/// neither loopback nor one of the switch's `ports`.
+/// A VXLAN port's underlay now (see [`crate::vxlan::underlay`]).
 fn underlay(
     local_ip: Option<Ipv4Addr>,
     ports: &BTreeSet<String>,
 ) -> Result<(Ipv4Addr, String), String> {
-    match local_ip {
-        Some(ip) => {
-            let dev = host::device_with_addr(ip)?
-                .ok_or_else(|| format!("vxlan: no interface holds local_ip {ip}"))?;
-            Ok((ip, dev))
-        }
-        None => host::default_uplink(ports),
-    }
-}
-
-/// The host's addresses and routes, read with iproute2's JSON output:
-/// asked once per tunnel port, so a process is cheaper to maintain than
-/// a second netlink dump parser.
-mod host {
-    use serde_json::Value;
-    use std::collections::BTreeSet;
-    use std::net::Ipv4Addr;
-    use std::process::Command;
-
-    fn ip_json(args: &[&str]) -> Result<Value, String> {
-        let out = Command::new("ip")
-            .args(["-4", "-j"])
-            .args(args)
-            .output()
-            .map_err(|e| format!("vxlan: running `ip`: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "vxlan: `ip {}` failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        serde_json::from_slice(&out.stdout).map_err(|e| format!("vxlan: `ip` output: {e}"))
-    }
-
-    /// (device, first IPv4 address) of every interface.
-    fn addresses() -> Result<Vec<(String, Ipv4Addr)>, String> {
-        let mut out = Vec::new();
-        for link in ip_json(&["addr", "show"])?.as_array().into_iter().flatten() {
-            let Some(dev) = link.get("ifname").and_then(Value::as_str) else {
-                continue;
-            };
-            for a in link
-                .get("addr_info")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(ip) = a
-                    .get("local")
-                    .and_then(Value::as_str)
-                    .and_then(|s| s.parse().ok())
-                {
-                    out.push((dev.to_string(), ip));
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    pub fn device_with_addr(ip: Ipv4Addr) -> Result<Option<String>, String> {
-        Ok(addresses()?
-            .into_iter()
-            .find(|(_, a)| *a == ip)
-            .map(|(d, _)| d))
-    }
-
-    pub fn default_uplink(ports: &BTreeSet<String>) -> Result<(Ipv4Addr, String), String> {
-        let routes = ip_json(&["route", "show", "default"])?;
-        let addrs = addresses()?;
-        let dev = routes
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find_map(|r| r.get("dev").and_then(Value::as_str));
-        if let Some(dev) = dev {
-            return addrs
-                .into_iter()
-                .find(|(d, _)| d == dev)
-                .map(|(d, a)| (a, d))
-                .ok_or_else(|| format!("vxlan: uplink {dev} has no IPv4 address"));
-        }
-        let mut candidates = addrs
-            .into_iter()
-            .filter(|(d, a)| !a.is_loopback() && !ports.contains(d));
-        match (candidates.next(), candidates.next()) {
-            (Some((d, a)), None) => Ok((a, d)),
-            _ => Err(
-                "vxlan: no default route and no single addressed interface to \
-                      use as the uplink; set options:local_ip"
-                    .into(),
-            ),
-        }
-    }
+    crate::vxlan::underlay::resolve(local_ip, ports).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

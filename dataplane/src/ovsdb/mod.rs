@@ -11,9 +11,10 @@
 //! ovs-vswitchd owns in one `transact`. It answers the server's `echo`
 //! requests, and every [`STATS_INTERVAL`] writes interface statistics and
 //! retries interfaces that could not be opened; while a bridge has a
-//! VXLAN port, every [`UNDERLAY_INTERVAL`] it looks the port's underlay
-//! up again (a new one reopens the port under its number). If the
-//! connection drops,
+//! VXLAN port, it looks the port's underlay up again whenever the kernel
+//! announces an address, route or link change ([`crate::netwatch`]), and
+//! every [`UNDERLAY_INTERVAL`] in any case (a new underlay reopens the
+//! port under its number). If the connection drops,
 //! the bridges keep forwarding with the configuration they have, and the
 //! client reconnects with exponential backoff ([`BACKOFF_MIN`] to
 //! [`BACKOFF_MAX`]); the new `monitor` reply is a full snapshot, so
@@ -38,8 +39,9 @@ pub use reconcile::Settings;
 /// `other_config:stats-update-interval`).
 pub const STATS_INTERVAL: Duration = Duration::from_secs(5);
 /// How often a VXLAN port's underlay (routes, addresses) is looked up
-/// again, while the bridges have one (`desired.rs`).
-pub const UNDERLAY_INTERVAL: Duration = Duration::from_secs(1);
+/// again without a kernel notification, while the bridges have one
+/// (`desired.rs`): a safety net, the notifications do the work.
+pub const UNDERLAY_INTERVAL: Duration = Duration::from_secs(30);
 pub const BACKOFF_MIN: Duration = Duration::from_secs(1);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(8);
 /// How long the loop waits for a message before checking the stop flag
@@ -94,6 +96,7 @@ pub fn run_notifying(
 ) -> bool {
     let mut ready = Some(ready);
     let mut rec = reconcile::Reconciler::new(settings);
+    let kernel = KernelChanges::start();
     let mut backoff = BACKOFF_MIN;
     while !stop.load(Ordering::Relaxed) {
         match Conn::connect(target) {
@@ -101,7 +104,7 @@ pub fn run_notifying(
                 tracing::info!(db = %target.display(), "connected to the database");
                 let began = Instant::now();
                 rec.forget_written();
-                session(conn, &mut rec, stop, &mut ready);
+                session(conn, &mut rec, stop, &mut ready, &kernel);
                 if !stop.load(Ordering::Relaxed) {
                     // A session that ends at once (the database refusing
                     // the monitor, say) backs off like a failed connect,
@@ -127,6 +130,75 @@ pub fn run_notifying(
     rec.shutdown()
 }
 
+/// The kernel's address, route and link changes, signalled by a
+/// [`crate::netwatch`] thread for as long as this lives; without the
+/// thread (its socket could not be opened) the underlay is polled every
+/// second instead.
+struct KernelChanges {
+    rx: Option<crossbeam::channel::Receiver<()>>,
+    stop: std::sync::Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl KernelChanges {
+    fn start() -> KernelChanges {
+        let (tx, rx) = crossbeam::channel::bounded(1);
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let groups = [
+            libc::RTNLGRP_LINK,
+            libc::RTNLGRP_IPV4_IFADDR,
+            libc::RTNLGRP_IPV4_ROUTE,
+        ];
+        match crate::netwatch::watch("xbr-underlay", &groups, tx, stop.clone()) {
+            Ok(t) => KernelChanges {
+                rx: Some(rx),
+                stop,
+                thread: Some(t),
+            },
+            Err(e) => {
+                tracing::warn!(
+                    "cannot listen for the kernel's route changes ({e}); VXLAN underlays \
+                     are looked up every second instead"
+                );
+                KernelChanges {
+                    rx: None,
+                    stop,
+                    thread: None,
+                }
+            }
+        }
+    }
+
+    /// Whether the underlay should be looked up again: the kernel
+    /// announced a change since the last call (without a watcher: always;
+    /// the caller's interval paces it).
+    fn changed(&self) -> bool {
+        match &self.rx {
+            Some(rx) => rx.try_recv().is_ok(),
+            None => true,
+        }
+    }
+
+    /// The fallback lookup period: [`UNDERLAY_INTERVAL`] with a watcher,
+    /// a second without.
+    fn interval(&self) -> Duration {
+        if self.rx.is_some() {
+            UNDERLAY_INTERVAL
+        } else {
+            Duration::from_secs(1)
+        }
+    }
+}
+
+impl Drop for KernelChanges {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
     let end = Instant::now() + d;
     while !stop.load(Ordering::Relaxed) && Instant::now() < end {
@@ -140,6 +212,7 @@ fn session(
     rec: &mut reconcile::Reconciler,
     stop: &AtomicBool,
     ready: &mut Option<&mut dyn FnMut()>,
+    kernel: &KernelChanges,
 ) {
     let mut db = datum::Replica::default();
     let monitor_id = match conn.request("monitor", json!([DB, null, monitor_requests()])) {
@@ -151,7 +224,7 @@ fn session(
     };
     let mut synced = false;
     let mut next_stats = Instant::now() + STATS_INTERVAL;
-    let mut next_underlay = Instant::now() + UNDERLAY_INTERVAL;
+    let mut next_underlay = Instant::now() + kernel.interval();
     // What the last pass read.
     let mut last: Option<desired::Desired> = None;
     while !stop.load(Ordering::Relaxed) {
@@ -196,10 +269,14 @@ fn session(
         let mut ops = Vec::new();
         let now = Instant::now();
         let tick = now >= next_stats;
-        // A tunnel's underlay follows the routes within a second.
-        let underlay = now >= next_underlay && rec.has_tunnels();
-        if now >= next_underlay {
-            next_underlay = now + UNDERLAY_INTERVAL;
+        // A tunnel's underlay follows the kernel's address and route
+        // changes (within a tick of their announcement), and is looked up
+        // every interval in any case.
+        let announced = kernel.changed();
+        let due = now >= next_underlay;
+        let underlay = (announced && kernel.rx.is_some() || due) && rec.has_tunnels();
+        if due {
+            next_underlay = now + kernel.interval();
         }
         if changed || tick || underlay {
             // The tick also retries interfaces that failed to open. The

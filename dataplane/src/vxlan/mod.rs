@@ -24,6 +24,7 @@
 pub mod encap;
 pub mod neigh;
 pub(crate) mod port;
+pub mod underlay;
 pub mod wire;
 
 use crate::engine::{Desc, Frames, PortIo};

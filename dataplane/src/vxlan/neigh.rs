@@ -207,51 +207,22 @@ pub fn spawn(cfg: ResolverConfig) -> std::io::Result<(NeighReader, JoinHandle<()
     Ok((reader, handle))
 }
 
-/// How long the watcher blocks in one read, bounding how late it notices
-/// `stop`.
-const WATCH_READ_TIMEOUT_MS: i64 = 250;
-
 /// Listens for rtnetlink link, neighbour and IPv4 route notifications and
 /// signals `changed` (coalesced: one pending signal is enough).
 fn watch_kernel_changes(
     changed: Sender<()>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<JoinHandle<()>> {
-    use netlink_sys::{protocols::NETLINK_ROUTE, Socket};
-    use nix::sys::socket::{setsockopt, sockopt::ReceiveTimeout};
-    use nix::sys::time::{TimeVal, TimeValLike};
-    let mut sock = Socket::new(NETLINK_ROUTE)?;
-    sock.bind_auto()?;
-    for group in [
-        libc::RTNLGRP_LINK,
-        libc::RTNLGRP_NEIGH,
-        libc::RTNLGRP_IPV4_ROUTE,
-    ] {
-        sock.add_membership(group)?;
-    }
-    setsockopt(
-        &sock,
-        ReceiveTimeout,
-        &TimeVal::milliseconds(WATCH_READ_TIMEOUT_MS),
+    crate::netwatch::watch(
+        "xbr-neigh-watch",
+        &[
+            libc::RTNLGRP_LINK,
+            libc::RTNLGRP_NEIGH,
+            libc::RTNLGRP_IPV4_ROUTE,
+        ],
+        changed,
+        stop,
     )
-    .map_err(std::io::Error::from)?;
-    std::thread::Builder::new()
-        .name("xbr-neigh-watch".into())
-        .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                match sock.recv_from_full() {
-                    Ok(_) => {
-                        let _ = changed.try_send(());
-                    }
-                    // After an overrun (ENOBUFS) events were lost: re-read.
-                    Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                        let _ = changed.try_send(());
-                    }
-                    // Read timeouts: check `stop` again.
-                    Err(_) => {}
-                }
-            }
-        })
 }
 
 struct Wanted {
