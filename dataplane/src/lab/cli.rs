@@ -96,6 +96,11 @@ struct UpArgs {
     /// them, and their traffic on the packet threads.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     xdp_peer_gro: String,
+    /// Start each node's xbr under `capsh` with a bounding set of only
+    /// the capabilities `xbr run` documents (docs/operations.md), as the
+    /// systemd unit and the DaemonSet grant them.
+    #[arg(long)]
+    least_privilege: bool,
     /// Packet threads of each node's xbr (`xbr run --pmd-threads`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pmd_threads: u32,
@@ -212,6 +217,7 @@ fn run_up(a: UpArgs) -> Result<ExitCode, LabError> {
         ovsdb: a.ovsdb,
         xdp_redirect: a.xdp_redirect,
         xdp_peer_gro: a.xdp_peer_gro == "on",
+        least_privilege: a.least_privilege,
         pmd_threads: a.pmd_threads,
         tun0_backend: a.tun0_backend.unwrap_or_default(),
         underlay_mtu: a.underlay_mtu,

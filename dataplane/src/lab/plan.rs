@@ -64,6 +64,9 @@ pub struct Options {
     /// Each node's xbr turns GRO on in pods whose ports it cannot redirect
     /// to (`xbr run --xdp-peer-gro`; on by default, as in xbr).
     pub xdp_peer_gro: bool,
+    /// Each node's xbr starts under `capsh` with a bounding set of only
+    /// the capabilities `xbr run` documents (privs::NEEDED and OPTIONAL).
+    pub least_privilege: bool,
     /// Packet threads of each node's xbr.
     pub pmd_threads: u32,
     /// tun0's `internal_backend` ("tap" or "veth"); empty: xbr's default.
@@ -265,6 +268,7 @@ pub fn plan(opts: &Options, seed: u64) -> Result<LabState, LabError> {
         ovsdb: opts.ovsdb,
         xdp_redirect: opts.xdp_redirect,
         xdp_peer_gro: opts.xdp_peer_gro,
+        least_privilege: opts.least_privilege,
         pmd_threads: opts.pmd_threads,
         tun0_backend: opts.tun0_backend.clone(),
         cluster_network: CLUSTER_NETWORK.to_string(),
@@ -309,6 +313,7 @@ mod tests {
             ovsdb: false,
             xdp_redirect: false,
             xdp_peer_gro: true,
+            least_privilege: false,
             pmd_threads: 1,
             tun0_backend: String::new(),
             underlay_mtu: UNDERLAY_MTU,

@@ -52,6 +52,10 @@ pub struct LabState {
     /// Each node's xbr runs with `--xdp-peer-gro` on (`--xdp-peer-gro`).
     #[serde(default = "yes")]
     pub xdp_peer_gro: bool,
+    /// Each node's xbr runs under `capsh` with only the documented
+    /// capabilities in its bounding set (`--least-privilege`).
+    #[serde(default)]
+    pub least_privilege: bool,
     /// Packet threads of each node's xbr (`--pmd-threads`).
     #[serde(default = "one")]
     pub pmd_threads: u32,

@@ -505,6 +505,7 @@ mod tests {
             ovsdb: false,
             xdp_redirect: false,
             xdp_peer_gro: true,
+            least_privilege: false,
             pmd_threads: 1,
             tun0_backend: String::new(),
             underlay_mtu: crate::lab::plan::UNDERLAY_MTU,

@@ -89,9 +89,43 @@ pub(super) fn start_xbr(state: &LabState, i: usize) -> Result<u32, LabError> {
     if !state.xdp_peer_gro {
         args.extend(["--xdp-peer-gro".into(), "off".into()]);
     }
-    let pid = super::sys::spawn_detached(&node.netns, &exe, &args, &node.rundir.join("xbr.log"))?;
+    let log = node.rundir.join("xbr.log");
+    let pid = if state.least_privilege {
+        let mut wrapped = capsh_keeping_documented()?;
+        wrapped.push(exe.display().to_string());
+        wrapped.extend(args);
+        super::sys::spawn_detached(&node.netns, Path::new("capsh"), &wrapped, &log)?
+    } else {
+        super::sys::spawn_detached(&node.netns, &exe, &args, &log)?
+    };
     write_file(&node.rundir.join("xbr.pid"), &format!("{pid}\n"))?;
     Ok(pid)
+}
+
+/// capsh's arguments (before the program and its own) that remove from
+/// the bounding set every capability `xbr run` does not document
+/// (`privs::NEEDED`, `privs::OPTIONAL`) and then exec the program: its pid
+/// stays the one `ip netns exec` started.
+fn capsh_keeping_documented() -> Result<Vec<String>, LabError> {
+    let documented: Vec<caps::Capability> = crate::privs::NEEDED
+        .iter()
+        .chain(crate::privs::OPTIONAL)
+        .map(|(c, _)| *c)
+        .collect();
+    let bounding = caps::read(None, caps::CapSet::Bounding)
+        .map_err(|e| LabError::Unexpected(format!("reading the bounding set: {e}")))?;
+    let mut drop: Vec<String> = bounding
+        .into_iter()
+        .filter(|c| !documented.contains(c))
+        .map(|c| c.to_string().to_lowercase())
+        .collect();
+    drop.sort();
+    Ok(vec![
+        format!("--drop={}", drop.join(",")),
+        "--".into(),
+        "-c".into(),
+        "exec \"$0\" \"$@\"".into(),
+    ])
 }
 
 fn is_socket(path: &Path) -> bool {
