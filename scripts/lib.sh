@@ -14,6 +14,7 @@ XBR_PACKAGES=(
     prometheus
     python3-venv
     systemd libcap2-bin
+    buildah podman runc debootstrap
 )
 
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
