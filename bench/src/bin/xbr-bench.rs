@@ -167,7 +167,10 @@ fn main() -> ExitCode {
     if let Err(e) = scenario::validate(&cfg) {
         return usage_error(&e.to_string());
     }
-    if (cfg.systems.contains(&System::Xbr) || cfg.systems.contains(&System::XbrNocache))
+    if cfg
+        .systems
+        .iter()
+        .any(|s| matches!(s, System::Xbr | System::XbrNocache | System::XbrScraped))
         && !cfg.xbr_bin.is_file()
     {
         return usage_error(&format!(

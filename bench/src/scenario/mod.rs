@@ -216,7 +216,10 @@ impl Scenario {
             (s, System::XdpRedirect | System::LinuxBridge) if s.uses_conntrack() => Some(
                 "xdp-redirect and linux-bridge have no conntrack; leave them out of the conntrack scenarios",
             ),
-            (Scenario::Flowmod, System::Xbr | System::XbrNocache | System::OvsAfxdp) => None,
+            (
+                Scenario::Flowmod,
+                System::Xbr | System::XbrNocache | System::XbrScraped | System::OvsAfxdp,
+            ) => None,
             (Scenario::Flowmod, _) => Some(
                 "flowmod loads flows by OpenFlow: only xbr, xbr-nocache and ovs-afxdp have a flow table",
             ),

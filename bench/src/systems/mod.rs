@@ -8,6 +8,9 @@
 //!   private ovsdb-server and ovs-vswitchd (pinned to the switch core,
 //!   `pmd-cpu-mask` on it), `datapath_type=netdev`, `type=afxdp` ports in
 //!   native XDP mode with one rx queue, the same flows.
+//! - `xbr-scraped`: `xbr` with its metrics endpoint on (`--metrics`) and
+//!   scraped every second for the whole run, as Prometheus would: what
+//!   observing xbr costs its packet rate.
 //! - `afxdp-l2fwd`: our minimal AF_XDP forwarder (`crate::l2fwd`): xbr's
 //!   port I/O with no pipeline, the ceiling of the AF_XDP path.
 //! - `xdp-redirect`: the kernel's XDP redirect veth-a -> veth-b, no lookup:
@@ -45,6 +48,8 @@ pub enum System {
     Xbr,
     /// xbr with its XDP flow cache off: every packet through AF_XDP.
     XbrNocache,
+    /// xbr with its metrics endpoint scraped every second.
+    XbrScraped,
     OvsAfxdp,
     /// xbr's AF_XDP ports with no pipeline: every frame to the other port.
     AfxdpL2fwd,
@@ -57,6 +62,7 @@ impl System {
         match self {
             System::Xbr => "xbr",
             System::XbrNocache => "xbr-nocache",
+            System::XbrScraped => "xbr-scraped",
             System::OvsAfxdp => "ovs-afxdp",
             System::AfxdpL2fwd => "afxdp-l2fwd",
             System::XdpRedirect => "xdp-redirect",
@@ -238,6 +244,12 @@ pub fn start(system: System, topo: &Topology, cfg: &SwitchConfig) -> Result<Runn
             cfg,
             &["--xdp-cache", "off"],
         )?)),
+        System::XbrScraped => {
+            let metrics = format!("127.0.0.1:{METRICS_PORT}");
+            let mut g = XbrGuard::start(topo, cfg, &["--metrics", &metrics])?;
+            g.start_scraper(topo)?;
+            Ok(Running::Xbr(g))
+        }
         System::OvsAfxdp => Ok(Running::Ovs(OvsGuard::start(topo, cfg)?)),
         System::AfxdpL2fwd => Ok(Running::L2fwd(crate::l2fwd::L2fwdGuard::start(topo, cfg)?)),
         System::XdpRedirect => {
@@ -360,10 +372,18 @@ fn ofctl_bounded(rundir: &Path, args: &[&str], timeout: Duration) -> Result<Stri
     Ok(run_bounded(&mut c, timeout)?.ok()?.stdout)
 }
 
+/// Where `xbr-scraped` serves its metrics, in the topology's host
+/// namespace (each run has its own).
+const METRICS_PORT: u16 = 9469;
+/// How long the first scrape may take to answer.
+const FIRST_SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// `xbr run` in the host namespace; stopped with SIGTERM on drop.
 pub struct XbrGuard {
     child: Option<Child>,
     dir: PathBuf,
+    /// `xbr-scraped`'s scraper (a shell loop in the host namespace).
+    scraper: Option<Child>,
 }
 
 impl XbrGuard {
@@ -384,24 +404,22 @@ impl XbrGuard {
         {
             topo.exec(&topo.host, &["ip", "addr", "add", cidr, "dev", uplink])?;
             // Encapsulating entries of the XDP cache redirect to the
-            // uplink: pod B's sink (an XDP program) takes them.
-            let redirect = if uplink == VETH_B {
-                ",xdp_redirect=on"
-            } else {
-                ""
-            };
+            // uplink: pod B's sink (an XDP program) takes them, which xbr
+            // finds out itself (`xdp_redirect=auto`, the default).
             ports.push(format!(
-                "vxlan0=1,type=vxlan,local_ip={local},uplink={uplink}{redirect}"
+                "vxlan0=1,type=vxlan,local_ip={local},uplink={uplink}"
             ));
         }
         match &cfg.ports {
             // Pod B's sink is an XDP program, so its veth accepts frames
-            // the XDP flow cache redirects to it.
+            // the XDP flow cache redirects to it; xbr reads that from the
+            // kernel (`xdp_redirect=auto`, the default): no xbr-specific
+            // port option, as on a node the agent configured.
             Ports::Pods { a, b } => {
                 ports.push(format!("{VETH_A}={a}"));
-                ports.push(format!("{VETH_B}={b},xdp_redirect=on"));
+                ports.push(format!("{VETH_B}={b}"));
             }
-            Ports::VxlanIn { .. } => ports.push(format!("{VETH_B}=2,xdp_redirect=on")),
+            Ports::VxlanIn { .. } => ports.push(format!("{VETH_B}=2")),
             Ports::VxlanOut {
                 a,
                 remote,
@@ -445,7 +463,7 @@ impl XbrGuard {
         .args(
             topo.pod_c
                 .iter()
-                .flat_map(|_| ["--port".to_string(), format!("{VETH_C}=3,xdp_redirect=on")]),
+                .flat_map(|_| ["--port".to_string(), format!("{VETH_C}=3")]),
         )
         .args((!own_cpus).then_some(["--cpu", &cpu]).into_iter().flatten())
         .args(
@@ -467,6 +485,7 @@ impl XbrGuard {
         let mut g = XbrGuard {
             child: Some(child),
             dir,
+            scraper: None,
         };
         let mgmt = g.dir.join("br0.mgmt");
         let deadline = Instant::now() + START_TIMEOUT;
@@ -503,6 +522,49 @@ impl XbrGuard {
         std::fs::read_to_string(self.dir.join("xbr.log")).unwrap_or_default()
     }
 
+    /// Starts a loop that fetches `/metrics` once a second (HTTP/1.0 over
+    /// bash's /dev/tcp: no client to install) and appends each answer's
+    /// size to `scrapes.log`; returns once one full answer arrived, so the
+    /// measured runs are all scraped.
+    fn start_scraper(&mut self, topo: &Topology) -> Result<(), SystemError> {
+        let log = self.dir.join("scrapes.log");
+        let script = format!(
+            "while :; do exec 3<>/dev/tcp/127.0.0.1/{METRICS_PORT} && \
+             printf 'GET /metrics HTTP/1.0\\r\\nHost: bench\\r\\n\\r\\n' >&3 && \
+             wc -c <&3 >> '{}'; exec 3<&-; sleep 1; done",
+            log.display()
+        );
+        let child = Command::new("ip")
+            .args(["netns", "exec", &topo.host, "bash", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| start_err(System::XbrScraped, format!("starting the scraper: {e}")))?;
+        self.scraper = Some(child);
+        let deadline = Instant::now() + FIRST_SCRAPE_TIMEOUT;
+        loop {
+            let sizes = std::fs::read_to_string(&log).unwrap_or_default();
+            // A real exposition is kilobytes; an error page is not.
+            if sizes
+                .lines()
+                .any(|l| l.trim().parse::<u64>().is_ok_and(|n| n > 1000))
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(start_err(
+                    System::XbrScraped,
+                    format!(
+                        "no metrics answer within {FIRST_SCRAPE_TIMEOUT:?} (sizes: {sizes:?}):\n{}",
+                        self.log()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn conntrack_entries(&self) -> Result<u64, SystemError> {
         let path = dataplane::ctl::socket_path(&self.dir, "br0");
         let reply = dataplane::ctl::request(&path, "conntrack stats")
@@ -535,6 +597,10 @@ fn parse_stat(text: &str, name: &str) -> Option<u64> {
 
 impl Drop for XbrGuard {
     fn drop(&mut self) {
+        if let Some(mut s) = self.scraper.take() {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
         if let Some(c) = self.child.take() {
             stop_child(c);
         }
