@@ -9,7 +9,35 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::ovs::OvsError;
+/// Errors of running external commands: every tool the benches run,
+/// Open vSwitch's daemons and tools among them (hence the name; `ovs.rs`
+/// re-exports it). Each names the command or file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum OvsError {
+    #[error("could not start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("`{command}` {status}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}")]
+    Failed {
+        command: String,
+        status: String,
+        stdout: String,
+        stderr: String,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "Open vSwitch is not installed: `{0}` is not in PATH (apt-get install openvswitch-switch)"
+    )]
+    NotInstalled(String),
+    #[error("Open vSwitch did not come up: {reason}\n--- ovs-vswitchd.log:\n{log}")]
+    Setup { reason: String, log: String },
+}
 
 /// Poll step while waiting for a child.
 const POLL: Duration = Duration::from_millis(10);

@@ -12,7 +12,6 @@
 pub mod bpf;
 pub mod cmd;
 pub mod gen;
-pub mod l2fwd;
 pub mod measure;
 pub mod ovs;
 pub mod ovs_node;

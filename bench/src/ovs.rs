@@ -25,6 +25,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::cmd::io_err;
+pub use crate::cmd::OvsError;
 pub use crate::cmd::{cpu_time, parse_vm_rss, rss_kib, run_bounded, unique_tag, Output};
 
 use nix::sys::signal::{kill, Signal};
@@ -43,34 +44,6 @@ const BRIDGE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Bound on a daemon's exit after being asked to.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(10);
-
-/// Errors of the OVS runner; each names the command or file involved.
-#[derive(Debug, thiserror::Error)]
-pub enum OvsError {
-    #[error("could not start `{command}`: {source}")]
-    Spawn {
-        command: String,
-        source: std::io::Error,
-    },
-    #[error("`{command}` {status}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}")]
-    Failed {
-        command: String,
-        status: String,
-        stdout: String,
-        stderr: String,
-    },
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
-    #[error(
-        "Open vSwitch is not installed: `{0}` is not in PATH (apt-get install openvswitch-switch)"
-    )]
-    NotInstalled(String),
-    #[error("Open vSwitch did not come up: {reason}\n--- ovs-vswitchd.log:\n{log}")]
-    Setup { reason: String, log: String },
-}
 
 fn in_path(tool: &str) -> bool {
     std::env::var_os("PATH")

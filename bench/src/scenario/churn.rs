@@ -39,11 +39,12 @@ use std::time::{Duration, Instant};
 
 use super::flows::{churn_bundle, traffic, Case};
 use super::report::ChurnResult;
-use super::run::{bundle, measure_err, switch_config, Run, ScratchDir};
+use super::setup::{bundle, measure_err, switch_config, ScratchDir};
 use super::{Config, ScenarioError};
 use crate::bpf::{ClassCounts, Sink, CLASS_FIXED, CLASS_MOVING, CLASS_OTHER};
 use crate::gen::{monotonic_ns, GenBounds};
 use crate::measure::Harness;
+use crate::measure::Sample;
 use crate::ovs::CMD_TIMEOUT;
 use crate::systems::{self, Running, System};
 use crate::topo::Topology;
@@ -297,7 +298,7 @@ pub(super) fn measure_once(
     system: System,
     cfg: &Config,
     round: usize,
-) -> Result<Run, ScenarioError> {
+) -> Result<(Sample, ChurnRun), ScenarioError> {
     let dir = ScratchDir::new("churn")?;
     let files = [Place::Port2, Place::Port3, Place::Deleted].map(|p| {
         dir.write(
@@ -360,11 +361,7 @@ pub(super) fn measure_once(
             String::new()
         }
     );
-    Ok(Run {
-        sample: Some(sample),
-        churn: Some(run),
-        ..Run::default()
-    })
+    Ok((sample, run))
 }
 
 #[cfg(test)]

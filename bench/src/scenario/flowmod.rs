@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use super::flows::{dst, flowmod_bundle};
 use super::report::FlowmodResult;
-use super::run::{bundle, switch_config, Run, ScratchDir};
+use super::setup::{bundle, switch_config, ScratchDir};
 use super::{Config, ScenarioError};
 use crate::ovs::{cpu_time, rss_kib};
 use crate::systems::{self, System, SystemError};
@@ -78,7 +78,7 @@ pub(super) fn measure_once(
     system: System,
     cfg: &Config,
     round: usize,
-) -> Result<Run, ScenarioError> {
+) -> Result<FlowmodRun, ScenarioError> {
     let dir = ScratchDir::new("flowmod")?;
     let file = dir.write("flows.bundle", &flowmod_bundle(cfg.n_flows))?;
     let topo = Topology::new()?;
@@ -127,10 +127,7 @@ pub(super) fn measure_once(
             ),
         }
     );
-    Ok(Run {
-        flowmod: Some(run),
-        ..Run::default()
-    })
+    Ok(run)
 }
 
 /// `flow_count=N` of an `ovs-ofctl dump-aggregate` reply.

@@ -96,13 +96,15 @@ use flows::{cases, traffic};
 pub mod pipeline;
 mod report;
 mod run;
+mod setup;
 
 pub use churn::Misdelivered;
 pub use flows::traffic_of;
 pub use report::{
     markdown, ChurnResult, CtCheck, FlowmodResult, Ratio, Report, SystemResult, TrafficResult,
 };
-pub use run::{run, switch_config};
+pub use run::run;
+pub use setup::switch_config;
 
 /// Destination of flow 0 in the `flows` scenario.
 const FLOWS_BASE: Ipv4Addr = Ipv4Addr::new(10, 128, 4, 0);

@@ -1,26 +1,20 @@
 //! Running a scenario: rounds of one fresh topology and switch per system,
 //! a warm-up, one measured run, all torn down again.
 
-use std::io::Read;
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use super::churn::{self, ChurnRun};
 use super::flowmod::{self, FlowmodRun};
 use super::flows::{cases, ct_replies, flows_text, traffic, Case};
 use super::report::{ratios, CtCheck, Report, SystemResult, TrafficResult};
-use super::{
-    pipeline, validate, Config, ConfigError, Scenario, ScenarioError, CT_LIMIT,
-    CT_NEW_MAX_CONNECTIONS, ENCAP_POD_PORT, LOCAL_NODE, REMOTE_NODE, VNI,
-};
+use super::setup::{measure_err, switch_config};
+use super::{validate, Config, Scenario, ScenarioError, CT_NEW_MAX_CONNECTIONS};
 use crate::gen::GenBounds;
-use crate::measure::{Harness, MeasureError, Sample};
-use crate::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT, NAME_PREFIX};
+use crate::measure::{Harness, Sample};
+use crate::ovs::{run_bounded, CMD_TIMEOUT};
 use crate::packet::Proto;
-use crate::systems::{self, Ports, Running, SwitchConfig, System};
-use crate::topo::{Topology, MAC_B};
+use crate::systems::{self, System};
+use crate::topo::Topology;
 
 /// One measured run: the traffic's figures (not in `flowmod`), and what
 /// the scenario checks besides.
@@ -49,127 +43,6 @@ impl Run {
 fn median(mut runs: Vec<Run>) -> Run {
     runs.sort_by(|a, b| a.rank().total_cmp(&b.rank()));
     runs.swap_remove((runs.len() - 1) / 2)
-}
-
-/// How the switches of `cfg` are started.
-pub fn switch_config(cfg: &Config) -> Result<SwitchConfig, ConfigError> {
-    let node = format!("{LOCAL_NODE}/24");
-    Ok(SwitchConfig {
-        xbr_bin: cfg.xbr_bin.clone(),
-        xbr_args: cfg.xbr_args.clone(),
-        cpu: cfg.switch_cpu,
-        flows: flows_text(cfg)?,
-        // The agent writes its flows with one bundle.
-        bundle: cfg.scenario == Scenario::Pipeline,
-        ports: match cfg.scenario {
-            Scenario::Vxlan => Ports::VxlanIn { cidr: node },
-            Scenario::Encap => Ports::VxlanOut {
-                cidr: node,
-                a: ENCAP_POD_PORT,
-                remote: REMOTE_NODE,
-                remote_mac: MAC_B,
-                vni: VNI,
-            },
-            Scenario::Pipeline => Ports::Pods {
-                a: pipeline::POD_A_PORT,
-                b: pipeline::POD_B_PORT,
-            },
-            _ => Ports::P2P,
-        },
-        ct_limit: cfg.scenario.uses_conntrack().then_some(CT_LIMIT),
-    })
-}
-
-/// Maps a measurement's error to the scenario's, naming the switch.
-pub(super) fn measure_err(system: System) -> impl Fn(MeasureError) -> ScenarioError + Copy {
-    move |source| match source {
-        MeasureError::Interrupted => ScenarioError::Interrupted,
-        source => ScenarioError::Measure {
-            system: system.name(),
-            source,
-        },
-    }
-}
-
-/// How often [`bundle`] looks whether `ovs-ofctl` has ended.
-const EXIT_POLL: Duration = Duration::from_micros(200);
-
-/// `ovs-ofctl bundle br0 FILE`, returning as soon as the command has
-/// ended (it ends on the commit's reply), bounded by `timeout`: `churn`
-/// opens the new version's window from then and `flowmod` stops its
-/// clock, so neither adds `run_bounded`'s 10 ms poll to the switch's
-/// time. Its output is read after it ended; it writes only an error, far
-/// less than a pipe holds.
-pub(super) fn bundle(switch: &Running, file: &str, timeout: Duration) -> Result<(), ScenarioError> {
-    let mut cmd = switch.ofctl_command(&["bundle", "br0", file])?;
-    let what = format!("ovs-ofctl bundle br0 {file}");
-    let io = |e: std::io::Error| {
-        ScenarioError::Ovs(OvsError::Io {
-            context: what.clone(),
-            source: e,
-        })
-    };
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(io)?;
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(s) = child.try_wait().map_err(io)? {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(io(std::io::Error::other(format!(
-                "no answer after {timeout:?}"
-            ))));
-        }
-        std::thread::sleep(EXIT_POLL);
-    };
-    if status.success() {
-        return Ok(());
-    }
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
-    Err(io(std::io::Error::other(format!(
-        "{status}: {}",
-        err.trim()
-    ))))
-}
-
-/// A private directory for a scenario's files, removed on drop.
-pub(super) struct ScratchDir(pub(super) PathBuf);
-
-impl ScratchDir {
-    pub(super) fn new(what: &str) -> Result<ScratchDir, ScenarioError> {
-        let dir = std::env::temp_dir().join(format!("{NAME_PREFIX}-bench-{what}-{}", unique_tag()));
-        std::fs::create_dir_all(&dir).map_err(|source| OvsError::Io {
-            context: format!("creating {}", dir.display()),
-            source,
-        })?;
-        Ok(ScratchDir(dir))
-    }
-
-    /// Writes `text` to `name` in the directory; returns the path.
-    pub(super) fn write(&self, name: &str, text: &str) -> Result<String, ScenarioError> {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).map_err(|source| OvsError::Io {
-            context: format!("writing {}", path.display()),
-            source,
-        })?;
-        Ok(path.display().to_string())
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// What the connection table must hold after a run that sent `sent`
@@ -201,8 +74,20 @@ fn measure_once(
     round: usize,
 ) -> Result<Run, ScenarioError> {
     match cfg.scenario {
-        Scenario::Flowmod => return flowmod::measure_once(system, cfg, round),
-        Scenario::Churn => return churn::measure_once(system, cfg, round),
+        Scenario::Flowmod => {
+            return Ok(Run {
+                flowmod: Some(flowmod::measure_once(system, cfg, round)?),
+                ..Run::default()
+            })
+        }
+        Scenario::Churn => {
+            let (sample, churn) = churn::measure_once(system, cfg, round)?;
+            return Ok(Run {
+                sample: Some(sample),
+                churn: Some(churn),
+                ..Run::default()
+            });
+        }
         _ => {}
     }
     let topo = Topology::new()?;

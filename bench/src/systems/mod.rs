@@ -11,7 +11,7 @@
 //! - `xbr-scraped`: `xbr` with its metrics endpoint on (`--metrics`) and
 //!   scraped every second for the whole run, as Prometheus would: what
 //!   observing xbr costs its packet rate.
-//! - `afxdp-l2fwd`: our minimal AF_XDP forwarder (`crate::l2fwd`): xbr's
+//! - `afxdp-l2fwd`: our minimal AF_XDP forwarder (`l2fwd.rs`): xbr's
 //!   port I/O with no pipeline, the ceiling of the AF_XDP path.
 //! - `xdp-redirect`: the kernel's XDP redirect veth-a -> veth-b, no lookup:
 //!   the ceiling of this path.
@@ -35,6 +35,7 @@ use crate::bpf::Redirect;
 use crate::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT, NAME_PREFIX};
 use crate::topo::{self, Topology, VETH_A, VETH_B, VETH_C};
 
+mod l2fwd;
 mod ovs_switch;
 pub use ovs_switch::OvsGuard;
 
@@ -170,7 +171,7 @@ impl Ports {
 pub enum Running {
     Xbr(XbrGuard),
     Ovs(OvsGuard),
-    L2fwd(crate::l2fwd::L2fwdGuard),
+    L2fwd(l2fwd::L2fwdGuard),
     Redirect(Redirect),
     /// The bridge lives in the host namespace and goes with it.
     Bridge,
@@ -251,7 +252,7 @@ pub fn start(system: System, topo: &Topology, cfg: &SwitchConfig) -> Result<Runn
             Ok(Running::Xbr(g))
         }
         System::OvsAfxdp => Ok(Running::Ovs(OvsGuard::start(topo, cfg)?)),
-        System::AfxdpL2fwd => Ok(Running::L2fwd(crate::l2fwd::L2fwdGuard::start(topo, cfg)?)),
+        System::AfxdpL2fwd => Ok(Running::L2fwd(l2fwd::L2fwdGuard::start(topo, cfg)?)),
         System::XdpRedirect => {
             let outer = encap_reference_header(topo, &cfg.ports)?;
             let r = topo::run_in(&topo.host, || -> Result<Redirect, SystemError> {

@@ -3,8 +3,8 @@
 //! AF_XDP path with no pipeline, the ceiling xbr's packet thread is
 //! measured against.
 
+use super::{stop_child, SwitchConfig, SystemError};
 use crate::ovs::{unique_tag, OvsError, NAME_PREFIX};
-use crate::systems::{stop_child, SwitchConfig, SystemError};
 use crate::topo::{Topology, VETH_A, VETH_B};
 use std::fs::File;
 use std::path::PathBuf;
