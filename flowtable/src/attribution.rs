@@ -30,9 +30,10 @@
 
 use crate::group::Group;
 use crate::key::FlowKey;
-use crate::pipeline::{Pipeline, Xlate};
+use crate::pipeline::Pipeline;
 use crate::rule::{PipelineCounters, Rule, RuleStats};
 use crate::trace::Tracer;
+use crate::translation::Xlate;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 

@@ -69,9 +69,10 @@ use crate::attribution::{credit, credit_tallied, TableTally, TableVisit};
 use crate::group::Group;
 use crate::key::FlowKey;
 use crate::megaflow::{MegaEntry, Megaflows, DEFAULT_MEGAFLOWS};
-use crate::pipeline::{DpAction, DropReason, Pipeline, Xlate};
+use crate::pipeline::Pipeline;
 use crate::rule::{PipelineCounters, Rule, RuleStats};
 use crate::trace::Tracer;
+use crate::translation::{DpAction, DropReason, Xlate};
 use std::sync::Arc;
 
 pub use crate::megaflow::CACHED_ACTIONS;

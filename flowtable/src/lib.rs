@@ -21,6 +21,7 @@ pub mod tables;
 pub mod text;
 pub mod trace;
 pub mod trace_recirc;
+pub mod translation;
 mod validate;
 mod xlate;
 

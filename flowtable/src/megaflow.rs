@@ -39,8 +39,8 @@
 
 use crate::attribution::{credit, TableVisit};
 use crate::key::{FlowKey, HEADER_WORDS, KEY_WORDS};
-use crate::pipeline::{DpAction, DropReason};
 use crate::rule::{PipelineCounters, RuleStats};
+use crate::translation::{DpAction, DropReason};
 use ahash::RandomState;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;

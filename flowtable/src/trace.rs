@@ -12,15 +12,15 @@
 //!
 //! [`TextTrace`] is the sink `xbr trace` prints: one line per table looked
 //! up (the matched flow in `dump-flows` syntax, or the miss), the actions
-//! under it, indented by resubmit depth. [`trace_text`] runs a whole trace
-//! and appends the datapath actions or the drop reason.
+//! under it, indented by resubmit depth. `trace_recirc.rs` runs whole
+//! traces with it (`trace_text`), appending the datapath actions or the
+//! drop reason and following conntrack recirculations.
 
 use crate::action::{Action, Bucket};
 use crate::group::Group;
-use crate::key::FlowKey;
-use crate::pipeline::{DpAction, Pipeline, Xlate};
 use crate::rule::Rule;
 use crate::text;
+use crate::translation::{DpAction, Xlate};
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -214,7 +214,7 @@ pub fn format_datapath(out: &Xlate) -> String {
             DpAction::Controller {
                 max_len, reason, ..
             } => format!("controller(reason={},max_len={max_len})", {
-                use crate::pipeline::packet_in_reason as why;
+                use crate::translation::packet_in_reason as why;
                 match *reason {
                     why::NO_MATCH => "no_match",
                     why::INVALID_TTL => "invalid_ttl",
@@ -236,7 +236,7 @@ fn format_ct(
     commit: bool,
     force: bool,
     table: Option<u8>,
-    nat: Option<&crate::pipeline::NatSpec>,
+    nat: Option<&crate::translation::NatSpec>,
     mark: Option<(u32, u32)>,
     label: Option<(u128, u128)>,
 ) -> String {
@@ -311,8 +311,8 @@ fn format_ct(
     }
 }
 
-fn drop_reason_text(r: crate::pipeline::DropReason) -> String {
-    use crate::pipeline::DropReason as D;
+fn drop_reason_text(r: crate::translation::DropReason) -> String {
+    use crate::translation::DropReason as D;
     match r {
         D::TableMiss => "table miss".into(),
         D::ExplicitDrop => "no output action".into(),
@@ -324,18 +324,12 @@ fn drop_reason_text(r: crate::pipeline::DropReason) -> String {
     }
 }
 
-/// Traces `key` through `pipe` and renders the walk plus its outcome,
-/// going on through conntrack recirculations with the default state
-/// (see [`crate::trace_recirc`]).
-pub fn trace_text(pipe: &Pipeline, key: &FlowKey, packet_len: u32) -> String {
-    crate::trace_recirc::trace_text_ct(pipe, key, packet_len, &[])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::tables::{FlowTables, PipelineMod};
     use crate::text::{parse_flow, parse_packet};
+    use crate::trace_recirc::trace_text;
 
     fn tables(flows: &[&str]) -> FlowTables {
         let mut t = FlowTables::new();

@@ -8,9 +8,10 @@
 //! port of the range (what OVS's trace assumes too).
 
 use crate::key::{Field, FlowKey};
-use crate::pipeline::{DpAction, Pipeline, Xlate};
+use crate::pipeline::Pipeline;
 use crate::text::CT_STATE_BITS;
 use crate::trace::{format_datapath, TextTrace};
+use crate::translation::{DpAction, Xlate};
 use std::fmt::Write;
 use std::net::Ipv4Addr;
 
@@ -134,6 +135,13 @@ fn resumed_key(out: &Xlate, state: u32, text: &mut String) -> Option<FlowKey> {
         }
     }
     Some(key)
+}
+
+/// Traces `key` through `pipe` and renders the walk plus its outcome,
+/// going on through conntrack recirculations with the default state
+/// (see [`trace_text_ct`]).
+pub fn trace_text(pipe: &Pipeline, key: &FlowKey, packet_len: u32) -> String {
+    crate::trace_recirc::trace_text_ct(pipe, key, packet_len, &[])
 }
 
 /// Traces `key` through `pipe` and every `ct(table=N)` recirculation

@@ -48,18 +48,8 @@ mod batch;
 mod groups;
 mod meters;
 
-/// One step a packet thread's replica must apply.
-#[derive(Clone, Debug)]
-pub enum Change {
-    AddRule(Arc<Rule>),
-    RemoveRule(Arc<Rule>),
-    /// Adds or replaces the group with this id.
-    SetGroup(Arc<Group>),
-    RemoveGroup(u32),
-    /// Adds or replaces the meter with this id.
-    SetMeter(Arc<Meter>),
-    RemoveMeter(u32),
-}
+// What the replicas apply is theirs to define; the tables produce it.
+pub use crate::pipeline::Change;
 
 /// One mod of an all-or-nothing batch. Flow mods dominate batches, so
 /// boxing them would only add an allocation per mod.

@@ -4,8 +4,8 @@
 use super::Ctx;
 use crate::action::{ct_flags, Action, CtAction, CtZone, CT_LABEL_BITS};
 use crate::key::Field;
-use crate::pipeline::{DpAction, DropReason, NatSpec};
 use crate::trace::Tracer;
+use crate::translation::{DpAction, DropReason, NatSpec};
 
 impl<T: Tracer> Ctx<'_, '_, T> {
     /// `ct(...)`: emits the datapath's conntrack step. Header rewrites so

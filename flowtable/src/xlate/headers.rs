@@ -5,8 +5,8 @@
 use super::{Ctx, HEADER_FIELDS, VLAN_PRESENT};
 use crate::key::{Field, HEADER_WORDS};
 use crate::matching::{ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6};
-use crate::pipeline::{packet_in_reason, DpAction, DropReason};
 use crate::trace::Tracer;
+use crate::translation::{packet_in_reason, DpAction, DropReason};
 
 impl<T: Tracer> Ctx<'_, '_, T> {
     /// Writes `value` under `mask` into the key's vlan_tci; a tag that was

@@ -9,10 +9,11 @@ use crate::key::{Field, FlowKey};
 
 /// The flow key's VLAN-present bit in `vlan_tci` (the 802.1Q CFI position).
 const VLAN_PRESENT: u64 = 0x1000;
-use crate::pipeline::{
-    packet_in_reason, DpAction, DropReason, Pipeline, Xlate, MAX_RESUBMITS, MAX_RESUBMIT_DEPTH,
-};
+use crate::pipeline::Pipeline;
 use crate::trace::Tracer;
+use crate::translation::{
+    packet_in_reason, DpAction, DropReason, Xlate, MAX_RESUBMITS, MAX_RESUBMIT_DEPTH,
+};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Header fields the datapath can rewrite, in the order rewrites are
@@ -501,6 +502,46 @@ impl<T: Tracer> Ctx<'_, '_, T> {
             self.output(p);
         }
         self.in_action_set = false;
+    }
+}
+
+/// The translation's entry points on a replica (the walk above; the
+/// replica itself is `pipeline.rs`).
+impl Pipeline {
+    /// Runs the pipeline for one packet, from table 0, or for a packet
+    /// recirculated after conntrack from its [`FlowKey::recirc_table`];
+    /// counts matched rules (packets += 1, bytes += packet_len) with
+    /// Relaxed atomics; resets `out` first. Never allocates.
+    pub fn xlate(&self, key: &FlowKey, packet_len: u32, out: &mut Xlate) {
+        out.reset();
+        crate::xlate::run(self, key, packet_len, out, crate::trace::NoTrace);
+    }
+
+    /// Translates a PACKET_OUT: `actions` run on the packet as if they
+    /// were a flow's; `output:TABLE` among them sends it through the
+    /// tables from table 0 (once). Counts like [`Pipeline::xlate`].
+    pub fn xlate_actions(
+        &self,
+        key: &FlowKey,
+        packet_len: u32,
+        actions: &[crate::action::Action],
+        out: &mut Xlate,
+    ) {
+        out.reset();
+        crate::xlate::run_actions(self, key, packet_len, actions, out, crate::trace::NoTrace);
+    }
+
+    /// [`Pipeline::xlate`] reporting every step to `sink` (for `xbr
+    /// trace`), without touching any counter. Same result in `out`.
+    pub fn xlate_traced(
+        &self,
+        key: &FlowKey,
+        packet_len: u32,
+        out: &mut Xlate,
+        sink: &mut dyn crate::trace::TraceSink,
+    ) {
+        out.reset();
+        crate::xlate::run(self, key, packet_len, out, crate::trace::Traced(sink));
     }
 }
 

@@ -22,8 +22,8 @@ use super::Ctx;
 use crate::action::Action;
 use crate::key::{Field, FlowKey};
 use crate::matching::{is_mpls, ETH_TYPE_IPV4, ETH_TYPE_IPV6};
-use crate::pipeline::{packet_in_reason, DpAction, DropReason};
 use crate::trace::Tracer;
+use crate::translation::{packet_in_reason, DpAction, DropReason};
 
 /// Labels one translation may push over the packet's own (OVS's
 /// FLOW_MAX_MPLS_LABELS).

@@ -11,8 +11,8 @@ use super::mpls::{set_lse, Op};
 use super::Ctx;
 use crate::key::Field;
 use crate::matching::ETH_TYPE_PBB;
-use crate::pipeline::DpAction;
 use crate::trace::Tracer;
+use crate::translation::DpAction;
 
 impl<T: Tracer> Ctx<'_, '_, T> {
     fn is_pbb(&mut self) -> bool {
