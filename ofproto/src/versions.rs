@@ -9,7 +9,7 @@
 //! version, and then each message is routed by [`route`]: those whose
 //! 1.4/1.5 encoding is 1.3's byte for byte (the header's version aside)
 //! through the 1.3 codec; those whose encoding changed through decoders of
-//! their own (`wire::group15`, `wire::action15`, `wire::stats15`,
+//! their own (`wire::group15`, `wire::action::of15`, `wire::stats15`,
 //! `wire::port14`), replies encoded for the connection's version; the
 //! standard bundle messages (OFPT_BUNDLE_CONTROL and
 //! OFPT_BUNDLE_ADD_MESSAGE, the ONF extension's bodies under their own
@@ -55,8 +55,7 @@ use crate::wire::header::msg_type;
 use crate::wire::multipart::mp_type;
 use crate::wire::{err, WireError, OFP_VERSION};
 
-pub const OFP14_VERSION: u8 = 0x05;
-pub const OFP15_VERSION: u8 = 0x06;
+pub use crate::wire::{OFP14_VERSION, OFP15_VERSION};
 
 /// OFPT_BUNDLE_CONTROL and OFPT_BUNDLE_ADD_MESSAGE (OpenFlow 1.4 on).
 pub const OFPT_BUNDLE_CONTROL: u8 = 33;
@@ -95,7 +94,7 @@ pub(crate) enum Route {
     /// OpenFlow 1.5's GROUP_MOD (see `wire::group15`).
     GroupMod15,
     /// OpenFlow 1.5's FLOW_MOD: 1.3's layout, instructions in 1.5's
-    /// dialect (see `wire::action15`).
+    /// dialect (see `wire::action::of15`).
     FlowMod15,
     /// OpenFlow 1.4/1.5's PORT_MOD, with properties (see `wire::port14`).
     PortMod14,

@@ -1,7 +1,6 @@
 //! The table of OXM/NXM field headers xbr understands (see
 //! [`super::oxm`] for how it is used).
 
-use super::oxm::{OXM_CLASS_NXM0, OXM_CLASS_NXM1, OXM_CLASS_OPENFLOW_BASIC};
 use flowtable::matching::{
     ICMPV6_ND_NA, ICMPV6_ND_NS, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP,
     IP_PROTO_UDP,
@@ -129,6 +128,13 @@ const fn h(
         name,
     }
 }
+
+/// OpenFlow basic class.
+pub const OXM_CLASS_OPENFLOW_BASIC: u16 = 0x8000;
+/// Nicira extensions (NXM1).
+pub const OXM_CLASS_NXM1: u16 = 0x0001;
+/// Nicira's OpenFlow 1.0 fields (NXM0).
+pub const OXM_CLASS_NXM0: u16 = 0x0000;
 
 pub(crate) const B: u16 = OXM_CLASS_OPENFLOW_BASIC;
 pub(crate) const X: u16 = OXM_CLASS_NXM1;

@@ -2,8 +2,8 @@
 //! [`Instructions`] and encoded in OpenFlow's execution order, which is
 //! also the order OVS sends them in.
 
+use super::action;
 use super::action::{emit_actions_in, parse_actions_in, Dialect};
-use super::action15;
 use super::{err, Ctx, Put, Reader, WireError};
 use flowtable::Instructions;
 
@@ -79,7 +79,7 @@ pub fn parse_instructions_in(bytes: &[u8], dialect: Dialect) -> Result<Instructi
                 b.skip(4)?;
                 let mut list = b.rest();
                 if ty == OFPIT_APPLY_ACTIONS && dialect == Dialect::Of15 {
-                    let (meter, rest) = action15::split_meter(list)?;
+                    let (meter, rest) = action::of15::split_meter(list)?;
                     if let Some(m) = meter {
                         if ins.meter.replace(m).is_some() {
                             return Err(dup("meter"));
@@ -144,7 +144,7 @@ fn emit_action_list(
     out.put_u16(0);
     out.put_zeros(4);
     if let Some(m) = meter {
-        action15::emit_meter(m, out);
+        action::of15::emit_meter(m, out);
     }
     emit_actions_in(actions, ip_proto, dialect, out);
     let len = super::len16(out, start);

@@ -8,8 +8,6 @@
 //! OVS sends), `emit(parse(bytes)) == bytes`.
 
 pub mod action;
-mod action15;
-mod action_nx;
 pub mod async14;
 pub mod features;
 pub mod fields;
@@ -20,8 +18,9 @@ pub mod instruction;
 pub mod message;
 pub mod meter;
 pub mod mods;
-pub mod monitor;
 pub mod multipart;
+// FLOW_MONITOR's wire format, a multipart type, by its old path.
+pub use multipart::monitor;
 pub mod oxm;
 mod oxm_set;
 pub mod packet_io;
@@ -38,6 +37,9 @@ pub use message::Message;
 
 /// OpenFlow 1.3's version number.
 pub const OFP_VERSION: u8 = 0x04;
+/// OpenFlow 1.4 and 1.5 (`versions.rs` says what each changes).
+pub const OFP14_VERSION: u8 = 0x05;
+pub const OFP15_VERSION: u8 = 0x06;
 /// Length of `ofp_header`.
 pub const HEADER_LEN: usize = 8;
 /// Nicira's experimenter id (actions, errors).

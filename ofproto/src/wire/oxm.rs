@@ -21,12 +21,7 @@ use flowtable::matching::{
 };
 use flowtable::{Field, Match, SubField};
 
-/// OpenFlow basic class.
-pub const OXM_CLASS_OPENFLOW_BASIC: u16 = 0x8000;
-/// Nicira extensions (NXM1).
-pub const OXM_CLASS_NXM1: u16 = 0x0001;
-/// Nicira's OpenFlow 1.0 fields (NXM0).
-pub const OXM_CLASS_NXM0: u16 = 0x0000;
+pub use super::fields::{OXM_CLASS_NXM0, OXM_CLASS_NXM1, OXM_CLASS_OPENFLOW_BASIC};
 /// OFPXMC_PACKET_REGS (OpenFlow 1.5): 64-bit registers, each holding two
 /// of xbr's (and OVS's) 32-bit ones, the even-numbered in the high half.
 /// `ovs-ofctl -O OpenFlow15` matches registers this way.

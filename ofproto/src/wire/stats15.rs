@@ -57,7 +57,7 @@ impl FlowStatsEntry {
     /// The entry in the encoding of OpenFlow `version`: 1.5's flow
     /// description, or 1.3's `ofp_flow_stats` (1.4's too).
     pub fn emit_for(&self, version: u8, out: &mut Vec<u8>) {
-        if version == crate::versions::OFP15_VERSION {
+        if version == crate::wire::OFP15_VERSION {
             flow_desc_entry(self, out);
         } else {
             self.emit(out);

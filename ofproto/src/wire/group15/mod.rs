@@ -1,7 +1,7 @@
 //! OpenFlow 1.5's group encodings: GROUP_MOD (`ofp_group_mod` with a
 //! bucket array length and a command bucket id), buckets with ids and
 //! properties instead of fixed fields, and GROUP_DESC entries in that
-//! form; bucket actions are in 1.5's dialect (see `action15.rs`). Group and
+//! form; bucket actions are in 1.5's dialect (see `action/of15.rs`). Group and
 //! bucket statistics and GROUP_FEATURES are 1.3's.
 //!
 //! A bucket's weight, watch port and watch group travel as properties

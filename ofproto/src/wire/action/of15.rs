@@ -10,9 +10,9 @@
 //! the whole field decodes to a plain [`Action::SetField`], which is also
 //! how a load of a whole field is written back.
 
-use super::action::finish;
-use super::oxm::{self, be_value, lookup, ones128};
-use super::{err, Put, Reader, WireError};
+use super::finish;
+use crate::wire::oxm::{self, be_value, lookup, ones128};
+use crate::wire::{err, Put, Reader, WireError};
 use flowtable::{Action, SubField};
 
 pub const OFPAT_COPY_FIELD: u16 = 28;
@@ -34,7 +34,7 @@ pub(crate) fn parse_set_field(r: &mut Reader<'_>) -> Result<Action, WireError> {
         None => return Err(bad(err::BAC_BAD_SET_LEN, "set_field without its OXM")),
     };
     if hdr & HAS_MASK == 0 {
-        let mut exact = Reader::new(body, super::Ctx::Action, "set_field");
+        let mut exact = Reader::new(body, crate::wire::Ctx::Action, "set_field");
         let action = oxm::parse_set_field(&mut exact)?;
         if exact.rest().iter().any(|b| *b != 0) {
             return Err(bad(err::BAC_BAD_SET_LEN, "set_field padding is not zero"));
@@ -76,7 +76,11 @@ pub(crate) fn parse_set_field(r: &mut Reader<'_>) -> Result<Action, WireError> {
         let mut exact = vec![];
         exact.put_u32(hdr & !(HAS_MASK | 0xff) | len as u32);
         exact.extend_from_slice(&body[4..4 + len]);
-        return oxm::parse_set_field(&mut Reader::new(&exact, super::Ctx::Action, "set_field"));
+        return oxm::parse_set_field(&mut Reader::new(
+            &exact,
+            crate::wire::Ctx::Action,
+            "set_field",
+        ));
     }
     // A zero mask writes nothing: refused (as one run of no bits) before
     // its 128 trailing zeros are used as a shift.
@@ -172,9 +176,9 @@ pub(crate) fn emit_meter(id: u32, out: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::action::{emit_actions_in, parse_actions_in, Dialect};
-    use super::super::instruction::{emit_instructions_in, parse_instructions_in};
     use super::*;
+    use crate::wire::action::{emit_actions_in, parse_actions_in, Dialect};
+    use crate::wire::instruction::{emit_instructions_in, parse_instructions_in};
     use flowtable::{Field, Instructions};
 
     fn reg(n: u32, ofs: u32, nbits: u32) -> SubField {

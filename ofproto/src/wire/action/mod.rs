@@ -2,8 +2,8 @@
 //! PBB and TTL actions (COPY_TTL_OUT/IN and PBB too, which OVS lacks), and
 //! the Nicira experimenter actions OVS sends (REG_MOVE, REG_LOAD, NOTE,
 //! RESUBMIT, RESUBMIT_TABLE, OUTPUT_REG, CT with nested actions, NAT;
-//! decoded in `action_nx.rs`), in OpenFlow 1.3's encodings or 1.5's
-//! ([`Dialect`], `action15.rs`).
+//! decoded in `nx.rs`), in OpenFlow 1.3's encodings or 1.5's
+//! ([`Dialect`], `of15.rs`).
 //!
 //! Each wire action decodes to exactly one [`Action`] variant and each
 //! variant has one encoding, so a flow dumps in the encoding it was added
@@ -15,6 +15,9 @@
 use super::{err, oxm, Ctx, Put, Reader, WireError, NX_VENDOR_ID};
 use flowtable::action::CtZone;
 use flowtable::{Action, SubField};
+
+pub(super) mod nx;
+pub(super) mod of15;
 
 pub const OFPAT_OUTPUT: u16 = 0;
 pub const OFPAT_GROUP: u16 = 22;
@@ -90,7 +93,7 @@ fn join_ofs_nbits(ofs: u32, nbits: u32) -> u16 {
 /// Which OpenFlow version's encodings an action list is read and written
 /// in: 1.3 (and 1.4), where bit-range writes and copies are Nicira's
 /// REG_LOAD and REG_MOVE, or 1.5, where a masked SET_FIELD and
-/// OFPAT_COPY_FIELD replaced them (see `action15.rs`). Everything else is
+/// OFPAT_COPY_FIELD replaced them (see `of15.rs`). Everything else is
 /// the same in both.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Dialect {
@@ -102,7 +105,7 @@ pub enum Dialect {
 impl Dialect {
     /// The dialect of OpenFlow `version` (1.4 writes actions as 1.3).
     pub fn of(version: u8) -> Dialect {
-        if version == crate::versions::OFP15_VERSION {
+        if version == crate::wire::OFP15_VERSION {
             Dialect::Of15
         } else {
             Dialect::Of13
@@ -244,7 +247,7 @@ fn parse_one(ty: u16, body: &[u8], depth: u32, dialect: Dialect) -> Result<Actio
         OFPAT_SET_FIELD => {
             let action = match dialect {
                 Dialect::Of13 => oxm::parse_set_field(&mut r)?,
-                Dialect::Of15 => super::action15::parse_set_field(&mut r)?,
+                Dialect::Of15 => of15::parse_set_field(&mut r)?,
             };
             if r.rest().iter().any(|b| *b != 0) {
                 return Err(bad(err::BAC_BAD_SET_LEN, "set_field padding is not zero"));
@@ -267,11 +270,9 @@ fn parse_one(ty: u16, body: &[u8], depth: u32, dialect: Dialect) -> Result<Actio
                     format!("Nicira action subtype {subtype} does not exist in OpenFlow 1.5"),
                 ));
             }
-            super::action_nx::parse_nx(subtype, &mut r, depth, dialect)
+            nx::parse_nx(subtype, &mut r, depth, dialect)
         }
-        super::action15::OFPAT_COPY_FIELD if dialect == Dialect::Of15 => {
-            super::action15::parse_copy_field(&mut r)
-        }
+        of15::OFPAT_COPY_FIELD if dialect == Dialect::Of15 => of15::parse_copy_field(&mut r),
         _ => Err(bad(
             err::BAC_BAD_TYPE,
             format!("action type {ty} is not supported"),
@@ -326,11 +327,11 @@ fn emit_one(a: &Action, ip_proto: Option<u8>, dialect: Dialect, out: &mut Vec<u8
             out.put_u16(OFPAT_SET_FIELD);
             let at = out.len();
             out.put_u16(0);
-            super::action15::emit_load(dst, *value, out);
+            of15::emit_load(dst, *value, out);
             finish(out, at);
         }
         Action::RegMove { src, dst } if dialect == Dialect::Of15 => {
-            super::action15::emit_copy_field(src, dst, out);
+            of15::emit_copy_field(src, dst, out);
         }
         Action::Output { port, max_len } => {
             out.put_u16(OFPAT_OUTPUT);

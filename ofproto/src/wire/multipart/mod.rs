@@ -3,12 +3,14 @@
 use super::header::msg_type;
 use super::instruction::{emit_instructions_for, parse_instructions};
 use super::mods::{emit_buckets, group_type_to_wire};
-use super::monitor::{self, MonitorRequest};
 use super::oxm::{emit_match, parse_match};
 use super::{err, Ctx, HeaderRepr, Put, Reader, WireError, HEADER_LEN, OFP_VERSION, ONF_VENDOR_ID};
 use crate::datapath::{PortCounters, PortInfo};
 use flowtable::{Bucket, FlowFilter, GroupType, Instructions, Match};
+use monitor::MonitorRequest;
 use std::time::Duration;
+
+pub mod monitor;
 
 pub mod mp_type {
     pub const DESC: u16 = 0;

@@ -3,12 +3,12 @@
 //! NOTE, RESUBMIT, RESUBMIT_TABLE, OUTPUT_REG, CT with nested actions,
 //! NAT.
 
-use super::action::{
+use super::{
     bad, nat_range, parse_list, port_from_16, split_ofs_nbits, Dialect, MAX_DEPTH, NXAST_CT,
     NXAST_NAT, NXAST_NOTE, NXAST_OUTPUT_REG, NXAST_REG_LOAD, NXAST_REG_MOVE, NXAST_RESUBMIT,
     NXAST_RESUBMIT_TABLE,
 };
-use super::{err, oxm, Reader, WireError};
+use crate::wire::{err, oxm, Reader, WireError};
 use flowtable::action::{CtAction, CtZone, NatAction};
 use flowtable::Action;
 
@@ -20,9 +20,8 @@ pub(super) fn parse_nx(
     dialect: Dialect,
 ) -> Result<Action, WireError> {
     // Body lengths after vendor and subtype (action length minus 10).
-    let exact = |r: &Reader<'_>, n: usize| {
-        super::action::body_len(r, n, format_args!("NXAST subtype {subtype}"))
-    };
+    let exact =
+        |r: &Reader<'_>, n: usize| super::body_len(r, n, format_args!("NXAST subtype {subtype}"));
     match subtype {
         NXAST_RESUBMIT | NXAST_RESUBMIT_TABLE => {
             exact(r, 6)?;

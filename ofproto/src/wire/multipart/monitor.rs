@@ -21,10 +21,10 @@
 //! Requests are kept in 1.4's terms ([`MonitorRequest`], OFPFMF_* flags),
 //! as OVS keeps them.
 
-use super::action::Dialect;
-use super::instruction::emit_instructions_in;
-use super::oxm::{emit_match, parse_match};
-use super::{Ctx, Put, Reader, WireError, ONF_VENDOR_ID};
+use crate::wire::action::Dialect;
+use crate::wire::instruction::emit_instructions_in;
+use crate::wire::oxm::{emit_match, parse_match};
+use crate::wire::{Ctx, Put, Reader, WireError, ONF_VENDOR_ID};
 use flowtable::{FlowFilter, Rule};
 
 /// The ONF extension's experimenter type for flow monitor requests,
@@ -110,7 +110,7 @@ impl MonitorRequest {
 /// Errors of a request in the encoding of its version: Nicira
 /// experimenter errors in 1.3, OFPET_FLOW_MONITOR_FAILED after.
 pub fn monitor_error(version: u8, nx: u16, of14: u16, detail: String) -> WireError {
-    if version == super::OFP_VERSION {
+    if version == crate::wire::OFP_VERSION {
         WireError::Nicira(nx, detail)
     } else {
         WireError::FlowMonitor(of14, detail)
@@ -237,7 +237,7 @@ pub fn parse_onf13_cancel(data: &[u8]) -> Result<u32, WireError> {
 pub fn emit_requests(version: u8, reqs: &[MonitorRequest], out: &mut Vec<u8>) {
     for q in reqs {
         let f = &q.filter;
-        if version == super::OFP_VERSION {
+        if version == crate::wire::OFP_VERSION {
             let start = out.len();
             out.put_u32(q.id);
             out.put_u16(flags_to_nx(q.flags));
@@ -282,7 +282,7 @@ pub fn append_update(
         .matching
         .exact(flowtable::Field::IpProto)
         .map(|v| v as u8);
-    if version == super::OFP_VERSION {
+    if version == crate::wire::OFP_VERSION {
         // Nicira's numbering: an initial flow is reported as added.
         let nx_event: u16 = match event {
             Event::Initial | Event::Added => 0,
@@ -325,14 +325,18 @@ pub fn append_update(
             emit_instructions_in(&rule.instructions, ip_proto, Dialect::of(version), out);
         }
     }
-    let len = super::len16(out, start);
+    let len = crate::wire::len16(out, start);
     out.patch_u16(start, len);
 }
 
 /// Appends the abbreviated update a connection gets for its own change
 /// (request `xid`): Nicira's NXFME_ABBREV for 1.3, OFPFME_ABBREV after.
 pub fn append_abbrev(version: u8, xid: u32, out: &mut Vec<u8>) {
-    let event: u16 = if version == super::OFP_VERSION { 3 } else { 4 };
+    let event: u16 = if version == crate::wire::OFP_VERSION {
+        3
+    } else {
+        4
+    };
     out.put_u16(8);
     out.put_u16(event);
     out.put_u32(xid);
@@ -344,18 +348,18 @@ pub fn append_abbrev(version: u8, xid: u32, out: &mut Vec<u8>) {
 /// OFPFME_PAUSED or OFPFME_RESUMED update. Labelled 1.3; the caller
 /// relabels it.
 pub fn pause_message(version: u8, paused: bool) -> Vec<u8> {
-    if version == super::OFP_VERSION {
+    if version == crate::wire::OFP_VERSION {
         let mut body = Vec::with_capacity(8);
         body.put_u32(ONF_VENDOR_ID);
         body.put_u32(if paused { 1871 } else { 1872 });
-        super::HeaderRepr::framed(super::header::msg_type::EXPERIMENTER, 0, &body)
+        crate::wire::HeaderRepr::framed(crate::wire::header::msg_type::EXPERIMENTER, 0, &body)
     } else {
         let mut update = Vec::with_capacity(8);
         update.put_u16(8);
         update.put_u16(if paused { 5 } else { 6 });
         update.put_zeros(4);
         let (ty, prefix) = reply_type_and_prefix(version);
-        super::multipart::pack_replies_with(0, ty, &prefix, std::iter::once(update)).concat()
+        super::pack_replies_with(0, ty, &prefix, std::iter::once(update)).concat()
     }
 }
 
@@ -371,7 +375,7 @@ fn emit_match_len(m: &flowtable::Match, out: &mut Vec<u8>) -> u16 {
 /// The prefix of a reply's multipart body before its updates: for 1.3
 /// the ONF experimenter header, else nothing (the type is FLOW_MONITOR).
 pub fn reply_type_and_prefix(version: u8) -> (u16, Vec<u8>) {
-    if version == super::OFP_VERSION {
+    if version == crate::wire::OFP_VERSION {
         let mut p = Vec::with_capacity(8);
         p.put_u32(ONF_VENDOR_ID);
         p.put_u32(ONF_FLOW_MONITOR);
@@ -383,8 +387,8 @@ pub fn reply_type_and_prefix(version: u8) -> (u16, Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::err;
     use super::*;
+    use crate::wire::err;
     use flowtable::{Field, Match};
 
     fn request(command: Command, flags: u16) -> MonitorRequest {
@@ -403,7 +407,7 @@ mod tests {
         let all = flags::INITIAL | flags::ADD | flags::REMOVED | flags::MODIFY;
         let q = request(Command::Add, all | flags::INSTRUCTIONS | flags::ONLY_OWN);
         let mut onf = Vec::new();
-        emit_requests(super::super::OFP_VERSION, &[q.clone(), q.clone()], &mut onf);
+        emit_requests(crate::wire::OFP_VERSION, &[q.clone(), q.clone()], &mut onf);
         // ovs-ofctl's `watch:` flags in Nicira numbering: 0x3f.
         assert_eq!(&onf[4..6], &[0, 0x3f]);
         assert_eq!(parse_onf13(&onf), Ok(vec![q.clone(), q.clone()]));
