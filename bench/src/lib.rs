@@ -4,10 +4,12 @@
 //! end-to-end comparison tests measure xbr against. [`packet`], [`bpf`]
 //! and [`gen`] make the traffic generator (XDP live frames, AF_XDP as a
 //! fallback) and the counting sink; [`topo`] the namespaces they run in;
-//! the `xbr-bench` binary runs the switch comparisons; [`l2fwd`] runs
-//! the `afxdp-l2fwd` binary, the AF_XDP path without a pipeline;
+//! the `xbr-bench` binary runs the switch comparisons; [`systems`] runs
+//! the `afxdp-l2fwd` binary (`systems/l2fwd.rs`), the AF_XDP path without a pipeline;
 //! [`ovs_node`] and [`pod_gen`] serve `labbench` (OVS on a lab node, the
 //! generator between two lab pods).
+
+#![forbid(unsafe_code)]
 
 pub mod bpf;
 pub mod cmd;

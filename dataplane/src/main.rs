@@ -1,5 +1,7 @@
 //! `xbr`: a userspace OpenFlow switch that stands in for ovs-vswitchd.
 
+#![forbid(unsafe_code)]
+
 /// glibc malloc kept the memory of large flow-table loads (bundles of
 /// 100k flows are decoded, validated and freed on the connection thread)
 /// in per-thread arenas; mimalloc returns it, so RSS follows the flows the

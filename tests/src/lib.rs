@@ -19,6 +19,8 @@
 //! saying so. Leftovers of a killed run are all named `xbrt*`; the scripts
 //! in `scripts/` delete them before a new run.
 
+#![forbid(unsafe_code)]
+
 mod cmd;
 mod error;
 mod netns;

@@ -138,8 +138,9 @@ impl<T: Copy> ProdRing<T> {
     /// # Safety
     /// As [`RingCore::new`]; additionally this must be the only producer.
     pub(crate) unsafe fn new(ptrs: RingPtrs<T>, size: u32) -> Self {
-        // SAFETY: forwarded contract.
         ProdRing {
+            // SAFETY: the caller upholds RingCore::new's contract (see
+            // this function's).
             core: unsafe { RingCore::new(ptrs, size) },
         }
     }
@@ -220,8 +221,9 @@ impl<T: Copy> ConsRing<T> {
     /// # Safety
     /// As [`RingCore::new`]; additionally this must be the only consumer.
     pub(crate) unsafe fn new(ptrs: RingPtrs<T>, size: u32) -> Self {
-        // SAFETY: forwarded contract.
         ConsRing {
+            // SAFETY: the caller upholds RingCore::new's contract (see
+            // this function's).
             core: unsafe { RingCore::new(ptrs, size) },
         }
     }
