@@ -113,7 +113,7 @@ impl fmt::Display for Check {
 pub fn run(target: &Target) -> Vec<Check> {
     let mut checks = Vec::new();
     let release = kernel::release();
-    checks.push(kernel::version(&release));
+    checks.push(kernel::version(&release, kernel::probe()));
     checks.push(kernel::bpf_xdp());
     checks.push(kernel::af_xdp());
     checks.push(host::bpffs());
