@@ -18,7 +18,8 @@
 //! over all of them (OFPBFC_MSG_TOO_MANY, and the bundle's commit fails);
 //! a bundle nobody touched for `bundle_idle_timeout` is discarded with
 //! OFPBFC_TIMEOUT for the message that opened it, as OVS's connmgr does
-//! ([`Bundles::expire`], called by the idle connection each second).
+//! ([`Bundles::expire`], called by the connection each second, busy or
+//! idle).
 
 use crate::bridge::Bridge;
 use crate::limits::{ControlLimits, LimitStats};

@@ -265,6 +265,38 @@ fn an_idle_bundle_expires_with_ofpbfc_timeout() {
 }
 
 #[test]
+fn a_bundle_expires_while_its_connection_keeps_talking() {
+    // OVS times a bundle from its own last use: other traffic on the
+    // connection does not keep it open.
+    let h = Harness::start("lim-bundle-busy");
+    with_limits(&h, |l| l.bundle_idle_timeout = Duration::from_secs(1));
+    let mut s = talking(&h);
+    s.write_all(&bundle_control(31, 7, 0)).unwrap();
+    assert_eq!(recv(&mut s).0, 31);
+    let start = Instant::now();
+    // An echo every 100 ms: the connection is never idle.
+    let expired = loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the bundle outlived 5 s of other traffic"
+        );
+        s.write_all(&Message::EchoRequest(vec![1]).emit(99))
+            .unwrap();
+        match recv(&mut s) {
+            (99, Message::EchoReply(_)) => {}
+            (xid, Message::EchoRequest(d)) => {
+                s.write_all(&Message::EchoReply(d).emit(xid)).unwrap();
+            }
+            (xid, m) => break (xid, bundle_error(m)),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(expired, (31, 2314), "OFPBFC_TIMEOUT for the OPEN");
+    assert!(start.elapsed() >= Duration::from_secs(1));
+    assert_eq!(count(&stats(&h).bundles_expired), 1);
+}
+
+#[test]
 fn table_full_at_the_flow_limit_and_the_overall_limit() {
     let h = Harness::start("lim-table-full");
     h.bridge.set_flow_limit(0, Some(2));

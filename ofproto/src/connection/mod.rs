@@ -73,6 +73,9 @@ const PROBE_XID: u32 = 0;
 /// second too).
 const TICK: Duration = Duration::from_secs(1);
 
+/// How often a busy connection looks for expired bundles.
+const BUNDLE_EXPIRY_CHECK: Duration = Duration::from_secs(1);
+
 /// The read timeout of a connection probed each `probe`: [`TICK`], or
 /// the probe interval if shorter.
 pub(crate) fn read_tick(probe: Duration) -> Duration {
@@ -245,6 +248,10 @@ impl<R: Read> Connection<R> {
         let mut heard = false;
         let mut last_heard = started;
         let mut probe_sent: Option<Instant> = None;
+        // Bundles expire on a busy connection too (OVS times each bundle
+        // from its last use, whatever else the connection sends): looked
+        // at once a second between messages, and whenever it is idle.
+        let mut next_expiry = started + BUNDLE_EXPIRY_CHECK;
         // A message may take up to two probe intervals to arrive.
         let patience = self.probe.map(|p| 2 * p);
         loop {
@@ -261,6 +268,12 @@ impl<R: Read> Connection<R> {
                     heard = true;
                     last_heard = Instant::now();
                     probe_sent = None;
+                    if last_heard >= next_expiry {
+                        next_expiry = last_heard + BUNDLE_EXPIRY_CHECK;
+                        for m in self.bundles.expire(last_heard) {
+                            self.send(&m)?;
+                        }
+                    }
                 }
             }
             let Ok(view) = crate::wire::Header::new_checked(&buf[..]) else {
