@@ -94,6 +94,9 @@ pub enum GroupModError {
     BucketExists(u32),
     #[error("unsupported group type")]
     BadType,
+    /// The switch holds [`crate::group::MAX_GROUPS`] groups already.
+    #[error("the switch holds its maximum of {0} groups")]
+    OutOfGroups(usize),
     /// A bucket action failed the same checks a flow's action would.
     #[error("bucket action: {0}")]
     BadAction(FlowModError),
@@ -109,6 +112,7 @@ impl GroupModError {
             GroupModError::Unknown(_) => (GROUP_MOD_FAILED, 8), // UNKNOWN_GROUP
             GroupModError::BadBucket(_) => (GROUP_MOD_FAILED, 12), // BAD_BUCKET
             GroupModError::BadType => (GROUP_MOD_FAILED, 10),  // BAD_TYPE
+            GroupModError::OutOfGroups(_) => (GROUP_MOD_FAILED, 2), // OUT_OF_GROUPS
             // OpenFlow 1.5's codes, the only version that can cause them.
             GroupModError::UnknownBucket(_) => (GROUP_MOD_FAILED, 15), // UNKNOWN_BUCKET
             GroupModError::BucketExists(_) => (GROUP_MOD_FAILED, 16),  // BUCKET_EXISTS

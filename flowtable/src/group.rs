@@ -13,6 +13,13 @@ use crate::flow_mod::{GroupType, SelectionMethod};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The most groups a switch holds, of all types together: every group
+/// costs memory in the control plane and in each packet thread's replica,
+/// so a controller cannot add groups without bound (OVS advertises the
+/// whole id space and is bounded by memory alone). A GROUP_MOD ADD past it
+/// is refused with OFPGMFC_OUT_OF_GROUPS; GROUP_FEATURES advertises it.
+pub const MAX_GROUPS: usize = 65_536;
+
 /// A group's counters: the same packet/byte pair as a flow's.
 pub type GroupStats = crate::rule::RuleStats;
 

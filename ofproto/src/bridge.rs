@@ -114,6 +114,17 @@ impl Bridge {
         }
     }
 
+    /// Counts and logs a group addition refused at the bound.
+    fn note_out_of_groups(&self, e: &GroupModError) {
+        if let GroupModError::OutOfGroups(max) = e {
+            LimitStats::hit(&self.limit_stats().out_of_groups);
+            tracing::warn!(
+                max,
+                "group table full: group refused (OFPGMFC_OUT_OF_GROUPS)"
+            );
+        }
+    }
+
     /// Where asynchronous messages to this bridge's connections go.
     pub fn notifier(&self) -> &Arc<Notifier> {
         &self.notifier
@@ -186,7 +197,10 @@ impl Bridge {
     ) -> Result<(), GroupModError> {
         ControlCounters::bump(&self.counters.group_mods, 1);
         let mut st = self.state.lock();
-        let changes = st.tables.group_mod(gm)?;
+        let changes = st
+            .tables
+            .group_mod(gm)
+            .inspect_err(|e| self.note_out_of_groups(e))?;
         let gone = deleted(&changes);
         self.queue_monitors(&st.tables, &changes, origin, reason::GROUP_DELETE);
         self.publish(changes);
@@ -246,8 +260,10 @@ impl Bridge {
             }
             Err(e) => {
                 ControlCounters::bump(&c.bundles_failed, 1);
-                if let ModError::Flow(fe) = &e.1 {
-                    self.note_table_full(fe);
+                match &e.1 {
+                    ModError::Flow(fe) => self.note_table_full(fe),
+                    ModError::Group(ge) => self.note_out_of_groups(ge),
+                    ModError::Meter(_) => {}
                 }
                 return Err(e);
             }

@@ -188,6 +188,9 @@ pub struct LimitStats {
     pub bundles_expired: AtomicU64,
     /// Flow additions refused for a full table (OFPFMFC_TABLE_FULL).
     pub table_full: AtomicU64,
+    /// Group additions refused at `flowtable::group::MAX_GROUPS`
+    /// (OFPGMFC_OUT_OF_GROUPS).
+    pub out_of_groups: AtomicU64,
     /// PACKET_INs a controller's rate limit dropped.
     pub packet_ins_rate_limited: AtomicU64,
     /// PACKET_INs dropped for a connection too far behind.
@@ -200,7 +203,7 @@ impl LimitStats {
     }
 
     /// Every counter by its name in `xbr stats`, in a fixed order.
-    pub fn named(&self) -> [(&'static str, u64); 12] {
+    pub fn named(&self) -> [(&'static str, u64); 13] {
         let v = |c: &AtomicU64| c.load(Relaxed);
         [
             ("connections_refused", v(&self.connections_refused)),
@@ -213,6 +216,7 @@ impl LimitStats {
             ("bundle_msgs_refused", v(&self.bundle_msgs_refused)),
             ("bundles_expired", v(&self.bundles_expired)),
             ("table_full", v(&self.table_full)),
+            ("out_of_groups", v(&self.out_of_groups)),
             ("packet_ins_rate_limited", v(&self.packet_ins_rate_limited)),
             (
                 "packet_ins_backlog_dropped",

@@ -14,6 +14,8 @@ fn group_features_advertise_what_groups_do() {
     // all, select, indirect, fast failover; select weights.
     assert!(out.contains("Types:  0xf"), "{out}");
     assert!(out.contains("Capabilities:  0x1"), "{out}");
+    // The bound on groups (flowtable::group::MAX_GROUPS) for each type.
+    assert_eq!(out.matches("max_groups=0x10000").count(), 4, "{out}");
     assert_eq!(
         out.matches("actions: output group set_field").count(),
         4,

@@ -87,6 +87,9 @@ impl FlowTables {
         }
         let (group_type, buckets, selection) = match (command, &old) {
             (GroupModCommand::Add, Some(_)) => return Err(GroupModError::Exists(id)),
+            (GroupModCommand::Add, None) if self.groups.len() >= crate::group::MAX_GROUPS => {
+                return Err(GroupModError::OutOfGroups(crate::group::MAX_GROUPS))
+            }
             (GroupModCommand::Add, None) => {
                 (gm.group_type, gm.buckets.clone(), gm.selection.clone())
             }

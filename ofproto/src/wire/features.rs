@@ -79,8 +79,9 @@ const GROUP_TYPES: u32 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3);
 /// groups do: their liveness is not a capability bit), and groups do not
 /// chain.
 const GROUP_CAPABILITIES: u32 = 1;
-/// Groups per type: the whole id space below OFPG_MAX.
-const MAX_GROUPS: u32 = 0xffff_ff00;
+/// Groups per type: the switch's bound on all groups together (each type
+/// may use all of it).
+const MAX_GROUPS: u32 = flowtable::group::MAX_GROUPS as u32;
 
 /// The OFPMP_GROUP_FEATURES reply body.
 pub fn group_features_entry() -> Vec<u8> {
