@@ -54,8 +54,6 @@ struct SeqState {
     published: u64,
     /// Per packet thread: the last change list it applied.
     applied: Vec<u64>,
-    /// Per packet thread: the last statistics collection it finished.
-    stats_done: Vec<u64>,
     /// Per packet thread: it has given its ports' fill rings their frames.
     running: Vec<bool>,
 }
@@ -65,19 +63,19 @@ impl SeqState {
     fn applied(&self) -> u64 {
         self.applied.iter().copied().min().unwrap_or(u64::MAX)
     }
-
-    /// The last statistics collection every packet thread finished.
-    fn stats_done(&self) -> u64 {
-        self.stats_done.iter().copied().min().unwrap_or(u64::MAX)
-    }
 }
 
 /// What one packet thread has and says, apart from the sequence numbers.
 struct EngineSlot {
     changes: Sender<(u64, Arc<[Change]>)>,
     waker: EventFd,
-    /// What it last said about itself (`xbr stats`).
+    /// What it last said about itself (`xbr stats`, metrics). The packet
+    /// thread only ever `try_lock`s it (and publishes a round later when a
+    /// reader holds it), so reading statistics never makes it wait.
     snapshot: Mutex<EngineSnapshot>,
+    /// The last statistics collection it finished (an atomic, so that
+    /// marking one takes no lock a reader could hold).
+    stats_done: AtomicU64,
     /// NORMAL's stations as it last listed them, and the requests for its
     /// next statistics collection: list them, forget them (`fdb/show`,
     /// `fdb/flush`).
@@ -225,6 +223,8 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound on waiting for the packet thread to collect the XDP flow cache's
 /// counters before a statistics reply.
 const STATS_TIMEOUT: Duration = Duration::from_millis(500);
+/// How often a statistics reader looks whether the collection is done.
+const STATS_POLL: Duration = Duration::from_millis(1);
 
 impl DpShared {
     /// The control plane of a datapath with one packet thread.
@@ -254,6 +254,7 @@ impl DpShared {
                 changes: tx,
                 waker: EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?,
                 snapshot: Mutex::default(),
+                stats_done: AtomicU64::new(0),
                 fdb: Mutex::new(Vec::new()),
                 fdb_list: AtomicBool::new(false),
                 fdb_flush: AtomicBool::new(false),
@@ -272,7 +273,6 @@ impl DpShared {
             seq: Mutex::new(SeqState {
                 published: 0,
                 applied: vec![0; engines],
-                stats_done: vec![0; engines],
                 running: vec![false; engines],
             }),
             applied: Condvar::new(),
@@ -320,11 +320,9 @@ impl DpShared {
 
     /// Packet thread `engine`: collections up to `n` are done.
     pub fn mark_stats_collected(&self, engine: usize, n: u64) {
-        let mut s = self.seq.lock();
-        if n > s.stats_done[engine] {
-            s.stats_done[engine] = n;
-            self.applied.notify_all();
-        }
+        self.engines[engine]
+            .stats_done
+            .fetch_max(n, std::sync::atomic::Ordering::Release);
     }
 
     /// Packet thread `engine`: every port it polls can receive now.
@@ -347,9 +345,17 @@ impl DpShared {
         true
     }
 
-    /// Packet thread `engine`: publishes its counters.
-    pub fn publish_engine(&self, engine: usize, snapshot: EngineSnapshot) {
-        *self.engines[engine].snapshot.lock() = snapshot;
+    /// Packet thread `engine`: publishes its counters, unless a reader
+    /// holds them this instant (then it returns false and the thread
+    /// publishes at its next round: it never waits for a reader).
+    pub fn publish_engine(&self, engine: usize, snapshot: EngineSnapshot) -> bool {
+        match self.engines[engine].snapshot.try_lock() {
+            Some(mut s) => {
+                *s = snapshot;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Every packet thread's counters, summed: collected now if they
@@ -417,12 +423,21 @@ impl DpShared {
         let target = self.stats_requested.fetch_add(1, Relaxed) + 1;
         self.wake();
         let deadline = Instant::now() + STATS_TIMEOUT;
-        let mut s = self.seq.lock();
-        while s.stats_done() < target {
-            if self.applied.wait_until(&mut s, deadline).timed_out() {
+        // Polled, not signalled: the packet threads mark a collection with
+        // an atomic store and take no lock a reader could hold. A
+        // collection takes a round or a sweep pass; 1 ms steps cost the
+        // reader little and the packet threads nothing.
+        let done = || {
+            self.engines
+                .iter()
+                .all(|e| e.stats_done.load(std::sync::atomic::Ordering::Acquire) >= target)
+        };
+        while !done() {
+            if Instant::now() >= deadline {
                 tracing::debug!("statistics collection timed out; replying with older counts");
                 return;
             }
+            std::thread::sleep(STATS_POLL);
         }
     }
 

@@ -309,8 +309,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     }
 
     /// Publishes the thread's own counters for `xbr stats`: only when a
-    /// statistics collection asks, so rounds never pay for it.
-    pub(super) fn publish_snapshot(&self) {
+    /// statistics collection asks, so rounds never pay for it. False when
+    /// a reader held them (see [`crate::control::DpShared::publish_engine`]).
+    pub(super) fn publish_snapshot(&self) -> bool {
         self.shared.publish_engine(
             self.changes.engine(),
             crate::control::EngineSnapshot {
@@ -320,7 +321,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 xdp_cache: self.xdp_cache_stats(),
                 at: Some(Instant::now()),
             },
-        );
+        )
     }
 
     /// Runs until `stop` is set. Returns the engine so the caller can read

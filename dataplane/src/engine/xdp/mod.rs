@@ -439,7 +439,12 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         self.flush();
         self.flush_cache();
-        self.publish_snapshot();
+        if !self.publish_snapshot() {
+            // A reader holds the snapshot this instant: publish at the
+            // next round rather than wait for it.
+            self.stats_pass = Some((want, pass));
+            return;
+        }
         self.shared.mark_stats_collected(engine, want);
     }
 
