@@ -35,8 +35,9 @@ fn unexpected(what: String) -> HarnessError {
 }
 
 /// Two PKIs made with `ovs-pki` in a directory removed on drop: `pki`
-/// (its switchca signed `sw`, its controllerca `ctl`) and `other` (whose
-/// controllerca signed `rogue`).
+/// (its switchca signed `sw`, its controllerca `ctl` and, with `openssl`,
+/// `exp`, which expired yesterday) and `other` (whose controllerca signed
+/// `rogue`).
 struct Pki {
     dir: PathBuf,
 }
@@ -51,6 +52,7 @@ impl Pki {
     fn new() -> Result<Pki> {
         require_root()?;
         require_tool("ovs-pki")?;
+        require_tool("openssl")?;
         let dir = std::env::temp_dir().join(format!("xbrt-tls-{}", unique_tag()));
         std::fs::create_dir_all(&dir)
             .map_err(|e| unexpected(format!("creating {}: {e}", dir.display())))?;
@@ -75,6 +77,47 @@ impl Pki {
                 ovs_pki(&["req+sign", name, kind])?;
             }
         }
+        // A certificate of the right CA whose validity ended yesterday
+        // (X.509 v3, as ovs-pki's: a v1 one would be refused for that).
+        let ext = pki.path("v3.ext");
+        std::fs::write(&ext, "basicConstraints=CA:FALSE\n")
+            .map_err(|e| unexpected(format!("writing {ext}: {e}")))?;
+        let openssl = |args: &[&str]| -> Result<()> {
+            let mut cmd = Command::new("openssl");
+            cmd.args(args).current_dir(&pki.dir).stdin(Stdio::null());
+            run_timeout(&mut cmd, Duration::from_secs(60))?.ok()?;
+            Ok(())
+        };
+        openssl(&[
+            "req",
+            "-new",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "exp-privkey.pem",
+            "-subj",
+            "/CN=expired",
+            "-out",
+            "exp-req.pem",
+        ])?;
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "exp-req.pem",
+            "-CA",
+            "pki/controllerca/cacert.pem",
+            "-CAkey",
+            "pki/controllerca/private/cakey.pem",
+            "-CAcreateserial",
+            "-days",
+            "-1",
+            "-extfile",
+            "v3.ext",
+            "-out",
+            "exp-cert.pem",
+        ])?;
         Ok(pki)
     }
 
@@ -296,6 +339,12 @@ fn ovs_ofctl_over_ssl_against_pssl_and_the_listener_bounds_hold() -> Result<()> 
     })?;
     let dump = pki.ofctl("ctl", &["dump-flows", &target])?.ok()?.stdout;
     assert!(dump.contains("priority=5,ip actions=drop"), "{dump}");
+    // One whose certificate expired.
+    let expired = pki.ofctl("exp", &["dump-flows", &target])?;
+    assert!(!expired.success(), "an expired certificate got through");
+    wait_for("the expired client's log line", || {
+        Ok(xbr.log().contains("the peer's certificate has expired"))
+    })?;
 
     // Two clients that stall, one before the handshake and one in it,
     // take the listener's two slots: the next is refused while they

@@ -128,3 +128,62 @@ pub fn describe(e: &rustls::Error, ca_cert: &Path) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &Path) -> TlsFiles {
+        TlsFiles {
+            private_key: dir.join("key.pem"),
+            certificate: dir.join("cert.pem"),
+            ca_cert: dir.join("ca.pem"),
+        }
+    }
+
+    #[test]
+    fn unusable_files_are_named() {
+        let dir = std::env::temp_dir().join(format!("xbr-tls-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = files(&dir);
+        let ctx = TlsContext::new(f.clone());
+        let e = ctx.check().unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "cannot read the private key {}",
+                f.private_key.display()
+            )),
+            "{e}"
+        );
+        // A key file with no key in it, then one whose PEM is broken.
+        std::fs::write(&f.private_key, "not pem at all\n").unwrap();
+        let e = ctx.check().unwrap_err().to_string();
+        assert!(e.contains("holds no PEM private key"), "{e}");
+        std::fs::write(
+            &f.private_key,
+            "-----BEGIN PRIVATE KEY-----\n!!!!\n-----END PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let e = ctx.check().unwrap_err().to_string();
+        assert!(e.contains("is not valid PEM"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn certificate_errors_in_an_operators_words() {
+        use rustls::{AlertDescription, CertificateError, Error};
+        let ca = Path::new("/etc/ca.pem");
+        let d = |e| describe(&e, ca);
+        assert_eq!(
+            d(Error::InvalidCertificate(CertificateError::UnknownIssuer)),
+            "the peer's certificate is not signed by the CA in /etc/ca.pem"
+        );
+        assert_eq!(
+            d(Error::InvalidCertificate(CertificateError::Expired)),
+            "the peer's certificate has expired"
+        );
+        assert!(d(Error::AlertReceived(AlertDescription::UnknownCA))
+            .contains("the peer refused our certificate"));
+        assert!(d(Error::NoCertificatesPresented).contains("presented no certificate"));
+    }
+}
