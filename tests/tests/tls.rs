@@ -5,8 +5,10 @@
 //!   a clear log line while the listener keeps serving, and the
 //!   listener's bounds (connections, the HELLO timeout) holding for
 //!   clients that stall before or in the TLS handshake;
-//! - xbr connecting out to an `ssl:` controller (HELLO, FEATURES), and
-//!   refusing one whose certificate another CA signed;
+//! - xbr connecting out to an `ssl:` controller: OVS's
+//!   `ovs-testcontroller pssl:` (OpenSSL) programming its table-miss flow,
+//!   and a TLS server that checks HELLO and FEATURES; refusing one whose
+//!   certificate another CA signed;
 //! - xbr as the client of `ovsdb-server --remote=pssl:` bringing a bridge
 //!   up, the `SSL` table (`ovs-vsctl set-ssl`) and a controller's TLS
 //!   failure in its `status:last_error`;
@@ -24,8 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xbr_tests::ovsdb::OvsDb;
 use xbr_tests::{
-    require_root, require_tool, run_timeout, unique_tag, CmdOutput, HarnessError, Result, Xbr,
-    BRIDGE,
+    require_root, require_tool, run_timeout, unique_tag, Background, CmdOutput, HarnessError,
+    Result, Xbr, BRIDGE,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -427,6 +429,41 @@ fn xbr_connects_to_an_ssl_controller_and_refuses_one_of_another_ca() -> Result<(
     wait_for("the rogue controller's log line", || {
         Ok(xbr.log().contains(&line))
     })?;
+    Ok(())
+}
+
+#[test]
+fn ovs_testcontroller_programs_xbr_over_ssl() -> Result<()> {
+    require_tool("ovs-testcontroller")?;
+    let pki = Pki::new()?;
+    let port = free_port()?;
+    let f = pki.controller_files("ctl");
+    let ctl_path = pki.path("testcontroller.ctl");
+    let mut cmd = Command::new("ovs-testcontroller");
+    cmd.arg(format!("pssl:{port}:127.0.0.1"))
+        .arg(format!("--private-key={}", f.private_key.display()))
+        .arg(format!("--certificate={}", f.certificate.display()))
+        .arg(format!("--ca-cert={}", f.ca_cert.display()))
+        .arg(format!("--unixctl={ctl_path}"))
+        .arg("-vconsole:off");
+    let _controller = Background::spawn(&mut cmd)?;
+    let target = format!("ssl:127.0.0.1:{port}");
+    let mut args: Vec<String> = vec![
+        "--xdp-cache".into(),
+        "off".into(),
+        "--controller".into(),
+        target,
+    ];
+    args.extend(pki.switch_args());
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let xbr = Xbr::start(&argv)?;
+    // The learning switch's OpenFlow 1.3 table-miss flow, sent over TLS.
+    wait_for("ovs-testcontroller's table-miss flow", || {
+        Ok(xbr
+            .dump_flows()?
+            .contains("priority=0 actions=CONTROLLER:128"))
+    })?;
+    assert!(xbr.log().contains("connected to controller (TLS)"));
     Ok(())
 }
 
