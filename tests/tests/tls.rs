@@ -387,10 +387,17 @@ fn xbr_connects_to_an_ssl_controller_and_refuses_one_of_another_ca() -> Result<(
     let pki = Pki::new()?;
     let (good, accepted) = TlsServer::start(pki.controller_files("ctl"))?;
     let (rogue, _rogue_accepted) = TlsServer::start(pki.controller_files("rogue"))?;
+    // A controller that trusts another switch CA than the one that
+    // signed xbr's certificate.
+    let (picky, _picky_accepted) = TlsServer::start(TlsFiles {
+        ca_cert: pki.path("other/switchca/cacert.pem").into(),
+        ..pki.controller_files("ctl")
+    })?;
     let good_target = format!("ssl:{}", good.addr);
     let rogue_target = format!("ssl:{}", rogue.addr);
+    let picky_target = format!("ssl:{}", picky.addr);
     let mut args: Vec<String> = vec!["--xdp-cache".into(), "off".into()];
-    for t in [&good_target, &rogue_target] {
+    for t in [&good_target, &rogue_target, &picky_target] {
         args.push("--controller".into());
         args.push(t.clone());
     }
@@ -428,6 +435,13 @@ fn xbr_connects_to_an_ssl_controller_and_refuses_one_of_another_ca() -> Result<(
     );
     wait_for("the rogue controller's log line", || {
         Ok(xbr.log().contains(&line))
+    })?;
+    // The picky one refuses xbr's certificate (in TLS 1.3, after xbr's
+    // side of the handshake is done): said with the controller's address.
+    wait_for("the picky controller's log line", || {
+        Ok(xbr.log().lines().any(|l| {
+            l.contains(&picky.addr.to_string()) && l.contains("the peer refused our certificate")
+        }))
     })?;
     Ok(())
 }

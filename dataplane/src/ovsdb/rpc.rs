@@ -27,6 +27,8 @@ use thiserror::Error;
 pub enum RpcError {
     #[error("'{0}' is not an OVSDB address (expected unix:PATH or ssl:IP:PORT)")]
     BadTarget(String),
+    #[error("'{0}': only `xbr run` connects to an ssl: database; give its unix: socket here")]
+    UnixOnly(String),
     #[error("connecting to {path}: {source}")]
     Connect {
         path: PathBuf,
@@ -49,10 +51,11 @@ pub enum RpcError {
     Thread(std::io::Error),
 }
 
-/// Where the database is: `unix:PATH`.
+/// Where the database is: `unix:PATH` (`xbr probe`, `xbr doctor`).
 pub fn parse_target(s: &str) -> Result<PathBuf, RpcError> {
     match s.strip_prefix("unix:") {
         Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
+        _ if s.starts_with("ssl:") => Err(RpcError::UnixOnly(s.to_string())),
         _ => Err(RpcError::BadTarget(s.to_string())),
     }
 }
@@ -89,7 +92,10 @@ pub fn parse_remote(s: &str) -> Result<Remote, RpcError> {
         };
         return Ok(Remote::Ssl(addr));
     }
-    parse_target(s).map(Remote::Unix)
+    match s.strip_prefix("unix:") {
+        Some(p) if !p.is_empty() => Ok(Remote::Unix(PathBuf::from(p))),
+        _ => Err(RpcError::BadTarget(s.to_string())),
+    }
 }
 
 /// One message from the server.
