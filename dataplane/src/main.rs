@@ -104,21 +104,20 @@ struct RunArgs {
     /// PEM private key for TLS (ssl:/pssl: OpenFlow targets, an ssl:
     /// --ovsdb), as OVS's --private-key. With --ovsdb, the database's SSL
     /// table (`ovs-vsctl set-ssl`) replaces the three files once read.
-    #[arg(long, value_name = "FILE", requires_all = ["certificate"])]
+    #[arg(long, value_name = "FILE")]
     private_key: Option<PathBuf>,
     /// PEM certificate of --private-key (and its chain), as OVS's
     /// --certificate.
-    #[arg(long, value_name = "FILE", requires_all = ["private_key"])]
+    #[arg(long, value_name = "FILE")]
     certificate: Option<PathBuf>,
     /// PEM CA certificate(s) that peers' certificates must be signed by
     /// (both sides present one, as with OVS), as OVS's --ca-cert.
-    #[arg(long, value_name = "FILE", requires_all = ["private_key"])]
+    #[arg(long, value_name = "FILE")]
     ca_cert: Option<PathBuf>,
     /// OVS's --bootstrap-ca-cert: xbr does not bootstrap a CA from its
     /// first peer. An existing FILE is used as --ca-cert (what OVS does
     /// once bootstrapped); a missing one is refused.
-    #[arg(long, value_name = "FILE", conflicts_with = "ca_cert",
-          requires_all = ["private_key"])]
+    #[arg(long, value_name = "FILE", conflicts_with = "ca_cert")]
     bootstrap_ca_cert: Option<PathBuf>,
     /// What to do without a controller: `secure` forwards by the flows
     /// only (the OpenShift agent's setting); `standalone` forwards as a
@@ -254,11 +253,18 @@ struct RunArgs {
 }
 
 impl RunArgs {
-    /// The TLS files the flags give (`None` without --private-key), or
-    /// why they cannot be used.
+    /// The TLS files the flags give (`None` without any), or why they
+    /// cannot be used. Checked here rather than with clap's `requires`,
+    /// which would refuse each line of a `--config` file on its own.
     fn tls_files(&self) -> Result<Option<ofproto::tls::TlsFiles>, String> {
-        let (Some(key), Some(cert)) = (&self.private_key, &self.certificate) else {
-            return Ok(None);
+        let (key, cert) = match (&self.private_key, &self.certificate) {
+            (Some(key), Some(cert)) => (key, cert),
+            (None, None) if self.ca_cert.is_none() && self.bootstrap_ca_cert.is_none() => {
+                return Ok(None)
+            }
+            _ => {
+                return Err("TLS needs --private-key, --certificate and --ca-cert together".into())
+            }
         };
         let ca = match (&self.ca_cert, &self.bootstrap_ca_cert) {
             (Some(ca), _) => ca.clone(),

@@ -591,5 +591,21 @@ fn unusable_tls_files_and_bootstrap_are_refused_at_start() -> Result<()> {
     let (out, _dir) = Xbr::run_once(&["--listen", "pssl:0"], WAIT)?;
     assert_eq!(out.code(), Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("need --private-key"), "{}", out.stderr);
+    // The same settings from the configuration file, keys named as the
+    // flags.
+    let conf = pki.path("xbr.conf");
+    std::fs::write(
+        &conf,
+        format!("listen = pssl:0\nprivate-key = {missing}\ncertificate = {cert}\nca-cert = {ca}\n"),
+    )
+    .map_err(|e| unexpected(format!("writing {conf}: {e}")))?;
+    let (out, _dir) = Xbr::run_once(&["--config", &conf], WAIT)?;
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("cannot read the private key {missing}")),
+        "{}",
+        out.stderr
+    );
     Ok(())
 }
