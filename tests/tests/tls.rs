@@ -379,6 +379,18 @@ fn ovs_ofctl_over_ssl_against_pssl_and_the_listener_bounds_hold() -> Result<()> 
     assert!(limit_count(&stats, "hello_timeouts") >= 2, "{stats}");
     assert!(limit_count(&stats, "connections_refused") >= 1, "{stats}");
     assert!(limit_count(&stats, "tls_failures") >= 1, "{stats}");
+
+    // A CA file replaced while running applies to the next connection
+    // (as OVS re-reads a changed file): the other PKI's controller CA
+    // lets `rogue` in and keeps `ctl` out.
+    std::fs::copy(
+        pki.path("other/controllerca/cacert.pem"),
+        pki.path("pki/controllerca/cacert.pem"),
+    )
+    .map_err(|e| unexpected(format!("replacing the CA file: {e}")))?;
+    let dump = pki.ofctl("rogue", &["dump-flows", &target])?.ok()?.stdout;
+    assert!(dump.contains("priority=5,ip actions=drop"), "{dump}");
+    assert!(!pki.ofctl("ctl", &["dump-flows", &target])?.success());
     Ok(())
 }
 
