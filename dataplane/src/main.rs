@@ -114,9 +114,10 @@ struct RunArgs {
     /// (both sides present one, as with OVS), as OVS's --ca-cert.
     #[arg(long, value_name = "FILE")]
     ca_cert: Option<PathBuf>,
-    /// OVS's --bootstrap-ca-cert: xbr does not bootstrap a CA from its
-    /// first peer. An existing FILE is used as --ca-cert (what OVS does
-    /// once bootstrapped); a missing one is refused.
+    /// Instead of --ca-cert, as OVS's --bootstrap-ca-cert: while FILE
+    /// does not exist, the first ssl: peer's CA certificate (which it
+    /// must send, OVS's --peer-ca-cert) is trusted and written there, and
+    /// that connection is dropped; then FILE is the CA certificate.
     #[arg(long, value_name = "FILE", conflicts_with = "ca_cert")]
     bootstrap_ca_cert: Option<PathBuf>,
     /// What to do without a controller: `secure` forwards by the flows
@@ -266,17 +267,9 @@ impl RunArgs {
                 return Err("TLS needs --private-key, --certificate and --ca-cert together".into())
             }
         };
-        let ca = match (&self.ca_cert, &self.bootstrap_ca_cert) {
-            (Some(ca), _) => ca.clone(),
-            (None, Some(b)) if b.exists() => b.clone(),
-            (None, Some(b)) => {
-                return Err(format!(
-                    "--bootstrap-ca-cert {}: the file does not exist, and xbr does not \
-                     bootstrap a CA certificate from its first peer; put the CA \
-                     certificate there or give --ca-cert (see docs/tls.md)",
-                    b.display()
-                ))
-            }
+        let (ca, bootstrap) = match (&self.ca_cert, &self.bootstrap_ca_cert) {
+            (Some(ca), _) => (ca.clone(), false),
+            (None, Some(b)) => (b.clone(), true),
             (None, None) => {
                 return Err(
                     "--private-key and --certificate need --ca-cert: both sides \
@@ -289,6 +282,7 @@ impl RunArgs {
             private_key: key.clone(),
             certificate: cert.clone(),
             ca_cert: ca,
+            bootstrap_ca_cert: bootstrap,
         }))
     }
 

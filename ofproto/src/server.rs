@@ -338,6 +338,10 @@ impl Shared {
                 info!(%target, "connected to controller (TLS)");
                 Ok((c, Some(halves)))
             }
+            Err(e @ TlsError::Bootstrapped { .. }) => {
+                info!(%target, "{e}");
+                Err(e.to_string())
+            }
             Err(e) => {
                 LimitStats::hit(&self.bridge.limit_stats().tls_failures);
                 warn!("OpenFlow controller ssl:{target}: {e}");

@@ -73,8 +73,8 @@ pub struct DesiredSsl {
     pub private_key: String,
     pub certificate: String,
     pub ca_cert: String,
-    /// `bootstrap_ca_cert`: xbr does not bootstrap; a `ca_cert` that
-    /// exists is used as is (what OVS does once it has bootstrapped).
+    /// `bootstrap_ca_cert`: a missing `ca_cert` is bootstrapped from the
+    /// first `ssl:` peer.
     pub bootstrap_ca_cert: bool,
 }
 

@@ -186,27 +186,20 @@ impl Reconciler {
     /// Follows the `SSL` row (or, without one, the command line's
     /// files): a change makes a new TLS context, and the bridges with
     /// `ssl:`/`pssl:` targets restart their OpenFlow server with it.
-    /// `bootstrap_ca_cert` is refused as xbr does not bootstrap a CA:
-    /// an existing `ca_cert` file is used as is, a missing one is logged
-    /// and its connections fail naming it.
+    /// `bootstrap_ca_cert` bootstraps a missing `ca_cert` from the first
+    /// `ssl:` peer, as in OVS (`ofproto::tls`).
     fn apply_ssl(&mut self, d: &Desired) {
         if self.ssl_seen.as_ref() == Some(&d.ssl) {
             return;
         }
         self.ssl_seen = Some(d.ssl.clone());
         let files = match &d.ssl {
-            Some(row) => {
-                if row.bootstrap_ca_cert && !std::path::Path::new(&row.ca_cert).exists() {
-                    tracing::error!(ca_cert = %row.ca_cert,
-                        "SSL bootstrap_ca_cert: xbr does not bootstrap CA certificates; \
-                         put the CA certificate in ca_cert (see docs/tls.md)");
-                }
-                Some(TlsFiles {
-                    private_key: row.private_key.clone().into(),
-                    certificate: row.certificate.clone().into(),
-                    ca_cert: row.ca_cert.clone().into(),
-                })
-            }
+            Some(row) => Some(TlsFiles {
+                private_key: row.private_key.clone().into(),
+                certificate: row.certificate.clone().into(),
+                ca_cert: row.ca_cert.clone().into(),
+                bootstrap_ca_cert: row.bootstrap_ca_cert,
+            }),
             None => self.settings.tls.clone(),
         };
         if self.tls.as_ref().map(|t| t.files()) == files.as_ref() {

@@ -8,7 +8,7 @@
 //! an error for every connection until it is fixed; nothing is cached
 //! then, so the fix applies to the next connection.
 
-use super::verify::NoHostnameCheck;
+use super::verify::{Bootstrap, NoHostnameCheck};
 use super::{TlsError, TlsFiles};
 use parking_lot::Mutex;
 use rustls::crypto::CryptoProvider;
@@ -54,19 +54,103 @@ impl TlsContext {
     /// The configuration of the passive side (`pssl:`): our certificate,
     /// and a client certificate signed by the CA required.
     pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        if self.bootstrapping() {
+            return Err(TlsError::NoCaYet(self.files.ca_cert.clone()));
+        }
         self.current().map(|b| b.0)
+    }
+
+    /// Whether the CA certificate is still to be bootstrapped: asked for,
+    /// and its file does not exist.
+    pub fn bootstrapping(&self) -> bool {
+        self.files.bootstrap_ca_cert && !self.files.ca_cert.exists()
     }
 
     /// The configuration of the active side (`ssl:`): the server's
     /// certificate must be signed by the CA (its name is not checked, as
     /// in OVS), and ours is presented.
     pub fn client_config(&self) -> Result<Arc<ClientConfig>, TlsError> {
+        if self.bootstrapping() {
+            return bootstrap_client(&self.files);
+        }
         self.current().map(|b| b.1)
     }
 
     /// Loads the files now: for checking a configuration when it is given.
     pub fn check(&self) -> Result<(), TlsError> {
+        if self.bootstrapping() {
+            return bootstrap_client(&self.files).map(|_| ());
+        }
         self.current().map(|_| ())
+    }
+
+    /// Takes the CA certificate `chain` (a bootstrapping connection's
+    /// peer chain) ends with, as OVS's stream-ssl does: the peer must
+    /// have sent it after its own (OVS's `--peer-ca-cert`), and its own
+    /// must be signed by it. Written as PEM to the CA file, created
+    /// exclusively (a file another connection bootstrapped meanwhile is
+    /// not overwritten). The connection itself is not to be used.
+    pub(super) fn bootstrap_from(
+        &self,
+        chain: &[CertificateDer<'static>],
+        peer: &str,
+    ) -> Result<(), TlsError> {
+        use base64::Engine;
+        let path = &self.files.ca_cert;
+        let failed = |reason: String| TlsError::Bootstrap {
+            path: path.clone(),
+            peer: peer.to_string(),
+            reason,
+        };
+        let (Some(own), Some(ca), true) = (chain.first(), chain.last(), chain.len() >= 2) else {
+            return Err(failed(
+                "the peer sent no CA certificate after its own (OVS peers send it with \
+                 --peer-ca-cert)"
+                    .into(),
+            ));
+        };
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(ca.clone())
+            .map_err(|e| failed(format!("its CA certificate cannot be used: {e}")))?;
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider(),
+        )
+        .build()
+        .map_err(|e| failed(e.to_string()))?;
+        let name = rustls::pki_types::ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into());
+        let middle = chain.get(1..chain.len() - 1).unwrap_or_default();
+        rustls::client::danger::ServerCertVerifier::verify_server_cert(
+            &NoHostnameCheck(verifier),
+            own,
+            middle,
+            &name,
+            &[],
+            rustls::pki_types::UnixTime::now(),
+        )
+        .map_err(|e| {
+            failed(format!(
+                "its certificate does not check against the CA it sent: {e}"
+            ))
+        })?;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(ca.as_ref());
+        let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+        for line in b64.as_bytes().chunks(64) {
+            pem.push_str(&String::from_utf8_lossy(line));
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| failed(format!("creating the file: {e}")))?;
+        std::io::Write::write_all(&mut f, pem.as_bytes())
+            .and_then(|()| f.sync_all())
+            .map_err(|e| failed(format!("writing the file: {e}")))?;
+        tracing::info!(ca_cert = %path.display(), %peer, "bootstrapped the CA certificate");
+        Ok(())
     }
 
     fn current(&self) -> Result<(Arc<ServerConfig>, Arc<ClientConfig>), TlsError> {
@@ -136,6 +220,27 @@ fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The active side's configuration while the CA is bootstrapped: our key
+/// and certificate, and no check of the server's chain (`verify.rs`).
+fn bootstrap_client(f: &TlsFiles) -> Result<Arc<ClientConfig>, TlsError> {
+    let key = private_key(&f.private_key)?;
+    let chain = certificates("certificate", &f.certificate)?;
+    let key_pair = |e: rustls::Error| TlsError::KeyPair {
+        key: f.private_key.clone(),
+        cert: f.certificate.clone(),
+        reason: e.to_string(),
+    };
+    let versions = [&rustls::version::TLS13, &rustls::version::TLS12];
+    let config = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&versions)
+        .map_err(key_pair)?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(Bootstrap(provider())))
+        .with_client_auth_cert(chain, key)
+        .map_err(key_pair)?;
+    Ok(Arc::new(config))
 }
 
 fn build(f: &TlsFiles) -> Result<(Arc<ServerConfig>, Arc<ClientConfig>), TlsError> {

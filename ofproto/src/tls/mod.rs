@@ -10,7 +10,9 @@
 //! - [`TlsContext`] (`context.rs`): the rustls configurations built from
 //!   those files, cached with the files' modification times and rebuilt
 //!   when one changes (OVS's stream-ssl re-reads a changed file too), so
-//!   a rotated certificate applies to the next connection. Both sides
+//!   a rotated certificate applies to the next connection; and OVS's
+//!   CA bootstrap (trust on first use) while a bootstrapped CA file does
+//!   not exist yet. Both sides
 //!   authenticate, as OVS requires: each presents a certificate and
 //!   must be signed by the CA the other trusts. As in OVS, the peer's
 //!   host name is not checked (`verify.rs`); TLS 1.2 and later only.
@@ -46,6 +48,11 @@ pub struct TlsFiles {
     /// PEM CA certificate(s) the peer's certificate must be signed by
     /// (`ca_cert`, `--ca-cert`).
     pub ca_cert: PathBuf,
+    /// `ca_cert` may be bootstrapped (`--bootstrap-ca-cert`, the `SSL`
+    /// row's `bootstrap_ca_cert`): while the file does not exist, the
+    /// first `ssl:` peer's CA certificate is written there (trust on
+    /// first use, as OVS), and that connection is dropped.
+    pub bootstrap_ca_cert: bool,
 }
 
 #[derive(Debug, Error)]
@@ -80,6 +87,16 @@ pub enum TlsError {
     },
     #[error("TLS handshake with {peer} failed: {reason}")]
     Handshake { peer: String, reason: String },
+    #[error("TLS: no CA certificate in {0} yet: it is bootstrapped from the first ssl: peer")]
+    NoCaYet(PathBuf),
+    #[error("TLS: could not bootstrap the CA certificate {path} from {peer}: {reason}")]
+    Bootstrap {
+        path: PathBuf,
+        peer: String,
+        reason: String,
+    },
+    #[error("TLS: bootstrapped the CA certificate {path} from {peer}; reconnecting to verify the peer with it")]
+    Bootstrapped { path: PathBuf, peer: String },
     #[error("TLS handshake with {peer} not completed within {timeout:?}")]
     HandshakeTimeout {
         peer: String,
@@ -138,6 +155,7 @@ mod tests {
             private_key: dir.join("key.pem"),
             certificate: dir.join("cert.pem"),
             ca_cert: dir.join("ca.pem"),
+            bootstrap_ca_cert: false,
         }
     }
 

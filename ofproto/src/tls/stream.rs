@@ -106,13 +106,31 @@ pub fn connect(
     timeout: Duration,
 ) -> Result<(TlsReader, TlsWriter), TlsError> {
     let peer = server.to_string();
+    let bootstrapping = ctx.bootstrapping();
     let config = ctx.client_config()?;
     let name = rustls::pki_types::ServerName::IpAddress(server.ip().into());
     let session = rustls::ClientConnection::new(config, name).map_err(|e| TlsError::Handshake {
         peer: peer.clone(),
         reason: e.to_string(),
     })?;
-    handshake(sock, session.into(), &peer, &ctx.files().ca_cert, timeout)
+    let halves = handshake(sock, session.into(), &peer, &ctx.files().ca_cert, timeout)?;
+    if bootstrapping {
+        let chain = halves
+            .0
+            .shared
+            .session
+            .lock()
+            .peer_certificates()
+            .map(<[_]>::to_vec)
+            .unwrap_or_default();
+        ctx.bootstrap_from(&chain, &peer)?;
+        // Not verified: not used, as in OVS. The next connection is.
+        return Err(TlsError::Bootstrapped {
+            path: ctx.files().ca_cert.clone(),
+            peer,
+        });
+    }
+    Ok(halves)
 }
 
 /// Completes the handshake of `session` over `sock` by `deadline`, then

@@ -59,3 +59,56 @@ impl ServerCertVerifier for NoHostnameCheck {
         self.0.supported_verify_schemes()
     }
 }
+
+/// The active side's check while bootstrapping the CA (OVS's
+/// `--bootstrap-ca-cert` with no CA file yet): the handshake's own
+/// signatures are checked against the peer's certificate, its chain is
+/// not (there is no CA to check it with). The connection is then used
+/// only to take the CA the peer sent (`context.rs`), never to talk.
+#[derive(Debug)]
+pub(super) struct Bootstrap(pub(super) Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for Bootstrap {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
