@@ -6,7 +6,8 @@
 # and libbpf; ovs-ofctl is the OpenFlow client under test; the rest are the
 # tools the tests and the demo drive (iptables: the lab's MASQUERADE;
 # systemd: systemd-analyze verify of the unit; libcap2-bin: capsh for the
-# least-privilege tests).
+# least-privilege tests; openvswitch-testcontroller: an OpenSSL-based ssl:
+# controller for tests/tls.rs).
 XBR_PACKAGES=(
     clang llvm libelf-dev zlib1g-dev pkg-config make
     openvswitch-common openvswitch-switch iproute2 tcpdump ethtool iputils-ping python3
@@ -15,6 +16,7 @@ XBR_PACKAGES=(
     python3-venv
     systemd libcap2-bin
     buildah podman runc debootstrap
+    openvswitch-testcontroller
 )
 
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }

@@ -27,9 +27,9 @@ pub enum ConfigError {
         first: String,
         second: String,
     },
-    #[error("--listen '{0}': expected ptcp:PORT[:IP]")]
+    #[error("--listen '{0}': expected ptcp:PORT[:IP] or pssl:PORT[:IP]")]
     BadListen(String),
-    #[error("--controller '{0}': expected tcp:IP[:PORT]")]
+    #[error("--controller '{0}': expected tcp:IP[:PORT] or ssl:IP[:PORT]")]
     BadController(String),
     #[error("uplink '{0}' is also given as a --port; an uplink is not an OpenFlow port")]
     UplinkIsPort(String),
@@ -358,31 +358,59 @@ pub fn assign_ofports(ports: &mut [PortSpec]) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Parses `ptcp:PORT[:IP]` (IP defaults to 127.0.0.1, as a node only needs
-/// local access).
-pub fn parse_listen(s: &str) -> Result<SocketAddr, ConfigError> {
+/// An OpenFlow target as OVS names it: an address, over TCP (`tcp:`,
+/// `ptcp:`) or TLS (`ssl:`, `pssl:`; see docs/tls.md). Whether it is
+/// active or passive is where it is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Target {
+    pub addr: SocketAddr,
+    pub tls: bool,
+}
+
+impl Target {
+    pub fn tcp(addr: SocketAddr) -> Target {
+        Target { addr, tls: false }
+    }
+}
+
+/// Parses `ptcp:PORT[:IP]` or `pssl:PORT[:IP]` (IP defaults to
+/// 127.0.0.1, as a node only needs local access).
+pub fn parse_listen(s: &str) -> Result<Target, ConfigError> {
     let err = || ConfigError::BadListen(s.to_string());
-    let rest = s.strip_prefix("ptcp:").ok_or_else(err)?;
+    let (rest, tls) = match (s.strip_prefix("ptcp:"), s.strip_prefix("pssl:")) {
+        (Some(r), _) => (r, false),
+        (_, Some(r)) => (r, true),
+        _ => return Err(err()),
+    };
     let (port, ip) = match rest.split_once(':') {
         Some((p, ip)) => (p, ip.parse::<IpAddr>().map_err(|_| err())?),
         None => (rest, IpAddr::V4(Ipv4Addr::LOCALHOST)),
     };
     let port: u16 = port.parse().map_err(|_| err())?;
-    Ok(SocketAddr::new(ip, port))
+    Ok(Target {
+        addr: SocketAddr::new(ip, port),
+        tls,
+    })
 }
 
 /// OpenFlow's IANA port, OVS's default for `tcp:IP` controller targets.
 pub const OFP_TCP_PORT: u16 = 6653;
 
-/// Parses a controller target as OVS writes it: `tcp:IP[:PORT]` (IPv6 in
-/// brackets when a port follows).
-pub fn parse_controller(s: &str) -> Result<SocketAddr, ConfigError> {
+/// Parses a controller target as OVS writes it: `tcp:IP[:PORT]` or
+/// `ssl:IP[:PORT]` (IPv6 in brackets when a port follows; OVS's default
+/// port 6653 for both).
+pub fn parse_controller(s: &str) -> Result<Target, ConfigError> {
     let err = || ConfigError::BadController(s.to_string());
-    let rest = s.strip_prefix("tcp:").ok_or_else(err)?;
-    if let Ok(ip) = rest.parse::<IpAddr>() {
-        return Ok(SocketAddr::new(ip, OFP_TCP_PORT));
-    }
-    rest.parse::<SocketAddr>().map_err(|_| err())
+    let (rest, tls) = match (s.strip_prefix("tcp:"), s.strip_prefix("ssl:")) {
+        (Some(r), _) => (r, false),
+        (_, Some(r)) => (r, true),
+        _ => return Err(err()),
+    };
+    let addr = match rest.parse::<IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, OFP_TCP_PORT),
+        Err(_) => rest.parse::<SocketAddr>().map_err(|_| err())?,
+    };
+    Ok(Target { addr, tls })
 }
 
 #[cfg(test)]
@@ -514,13 +542,17 @@ mod tests {
     #[test]
     fn listen_targets() {
         assert_eq!(
-            parse_listen("ptcp:6653").unwrap().to_string(),
+            parse_listen("ptcp:6653").unwrap().addr.to_string(),
             "127.0.0.1:6653"
         );
         assert_eq!(
-            parse_listen("ptcp:6653:0.0.0.0").unwrap().to_string(),
+            parse_listen("ptcp:6653:0.0.0.0").unwrap().addr.to_string(),
             "0.0.0.0:6653"
         );
+        let t = parse_listen("pssl:6653:0.0.0.0").unwrap();
+        assert_eq!((t.addr.to_string().as_str(), t.tls), ("0.0.0.0:6653", true));
+        assert!(!parse_listen("ptcp:6653").unwrap().tls);
+        assert!(parse_listen("ssl:1").is_err());
         assert!(parse_listen("tcp:1").is_err());
         assert!(parse_listen("ptcp:99999").is_err());
     }
@@ -528,20 +560,30 @@ mod tests {
     #[test]
     fn controller_targets() {
         assert_eq!(
-            parse_controller("tcp:10.0.0.1").unwrap().to_string(),
+            parse_controller("tcp:10.0.0.1").unwrap().addr.to_string(),
             "10.0.0.1:6653"
         );
         assert_eq!(
-            parse_controller("tcp:10.0.0.1:6633").unwrap().to_string(),
+            parse_controller("tcp:10.0.0.1:6633")
+                .unwrap()
+                .addr
+                .to_string(),
             "10.0.0.1:6633"
         );
         assert_eq!(
-            parse_controller("tcp:[::1]:6633").unwrap().to_string(),
+            parse_controller("tcp:[::1]:6633").unwrap().addr.to_string(),
             "[::1]:6633"
         );
+        let t = parse_controller("ssl:10.0.0.1").unwrap();
+        assert_eq!(
+            (t.addr.to_string().as_str(), t.tls),
+            ("10.0.0.1:6653", true)
+        );
+        assert!(!parse_controller("tcp:10.0.0.1").unwrap().tls);
         for bad in [
             "10.0.0.1:6633",
-            "ssl:10.0.0.1",
+            "pssl:10.0.0.1",
+            "ssl:",
             "tcp:",
             "tcp:host:1",
             "tcp:1.2.3.4:x",

@@ -11,7 +11,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Subcommand;
 use dataplane::bridge::{BridgeConfig, RunningBridge};
-use dataplane::config::{assign_ofports, parse_listen, PortSpec};
+use dataplane::config::{assign_ofports, parse_listen, PortSpec, Target};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::net::SocketAddr;
@@ -68,9 +68,11 @@ struct RunArgs {
     /// Directory for the management socket (ovs-ofctl looks in $OVS_RUNDIR).
     #[arg(long, default_value = "/var/run/openvswitch")]
     rundir: PathBuf,
-    /// Also serve OpenFlow on TCP: ptcp:PORT[:IP] (IP defaults to 127.0.0.1).
+    /// Also serve OpenFlow on TCP: ptcp:PORT[:IP], or over TLS:
+    /// pssl:PORT[:IP] (with --private-key, --certificate, --ca-cert; see
+    /// docs/tls.md). IP defaults to 127.0.0.1.
     #[arg(long, value_name = "ptcp:PORT[:IP]", value_parser = listen_arg)]
-    listen: Vec<SocketAddr>,
+    listen: Vec<Target>,
     /// A port: NAME[=OFPORT][,type=system|internal|vxlan][,mtu_request=N][,mac=MAC]
     /// [,xdp_redirect=auto|on|off] (whether the XDP flow cache may forward
     /// to it; auto: while the kernel says the device takes redirected
@@ -96,11 +98,30 @@ struct RunArgs {
     /// Datapath id (hex); defaults to one derived from the bridge name.
     #[arg(long, value_parser = hex_u64)]
     datapath_id: Option<u64>,
-    /// An OpenFlow controller to connect to: tcp:IP[:PORT] (default port
-    /// 6653). Repeatable. Flows stay when a controller goes away (fail
-    /// mode secure).
+    /// An OpenFlow controller to connect to: tcp:IP[:PORT], or over TLS
+    /// ssl:IP[:PORT] (default port 6653). Repeatable. Flows stay when a
+    /// controller goes away (fail mode secure).
     #[arg(long = "controller", value_name = "tcp:IP[:PORT]", value_parser = controller_arg)]
-    controllers: Vec<SocketAddr>,
+    controllers: Vec<Target>,
+    /// PEM private key for TLS (ssl:/pssl: OpenFlow targets, an ssl:
+    /// --ovsdb), as OVS's --private-key. With --ovsdb, the database's SSL
+    /// table (`ovs-vsctl set-ssl`) replaces the three files once read.
+    #[arg(long, value_name = "FILE")]
+    private_key: Option<PathBuf>,
+    /// PEM certificate of --private-key (and its chain), as OVS's
+    /// --certificate.
+    #[arg(long, value_name = "FILE")]
+    certificate: Option<PathBuf>,
+    /// PEM CA certificate(s) that peers' certificates must be signed by
+    /// (both sides present one, as with OVS), as OVS's --ca-cert.
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
+    /// Instead of --ca-cert, as OVS's --bootstrap-ca-cert: while FILE
+    /// does not exist, the first ssl: peer's CA certificate (which it
+    /// must send, OVS's --peer-ca-cert) is trusted and written there, and
+    /// that connection is dropped; then FILE is the CA certificate.
+    #[arg(long, value_name = "FILE", conflicts_with = "ca_cert")]
+    bootstrap_ca_cert: Option<PathBuf>,
     /// What to do without a controller: `secure` forwards by the flows
     /// only (the OpenShift agent's setting); `standalone` forwards as a
     /// MAC-learning switch while no configured controller is connected,
@@ -126,7 +147,8 @@ struct RunArgs {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=1024))]
     spare_ports: u32,
     /// Take bridges and ports from ovsdb-server, like ovs-vswitchd, so
-    /// that `ovs-vsctl` manages them (`unix:PATH`; without a value the
+    /// that `ovs-vsctl` manages them (`unix:PATH`, or `ssl:IP[:PORT]`
+    /// with --private-key, --certificate, --ca-cert; without a value the
     /// system's database socket). Bridges, ports, fail modes and
     /// controllers then come from the database only.
     #[arg(long, value_name = "unix:PATH", num_args = 0..=1,
@@ -234,6 +256,38 @@ struct RunArgs {
 }
 
 impl RunArgs {
+    /// The TLS files the flags give (`None` without any), or why they
+    /// cannot be used. Checked here rather than with clap's `requires`,
+    /// which would refuse each line of a `--config` file on its own.
+    fn tls_files(&self) -> Result<Option<ofproto::tls::TlsFiles>, String> {
+        let (key, cert) = match (&self.private_key, &self.certificate) {
+            (Some(key), Some(cert)) => (key, cert),
+            (None, None) if self.ca_cert.is_none() && self.bootstrap_ca_cert.is_none() => {
+                return Ok(None)
+            }
+            _ => {
+                return Err("TLS needs --private-key, --certificate and --ca-cert together".into())
+            }
+        };
+        let (ca, bootstrap) = match (&self.ca_cert, &self.bootstrap_ca_cert) {
+            (Some(ca), _) => (ca.clone(), false),
+            (None, Some(b)) => (b.clone(), true),
+            (None, None) => {
+                return Err(
+                    "--private-key and --certificate need --ca-cert: both sides \
+                            of a TLS connection check the other's certificate"
+                        .into(),
+                )
+            }
+        };
+        Ok(Some(ofproto::tls::TlsFiles {
+            private_key: key.clone(),
+            certificate: cert.clone(),
+            ca_cert: ca,
+            bootstrap_ca_cert: bootstrap,
+        }))
+    }
+
     fn state_config(&self) -> dataplane::bridge::StateConfig {
         dataplane::bridge::StateConfig {
             enabled: self.state == OnOff::On,
@@ -296,11 +350,11 @@ fn port_arg(s: &str) -> Result<PortSpec, String> {
         .map_err(|e: dataplane::config::ConfigError| e.to_string())
 }
 
-fn controller_arg(s: &str) -> Result<SocketAddr, String> {
+fn controller_arg(s: &str) -> Result<Target, String> {
     dataplane::config::parse_controller(s).map_err(|e| e.to_string())
 }
 
-fn listen_arg(s: &str) -> Result<SocketAddr, String> {
+fn listen_arg(s: &str) -> Result<Target, String> {
     parse_listen(s).map_err(|e| e.to_string())
 }
 
@@ -412,8 +466,28 @@ fn run(args: RunArgs) -> ExitCode {
         eprintln!("xbr: {e}");
         return ExitCode::from(1);
     }
+    let tls_files = match args.tls_files() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("xbr: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     if let Some(target) = &args.ovsdb {
-        return run_ovsdb(target, &args);
+        return run_ovsdb(target, &args, tls_files);
+    }
+    let uses_tls = args.listen.iter().chain(&args.controllers).any(|t| t.tls);
+    if uses_tls && tls_files.is_none() {
+        eprintln!("xbr: ssl: and pssl: targets need --private-key, --certificate and --ca-cert");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let tls = tls_files.map(ofproto::tls::TlsContext::new);
+    if let Some(ctx) = tls.as_ref().filter(|_| uses_tls) {
+        // A file that cannot be used is the operator's to fix now.
+        if let Err(e) = ctx.check() {
+            eprintln!("xbr: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
     }
     let (pmd_cpus, tx_cpus) = match thread_cpus(&args) {
         Ok(c) => c,
@@ -429,7 +503,7 @@ fn run(args: RunArgs) -> ExitCode {
     );
     let control = args.control_limits();
     let packet_in_limits = packet_in_limits
-        .map(|l| args.controllers.iter().map(|c| (*c, l)).collect())
+        .map(|l| args.controllers.iter().map(|c| (c.addr, l)).collect())
         .unwrap_or_default();
     let mut ports = args.ports;
     if let Err(e) = assign_ofports(&mut ports) {
@@ -449,6 +523,7 @@ fn run(args: RunArgs) -> ExitCode {
         datapath_id: args.datapath_id,
         flow_cache_entries: args.flow_cache,
         controllers: args.controllers,
+        tls,
         standalone: args.fail_mode == FailMode::Standalone,
         inactivity_probe: std::time::Duration::from_secs(args.inactivity_probe),
         ct_limit: args.ct_limit,
@@ -564,14 +639,18 @@ fn start_unixctl(rundir: &std::path::Path) -> Option<dataplane::unixctl::Unixctl
 }
 
 /// `xbr run --ovsdb`: serve every bridge of the database until a signal.
-fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
-    let path = match dataplane::ovsdb::parse_target(target) {
+fn run_ovsdb(target: &str, args: &RunArgs, tls: Option<ofproto::tls::TlsFiles>) -> ExitCode {
+    let path = match dataplane::ovsdb::parse_remote(target) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("xbr: --ovsdb: {e}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    if matches!(path, dataplane::ovsdb::rpc::Remote::Ssl(_)) && tls.is_none() {
+        eprintln!("xbr: --ovsdb {target}: needs --private-key, --certificate and --ca-cert");
+        return ExitCode::from(EXIT_CONFIG);
+    }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {
         Ok(s) => s,
@@ -621,6 +700,7 @@ fn run_ovsdb(target: &str, args: &RunArgs) -> ExitCode {
         xdp_peer_gro: args.xdp_peer_gro == OnOff::On,
         control: args.control_limits(),
         max_flows: args.max_flows,
+        tls,
     };
     let metrics = match start_metrics(args.metrics) {
         Ok(m) => m,

@@ -77,6 +77,14 @@ impl ControllerTable {
         });
     }
 
+    /// A failed attempt whose error is not an errno (a TLS handshake).
+    pub(crate) fn failed_with(&self, target: SocketAddr, e: String) {
+        let mut map = self.by_target.lock();
+        let t = map.entry(target).or_default();
+        t.state = "BACKOFF";
+        t.last_error = Some(e);
+    }
+
     pub(crate) fn status(&self, target: SocketAddr) -> Option<ControllerStatus> {
         let map = self.by_target.lock();
         let t = map.get(&target)?;

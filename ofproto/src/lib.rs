@@ -22,6 +22,7 @@ pub mod notify;
 mod outbox;
 pub mod roles;
 mod server;
+pub mod tls;
 mod versions;
 pub mod wire;
 

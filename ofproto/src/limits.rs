@@ -195,6 +195,10 @@ pub struct LimitStats {
     pub packet_ins_rate_limited: AtomicU64,
     /// PACKET_INs dropped for a connection too far behind.
     pub packet_ins_backlog_dropped: AtomicU64,
+    /// TLS sessions that failed: handshakes refused (certificates, files,
+    /// a peer not speaking TLS) and sessions ended by a TLS error. A
+    /// handshake that stalls is a `hello_timeouts`.
+    pub tls_failures: AtomicU64,
 }
 
 impl LimitStats {
@@ -203,7 +207,7 @@ impl LimitStats {
     }
 
     /// Every counter by its name in `xbr stats`, in a fixed order.
-    pub fn named(&self) -> [(&'static str, u64); 13] {
+    pub fn named(&self) -> [(&'static str, u64); 14] {
         let v = |c: &AtomicU64| c.load(Relaxed);
         [
             ("connections_refused", v(&self.connections_refused)),
@@ -222,6 +226,7 @@ impl LimitStats {
                 "packet_ins_backlog_dropped",
                 v(&self.packet_ins_backlog_dropped),
             ),
+            ("tls_failures", v(&self.tls_failures)),
         ]
     }
 }

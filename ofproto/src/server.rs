@@ -1,7 +1,11 @@
 //! Listeners: the bridge's unix management socket and an optional TCP
-//! port, with one thread per accepted connection (and one writing to it,
-//! see `outbox.rs`), at most `max_connections` per listener (see
-//! `limits.rs`): the next one is closed at once, counted and logged.
+//! port (`ptcp:`, or `pssl:` with TLS), with one thread per accepted
+//! connection (and one writing to it, see `outbox.rs`), at most
+//! `max_connections` per listener (see `limits.rs`): the next one is
+//! closed at once, counted and logged. A `pssl:` connection's TLS
+//! handshake runs on its connection thread, after the connection was
+//! counted, and must complete within the HELLO timeout; so a peer stalling
+//! in the handshake is bounded as a silent one is.
 //!
 //! # Design
 //!
@@ -18,6 +22,8 @@ use crate::controller_status::{ControllerStatus, ControllerTable};
 use crate::error::OfprotoError;
 use crate::expiry::{Expiry, EXPIRY_INTERVAL};
 use crate::limits::{LimitStats, PacketInLimit};
+use crate::tls::stream::{TlsErrorCell, TlsReader, TlsWriter};
+use crate::tls::{TlsContext, TlsError};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -113,6 +119,8 @@ struct Shared {
     conns: Mutex<HashMap<u64, ConnEntry>>,
     /// Connections each [`Listener`] serves now.
     accepted: [AtomicUsize; 2],
+    /// The TCP listener speaks TLS (`pssl:`).
+    tls: Option<Arc<TlsContext>>,
 }
 
 impl Shared {
@@ -149,15 +157,36 @@ impl Shared {
                 }
             };
         let shared = self.clone();
+        let tls = match listener {
+            Listener::Tcp => self.tls.clone(),
+            Listener::Unix => None,
+        };
+        let hello_timeout = limits.hello_timeout;
         let mut conns = self.conns.lock();
         count.fetch_add(1, Ordering::SeqCst);
         let spawned = std::thread::Builder::new()
             .name(format!("ofconn-{id}"))
             .spawn(move || {
-                Connection::new(reader, writer, shared.bridge.clone(), peer)
-                    .bounded(probe, Box::new(move || killer.shutdown()))
-                    .packet_in_limit(packet_in_limit)
-                    .run();
+                let kill: Box<dyn Fn() + Send + Sync> = Box::new(move || killer.shutdown());
+                match (tls, reader) {
+                    (Some(ctx), Stream::Tcp(sock)) => {
+                        if let Some((r, w)) = shared.accept_tls(&ctx, sock, &peer, hello_timeout) {
+                            let failed = r.error_cell();
+                            Connection::new(r, w, shared.bridge.clone(), peer)
+                                .bounded(probe, kill)
+                                .packet_in_limit(packet_in_limit)
+                                .run();
+                            if failed.get().is_some() {
+                                LimitStats::hit(&shared.bridge.limit_stats().tls_failures);
+                            }
+                        }
+                        drop(writer);
+                    }
+                    (_, reader) => Connection::new(reader, writer, shared.bridge.clone(), peer)
+                        .bounded(probe, kill)
+                        .packet_in_limit(packet_in_limit)
+                        .run(),
+                }
                 shared.conns.lock().remove(&id);
                 shared.accepted[listener as usize].fetch_sub(1, Ordering::SeqCst);
             });
@@ -182,6 +211,34 @@ enum Listener {
 }
 
 impl Shared {
+    /// The TLS handshake of a connection the `pssl:` listener accepted,
+    /// within `timeout`; a failure is logged (naming the peer, and the
+    /// file or certificate at fault) and counted.
+    fn accept_tls(
+        &self,
+        ctx: &TlsContext,
+        sock: TcpStream,
+        peer: &str,
+        timeout: Duration,
+    ) -> Option<(TlsReader, TlsWriter)> {
+        match crate::tls::stream::accept(ctx, sock, peer, timeout) {
+            Ok(halves) => {
+                debug!(%peer, "TLS session established");
+                Some(halves)
+            }
+            Err(e @ TlsError::HandshakeTimeout { .. }) => {
+                LimitStats::hit(&self.bridge.limit_stats().hello_timeouts);
+                warn!("{e}; disconnecting");
+                None
+            }
+            Err(e) => {
+                LimitStats::hit(&self.bridge.limit_stats().tls_failures);
+                warn!("OpenFlow pssl: {e}");
+                None
+            }
+        }
+    }
+
     /// Fails open (NORMAL forwarding whatever the flows say) exactly
     /// while the bridge is standalone and has controllers configured of
     /// which none is connected, as OVS's fail-open does. Standalone without
@@ -214,6 +271,7 @@ impl Shared {
     fn controller_loop(
         self: Arc<Self>,
         target: SocketAddr,
+        tls: Option<Arc<TlsContext>>,
         probe: Duration,
         pin: Option<PacketInLimit>,
     ) {
@@ -222,9 +280,26 @@ impl Shared {
             self.controller_table.connecting(target);
             match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
                 Ok(c) => {
-                    info!(%target, "connected to controller");
+                    let served = match &tls {
+                        None => {
+                            info!(%target, "connected to controller");
+                            self.serve_controller(Ok((c, None)), target, probe, pin)
+                        }
+                        Some(ctx) => self.serve_controller(
+                            self.connect_tls(ctx, c, target, probe),
+                            target,
+                            probe,
+                            pin,
+                        ),
+                    };
+                    if let Err(e) = served {
+                        // Not connected: the TLS session failed.
+                        self.controller_table.failed_with(target, e);
+                        self.wait(backoff);
+                        backoff = (backoff * 2).min(BACKOFF_MAX);
+                        continue;
+                    }
                     backoff = BACKOFF_MIN;
-                    self.serve_controller(c, target, probe, pin);
                     self.controller_table.disconnected(target);
                     if self.stopped() {
                         break;
@@ -241,13 +316,52 @@ impl Shared {
         }
     }
 
-    fn serve_controller(
+    /// The TLS handshake with the controller at `target` on `c`, within
+    /// the connect timeout; failures are logged, naming the controller
+    /// and the file or certificate at fault.
+    fn connect_tls(
         &self,
+        ctx: &TlsContext,
         c: TcpStream,
         target: SocketAddr,
         probe: Duration,
+    ) -> Result<(TcpStream, Option<(TlsReader, TlsWriter)>), String> {
+        let sock = c.try_clone().map_err(|e| e.to_string())?;
+        // The handshake looks at its deadline at least each read tick.
+        let tick = read_tick(probe.max(Duration::from_millis(1)));
+        sock.set_read_timeout(Some(tick))
+            .and_then(|()| sock.set_write_timeout(Some(CONNECT_TIMEOUT)))
+            .map_err(|e| e.to_string())?;
+        let _ = sock.set_nodelay(true);
+        match crate::tls::stream::connect(ctx, sock, target, CONNECT_TIMEOUT) {
+            Ok(halves) => {
+                info!(%target, "connected to controller (TLS)");
+                Ok((c, Some(halves)))
+            }
+            Err(e @ TlsError::Bootstrapped { .. }) => {
+                info!(%target, "{e}");
+                Err(e.to_string())
+            }
+            Err(e) => {
+                LimitStats::hit(&self.bridge.limit_stats().tls_failures);
+                warn!("OpenFlow controller ssl:{target}: {e}");
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// Serves the controller connection `c` (with its TLS session, if
+    /// any) until it ends; an error if it never came up, or if its TLS
+    /// session failed (the peer refused our certificate after the
+    /// handshake, as a TLS 1.3 server may).
+    fn serve_controller(
+        &self,
+        c: Result<(TcpStream, Option<(TlsReader, TlsWriter)>), String>,
+        target: SocketAddr,
+        probe: Duration,
         pin: Option<PacketInLimit>,
-    ) {
+    ) -> Result<(), String> {
+        let (c, tls) = c?;
         let _ = c.set_nodelay(true);
         let probe = probe.max(Duration::from_millis(1));
         // A controller that reads nothing for a probe interval fails the
@@ -256,13 +370,13 @@ impl Shared {
         let c = Stream::Tcp(c);
         if let Err(e) = c.set_timeouts(probe) {
             warn!(%target, error = %e, "cannot set the inactivity probe");
-            return;
+            return Ok(());
         }
         let (reader, writer, killer) = match (c.try_clone(), c.try_clone(), c.try_clone()) {
             (Ok(r), Ok(w), Ok(k)) => (r, w, k),
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 warn!(%target, error = %e, "cannot clone controller socket");
-                return;
+                return Ok(());
             }
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -271,19 +385,41 @@ impl Shared {
             // made while stopping is never left unswept.
             let mut conns = self.conns.lock();
             if self.stopped() {
-                return;
+                return Ok(());
             }
             conns.insert(id, (c, None));
         }
         self.controllers_up.fetch_add(1, Ordering::SeqCst);
         self.update_fail_open();
-        let conn = Connection::new(reader, writer, self.bridge.clone(), target.to_string())
-            .bounded(probe, Box::new(move || killer.shutdown()));
-        self.controller_table.connected(target, conn.role_cell());
-        conn.for_controller(pin).run();
+        let kill: Box<dyn Fn() + Send + Sync> = Box::new(move || killer.shutdown());
+        let mut tls_error: Option<TlsErrorCell> = None;
+        match tls {
+            None => {
+                let conn = Connection::new(reader, writer, self.bridge.clone(), target.to_string())
+                    .bounded(probe, kill);
+                self.controller_table.connected(target, conn.role_cell());
+                conn.for_controller(pin).run();
+            }
+            Some((r, w)) => {
+                drop((reader, writer));
+                tls_error = Some(r.error_cell());
+                let conn = Connection::new(r, w, self.bridge.clone(), target.to_string())
+                    .bounded(probe, kill);
+                self.controller_table.connected(target, conn.role_cell());
+                conn.for_controller(pin).run();
+            }
+        }
         self.conns.lock().remove(&id);
         self.controllers_up.fetch_sub(1, Ordering::SeqCst);
         self.update_fail_open();
+        match tls_error.and_then(|cell| cell.get()) {
+            Some(e) => {
+                LimitStats::hit(&self.bridge.limit_stats().tls_failures);
+                self.controller_table.disconnected(target);
+                Err(format!("TLS session with {target} failed: {e}"))
+            }
+            None => Ok(()),
+        }
     }
 }
 
@@ -301,6 +437,8 @@ pub struct Server {
     controllers: Vec<JoinHandle<()>>,
     /// Their targets, in the same order.
     targets: Vec<SocketAddr>,
+    /// Those of them connected to with TLS (`ssl:`).
+    tls_targets: Vec<SocketAddr>,
 }
 
 /// Bound on one TCP connection attempt to a controller.
@@ -321,6 +459,25 @@ impl Server {
         unix_path: &Path,
         tcp: Option<SocketAddr>,
     ) -> Result<Server, OfprotoError> {
+        Server::start_with_tls(bridge, unix_path, tcp, None)
+    }
+
+    /// [`Server::start`], the TCP listener speaking TLS with `tls`
+    /// (`pssl:`) if given. The key, certificate and CA files are read
+    /// for each new connection that finds one of them changed; a file
+    /// that cannot be read or used fails those connections (logged)
+    /// until it is fixed, and the listener listens on.
+    pub fn start_with_tls(
+        bridge: Arc<Bridge>,
+        unix_path: &Path,
+        tcp: Option<SocketAddr>,
+        tls: Option<Arc<TlsContext>>,
+    ) -> Result<Server, OfprotoError> {
+        if let (Some(ctx), Some(addr)) = (&tls, tcp) {
+            if let Err(e) = ctx.check() {
+                warn!(%addr, "OpenFlow pssl: {e}; connections will fail until it is fixed");
+            }
+        }
         let unix_err = |source| OfprotoError::Unix {
             path: unix_path.to_path_buf(),
             source,
@@ -379,6 +536,7 @@ impl Server {
             controller_table: ControllerTable::default(),
             conns: Mutex::new(HashMap::new()),
             accepted: Default::default(),
+            tls,
         });
         let mut threads = Vec::new();
         let s = shared.clone();
@@ -442,7 +600,7 @@ impl Server {
                 source,
             })?;
         threads.push(t);
-        info!(path = %unix_path.display(), tcp = ?tcp_addr, "OpenFlow listening");
+        info!(path = %unix_path.display(), tcp = ?tcp_addr, tls = shared.tls.is_some(), "OpenFlow listening");
         Ok(Server {
             shared,
             unix_path: unix_path.to_path_buf(),
@@ -451,6 +609,7 @@ impl Server {
             threads,
             controllers: Vec::new(),
             targets: Vec::new(),
+            tls_targets: Vec::new(),
         })
     }
 
@@ -478,16 +637,34 @@ impl Server {
         probe: Duration,
         packet_in_limit: Option<PacketInLimit>,
     ) -> Result<(), OfprotoError> {
+        self.add_controller_with_tls(target, None, probe, packet_in_limit)
+    }
+
+    /// [`Server::add_controller`] over TLS with `tls` if given (OVS's
+    /// `ssl:IP:PORT`): both sides present certificates signed by the CA
+    /// the other trusts. A failed handshake is logged, recorded as the
+    /// controller's `last_error`, and retried with the backoff.
+    pub fn add_controller_with_tls(
+        &mut self,
+        target: SocketAddr,
+        ctx: Option<Arc<TlsContext>>,
+        probe: Duration,
+        packet_in_limit: Option<PacketInLimit>,
+    ) -> Result<(), OfprotoError> {
+        let tls = ctx.is_some();
         let shared = self.shared.clone();
         let t = std::thread::Builder::new()
             .name(format!("of-ctl-{target}"))
-            .spawn(move || shared.controller_loop(target, probe, packet_in_limit))
+            .spawn(move || shared.controller_loop(target, ctx, probe, packet_in_limit))
             .map_err(|source| OfprotoError::Thread {
                 what: "controller connection",
                 source,
             })?;
         self.controllers.push(t);
         self.targets.push(target);
+        if tls {
+            self.tls_targets.push(target);
+        }
         self.shared
             .controllers_configured
             .fetch_add(1, Ordering::SeqCst);
@@ -510,6 +687,16 @@ impl Server {
     /// The controllers [`Server::add_controller`] was given.
     pub fn controller_targets(&self) -> Vec<SocketAddr> {
         self.targets.clone()
+    }
+
+    /// Whether the controller at `target` is connected to with TLS.
+    pub fn controller_is_tls(&self, target: SocketAddr) -> bool {
+        self.tls_targets.contains(&target)
+    }
+
+    /// Whether the TCP listener speaks TLS (`pssl:`).
+    pub fn listener_is_tls(&self) -> bool {
+        self.shared.tls.is_some()
     }
 
     /// Stops the listeners and every connection, and unlinks the socket.

@@ -130,7 +130,8 @@ pub fn require_tool(tool: &str) -> Result<()> {
         return Ok(());
     }
     let package = match tool {
-        "ovs-ofctl" => "openvswitch-common",
+        "ovs-ofctl" | "ovs-pki" => "openvswitch-common",
+        "ovs-testcontroller" => "openvswitch-testcontroller",
         "ip" => "iproute2",
         "ping" => "iputils-ping",
         "promtool" => "prometheus",

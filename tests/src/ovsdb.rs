@@ -33,6 +33,8 @@ pub struct OvsDb {
     netns: Option<String>,
     server_pid: Option<u32>,
     switch: Option<Switch>,
+    /// More ovsdb-server arguments (another remote, TLS files).
+    server_args: Vec<String>,
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -63,6 +65,12 @@ impl OvsDb {
     /// Creates the database and starts ovsdb-server (in `netns` if
     /// given).
     pub fn start(netns: Option<&str>) -> Result<Self> {
+        Self::start_with(netns, &[])
+    }
+
+    /// [`OvsDb::start`], ovsdb-server getting `server_args` too (e.g.
+    /// `--remote=pssl:PORT:127.0.0.1` and its `--private-key` ...).
+    pub fn start_with(netns: Option<&str>, server_args: &[String]) -> Result<Self> {
         require_root()?;
         for tool in ["ovsdb-server", "ovsdb-tool", "ovs-vsctl"] {
             require_tool(tool)?;
@@ -78,6 +86,7 @@ impl OvsDb {
             netns: netns.map(String::from),
             server_pid: None,
             switch: None,
+            server_args: server_args.to_vec(),
         };
         let conf = db.dir.join("db/conf.db");
         run_timeout(
@@ -158,6 +167,7 @@ impl OvsDb {
         let conf = self.dir.join("db/conf.db").to_string_lossy().into_owned();
         let remote = format!("--remote=punix:{}", self.db_sock().display());
         let mut args = vec![conf, remote];
+        args.extend(self.server_args.iter().cloned());
         args.extend(self.daemon_args("ovsdb-server"));
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         // --detach returns once the socket is ready.
@@ -239,22 +249,27 @@ impl OvsDb {
     /// Starts `xbr run --ovsdb unix:DB --rundir RUN` as the switch and
     /// waits until it is connected.
     pub fn start_xbr(&mut self) -> Result<()> {
-        let bin = Xbr::binary()?;
         let target = format!("unix:{}", self.db_sock().display());
+        self.start_xbr_with(&target, &[])
+    }
+
+    /// [`OvsDb::start_xbr`] with `--ovsdb TARGET` (e.g. `ssl:IP:PORT`)
+    /// and more arguments.
+    pub fn start_xbr_with(&mut self, target: &str, extra: &[&str]) -> Result<()> {
+        let bin = Xbr::binary()?;
         let run = self.run_dir().to_string_lossy().into_owned();
         let pins = self.pin_root().to_string_lossy().into_owned();
-        let mut cmd = self.command(
-            &bin.to_string_lossy(),
-            &[
-                "run",
-                "--ovsdb",
-                &target,
-                "--rundir",
-                &run,
-                "--bpf-pin-root",
-                &pins,
-            ],
-        );
+        let mut argv = vec![
+            "run",
+            "--ovsdb",
+            target,
+            "--rundir",
+            &run,
+            "--bpf-pin-root",
+            &pins,
+        ];
+        argv.extend_from_slice(extra);
+        let mut cmd = self.command(&bin.to_string_lossy(), &argv);
         let log = File::create(self.xbr_log_path())
             .map_err(|e| HarnessError::io("creating the xbr log", e))?;
         let log2 = log

@@ -4,13 +4,14 @@
 
 mod threads;
 
-use crate::config::PortSpec;
+use crate::config::{PortSpec, Target};
 use crate::control::DpShared;
 use crate::engine::handoff::Handoffs;
 use crate::live::LivePorts;
 use crate::ports::{self, PortError};
 use crate::xdpcache::CacheMaps;
 use ofproto::limits::{ControlLimits, PacketInLimit};
+use ofproto::tls::TlsContext;
 use ofproto::{Bridge, Server};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -27,7 +28,8 @@ const ENGINE_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 pub struct BridgeConfig {
     pub name: String,
     pub rundir: PathBuf,
-    pub listen: Vec<SocketAddr>,
+    /// The passive OpenFlow target (`ptcp:`/`pssl:`); the first is served.
+    pub listen: Vec<Target>,
     pub ports: Vec<PortSpec>,
     /// Packet threads (at least one): each serves some of the ports.
     pub pmd_threads: usize,
@@ -43,8 +45,12 @@ pub struct BridgeConfig {
     /// controller is connected; without controllers, a priority-0 NORMAL
     /// flow (as OVS adds). False: secure (flows only).
     pub standalone: bool,
-    /// OpenFlow controllers to stay connected to.
-    pub controllers: Vec<SocketAddr>,
+    /// OpenFlow controllers to stay connected to (`tcp:`/`ssl:`).
+    pub controllers: Vec<Target>,
+    /// The key, certificate and CA certificate of `ssl:` and `pssl:`
+    /// targets (the `SSL` table, `--private-key` ...); without, such
+    /// targets are refused by whoever builds the configuration.
+    pub tls: Option<Arc<TlsContext>>,
     /// Idle time after which a controller is probed (and, after as much
     /// again, dropped and reconnected).
     pub inactivity_probe: std::time::Duration,
@@ -187,6 +193,8 @@ pub struct RunningBridge {
     pins: Option<(Arc<crate::pin::Pins>, PathBuf)>,
     /// The controllers' PACKET_IN rate limits, for server restarts.
     packet_in_limits: BTreeMap<SocketAddr, PacketInLimit>,
+    /// The TLS settings of `ssl:`/`pssl:` targets, for server restarts.
+    tls: Option<Arc<TlsContext>>,
 }
 
 impl RunningBridge {
@@ -457,8 +465,8 @@ impl RunningBridge {
         let server = match start_server(
             &bridge,
             &mgmt,
-            config.listen.first().copied(),
-            &config.controllers,
+            (config.listen.first().copied(), &config.controllers),
+            config.tls.as_ref(),
             config.standalone,
             config.inactivity_probe,
             &config.packet_in_limits,
@@ -527,6 +535,7 @@ impl RunningBridge {
                 (p, config.pin_root.clone())
             }),
             packet_in_limits: config.packet_in_limits,
+            tls: config.tls,
         })
     }
 
@@ -550,6 +559,17 @@ impl RunningBridge {
     /// The OpenFlow side (flow tables, limits and their counters).
     pub fn openflow(&self) -> &Arc<Bridge> {
         &self.bridge
+    }
+
+    /// Sets the TLS settings of `ssl:`/`pssl:` targets, for the next
+    /// [`RunningBridge::restart_openflow`].
+    pub fn set_tls(&mut self, tls: Option<Arc<TlsContext>>) {
+        self.tls = tls;
+    }
+
+    /// The TLS settings `ssl:`/`pssl:` targets use.
+    pub fn tls(&self) -> Option<&Arc<TlsContext>> {
+        self.tls.as_ref()
     }
 
     /// Sets the controllers' PACKET_IN rate limits, for the next
@@ -645,21 +665,32 @@ impl RunningBridge {
     /// the server comes back as it was and the error is returned.
     pub fn restart_openflow(
         &mut self,
-        listen: Option<SocketAddr>,
-        controllers: &[SocketAddr],
+        listen: Option<Target>,
+        controllers: &[Target],
         standalone: bool,
         probe: std::time::Duration,
     ) -> Result<(), BridgeError> {
         let old = self.server.take().map(|s| {
-            let prev = (s.local_tcp_addr(), s.controller_targets());
+            let listen = s.local_tcp_addr().map(|addr| Target {
+                addr,
+                tls: s.listener_is_tls(),
+            });
+            let targets: Vec<Target> = s
+                .controller_targets()
+                .into_iter()
+                .map(|addr| Target {
+                    addr,
+                    tls: s.controller_is_tls(addr),
+                })
+                .collect();
             s.shutdown();
-            prev
+            (listen, targets)
         });
         match start_server(
             &self.bridge,
             &self.mgmt,
-            listen,
-            controllers,
+            (listen, controllers),
+            self.tls.as_ref(),
             standalone,
             probe,
             &self.packet_in_limits,
@@ -673,8 +704,8 @@ impl RunningBridge {
                     match start_server(
                         &self.bridge,
                         &self.mgmt,
-                        listen,
-                        &targets,
+                        (listen, &targets),
+                        self.tls.as_ref(),
                         standalone,
                         probe,
                         &self.packet_in_limits,
@@ -767,20 +798,30 @@ impl RunningBridge {
 }
 
 /// Starts the OpenFlow server of `bridge` with its fail mode and
-/// controllers.
+/// targets (the passive one, the controllers).
 fn start_server(
     bridge: &Arc<Bridge>,
     mgmt: &std::path::Path,
-    listen: Option<SocketAddr>,
-    controllers: &[SocketAddr],
+    (listen, controllers): (Option<Target>, &[Target]),
+    tls: Option<&Arc<TlsContext>>,
     standalone: bool,
     probe: std::time::Duration,
     packet_in_limits: &BTreeMap<SocketAddr, PacketInLimit>,
 ) -> Result<Server, ofproto::OfprotoError> {
-    let mut s = Server::start(bridge.clone(), mgmt, listen)?;
+    // A TLS target without TLS settings was refused (and logged) by
+    // whoever built the configuration; it is served as nothing here.
+    let with_tls = |t: &Target| if t.tls { tls.cloned() } else { None };
+    let listen_tls = listen.and_then(|l| with_tls(&l));
+    let listen = listen.filter(|l| !l.tls || listen_tls.is_some());
+    let mut s = Server::start_with_tls(bridge.clone(), mgmt, listen.map(|l| l.addr), listen_tls)?;
     s.set_fail_mode(standalone);
     for c in controllers {
-        if let Err(e) = s.add_controller(*c, probe, packet_in_limits.get(c).copied()) {
+        let ctx = with_tls(c);
+        if c.tls && ctx.is_none() {
+            continue;
+        }
+        let limit = packet_in_limits.get(&c.addr).copied();
+        if let Err(e) = s.add_controller_with_tls(c.addr, ctx, probe, limit) {
             s.shutdown();
             return Err(e);
         }

@@ -17,7 +17,8 @@ pub struct DesiredBridge {
     pub uuid: String,
     /// Fail mode standalone (OVS's default when `fail_mode` is empty).
     pub standalone: bool,
-    /// `Controller.target`s: `tcp:` (active) and `ptcp:` (passive).
+    /// `Controller.target`s: `tcp:`/`ssl:` (active) and `ptcp:`/`pssl:`
+    /// (passive).
     pub controllers: Vec<String>,
     /// The `Controller` rows: (UUID, target), for their status columns.
     pub controller_rows: Vec<(String, String)>,
@@ -65,6 +66,18 @@ pub struct Qos {
     pub error: Option<String>,
 }
 
+/// The `SSL` table's row: the files of `ssl:`/`pssl:` targets (see
+/// docs/tls.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredSsl {
+    pub private_key: String,
+    pub certificate: String,
+    pub ca_cert: String,
+    /// `bootstrap_ca_cert`: a missing `ca_cert` is bootstrapped from the
+    /// first `ssl:` peer.
+    pub bootstrap_ca_cert: bool,
+}
+
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Desired {
     /// The root row's UUID and its `next_cfg`.
@@ -79,6 +92,8 @@ pub struct Desired {
     /// IP:PORT), or why it cannot be used; `None` when unset.
     pub metrics: Option<Result<std::net::SocketAddr, String>>,
     pub bridges: BTreeMap<String, DesiredBridge>,
+    /// The `SSL` row the root row's `ssl` names, if any.
+    pub ssl: Option<DesiredSsl>,
     /// What the Open_vSwitch row sets that xbr ignores (`unsupported.rs`).
     pub unsupported: Vec<String>,
 }
@@ -105,6 +120,18 @@ pub fn read(db: &Replica) -> Desired {
     out.metrics = other
         .get("xbr-metrics")
         .map(|a| crate::metrics::parse_addr(a).map_err(|e| e.to_string()));
+    out.ssl = uuids(root, "ssl")
+        .first()
+        .and_then(|u| db.row("SSL", u))
+        .map(|r| DesiredSsl {
+            private_key: string(r, "private_key").unwrap_or_default(),
+            certificate: string(r, "certificate").unwrap_or_default(),
+            ca_cert: string(r, "ca_cert").unwrap_or_default(),
+            bootstrap_ca_cert: r
+                .get("bootstrap_ca_cert")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false),
+        });
     // Interfaces the switch owns are never a tunnel's uplink.
     let ports: BTreeSet<String> = db
         .rows("Interface")

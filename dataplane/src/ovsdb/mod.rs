@@ -27,7 +27,7 @@ pub mod reconcile;
 pub mod rpc;
 pub mod unsupported;
 
-use rpc::{Conn, Incoming};
+use rpc::{Conn, Incoming, Remote};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,7 +54,8 @@ const DB: &str = "Open_vSwitch";
 /// ones xbr reports as not supported.
 fn monitor_requests() -> Value {
     let mut req = json!({
-        "Open_vSwitch": {"columns": ["bridges", "next_cfg", "other_config"]},
+        "Open_vSwitch": {"columns": ["bridges", "next_cfg", "other_config", "ssl"]},
+        "SSL": {"columns": ["private_key", "certificate", "ca_cert", "bootstrap_ca_cert"]},
         "Bridge": {"columns": ["name", "ports", "fail_mode", "protocols", "controller",
                                "other_config", "datapath_type",
                                "sflow", "netflow", "ipfix", "mirrors", "flow_tables"]},
@@ -83,13 +84,18 @@ fn monitor_requests() -> Value {
 /// Runs the client until `stop` is set; then stops every bridge. Returns
 /// false if a packet thread had failed.
 pub fn run(target: &Path, settings: Settings, stop: &AtomicBool) -> bool {
-    run_notifying(target, settings, stop, &mut || {})
+    run_notifying(
+        &Remote::Unix(target.to_path_buf()),
+        settings,
+        stop,
+        &mut || {},
+    )
 }
 
 /// [`run`], calling `ready` once, when the database's first state has
 /// been applied (the bridges are up), for systemd's readiness.
 pub fn run_notifying(
-    target: &Path,
+    target: &Remote,
     settings: Settings,
     stop: &AtomicBool,
     ready: &mut dyn FnMut(),
@@ -99,9 +105,9 @@ pub fn run_notifying(
     let kernel = KernelChanges::start();
     let mut backoff = BACKOFF_MIN;
     while !stop.load(Ordering::Relaxed) {
-        match Conn::connect(target) {
+        match Conn::open(target, rec.tls().as_deref()) {
             Ok(conn) => {
-                tracing::info!(db = %target.display(), "connected to the database");
+                tracing::info!(db = %target, "connected to the database");
                 let began = Instant::now();
                 rec.forget_written();
                 session(conn, &mut rec, stop, &mut ready, &kernel);
@@ -316,7 +322,12 @@ fn log_op_errors(results: &Value) {
     }
 }
 
-/// `unix:PATH` of `--ovsdb`.
+/// `unix:PATH` of `--ovsdb` (`xbr probe`, `xbr doctor`).
 pub fn parse_target(s: &str) -> Result<PathBuf, rpc::RpcError> {
     rpc::parse_target(s)
+}
+
+/// `unix:PATH` or `ssl:IP[:PORT]` of `xbr run --ovsdb`.
+pub fn parse_remote(s: &str) -> Result<Remote, rpc::RpcError> {
+    rpc::parse_remote(s)
 }

@@ -31,11 +31,12 @@ use super::datum::{int_map, str_set, where_uuid};
 use super::desired::{Desired, DesiredBridge};
 use super::port_change::{self, Change, InPlace};
 use crate::bridge::{BridgeConfig, RunningBridge};
-use crate::config::{parse_controller, parse_listen, PortSpec, PortType};
+use crate::config::{parse_controller, parse_listen, PortSpec, PortType, Target};
 use crate::control::PortMeta;
 use crate::live::LiveError;
 use crate::ports::PortError;
 use ofproto::limits::{ControlLimits, PacketInLimit};
+use ofproto::tls::{TlsContext, TlsFiles};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -76,6 +77,9 @@ pub struct Settings {
     pub control: ControlLimits,
     /// `--max-flows`.
     pub max_flows: usize,
+    /// `--private-key`, `--certificate`, `--ca-cert`: the TLS files
+    /// until the database's `SSL` row gives others.
+    pub tls: Option<TlsFiles>,
 }
 
 struct Managed {
@@ -128,6 +132,10 @@ pub struct Reconciler {
     metrics_seen: Option<Result<std::net::SocketAddr, String>>,
     /// The unsupported Bridge columns last logged, by bridge.
     unsupported_seen: HashMap<String, Vec<&'static str>>,
+    /// The TLS settings in force (the `SSL` row's, else the command
+    /// line's) and the row they were last taken from.
+    tls: Option<Arc<TlsContext>>,
+    ssl_seen: Option<Option<super::desired::DesiredSsl>>,
 }
 
 /// The bridge's `other_config:xdp-peer-gro`, or `default` (`xbr run
@@ -148,7 +156,9 @@ const OVS_VERSION: &str = concat!("xbr-", env!("CARGO_PKG_VERSION"));
 
 impl Reconciler {
     pub fn new(settings: Settings) -> Self {
+        let settings_tls = settings.tls.clone().map(TlsContext::new);
         Reconciler {
+            ssl_seen: None,
             cpus: (settings.pmd_cpus.clone(), settings.tx_cpus.clone()),
             pmd_seen: None,
             settings,
@@ -163,6 +173,62 @@ impl Reconciler {
             metrics: None,
             metrics_seen: None,
             unsupported_seen: HashMap::new(),
+            tls: settings_tls,
+        }
+    }
+
+    /// The TLS settings in force, for the database connection too (as in
+    /// OVS, the `SSL` row, once read, applies to every TLS connection).
+    pub fn tls(&self) -> Option<Arc<TlsContext>> {
+        self.tls.clone()
+    }
+
+    /// Follows the `SSL` row (or, without one, the command line's
+    /// files): a change makes a new TLS context, and the bridges with
+    /// `ssl:`/`pssl:` targets restart their OpenFlow server with it.
+    /// `bootstrap_ca_cert` bootstraps a missing `ca_cert` from the first
+    /// `ssl:` peer, as in OVS (`ofproto::tls`).
+    fn apply_ssl(&mut self, d: &Desired) {
+        if self.ssl_seen.as_ref() == Some(&d.ssl) {
+            return;
+        }
+        self.ssl_seen = Some(d.ssl.clone());
+        let files = match &d.ssl {
+            Some(row) => Some(TlsFiles {
+                private_key: row.private_key.clone().into(),
+                certificate: row.certificate.clone().into(),
+                ca_cert: row.ca_cert.clone().into(),
+                bootstrap_ca_cert: row.bootstrap_ca_cert,
+            }),
+            None => self.settings.tls.clone(),
+        };
+        if self.tls.as_ref().map(|t| t.files()) == files.as_ref() {
+            return;
+        }
+        tracing::info!(files = ?files, "TLS settings changed");
+        self.tls = files.map(TlsContext::new);
+        if let Some(ctx) = &self.tls {
+            if let Err(e) = ctx.check() {
+                tracing::error!("{e}");
+            }
+        }
+        let probe = self.settings.inactivity_probe;
+        for (name, m) in &mut self.bridges {
+            m.bridge.set_tls(self.tls.clone());
+            let (listen, controllers) =
+                controller_targets(name, &m.controllers, self.tls.is_some());
+            let uses_tls = m
+                .controllers
+                .iter()
+                .any(|t| t.starts_with("ssl:") || t.starts_with("pssl:"));
+            if uses_tls {
+                if let Err(e) = m
+                    .bridge
+                    .restart_openflow(listen, &controllers, m.standalone, probe)
+                {
+                    tracing::error!(bridge = %name, "controllers: {e}");
+                }
+            }
         }
     }
 
@@ -177,6 +243,7 @@ impl Reconciler {
     pub fn apply(&mut self, full: &Desired) -> Vec<Value> {
         self.apply_pmd_cpus(full);
         self.apply_metrics(full);
+        self.apply_ssl(full);
         if full.unsupported != self.root_warned {
             for w in full
                 .unsupported
@@ -342,7 +409,7 @@ impl Reconciler {
     }
 
     fn start_bridge(&self, name: &str, want: &DesiredBridge) -> Result<Managed, String> {
-        let (listen, controllers) = controller_targets(name, &want.controllers);
+        let (listen, controllers) = controller_targets(name, &want.controllers, self.tls.is_some());
         let s = &self.settings;
         let config = BridgeConfig {
             name: name.to_string(),
@@ -356,6 +423,7 @@ impl Reconciler {
             flow_cache_entries: s.flow_cache_entries,
             standalone: want.standalone,
             controllers,
+            tls: self.tls.clone(),
             inactivity_probe: s.inactivity_probe,
             ct_limit: s.ct_limit,
             spare_xsk_ports: s.spare_xsk_ports,
@@ -414,7 +482,8 @@ impl Reconciler {
         let limits_changed = m.packet_in_limits != want.packet_in_limits;
         if m.controllers != want.controllers || limits_changed {
             let probe = self.settings.inactivity_probe;
-            let (listen, controllers) = controller_targets(name, &want.controllers);
+            let (listen, controllers) =
+                controller_targets(name, &want.controllers, self.tls.is_some());
             let pin = packet_in_limits(&want.packet_in_limits);
             m.bridge.set_packet_in_limits(pin.clone());
             // The passive target's, for the connections the restarted
@@ -431,15 +500,23 @@ impl Reconciler {
                     .controllers
                     .iter()
                     .filter(|t| !m.controllers.contains(t))
-                    .all(|t| !t.starts_with("ptcp:"));
+                    .all(|t| !t.starts_with("ptcp:") && !t.starts_with("pssl:"));
             let result = match m.bridge.server_mut() {
                 // New active targets join the running server, as in OVS.
                 Some(server) if only_added_active => {
                     let have = server.controller_targets();
                     controllers
                         .iter()
-                        .filter(|a| !have.contains(a))
-                        .try_for_each(|a| server.add_controller(*a, probe, pin.get(a).copied()))
+                        .filter(|a| !have.contains(&a.addr))
+                        .try_for_each(|a| {
+                            let tls = self.tls.clone().filter(|_| a.tls);
+                            server.add_controller_with_tls(
+                                a.addr,
+                                tls,
+                                probe,
+                                pin.get(&a.addr).copied(),
+                            )
+                        })
                         .map_err(|e| e.to_string())
                 }
                 // Anything else restarts the OpenFlow server on the same
@@ -693,11 +770,19 @@ impl Reconciler {
         for (bname, want) in &d.bridges {
             let m = self.bridges.get(bname);
             for (uuid, target) in &want.controller_rows {
-                let status = parse_controller(target)
-                    .ok()
-                    .filter(|_| target.starts_with("tcp:"))
-                    .and_then(|addr| m?.bridge.controller_status(addr));
+                let active = parse_controller(target).ok();
+                let status = active.and_then(|t| m?.bridge.controller_status(t.addr));
                 let mut r = Map::new();
+                if status.is_none() && active.is_some_and(|t| t.tls) && self.tls.is_none() {
+                    r.insert("is_connected".into(), json!(false));
+                    r.insert("role".into(), str_set::<&str>(&[]));
+                    r.insert(
+                        "status".into(),
+                        json!(["map", [["last_error", NO_TLS_SETTINGS]]]),
+                    );
+                    rows.push(("Controller", uuid.clone(), r));
+                    continue;
+                }
                 let Some(s) = status else {
                     r.insert("is_connected".into(), json!(false));
                     r.insert("role".into(), str_set::<&str>(&[]));
@@ -807,17 +892,27 @@ impl Reconciler {
     }
 }
 
-/// A bridge's `Controller.target`s: the passive listener (`ptcp:`; xbr
-/// serves one) and the active controllers (`tcp:`). Targets it cannot
-/// serve are logged and left out.
+/// Why an `ssl:`/`pssl:` target is not served.
+const NO_TLS_SETTINGS: &str = "no TLS settings: the SSL table (ovs-vsctl set-ssl) or \
+     --private-key, --certificate and --ca-cert must give them";
+
+/// A bridge's `Controller.target`s: the passive listener (`ptcp:` or
+/// `pssl:`; xbr serves one) and the active controllers (`tcp:`, `ssl:`).
+/// Targets it cannot serve (TLS ones without TLS settings among them)
+/// are logged and left out.
 fn controller_targets(
     bridge: &str,
     targets: &[String],
-) -> (Option<std::net::SocketAddr>, Vec<std::net::SocketAddr>) {
+    have_tls: bool,
+) -> (Option<Target>, Vec<Target>) {
     let mut listen = None;
     let mut active = Vec::new();
     for t in targets {
-        if t.starts_with("ptcp:") {
+        if (t.starts_with("ssl:") || t.starts_with("pssl:")) && !have_tls {
+            tracing::error!(bridge, target = %t, "{NO_TLS_SETTINGS}");
+            continue;
+        }
+        if t.starts_with("ptcp:") || t.starts_with("pssl:") {
             match parse_listen(t) {
                 Ok(a) if listen.is_none() => listen = Some(a),
                 Ok(_) => tracing::warn!(bridge, target = %t,
@@ -847,14 +942,17 @@ fn packet_in_limits(
 ) -> BTreeMap<std::net::SocketAddr, PacketInLimit> {
     by_target
         .iter()
-        .filter_map(|(t, l)| parse_controller(t).ok().map(|a| (a, *l)))
+        .filter_map(|(t, l)| parse_controller(t).ok().map(|a| (a.addr, *l)))
         .collect()
 }
 
 /// The PACKET_IN limit of the passive target xbr serves (the first
 /// `ptcp:` one, as `controller_targets` picks it).
 fn passive_packet_in_limit(want: &DesiredBridge) -> Option<PacketInLimit> {
-    let passive = want.controllers.iter().find(|t| t.starts_with("ptcp:"))?;
+    let passive = want
+        .controllers
+        .iter()
+        .find(|t| t.starts_with("ptcp:") || t.starts_with("pssl:"))?;
     want.packet_in_limits.get(passive).copied()
 }
 

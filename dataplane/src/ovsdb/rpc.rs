@@ -9,9 +9,15 @@
 //! disconnecting is how the loop learns that the connection is gone. The
 //! loop owns the write side and is the only writer, so messages never
 //! interleave.
+//!
+//! The stream is a unix socket (`unix:PATH`) or a TLS session over TCP
+//! (`ssl:IP:PORT`, with the key, certificate and CA of the process's TLS
+//! settings, as ovs-vswitchd's `--private-key` ...; see docs/tls.md).
 
+use ofproto::tls::{TlsContext, TlsError};
 use serde_json::{json, Value};
-use std::io::Write;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,23 +25,75 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum RpcError {
-    #[error("'{0}' is not an OVSDB address (expected unix:PATH)")]
+    #[error("'{0}' is not an OVSDB address (expected unix:PATH or ssl:IP:PORT)")]
     BadTarget(String),
+    #[error("'{0}': only `xbr run` connects to an ssl: database; give its unix: socket here")]
+    UnixOnly(String),
     #[error("connecting to {path}: {source}")]
     Connect {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("connecting to ssl:{addr}: {source}")]
+    ConnectTcp {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(
+        "the database at ssl:{0} needs TLS settings: --private-key, --certificate and --ca-cert"
+    )]
+    NoTls(SocketAddr),
+    #[error("the database at ssl:{addr}: {source}")]
+    Tls { addr: SocketAddr, source: TlsError },
     #[error("writing to the database: {0}")]
     Write(std::io::Error),
     #[error("cannot start the OVSDB reader thread: {0}")]
     Thread(std::io::Error),
 }
 
-/// Where the database is: `unix:PATH`.
+/// Where the database is: `unix:PATH` (`xbr probe`, `xbr doctor`).
 pub fn parse_target(s: &str) -> Result<PathBuf, RpcError> {
     match s.strip_prefix("unix:") {
         Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
+        _ if s.starts_with("ssl:") => Err(RpcError::UnixOnly(s.to_string())),
+        _ => Err(RpcError::BadTarget(s.to_string())),
+    }
+}
+
+/// OVSDB's default TCP/TLS port (`ssl:IP` without one).
+pub const OVSDB_PORT: u16 = 6640;
+
+/// Where the database is, for `xbr run --ovsdb`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Remote {
+    /// `unix:PATH`.
+    Unix(PathBuf),
+    /// `ssl:IP[:PORT]` (IPv6 in brackets when a port follows).
+    Ssl(SocketAddr),
+}
+
+impl std::fmt::Display for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Remote::Unix(p) => write!(f, "unix:{}", p.display()),
+            Remote::Ssl(a) => write!(f, "ssl:{a}"),
+        }
+    }
+}
+
+/// `unix:PATH` or `ssl:IP[:PORT]`.
+pub fn parse_remote(s: &str) -> Result<Remote, RpcError> {
+    if let Some(rest) = s.strip_prefix("ssl:") {
+        let addr = match rest.parse::<std::net::IpAddr>() {
+            Ok(ip) => SocketAddr::new(ip, OVSDB_PORT),
+            Err(_) => rest
+                .parse::<SocketAddr>()
+                .map_err(|_| RpcError::BadTarget(s.to_string()))?,
+        };
+        return Ok(Remote::Ssl(addr));
+    }
+    match s.strip_prefix("unix:") {
+        Some(p) if !p.is_empty() => Ok(Remote::Unix(PathBuf::from(p))),
         _ => Err(RpcError::BadTarget(s.to_string())),
     }
 }
@@ -56,17 +114,34 @@ pub enum Incoming {
     },
 }
 
+/// The socket under a connection, to shut it down.
+enum Socket {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
 /// A connection to ovsdb-server.
 pub struct Conn {
-    stream: UnixStream,
+    socket: Socket,
+    writer: Box<dyn Write + Send>,
     next_id: u64,
     pub incoming: crossbeam::channel::Receiver<Incoming>,
 }
 
 /// Bound on one write; a server that stops reading is cut off.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on the TCP connect and on the TLS handshake.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Conn {
+    /// Connects to `remote`; `tls` is required for `ssl:`.
+    pub fn open(remote: &Remote, tls: Option<&TlsContext>) -> Result<Conn, RpcError> {
+        match remote {
+            Remote::Unix(path) => Conn::connect(path),
+            Remote::Ssl(addr) => Conn::connect_ssl(*addr, tls.ok_or(RpcError::NoTls(*addr))?),
+        }
+    }
+
     pub fn connect(path: &std::path::Path) -> Result<Conn, RpcError> {
         let connect_err = |source| RpcError::Connect {
             path: path.to_path_buf(),
@@ -77,13 +152,43 @@ impl Conn {
             .set_write_timeout(Some(WRITE_TIMEOUT))
             .map_err(connect_err)?;
         let reader = stream.try_clone().map_err(connect_err)?;
+        let writer = stream.try_clone().map_err(connect_err)?;
+        Conn::start(Socket::Unix(stream), reader, Box::new(writer))
+    }
+
+    /// `ssl:addr`: TCP, then a TLS session in which both sides present
+    /// certificates signed by the CA the other trusts.
+    fn connect_ssl(addr: SocketAddr, tls: &TlsContext) -> Result<Conn, RpcError> {
+        let io_err = |source| RpcError::ConnectTcp { addr, source };
+        let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(io_err)?;
+        // Short reads while the handshake runs (it checks its deadline
+        // between them); blocking reads after.
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .and_then(|()| stream.set_write_timeout(Some(WRITE_TIMEOUT)))
+            .map_err(io_err)?;
+        let _ = stream.set_nodelay(true);
+        let shut = stream.try_clone().map_err(io_err)?;
+        let sock = stream.try_clone().map_err(io_err)?;
+        let (reader, writer) = ofproto::tls::stream::connect(tls, sock, addr, CONNECT_TIMEOUT)
+            .map_err(|source| RpcError::Tls { addr, source })?;
+        stream.set_read_timeout(None).map_err(io_err)?;
+        Conn::start(Socket::Tcp(shut), reader, Box::new(writer))
+    }
+
+    fn start(
+        socket: Socket,
+        reader: impl Read + Send + 'static,
+        writer: Box<dyn Write + Send>,
+    ) -> Result<Conn, RpcError> {
         let (tx, rx) = crossbeam::channel::unbounded();
         std::thread::Builder::new()
             .name("xbr-ovsdb-rx".into())
             .spawn(move || read_loop(reader, tx))
             .map_err(RpcError::Thread)?;
         Ok(Conn {
-            stream,
+            socket,
+            writer,
             next_id: 1,
             incoming: rx,
         })
@@ -91,7 +196,7 @@ impl Conn {
 
     fn write(&mut self, msg: &Value) -> Result<(), RpcError> {
         let bytes = serde_json::to_vec(msg).map_err(|e| RpcError::Write(e.into()))?;
-        self.stream.write_all(&bytes).map_err(RpcError::Write)
+        self.writer.write_all(&bytes).map_err(RpcError::Write)
     }
 
     /// Sends a request; returns its id.
@@ -109,7 +214,10 @@ impl Conn {
 
     /// Closes both directions; the reader thread then ends.
     pub fn close(&self) {
-        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        let _ = match &self.socket {
+            Socket::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            Socket::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+        };
     }
 }
 
@@ -119,7 +227,7 @@ impl Drop for Conn {
     }
 }
 
-fn read_loop(stream: UnixStream, tx: crossbeam::channel::Sender<Incoming>) {
+fn read_loop(stream: impl Read, tx: crossbeam::channel::Sender<Incoming>) {
     let reader = std::io::BufReader::new(stream);
     for msg in serde_json::Deserializer::from_reader(reader).into_iter::<Value>() {
         let Ok(msg) = msg else {
@@ -170,6 +278,20 @@ mod tests {
         );
         assert!(parse_target("tcp:1.2.3.4:6640").is_err());
         assert!(parse_target("unix:").is_err());
+        assert_eq!(
+            parse_remote("ssl:127.0.0.1:6641").unwrap(),
+            Remote::Ssl("127.0.0.1:6641".parse().unwrap())
+        );
+        assert_eq!(
+            parse_remote("ssl:10.0.0.1").unwrap().to_string(),
+            "ssl:10.0.0.1:6640"
+        );
+        assert_eq!(
+            parse_remote("unix:/run/db.sock").unwrap(),
+            Remote::Unix("/run/db.sock".into())
+        );
+        assert!(parse_remote("ssl:host:1").is_err());
+        assert!(parse_remote("tcp:1.2.3.4:6640").is_err());
     }
 
     #[test]
