@@ -24,6 +24,7 @@ pub mod logging;
 pub mod memport;
 pub mod meter;
 pub mod metrics;
+pub mod mirror;
 pub mod netdev;
 mod nlattr;
 pub mod normal;
