@@ -129,9 +129,25 @@ fn ovs_tcpdump_captures_a_ping_between_pods_whose_flow_is_in_the_xdp_cache() -> 
             "icmp",
         ],
     ))?;
+    // The Mirror row exists (ovs-tcpdump makes its port first); xbr
+    // applies it as soon as the database tells it.
+    let start = Instant::now();
+    while db
+        .vsctl(&["--columns=name", "list", "Mirror"])?
+        .ok()?
+        .stdout
+        .trim()
+        .is_empty()
+    {
+        assert!(
+            start.elapsed() < CAPTURE_BOUND,
+            "no Mirror row from ovs-tcpdump"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
     // Pings until tcpdump has its four frames (it starts listening a
     // moment after the mirror exists).
-    let start = Instant::now();
     let mut mirrored_hits = 0;
     while dump.try_status().is_none() && start.elapsed() < CAPTURE_BOUND {
         let s0 = db.xbr_stats(&bridge)?;
