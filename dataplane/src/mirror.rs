@@ -156,6 +156,15 @@ pub struct Mirror {
     /// own traffic NORMAL leaves alone; `None` for a capture.
     pub output_port: Option<String>,
     sink: Sink,
+    /// Shared with the mirror this one replaced, when the same row
+    /// changed (OVS keeps a row's statistics across changes).
+    pub counters: Arc<MirrorCounters>,
+}
+
+/// A mirror's counts; the packet threads add to them with relaxed atomic
+/// adds (mirroring costs a system call per copy anyway).
+#[derive(Default, Debug)]
+pub struct MirrorCounters {
     pub tx_packets: AtomicU64,
     pub tx_bytes: AtomicU64,
     /// Copies a full or gone sink did not take.
@@ -169,19 +178,24 @@ impl Mirror {
             select,
             output_port,
             sink,
-            tx_packets: AtomicU64::new(0),
-            tx_bytes: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
+            counters: Arc::default(),
         }
+    }
+
+    /// Counts into `counters` (see the field). Before it is published.
+    pub fn with_counters(mut self, counters: Arc<MirrorCounters>) -> Self {
+        self.counters = counters;
+        self
     }
 
     /// Sends a copy of `frame` to the mirror's sink, counting it.
     pub fn copy(&self, frame: &[u8]) {
+        let c = &self.counters;
         if self.sink.send(frame) {
-            self.tx_packets.fetch_add(1, Relaxed);
-            self.tx_bytes.fetch_add(frame.len() as u64, Relaxed);
+            c.tx_packets.fetch_add(1, Relaxed);
+            c.tx_bytes.fetch_add(frame.len() as u64, Relaxed);
         } else {
-            self.dropped.fetch_add(1, Relaxed);
+            c.dropped.fetch_add(1, Relaxed);
         }
     }
 
@@ -264,7 +278,8 @@ impl Mirrors {
             .ok_or_else(|| MirrorError::NotFound(name.to_string()))?;
         let m = l.captures.remove(i);
         self.publish(&mut l);
-        Ok((m.tx_packets.load(Relaxed), m.dropped.load(Relaxed)))
+        let c = &m.counters;
+        Ok((c.tx_packets.load(Relaxed), c.dropped.load(Relaxed)))
     }
 }
 
@@ -335,11 +350,11 @@ mod tests {
         m.copy(&[1, 2, 3]);
         let mut buf = [0u8; 16];
         assert_eq!(rx.recv(&mut buf).unwrap(), 3);
-        assert_eq!(m.tx_packets.load(Relaxed), 1);
-        assert_eq!(m.tx_bytes.load(Relaxed), 3);
+        assert_eq!(m.counters.tx_packets.load(Relaxed), 1);
+        assert_eq!(m.counters.tx_bytes.load(Relaxed), 3);
         drop(rx);
         m.copy(&[1]);
-        assert_eq!(m.dropped.load(Relaxed), 1);
+        assert_eq!(m.counters.dropped.load(Relaxed), 1);
     }
 
     #[test]

@@ -7,11 +7,15 @@
 //! Needs root, ovs-tcpdump (openvswitch-switch, python3-openvswitch),
 //! tcpdump and a built `xbr`, like every end-to-end test.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
 use std::time::{Duration, Instant};
 use xbr_tests::ovsdb::{agent_pod, OvsDb};
-use xbr_tests::Background;
-use xbr_tests::{require_tool, unique_tag, Pod, Result};
+use xbr_tests::{require_tool, udp_send, unique_tag, Background, Pod, Result, UdpReceiver};
+
+const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
+/// How long copies may take to arrive.
+const COPY_BOUND: Duration = Duration::from_secs(10);
 
 /// How long ovs-tcpdump may take to see its frames.
 const CAPTURE_BOUND: Duration = Duration::from_secs(30);
@@ -32,8 +36,7 @@ fn xdp_stat(stats: &str, name: &str) -> u64 {
 /// bridge, the pods' ports (1 and 2) and the flows of tables 0, 20, 70
 /// and 80 of TABLES.md that carry pod-to-pod IP.
 fn agent_node(db: &mut OvsDb, bridge: &str, pods: &[&Pod]) -> Result<()> {
-    db.start_xbr()?;
-    db.vsctl(&[
+    let add_br = [
         "--may-exist",
         "add-br",
         bridge,
@@ -43,8 +46,9 @@ fn agent_node(db: &mut OvsDb, bridge: &str, pods: &[&Pod]) -> Result<()> {
         bridge,
         "fail_mode=secure",
         "protocols=OpenFlow13",
-    ])?
-    .ok()?;
+    ];
+    db.start_xbr()?;
+    db.vsctl(&add_br)?.ok()?;
     let mut flows = vec![
         "table=0, priority=100, ip, actions=goto_table:20".to_string(),
         "table=20, priority=0, actions=drop".to_string(),
@@ -182,5 +186,163 @@ fn ovs_tcpdump_captures_a_ping_between_pods_whose_flow_is_in_the_xdp_cache() -> 
     let hits = xdp_stat(&after, "hit_packets") - xdp_stat(&before, "hit_packets");
     assert!(hits >= 10, "not back in the XDP cache: {hits}\n{after}");
     db.vsctl(&["del-br", &bridge])?.ok()?;
+    Ok(())
+}
+
+/// Frames pod `p`'s eth0 has received.
+fn rx_packets(p: &Pod) -> Result<u64> {
+    let out = p
+        .ns()
+        .exec(
+            &["cat", "/sys/class/net/eth0/statistics/rx_packets"],
+            xbr_tests::CMD_TIMEOUT,
+        )?
+        .ok()?
+        .stdout;
+    out.trim()
+        .parse()
+        .map_err(|_| xbr_tests::HarnessError::Unexpected(format!("rx_packets: {out}")))
+}
+
+/// Sends `n` UDP datagrams from `from` to a receiver in `to`, all
+/// delivered (so no ICMP error comes back).
+fn udp(from: &Pod, to: &Pod, n: u64) -> Result<()> {
+    let tool = Path::new(TOOL);
+    let dst = SocketAddrV4::new(to.ip(), 5001);
+    let rx = UdpReceiver::start(tool, to.ns(), dst, n, COPY_BOUND)?;
+    assert_eq!(udp_send(tool, from.ns(), dst, n, 2_000)?, n);
+    assert_eq!(rx.finish()?, n, "delivered");
+    Ok(())
+}
+
+/// How many frames reach `out` while `a` sends 50 datagrams to `b` and
+/// `b` 30 to `a`: waits until the count is stable.
+fn copies(a: &Pod, b: &Pod, out: &Pod) -> Result<u64> {
+    let before = rx_packets(out)?;
+    udp(a, b, 50)?;
+    udp(b, a, 30)?;
+    let start = Instant::now();
+    let mut last = rx_packets(out)?;
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = rx_packets(out)?;
+        if now == last || start.elapsed() > COPY_BOUND {
+            return Ok(now - before);
+        }
+        last = now;
+    }
+}
+
+/// The Mirror row's `statistics:tx_packets`, once it reaches `want`
+/// (or whatever it is after [`COPY_BOUND`]).
+fn mirror_tx_packets(db: &OvsDb, want: u64) -> Result<u64> {
+    let start = Instant::now();
+    loop {
+        let out = db
+            .vsctl(&["get", "Mirror", "m", "statistics"])?
+            .ok()?
+            .stdout;
+        let n = out
+            .trim()
+            .trim_matches(['{', '}'])
+            .split(", ")
+            .find_map(|kv| kv.strip_prefix("tx_packets="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if n >= want || start.elapsed() > COPY_BOUND {
+            return Ok(n);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The frames each Mirror selection copies to the output port (a third
+/// pod), for one switch: select_src_port, then select_dst_port, then
+/// select_all, changed on the same row with `ovs-vsctl`; and the row's
+/// tx_packets at the end.
+fn mirror_sequence() -> Result<Vec<u64>> {
+    let bridge = format!("xbrt{}", unique_tag());
+    let a = agent_pod(2)?;
+    let b = agent_pod(3)?;
+    let out = agent_pod(4)?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let mut db = OvsDb::start(None)?;
+    agent_node(&mut db, &bridge, &[&a, &b])?;
+    db.vsctl(&["add-port", &bridge, out.host_if()])?.ok()?;
+    // The bridge's local port is a mirrored source under select_all:
+    // the host's IPv6 (router solicitations, MLD) would add frames at
+    // random times.
+    let knob = format!("net.ipv6.conf.{bridge}.disable_ipv6=1");
+    xbr_tests::run_timeout(
+        std::process::Command::new("sysctl").args(["-qw", &knob]),
+        xbr_tests::CMD_TIMEOUT,
+    )?
+    .ok()?;
+    let mut got = vec![copies(&a, &b, &out)?];
+    db.vsctl(&[
+        "--",
+        "--id=@a",
+        "get",
+        "Port",
+        a.host_if(),
+        "--",
+        "--id=@o",
+        "get",
+        "Port",
+        out.host_if(),
+        "--",
+        "--id=@m",
+        "create",
+        "Mirror",
+        "name=m",
+        "select_src_port=@a",
+        "output_port=@o",
+        "--",
+        "add",
+        "Bridge",
+        &bridge,
+        "mirrors",
+        "@m",
+    ])?
+    .ok()?;
+    got.push(copies(&a, &b, &out)?);
+    db.vsctl(&[
+        "--",
+        "--id=@a",
+        "get",
+        "Port",
+        a.host_if(),
+        "--",
+        "set",
+        "Mirror",
+        "m",
+        "select_src_port=[]",
+        "select_dst_port=@a",
+    ])?
+    .ok()?;
+    got.push(copies(&a, &b, &out)?);
+    db.vsctl(&[
+        "set",
+        "Mirror",
+        "m",
+        "select_dst_port=[]",
+        "select_all=true",
+    ])?
+    .ok()?;
+    got.push(copies(&a, &b, &out)?);
+    got.push(mirror_tx_packets(&db, 160)?);
+    eprintln!("copies: {got:?}");
+    db.vsctl(&["del-br", &bridge])?.ok()?;
+    Ok(got)
+}
+
+#[test]
+fn mirror_rows_copy_exactly_the_selected_frames() -> Result<()> {
+    let got = mirror_sequence()?;
+    // No mirror: nothing; a's received (50); output to a (30); all, each
+    // packet once (80); the row's statistics count the copies of the row
+    // since it was created (50 + 30 + 80).
+    assert_eq!(got, [0, 50, 30, 80, 160]);
     Ok(())
 }

@@ -3,8 +3,8 @@
 //! its counters go back to the row's `statistics`, as ovs-vswitchd
 //! writes them (`tx_packets`, `tx_bytes`).
 //!
-//! A row is rebuilt only when it changes (its counters and socket live as
-//! long as it does). One that cannot be carried out (VLAN mirroring, no
+//! A row is rebuilt only when it changes (its socket lives as long as
+//! it does; its counters as long as the row). One that cannot be carried out (VLAN mirroring, no
 //! output port, a device that cannot be opened yet) is logged once per
 //! change and tried again on the next pass; it copies nothing.
 
@@ -38,7 +38,15 @@ pub fn apply(bridge: &str, applied: &mut Vec<Applied>, want: &[DesiredMirror], m
             .position(|a| a.want == *w && a.mirror.is_ok());
         let mirror = match old {
             Some(j) => applied.swap_remove(j).mirror,
-            None => build(i, w),
+            None => {
+                // The row changed: its statistics go on.
+                let before = applied
+                    .iter()
+                    .find(|a| a.want.uuid == w.uuid)
+                    .and_then(|a| a.mirror.as_ref().ok())
+                    .map(|m| m.counters.clone());
+                build(i, w, before.unwrap_or_default())
+            }
         };
         if let Err(e) = &mirror {
             let before = applied.iter().find(|a| a.want == *w).map(|a| &a.mirror);
@@ -63,18 +71,19 @@ pub fn apply(bridge: &str, applied: &mut Vec<Applied>, want: &[DesiredMirror], m
     );
 }
 
-fn build(i: usize, w: &DesiredMirror) -> Result<Arc<Mirror>, String> {
+fn build(
+    i: usize,
+    w: &DesiredMirror,
+    counters: Arc<crate::mirror::MirrorCounters>,
+) -> Result<Arc<Mirror>, String> {
     if i >= MAX_MIRRORS {
         return Err(format!("more than {MAX_MIRRORS} mirrors on the bridge"));
     }
     let dev = w.output.clone()?;
     let sink = Sink::device(&dev).map_err(|e| e.to_string())?;
-    Ok(Arc::new(Mirror::new(
-        w.name.clone(),
-        w.select.clone(),
-        Some(dev),
-        sink,
-    )))
+    Ok(Arc::new(
+        Mirror::new(w.name.clone(), w.select.clone(), Some(dev), sink).with_counters(counters),
+    ))
 }
 
 /// The rows' `statistics` (mirrors carried out only).
@@ -87,8 +96,8 @@ pub fn stats_rows(applied: &[Applied], rows: &mut Vec<(&'static str, String, Map
         r.insert(
             "statistics".into(),
             super::datum::int_map(&[
-                ("tx_bytes", m.tx_bytes.load(Relaxed)),
-                ("tx_packets", m.tx_packets.load(Relaxed)),
+                ("tx_bytes", m.counters.tx_bytes.load(Relaxed)),
+                ("tx_packets", m.counters.tx_packets.load(Relaxed)),
             ]),
         );
         rows.push(("Mirror", a.want.uuid.clone(), r));
