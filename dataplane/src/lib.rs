@@ -5,6 +5,7 @@
 pub mod accept_loop;
 pub mod bpf;
 pub mod bridge;
+pub mod capture;
 pub mod conffile;
 pub mod config;
 pub mod conntrack;

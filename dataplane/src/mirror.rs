@@ -31,7 +31,6 @@ use nix::sys::socket::{self, AddressFamily, MsgFlags, SockFlag, SockType};
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixDatagram;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
@@ -104,15 +103,17 @@ impl Sink {
         })
     }
 
-    /// A datagram socket connected to `path`, where an `xbr capture`
-    /// process reads one frame per datagram.
-    pub fn capture(path: &Path) -> Result<Sink, MirrorError> {
+    /// A datagram socket connected to `name` in the abstract namespace,
+    /// where an `xbr capture` process reads one frame per datagram.
+    pub fn capture_abstract(name: &str) -> Result<Sink, MirrorError> {
+        use std::os::linux::net::SocketAddrExt;
         let err = |source| MirrorError::Capture {
-            path: path.display().to_string(),
+            path: format!("@{name}"),
             source,
         };
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).map_err(err)?;
         let s = UnixDatagram::unbound().map_err(err)?;
-        s.connect(path).map_err(err)?;
+        s.connect_addr(&addr).map_err(err)?;
         s.set_nonblocking(true).map_err(err)?;
         Ok(Sink {
             fd: s.into(),
@@ -188,14 +189,17 @@ impl Mirror {
         self
     }
 
-    /// Sends a copy of `frame` to the mirror's sink, counting it.
-    pub fn copy(&self, frame: &[u8]) {
+    /// Sends a copy of `frame` to the mirror's sink, counting it; false
+    /// once the sink's reader is gone.
+    pub fn copy(&self, frame: &[u8]) -> bool {
         let c = &self.counters;
         if self.sink.send(frame) {
             c.tx_packets.fetch_add(1, Relaxed);
             c.tx_bytes.fetch_add(frame.len() as u64, Relaxed);
+            true
         } else {
             c.dropped.fetch_add(1, Relaxed);
+            !self.sink.is_dead()
         }
     }
 
@@ -266,6 +270,18 @@ impl Mirrors {
         l.captures.push(Arc::new(m));
         self.publish(&mut l);
         Ok(())
+    }
+
+    /// Removes the captures whose reader is gone (the packet thread calls
+    /// it once, when a copy finds that out).
+    pub fn reap(&self) {
+        let mut l = self.lock();
+        let before = l.captures.len();
+        l.captures.retain(|c| !c.sink_dead());
+        if l.captures.len() != before {
+            tracing::info!("capture ended without stopping: its mirror removed");
+            self.publish(&mut l);
+        }
     }
 
     /// Removes capture `name`; returns its copies sent and dropped.
@@ -347,13 +363,13 @@ mod tests {
         assert_eq!(PortMirrors::of("b", &list).dst, 1);
         assert!(PortMirrors::of("o", &list).output);
         assert!(!PortMirrors::of("c", &list).any());
-        m.copy(&[1, 2, 3]);
+        assert!(m.copy(&[1, 2, 3]));
         let mut buf = [0u8; 16];
         assert_eq!(rx.recv(&mut buf).unwrap(), 3);
         assert_eq!(m.counters.tx_packets.load(Relaxed), 1);
         assert_eq!(m.counters.tx_bytes.load(Relaxed), 3);
         drop(rx);
-        m.copy(&[1]);
+        assert!(!m.copy(&[1]));
         assert_eq!(m.counters.dropped.load(Relaxed), 1);
     }
 

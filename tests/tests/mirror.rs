@@ -346,3 +346,127 @@ fn mirror_rows_copy_exactly_the_selected_frames() -> Result<()> {
     assert_eq!(got, [0, 50, 30, 80, 160]);
     Ok(())
 }
+
+/// `xbr capture` against the node's bridge.
+fn xbr_capture(db: &OvsDb, bridge: &str, args: &[&str]) -> Result<std::process::Command> {
+    let mut cmd = std::process::Command::new(xbr_tests::Xbr::binary()?);
+    cmd.args(["capture", "--rundir"])
+        .arg(db.run_dir())
+        .args(["--bridge", bridge])
+        .args(args);
+    Ok(cmd)
+}
+
+/// Pings from `a` to `b` once every 200 ms until `run` exits (bounded).
+fn ping_until_done(run: &mut Background, a: &Pod, b: &Pod) -> Result<()> {
+    let start = Instant::now();
+    while run.try_status().is_none() && start.elapsed() < CAPTURE_BOUND {
+        let _ = a.ping(b.ip(), 1)?;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
+#[test]
+fn xbr_capture_writes_a_pcap_of_a_cached_flow_and_refuses_bad_arguments() -> Result<()> {
+    require_tool("tcpdump")?;
+    let bridge = format!("xbrt{}", unique_tag());
+    let a = agent_pod(2)?;
+    let b = agent_pod(3)?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let mut db = OvsDb::start(None)?;
+    agent_node(&mut db, &bridge, &[&a, &b])?;
+    let before = db.xbr_stats(&bridge)?;
+    ping_ok(&a, b.ip(), 10)?;
+    let after = db.xbr_stats(&bridge)?;
+    let hits = xdp_stat(&after, "hit_packets") - xdp_stat(&before, "hit_packets");
+    assert!(
+        hits >= 10,
+        "ping not in the XDP cache: {hits} hits\n{after}"
+    );
+
+    // -w: a pcap tcpdump reads, with both directions of the ping.
+    let pcap = db.dir().join("capture.pcap");
+    let pcap_s = pcap.to_string_lossy().into_owned();
+    let mut run = Background::spawn(&mut xbr_capture(
+        &db,
+        &bridge,
+        &[a.host_if(), "-w", &pcap_s, "-c", "4"],
+    )?)?;
+    ping_until_done(&mut run, &a, &b)?;
+    let out = run.wait(Duration::from_secs(10));
+    assert!(
+        out.success(),
+        "{}{}\n{}",
+        out.stdout,
+        out.stderr,
+        db.xbr_log()
+    );
+    assert!(out.stderr.contains("4 frames captured"), "{}", out.stderr);
+    let read = xbr_tests::run_timeout(
+        std::process::Command::new("tcpdump").args(["-n", "-r", &pcap_s]),
+        xbr_tests::CMD_TIMEOUT,
+    )?
+    .ok()?;
+    let lines: Vec<&str> = read.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", read.stdout);
+    let request = format!("{} > {}: ICMP echo request", a.ip(), b.ip());
+    let reply = format!("{} > {}: ICMP echo reply", b.ip(), a.ip());
+    assert!(
+        lines.iter().any(|l| l.contains(&request)) && lines.iter().any(|l| l.contains(&reply)),
+        "{}",
+        read.stdout
+    );
+
+    // Without -w: one line per frame.
+    let mut run = Background::spawn(&mut xbr_capture(&db, &bridge, &[b.host_if(), "-c", "2"])?)?;
+    ping_until_done(&mut run, &a, &b)?;
+    let out = run.wait(Duration::from_secs(10));
+    assert!(out.success(), "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.stdout.lines().count(), 2, "{}", out.stdout);
+    assert!(
+        out.stdout.lines().all(|l| l.contains(": ICMP, length 98")),
+        "{}",
+        out.stdout
+    );
+    // Both captures stopped: the flow is back in the XDP cache.
+    let before = db.xbr_stats(&bridge)?;
+    ping_ok(&a, b.ip(), 10)?;
+    let after = db.xbr_stats(&bridge)?;
+    let hits = xdp_stat(&after, "hit_packets") - xdp_stat(&before, "hit_packets");
+    assert!(hits >= 10, "not back in the XDP cache: {hits}\n{after}");
+
+    // Bad arguments: a message and exit code 2, no file left behind.
+    let bad_file = db.dir().join("bad.pcap").to_string_lossy().into_owned();
+    let cases: [(&[&str], &str); 6] = [
+        (&[], "PORT"),
+        (&[a.host_if(), "-c", "0"], "-c"),
+        (&[a.host_if(), "-c", "many"], "-c"),
+        (&["nosuchport", "-w", &bad_file], "no port nosuchport"),
+        (
+            &[a.host_if(), "-w", "/nonexistent/dir/x.pcap"],
+            "/nonexistent/dir",
+        ),
+        (&[a.host_if(), "--frobnicate"], "--frobnicate"),
+    ];
+    for (args, says) in cases {
+        let out = xbr_tests::run_timeout(
+            &mut xbr_capture(&db, &bridge, args)?,
+            xbr_tests::CMD_TIMEOUT,
+        )?;
+        assert_eq!(out.code(), Some(2), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+    assert!(
+        !Path::new(&bad_file).exists(),
+        "refused capture left a file"
+    );
+    let out = xbr_tests::run_timeout(
+        &mut xbr_capture(&db, "nosuchbridge", &[a.host_if()])?,
+        xbr_tests::CMD_TIMEOUT,
+    )?;
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    db.vsctl(&["del-br", &bridge])?.ok()?;
+    Ok(())
+}

@@ -18,6 +18,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         self.mirror_gen = generation;
         self.mirror_ports_dirty = false;
+        self.mirror_reaped = false;
         self.mirrors = self.shared.mirrors().snapshot();
         let mut gained = false;
         for port in &mut self.ports {
@@ -41,12 +42,18 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         self.mirrored |= todo;
         let frame = self.frames.bytes(desc.addr, desc.len);
+        let mut gone = false;
         while todo != 0 {
             let i = todo.trailing_zeros() as usize;
             todo &= todo - 1;
             if let Some(m) = self.mirrors.get(i) {
-                m.copy(frame);
+                gone |= !m.copy(frame);
             }
+        }
+        // A capture's reader died: once per capture (its mask bit is
+        // cleared at the next round), not per packet.
+        if gone && !std::mem::replace(&mut self.mirror_reaped, true) {
+            self.shared.mirrors().reap();
         }
     }
 }

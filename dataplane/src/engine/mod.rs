@@ -216,6 +216,8 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     mirror_ports_dirty: bool,
     /// The mirrors the packet being handled was copied to.
     mirrored: u32,
+    /// A dead capture was reported since the mirrors last changed.
+    mirror_reaped: bool,
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
@@ -272,6 +274,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             mirror_gen: 0,
             mirror_ports_dirty: true,
             mirrored: 0,
+            mirror_reaped: false,
         }
     }
 
