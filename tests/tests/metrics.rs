@@ -3,7 +3,8 @@
 //! metrics`, and the counters moving by the traffic sent (ports, table,
 //! packet thread, OpenFlow control plane); the endpoint's bounds (path,
 //! request size) answered with HTTP errors and counted; a bad address
-//! refused at start with exit code 2.
+//! refused at start with exit code 2; connections counted by conntrack
+//! zone.
 //!
 //! Needs root (veth pairs, AF_XDP), a built `xbr` and `promtool`
 //! (Debian's `prometheus` package), like every end-to-end test.
@@ -309,5 +310,67 @@ fn the_database_turns_the_endpoint_on_moves_it_and_off() -> Result<()> {
         .ok()?;
     let got = wait_for(&ns, 9476, has_br0)?;
     assert!(has_br0(&got), "{got:?}\n{}", db.xbr_log());
+    Ok(())
+}
+
+#[test]
+fn conntrack_connections_are_counted_by_zone() -> Result<()> {
+    let a = Pod::numbered(2)?;
+    let b = Pod::numbered(3)?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let addr = free_addr()?;
+    let addr_arg = addr.to_string();
+    let spec_a = format!("{}=1", a.host_if());
+    let spec_b = format!("{}=2", b.host_if());
+    let xbr = Xbr::start(&["--metrics", &addr_arg, "--port", &spec_a, "--port", &spec_b])?;
+    // A's flows are committed in zone 5, B's in zone 9 (each direction's
+    // first packet is a new connection in its own zone).
+    xbr.add_flow("table=0, priority=10, in_port=1, ip, actions=ct(commit,zone=5),output:2")?;
+    xbr.add_flow("table=0, priority=10, in_port=2, ip, actions=ct(commit,zone=9),output:1")?;
+    let tool = std::path::Path::new(env!("CARGO_BIN_EXE_xbr-testtool"));
+    let to_b = std::net::SocketAddrV4::new(b.ip(), 5001);
+    let to_a = std::net::SocketAddrV4::new(a.ip(), 5002);
+    assert_eq!(
+        xbr_tests::udp_send_flows(tool, a.ns(), to_b, 3, 1000, 3, 41000)?,
+        3
+    );
+    assert_eq!(
+        xbr_tests::udp_send_flows(tool, b.ns(), to_a, 2, 1000, 2, 42000)?,
+        2
+    );
+    let br = ("bridge", BRIDGE);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = scrape(addr)?;
+        promtool_check(&text)?;
+        let z5 = sample(
+            &text,
+            "xbr_conntrack_zone_connections",
+            &[br, ("zone", "5")],
+        );
+        let z9 = sample(
+            &text,
+            "xbr_conntrack_zone_connections",
+            &[br, ("zone", "9")],
+        );
+        if (z5, z9) == (Some(3.0), Some(2.0)) {
+            // Zones without connections are not listed.
+            assert!(sample(
+                &text,
+                "xbr_conntrack_zone_connections",
+                &[br, ("zone", "0")]
+            )
+            .is_none());
+            assert_eq!(must(&text, "xbr_conntrack_connections", &[br]), 5.0);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "zones 5 and 9: {z5:?} {z9:?}\n{text}\n{}",
+            xbr.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     Ok(())
 }

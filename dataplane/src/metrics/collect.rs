@@ -80,6 +80,7 @@ struct Families {
     tc_uncacheable: IntCounterVec,
     tc_invalidations: IntCounterVec,
     ct_entries: IntGaugeVec,
+    ct_zone_entries: IntGaugeVec,
     ct_limit: IntGaugeVec,
     ct_created: IntCounterVec,
     ct_refused: IntCounterVec,
@@ -134,6 +135,7 @@ impl Families {
             tc_uncacheable: o.counters("xbr_translation_cache_uncacheable_total", "Translations that could not be cached.", b)?,
             tc_invalidations: o.counters("xbr_translation_cache_invalidations_total", "Times the translation caches were emptied by a table change.", b)?,
             ct_entries: o.gauges("xbr_conntrack_connections", "Connections in the connection tracker.", b)?,
+            ct_zone_entries: o.gauges("xbr_conntrack_zone_connections", "Connections in the connection tracker, by zone (zones with connections only).", &["bridge", "zone"])?,
             ct_limit: o.gauges("xbr_conntrack_connections_limit", "Most connections the tracker holds (dpctl/ct-get-maxconns).", b)?,
             ct_created: o.counters("xbr_conntrack_created_total", "Connections committed (created).", b)?,
             ct_refused: o.counters("xbr_conntrack_refused_total", "New connections refused, by reason (table_full, nat_exhausted).", br)?,
@@ -292,6 +294,11 @@ fn bridge(f: &Families, v: &BridgeView) {
     f.ct_entries
         .with_label_values(&[name])
         .set(level(ct.len() as u64));
+    for (zone, n) in ct.zone_counts() {
+        f.ct_zone_entries
+            .with_label_values(&[name, &zone.to_string()])
+            .set(i64::from(n));
+    }
     f.ct_limit
         .with_label_values(&[name])
         .set(level(ct.limit() as u64));
