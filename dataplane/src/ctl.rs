@@ -188,6 +188,7 @@ pub fn dispatch(
             if let Some(st) = live.state_status() {
                 text.push_str(&st.text());
             }
+            text.push_str(&crate::mirror::report(&dp.mirrors().snapshot()));
             if let Some(maps) = live.xdp_cache() {
                 // Fail closed: frames of queues without a socket (while
                 // this xbr starts, or any xbr is down: the counter is

@@ -299,6 +299,30 @@ impl Mirrors {
     }
 }
 
+/// The mirrors' lines of `xbr stats` (none without mirrors): copies sent
+/// and dropped (a full or gone sink), per mirror.
+pub fn report(mirrors: &[Arc<Mirror>]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    if mirrors.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "mirrors:");
+    for m in mirrors {
+        let c = &m.counters;
+        let _ = writeln!(
+            out,
+            "  {} (to {}): tx packets: {}, bytes: {}, dropped: {}",
+            m.name,
+            m.output_port.as_deref().unwrap_or("a capture"),
+            c.tx_packets.load(Relaxed),
+            c.tx_bytes.load(Relaxed),
+            c.dropped.load(Relaxed),
+        );
+    }
+    out
+}
+
 /// A port's part in the mirrors, as a packet thread computes it.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct PortMirrors {

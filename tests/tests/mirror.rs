@@ -332,6 +332,13 @@ fn mirror_sequence() -> Result<Vec<u64>> {
     .ok()?;
     got.push(copies(&a, &b, &out)?);
     got.push(mirror_tx_packets(&db, 160)?);
+    // xbr stats shows the mirror's copies, none dropped.
+    let stats = db.xbr_stats(&bridge)?;
+    let line = format!("  m (to {}): tx packets: 160, ", out.host_if());
+    assert!(
+        stats.contains(&line) && stats.contains("dropped: 0"),
+        "{stats}"
+    );
     eprintln!("copies: {got:?}");
     db.vsctl(&["del-br", &bridge])?.ok()?;
     Ok(got)
