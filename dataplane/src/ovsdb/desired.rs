@@ -655,6 +655,50 @@ mod tests {
     }
 
     #[test]
+    fn reads_mirrors_by_port_name_and_refuses_vlan_mirroring() {
+        let mut r = replica();
+        r.apply(&json!({
+            "Bridge": {"b0": {"new": {
+                "name": "br0", "fail_mode": "secure",
+                "ports": ["set", [["uuid", "p1"], ["uuid", "p2"]]],
+                "mirrors": ["set", [["uuid", "m0"], ["uuid", "m1"], ["uuid", "m2"]]],
+                "controller": ["set", []], "other_config": ["map", []]}}},
+            "Mirror": {
+                "m0": {"new": {"name": "m_veth1", "select_all": false,
+                               "select_src_port": ["uuid", "p2"],
+                               "select_dst_port": ["set", [["uuid", "p2"]]],
+                               "select_vlan": ["set", []],
+                               "output_port": ["uuid", "p1"], "output_vlan": ["set", []]}},
+                "m1": {"new": {"name": "vlan", "select_all": true,
+                               "output_vlan": 10, "output_port": ["set", []]}},
+                "m2": {"new": {"name": "nowhere", "select_all": true,
+                               "output_port": ["set", []]}}},
+        }));
+        let m = &read(&r).bridges["br0"].mirrors;
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[0].name, "m_veth1");
+        let veth1: BTreeSet<String> = ["veth1".to_string()].into();
+        assert_eq!(
+            m[0].select,
+            crate::mirror::Selection {
+                all: false,
+                src: veth1.clone(),
+                dst: veth1
+            }
+        );
+        assert_eq!(m[0].output, Ok("tun0".to_string()));
+        assert!(m[1].select.all);
+        assert!(m[1]
+            .output
+            .as_ref()
+            .is_err_and(|e| e.contains("output_vlan")));
+        assert!(m[2]
+            .output
+            .as_ref()
+            .is_err_and(|e| e.contains("no output_port")));
+    }
+
+    #[test]
     fn reads_the_pmd_cpu_mask() {
         let mut r = replica();
         assert_eq!(read(&r).pmd_cpus, None);
