@@ -477,3 +477,58 @@ fn xbr_capture_writes_a_pcap_of_a_cached_flow_and_refuses_bad_arguments() -> Res
     db.vsctl(&["del-br", &bridge])?.ok()?;
     Ok(())
 }
+
+#[test]
+fn a_capture_across_two_packet_threads_copies_each_frame_once() -> Result<()> {
+    let a = Pod::numbered(2)?;
+    let b = Pod::numbered(3)?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    // Ports are dealt in turn: a's to thread 0, b's to thread 1, so every
+    // frame between them is handed off from one thread to the other.
+    let spec_a = format!("{}=1", a.host_if());
+    let spec_b = format!("{}=2", b.host_if());
+    let xbr = xbr_tests::Xbr::start(&[
+        "--pmd-threads",
+        "2",
+        "--pmd-cores",
+        "0,1",
+        "--port",
+        &spec_a,
+        "--port",
+        &spec_b,
+    ])?;
+    xbr.add_flow("table=0, in_port=1, actions=output:2")?;
+    xbr.add_flow("table=0, in_port=2, actions=output:1")?;
+    // 3 pings (6 frames) and 100 datagrams b -> a: 106 frames on a's
+    // port. A copy made twice (by both threads) would show as more of one
+    // kind before the count is reached.
+    let mut cmd = std::process::Command::new("timeout");
+    cmd.args(["-s", "INT", "30"])
+        .arg(xbr_tests::Xbr::binary()?)
+        .args(["capture", "--rundir"])
+        .arg(xbr.rundir())
+        .args(["--bridge", xbr_tests::BRIDGE, a.host_if(), "-c", "106"]);
+    let run = Background::spawn(&mut cmd)?;
+    let start = Instant::now();
+    while !xbr
+        .client_ok(&["stats", xbr_tests::BRIDGE])?
+        .contains("(to a capture)")
+    {
+        assert!(start.elapsed() < CAPTURE_BOUND, "no capture\n{}", xbr.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ping_ok(&a, b.ip(), 3)?;
+    udp(&b, &a, 100)?;
+    let out = run.wait(CAPTURE_BOUND);
+    assert!(out.success(), "{}{}\n{}", out.stdout, out.stderr, xbr.log());
+    let icmp = out.stdout.lines().filter(|l| l.contains(": ICMP")).count();
+    let udp = out.stdout.lines().filter(|l| l.contains(": UDP")).count();
+    assert_eq!((icmp, udp), (6, 100), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("106 frames captured, 0 dropped"),
+        "{}",
+        out.stderr
+    );
+    Ok(())
+}
