@@ -3,10 +3,12 @@
 //! its counters go back to the row's `statistics`, as ovs-vswitchd
 //! writes them (`tx_packets`, `tx_bytes`).
 //!
-//! A row is rebuilt only when it changes (its socket lives as long as
-//! it does; its counters as long as the row). One that cannot be carried out (VLAN mirroring, no
-//! output port, a device that cannot be opened yet) is logged once per
-//! change and tried again on the next pass; it copies nothing.
+//! A row is rebuilt only when it changes or its device went away (its
+//! socket lives as long as it does; its counters as long as the row).
+//! One that cannot be carried out (VLAN mirroring, no output port, a
+//! device that cannot be opened yet) is logged once per change and
+//! tried again on the next pass (the next change of the database); it
+//! copies nothing.
 
 use super::desired::DesiredMirror;
 use crate::mirror::{Mirror, Mirrors, Sink, MAX_MIRRORS};
@@ -20,6 +22,14 @@ pub struct Applied {
     pub mirror: Result<Arc<Mirror>, String>,
 }
 
+impl Applied {
+    /// Carried out, to a device that still exists (one deleted and made
+    /// again has a new index: the next pass opens it again).
+    fn usable(&self) -> bool {
+        self.mirror.as_ref().is_ok_and(|m| !m.sink_dead())
+    }
+}
+
 /// Makes the bridge's mirrors what `want` says; `applied` is what the
 /// last call made.
 pub fn apply(bridge: &str, applied: &mut Vec<Applied>, want: &[DesiredMirror], mirrors: &Mirrors) {
@@ -27,15 +37,13 @@ pub fn apply(bridge: &str, applied: &mut Vec<Applied>, want: &[DesiredMirror], m
         && applied
             .iter()
             .zip(want)
-            .all(|(a, w)| a.want == *w && a.mirror.is_ok());
+            .all(|(a, w)| a.want == *w && a.usable());
     if unchanged {
         return;
     }
     let mut next = Vec::with_capacity(want.len());
     for (i, w) in want.iter().enumerate() {
-        let old = applied
-            .iter()
-            .position(|a| a.want == *w && a.mirror.is_ok());
+        let old = applied.iter().position(|a| a.want == *w && a.usable());
         let mirror = match old {
             Some(j) => applied.swap_remove(j).mirror,
             None => {
