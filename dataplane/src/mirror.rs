@@ -20,7 +20,8 @@
 //! The control plane (OVSDB, the control socket) replaces the bridge's
 //! list of mirrors in [`Mirrors`] and bumps its generation; each packet
 //! thread compares the generation once per round and, when it moved, takes
-//! the list (one short lock per change, never per packet) and recomputes
+//! the list (a `try_lock` per change, never per packet: a busy list is
+//! taken next round, so the thread never waits) and recomputes
 //! each port's masks: bit `i` set when mirror `i` selects the port. Per
 //! packet, the thread keeps the mask of mirrors it already copied the
 //! packet to, so a packet reaches each mirror once, as in OVS. At most
@@ -234,6 +235,17 @@ impl Mirrors {
         self.lock().all.clone()
     }
 
+    /// [`Mirrors::snapshot`] for the packet threads: `None` while the
+    /// control plane holds the list (they try again next round, never
+    /// wait).
+    pub fn try_snapshot(&self) -> Option<Arc<[Arc<Mirror>]>> {
+        match self.lists.try_lock() {
+            Ok(l) => Some(l.all.clone()),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner().all.clone()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Lists> {
         self.lists.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -273,15 +285,21 @@ impl Mirrors {
     }
 
     /// Removes the captures whose reader is gone (the packet thread calls
-    /// it once, when a copy finds that out).
-    pub fn reap(&self) {
-        let mut l = self.lock();
+    /// it once, when a copy finds that out); false if the list was busy
+    /// (the caller tries again later rather than wait).
+    pub fn reap(&self) -> bool {
+        let mut l = match self.lists.try_lock() {
+            Ok(l) => l,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
         let before = l.captures.len();
         l.captures.retain(|c| !c.sink_dead());
         if l.captures.len() != before {
             tracing::info!("capture ended without stopping: its mirror removed");
             self.publish(&mut l);
         }
+        true
     }
 
     /// Removes capture `name`; returns its copies sent and dropped.

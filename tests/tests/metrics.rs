@@ -4,7 +4,7 @@
 //! packet thread, OpenFlow control plane); the endpoint's bounds (path,
 //! request size) answered with HTTP errors and counted; a bad address
 //! refused at start with exit code 2; connections counted by conntrack
-//! zone.
+//! zone; an `xbr capture`'s mirror counted while it runs.
 //!
 //! Needs root (veth pairs, AF_XDP), a built `xbr` and `promtool`
 //! (Debian's `prometheus` package), like every end-to-end test.
@@ -372,5 +372,60 @@ fn conntrack_connections_are_counted_by_zone() -> Result<()> {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    Ok(())
+}
+
+#[test]
+fn a_capture_is_a_mirror_with_counters() -> Result<()> {
+    let a = Pod::numbered(2)?;
+    let b = Pod::numbered(3)?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let addr = free_addr()?;
+    let addr_arg = addr.to_string();
+    let spec_a = format!("{}=1", a.host_if());
+    let spec_b = format!("{}=2", b.host_if());
+    let xbr = Xbr::start(&["--metrics", &addr_arg, "--port", &spec_a, "--port", &spec_b])?;
+    xbr.add_flow("table=0, in_port=1, actions=output:2")?;
+    xbr.add_flow("table=0, in_port=2, actions=output:1")?;
+    let mut cmd = Command::new(Xbr::binary()?);
+    cmd.args(["capture", "--rundir"])
+        .arg(xbr.rundir())
+        .args([a.host_if(), "-c", "1000"]);
+    let run = xbr_tests::Background::spawn(&mut cmd)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !xbr
+        .client_ok(&["stats", BRIDGE])?
+        .contains("(to a capture)")
+    {
+        assert!(std::time::Instant::now() < deadline, "{}", xbr.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ping = a.ping(b.ip(), 3)?;
+    assert!(ping.success(), "{ping:?}");
+    let text = scrape(addr)?;
+    promtool_check(&text)?;
+    let prefix =
+        format!("xbr_mirror_transmit_packets_total{{bridge=\"{BRIDGE}\",mirror=\"capture:");
+    let sent: f64 = text
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in\n{text}"));
+    // Three echo requests received and three replies sent on A's port.
+    assert_eq!(sent, 6.0, "{text}");
+    // Stopped by SIGINT: it says what it captured, and the series ends.
+    let pid = nix::unistd::Pid::from_raw(run.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT)
+        .map_err(|e| HarnessError::Unexpected(format!("SIGINT: {e}")))?;
+    let out = run.wait(Duration::from_secs(10));
+    assert!(out.success(), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("6 frames captured, 0 dropped"),
+        "{}",
+        out.stderr
+    );
+    assert!(!scrape(addr)?.contains(&prefix));
     Ok(())
 }

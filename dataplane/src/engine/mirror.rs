@@ -16,10 +16,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         if generation == self.mirror_gen && !self.mirror_ports_dirty {
             return;
         }
+        let Some(mirrors) = self.shared.mirrors().try_snapshot() else {
+            return;
+        };
         self.mirror_gen = generation;
         self.mirror_ports_dirty = false;
         self.mirror_reaped = false;
-        self.mirrors = self.shared.mirrors().snapshot();
+        self.mirrors = mirrors;
         let mut gained = false;
         for port in &mut self.ports {
             let now = PortMirrors::of(&port.meta.name, &self.mirrors);
@@ -52,8 +55,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
         // A capture's reader died: once per capture (its mask bit is
         // cleared at the next round), not per packet.
-        if gone && !std::mem::replace(&mut self.mirror_reaped, true) {
-            self.shared.mirrors().reap();
+        if gone && !self.mirror_reaped {
+            self.mirror_reaped = self.shared.mirrors().reap();
         }
     }
 }
