@@ -174,6 +174,7 @@ pub fn dispatch(
         "trace" => trace(args, name, bridge),
         "conntrack" => conntrack_cmd(args, conntrack),
         "port" => port_cmd(args, live),
+        "capture" => crate::capture::command(args, live),
         "stats" if args.is_empty() => {
             let dp = live.datapath();
             let mut text = crate::stats::report(
@@ -187,6 +188,7 @@ pub fn dispatch(
             if let Some(st) = live.state_status() {
                 text.push_str(&st.text());
             }
+            text.push_str(&crate::mirror::report(&dp.mirrors().snapshot()));
             if let Some(maps) = live.xdp_cache() {
                 // Fail closed: frames of queues without a socket (while
                 // this xbr starts, or any xbr is down: the counter is
@@ -233,6 +235,7 @@ pub fn dispatch(
                       conntrack limit [N]   the table's limit, changed to N\n  \
                       port add SPEC   add a port (NAME[=OFPORT][,type=...]) while running\n  \
                       port del NAME   remove a port while running\n  \
+                      capture start PORT @NAME|stop MIRROR   a port's frames to an abstract datagram socket (xbr capture)\n  \
                       stats   port counters, drops by reason, caches, conntrack\n  \
                       dpctl dump-flows   the XDP flow cache's entries (the kernel's fast path)\n  \
                       dpctl del-flows   retire every XDP flow cache entry\n  \

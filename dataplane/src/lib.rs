@@ -15,6 +15,7 @@ pub mod accept_loop;
 #[allow(unsafe_code)]
 pub mod bpf;
 pub mod bridge;
+pub mod capture;
 pub mod conffile;
 pub mod config;
 pub mod conntrack;
@@ -34,6 +35,7 @@ pub mod logging;
 pub mod memport;
 pub mod meter;
 pub mod metrics;
+pub mod mirror;
 pub mod netdev;
 pub mod netwatch;
 mod nlattr;

@@ -46,6 +46,10 @@ enum Command {
     /// Remove a bridge's pinned XDP programs and flow cache (what a
     /// stopped xbr leaves forwarding): its ports' programs detach.
     Teardown(TeardownArgs),
+    /// Capture a port's frames, both directions, including what the XDP
+    /// flow cache would forward (like `ovs-tcpdump`): one line per frame,
+    /// or a pcap file with -w. Stops after -c COUNT frames or on SIGINT.
+    Capture(dataplane::capture::client::CaptureArgs),
     #[command(flatten)]
     Client(dataplane::ctl_cli::ClientCommand),
 }
@@ -417,6 +421,7 @@ fn main() -> ExitCode {
         Command::Probe(args) => probe(&args),
         Command::Lab(args) => dataplane::lab::cli::run(args),
         Command::Teardown(args) => teardown(args),
+        Command::Capture(args) => dataplane::capture::client::run(args),
         Command::Client(command) => dataplane::ctl_cli::run(command),
     }
 }

@@ -3,7 +3,8 @@
 //! metrics`, and the counters moving by the traffic sent (ports, table,
 //! packet thread, OpenFlow control plane); the endpoint's bounds (path,
 //! request size) answered with HTTP errors and counted; a bad address
-//! refused at start with exit code 2.
+//! refused at start with exit code 2; connections counted by conntrack
+//! zone; an `xbr capture`'s mirror counted while it runs.
 //!
 //! Needs root (veth pairs, AF_XDP), a built `xbr` and `promtool`
 //! (Debian's `prometheus` package), like every end-to-end test.
@@ -309,5 +310,122 @@ fn the_database_turns_the_endpoint_on_moves_it_and_off() -> Result<()> {
         .ok()?;
     let got = wait_for(&ns, 9476, has_br0)?;
     assert!(has_br0(&got), "{got:?}\n{}", db.xbr_log());
+    Ok(())
+}
+
+#[test]
+fn conntrack_connections_are_counted_by_zone() -> Result<()> {
+    let a = Pod::numbered(2)?;
+    let b = Pod::numbered(3)?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let addr = free_addr()?;
+    let addr_arg = addr.to_string();
+    let spec_a = format!("{}=1", a.host_if());
+    let spec_b = format!("{}=2", b.host_if());
+    let xbr = Xbr::start(&["--metrics", &addr_arg, "--port", &spec_a, "--port", &spec_b])?;
+    // A's flows are committed in zone 5, B's in zone 9 (each direction's
+    // first packet is a new connection in its own zone).
+    xbr.add_flow("table=0, priority=10, in_port=1, ip, actions=ct(commit,zone=5),output:2")?;
+    xbr.add_flow("table=0, priority=10, in_port=2, ip, actions=ct(commit,zone=9),output:1")?;
+    let tool = std::path::Path::new(env!("CARGO_BIN_EXE_xbr-testtool"));
+    let to_b = std::net::SocketAddrV4::new(b.ip(), 5001);
+    let to_a = std::net::SocketAddrV4::new(a.ip(), 5002);
+    assert_eq!(
+        xbr_tests::udp_send_flows(tool, a.ns(), to_b, 3, 1000, 3, 41000)?,
+        3
+    );
+    assert_eq!(
+        xbr_tests::udp_send_flows(tool, b.ns(), to_a, 2, 1000, 2, 42000)?,
+        2
+    );
+    let br = ("bridge", BRIDGE);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = scrape(addr)?;
+        promtool_check(&text)?;
+        let z5 = sample(
+            &text,
+            "xbr_conntrack_zone_connections",
+            &[br, ("zone", "5")],
+        );
+        let z9 = sample(
+            &text,
+            "xbr_conntrack_zone_connections",
+            &[br, ("zone", "9")],
+        );
+        if (z5, z9) == (Some(3.0), Some(2.0)) {
+            // Zones without connections are not listed.
+            assert!(sample(
+                &text,
+                "xbr_conntrack_zone_connections",
+                &[br, ("zone", "0")]
+            )
+            .is_none());
+            assert_eq!(must(&text, "xbr_conntrack_connections", &[br]), 5.0);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "zones 5 and 9: {z5:?} {z9:?}\n{text}\n{}",
+            xbr.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_capture_is_a_mirror_with_counters() -> Result<()> {
+    let a = Pod::numbered(2)?;
+    let b = Pod::numbered(3)?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let addr = free_addr()?;
+    let addr_arg = addr.to_string();
+    let spec_a = format!("{}=1", a.host_if());
+    let spec_b = format!("{}=2", b.host_if());
+    let xbr = Xbr::start(&["--metrics", &addr_arg, "--port", &spec_a, "--port", &spec_b])?;
+    xbr.add_flow("table=0, in_port=1, actions=output:2")?;
+    xbr.add_flow("table=0, in_port=2, actions=output:1")?;
+    let mut cmd = Command::new(Xbr::binary()?);
+    cmd.args(["capture", "--rundir"])
+        .arg(xbr.rundir())
+        .args([a.host_if(), "-c", "1000"]);
+    let run = xbr_tests::Background::spawn(&mut cmd)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !xbr
+        .client_ok(&["stats", BRIDGE])?
+        .contains("(to a capture)")
+    {
+        assert!(std::time::Instant::now() < deadline, "{}", xbr.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ping = a.ping(b.ip(), 3)?;
+    assert!(ping.success(), "{ping:?}");
+    let text = scrape(addr)?;
+    promtool_check(&text)?;
+    let prefix =
+        format!("xbr_mirror_transmit_packets_total{{bridge=\"{BRIDGE}\",mirror=\"capture:");
+    let sent: f64 = text
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in\n{text}"));
+    // Three echo requests received and three replies sent on A's port.
+    assert_eq!(sent, 6.0, "{text}");
+    // Stopped by SIGINT: it says what it captured, and the series ends.
+    let pid = nix::unistd::Pid::from_raw(run.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT)
+        .map_err(|e| HarnessError::Unexpected(format!("SIGINT: {e}")))?;
+    let out = run.wait(Duration::from_secs(10));
+    assert!(out.success(), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("6 frames captured, 0 dropped"),
+        "{}",
+        out.stderr
+    );
+    assert!(!scrape(addr)?.contains(&prefix));
     Ok(())
 }

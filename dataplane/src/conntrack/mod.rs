@@ -437,6 +437,11 @@ impl Conntrack {
         self.table.len()
     }
 
+    /// Connections by zone, for the zones that have some (no lock).
+    pub fn zone_counts(&self) -> Vec<(u16, u32)> {
+        self.table.zone_counts()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.table.is_empty()
     }

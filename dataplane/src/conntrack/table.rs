@@ -30,6 +30,11 @@
 //! Cost: lookup is a hash of the tuple and one `HashMap` probe; inserting
 //! allocates (the record and possibly map growth), which only new
 //! connections do.
+//!
+//! Connections per zone (for the metrics endpoint) are one atomic per
+//! zone (256 KiB per table), moved by insert and remove under the same
+//! shard locks and read without any lock, so a scrape never waits on or
+//! delays the packet threads.
 
 use super::absent::AbsentWatches;
 use super::kernel_new::SlotCounts;
@@ -39,7 +44,7 @@ use ahash::RandomState;
 use parking_lot::{Mutex, RwLock};
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 pub const SHARDS: usize = 64;
@@ -63,6 +68,8 @@ pub struct Table {
     /// The kernel's slot counts to keep up to date, when the XDP program
     /// creates connections (`kernel_new.rs`).
     mirror: OnceLock<Arc<SlotCounts>>,
+    /// Connections by zone (of the original tuple), indexed by zone.
+    zones: Box<[AtomicU32]>,
 }
 
 impl Table {
@@ -75,6 +82,27 @@ impl Table {
             count: AtomicUsize::new(0),
             absent: Arc::new(AbsentWatches::new(SHARDS)),
             mirror: OnceLock::new(),
+            zones: (0..=u16::MAX).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    /// The zones that hold connections, with how many each (a moment's
+    /// view: counts move while it is read).
+    pub fn zone_counts(&self) -> Vec<(u16, u32)> {
+        (0..=u16::MAX)
+            .zip(self.zones.iter())
+            .map(|(z, n)| (z, n.load(Ordering::Relaxed)))
+            .filter(|&(_, n)| n > 0)
+            .collect()
+    }
+
+    fn zone_count(&self, t: &Tuple, add: bool) {
+        if let Some(n) = self.zones.get(usize::from(t.zone)) {
+            if add {
+                n.fetch_add(1, Ordering::Relaxed);
+            } else {
+                n.fetch_sub(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -208,6 +236,7 @@ impl Table {
             }
             self.absent.stored(a, &orig);
             self.absent.stored(a, &reply);
+            self.zone_count(&orig, true);
             if mirror {
                 self.mirrored(&orig, &reply, true);
             }
@@ -230,6 +259,7 @@ impl Table {
         vb.insert(Entry { conn, reply: true });
         self.absent.stored(a, &orig);
         self.absent.stored(b, &reply);
+        self.zone_count(&orig, true);
         if mirror {
             self.mirrored(&orig, &reply, true);
         }
@@ -277,6 +307,7 @@ impl Table {
         };
         if removed {
             self.count.fetch_sub(1, Ordering::Relaxed);
+            self.zone_count(orig, false);
         }
         removed
     }

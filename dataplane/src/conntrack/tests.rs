@@ -241,7 +241,14 @@ fn zones_and_marks_are_separate() {
     assert_eq!(run(&ct, udp_frame(A, 5000, B, 53), &no_commit, 2).0.mark, 5);
     assert_eq!(ct.flush(Some(0)), 0);
     assert_eq!(ct.dump(Some(1), 2).len(), 1);
+    // Counted under its zone (the metrics' per-zone gauge).
+    let z0 = CtRequest { zone: 0, ..COMMIT };
+    run(&ct, udp_frame(A, 5001, B, 53), &z0, 2);
+    assert_eq!(ct.zone_counts(), [(0, 1), (1, 1)]);
     assert_eq!(ct.flush(Some(1)), 1);
+    assert_eq!(ct.zone_counts(), [(0, 1)]);
+    assert_eq!(ct.flush(Some(0)), 1);
+    assert!(ct.zone_counts().is_empty());
     assert!(ct.is_empty());
 }
 

@@ -106,6 +106,9 @@ pub struct DpShared {
     xdp_gen: OnceLock<Arc<XdpGen>>,
     /// Statistics collections requested (see `Datapath::collect_stats`).
     stats_requested: AtomicU64,
+    /// Port mirrors (OVSDB's and `xbr capture`'s), read by the packet
+    /// threads once per change.
+    mirrors: crate::mirror::Mirrors,
 }
 
 /// A packet thread's own counters as it last published them (on the
@@ -282,6 +285,7 @@ impl DpShared {
             restore_wait: AtomicBool::new(false),
             xdp_gen: OnceLock::new(),
             stats_requested: AtomicU64::new(0),
+            mirrors: Default::default(),
         });
         Ok((shared, ends))
     }
@@ -499,6 +503,11 @@ impl DpShared {
         if self.restore_wait.swap(on, Relaxed) && !on {
             self.invalidate_xdp_cache();
         }
+    }
+
+    /// The bridge's port mirrors.
+    pub fn mirrors(&self) -> &crate::mirror::Mirrors {
+        &self.mirrors
     }
 
     /// Packet thread: whether to drop what it receives (see

@@ -173,12 +173,25 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     }
                 }
                 DpAction::Normal => {
+                    // A mirror's output port is reserved for it, as in
+                    // OVS: NORMAL drops what it receives and never sends
+                    // it anything.
+                    let reserved = super::live_ports::index_in(&self.port_index, in_port)
+                        .is_some_and(|i| self.ports[i].mirrors.output);
                     // Learned destination: that port only; else flood.
-                    let target = self.normal_target(in_port, desc);
+                    let target = if reserved {
+                        None
+                    } else {
+                        self.normal_target(in_port, desc)
+                    };
                     for p in 0..self.ports.len() {
                         remaining -= 1;
                         let port = self.ports[p].meta.ofport;
-                        if port == in_port || target.is_some_and(|t| t != port) {
+                        if port == in_port
+                            || reserved
+                            || self.ports[p].mirrors.output
+                            || target.is_some_and(|t| t != port)
+                        {
                             if remaining == 0 {
                                 self.frames.free(desc.addr);
                             }
@@ -333,6 +346,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             };
             for (item, data) in parcel.iter() {
                 n += 1;
+                // Mirrored by the thread that handed it off.
+                self.mirrored = u32::MAX;
                 match self.load_frame(data) {
                     Some(desc) => self.output(item.port, item.port, desc, true, item.tun),
                     None => {
@@ -360,6 +375,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             let Some(Desc { addr, len }) = self.load_frame(&req.data) else {
                 continue;
             };
+            self.mirrored = 0;
             let mut key = FlowKey::zero();
             let layers = packet::extract(self.frames.bytes(addr, len), req.in_port, &mut key);
             for &(field, value) in &req.metadata {

@@ -129,6 +129,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     }
 
     pub(super) fn reindex_ports(&mut self) {
+        self.mirror_ports_dirty = true;
         let max = self
             .ports
             .iter()

@@ -91,6 +91,8 @@ struct EnginePort<P> {
     xdp_ifindex: Option<u32>,
     /// Rate limits (see `qos.rs`).
     qos: crate::qos::PortQos,
+    /// The mirrors the port is part of (see `mirror.rs`).
+    mirrors: crate::mirror::PortMirrors,
     /// Frames taken off the ring during a long pipeline change, not yet
     /// processed (see `hold.rs`).
     held: Vec<Desc>,
@@ -121,6 +123,7 @@ impl<P> EnginePort<P> {
             totals: Totals::default(),
             config: 0,
             qos: Default::default(),
+            mirrors: Default::default(),
             owner: None,
         }
     }
@@ -205,6 +208,16 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     /// Outputs to ports other packet threads own, and theirs to this
     /// one's (`None`: the only packet thread).
     handoff: Option<handoff::Handoffs>,
+    /// The bridge's mirrors as of generation `mirror_gen` (see
+    /// `mirror.rs`); the ports' masks index it.
+    mirrors: std::sync::Arc<[std::sync::Arc<crate::mirror::Mirror>]>,
+    mirror_gen: u64,
+    /// Ports were added or removed: their masks need computing.
+    mirror_ports_dirty: bool,
+    /// The mirrors the packet being handled was copied to.
+    mirrored: u32,
+    /// A dead capture was reported since the mirrors last changed.
+    mirror_reaped: bool,
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
@@ -257,6 +270,11 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             meter_bank: Arc::default(),
             meter_now: 0,
             handoff: None,
+            mirrors: std::sync::Arc::new([]),
+            mirror_gen: 0,
+            mirror_ports_dirty: true,
+            mirrored: 0,
+            mirror_reaped: false,
         }
     }
 
@@ -472,6 +490,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         self.now_secs = elapsed.as_secs();
         self.elapsed_ms = elapsed.as_millis() as u64;
         self.sync_qos();
+        self.sync_mirrors();
         self.sync_meter_clock();
         self.fail_open = self.shared.fail_open();
         self.restore_wait = self.shared.restore_wait();
@@ -544,6 +563,11 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                         xdpcache::entry::set_tunnel(k, t.tun_src, t.tun_id as u32);
                     }
                 }
+                self.mirrored = 0;
+                let mirror_src = self.ports[i].mirrors.src;
+                if mirror_src != 0 {
+                    self.mirror_copy(mirror_src, desc);
+                }
                 self.process(in_port, desc);
                 self.rx_xdp_key = None;
             }
@@ -602,6 +626,7 @@ mod ct;
 mod drops;
 mod live_ports;
 mod meters;
+mod mirror;
 mod qos;
 pub use live_ports::PortOp;
 mod execute;

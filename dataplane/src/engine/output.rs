@@ -33,6 +33,12 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             }
             return;
         }
+        // Copied before a handoff: this thread knows which mirrors the
+        // packet already went to (the owner's output copies no more).
+        let mirror_dst = self.ports[idx].mirrors.dst;
+        if mirror_dst != 0 {
+            self.mirror_copy(mirror_dst, desc);
+        }
         if let (Some(owner), Some(h)) = (self.ports[idx].owner, &mut self.handoff) {
             h.push(owner, port, self.frames.bytes(desc.addr, desc.len), tun);
             if last {

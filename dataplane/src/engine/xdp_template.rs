@@ -113,7 +113,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         // Not from or to a port with a rate limit (see `xdp::fc_action`).
         let Some(ifindex) = index_in(&self.port_index, in_port)
             .and_then(|i| self.ports.get(i))
-            .filter(|p| p.qos.ingress.is_none())
+            .filter(|p| p.qos.ingress.is_none() && !p.mirrors.any())
             .and_then(|p| p.xdp_ifindex)
         else {
             return;
@@ -126,7 +126,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         else {
             return;
         };
-        if p.config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0 || p.qos.egress.is_some()
+        if p.config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0
+            || p.qos.egress.is_some()
+            || p.mirrors.any()
         {
             return;
         }

@@ -80,6 +80,10 @@ struct Families {
     tc_uncacheable: IntCounterVec,
     tc_invalidations: IntCounterVec,
     ct_entries: IntGaugeVec,
+    ct_zone_entries: IntGaugeVec,
+    mirror_tx_packets: IntCounterVec,
+    mirror_tx_bytes: IntCounterVec,
+    mirror_dropped: IntCounterVec,
     ct_limit: IntGaugeVec,
     ct_created: IntCounterVec,
     ct_refused: IntCounterVec,
@@ -134,6 +138,10 @@ impl Families {
             tc_uncacheable: o.counters("xbr_translation_cache_uncacheable_total", "Translations that could not be cached.", b)?,
             tc_invalidations: o.counters("xbr_translation_cache_invalidations_total", "Times the translation caches were emptied by a table change.", b)?,
             ct_entries: o.gauges("xbr_conntrack_connections", "Connections in the connection tracker.", b)?,
+            ct_zone_entries: o.gauges("xbr_conntrack_zone_connections", "Connections in the connection tracker, by zone (zones with connections only).", &["bridge", "zone"])?,
+            mirror_tx_packets: o.counters("xbr_mirror_transmit_packets_total", "Copies a port mirror (OVSDB Mirror row or xbr capture) sent.", &["bridge", "mirror"])?,
+            mirror_tx_bytes: o.counters("xbr_mirror_transmit_bytes_total", "Bytes of the copies a port mirror sent.", &["bridge", "mirror"])?,
+            mirror_dropped: o.counters("xbr_mirror_dropped_total", "Copies a port mirror dropped (its socket full or its reader gone).", &["bridge", "mirror"])?,
             ct_limit: o.gauges("xbr_conntrack_connections_limit", "Most connections the tracker holds (dpctl/ct-get-maxconns).", b)?,
             ct_created: o.counters("xbr_conntrack_created_total", "Connections committed (created).", b)?,
             ct_refused: o.counters("xbr_conntrack_refused_total", "New connections refused, by reason (table_full, nat_exhausted).", br)?,
@@ -287,11 +295,30 @@ fn bridge(f: &Families, v: &BridgeView) {
             .inc_by(x.revalidated_out);
     }
 
+    for m in dp.mirrors().snapshot().iter() {
+        let l = [name, m.name.as_str()];
+        let c = &m.counters;
+        f.mirror_tx_packets
+            .with_label_values(&l)
+            .inc_by(c.tx_packets.load(Relaxed));
+        f.mirror_tx_bytes
+            .with_label_values(&l)
+            .inc_by(c.tx_bytes.load(Relaxed));
+        f.mirror_dropped
+            .with_label_values(&l)
+            .inc_by(c.dropped.load(Relaxed));
+    }
+
     let ct = &v.conntrack;
     let cs = &ct.stats;
     f.ct_entries
         .with_label_values(&[name])
         .set(level(ct.len() as u64));
+    for (zone, n) in ct.zone_counts() {
+        f.ct_zone_entries
+            .with_label_values(&[name, &zone.to_string()])
+            .set(i64::from(n));
+    }
     f.ct_limit
         .with_label_values(&[name])
         .set(level(ct.limit() as u64));

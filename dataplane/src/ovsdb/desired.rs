@@ -36,9 +36,23 @@ pub struct DesiredBridge {
     pub xdp_peer_gro: Option<Result<bool, String>>,
     /// By interface name.
     pub ifaces: BTreeMap<String, DesiredIface>,
+    /// The Bridge's `mirrors`, in the order the column lists them.
+    pub mirrors: Vec<DesiredMirror>,
     /// The Bridge's columns xbr does not carry out that are set
-    /// (`sflow`, `netflow`, `ipfix`, `mirrors`), by column name.
+    /// (`sflow`, `netflow`, `ipfix`), by column name.
     pub unsupported: Vec<&'static str>,
+}
+
+/// A `Mirror` row, its ports by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesiredMirror {
+    pub uuid: String,
+    pub name: String,
+    pub select: crate::mirror::Selection,
+    /// `output_port`'s interface (the device copies are sent on), or why
+    /// the row cannot be carried out (goes to the log and the row's
+    /// `statistics` stay empty).
+    pub output: Result<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,6 +271,10 @@ fn read_bridge(
         datapath_id,
         xdp_peer_gro,
         ifaces,
+        mirrors: uuids(row, "mirrors")
+            .iter()
+            .filter_map(|m| Some(read_mirror(db, m, db.row("Mirror", m)?)))
+            .collect(),
         unsupported: UNSUPPORTED
             .iter()
             .copied()
@@ -265,8 +283,50 @@ fn read_bridge(
     }
 }
 
+/// A `Mirror` row: its selection by port name and its output port's
+/// interface. `select_vlan`, `output_vlan` and `select_dst_port`/
+/// `select_src_port` naming no port are refused, as is a missing
+/// `output_port` (xbr has no VLAN mirroring).
+fn read_mirror(db: &Replica, uuid: &str, row: &Row) -> DesiredMirror {
+    let name = string(row, "name").unwrap_or_default();
+    let port_names = |col| -> BTreeSet<String> {
+        uuids(row, col)
+            .iter()
+            .filter_map(|p| db.row("Port", p).and_then(|r| string(r, "name")))
+            .collect()
+    };
+    let select = crate::mirror::Selection {
+        all: row.get("select_all").and_then(|v| v.as_bool()) == Some(true),
+        src: port_names("select_src_port"),
+        dst: port_names("select_dst_port"),
+    };
+    let output = if integer(row, "output_vlan").is_some() {
+        Err("output_vlan is not supported by xbr (mirror to an output_port)".to_string())
+    } else if row
+        .get("select_vlan")
+        .is_some_and(|v| !super::datum::set_items(v).is_empty())
+    {
+        Err("select_vlan is not supported by xbr".to_string())
+    } else {
+        match uuids(row, "output_port").first() {
+            None => Err("no output_port (xbr mirrors to a port only)".to_string()),
+            Some(p) => db
+                .row("Port", p)
+                .and_then(|r| uuids(r, "interfaces").first().cloned())
+                .and_then(|i| db.row("Interface", &i).and_then(|r| string(r, "name")))
+                .ok_or_else(|| "output_port has no interface".to_string()),
+        }
+    };
+    DesiredMirror {
+        uuid: uuid.to_string(),
+        name,
+        select,
+        output,
+    }
+}
+
 /// Bridge columns that name rows xbr does not carry out.
-pub const UNSUPPORTED: [&str; 4] = ["sflow", "netflow", "ipfix", "mirrors"];
+pub const UNSUPPORTED: [&str; 3] = ["sflow", "netflow", "ipfix"];
 
 /// The egress limit of a Port's QoS: `linux-htb` with
 /// `other_config:max-rate` (bit/s; without it, no limit, as HTB's
@@ -523,6 +583,50 @@ mod tests {
                 }
             )]
         );
+    }
+
+    #[test]
+    fn reads_mirrors_by_port_name_and_refuses_vlan_mirroring() {
+        let mut r = replica();
+        r.apply(&json!({
+            "Bridge": {"b0": {"new": {
+                "name": "br0", "fail_mode": "secure",
+                "ports": ["set", [["uuid", "p1"], ["uuid", "p2"]]],
+                "mirrors": ["set", [["uuid", "m0"], ["uuid", "m1"], ["uuid", "m2"]]],
+                "controller": ["set", []], "other_config": ["map", []]}}},
+            "Mirror": {
+                "m0": {"new": {"name": "m_veth1", "select_all": false,
+                               "select_src_port": ["uuid", "p2"],
+                               "select_dst_port": ["set", [["uuid", "p2"]]],
+                               "select_vlan": ["set", []],
+                               "output_port": ["uuid", "p1"], "output_vlan": ["set", []]}},
+                "m1": {"new": {"name": "vlan", "select_all": true,
+                               "output_vlan": 10, "output_port": ["set", []]}},
+                "m2": {"new": {"name": "nowhere", "select_all": true,
+                               "output_port": ["set", []]}}},
+        }));
+        let m = &read(&r).bridges["br0"].mirrors;
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[0].name, "m_veth1");
+        let veth1: BTreeSet<String> = ["veth1".to_string()].into();
+        assert_eq!(
+            m[0].select,
+            crate::mirror::Selection {
+                all: false,
+                src: veth1.clone(),
+                dst: veth1
+            }
+        );
+        assert_eq!(m[0].output, Ok("tun0".to_string()));
+        assert!(m[1].select.all);
+        assert!(m[1]
+            .output
+            .as_ref()
+            .is_err_and(|e| e.contains("output_vlan")));
+        assert!(m[2]
+            .output
+            .as_ref()
+            .is_err_and(|e| e.contains("no output_port")));
     }
 
     #[test]

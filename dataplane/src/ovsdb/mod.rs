@@ -22,6 +22,7 @@
 
 pub mod datum;
 pub mod desired;
+pub mod mirrors;
 pub mod port_change;
 pub mod reconcile;
 pub mod rpc;
@@ -66,6 +67,8 @@ fn monitor_requests() -> Value {
                                    "controller_burst_limit"]},
         "Flow_Table": {"columns": ["flow_limit", "overflow_policy"]},
         "QoS": {"columns": ["type", "other_config"]},
+        "Mirror": {"columns": ["name", "select_all", "select_src_port", "select_dst_port",
+                               "select_vlan", "output_port", "output_vlan"]},
     });
     for table in ["Bridge", "Port", "Interface", "Controller"] {
         if let Some(cols) = req[table]["columns"].as_array_mut() {

@@ -94,6 +94,8 @@ struct Managed {
     /// The number each interface of the database last had, while it stays
     /// in the database: a port being reopened gets it back.
     numbers: BTreeMap<String, u32>,
+    /// The Bridge's `mirrors` as last applied (`mirrors.rs`).
+    mirrors: Vec<super::mirrors::Applied>,
 }
 
 pub struct Reconciler {
@@ -314,6 +316,10 @@ impl Reconciler {
                 }
             }
             self.update_bridge(name, want);
+            if let Some(m) = self.bridges.get_mut(name) {
+                let shared = m.bridge.live().datapath().clone();
+                super::mirrors::apply(name, &mut m.mirrors, &want.mirrors, shared.mirrors());
+            }
         }
         // Forget what concerns rows that are gone (pods come and go).
         let live: std::collections::HashSet<&str> = d
@@ -323,6 +329,7 @@ impl Reconciler {
                 std::iter::once(b.uuid.as_str())
                     .chain(b.ifaces.values().map(|i| i.uuid.as_str()))
                     .chain(b.controller_rows.iter().map(|(u, _)| u.as_str()))
+                    .chain(b.mirrors.iter().map(|m| m.uuid.as_str()))
             })
             .chain(d.root.iter().map(|(u, _)| u.as_str()))
             .collect();
@@ -456,6 +463,7 @@ impl Reconciler {
             flow_limits: BTreeMap::new(),
             ports: BTreeMap::new(),
             numbers: BTreeMap::new(),
+            mirrors: Vec::new(),
         };
         apply_flow_limits(name, &mut m, &want.flow_limits);
         Ok(m)
@@ -849,6 +857,7 @@ impl Reconciler {
                 );
                 rows.push(("Interface", iface.uuid.clone(), r));
             }
+            super::mirrors::stats_rows(&m.mirrors, &mut rows);
         }
         self.diff_ops(rows)
     }

@@ -322,12 +322,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         // (`crate::qos`): a port with one keeps that direction of its
         // traffic off the kernel path, so every frame is counted against
         // it. Ports without pay nothing in the kernel.
-        if ports
-            .get(index_in(port_index, in_port)?)?
-            .qos
-            .ingress
-            .is_some()
-        {
+        // So are a mirrored port's frames (`crate::mirror`): the kernel
+        // path copies nothing, so they all cross the packet thread.
+        let inp = ports.get(index_in(port_index, in_port)?)?;
+        if inp.qos.ingress.is_some() || inp.mirrors.any() {
             return None;
         }
         let came = entry::key_nw(xk);
@@ -353,6 +351,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 };
                 if p.config & (port_config::PORT_DOWN | port_config::NO_FWD) != 0
                     || p.qos.egress.is_some()
+                    || p.mirrors.any()
                 {
                     return None;
                 }
