@@ -531,9 +531,9 @@ impl RunningBridge {
     }
 
     /// Takes over from the xbr whose pinned state this start adopted: its
-    /// flow cache entries, which kept forwarding until now, are retired
-    /// (`pin::take_over`), so its flows are translated by this process's
-    /// tables from here on. The daemon calls this once the tables are
+    /// flow cache entries, which kept forwarding until now, are checked
+    /// against this process's tables and kept, rewritten or removed
+    /// (`pin::take_over`). The daemon calls this once the tables are
     /// final: after restoring saved state, if it does; at once otherwise.
     /// Nothing to do after a clean start.
     pub fn take_over_pinned(&self) {

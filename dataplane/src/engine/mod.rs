@@ -348,6 +348,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             );
             // A chunk while busy, the rest as soon as a round is idle.
             self.xdp_revalidate(busy);
+            self.xdp_adopt(busy);
             if busy {
                 idle_rounds = 0;
             } else {
@@ -597,6 +598,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     }
 }
 
+mod adopt;
 mod ct;
 mod drops;
 mod live_ports;

@@ -20,6 +20,11 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// restarting would let a stream of changes to a large cache keep
     /// every barrier waiting.
     pub(super) fn xdp_changed(&mut self, seq: Option<u64>) {
+        // A previous process's entries not adopted yet were translated by
+        // its tables: they go before the change counts as applied.
+        if let Some(x) = &mut self.xdp {
+            x.abandon_adoption();
+        }
         let done = match &mut self.xdp {
             Some(x) if x.revalidating() => {
                 x.invalidate();
