@@ -403,3 +403,73 @@ fn sigkill_and_start_again_lose_a_bounded_number_of_frames() -> Result<()> {
     );
     Ok(())
 }
+
+/// Started again with other tables (here none: `--state off`, fail mode
+/// secure), the next xbr does not keep the previous process's entries as
+/// they were: a cached flow the new tables drop is no longer forwarded
+/// once it took over (its entry rewritten into a drop), and forwarded
+/// again once flows say so.
+#[test]
+fn a_restart_with_other_tables_rewrites_the_adopted_entries() -> Result<()> {
+    const FLOWS: &[&str] = &["in_port=1,actions=output:2", "in_port=2,actions=output:1"];
+    let tool = Path::new(TOOL);
+    let (a, b) = xdp_pods()?;
+    a.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let mut xbr = xbr_tests::start_xdp_pair(&a, &b, "on", FLOWS)?;
+    let dst = SocketAddrV4::new(b.ip(), DST_PORT);
+    let burst = |n: u64, timeout: Duration| -> Result<u64> {
+        let rx = UdpReceiver::start(tool, b.ns(), dst, n, timeout)?;
+        udp_send_from(tool, a.ns(), SRC_PORT, dst, n, 1000)?;
+        rx.finish()
+    };
+    assert_eq!(burst(100, Duration::from_secs(10))?, 100, "{}", xbr.log());
+    let dump = xbr.client_ok(&["dpctl", "dump-flows", BRIDGE])?;
+    assert!(
+        dump.contains(&format!("dst={}", b.ip())),
+        "not cached:\n{dump}"
+    );
+
+    xbr.stop(Signal::SIGTERM)?;
+    let specs = [
+        format!("{}=1,xdp_redirect=on", a.host_if()),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ];
+    let args = [
+        "--xdp-cache",
+        "on",
+        "--state",
+        "off",
+        "--port",
+        &specs[0],
+        "--port",
+        &specs[1],
+    ];
+    xbr.restart(&args)?;
+    // The take-over is asynchronous (the packet thread's next rounds).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let stats = loop {
+        let stats = xbr.client_ok(&["stats", BRIDGE])?;
+        if stats.contains("adopt_rewritten: ") || Instant::now() > deadline {
+            break stats;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        stats.contains("adopt_rewritten: 1") && !stats.contains("  adopted: "),
+        "the entry was not rewritten:\n{stats}\n{}",
+        xbr.log()
+    );
+    assert_eq!(
+        burst(100, Duration::from_secs(2))?,
+        0,
+        "the previous process's entry still forwards\n{}",
+        xbr.client_ok(&["dpctl", "dump-flows", BRIDGE])?
+    );
+    for f in FLOWS {
+        xbr.add_flow(f)?;
+    }
+    assert_eq!(burst(100, Duration::from_secs(10))?, 100, "{}", xbr.log());
+    Ok(())
+}
