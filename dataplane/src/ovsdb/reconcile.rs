@@ -377,8 +377,13 @@ impl Reconciler {
             packet_in_limits: packet_in_limits(&want.packet_in_limits),
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
-        // No saved state to wait for: the tables are final now.
-        bridge.take_over_pinned();
+        // No saved state to wait for: the tables are final now. With
+        // flow-restore-wait they are not: the previous process's cache
+        // entries keep forwarding (as OVS keeps its datapath flows) and
+        // are taken over when the key clears (`set_restore_wait`).
+        if !self.restore_wait {
+            bridge.take_over_pinned();
+        }
         tracing::info!(bridge = %name, "bridge created from the database");
         let mut m = Managed {
             bridge,
