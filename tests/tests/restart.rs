@@ -338,16 +338,29 @@ fn restart_under_load(signal: Signal) -> Result<Loss> {
     let received = rx.finish()?;
     talk.finish()?;
     let stats = lab.xbr.client_ok(&["stats", BRIDGE])?;
-    // The entries the previous process left were checked and kept, not
-    // retired (each flow's next frame would have gone to the packet
-    // thread).
-    let adopted: u64 = stats
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("adopted: "))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    println!("{signal}: {adopted} XDP cache entries of the previous process kept");
-    assert!(adopted >= 1, "no cache entry adopted:\n{stats}");
+    // The entries the previous process left were checked and kept or
+    // rewritten in place, none removed or retired (each flow's next frame
+    // would have gone to the packet thread).
+    let count = |name: &str| -> u64 {
+        stats
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(": "))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let (kept, rewritten, removed) = (
+        count("adopted"),
+        count("adopt_rewritten"),
+        count("adopt_removed"),
+    );
+    println!(
+        "{signal}: XDP cache entries of the previous process: {kept} kept, \
+         {rewritten} rewritten, {removed} removed"
+    );
+    assert!(
+        kept + rewritten >= 1 && removed == 0,
+        "the cache entries were not adopted:\n{stats}"
+    );
     assert_eq!(before, after, "the restart after {signal} lost state");
     assert!(
         before

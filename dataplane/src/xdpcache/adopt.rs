@@ -199,6 +199,14 @@ impl XdpCache {
         let want = entry::value(f.action, self.round_gen, !f.conns.is_empty());
         // The generation and the counters aside (0..24), the same entry.
         let same = entry::generation(found) == self.round_gen && found.get(24..) == want.get(24..);
+        if !same {
+            tracing::debug!(
+                found = ?found.get(..48),
+                now = ?want.get(..48),
+                generation = self.round_gen,
+                "an adopted XDP cache entry differs from its translation now: rewritten"
+            );
+        }
         if !same || self.mirror.len() >= self.quota {
             self.install(
                 key,
