@@ -544,6 +544,10 @@ impl RunningBridge {
             return;
         }
         if let (Some((pins, _)), Some(maps)) = (&self.pins, self.live.xdp_cache()) {
+            // The packet threads apply every change before the request
+            // first, so a change they see with it came after it (see
+            // `Engine::apply_changes`).
+            self.bridge.barrier();
             crate::pin::take_over(maps, pins);
         }
     }

@@ -59,31 +59,34 @@ fn frame_of(key: &FcKey) -> Option<Vec<u8>> {
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
-    /// One step of adopting the previous process's entries: starts it
-    /// when a take-over asked, then checks a chunk of entries when
-    /// `busy`, else all that are left.
-    pub(super) fn xdp_adopt(&mut self, busy: bool) {
+    /// A take-over asked (`XdpCache::adoption_asked`, read before the
+    /// changes and port operations it follows were applied): lists the
+    /// entries this thread adopts.
+    pub(super) fn xdp_start_adoption(&mut self) {
         let Some(x) = self.xdp.as_mut() else {
             return;
         };
-        if x.adoption_asked() {
-            // The ports' devices, and whether this thread serves each.
-            let devices: Vec<(u32, bool)> = self
-                .ports
-                .iter()
-                .filter_map(|p| Some((p.xdp_ifindex?, p.owner.is_none())))
-                .collect();
-            let claim = |key: &FcKey| {
-                let ifindex = u32::from_ne_bytes([key[0], key[1], key[2], key[3]]);
-                match devices.iter().find(|(i, _)| *i == ifindex) {
-                    Some((_, true)) => Claim::Mine,
-                    Some((_, false)) => Claim::Others,
-                    None => Claim::Nobody,
-                }
-            };
-            x.start_adoption(claim, self.changes.engine() == 0);
-        }
-        if !x.adopting() {
+        // The ports' devices, and whether this thread serves each.
+        let devices: Vec<(u32, bool)> = self
+            .ports
+            .iter()
+            .filter_map(|p| Some((p.xdp_ifindex?, p.owner.is_none())))
+            .collect();
+        let claim = |key: &FcKey| {
+            let ifindex = u32::from_ne_bytes([key[0], key[1], key[2], key[3]]);
+            match devices.iter().find(|(i, _)| *i == ifindex) {
+                Some((_, true)) => Claim::Mine,
+                Some((_, false)) => Claim::Others,
+                None => Claim::Nobody,
+            }
+        };
+        x.start_adoption(claim, self.changes.engine() == 0);
+    }
+
+    /// One step of the adoption under way, if any: a chunk of entries
+    /// when `busy`, else all that are left.
+    pub(super) fn xdp_adopt(&mut self, busy: bool) {
+        if !self.xdp.as_ref().is_some_and(|x| x.adopting()) {
             return;
         }
         let Some(mut x) = self.xdp.take() else {
