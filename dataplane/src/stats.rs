@@ -60,7 +60,7 @@ pub(crate) fn tunnel_drop_counts(t: &TunnelDrops) -> [(&'static str, u64); 10] {
     ]
 }
 
-fn xdp_counts(x: &XdpCacheStats) -> [(&'static str, u64); 12] {
+fn xdp_counts(x: &XdpCacheStats) -> [(&'static str, u64); 15] {
     [
         ("hit_packets", x.hit_packets),
         ("decap_hit_packets", x.decap_hit_packets),
@@ -74,6 +74,9 @@ fn xdp_counts(x: &XdpCacheStats) -> [(&'static str, u64); 12] {
         ("ct_removed", x.ct_removed),
         ("revalidated", x.revalidated),
         ("revalidated_out", x.revalidated_out),
+        ("adopted", x.adopted),
+        ("adopt_rewritten", x.adopt_rewritten),
+        ("adopt_removed", x.adopt_removed),
     ]
 }
 

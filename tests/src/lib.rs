@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod conversation;
 mod error;
 mod netns;
 pub mod openflow;
@@ -31,6 +32,7 @@ mod tool;
 mod xbr;
 
 pub use cmd::{run_timeout, Background, CmdOutput};
+pub use conversation::Conversation;
 pub use error::HarnessError;
 pub use netns::{
     link_exists, link_has_xdp, unique_tag, InNetns, Netns, PeerConfig, Pod, VethPair, NAME_PREFIX,

@@ -20,7 +20,7 @@ use nix::sys::signal::Signal;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use xbr_tests::{require_tool, unique_tag, Background, HarnessError, Pod, Result, Xbr, BRIDGE};
+use xbr_tests::{require_tool, Conversation, HarnessError, Pod, Result, Xbr, BRIDGE};
 
 const IP_A: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 2);
 const IP_B: Ipv4Addr = Ipv4Addr::new(10, 128, 0, 3);
@@ -116,131 +116,6 @@ fn snapshot(xbr: &Xbr) -> Result<Snapshot> {
     })
 }
 
-/// A TCP conversation between the pods: B (server) sends a numbered line
-/// every 100 ms and waits for A to echo it; B writes how many came back
-/// to `progress` and stops, printing `ok N`, once `stop` exists (or fails
-/// after 20 s without an echo, or 60 s in all).
-struct Conversation {
-    server: Background,
-    client: Background,
-    progress: PathBuf,
-    stop: PathBuf,
-}
-
-fn conversation(a: &Pod, b: &Pod) -> Result<Conversation> {
-    let base = std::env::temp_dir().join(format!("xbrt-state-{}", unique_tag()));
-    let (ready, progress, stop) = (
-        base.with_extension("ready"),
-        base.with_extension("progress"),
-        base.with_extension("stop"),
-    );
-    let server = format!(
-        "import socket, time, os\n\
-         s = socket.socket()\n\
-         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-         s.bind(('{b}', {TCP_PORT}))\n\
-         s.listen(1)\n\
-         open('{ready}', 'w').close()\n\
-         s.settimeout(20)\n\
-         c, _ = s.accept()\n\
-         c.settimeout(20)\n\
-         f = c.makefile('rb')\n\
-         n = 0\n\
-         end = time.time() + 60\n\
-         while not os.path.exists('{stop}') and time.time() < end:\n\
-         \x20   c.sendall(b'%d\\n' % n)\n\
-         \x20   if f.readline().strip() != b'%d' % n:\n\
-         \x20       raise SystemExit('bad echo %d' % n)\n\
-         \x20   n += 1\n\
-         \x20   open('{progress}.tmp', 'w').write(str(n))\n\
-         \x20   os.replace('{progress}.tmp', '{progress}')\n\
-         \x20   time.sleep(0.1)\n\
-         c.close()\n\
-         print('ok', n)\n",
-        b = b.ip(),
-        ready = ready.display(),
-        stop = stop.display(),
-        progress = progress.display(),
-    );
-    let server = Background::spawn(&mut b.ns().command("python3", &["-c", &server]))?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready.exists() {
-        if Instant::now() > deadline {
-            return Err(HarnessError::Unexpected(
-                "the TCP server never listened".into(),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = std::fs::remove_file(&ready);
-    let client = format!(
-        "import socket\n\
-         s = socket.create_connection(('{b}', {TCP_PORT}), timeout=20)\n\
-         f = s.makefile('rb')\n\
-         while True:\n\
-         \x20   line = f.readline()\n\
-         \x20   if not line:\n\
-         \x20       break\n\
-         \x20   s.sendall(line)\n",
-        b = b.ip(),
-    );
-    let client = Background::spawn(&mut a.ns().command("python3", &["-c", &client]))?;
-    Ok(Conversation {
-        server,
-        client,
-        progress,
-        stop,
-    })
-}
-
-impl Conversation {
-    fn echoes(&self) -> u64 {
-        std::fs::read_to_string(&self.progress)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0)
-    }
-
-    /// Waits (bounded) until `more` echoes came back after now.
-    fn wait_more(&self, more: u64, xbr: &Xbr) -> Result<()> {
-        let start = self.echoes();
-        let deadline = Instant::now() + Duration::from_secs(25);
-        while self.echoes() < start + more {
-            if Instant::now() > deadline {
-                return Err(HarnessError::Unexpected(format!(
-                    "the TCP conversation stalled at {} echoes (wanted {} more). Log:\n{}",
-                    self.echoes(),
-                    more,
-                    xbr.log()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(())
-    }
-
-    /// Ends it; the server must report success.
-    fn finish(self) -> Result<u64> {
-        std::fs::write(&self.stop, "").map_err(|e| io_err("stop file", e))?;
-        let out = self.server.wait(Duration::from_secs(25));
-        let _ = self.client.wait(Duration::from_secs(5));
-        let _ = std::fs::remove_file(&self.stop);
-        let _ = std::fs::remove_file(&self.progress);
-        let n = out
-            .stdout
-            .trim()
-            .strip_prefix("ok ")
-            .and_then(|n| n.parse().ok())
-            .ok_or_else(|| {
-                HarnessError::Unexpected(format!(
-                    "the TCP conversation failed: {} {}",
-                    out.stdout, out.stderr
-                ))
-            })?;
-        Ok(n)
-    }
-}
-
 fn state_file(xbr: &Xbr) -> PathBuf {
     xbr.rundir().join(format!("{BRIDGE}.state"))
 }
@@ -248,7 +123,7 @@ fn state_file(xbr: &Xbr) -> PathBuf {
 /// Stops xbr with `signal`, starts it again, and checks that everything
 /// came back and the conversation goes on. Returns the restart's log line.
 fn restart_keeps_everything(lab: &mut Lab, signal: Signal, reason: &str) -> Result<()> {
-    let talk = conversation(&lab.a, &lab.b)?;
+    let talk = Conversation::start(&lab.a, &lab.b, TCP_PORT)?;
     talk.wait_more(10, &lab.xbr)?;
     let before = snapshot(&lab.xbr)?;
     assert!(
@@ -348,7 +223,7 @@ fn refused(lab: &mut Lab, bytes: &[u8], problem: &str) -> Result<()> {
 #[test]
 fn corrupt_truncated_and_foreign_files_are_refused_and_xbr_starts_empty() -> Result<()> {
     let mut lab = lab(&["--state-snapshot", "0"])?;
-    let talk = conversation(&lab.a, &lab.b)?;
+    let talk = Conversation::start(&lab.a, &lab.b, TCP_PORT)?;
     talk.wait_more(3, &lab.xbr)?;
     lab.xbr.stop(Signal::SIGTERM)?;
     let _ = talk.finish();

@@ -191,6 +191,8 @@ pub struct RunningBridge {
     state: Option<crate::state::Keeper>,
     /// The pin directory (`crate::pin`) and its root, if pinning is on.
     pins: Option<(Arc<crate::pin::Pins>, PathBuf)>,
+    /// [`RunningBridge::take_over_pinned`] was called (it acts once).
+    taken_over: AtomicBool,
     /// The controllers' PACKET_IN rate limits, for server restarts.
     packet_in_limits: BTreeMap<SocketAddr, PacketInLimit>,
     /// The TLS settings of `ssl:`/`pssl:` targets, for server restarts.
@@ -534,19 +536,27 @@ impl RunningBridge {
                 p.remove_stale_links();
                 (p, config.pin_root.clone())
             }),
+            taken_over: AtomicBool::new(false),
             packet_in_limits: config.packet_in_limits,
             tls: config.tls,
         })
     }
 
     /// Takes over from the xbr whose pinned state this start adopted: its
-    /// flow cache entries, which kept forwarding until now, are retired
-    /// (`pin::take_over`), so its flows are translated by this process's
-    /// tables from here on. The daemon calls this once the tables are
+    /// flow cache entries, which kept forwarding until now, are checked
+    /// against this process's tables and kept, rewritten or removed
+    /// (`pin::take_over`). The daemon calls this once the tables are
     /// final: after restoring saved state, if it does; at once otherwise.
     /// Nothing to do after a clean start.
     pub fn take_over_pinned(&self) {
+        if self.taken_over.swap(true, Ordering::Relaxed) {
+            return;
+        }
         if let (Some((pins, _)), Some(maps)) = (&self.pins, self.live.xdp_cache()) {
+            // The packet threads apply every change before the request
+            // first, so a change they see with it came after it (see
+            // `Engine::apply_changes`).
+            self.bridge.barrier();
             crate::pin::take_over(maps, pins);
         }
     }
@@ -604,8 +614,23 @@ impl RunningBridge {
 
     /// OVSDB's `flow-restore-wait`: while on, the packet threads forward
     /// nothing (see `DpShared::set_restore_wait`); the caller also keeps
-    /// the controllers away meanwhile, as ovs-vswitchd does.
+    /// the controllers away meanwhile, as ovs-vswitchd does. A bridge
+    /// that adopted a previous xbr's flow cache and has not taken over yet
+    /// (the daemon waits for the key to clear) takes over when it clears:
+    /// the entries, which kept forwarding through the wait as the kernel
+    /// datapath's flows do, are checked against the restored tables
+    /// instead of being flushed.
     pub fn set_restore_wait(&self, on: bool) {
+        let adopted = self
+            .pins
+            .as_ref()
+            .and_then(|(p, _)| p.adoption())
+            .is_some_and(|a| a.maps);
+        if !on && adopted && !self.taken_over.load(Ordering::Relaxed) {
+            self.shared.end_restore_wait_keeping_cache();
+            self.take_over_pinned();
+            return;
+        }
         self.shared.set_restore_wait(on);
     }
 

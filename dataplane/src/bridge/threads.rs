@@ -183,6 +183,9 @@ fn log_final_counts(index: usize, engine: &Engine<UmemFrames, Port>) {
             ct_removed = x.ct_removed,
             decap_hit_packets = x.decap_hit_packets,
             encap_hit_packets = x.encap_hit_packets,
+            adopted = x.adopted,
+            adopt_rewritten = x.adopt_rewritten,
+            adopt_removed = x.adopt_removed,
             "XDP flow cache"
         );
     }

@@ -42,7 +42,7 @@
 
 use super::absent::AbsentWatches;
 use super::table::ConnRef;
-use super::{Conn, Conntrack, Tuple};
+use super::{state, Conn, Conntrack, CtOutcome, Tuple};
 use crate::xdpcache::XdpGen;
 use flowtable::matching::{IP_PROTO_TCP, IP_PROTO_UDP};
 use std::sync::atomic::Ordering;
@@ -160,6 +160,33 @@ impl Conntrack {
             }
             Some(CtLink {
                 kind: LinkKind::Conn(e.conn.clone(), c.xdp_epoch),
+            })
+        })
+    }
+
+    /// What `ct()` would give a packet of tuple `t` that the XDP cache may
+    /// carry, without changing anything: its connection must be live and
+    /// steady, and, when the `ct()` has `nat`, have no translation (which
+    /// would rewrite the packet). `None` otherwise. For adopting the
+    /// entries a previous process left (`engine/adopt.rs`): a packet the
+    /// kernel forwards leaves such a connection as it is, so `ct()`'s
+    /// outcome for it is this.
+    pub fn xdp_peek(&self, t: &Tuple, zone: u16, nat: bool, now: u64) -> Option<CtOutcome> {
+        self.table.with(t, |e| {
+            let e = e?;
+            let c = e.conn.lock();
+            if c.expires <= now || !steady(&c) || (nat && c.nat != 0) {
+                return None;
+            }
+            let mut st = state::TRK | state::EST;
+            if e.reply {
+                st |= state::RPL;
+            }
+            Some(CtOutcome {
+                state: st,
+                zone,
+                mark: c.mark,
+                label: c.label(),
             })
         })
     }

@@ -2,9 +2,9 @@
 //! every change that would make a cached packet translate differently
 //! unlinks the connection and queues it for the packet thread.
 
-use super::tests::{run, tcp_frame, udp_frame, A, B, COMMIT, LOOKUP};
+use super::tests::{run, snat, tcp_frame, udp_frame, A, B, COMMIT, LOOKUP};
 use super::tuple::tcp_flags as F;
-use super::{Conntrack, CtConfig, CtRequest, Timeouts, Tuple};
+use super::{state, Conntrack, CtConfig, CtRequest, Timeouts, Tuple};
 use flowtable::matching::{IP_PROTO_TCP, IP_PROTO_UDP};
 
 fn udp_tuple() -> Tuple {
@@ -184,4 +184,40 @@ fn links_of_several_threads_keep_the_connection_linked_until_the_last_goes() {
     let third = ct.xdp_link(&udp_tuple(), 7, 0, 4).expect("linked again");
     second.unlink();
     assert!(third.is_linked());
+}
+
+/// What adopting a previous process's cache entry asks of conntrack
+/// (`engine/adopt.rs`): the outcome `ct()` would give a packet the kernel
+/// forwards, for steady connections only, changing nothing.
+#[test]
+fn a_peek_gives_a_steady_connections_outcome_and_changes_nothing() {
+    let ct = Conntrack::default();
+    assert!(ct.xdp_peek(&udp_tuple(), 0, false, 1).is_none(), "none");
+    run(&ct, udp_frame(A, 5000, B, 53), &COMMIT, 0);
+    assert!(
+        ct.xdp_peek(&udp_tuple(), 0, false, 1).is_none(),
+        "not replied"
+    );
+    run(&ct, udp_frame(B, 53, A, 5000), &LOOKUP, 1);
+    let est = state::TRK | state::EST;
+    let o = ct.xdp_peek(&udp_tuple(), 0, true, 2).expect("steady");
+    assert_eq!((o.state, o.zone, o.mark, o.label), (est, 0, 0, 0));
+    let back = ct.xdp_peek(&udp_tuple().reverse(), 0, false, 2);
+    assert_eq!(back.map(|o| o.state), Some(est | state::RPL));
+    // Nothing changed: not linked, and expiring as before.
+    let t = Timeouts::default();
+    assert!(ct
+        .xdp_peek(&udp_tuple(), 0, false, 1 + t.other_bidir)
+        .is_none());
+    let l = ct.xdp_link(&udp_tuple(), 0, 0, 2).expect("linkable");
+    l.unlink();
+
+    // A translated connection: only a `ct()` without `nat` leaves the
+    // packet as it is.
+    let ct = Conntrack::default();
+    let node = 0x0a00_000b;
+    run(&ct, udp_frame(A, 5000, B, 53), &snat(node), 0);
+    run(&ct, udp_frame(B, 53, node, 5000), &LOOKUP, 1);
+    assert!(ct.xdp_peek(&udp_tuple(), 0, true, 2).is_none(), "NAT");
+    assert!(ct.xdp_peek(&udp_tuple(), 0, false, 2).is_some());
 }

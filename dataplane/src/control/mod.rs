@@ -510,6 +510,13 @@ impl DpShared {
         &self.mirrors
     }
 
+    /// Ends `flow-restore-wait` without invalidating the XDP flow cache:
+    /// for a take-over that checks every entry instead
+    /// (`RunningBridge::set_restore_wait`).
+    pub fn end_restore_wait_keeping_cache(&self) {
+        self.restore_wait.store(false, Relaxed);
+    }
+
     /// Packet thread: whether to drop what it receives (see
     /// [`DpShared::set_restore_wait`]).
     pub fn restore_wait(&self) -> bool {

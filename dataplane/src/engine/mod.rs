@@ -367,6 +367,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             );
             // A chunk while busy, the rest as soon as a round is idle.
             self.xdp_revalidate(busy);
+            self.xdp_adopt(busy);
             if busy {
                 idle_rounds = 0;
             } else {
@@ -387,6 +388,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Applies every pending pipeline change; between rounds, so a round
     /// sees one table version.
     pub fn apply_changes(&mut self) {
+        // A take-over's request first: the changes and ports published
+        // before it are then in the queues drained below.
+        let adopt = self.xdp.as_mut().is_some_and(XdpCache::adoption_asked);
         let mut last = None;
         while let Some((seq, changes)) = self.changes.try_next() {
             self.apply_holding(&changes);
@@ -394,6 +398,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             last = Some(seq);
         }
         self.apply_port_ops();
+        if adopt {
+            // The take-over waited for every change before it to be
+            // applied (a barrier): changes drained now came after it, so
+            // `xdp_changed` removes the entries not checked yet before
+            // they count as applied.
+            self.xdp_start_adoption();
+        }
         if let Some(seq) = last {
             // The barrier is answered once no entry translated by the old
             // tables is left in the XDP cache (marked applied then).
@@ -622,6 +633,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     }
 }
 
+mod adopt;
 mod ct;
 mod drops;
 mod live_ports;

@@ -20,6 +20,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// restarting would let a stream of changes to a large cache keep
     /// every barrier waiting.
     pub(super) fn xdp_changed(&mut self, seq: Option<u64>) {
+        // A previous process's entries not adopted yet were translated by
+        // its tables: they go before a pipeline change counts as applied
+        // (a liveness change has no reply to wait: they are checked
+        // against it as they come).
+        if let (Some(x), Some(_)) = (&mut self.xdp, seq) {
+            x.abandon_adoption();
+        }
         let done = match &mut self.xdp {
             Some(x) if x.revalidating() => {
                 x.invalidate();

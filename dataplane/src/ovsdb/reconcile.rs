@@ -297,7 +297,8 @@ impl Reconciler {
             self.initial = Some(d.bridges.keys().cloned().collect());
         }
         for (name, want) in &d.bridges {
-            if !self.bridges.contains_key(name) {
+            let created = !self.bridges.contains_key(name);
+            if created {
                 match self.start_bridge(name, want) {
                     Ok(m) => {
                         if let Some(i) = &mut self.initial {
@@ -319,6 +320,16 @@ impl Reconciler {
             if let Some(m) = self.bridges.get_mut(name) {
                 let shared = m.bridge.live().datapath().clone();
                 super::mirrors::apply(name, &mut m.mirrors, &want.mirrors, shared.mirrors());
+            }
+            // Its ports are there now, and its tables final (no saved
+            // state to wait for). With flow-restore-wait they are not:
+            // the previous process's cache entries keep forwarding (as
+            // OVS keeps its datapath flows) and are taken over when the
+            // key clears (`RunningBridge::set_restore_wait`).
+            if created && !self.restore_wait {
+                if let Some(m) = self.bridges.get(name) {
+                    m.bridge.take_over_pinned();
+                }
             }
         }
         // Forget what concerns rows that are gone (pods come and go).
@@ -452,8 +463,6 @@ impl Reconciler {
             packet_in_limits: packet_in_limits(&want.packet_in_limits),
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
-        // No saved state to wait for: the tables are final now.
-        bridge.take_over_pinned();
         tracing::info!(bridge = %name, "bridge created from the database");
         let mut m = Managed {
             bridge,

@@ -32,10 +32,11 @@
 //!   pinned link atomically (`bpf_link_update`: the device is never
 //!   without a program). Cached flows keep hitting (the generation is kept)
 //!   until [`take_over`], which the daemon calls once its tables are final
-//!   (after a state restore, when there is one): it retires every adopted
-//!   entry (a generation bump) and deletes them; frames of those flows go
-//!   to the new process's sockets, which translate them with its tables
-//!   and install fresh entries. Pinned links of devices that are gone are
+//!   (after a state restore, when there is one): the packet threads then
+//!   check every adopted entry against the tables and connections, keep
+//!   those that are the same, rewrite those that changed and remove the
+//!   rest (`xdpcache/adopt.rs`), so a flow that did not change never
+//!   leaves the kernel. Pinned links of devices that are gone are
 //!   removed at adoption;
 //! - a plain stop (SIGTERM, SIGINT, `ovs-appctl exit`) leaves everything
 //!   pinned: the programs keep forwarding cached flows and drop the rest,
@@ -119,7 +120,7 @@ pub struct Adoption {
     pub from_version: String,
     /// Ports whose pinned link got this process's program.
     pub links: u64,
-    /// Flow cache entries found (retired by [`take_over`]).
+    /// Flow cache entries found (checked by [`take_over`]).
     pub entries: u64,
     /// The cache maps were adopted (their shapes matched).
     pub maps: bool,

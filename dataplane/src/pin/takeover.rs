@@ -3,21 +3,23 @@
 
 use super::Pins;
 
-/// Retires the flow cache entries a previous process left (adopted with
-/// the maps): the daemon calls this once its tables are final (after any
-/// state restore). Frames of those flows then go to this process's
-/// sockets, which translate them with its tables and install entries of
-/// their own. Returns how many entries were removed.
-pub fn take_over(maps: &crate::xdpcache::CacheMaps, pins: &Pins) -> usize {
+/// Has the packet threads adopt the flow cache entries a previous process
+/// left (with the maps): the daemon calls this once its tables are final
+/// (after any state restore). Each thread checks the entries of its ports
+/// against the tables and connections now, keeps those that are the
+/// same, rewrites those that changed and removes the rest
+/// (`xdpcache/adopt.rs`); the kernel keeps forwarding by them meanwhile.
+/// Returns how many entries the start found.
+pub fn take_over(maps: &crate::xdpcache::CacheMaps, pins: &Pins) -> u64 {
     let Some(a) = pins.adoption().filter(|a| a.maps) else {
         return 0;
     };
-    let n = maps.retire_older_than(maps.generation().bump());
+    maps.request_adoption();
     tracing::info!(
         from_version = %a.from_version,
         adopted = a.entries,
-        removed = n,
-        "took over from the previous xbr: its XDP flow cache entries retired"
+        "took over from the previous xbr: its XDP flow cache entries are checked against \
+         this process's tables (xbr stats: adopted, adopt_rewritten, adopt_removed)"
     );
-    n
+    a.entries
 }

@@ -53,6 +53,10 @@ pub struct CacheMaps {
     /// peer does not take redirected frames get GRO turned on in the peer
     /// (`ports::redirect::peer`). Read when a port opens.
     peer_gro: AtomicBool,
+    /// Take-overs asked of the packet threads (`pin::take_over`): each
+    /// adopts the entries a previous process left once per increment
+    /// (`xdpcache/adopt.rs`).
+    adoptions: AtomicU64,
 }
 
 fn create(
@@ -216,6 +220,7 @@ impl CacheMaps {
             closed_drops,
             pins,
             peer_gro: AtomicBool::new(true),
+            adoptions: AtomicU64::new(0),
         })
     }
 
@@ -240,27 +245,15 @@ impl CacheMaps {
             .unwrap_or(0)
     }
 
-    /// Deletes every entry of a generation before `gen` (those a previous
-    /// process left: `pin::take_over`); returns how many.
-    pub(crate) fn retire_older_than(&self, gen: u64) -> usize {
-        // Keys first: deleting while walking the map would restart the
-        // walk (the kernel's next key after a deleted one is the first).
-        let keys: Vec<FcKey> = self
-            .flows
-            .keys()
-            .filter_map(|raw| super::dump::key_from(&raw))
-            .collect();
-        let mut n = 0;
-        for key in keys {
-            let old = matches!(
-                self.flows.lookup(&key, MapFlags::ANY),
-                Ok(Some(v)) if super::entry::generation(&v) < gen
-            );
-            if old && self.flows.delete(&key).is_ok() {
-                n += 1;
-            }
-        }
-        n
+    /// Asks every packet thread to adopt the entries of the current
+    /// generation it has no record of (`pin::take_over`).
+    pub(crate) fn request_adoption(&self) {
+        self.adoptions.fetch_add(1, Ordering::Release);
+    }
+
+    /// Adoptions asked so far (one atomic load: read every round).
+    pub(crate) fn adoptions(&self) -> u64 {
+        self.adoptions.load(Ordering::Acquire)
     }
 
     /// Whether ports opened from now on make their veth peer ready (see

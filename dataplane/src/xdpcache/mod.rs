@@ -179,6 +179,7 @@
 //! Concurrency: the packet thread owns [`XdpCache`]; `XdpGen` is shared
 //! with the control plane.
 
+mod adopt;
 pub mod dump;
 pub mod entry;
 pub(crate) mod maps;
@@ -187,6 +188,7 @@ mod stats;
 mod sweep;
 pub mod templates;
 
+pub use adopt::{Claim, Fresh};
 pub use entry::{FcAction, FcKey};
 pub use maps::{CacheMaps, XdpGen};
 pub use revalidate::{Candidate, CHUNK as REVALIDATE_CHUNK};
@@ -330,6 +332,11 @@ pub struct XdpCache {
     template_tried: HashMap<u32, Instant, ahash::RandomState>,
     /// Overflow drops to credit to ingress ports (`templates.rs`).
     ct_new_overflow: Vec<(u32, u64)>,
+    /// Take-overs seen, and the adoption under way (`adopt.rs`).
+    adoptions_seen: u64,
+    adoption: Option<adopt::Adoption>,
+    /// The counts when the adoption started, for its summary.
+    adoption_start: XdpCacheStats,
 }
 
 impl XdpCache {
@@ -355,6 +362,9 @@ impl XdpCache {
             templates: Vec::new(),
             template_tried: HashMap::with_hasher(ahash::RandomState::new()),
             ct_new_overflow: Vec::new(),
+            adoptions_seen: 0,
+            adoption: None,
+            adoption_start: XdpCacheStats::default(),
         }
     }
 

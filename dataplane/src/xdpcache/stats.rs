@@ -35,6 +35,11 @@ pub struct XdpCacheStats {
     /// Packets the kernel forwarded from templates, each creating a
     /// connection (part of `hit_packets`).
     pub ct_new_packets: u64,
+    /// Entries a previous process left that a take-over kept as they
+    /// were, rewrote, or removed (`adopt.rs`).
+    pub adopted: u64,
+    pub adopt_rewritten: u64,
+    pub adopt_removed: u64,
     /// Entries the thread has in the map when it published (a level,
     /// not a count of events; summed over threads like the rest).
     pub entries: u64,
@@ -58,6 +63,9 @@ impl XdpCacheStats {
             encap_hit_packets,
             templates,
             ct_new_packets,
+            adopted,
+            adopt_rewritten,
+            adopt_removed,
             entries,
         } = o;
         self.installs += installs;
@@ -74,6 +82,9 @@ impl XdpCacheStats {
         self.encap_hit_packets += encap_hit_packets;
         self.templates += templates;
         self.ct_new_packets += ct_new_packets;
+        self.adopted += adopted;
+        self.adopt_rewritten += adopt_rewritten;
+        self.adopt_removed += adopt_removed;
         self.entries += entries;
     }
 }

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 /// Most `ct()` passes one cached translation may go through (the
 /// agent's pipeline has three).
-const MAX_CT_PASSES: usize = 4;
+pub(super) const MAX_CT_PASSES: usize = 4;
 
 /// A received frame's translation followed across its passes (each
 /// `ct(table=N)` recirculation starts one) while it could still become an
