@@ -136,7 +136,7 @@ impl Families {
             ct_entries: o.gauges("xbr_conntrack_connections", "Connections in the connection tracker.", b)?,
             ct_limit: o.gauges("xbr_conntrack_connections_limit", "Most connections the tracker holds (dpctl/ct-get-maxconns).", b)?,
             ct_created: o.counters("xbr_conntrack_created_total", "Connections committed (created).", b)?,
-            ct_refused: o.counters("xbr_conntrack_refused_total", "New connections refused, by reason (table_full, nat_exhausted).", br)?,
+            ct_refused: o.counters("xbr_conntrack_refused_total", "New connections refused, by reason (table_full, nat_exhausted, zone_limit).", br)?,
             ct_invalid: o.counters("xbr_conntrack_invalid_packets_total", "Packets the tracker marked +inv.", b)?,
             ct_expired: o.counters("xbr_conntrack_expired_total", "Connections removed after their timeout.", b)?,
             pmd_busy: o.seconds("xbr_pmd_busy_seconds_total", "Time the packet thread spent in rounds that found work.", bth)?,
@@ -304,6 +304,9 @@ fn bridge(f: &Families, v: &BridgeView) {
     f.ct_refused
         .with_label_values(&[name, "nat_exhausted"])
         .inc_by(cs.nat_exhausted.load(Relaxed));
+    f.ct_refused
+        .with_label_values(&[name, "zone_limit"])
+        .inc_by(cs.zone_limited.load(Relaxed));
     f.ct_invalid
         .with_label_values(&[name])
         .inc_by(cs.invalid.load(Relaxed));
