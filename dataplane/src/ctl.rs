@@ -184,6 +184,13 @@ pub fn dispatch(
                 conntrack,
                 bridge.limit_stats(),
             );
+            let refused = dp.upcall_shares().refused();
+            if !refused.is_empty() {
+                text.push_str("upcall queue shares hit (frames to the controller refused):\n");
+                for (port, n) in refused {
+                    text.push_str(&format!("  port {port}: {n}\n"));
+                }
+            }
             if let Some(st) = live.state_status() {
                 text.push_str(&st.text());
             }
