@@ -12,6 +12,7 @@
 pub mod bpf;
 pub mod cmd;
 pub mod gen;
+pub mod hostile;
 pub mod l2fwd;
 pub mod measure;
 pub mod ovs;
