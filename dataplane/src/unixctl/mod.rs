@@ -312,6 +312,11 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
                 ("get-limits" | "del-limits", [z]) => {
                     parse_zones(z).map_err(einval)?;
                 }
+                ("del-limits", []) => {
+                    return Err(format!(
+                        "\"{method}\" command requires at least 1 arguments"
+                    ))
+                }
                 _ => return Err(format!("\"{method}\" command takes at most 2 arguments")),
             }
             let mut line = format!("conntrack {verb}");
