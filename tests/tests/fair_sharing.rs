@@ -1,5 +1,6 @@
 //! Fair sharing between ports (docs/fair-sharing.md): one pod flooding
-//! the fragment table does not stop another pod's fragmented datagrams.
+//! the fragment table does not stop another pod's fragmented datagrams;
+//! zone limits hold for the connections the XDP program creates.
 //!
 //! Three pods on xbr with a conntrack pipeline (new UDP committed, `+inv`
 //! dropped, as the agent's policy tables do). A, the flooder, sends 6,000
@@ -100,6 +101,72 @@ fn a_fragment_flood_from_one_pod_does_not_stop_another_pods_fragments() -> Resul
     assert!(
         !stats.contains("fragment_share_full: port 2 "),
         "B never reached its share\n{stats}"
+    );
+    Ok(())
+}
+
+/// A conntrack counter of `xbr conntrack stats`.
+fn ct_stat(xbr: &Xbr, name: &str) -> Result<u64> {
+    let out = xbr.client_ok(&["conntrack", "stats", BRIDGE])?;
+    Ok(out
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {out}")))
+}
+
+/// Zone limits hold for the connections the XDP program creates too
+/// (docs/fair-sharing.md): with the kernel creating new UDP connections
+/// (one `ct()` fork, commit, one output), a zone limit of 3 stores three
+/// of 40 new connections, the others' frames still go on (`+new`
+/// uncommitted, as OVS forwards them), and the refusals are counted.
+#[test]
+fn zone_limits_hold_for_connections_the_kernel_creates() -> Result<()> {
+    let tool = Path::new(TOOL);
+    let (a, b) = xbr_tests::xdp_pods()?;
+    a.add_neighbor(&b)?;
+    b.add_neighbor(&a)?;
+    let xbr = xbr_tests::start_xdp_pair_with(
+        &a,
+        &b,
+        "on",
+        &[],
+        &[
+            "table=0,priority=100,ip,ct_state=-trk,actions=ct(table=0,zone=5)",
+            "table=0,priority=90,ip,ct_state=+trk+new,in_port=1,actions=ct(commit,zone=5),output:2",
+            "table=0,priority=90,ip,ct_state=+trk+est,in_port=1,actions=output:2",
+            "table=0,priority=0,actions=drop",
+        ],
+    )?;
+    let dst = SocketAddrV4::new(b.ip(), 5001);
+    // The first connection, by the packet thread, installs the template.
+    let rx = UdpReceiver::start(tool, b.ns(), dst, 1, Duration::from_secs(10))?;
+    xbr_tests::udp_send_from(tool, a.ns(), 20000, dst, 1, 100)?;
+    assert_eq!(rx.finish()?, 1);
+    let reply = xbr_tests::run_timeout(
+        std::process::Command::new("ovs-appctl")
+            .args(["dpctl/ct-set-limits", "zone=5,limit=3"])
+            .env("OVS_RUNDIR", xbr.rundir()),
+        xbr_tests::CMD_TIMEOUT,
+    )?;
+    assert!(reply.success(), "{reply:?}");
+    let rx = UdpReceiver::start(tool, b.ns(), dst, 40, Duration::from_secs(10))?;
+    xbr_tests::udp_send_flows(tool, a.ns(), dst, 40, 200, 40, 21000)?;
+    assert_eq!(rx.finish()?, 40, "every frame goes on");
+    let limits = xbr_tests::run_timeout(
+        std::process::Command::new("ovs-appctl")
+            .args(["dpctl/ct-get-limits"])
+            .env("OVS_RUNDIR", xbr.rundir()),
+        xbr_tests::CMD_TIMEOUT,
+    )?;
+    assert_eq!(limits.stdout, "default limit=0\nzone=5,limit=3,count=3\n");
+    assert_eq!(ct_stat(&xbr, "connections")?, 4, "the first and three more");
+    assert_eq!(ct_stat(&xbr, "zone_limited")?, 37);
+    let kernel = ct_stat(&xbr, "created_in_kernel")?;
+    let refused = ct_stat(&xbr, "kernel_reports_refused")?;
+    assert!(
+        kernel > 0 && refused > 0,
+        "kernel {kernel}, refused {refused}"
     );
     Ok(())
 }
