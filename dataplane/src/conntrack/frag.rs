@@ -40,9 +40,11 @@
 //! other nodes all enter by the VXLAN port and share its share.
 //!
 //! Cost and concurrency: one mutex over a small hash map and the per-port
-//! counts (a map of the ports that hold records, a few entries), taken
+//! counts (a map of the ports that hold records, and how many do), taken
 //! only by fragments (never by unfragmented packets), for a lookup or an
-//! insert; no allocation once the maps have grown to the table's size.
+//! insert and a probe of the port's count; no allocation once the maps
+//! have grown to the table's size; a scan for expired records only once
+//! one may have expired.
 //!
 //! [`Conntrack::execute_datagram`], the entry point for every packet, is
 //! here too: it sends unfragmented packets straight on to the tracker.
@@ -114,6 +116,8 @@ struct Inner {
     /// By port: records held and refusals (entries stay while a port has
     /// refusals to report, so at most one per port ever seen).
     ports: HashMap<u32, PortUse, RandomState>,
+    /// Ports holding at least one record.
+    active: usize,
     /// New datagrams not remembered because the table was full.
     table_full: u64,
     /// No record expires before this (a lower bound): a flood that finds
@@ -126,6 +130,7 @@ impl Inner {
     /// Drops the records `keep` refuses, keeping the ports' counts.
     fn retain(&mut self, mut keep: impl FnMut(&Record) -> bool) {
         let ports = &mut self.ports;
+        let active = &mut self.active;
         let mut earliest = u64::MAX;
         self.map.retain(|_, r| {
             let k = keep(r);
@@ -133,6 +138,9 @@ impl Inner {
                 earliest = earliest.min(r.expires);
             } else if let Some(p) = ports.get_mut(&r.port) {
                 p.held = p.held.saturating_sub(1);
+                if p.held == 0 {
+                    *active = active.saturating_sub(1);
+                }
             }
             k
         });
@@ -142,11 +150,7 @@ impl Inner {
     /// Whether `port` may add a record under its share.
     fn under_share(&self, port: u32) -> bool {
         let held = self.ports.get(&port).map_or(0, |p| p.held);
-        let others = self
-            .ports
-            .iter()
-            .filter(|(&p, u)| p != port && u.held > 0)
-            .count();
+        let others = self.active.saturating_sub(usize::from(held > 0));
         // This port, the others holding records, and room for one more.
         let share = (MAX_DATAGRAMS / (others + 2)).max(MIN_SHARE);
         held < share
@@ -186,7 +190,11 @@ impl Fragments {
                 inner.table_full += 1;
                 return false;
             }
-            inner.ports.entry(port).or_default().held += 1;
+            let u = inner.ports.entry(port).or_default();
+            u.held += 1;
+            if u.held == 1 {
+                inner.active += 1;
+            }
         }
         let r = inner.map.entry(id).or_insert(Record {
             outcomes: [None; 2],
@@ -261,6 +269,7 @@ impl Fragments {
         for u in inner.ports.values_mut() {
             u.held = 0;
         }
+        inner.active = 0;
     }
 }
 
