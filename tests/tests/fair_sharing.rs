@@ -58,7 +58,11 @@ fn a_fragment_flood_from_one_pod_does_not_stop_another_pods_fragments() -> Resul
         .enumerate()
         .map(|(i, p)| format!("{}={}", p.host_if(), i + 1))
         .collect();
-    let mut args = Vec::new();
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .to_string();
+    let mut args = vec!["--metrics", metrics.as_str()];
     for s in &specs {
         args.extend(["--port", s.as_str()]);
     }
@@ -102,7 +106,36 @@ fn a_fragment_flood_from_one_pod_does_not_stop_another_pods_fragments() -> Resul
         !stats.contains("fragment_share_full: port 2 "),
         "B never reached its share\n{stats}"
     );
+    // And in the metrics, by port name.
+    let text = scrape(&metrics);
+    let want = format!(
+        "xbr_port_share_refused_total{{bridge=\"{BRIDGE}\",port=\"{}\",resource=\"fragment_table\"}} ",
+        a.host_if()
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&want))
+        .unwrap_or_else(|| panic!("no {want} in\n{text}"));
+    assert!(
+        line[want.len()..].parse::<u64>().is_ok_and(|n| n > 0),
+        "{line}"
+    );
     Ok(())
+}
+
+/// `GET /metrics` from `addr`: the body.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("the metrics endpoint");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: xbr\r\n\r\n")
+        .expect("request");
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).expect("reply");
+    reply
+        .split_once("\r\n\r\n")
+        .map_or(reply.clone(), |(_, b)| b.to_string())
 }
 
 /// A conntrack counter of `xbr conntrack stats`.

@@ -215,7 +215,7 @@ impl Conntrack {
     /// The fragment table's use by port, for ports that hit their share
     /// (`frag.rs`): `fragment_share_full: port P held H refused N` lines.
     fn fragment_shares_text(&self) -> String {
-        let (ports, _) = self.frags.share_hits();
+        let ports = self.fragment_shares();
         ports
             .iter()
             .filter(|(_, _, refused)| *refused > 0)
@@ -223,6 +223,12 @@ impl Conntrack {
                 format!("fragment_share_full: port {p} held {held} refused {refused}\n")
             })
             .collect()
+    }
+
+    /// Per port, fragment records held and new datagrams refused for the
+    /// port's share (`frag.rs`), by port number.
+    pub fn fragment_shares(&self) -> Vec<(u32, usize, u64)> {
+        self.frags.share_hits().0
     }
 
     /// Fragmented datagrams whose first fragment's outcome is kept for
