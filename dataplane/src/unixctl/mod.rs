@@ -324,7 +324,13 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
                 line.push(' ');
                 line.push_str(a);
             }
-            Ok(ask_each(select(bridges, dp)?, &line))
+            match ask_each(select(bridges, dp)?, &line) {
+                // Set and delete answer nothing, however many bridges.
+                Plan::Ask(requests) if verb != "get-limits" => {
+                    Ok(Plan::AskThen(requests, String::new()))
+                }
+                other => Ok(other),
+            }
         }
         "dpctl/ct-stats-show" => {
             let mut line = String::from("conntrack summary");
