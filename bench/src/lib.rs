@@ -14,6 +14,7 @@
 pub mod bpf;
 pub mod cmd;
 pub mod gen;
+pub mod hostile;
 pub mod measure;
 pub mod ovs;
 pub mod ovs_node;

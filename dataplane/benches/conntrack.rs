@@ -45,6 +45,7 @@ const COMMIT: CtRequest = CtRequest {
     mark: None,
     label: None,
     from_host: false,
+    in_port: 0,
 };
 const LOOKUP: CtRequest = CtRequest {
     commit: false,

@@ -185,6 +185,13 @@ pub fn dispatch(
                 conntrack,
                 bridge.limit_stats(),
             );
+            let refused = dp.upcall_shares().refused();
+            if !refused.is_empty() {
+                text.push_str("upcall queue shares hit (frames to the controller refused):\n");
+                for (port, n) in refused {
+                    text.push_str(&format!("  port {port}: {n}\n"));
+                }
+            }
             if let Some(st) = live.state_status() {
                 text.push_str(&st.text());
             }
@@ -414,10 +421,27 @@ pub fn fdb_text(stations: &[crate::normal::Station]) -> String {
 /// `conntrack summary [--zone N] [--verbose]`: connections by protocol
 /// (and TCP state) as `dpctl/ct-stats-show` prints them; `conntrack
 /// count`; `conntrack limit [N]`: the most connections it holds, changed
-/// to N.
+/// to N; `conntrack set-limits|get-limits|del-limits ARGS`: the zone
+/// limits, with `ovs-appctl dpctl/ct-*-limits`'s arguments and output.
 fn conntrack_cmd(args: &str, ct: &Conntrack) -> Result<String, String> {
+    use crate::conntrack::zone_limits::{self, LimitsRequest};
     let mut words = args.split_whitespace();
     let verb = words.next();
+    let limits = match (verb, words.clone().collect::<Vec<_>>().as_slice()) {
+        (Some("set-limits"), rest) => Some(zone_limits::parse_set(rest)),
+        (Some("get-limits"), []) => Some(Ok(LimitsRequest::Get(Vec::new()))),
+        (Some("get-limits"), [z]) => Some(zone_limits::parse_zones(z).map(LimitsRequest::Get)),
+        (Some("del-limits"), [z]) => Some(zone_limits::parse_zones(z).map(LimitsRequest::Del)),
+        (Some(v @ ("get-limits" | "del-limits")), _) => {
+            return Err(format!("conntrack {v}: expects one zone=N1[,N2]..."))
+        }
+        _ => None,
+    };
+    if let Some(req) = limits {
+        // Counts include the connections the kernel created meanwhile.
+        ct.kernel_drain();
+        return Ok(ct.zone_limits.apply(&req?));
+    }
     let (mut zone, mut verbose, mut value) = (None, false, None);
     while let Some(w) = words.next() {
         if w == "--verbose" {
@@ -482,9 +506,14 @@ fn conntrack_cmd(args: &str, ct: &Conntrack) -> Result<String, String> {
             Ok(format!("{}\n", ct.limit()))
         }
         Some(other) => Err(format!(
-            "conntrack: unknown command `{other}` (dump, flush, stats, summary, count or limit)"
+            "conntrack: unknown command `{other}` (dump, flush, stats, summary, count, limit, \
+             set-limits, get-limits or del-limits)"
         )),
-        None => Err("conntrack: dump, flush, stats, summary, count or limit?".into()),
+        None => Err(
+            "conntrack: dump, flush, stats, summary, count, limit, set-limits, get-limits \
+             or del-limits?"
+                .into(),
+        ),
     }
 }
 

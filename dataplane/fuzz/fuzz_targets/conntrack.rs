@@ -97,6 +97,7 @@ fuzz_target!(|data: &[u8]| {
             mark: (c0 & 1 != 0).then_some((u32::from(*c1), 0xff)),
             label: None,
             from_host: false,
+            in_port: 1,
         };
         let mut key = FlowKey::default();
         let layers = extract(&frame, 1, &mut key);

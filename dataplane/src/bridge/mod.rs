@@ -463,7 +463,11 @@ impl RunningBridge {
             live.prefer_ofports(ports.into_iter().map(|p| (p.name, p.ofport)));
             keeper
         });
-        let upcalls = spawn_upcall_thread(shared.upcalls(), bridge.clone());
+        let upcalls = spawn_upcall_thread(
+            shared.upcalls(),
+            shared.upcall_shares().clone(),
+            bridge.clone(),
+        );
         let server = match start_server(
             &bridge,
             &mgmt,
@@ -860,6 +864,7 @@ fn start_server(
 /// the packet thread, and the switch still forwards.
 fn spawn_upcall_thread(
     rx: crossbeam::channel::Receiver<crate::control::Upcall>,
+    shares: Arc<crate::control::upcall_shares::UpcallShares>,
     bridge: Arc<Bridge>,
 ) -> Option<JoinHandle<()>> {
     let spawned = std::thread::Builder::new()
@@ -867,6 +872,7 @@ fn spawn_upcall_thread(
         .spawn(move || {
             let mut undelivered = 0u64;
             for u in rx.iter() {
+                shares.release(u.in_port);
                 let delivered = bridge.packet_in(ofproto::wire::packet_io::PacketIn::new(
                     u.in_port,
                     u.tun_id,

@@ -189,7 +189,7 @@ impl Conntrack {
             "connections: {}\nlimit: {}\ncommitted: {}\ninvalid: {}\ntable_full: {}\n\
              nat_exhausted: {}\nexpired: {}\nlearned_from_host: {}\nfragmented_datagrams: {}\nlater_fragments: {}\n\
              orphan_fragments: {}\nnot_ip: {}\nnat_family: {}\ncreated_in_kernel: {}\n\
-             kernel_reports_refused: {}\n",
+             kernel_reports_refused: {}\nzone_limited: {}\nfragment_table_full: {}\n",
             self.len(),
             self.limit(),
             s.committed.load(Relaxed),
@@ -207,7 +207,28 @@ impl Conntrack {
                 .map_or(0, |k| k.stats.imported.load(Relaxed)),
             self.kernel_new()
                 .map_or(0, |k| k.stats.refused.load(Relaxed)),
-        )
+            s.zone_limited.load(Relaxed),
+            self.frags.share_hits().1,
+        ) + &self.fragment_shares_text()
+    }
+
+    /// The fragment table's use by port, for ports that hit their share
+    /// (`frag.rs`): `fragment_share_full: port P held H refused N` lines.
+    fn fragment_shares_text(&self) -> String {
+        let ports = self.fragment_shares();
+        ports
+            .iter()
+            .filter(|(_, _, refused)| *refused > 0)
+            .map(|(p, held, refused)| {
+                format!("fragment_share_full: port {p} held {held} refused {refused}\n")
+            })
+            .collect()
+    }
+
+    /// Per port, fragment records held and new datagrams refused for the
+    /// port's share (`frag.rs`), by port number.
+    pub fn fragment_shares(&self) -> Vec<(u32, usize, u64)> {
+        self.frags.share_hits().0
     }
 
     /// Fragmented datagrams whose first fragment's outcome is kept for

@@ -25,8 +25,26 @@
 //! `ct(table=0)`, then `ct(nat,table=70)`), and each later fragment must
 //! get, at each step, what its first fragment got at the same step.
 //!
-//! Cost and concurrency: one mutex over a small hash map, taken only by
-//! fragments (never by unfragmented packets), for a lookup or an insert.
+//! Fair sharing between ports: one pod's fragment flood must not take the
+//! whole table from the others (issue 32). A new datagram from port P is
+//! remembered only while P holds fewer than its share,
+//! `max(MIN_SHARE, MAX_DATAGRAMS / (active + 1))` records, `active` being
+//! the ports holding records (P included): a port alone may take half the
+//! table, never all of it, so the next port always finds room, and the
+//! shares shrink as more ports use the table. Refusals are counted per
+//! port ([`Fragments::share_hits`], `xbr stats`); a refused first fragment
+//! still goes on, only its later fragments are `+inv` (as with a full
+//! table). The guarantee is exact against one flooding port; with several
+//! flooding at once, records admitted under a larger share leave within
+//! one timeout and the shares settle to `1/(active + 1)`. Frames from
+//! other nodes all enter by the VXLAN port and share its share.
+//!
+//! Cost and concurrency: one mutex over a small hash map and the per-port
+//! counts (a map of the ports that hold records, and how many do), taken
+//! only by fragments (never by unfragmented packets), for a lookup or an
+//! insert and a probe of the port's count; no allocation once the maps
+//! have grown to the table's size; a scan for expired records only once
+//! one may have expired.
 //!
 //! [`Conntrack::execute_datagram`], the entry point for every packet, is
 //! here too: it sends unfragmented packets straight on to the tracker.
@@ -47,6 +65,9 @@ pub const FRAG_TIMEOUT_MS: u64 = 15_000;
 /// first and then new first fragments are not remembered (their later
 /// fragments are `+inv`).
 pub const MAX_DATAGRAMS: usize = 4096;
+/// The smallest share of the table a port may fill, however many ports
+/// use it.
+pub const MIN_SHARE: usize = 64;
 
 /// A fragmented datagram's identity (RFC 791 and RFC 8200: source,
 /// destination, protocol, identification; IPv4's identification is 16
@@ -77,40 +98,115 @@ struct Record {
     /// ports, ICMP type and code).
     l4: (u16, u16),
     expires: u64,
+    /// The port its first fragment came from.
+    port: u32,
+}
+
+/// One port's use of the table.
+#[derive(Clone, Copy, Debug, Default)]
+struct PortUse {
+    held: usize,
+    /// New datagrams not remembered because the port held its share.
+    share_hits: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    map: HashMap<DatagramId, Record, RandomState>,
+    /// By port: records held and refusals (entries stay while a port has
+    /// refusals to report, so at most one per port ever seen).
+    ports: HashMap<u32, PortUse, RandomState>,
+    /// Ports holding at least one record.
+    active: usize,
+    /// New datagrams not remembered because the table was full.
+    table_full: u64,
+    /// No record expires before this (a lower bound): a flood that finds
+    /// its share or the table full scans for expired records only once
+    /// some may be.
+    earliest: u64,
+}
+
+impl Inner {
+    /// Drops the records `keep` refuses, keeping the ports' counts.
+    fn retain(&mut self, mut keep: impl FnMut(&Record) -> bool) {
+        let ports = &mut self.ports;
+        let active = &mut self.active;
+        let mut earliest = u64::MAX;
+        self.map.retain(|_, r| {
+            let k = keep(r);
+            if k {
+                earliest = earliest.min(r.expires);
+            } else if let Some(p) = ports.get_mut(&r.port) {
+                p.held = p.held.saturating_sub(1);
+                if p.held == 0 {
+                    *active = active.saturating_sub(1);
+                }
+            }
+            k
+        });
+        self.earliest = earliest;
+    }
+
+    /// Whether `port` may add a record under its share.
+    fn under_share(&self, port: u32) -> bool {
+        let held = self.ports.get(&port).map_or(0, |p| p.held);
+        let others = self.active.saturating_sub(usize::from(held > 0));
+        // This port, the others holding records, and room for one more.
+        let share = (MAX_DATAGRAMS / (others + 2)).max(MIN_SHARE);
+        held < share
+    }
 }
 
 /// The first fragments' outcomes; see the module documentation.
 #[derive(Default)]
 pub struct Fragments {
-    map: Mutex<HashMap<DatagramId, Record, RandomState>>,
+    inner: Mutex<Inner>,
 }
 
 impl Fragments {
-    /// Remembers what a first fragment got from a `ct()` (with `nat` or
-    /// not); returns `false` when the table is full of live records.
+    /// Remembers what a first fragment from `port` got from a `ct()`
+    /// (with `nat` or not); returns `false` when the port holds its share
+    /// or the table is full of live records.
     pub fn remember(
         &self,
         id: DatagramId,
+        port: u32,
         with_nat: bool,
         got: FragOutcome,
         l4: (u16, u16),
         now: u64,
     ) -> bool {
-        let mut map = self.map.lock();
-        if map.len() >= MAX_DATAGRAMS && !map.contains_key(&id) {
-            map.retain(|_, r| r.expires > now);
-            if map.len() >= MAX_DATAGRAMS {
+        let mut inner = self.inner.lock();
+        if !inner.map.contains_key(&id) {
+            let full = inner.map.len() >= MAX_DATAGRAMS;
+            if (full || !inner.under_share(port)) && inner.earliest <= now {
+                inner.retain(|r| r.expires > now);
+            }
+            if !inner.under_share(port) {
+                inner.ports.entry(port).or_default().share_hits += 1;
                 return false;
             }
+            if inner.map.len() >= MAX_DATAGRAMS {
+                inner.table_full += 1;
+                return false;
+            }
+            let u = inner.ports.entry(port).or_default();
+            u.held += 1;
+            if u.held == 1 {
+                inner.active += 1;
+            }
         }
-        let r = map.entry(id).or_insert(Record {
+        let r = inner.map.entry(id).or_insert(Record {
             outcomes: [None; 2],
             l4,
             expires: 0,
+            port,
         });
         r.outcomes[usize::from(with_nat)] = Some(got);
         r.l4 = l4;
         r.expires = now.saturating_add(FRAG_TIMEOUT_MS);
+        let expires = r.expires;
+        inner.earliest = inner.earliest.min(expires);
         true
     }
 
@@ -122,36 +218,58 @@ impl Fragments {
         with_nat: bool,
         now: u64,
     ) -> Option<(FragOutcome, (u16, u16))> {
-        let map = self.map.lock();
-        let r = map.get(id).filter(|r| r.expires > now)?;
+        let inner = self.inner.lock();
+        let r = inner.map.get(id).filter(|r| r.expires > now)?;
         Some((r.outcomes[usize::from(with_nat)]?, r.l4))
     }
 
     /// The L4 words of a datagram whose first fragment was seen.
     pub fn l4_words(&self, id: &DatagramId, now: u64) -> Option<(u16, u16)> {
-        let map = self.map.lock();
-        map.get(id).filter(|r| r.expires > now).map(|r| r.l4)
+        let inner = self.inner.lock();
+        inner.map.get(id).filter(|r| r.expires > now).map(|r| r.l4)
     }
 
     /// Drops expired records; returns how many.
     pub fn sweep(&self, now: u64) -> usize {
-        let mut map = self.map.lock();
-        let before = map.len();
-        map.retain(|_, r| r.expires > now);
-        before - map.len()
+        let mut inner = self.inner.lock();
+        let before = inner.map.len();
+        inner.retain(|r| r.expires > now);
+        // Ports that hold nothing and have nothing to report go.
+        inner.ports.retain(|_, u| u.held > 0 || u.share_hits > 0);
+        before - inner.map.len()
     }
 
     /// Datagrams remembered.
     pub fn len(&self) -> usize {
-        self.map.lock().len()
+        self.inner.lock().map.len()
+    }
+
+    /// Per port, the records it holds and the new datagrams refused
+    /// because it held its share, by port number; and the refusals
+    /// because the whole table was full.
+    pub fn share_hits(&self) -> (Vec<(u32, usize, u64)>, u64) {
+        let inner = self.inner.lock();
+        let mut ports: Vec<(u32, usize, u64)> = inner
+            .ports
+            .iter()
+            .map(|(&p, u)| (p, u.held, u.share_hits))
+            .collect();
+        ports.sort_unstable();
+        (ports, inner.table_full)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Forgets every record (the refusal counts stay).
     pub fn clear(&self) {
-        self.map.lock().clear();
+        let mut inner = self.inner.lock();
+        inner.map.clear();
+        for u in inner.ports.values_mut() {
+            u.held = 0;
+        }
+        inner.active = 0;
     }
 }
 
@@ -218,7 +336,7 @@ impl Conntrack {
         };
         let got = FragOutcome { outcome, nat_addrs };
         // A full table only costs the later fragments (`+inv`).
-        self.frags.remember(id, with_nat, got, l4, now);
+        self.frags.remember(id, req.in_port, with_nat, got, l4, now);
         (outcome, Some(l4))
     }
 }
@@ -314,10 +432,10 @@ mod tests {
     #[test]
     fn outcomes_are_kept_per_kind_of_ct_and_expire() {
         let f = Fragments::default();
-        assert!(f.remember(id(1), false, got(0x21), (5, 6), 0));
+        assert!(f.remember(id(1), 1, false, got(0x21), (5, 6), 0));
         assert_eq!(f.lookup(&id(1), false, 10), Some((got(0x21), (5, 6))));
         assert_eq!(f.lookup(&id(1), true, 10), None);
-        assert!(f.remember(id(1), true, got(0x2a), (5, 6), 20));
+        assert!(f.remember(id(1), 1, true, got(0x2a), (5, 6), 20));
         assert_eq!(f.lookup(&id(1), true, 30).map(|g| g.0), Some(got(0x2a)));
         assert_eq!(f.lookup(&id(2), false, 30), None);
         assert_eq!(f.lookup(&id(1), false, 20 + FRAG_TIMEOUT_MS), None);
@@ -326,15 +444,55 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_makes_room_from_expired_records_only() {
+    fn a_port_alone_takes_half_the_table_and_the_next_finds_room() {
         let f = Fragments::default();
-        for n in 0..MAX_DATAGRAMS as u16 {
-            assert!(f.remember(id(n), false, got(0x21), (0, 0), 0));
-        }
-        assert!(!f.remember(id(u16::MAX), false, got(0x21), (0, 0), 1));
+        let half = MAX_DATAGRAMS / 2;
+        let taken = (0..MAX_DATAGRAMS as u16)
+            .filter(|&n| f.remember(id(n), 1, false, got(0x21), (0, 0), 0))
+            .count();
+        assert_eq!(taken, half);
         // An existing datagram may still be updated.
-        assert!(f.remember(id(0), true, got(0x21), (0, 0), 1));
-        assert!(f.remember(id(u16::MAX), false, got(0x21), (0, 0), FRAG_TIMEOUT_MS));
-        assert_eq!(f.len(), 2);
+        assert!(f.remember(id(0), 1, true, got(0x21), (0, 0), 1));
+        // Another port finds room while the first floods on; with two
+        // ports holding records, a third would get a third.
+        for n in 0..100u16 {
+            let other = DatagramId {
+                src: Addr::v4(9),
+                ..id(n)
+            };
+            assert!(f.remember(other, 2, false, got(0x21), (0, 0), 1));
+        }
+        assert!(!f.remember(id(u16::MAX), 1, false, got(0x21), (0, 0), 1));
+        let (ports, full) = f.share_hits();
+        assert_eq!(
+            ports,
+            vec![(1, half, (MAX_DATAGRAMS - half + 1) as u64), (2, 100, 0)]
+        );
+        assert_eq!(full, 0);
+        // Once its records expire, the first port has room again.
+        assert!(f.remember(id(u16::MAX), 1, false, got(0x21), (0, 0), FRAG_TIMEOUT_MS));
+        // id(0) (updated at 1), port 2's and the new one.
+        assert_eq!(f.len(), 102);
+    }
+
+    #[test]
+    fn many_ports_share_down_to_the_minimum_then_the_table_is_full() {
+        let f = Fragments::default();
+        let ports = (MAX_DATAGRAMS / MIN_SHARE) as u32;
+        for port in 0..=ports {
+            for n in 0..MIN_SHARE as u16 {
+                let d = DatagramId {
+                    src: Addr::v4(port),
+                    ..id(n)
+                };
+                assert_eq!(
+                    f.remember(d, port, false, got(0x21), (0, 0), 0),
+                    port < ports,
+                    "port {port}"
+                );
+            }
+        }
+        assert_eq!(f.len(), MAX_DATAGRAMS);
+        assert_eq!(f.share_hits().1, MIN_SHARE as u64);
     }
 }

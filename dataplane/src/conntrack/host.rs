@@ -148,6 +148,7 @@ impl Conntrack {
             xdp_links: 0,
             xdp_epoch: 0,
             removed: false,
+            zone_slot: 0,
         };
         conn.expires = now.saturating_add(conn.timeout(&self.config.timeouts));
         let state_nat = if req.nat.is_some() {

@@ -420,7 +420,25 @@ impl Conntrack {
             this.table.mirror_forget(t);
             false
         };
+        // The zone's limit holds for the kernel's connections too: one
+        // over it is not stored (its frame went on as an uncommitted
+        // `+new` one would) and its slot is freed, so the tuple's next
+        // frame is reported again, as OVS tracks it `+new` again.
+        let zone_slot = match self.zone_limits.admit(t.zone) {
+            super::zone_limits::Admission::Refused => {
+                self.stats.zone_limited.fetch_add(1, Relaxed);
+                return refuse(self);
+            }
+            super::zone_limits::Admission::Admitted(slot) => Some(slot),
+            super::zone_limits::Admission::Unlimited => None,
+        };
+        let give_back = || {
+            if let Some(s) = zone_slot {
+                self.zone_limits.release(s);
+            }
+        };
         if !self.table.reserve(self.limit()) {
+            give_back();
             self.stats.table_full.fetch_add(1, Relaxed);
             return refuse(self);
         }
@@ -438,10 +456,12 @@ impl Conntrack {
             xdp_links: 0,
             xdp_epoch: 0,
             removed: false,
+            zone_slot: zone_slot.unwrap_or(0),
         };
         let conn: ConnRef = Arc::new(Mutex::new(conn));
         if self.table.insert_known(*t, reply, conn).is_err() {
             self.table.unreserve();
+            give_back();
             return refuse(self);
         }
         self.stats.committed.fetch_add(1, Relaxed);

@@ -94,6 +94,7 @@ mod tuple;
 mod xdp_link;
 #[cfg(test)]
 mod xdp_link_tests;
+pub mod zone_limits;
 
 pub use dump::{format_entry, Sweeper, SWEEP_INTERVAL};
 pub use host::HostConntrack;
@@ -196,6 +197,9 @@ pub struct CtRequest {
     /// The packet entered from the host (an internal port): a miss may be
     /// a connection the host's conntrack made (see `host.rs`).
     pub from_host: bool,
+    /// The port the packet entered by: its share of the fragment table
+    /// (`frag.rs`).
+    pub in_port: u32,
 }
 
 /// What a tracked packet carries on: the ct_* fields of its key.
@@ -246,6 +250,9 @@ pub struct Conn {
     xdp_epoch: u32,
     /// Removed from the table (a link held by the cache outlives it).
     removed: bool,
+    /// The number of the zone limit it was admitted under (0: none),
+    /// given back when it goes (`zone_limits.rs`).
+    zone_slot: u32,
 }
 
 impl Conn {
@@ -318,6 +325,9 @@ pub struct CtStats {
     /// other family (an IPv6 connection to an IPv4 range or the reverse);
     /// `+inv` and also counted in `invalid`.
     pub nat_family: AtomicU64,
+    /// New connections not committed because their zone was at its limit
+    /// (`dpctl/ct-set-limits`); the packet went on `+trk+new`.
+    pub zone_limited: AtomicU64,
 }
 
 /// A connection as `dump` reports it.
@@ -355,6 +365,8 @@ pub struct Conntrack {
     xdp_gen: OnceLock<Arc<crate::xdpcache::XdpGen>>,
     /// New connections the XDP program creates (`kernel_new.rs`).
     kernel: OnceLock<KernelNew>,
+    /// Per-zone connection limits (`dpctl/ct-set-limits`).
+    pub zone_limits: zone_limits::ZoneLimits,
     pub stats: CtStats,
 }
 
@@ -398,6 +410,7 @@ impl Conntrack {
             next_absent_id: AtomicUsize::new(0),
             xdp_gen: OnceLock::new(),
             kernel: OnceLock::new(),
+            zone_limits: zone_limits::ZoneLimits::default(),
             stats: CtStats::default(),
         }
     }

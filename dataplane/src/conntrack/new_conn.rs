@@ -4,6 +4,7 @@
 
 use super::tcp::{self, TcpConn};
 use super::tuple::{Quoted, TcpSeg};
+use super::zone_limits::Admission;
 use super::{nat, state, Conn, Conntrack, CtOutcome, CtRequest, Tuple, NAT_DST, NAT_SRC};
 use crate::packet::Layers;
 use flowtable::matching::IP_PROTO_TCP;
@@ -40,7 +41,23 @@ impl Conntrack {
         if !req.commit {
             return new;
         }
+        // The zone's limit first, as OVS checks it: over it, the packet
+        // goes on `+trk+new`, uncommitted.
+        let zone_slot = match self.zone_limits.admit(req.zone) {
+            Admission::Refused => {
+                self.stats.zone_limited.fetch_add(1, Relaxed);
+                return new;
+            }
+            Admission::Admitted(slot) => Some(slot),
+            Admission::Unlimited => None,
+        };
+        let give_back = || {
+            if let Some(s) = zone_slot {
+                self.zone_limits.release(s);
+            }
+        };
         if !self.table.reserve(self.limit()) {
+            give_back();
             self.stats.table_full.fetch_add(1, Relaxed);
             return self.invalid(req.zone);
         }
@@ -50,6 +67,7 @@ impl Conntrack {
             // translated as asked, and passing the packet untranslated
             // could take it past what the NAT stood for.
             self.table.unreserve();
+            give_back();
             self.stats.nat_family.fetch_add(1, Relaxed);
             return self.invalid(req.zone);
         }
@@ -58,6 +76,7 @@ impl Conntrack {
                 Some(r) => r,
                 None => {
                     self.table.unreserve();
+                    give_back();
                     self.stats.nat_exhausted.fetch_add(1, Relaxed);
                     return self.invalid(req.zone);
                 }
@@ -96,6 +115,7 @@ impl Conntrack {
             xdp_links: 0,
             xdp_epoch: 0,
             removed: false,
+            zone_slot: zone_slot.unwrap_or(0),
         };
         if self
             .table
@@ -105,6 +125,7 @@ impl Conntrack {
             // A tuple of ours is taken (another thread's connection, or a
             // NATed one using our reverse): refuse rather than guess.
             self.table.unreserve();
+            give_back();
             return self.invalid(req.zone);
         }
         self.stats.committed.fetch_add(1, Relaxed);

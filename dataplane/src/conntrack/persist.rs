@@ -145,6 +145,7 @@ impl Conntrack {
                 xdp_links: 0,
                 xdp_epoch: 0,
                 removed: false,
+                zone_slot: 0,
             }));
             match self.table.insert(s.orig, s.reply, conn.clone()) {
                 Ok(()) => stored.push((s.orig, s.reply, conn)),

@@ -172,6 +172,7 @@ pub(crate) const COMMIT: CtRequest = CtRequest {
     mark: None,
     label: None,
     from_host: false,
+    in_port: 0,
 };
 pub(crate) const LOOKUP: CtRequest = CtRequest {
     zone: 0,
@@ -181,6 +182,7 @@ pub(crate) const LOOKUP: CtRequest = CtRequest {
     mark: None,
     label: None,
     from_host: false,
+    in_port: 0,
 };
 const TRK_NEW: u32 = state::TRK | state::NEW;
 const TRK_EST: u32 = state::TRK | state::EST;
@@ -403,6 +405,7 @@ pub(crate) const BARE_NAT: CtRequest = CtRequest {
     mark: None,
     label: None,
     from_host: false,
+    in_port: 0,
 };
 
 #[test]

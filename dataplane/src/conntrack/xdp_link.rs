@@ -245,6 +245,9 @@ impl Conntrack {
         }
         let mut c = conn.lock();
         c.removed = true;
+        if c.zone_slot != 0 {
+            self.zone_limits.release(std::mem::take(&mut c.zone_slot));
+        }
         (true, self.xdp_changed(&mut c, Arc::as_ptr(conn) as usize))
     }
 

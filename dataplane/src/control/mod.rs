@@ -35,6 +35,7 @@ mod datapath;
 mod port;
 #[cfg(test)]
 mod tests;
+pub mod upcall_shares;
 
 use crate::xdpcache::XdpGen;
 use crossbeam::channel::{Receiver, Sender};
@@ -96,6 +97,7 @@ pub struct DpShared {
     applied: Condvar,
     packet_outs: Sender<PacketOutRequest>,
     upcalls: Receiver<Upcall>,
+    upcall_shares: Arc<upcall_shares::UpcallShares>,
     /// Standalone mode without a controller: forward by NORMAL.
     fail_open: AtomicBool,
     /// OVSDB's `other_config:flow-restore-wait` is true: the packet
@@ -194,6 +196,7 @@ pub struct ChangeReceiver {
     /// Thread 0's; `None` for the others.
     packet_outs: Option<Receiver<PacketOutRequest>>,
     upcalls: Sender<Upcall>,
+    upcall_shares: Arc<upcall_shares::UpcallShares>,
 }
 
 impl ChangeReceiver {
@@ -213,10 +216,19 @@ impl ChangeReceiver {
         self.packet_outs.as_ref()?.try_recv().ok()
     }
 
-    /// Queues a packet for the controllers; `false` (dropped) when the
-    /// queue is full or nobody listens.
+    /// Queues a packet for the controllers; `false` (dropped) when its
+    /// port holds its share of the queue (`upcall_shares.rs`), the queue
+    /// is full or nobody listens.
     pub fn upcall(&self, u: Upcall) -> bool {
-        self.upcalls.try_send(u).is_ok()
+        let port = u.in_port;
+        if !self.upcall_shares.admit(port) {
+            return false;
+        }
+        let queued = self.upcalls.try_send(u).is_ok();
+        if !queued {
+            self.upcall_shares.release(port);
+        }
+        queued
     }
 }
 
@@ -249,6 +261,7 @@ impl DpShared {
         let engines = engines.max(1);
         let (po_tx, po_rx) = crossbeam::channel::bounded(PACKET_OUT_QUEUE);
         let (up_tx, up_rx) = crossbeam::channel::bounded(UPCALL_QUEUE);
+        let shares = Arc::new(upcall_shares::UpcallShares::new(UPCALL_QUEUE));
         let mut slots = Vec::with_capacity(engines);
         let mut ends = Vec::with_capacity(engines);
         for engine in 0..engines {
@@ -267,6 +280,7 @@ impl DpShared {
                 rx,
                 packet_outs: (engine == 0).then(|| po_rx.clone()),
                 upcalls: up_tx.clone(),
+                upcall_shares: shares.clone(),
             });
         }
         let shared = Arc::new(DpShared {
@@ -281,6 +295,7 @@ impl DpShared {
             applied: Condvar::new(),
             packet_outs: po_tx,
             upcalls: up_rx,
+            upcall_shares: shares,
             fail_open: AtomicBool::new(false),
             restore_wait: AtomicBool::new(false),
             xdp_gen: OnceLock::new(),
@@ -524,9 +539,15 @@ impl DpShared {
     }
 
     /// Packets for the controllers; disconnected once the packet thread
-    /// is gone.
+    /// is gone. Whoever takes one gives its port's place back
+    /// ([`DpShared::upcall_shares`]).
     pub fn upcalls(&self) -> Receiver<Upcall> {
         self.upcalls.clone()
+    }
+
+    /// The ports' shares of the upcall queue.
+    pub fn upcall_shares(&self) -> &Arc<upcall_shares::UpcallShares> {
+        &self.upcall_shares
     }
 
     fn port(&self, port_no: u32) -> Option<Arc<PortMeta>> {

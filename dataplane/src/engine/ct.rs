@@ -125,6 +125,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             mark,
             label,
             from_host: self.is_host_port(in_port),
+            in_port,
         };
         let frame = self.frames.bytes(desc.addr, desc.len);
         let mut pkt = FlowKey::zero();

@@ -87,6 +87,7 @@ struct Families {
     ct_limit: IntGaugeVec,
     ct_created: IntCounterVec,
     ct_refused: IntCounterVec,
+    share_refused: IntCounterVec,
     ct_invalid: IntCounterVec,
     ct_expired: IntCounterVec,
     pmd_busy: CounterVec,
@@ -144,7 +145,8 @@ impl Families {
             mirror_dropped: o.counters("xbr_mirror_dropped_total", "Copies a port mirror dropped (its socket full or its reader gone).", &["bridge", "mirror"])?,
             ct_limit: o.gauges("xbr_conntrack_connections_limit", "Most connections the tracker holds (dpctl/ct-get-maxconns).", b)?,
             ct_created: o.counters("xbr_conntrack_created_total", "Connections committed (created).", b)?,
-            ct_refused: o.counters("xbr_conntrack_refused_total", "New connections refused, by reason (table_full, nat_exhausted).", br)?,
+            ct_refused: o.counters("xbr_conntrack_refused_total", "New connections refused, by reason (table_full, nat_exhausted, zone_limit).", br)?,
+            share_refused: o.counters("xbr_port_share_refused_total", "Entries refused because the port held its share, by resource (fragment_table, upcall_queue).", &["bridge", "port", "resource"])?,
             ct_invalid: o.counters("xbr_conntrack_invalid_packets_total", "Packets the tracker marked +inv.", b)?,
             ct_expired: o.counters("xbr_conntrack_expired_total", "Connections removed after their timeout.", b)?,
             pmd_busy: o.seconds("xbr_pmd_busy_seconds_total", "Time the packet thread spent in rounds that found work.", bth)?,
@@ -331,6 +333,27 @@ fn bridge(f: &Families, v: &BridgeView) {
     f.ct_refused
         .with_label_values(&[name, "nat_exhausted"])
         .inc_by(cs.nat_exhausted.load(Relaxed));
+    f.ct_refused
+        .with_label_values(&[name, "zone_limit"])
+        .inc_by(cs.zone_limited.load(Relaxed));
+    let dp = v.live.datapath();
+    let ports = dp.ports();
+    let port_name = |no: u32| {
+        ports
+            .iter()
+            .find(|p| p.ofport == no)
+            .map_or_else(|| no.to_string(), |p| p.name.clone())
+    };
+    for (no, _, n) in ct.fragment_shares() {
+        f.share_refused
+            .with_label_values(&[name, &port_name(no), "fragment_table"])
+            .inc_by(n);
+    }
+    for (no, n) in dp.upcall_shares().refused() {
+        f.share_refused
+            .with_label_values(&[name, &port_name(no), "upcall_queue"])
+            .inc_by(n);
+    }
     f.ct_invalid
         .with_label_values(&[name])
         .inc_by(cs.invalid.load(Relaxed));

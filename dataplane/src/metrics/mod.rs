@@ -31,7 +31,10 @@
 //! are relaxed atomics read as they are (the OpenFlow tables' counters
 //! under the control plane's table mutex, which packet threads never
 //! take). The per-connection locks of the connection tracker are never
-//! taken (so there is no per-zone count; see docs/metrics.md).
+//! taken (so there is no per-zone count; see docs/metrics.md). One lock
+//! that packets take is: the fragment table's mutex (taken only by IP
+//! fragments, never by whole packets), once per scrape, for a copy of its
+//! per-port counts.
 
 pub mod bridges;
 mod collect;

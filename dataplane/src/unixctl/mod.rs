@@ -41,8 +41,14 @@ const COMMANDS: &[(&str, &str)] = &[
     ("bridge/dump-flows", "[--offload-stats] bridge"),
     ("cfm/show", "[interface]"),
     ("coverage/show", ""),
+    ("dpctl/ct-del-limits", "[dp] zone=N1[,N2]..."),
+    ("dpctl/ct-get-limits", "[dp] [zone=N1[,N2]...]"),
     ("dpctl/ct-get-maxconns", "[dp]"),
     ("dpctl/ct-get-nconns", "[dp]"),
+    (
+        "dpctl/ct-set-limits",
+        "[dp] [default=L] [zone=N,limit=L]...",
+    ),
     ("dpctl/ct-set-maxconns", "[dp] maxconns"),
     ("dpctl/ct-stats-show", "[dp] [zone=N] [verbose]"),
     ("dpctl/del-flows", "[dp]"),
@@ -283,6 +289,46 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
                     requests,
                     "setting maxconns successful\n".into(),
                 )),
+                other => Ok(other),
+            }
+        }
+        "dpctl/ct-set-limits" | "dpctl/ct-get-limits" | "dpctl/ct-del-limits" => {
+            use crate::conntrack::zone_limits::{parse_set, parse_zones};
+            // A first argument that names a datapath (or bridge) is one,
+            // as OVS's `dp_arg_exists` decides.
+            let (dp, args) = match params.split_first() {
+                Some((d, rest)) if select(bridges, Some(d)).is_ok() => (Some(d.as_str()), rest),
+                _ => (None, params),
+            };
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let einval = |m: String| format!("ovs-vswitchd: {m} (Invalid argument)");
+            let verb = &method["dpctl/ct-".len()..];
+            match (verb, args.as_slice()) {
+                ("set-limits", []) => return Err(einval("no limit given".into())),
+                ("set-limits", a) => {
+                    parse_set(a).map_err(einval)?;
+                }
+                ("get-limits", []) => {}
+                ("get-limits" | "del-limits", [z]) => {
+                    parse_zones(z).map_err(einval)?;
+                }
+                ("del-limits", []) => {
+                    return Err(format!(
+                        "\"{method}\" command requires at least 1 arguments"
+                    ))
+                }
+                _ => return Err(format!("\"{method}\" command takes at most 2 arguments")),
+            }
+            let mut line = format!("conntrack {verb}");
+            for a in &args {
+                line.push(' ');
+                line.push_str(a);
+            }
+            match ask_each(select(bridges, dp)?, &line) {
+                // Set and delete answer nothing, however many bridges.
+                Plan::Ask(requests) if verb != "get-limits" => {
+                    Ok(Plan::AskThen(requests, String::new()))
+                }
                 other => Ok(other),
             }
         }

@@ -345,3 +345,62 @@ fn sosreports_commands_are_planned_or_refused_as_ovs_refuses_them() {
         assert!(list.contains(&format!("  {c}")), "{c}: {list}");
     }
 }
+
+#[test]
+fn zone_limit_commands_take_ovs_arguments_and_an_optional_datapath() {
+    let two = names(&["br0", "br1"]);
+    let both = |line: &str| {
+        vec![
+            ("br0".to_string(), line.to_string()),
+            ("br1".to_string(), line.to_string()),
+        ]
+    };
+    let each = |line: &str| Ok(Plan::Ask(both(line)));
+    let quietly = |line: &str| Ok(Plan::AskThen(both(line), String::new()));
+    assert_eq!(
+        plan(
+            "dpctl/ct-set-limits",
+            &args(&["default=5", "zone=3,limit=1"]),
+            &two
+        ),
+        quietly("conntrack set-limits default=5 zone=3,limit=1")
+    );
+    // A first argument naming a datapath or bridge is one; anything else
+    // is a zone argument, as OVS's dp_arg_exists decides.
+    assert_eq!(
+        plan("dpctl/ct-get-limits", &args(&["br1", "zone=3,4"]), &two),
+        Ok(Plan::Ask(vec![(
+            "br1".to_string(),
+            "conntrack get-limits zone=3,4".to_string()
+        )]))
+    );
+    assert_eq!(
+        plan("dpctl/ct-get-limits", &args(&["netdev@ovs-netdev"]), &two),
+        each("conntrack get-limits")
+    );
+    assert_eq!(
+        plan("dpctl/ct-del-limits", &args(&["zone=3"]), &two),
+        quietly("conntrack del-limits zone=3")
+    );
+    for (method, bad, message) in [
+        (
+            "dpctl/ct-set-limits",
+            &["zone=3"][..],
+            "failed to parse zone limit",
+        ),
+        ("dpctl/ct-set-limits", &[], "no limit given"),
+        ("dpctl/ct-del-limits", &["3"], "invalid argument 3"),
+        ("dpctl/ct-del-limits", &[], "requires at least 1"),
+        (
+            "dpctl/ct-get-limits",
+            &["zone=1", "zone=2"],
+            "takes at most",
+        ),
+    ] {
+        let got = plan(method, &args(bad), &two);
+        assert!(
+            got.as_ref().is_err_and(|e| e.contains(message)),
+            "{method} {bad:?}: {got:?}"
+        );
+    }
+}

@@ -86,12 +86,39 @@ enum Cmd {
         #[arg(long)]
         ready_file: Option<PathBuf>,
     },
+    /// Send COUNT crafted hostile frames (`bench::hostile`) out of IFACE
+    /// with a raw socket, for at most MAX_MS; prints how many were sent.
+    Hostile {
+        #[arg(long, default_value = "eth0")]
+        iface: String,
+        #[arg(long)]
+        count: u64,
+        #[arg(long)]
+        max_ms: u64,
+        /// Frames per second at most (0: as fast as possible).
+        #[arg(long, default_value_t = 0)]
+        rate: u64,
+        #[arg(long)]
+        own_mac: String,
+        #[arg(long)]
+        own_ip: std::net::Ipv4Addr,
+        #[arg(long)]
+        victim_mac: String,
+        #[arg(long)]
+        victim_ip: std::net::Ipv4Addr,
+        #[arg(long)]
+        gateway_mac: String,
+        #[arg(long)]
+        gateway_ip: std::net::Ipv4Addr,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
 enum ToolError {
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Hostile(#[from] bench::hostile::HostileError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -126,6 +153,36 @@ fn main() -> ExitCode {
             timeout_ms,
             ready_file,
         } => udp_recv(bind, count, Duration::from_millis(timeout_ms), ready_file),
+        Cmd::Hostile {
+            iface,
+            count,
+            max_ms,
+            rate,
+            own_mac,
+            own_ip,
+            victim_mac,
+            victim_ip,
+            gateway_mac,
+            gateway_ip,
+        } => {
+            let mac = |s: &str| {
+                bench::hostile::parse_mac(s).ok_or_else(|| ToolError::Usage(format!("bad MAC {s}")))
+            };
+            (|| {
+                let t = bench::hostile::Target {
+                    own_mac: mac(&own_mac)?,
+                    own_ip,
+                    victim_mac: mac(&victim_mac)?,
+                    victim_ip,
+                    gateway_mac: mac(&gateway_mac)?,
+                    gateway_ip,
+                };
+                let sent =
+                    bench::hostile::send(&iface, &t, count, rate, Duration::from_millis(max_ms))?;
+                println!("{sent}");
+                Ok(true)
+            })()
+        }
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
