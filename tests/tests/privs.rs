@@ -55,6 +55,20 @@ fn capsh_keeping(keep: &[&str]) -> Result<Vec<String>> {
 /// `CapEff`, `CapPrm` and `CapBnd` of process `pid`.
 fn cap_sets(pid: u32) -> [u64; 3] {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    parse_cap_sets(&status)
+}
+
+/// [`cap_sets`] of thread `tid` of `pid`; `None` if the thread has
+/// ended since it was listed (xbr starts short-lived helper threads).
+fn thread_cap_sets(pid: u32, tid: u32) -> Option<[u64; 3]> {
+    match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")) {
+        Ok(status) => Some(parse_cap_sets(&status)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => panic!("thread {tid}'s status: {e}"),
+    }
+}
+
+fn parse_cap_sets(status: &str) -> [u64; 3] {
     let get = |key: &str| {
         status
             .lines()
@@ -103,7 +117,9 @@ fn xbr_run_as_root_keeps_only_the_needed_set() -> Result<()> {
         // Root holds CAP_SYS_ADMIN (21), which xbr keeps for
         // xdp-peer-gro (on by default): privs::OPTIONAL.
         let kept = needed_mask() | 1 << 21;
-        let [eff, prm, bnd] = cap_sets(tid);
+        let Some([eff, prm, bnd]) = thread_cap_sets(pid, tid) else {
+            continue;
+        };
         assert_eq!(eff, kept, "thread {tid}: CapEff {eff:#x}");
         assert_eq!(prm, kept, "thread {tid}: CapPrm {prm:#x}");
         assert_eq!(bnd, kept, "thread {tid}: CapBnd {bnd:#x}");
