@@ -231,6 +231,13 @@ impl Conntrack {
         self.frags.share_hits().0
     }
 
+    /// Per port, new fragmented datagrams refused for the port's share,
+    /// read without a lock (the metrics); and those of ports beyond the
+    /// table's slots.
+    pub fn fragment_share_refusals(&self) -> (Vec<(u32, u64)>, u64) {
+        self.frags.share_refusals()
+    }
+
     /// Fragmented datagrams whose first fragment's outcome is kept for
     /// their later fragments (`ovs-appctl dpctl/ipf-get-status`).
     pub fn fragmented_datagrams(&self) -> usize {

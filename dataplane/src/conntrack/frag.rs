@@ -57,7 +57,8 @@ use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// How long a first fragment's outcome waits for the rest (ms).
 pub const FRAG_TIMEOUT_MS: u64 = 15_000;
@@ -161,6 +162,68 @@ impl Inner {
 #[derive(Default)]
 pub struct Fragments {
     inner: Mutex<Inner>,
+    /// The ports' refusals again, readable without `inner`'s lock: what
+    /// the metrics read, so a scrape never holds a lock the packet
+    /// threads take.
+    refused: ShareRefusals,
+}
+
+/// Ports tracked by [`ShareRefusals`] (each that ever hit its share
+/// takes one slot for the bridge's life; beyond, refusals count as
+/// `overflow`).
+const REFUSAL_SLOTS: usize = 1024;
+
+/// Refusals per port in a fixed open-addressing table of atomics: a
+/// slot is claimed once by a port (its number + 1; 0 is free) and then
+/// only counted up. Written under `Fragments::inner` (one writer at a
+/// time), read by anyone without a lock. 16 KiB per bridge.
+struct ShareRefusals {
+    slots: Box<[(AtomicU32, AtomicU64)]>,
+    overflow: AtomicU64,
+}
+
+impl Default for ShareRefusals {
+    fn default() -> Self {
+        ShareRefusals {
+            slots: (0..REFUSAL_SLOTS)
+                .map(|_| (AtomicU32::new(0), AtomicU64::new(0)))
+                .collect(),
+            overflow: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ShareRefusals {
+    fn add(&self, port: u32) {
+        let key = port.wrapping_add(1);
+        let start = (port as usize).wrapping_mul(0x9e37_79b9) % REFUSAL_SLOTS;
+        for i in 0..REFUSAL_SLOTS {
+            let Some((k, n)) = self.slots.get((start + i) % REFUSAL_SLOTS) else {
+                break;
+            };
+            let cur = k.load(Acquire);
+            if cur == key || (cur == 0 && k.compare_exchange(0, key, AcqRel, Acquire).is_ok()) {
+                n.fetch_add(1, Relaxed);
+                return;
+            }
+        }
+        self.overflow.fetch_add(1, Relaxed);
+    }
+
+    /// (port, refusals) of every port with a slot, by port; and the
+    /// refusals of ports that found no slot.
+    fn read(&self) -> (Vec<(u32, u64)>, u64) {
+        let mut out: Vec<(u32, u64)> = self
+            .slots
+            .iter()
+            .filter_map(|(k, n)| {
+                let key = k.load(Acquire);
+                (key != 0).then(|| (key.wrapping_sub(1), n.load(Relaxed)))
+            })
+            .collect();
+        out.sort_unstable();
+        (out, self.overflow.load(Relaxed))
+    }
 }
 
 impl Fragments {
@@ -184,6 +247,7 @@ impl Fragments {
             }
             if !inner.under_share(port) {
                 inner.ports.entry(port).or_default().share_hits += 1;
+                self.refused.add(port);
                 return false;
             }
             if inner.map.len() >= MAX_DATAGRAMS {
@@ -260,6 +324,13 @@ impl Fragments {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Per port, the new datagrams refused because it held its share,
+    /// read without taking the table's lock (metrics); and the refusals
+    /// of ports beyond [`REFUSAL_SLOTS`].
+    pub fn share_refusals(&self) -> (Vec<(u32, u64)>, u64) {
+        self.refused.read()
     }
 
     /// Forgets every record (the refusal counts stay).
@@ -469,6 +540,11 @@ mod tests {
             vec![(1, half, (MAX_DATAGRAMS - half + 1) as u64), (2, 100, 0)]
         );
         assert_eq!(full, 0);
+        // The lock-free copy the metrics read says the same.
+        assert_eq!(
+            f.share_refusals(),
+            (vec![(1, (MAX_DATAGRAMS - half + 1) as u64)], 0)
+        );
         // Once its records expire, the first port has room again.
         assert!(f.remember(id(u16::MAX), 1, false, got(0x21), (0, 0), FRAG_TIMEOUT_MS));
         // id(0) (updated at 1), port 2's and the new one.
@@ -494,5 +570,19 @@ mod tests {
         }
         assert_eq!(f.len(), MAX_DATAGRAMS);
         assert_eq!(f.share_hits().1, MIN_SHARE as u64);
+    }
+
+    #[test]
+    fn refusal_slots_are_claimed_once_per_port_and_overflow_is_counted() {
+        let r = ShareRefusals::default();
+        for port in 0..REFUSAL_SLOTS as u32 {
+            r.add(port);
+        }
+        r.add(7);
+        r.add(u32::MAX - 1);
+        let (ports, overflow) = r.read();
+        assert_eq!(ports.len(), REFUSAL_SLOTS);
+        assert_eq!(ports.get(7), Some(&(7, 2)));
+        assert_eq!(overflow, 1);
     }
 }

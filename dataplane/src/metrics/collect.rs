@@ -344,10 +344,16 @@ fn bridge(f: &Families, v: &BridgeView) {
             .find(|p| p.ofport == no)
             .map_or_else(|| no.to_string(), |p| p.name.clone())
     };
-    for (no, _, n) in ct.fragment_shares() {
+    let (frag_refused, frag_overflow) = ct.fragment_share_refusals();
+    for (no, n) in frag_refused {
         f.share_refused
             .with_label_values(&[name, &port_name(no), "fragment_table"])
             .inc_by(n);
+    }
+    if frag_overflow > 0 {
+        f.share_refused
+            .with_label_values(&[name, "other", "fragment_table"])
+            .inc_by(frag_overflow);
     }
     for (no, n) in dp.upcall_shares().refused() {
         f.share_refused
