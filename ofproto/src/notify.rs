@@ -154,7 +154,7 @@ impl Notifier {
             priority: rule.priority,
             reason,
             table_id: rule.table_id,
-            duration: crate::connection::millisecond_duration(rule.installed.elapsed()),
+            duration: crate::wire::millisecond_duration(rule.installed.elapsed()),
             idle_timeout: rule.idle_timeout,
             hard_timeout: rule.hard_timeout,
             packet_count,

@@ -754,9 +754,3 @@ fn check_buffer(fm: &FlowMod) -> Result<(), WireError> {
     }
     Ok(())
 }
-
-/// Durations as OVS reports them: whole milliseconds, so `dump-flows`
-/// prints `duration=1.234s` as it does against ovs-vswitchd.
-pub(crate) fn millisecond_duration(d: std::time::Duration) -> std::time::Duration {
-    std::time::Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}

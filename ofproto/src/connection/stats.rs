@@ -1,7 +1,8 @@
 //! Multipart (statistics) requests of one connection.
 
-use super::{millisecond_duration, Connection};
+use super::Connection;
 use crate::versions::OFP15_VERSION;
+use crate::wire::millisecond_duration;
 use crate::wire::multipart::{self, pack_replies, FlowStatsEntry, MultipartRequest};
 use crate::wire::{err, features, meter, stats15, table_features, WireError};
 use flowtable::action::{group as group_no, port};
