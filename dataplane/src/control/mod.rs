@@ -118,8 +118,8 @@ pub struct DpShared {
 /// statistics; or the sum of every thread's ([`EngineSnapshot::merge`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EngineSnapshot {
-    pub drops: crate::engine::EngineDrops,
-    pub pmd: crate::pmd_stats::PmdCounters,
+    pub drops: crate::engine::drops::EngineDrops,
+    pub pmd: crate::engine::pmd_counters::PmdCounters,
     /// `None` when the translation cache is off.
     pub flow_cache: Option<flowtable::cache::CacheStats>,
     /// `None` when the XDP flow cache is off.

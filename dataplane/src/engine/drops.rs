@@ -1,6 +1,6 @@
 //! What the engine drops, per reason.
 
-use crate::vxlan::TunnelDrops;
+use crate::engine::tunnel::TunnelDrops;
 use flowtable::pipeline::DropReason;
 
 /// Drop reasons the engine counts, beyond the pipeline's own.

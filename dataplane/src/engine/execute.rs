@@ -3,10 +3,10 @@
 
 use super::{ct::Recirc, Desc, Engine, Frames, PortIo, BATCH};
 use crate::control::Upcall;
+use crate::engine::tunnel::TunnelMeta;
 use crate::meter::{self, Verdict};
 use crate::packet::{self, Layers};
 use crate::rewrite;
-use crate::vxlan::TunnelMeta;
 use flowtable::key::FlowKey;
 use flowtable::pipeline::{DpAction, DropReason};
 

@@ -32,7 +32,7 @@
 //! that would pass it is dropped whole and counted on its ports as
 //! transmit drops, as a full TX ring's packets are.
 
-use crate::vxlan::TunnelMeta;
+use crate::engine::tunnel::TunnelMeta;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;

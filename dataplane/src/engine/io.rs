@@ -1,7 +1,7 @@
 //! Frames, descriptors and the port I/O interface the engine drives.
 
+use crate::engine::tunnel::{TunnelDrop, TunnelMeta};
 use crate::vxlan::encap::FlowOuter;
-use crate::vxlan::{TunnelDrop, TunnelMeta};
 use std::os::fd::BorrowedFd;
 
 /// A frame in the frame store: `addr` of the first byte, `len` bytes.

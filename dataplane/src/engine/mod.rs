@@ -33,9 +33,9 @@
 
 use crate::conntrack::Conntrack;
 use crate::control::{port_config, ChangeReceiver, DpShared, PortMeta};
+use crate::engine::tunnel::TunnelMeta;
 use crate::normal::{MacTable, DEFAULT_AGEING_SECS};
 use crate::packet;
-use crate::vxlan::TunnelMeta;
 use crate::xdpcache::{self, FcKey, XdpCache};
 use ahash::RandomState;
 use flowtable::cache::{CacheStats, FlowCache};
@@ -156,7 +156,7 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     flushed_at_ms: u64,
     pub drops: EngineDrops,
     /// This thread's `pmd-stats-show` counters.
-    pub pmd: crate::pmd_stats::PmdCounters,
+    pub pmd: crate::engine::pmd_counters::PmdCounters,
     /// Frames waiting on all tunnel ports (see `unresolved.rs`).
     unresolved_total: usize,
     /// NORMAL's learned stations.
@@ -635,7 +635,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 
 mod adopt;
 mod ct;
-mod drops;
+pub mod drops;
 mod live_ports;
 mod meters;
 mod mirror;
@@ -646,7 +646,9 @@ pub mod handoff;
 mod hold;
 mod io;
 mod output;
+pub mod pmd_counters;
 mod revalidate;
+pub mod tunnel;
 mod unresolved;
 mod xdp;
 mod xdp_template;

@@ -2,7 +2,7 @@
 
 use super::{live_ports, Desc, Engine, Frames, PortIo};
 use crate::control::port_config;
-use crate::vxlan::{TunnelDrop, TunnelMeta};
+use crate::engine::tunnel::{TunnelDrop, TunnelMeta};
 use flowtable::action::port as ofpp;
 use std::sync::atomic::Ordering;
 

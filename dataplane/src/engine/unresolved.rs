@@ -22,7 +22,7 @@
 
 use super::{Desc, Engine, Frames, PortIo, BATCH};
 use crate::control::port_config;
-use crate::vxlan::{TunnelDrop, TunnelMeta};
+use crate::engine::tunnel::{TunnelDrop, TunnelMeta};
 
 /// Frames one tunnel port keeps waiting.
 pub(super) const PER_PORT: usize = 256;
