@@ -30,6 +30,7 @@ pub mod ovsdb;
 mod tcp;
 mod tool;
 mod xbr;
+pub mod xbr_stats;
 
 pub use cmd::{run_timeout, Background, CmdOutput};
 pub use conversation::Conversation;

@@ -380,6 +380,81 @@ impl Drop for OvsDb {
     }
 }
 
+/// A node as the agent leaves it, through `db`'s xbr: `bridge` added as
+/// the agent adds br0 (`fail_mode=secure`, OpenFlow 1.3), the pods' ports
+/// (numbered 1, 2, ... in `pods`' order, with the CNI plugin's
+/// `external_ids`), and the agent's multitenant flows of tables 0, 20, 70
+/// and 80 (TABLES.md) for pod-to-pod IP with each pod's VNID. No vxlan0
+/// or tun0: those would attach to the test host's interfaces.
+pub fn agent_node(db: &mut OvsDb, bridge: &str, pods: &[(&Pod, u32)]) -> Result<()> {
+    agent_node_with(db, bridge, pods, &[])
+}
+
+/// [`agent_node`] with more Bridge columns (`bridge_extra`) set when the
+/// bridge is added.
+pub fn agent_node_with(
+    db: &mut OvsDb,
+    bridge: &str,
+    pods: &[(&Pod, u32)],
+    bridge_extra: &[&str],
+) -> Result<()> {
+    db.start_xbr()?;
+    let mut add_br = vec![
+        "--may-exist",
+        "add-br",
+        bridge,
+        "--",
+        "set",
+        "Bridge",
+        bridge,
+        "fail_mode=secure",
+        "protocols=OpenFlow13",
+    ];
+    add_br.extend_from_slice(bridge_extra);
+    db.vsctl(&add_br)?.ok()?;
+    for (i, (p, _)) in pods.iter().enumerate() {
+        let ids = format!("external_ids=sandbox=\"pod{i}\",ip=\"{}\"", p.ip());
+        db.vsctl(&[
+            "--may-exist",
+            "add-port",
+            bridge,
+            p.host_if(),
+            "--",
+            "set",
+            "Interface",
+            p.host_if(),
+            &ids,
+        ])?
+        .ok()?;
+        assert_eq!(db.ofport(p.host_if())?, (i + 1).to_string());
+    }
+    let mut flows = vec![
+        "table=0, priority=100, ip, actions=goto_table:20".to_string(),
+        "table=20, priority=0, actions=drop".to_string(),
+        "table=70, priority=0, actions=drop".to_string(),
+        "table=80, priority=0, actions=drop".to_string(),
+    ];
+    for (i, (p, vnid)) in pods.iter().enumerate() {
+        let port = i + 1;
+        let ip = p.ip();
+        flows.push(format!(
+            "table=20, priority=100, in_port={port}, ip, nw_src={ip}, \
+             actions=load:{vnid}->NXM_NX_REG0[], goto_table:70"
+        ));
+        flows.push(format!(
+            "table=70, priority=100, ip, nw_dst={ip}, \
+             actions=load:{vnid}->NXM_NX_REG1[], load:{port}->NXM_NX_REG2[], goto_table:80"
+        ));
+        flows.push(format!(
+            "table=80, priority=100, reg0={vnid}, reg1={vnid}, actions=output:NXM_NX_REG2[]"
+        ));
+    }
+    for f in &flows {
+        db.ofctl(&["add-flow", bridge, f])?.ok()?;
+    }
+    Ok(())
+}
+
 /// A pod as the agent's CNI plugin makes it: 10.128.0.LAST/24 with the
 /// `0a:58:` MAC of that address.
 pub fn agent_pod(last: u8) -> Result<Pod> {

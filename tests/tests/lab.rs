@@ -679,17 +679,10 @@ fn kernel_share_counts(lab: &Lab) -> Vec<(u64, u64)> {
                 CMD_TIMEOUT,
             )
             .stdout;
-            let hits = out
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("hit_packets: "))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            let rx = out
-                .lines()
-                .filter_map(|l| l.split("rx packets: ").nth(1))
-                .filter_map(|r| r.split(',').next()?.parse::<u64>().ok())
-                .sum();
-            (hits, rx)
+            (
+                xbr_tests::xbr_stats::xdp_stat(&out, "hit_packets"),
+                xbr_tests::xbr_stats::all_rx_packets(&out),
+            )
         })
         .collect()
 }

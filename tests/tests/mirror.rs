@@ -10,7 +10,8 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use xbr_tests::ovsdb::{agent_pod, OvsDb};
+use xbr_tests::ovsdb::{agent_node, agent_pod, OvsDb};
+use xbr_tests::xbr_stats::xdp_stat;
 use xbr_tests::{require_tool, udp_send, unique_tag, Background, Pod, Result, UdpReceiver};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -19,72 +20,6 @@ const COPY_BOUND: Duration = Duration::from_secs(10);
 
 /// How long ovs-tcpdump may take to see its frames.
 const CAPTURE_BOUND: Duration = Duration::from_secs(30);
-
-/// `name: value` in `xbr stats`' XDP flow cache section (0 if absent).
-fn xdp_stat(stats: &str, name: &str) -> u64 {
-    stats
-        .lines()
-        .skip_while(|l| !l.starts_with("XDP flow cache"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-/// A node as the agent leaves it for two local pods of one VNID: the
-/// bridge, the pods' ports (1 and 2) and the flows of tables 0, 20, 70
-/// and 80 of TABLES.md that carry pod-to-pod IP.
-fn agent_node(db: &mut OvsDb, bridge: &str, pods: &[&Pod]) -> Result<()> {
-    let add_br = [
-        "--may-exist",
-        "add-br",
-        bridge,
-        "--",
-        "set",
-        "Bridge",
-        bridge,
-        "fail_mode=secure",
-        "protocols=OpenFlow13",
-    ];
-    db.start_xbr()?;
-    db.vsctl(&add_br)?.ok()?;
-    let mut flows = vec![
-        "table=0, priority=100, ip, actions=goto_table:20".to_string(),
-        "table=20, priority=0, actions=drop".to_string(),
-        "table=70, priority=0, actions=drop".to_string(),
-        "table=80, priority=0, actions=drop".to_string(),
-    ];
-    for (i, p) in pods.iter().enumerate() {
-        let ids = format!("external_ids=sandbox=\"pod{i}\",ip=\"{}\"", p.ip());
-        db.vsctl(&[
-            "--may-exist",
-            "add-port",
-            bridge,
-            p.host_if(),
-            "--",
-            "set",
-            "Interface",
-            p.host_if(),
-            &ids,
-        ])?
-        .ok()?;
-        let (port, ip) = (i + 1, p.ip());
-        flows.push(format!(
-            "table=20, priority=100, in_port={port}, ip, nw_src={ip}, \
-             actions=load:10->NXM_NX_REG0[], goto_table:70"
-        ));
-        flows.push(format!(
-            "table=70, priority=100, ip, nw_dst={ip}, \
-             actions=load:10->NXM_NX_REG1[], load:{port}->NXM_NX_REG2[], goto_table:80"
-        ));
-    }
-    flows.push("table=80, priority=100, reg0=10, reg1=10, actions=output:NXM_NX_REG2[]".into());
-    for f in &flows {
-        db.ofctl(&["add-flow", bridge, f])?.ok()?;
-    }
-    Ok(())
-}
 
 fn ping_ok(from: &Pod, to: Ipv4Addr, count: u32) -> Result<()> {
     from.ping(to, count)?.ok()?;
@@ -101,7 +36,7 @@ fn ovs_tcpdump_captures_a_ping_between_pods_whose_flow_is_in_the_xdp_cache() -> 
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
     let mut db = OvsDb::start(None)?;
-    agent_node(&mut db, &bridge, &[&a, &b])?;
+    agent_node(&mut db, &bridge, &[(&a, 10), (&b, 10)])?;
 
     // The ping's flow is carried by the XDP cache.
     let before = db.xbr_stats(&bridge)?;
@@ -268,7 +203,7 @@ fn mirror_sequence() -> Result<Vec<u64>> {
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
     let mut db = OvsDb::start(None)?;
-    agent_node(&mut db, &bridge, &[&a, &b])?;
+    agent_node(&mut db, &bridge, &[(&a, 10), (&b, 10)])?;
     db.vsctl(&["add-port", &bridge, out.host_if()])?.ok()?;
     // The bridge's local port is a mirrored source under select_all:
     // the host's IPv6 (router solicitations, MLD) would add frames at
@@ -383,7 +318,7 @@ fn xbr_capture_writes_a_pcap_of_a_cached_flow_and_refuses_bad_arguments() -> Res
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
     let mut db = OvsDb::start(None)?;
-    agent_node(&mut db, &bridge, &[&a, &b])?;
+    agent_node(&mut db, &bridge, &[(&a, 10), (&b, 10)])?;
     let before = db.xbr_stats(&bridge)?;
     ping_ok(&a, b.ip(), 10)?;
     let after = db.xbr_stats(&bridge)?;

@@ -73,13 +73,7 @@ fn ingress_policing_and_htb_max_rate_hold_pods_to_10_mbit() -> Result<()> {
         2,
         "{dpif}"
     );
-    let hits = |stats: &str| -> u64 {
-        stats
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("hit_packets: "))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
+    let hits = |stats: &str| xbr_tests::xbr_stats::xdp_stat(stats, "hit_packets");
 
     // Pod A's traffic into the switch, policed at 10 Mbit/s.
     db.vsctl(&[

@@ -21,36 +21,14 @@
 use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use xbr_tests::ovsdb::{agent_pod, OvsDb};
+use xbr_tests::ovsdb::{agent_node, agent_node_with as node_with, agent_pod, OvsDb};
+use xbr_tests::xbr_stats::{port_rx_packets as rx_packets, xdp_stat};
 use xbr_tests::{tcp_transfer, udp_send, unique_tag, Pod, Result, UdpReceiver, POD_IF};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 const RECV_TIMEOUT: Duration = Duration::from_secs(20);
 /// How fast xbr must notice a pod's readiness change.
 const FOLLOW_BOUND: Duration = Duration::from_secs(1);
-
-/// `name: value` in `xbr stats`' XDP flow cache section (0 if absent).
-fn xdp_stat(stats: &str, name: &str) -> u64 {
-    stats
-        .lines()
-        .skip_while(|l| !l.starts_with("XDP flow cache"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-/// The rx packets of port `iface` in `xbr stats`.
-fn rx_packets(stats: &str, iface: &str) -> u64 {
-    stats
-        .lines()
-        .find(|l| l.trim_start().starts_with(&format!("{iface} (")))
-        .and_then(|l| l.split("rx packets: ").nth(1))
-        .and_then(|r| r.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
 
 /// `iface`'s line of `ovs-appctl dpif/show`.
 fn dpif_line(db: &OvsDb, iface: &str) -> Result<String> {
@@ -82,78 +60,6 @@ fn wait_ready(db: &OvsDb, iface: &str, want: bool) -> Result<Duration> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A node as the agent leaves it: `bridge` with the pods' ports (numbered
-/// 1, 2, ... in `pods`' order), and the multitenant flows with each pod's
-/// VNID.
-fn agent_node(db: &mut OvsDb, bridge: &str, pods: &[(&Pod, u32)]) -> Result<()> {
-    node_with(db, bridge, pods, &[])
-}
-
-/// [`agent_node`] with more Bridge columns (`bridge_extra`) set when the
-/// bridge is added.
-fn node_with(
-    db: &mut OvsDb,
-    bridge: &str,
-    pods: &[(&Pod, u32)],
-    bridge_extra: &[&str],
-) -> Result<()> {
-    db.start_xbr()?;
-    let mut add_br = vec![
-        "--may-exist",
-        "add-br",
-        bridge,
-        "--",
-        "set",
-        "Bridge",
-        bridge,
-        "fail_mode=secure",
-        "protocols=OpenFlow13",
-    ];
-    add_br.extend_from_slice(bridge_extra);
-    db.vsctl(&add_br)?.ok()?;
-    for (i, (p, _)) in pods.iter().enumerate() {
-        let ids = format!("external_ids=sandbox=\"pod{i}\",ip=\"{}\"", p.ip());
-        db.vsctl(&[
-            "--may-exist",
-            "add-port",
-            bridge,
-            p.host_if(),
-            "--",
-            "set",
-            "Interface",
-            p.host_if(),
-            &ids,
-        ])?
-        .ok()?;
-        assert_eq!(db.ofport(p.host_if())?, (i + 1).to_string());
-    }
-    let mut flows = vec![
-        "table=0, priority=100, ip, actions=goto_table:20".to_string(),
-        "table=20, priority=0, actions=drop".to_string(),
-        "table=70, priority=0, actions=drop".to_string(),
-        "table=80, priority=0, actions=drop".to_string(),
-    ];
-    for (i, (p, vnid)) in pods.iter().enumerate() {
-        let port = i + 1;
-        let ip = p.ip();
-        flows.push(format!(
-            "table=20, priority=100, in_port={port}, ip, nw_src={ip}, \
-             actions=load:{vnid}->NXM_NX_REG0[], goto_table:70"
-        ));
-        flows.push(format!(
-            "table=70, priority=100, ip, nw_dst={ip}, \
-             actions=load:{vnid}->NXM_NX_REG1[], load:{port}->NXM_NX_REG2[], goto_table:80"
-        ));
-        flows.push(format!(
-            "table=80, priority=100, reg0={vnid}, reg1={vnid}, actions=output:NXM_NX_REG2[]"
-        ));
-    }
-    for f in &flows {
-        db.ofctl(&["add-flow", bridge, f])?.ok()?;
-    }
-    Ok(())
 }
 
 /// Whether GRO is on for the pod's eth0, as the pod sees it.
