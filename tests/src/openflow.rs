@@ -6,7 +6,7 @@ use crate::{HarnessError, Result};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const OFP13_VERSION: u8 = 4;
 pub const HEADER_LEN: usize = 8;
@@ -210,6 +210,41 @@ impl OfConn {
             Err(HarnessError::OpenFlow(format!(
                 "expected ECHO_REPLY xid {xid} with payload {payload:02x?}, got {reply:?}"
             )))
+        }
+    }
+}
+
+/// A stream whose reads can time out (Unix and TCP sockets).
+pub trait ReadTimeout: std::io::Read {
+    fn set_timeout(&self, t: Option<Duration>) -> std::io::Result<()>;
+}
+
+impl ReadTimeout for std::os::unix::net::UnixStream {
+    fn set_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        self.set_read_timeout(t)
+    }
+}
+
+impl ReadTimeout for std::net::TcpStream {
+    fn set_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        self.set_read_timeout(t)
+    }
+}
+
+/// Waits (at most `wait`) until the peer closes `s`, skipping what it
+/// sends meanwhile; how long that took.
+pub fn wait_closed(s: &mut impl ReadTimeout, wait: Duration) -> Result<Duration> {
+    let unexpected = |what: String| HarnessError::Unexpected(what);
+    let start = Instant::now();
+    s.set_timeout(Some(wait))
+        .map_err(|e| unexpected(format!("timeout: {e}")))?;
+    let mut buf = [0u8; 256];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Ok(start.elapsed()),
+            Ok(_) if start.elapsed() < wait => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(start.elapsed()),
+            other => return Err(unexpected(format!("not closed: {other:?}"))),
         }
     }
 }

@@ -8,45 +8,19 @@
 //!
 //! Needs root and a built `xbr`, like every end-to-end test.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
+use xbr_tests::openflow::wait_closed;
 use xbr_tests::openflow::OfConn;
 use xbr_tests::ovsdb::OvsDb;
+use xbr_tests::xbr_stats::limit_count;
 use xbr_tests::{unique_tag, HarnessError, Result, Xbr, BRIDGE};
 
 const WAIT: Duration = Duration::from_secs(10);
 
 fn unexpected(what: String) -> HarnessError {
     HarnessError::Unexpected(what)
-}
-
-/// Waits (bounded) until xbr closes `s`; how long it took.
-fn wait_closed(s: &mut UnixStream) -> Result<Duration> {
-    let start = Instant::now();
-    s.set_read_timeout(Some(WAIT))
-        .map_err(|e| unexpected(format!("timeout: {e}")))?;
-    let mut buf = [0u8; 256];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return Ok(start.elapsed()),
-            Ok(_) if start.elapsed() < WAIT => {}
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(start.elapsed()),
-            other => return Err(unexpected(format!("not closed: {other:?}"))),
-        }
-    }
-}
-
-/// The value of `name` under `openflow limits hit:` in `xbr stats`.
-fn limit_count(stats: &str, name: &str) -> u64 {
-    stats
-        .lines()
-        .skip_while(|l| !l.starts_with("openflow limits hit"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 #[test]
@@ -62,7 +36,7 @@ fn silent_clients_are_closed_and_the_connection_past_the_limit_is_refused() -> R
         silent.push(UnixStream::connect(&mgmt).map_err(|e| unexpected(format!("{e}")))?);
     }
     for s in &mut silent {
-        let took = wait_closed(s)?;
+        let took = wait_closed(s, WAIT)?;
         assert!(took < Duration::from_secs(5), "closed after {took:?}");
     }
     // Three talking clients fill the listener; a fourth is refused, as
@@ -73,7 +47,7 @@ fn silent_clients_are_closed_and_the_connection_past_the_limit_is_refused() -> R
     }
     let mut fourth = UnixStream::connect(&mgmt).map_err(|e| unexpected(format!("{e}")))?;
     let _ = fourth.write_all(&[4, 0, 0, 8, 0, 0, 0, 1]);
-    wait_closed(&mut fourth)?;
+    wait_closed(&mut fourth, WAIT)?;
     let refused = xbr.ofctl(&["dump-flows", BRIDGE])?;
     assert!(
         !refused.success(),

@@ -25,7 +25,9 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use xbr_tests::openflow::wait_closed;
 use xbr_tests::ovsdb::OvsDb;
+use xbr_tests::xbr_stats::limit_count;
 use xbr_tests::{
     require_root, require_tool, run_timeout, unique_tag, Background, CmdOutput, HarnessError,
     Result, Xbr, BRIDGE,
@@ -180,34 +182,6 @@ fn wait_for(what: &str, mut f: impl FnMut() -> Result<bool>) -> Result<()> {
         std::thread::sleep(Duration::from_millis(100));
     }
     Ok(())
-}
-
-/// Waits (bounded) until the peer closes `s`; how long it took.
-fn wait_closed(s: &mut TcpStream) -> Result<Duration> {
-    let start = Instant::now();
-    s.set_read_timeout(Some(WAIT))
-        .map_err(|e| unexpected(format!("timeout: {e}")))?;
-    let mut buf = [0u8; 256];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return Ok(start.elapsed()),
-            Ok(_) if start.elapsed() < WAIT => {}
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(start.elapsed()),
-            other => return Err(unexpected(format!("not closed: {other:?}"))),
-        }
-    }
-}
-
-/// The value of `name` under `openflow limits hit:` in `xbr stats`.
-fn limit_count(stats: &str, name: &str) -> u64 {
-    stats
-        .lines()
-        .skip_while(|l| !l.starts_with("openflow limits hit"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// A TLS server with `files` on an ephemeral port that accepts (and
@@ -366,7 +340,7 @@ fn ovs_ofctl_over_ssl_against_pssl_and_the_listener_bounds_hold() -> Result<()> 
     let refused = pki.ofctl("ctl", &["dump-flows", &target])?;
     assert!(!refused.success(), "a third connection got through");
     for s in [&mut silent, &mut partial] {
-        let took = wait_closed(s)?;
+        let took = wait_closed(s, WAIT)?;
         assert!(took < Duration::from_secs(5), "closed after {took:?}");
     }
     std::thread::sleep(Duration::from_millis(200));
