@@ -224,6 +224,26 @@ pub fn cpu_time(pid: u32) -> Result<Duration, OvsError> {
         .ok_or_else(|| io_err(path, std::io::Error::other("unexpected format")))
 }
 
+/// The xbr binary the lab benches drive: `$XBR_BIN`, else `xbr` next to
+/// the running program, else `xbr` from the PATH.
+pub fn xbr_bin() -> std::path::PathBuf {
+    std::env::var_os("XBR_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|p| p.parent().map(|d| d.join("xbr")))
+                .unwrap_or_else(|| std::path::PathBuf::from("xbr"))
+        })
+}
+
+/// `ip netns exec NS ARGS...`, to run with [`run_bounded`].
+pub fn in_ns(ns: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).args(args);
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,7 @@
 //! The attacker runs as `hostilebench --attack ...` inside pod A's
 //! namespace.
 
+use bench::cmd::{in_ns, xbr_bin};
 use bench::hostile::{self, Target, MARK_INNER, MARK_OWN, MARK_SPOOF};
 use bench::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT};
 use serde_json::Value;
@@ -45,25 +46,8 @@ enum BenchError {
     Failed(String),
 }
 
-fn xbr_bin() -> PathBuf {
-    std::env::var_os("XBR_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::current_exe()
-                .ok()
-                .and_then(|p| p.parent().map(|d| d.join("xbr")))
-                .unwrap_or_else(|| PathBuf::from("xbr"))
-        })
-}
-
 fn run(cmd: &mut Command, timeout: Duration) -> Result<String, BenchError> {
     Ok(run_bounded(cmd, timeout)?.ok()?.stdout)
-}
-
-fn in_ns(ns: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).args(args);
-    c
 }
 
 fn field<'a>(v: &'a Value, key: &str) -> Result<&'a str, BenchError> {

@@ -53,6 +53,7 @@
 //! binary is `$XBR_BIN`, else `xbr` next to this program (build both with
 //! `cargo build --release -p dataplane --bin xbr -p bench`).
 
+use bench::cmd::{in_ns, xbr_bin};
 use bench::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT};
 use bench::ovs_node::{stop_pid, NodeSpec, OvsNode};
 use bench::pod_gen::{Pod, PodPair};
@@ -127,25 +128,8 @@ fn parse_args() -> Result<Args, BenchError> {
     Ok(a)
 }
 
-fn xbr_bin() -> PathBuf {
-    std::env::var_os("XBR_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::current_exe()
-                .ok()
-                .and_then(|p| p.parent().map(|d| d.join("xbr")))
-                .unwrap_or_else(|| PathBuf::from("xbr"))
-        })
-}
-
 fn run(cmd: &mut Command, timeout: Duration) -> Result<String, BenchError> {
     Ok(run_bounded(cmd, timeout)?.ok()?.stdout)
-}
-
-fn in_ns(ns: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).args(args);
-    c
 }
 
 fn field<'a>(v: &'a Value, key: &str) -> Result<&'a str, BenchError> {
