@@ -118,7 +118,16 @@ pub fn describe(e: &rustls::Error, ca_cert: &Path) -> String {
             C::NotValidYet | C::NotValidYetContext { .. } => {
                 "the peer's certificate is not valid yet".into()
             }
-            C::BadSignature => "the peer's certificate has a bad signature".into(),
+            // During path building a bad signature means the CA file
+            // holds an issuer of the same name whose key did not sign the
+            // certificate: ovs-pki names CAs by creation time, so two PKIs
+            // made in the same second collide. To the operator it is the
+            // same fault as an unknown issuer.
+            C::BadSignature => format!(
+                "the peer's certificate is not signed by the CA in {} \
+                 (a CA of the same name is there, but its key did not sign it)",
+                ca_cert.display()
+            ),
             C::BadEncoding => "the peer's certificate is not a valid X.509 certificate".into(),
             other => format!("the peer's certificate was refused: {other:?}"),
         },
@@ -196,6 +205,8 @@ mod tests {
             d(Error::InvalidCertificate(CertificateError::UnknownIssuer)),
             "the peer's certificate is not signed by the CA in /etc/ca.pem"
         );
+        assert!(d(Error::InvalidCertificate(CertificateError::BadSignature))
+            .starts_with("the peer's certificate is not signed by the CA in /etc/ca.pem"));
         assert_eq!(
             d(Error::InvalidCertificate(CertificateError::Expired)),
             "the peer's certificate has expired"
