@@ -368,6 +368,22 @@ impl CacheMaps {
             .collect()
     }
 
+    /// Deletes `key`'s entry and returns its last hit counters, in one
+    /// syscall, so that no hit the program counts between a read and the
+    /// delete is lost. Kernels before 5.14 cannot look up and delete in a
+    /// hash map at once; there it reads and then deletes, and hits counted
+    /// between the two are lost.
+    pub(crate) fn take(&self, key: &FcKey) -> Option<(u64, u64)> {
+        match self.flows.lookup_and_delete(key) {
+            Ok(value) => value.map(|v| super::entry::counters(&v)),
+            Err(_) => {
+                let last = self.read(key);
+                self.delete(key);
+                last
+            }
+        }
+    }
+
     pub(crate) fn delete(&self, key: &FcKey) {
         // ENOENT: already gone, which is what we wanted.
         let _ = self.flows.delete(key);
@@ -443,5 +459,30 @@ impl std::fmt::Debug for XdpGen {
         f.debug_struct("XdpGen")
             .field("current", &self.current())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xdpcache::entry::{counters, KEY_SIZE, VALUE_SIZE};
+
+    #[test]
+    fn take_returns_the_last_counters_and_deletes() {
+        // Creates real maps (root, as CI runs).
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "this test needs root (it creates BPF maps)"
+        );
+        let maps = CacheMaps::new(16, 4, 16).expect("maps");
+        let key = [7u8; KEY_SIZE];
+        let mut value = vec![0u8; VALUE_SIZE];
+        value[8..16].copy_from_slice(&41u64.to_ne_bytes());
+        value[16..24].copy_from_slice(&4100u64.to_ne_bytes());
+        assert_eq!(counters(&value), (41, 4100));
+        maps.insert(&key, &value).expect("insert");
+        assert_eq!(maps.take(&key), Some((41, 4100)));
+        assert_eq!(maps.read(&key), None, "taken entries are gone");
+        assert_eq!(maps.take(&key), None);
     }
 }

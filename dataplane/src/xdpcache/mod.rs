@@ -524,8 +524,11 @@ impl XdpCache {
         let Some(old) = self.mirror.remove(key) else {
             return false;
         };
-        self.collect(key, &old);
-        self.maps.delete(key);
+        // Read and delete at once: a hit between a read and a delete
+        // would be lost to the flow's and the port's counters.
+        if let Some(last) = self.maps.take(key) {
+            self.credit_since(&old, last);
+        }
         self.release(key, &old.links);
         true
     }
@@ -545,11 +548,9 @@ impl XdpCache {
         }
     }
 
-    /// Credits an entry's uncredited hits; returns whether there were any.
-    fn collect(&mut self, key: &FcKey, e: &Installed) -> bool {
-        let Some((packets, bytes)) = self.maps.read(key) else {
-            return false;
-        };
+    /// Credits the hits of `e` beyond those already credited, given the
+    /// map's counters `(packets, bytes)`; returns whether there were any.
+    fn credit_since(&mut self, e: &Installed, (packets, bytes): (u64, u64)) -> bool {
         let (dp, db) = (
             packets.saturating_sub(e.packets),
             bytes.saturating_sub(e.bytes),
