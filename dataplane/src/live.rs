@@ -344,6 +344,14 @@ impl LivePorts {
         self.shared.ports()
     }
 
+    /// Tells the controllers that `meta` changed on its own (its carrier):
+    /// PORT_STATUS MODIFY, to every connection.
+    pub fn notify_port_modified(&self, meta: &PortMeta) {
+        self.bridge
+            .notifier()
+            .port_status(reason::MODIFY, meta.info());
+    }
+
     /// Opens `spec` as a new port (its `ofport` is a request, as
     /// `ofport_request` is in OVS) and starts forwarding on it.
     pub fn add(&self, spec: &PortSpec) -> Result<Arc<PortMeta>, LiveError> {

@@ -182,6 +182,9 @@ pub struct RunningBridge {
     failed: Arc<AtomicBool>,
     ct_sweeper: crate::conntrack::Sweeper,
     live: Arc<LivePorts>,
+    /// Follows the ports' carrier (`ports/carrier.rs`); `None` if it could
+    /// not start (logged).
+    carrier: Option<crate::ports::carrier::CarrierWatch>,
     /// The packet threads, to move them to other CPUs while running.
     pmd_threads: Vec<Arc<crate::cpus::ThreadId>>,
     /// The transmit threads (`--pmd-cores` after the packet threads'), if
@@ -513,6 +516,7 @@ impl RunningBridge {
                 return Err(e.into());
             }
         };
+        let carrier = crate::ports::carrier::CarrierWatch::start(&config.name, live.clone());
         tracing::info!(
             bridge = %config.name,
             mgmt = %mgmt.display(),
@@ -533,6 +537,7 @@ impl RunningBridge {
             failed,
             ct_sweeper,
             live,
+            carrier,
             pmd_threads,
             kicks,
             state,
@@ -802,6 +807,7 @@ impl RunningBridge {
     /// Stops the server and the threads; `save`: write the state file
     /// (else it is removed).
     fn stop_threads(mut self, save: bool) -> bool {
+        drop(self.carrier.take());
         self.ctl.shutdown();
         if let Some(s) = self.server {
             s.shutdown();

@@ -3,7 +3,7 @@
 //! publish, and what OpenFlow says about a port.
 
 use ofproto::PortInfo;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -72,6 +72,11 @@ pub struct PortMeta {
     pub hw_addr: [u8; 6],
     /// OFPPC_* bits, set by PORT_MOD, read by the packet thread per batch.
     pub config: AtomicU32,
+    /// The device's carrier (up and IFF_LOWER_UP), kept by the bridge's
+    /// carrier watcher (`ports/carrier.rs`) and read by the packet thread
+    /// per round: a port without it is not live for fast-failover groups.
+    /// True for ports without a device of their own (tunnels).
+    pub link_up: AtomicBool,
     pub stats: PortStats,
     pub created: Instant,
     /// Rate limits, set by the control plane (OVSDB), read per round.
@@ -92,6 +97,7 @@ impl PortMeta {
             name,
             hw_addr,
             config: AtomicU32::new(0),
+            link_up: AtomicBool::new(true),
             stats: PortStats::default(),
             created: Instant::now(),
             qos: Default::default(),
@@ -117,7 +123,10 @@ impl PortMeta {
     /// The port as OpenFlow describes it (features, PORT_STATUS).
     pub fn info(&self) -> PortInfo {
         let config = self.config.load(Relaxed);
-        let down = config & port_config::PORT_DOWN != 0;
+        // As OVS: LINK_DOWN is the carrier, LIVE a port that is up and
+        // has it (xbr's PORT_DOWN does not take the device down, so it
+        // counts as no carrier here, as it does for the packet thread).
+        let down = config & port_config::PORT_DOWN != 0 || !self.link_up.load(Relaxed);
         PortInfo {
             port_no: self.ofport,
             hw_addr: self.hw_addr,

@@ -85,6 +85,8 @@ struct EnginePort<P> {
     totals: Totals,
     /// OFPPC_* bits, refreshed once per round.
     config: u32,
+    /// The device's carrier (`PortMeta::link_up`), refreshed once per round.
+    link_up: bool,
     /// `io.is_tunnel()`, cached.
     tunnel: bool,
     /// `io.xdp_ifindex()`, cached.
@@ -122,6 +124,7 @@ impl<P> EnginePort<P> {
             unresolved: Vec::new(),
             totals: Totals::default(),
             config: 0,
+            link_up: true,
             qos: Default::default(),
             mirrors: Default::default(),
             owner: None,
@@ -412,15 +415,15 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
     }
 
-    /// Tells the pipeline which ports are up (not PORT_DOWN), for
-    /// fast-failover groups. A change retires cached translations and
+    /// Tells the pipeline which ports are live (not PORT_DOWN, carrier
+    /// up: OVS's OFPPS_LIVE), for fast-failover groups. A change retires cached translations and
     /// revalidates the XDP cache's entries (a PORT_MOD also retires them
     /// all before its reply, see `control`).
     fn sync_liveness(&mut self) {
         let live = self
             .ports
             .iter()
-            .filter(|p| p.config & port_config::PORT_DOWN == 0)
+            .filter(|p| p.config & port_config::PORT_DOWN == 0 && p.link_up)
             .map(|p| p.meta.ofport);
         if self.pipeline.set_live_ports(live) {
             self.xdp_changed(None);
@@ -492,6 +495,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             let config = port.meta.config.load(Ordering::Relaxed);
             liveness_changed |= (config ^ port.config) & port_config::PORT_DOWN != 0;
             port.config = config;
+            let link_up = port.meta.link_up.load(Ordering::Relaxed);
+            liveness_changed |= link_up != port.link_up;
+            port.link_up = link_up;
         }
         if liveness_changed {
             self.sync_liveness();

@@ -21,6 +21,7 @@
 //! multi-port output and the frames the engine holds within a round.
 
 mod afxdp;
+pub mod carrier;
 pub mod redirect;
 
 pub(crate) use afxdp::open_xsk;
