@@ -16,6 +16,7 @@ mod datapath;
 mod error;
 mod expiry;
 mod fail_mode;
+mod fail_open;
 pub mod limits;
 mod monitor;
 pub mod notify;

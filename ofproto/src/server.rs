@@ -21,6 +21,7 @@ use crate::connection::{read_tick, Connection};
 use crate::controller_status::{ControllerStatus, ControllerTable};
 use crate::error::OfprotoError;
 use crate::expiry::{Expiry, EXPIRY_INTERVAL};
+use crate::fail_open::FailOpen;
 use crate::limits::{LimitStats, PacketInLimit};
 use crate::tls::stream::{TlsErrorCell, TlsReader, TlsWriter};
 use crate::tls::{TlsContext, TlsError};
@@ -107,12 +108,8 @@ struct Shared {
     bridge: Arc<Bridge>,
     stop: AtomicBool,
     next_id: AtomicU64,
-    /// Fail mode standalone (else secure).
-    standalone: AtomicBool,
-    /// Controllers configured (`add_controller`), connected or not.
-    controllers_configured: AtomicUsize,
-    /// Controller connections currently up.
-    controllers_up: AtomicUsize,
+    /// When a standalone bridge fails open (`fail_open.rs`).
+    fail_open: Arc<FailOpen>,
     /// Each active controller's state, for the database.
     controller_table: ControllerTable,
     /// Live connections: a handle to shut each down, and its thread.
@@ -237,18 +234,6 @@ impl Shared {
                 None
             }
         }
-    }
-
-    /// Fails open (NORMAL forwarding whatever the flows say) exactly
-    /// while the bridge is standalone and has controllers configured of
-    /// which none is connected, as OVS's fail-open does. Standalone without
-    /// any controller configured is not fail-open: the flows apply, with
-    /// OVS's priority-0 NORMAL flow under them (see `fail_mode.rs`).
-    fn update_fail_open(&self) {
-        let open = self.standalone.load(Ordering::SeqCst)
-            && self.controllers_configured.load(Ordering::SeqCst) > 0
-            && self.controllers_up.load(Ordering::SeqCst) == 0;
-        self.bridge.datapath().set_fail_open(open);
     }
 
     fn stopped(&self) -> bool {
@@ -389,8 +374,7 @@ impl Shared {
             }
             conns.insert(id, (c, None));
         }
-        self.controllers_up.fetch_add(1, Ordering::SeqCst);
-        self.update_fail_open();
+        self.fail_open.controller_up();
         let kill: Box<dyn Fn() + Send + Sync> = Box::new(move || killer.shutdown());
         let mut tls_error: Option<TlsErrorCell> = None;
         match tls {
@@ -410,8 +394,7 @@ impl Shared {
             }
         }
         self.conns.lock().remove(&id);
-        self.controllers_up.fetch_sub(1, Ordering::SeqCst);
-        self.update_fail_open();
+        self.fail_open.controller_down();
         match tls_error.and_then(|cell| cell.get()) {
             Some(e) => {
                 LimitStats::hit(&self.bridge.limit_stats().tls_failures);
@@ -526,13 +509,12 @@ impl Server {
             })?),
             None => None,
         };
+        let fail_open = FailOpen::new(bridge.clone());
         let shared = Arc::new(Shared {
             bridge,
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
-            standalone: AtomicBool::new(false),
-            controllers_configured: AtomicUsize::new(0),
-            controllers_up: AtomicUsize::new(0),
+            fail_open: fail_open.clone(),
             controller_table: ControllerTable::default(),
             conns: Mutex::new(HashMap::new()),
             accepted: Default::default(),
@@ -601,6 +583,11 @@ impl Server {
             })?;
         threads.push(t);
         info!(path = %unix_path.display(), tcp = ?tcp_addr, tls = shared.tls.is_some(), "OpenFlow listening");
+        // Last: nothing after it can fail and leave it waiting.
+        threads.push(fail_open.spawn().map_err(|source| OfprotoError::Thread {
+            what: "fail-open timer",
+            source,
+        })?);
         Ok(Server {
             shared,
             unix_path: unix_path.to_path_buf(),
@@ -620,8 +607,7 @@ impl Server {
     /// the flows (a standalone bridge's owner adds OVS's priority-0 NORMAL
     /// flow: `Bridge::flush_flows`).
     pub fn set_fail_mode(&self, standalone: bool) {
-        self.shared.standalone.store(standalone, Ordering::SeqCst);
-        self.shared.update_fail_open();
+        self.shared.fail_open.set_standalone(standalone);
     }
 
     /// Connects to an OpenFlow controller at `target` (OVS's
@@ -665,10 +651,7 @@ impl Server {
         if tls {
             self.tls_targets.push(target);
         }
-        self.shared
-            .controllers_configured
-            .fetch_add(1, Ordering::SeqCst);
-        self.shared.update_fail_open();
+        self.shared.fail_open.controller_added(probe);
         info!(%target, "OpenFlow controller configured");
         Ok(())
     }
@@ -702,6 +685,7 @@ impl Server {
     /// Stops the listeners and every connection, and unlinks the socket.
     pub fn shutdown(self) {
         self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.fail_open.stop();
         // Wake the accept loops: on Linux, shutting a listening socket down
         // makes a blocked accept() fail at once.
         for fd in &self.listeners {

@@ -1,7 +1,8 @@
 //! Fail mode as in ovs-vswitchd (`ofproto/src/fail_mode.rs`): a standalone
 //! bridge without controllers forwards by its flows over a priority-0
-//! NORMAL flow; fail-open (NORMAL whatever the flows say) only while the
-//! controllers it has configured are all away.
+//! NORMAL flow; fail-open (NORMAL whatever the flows say) only once the
+//! controllers it has configured have all been away for three probe
+//! intervals.
 
 mod common;
 use common::{normalise_dump, Harness};
@@ -35,12 +36,19 @@ fn fail_open_needs_a_configured_controller() {
     server.set_fail_mode(true);
     // Standalone, no controller configured: the flows apply.
     assert!(!*h.dp.fail_open.lock());
-    // A configured controller nobody answers: fail-open.
+    // A configured controller nobody answers: fail-open, three probe
+    // intervals (here 3 x 200 ms) later, as in OVS.
     let nobody = "127.0.0.1:9".parse().unwrap();
+    let start = std::time::Instant::now();
     server
-        .add_controller(nobody, Duration::from_secs(5), None)
+        .add_controller(nobody, Duration::from_millis(200), None)
         .unwrap();
-    assert!(*h.dp.fail_open.lock());
+    assert!(!*h.dp.fail_open.lock(), "fail-open at once");
+    while !*h.dp.fail_open.lock() {
+        assert!(start.elapsed() < Duration::from_secs(5), "never failed open");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(start.elapsed() >= Duration::from_millis(600));
     server.set_fail_mode(false);
     assert!(!*h.dp.fail_open.lock());
 }

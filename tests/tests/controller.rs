@@ -281,9 +281,9 @@ fn a_controller_forwards_through_packet_in_and_packet_out() -> Result<()> {
     Ok(())
 }
 
-/// `--fail-mode standalone`: a learning switch while no controller is
-/// connected, the controller's flows (none here: nothing passes) while
-/// one is.
+/// `--fail-mode standalone`: a learning switch once no controller has
+/// been connected for three probe intervals, the controller's flows (none
+/// here: nothing passes) while one is.
 #[test]
 fn standalone_fails_open_without_its_controller() -> Result<()> {
     let Setup {
@@ -292,7 +292,7 @@ fn standalone_fails_open_without_its_controller() -> Result<()> {
         a,
         b,
         ..
-    } = setup(&["--fail-mode", "standalone"])?;
+    } = setup(&["--fail-mode", "standalone", "--inactivity-probe", "2"])?;
     // Static neighbours: a failed ARP would otherwise make the next pings
     // fail fast for a while.
     a.add_neighbor(&b)?;
@@ -305,13 +305,24 @@ fn standalone_fails_open_without_its_controller() -> Result<()> {
     }
     drop(ctl);
     drop(listener);
-    // Fail-open once xbr has seen the connection go (at once: EOF).
+    // xbr sees the connection go at once (EOF), and fails open, as OVS
+    // does, only three probe intervals (6 s) later: a controller that
+    // comes back within them finds its flows in charge.
     let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(4) {
+        if a.ping(b.ip(), 1)?.success() {
+            return Err(fail(format!(
+                "fail-open {:?} after the controller went, before 3 probe intervals",
+                start.elapsed()
+            )));
+        }
+    }
     loop {
         if a.ping(b.ip(), 2)?.success() {
+            assert!(start.elapsed() >= Duration::from_secs(6));
             return Ok(());
         }
-        if start.elapsed() > Duration::from_secs(10) {
+        if start.elapsed() > Duration::from_secs(20) {
             return Err(fail("standalone xbr did not fail open"));
         }
     }

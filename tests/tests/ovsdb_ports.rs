@@ -184,7 +184,10 @@ fn standalone_without_a_controller_honours_the_flows() -> Result<()> {
     a.add_neighbor(&b)?;
     b.add_neighbor(&a)?;
     let mut db = OvsDb::start(None)?;
-    db.start_xbr()?;
+    // A 1 s probe: fail-open begins three probe intervals after the
+    // controllers are gone, as in OVS (15 s with the default 5 s).
+    let target = format!("unix:{}", db.db_sock().display());
+    db.start_xbr_with(&target, &["--inactivity-probe", "1"])?;
     // fail_mode unset: standalone, and no controller.
     db.vsctl(&["add-br", &bridge])?.ok()?;
     for p in [&a, &b] {
@@ -222,7 +225,8 @@ fn standalone_without_a_controller_honours_the_flows() -> Result<()> {
     assert!(dropped >= 1, "{dump}");
 
     // A configured controller that is not there: fail-open takes over
-    // (OVS flushes the flows when the first controller comes).
+    // after three probe intervals (OVS flushes the flows when the first
+    // controller comes).
     db.vsctl(&["set-controller", &bridge, "tcp:127.0.0.1:9"])?
         .ok()?;
     wait_for(Duration::from_secs(10), "fail-open", || reaches(&a, &b))?;
