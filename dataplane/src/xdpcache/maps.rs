@@ -161,12 +161,15 @@ impl CacheMaps {
             lock: Mutex::new(()),
             current: AtomicU64::new(0),
             broken: AtomicBool::new(false),
+            held: AtomicBool::new(false),
+            deferred: AtomicU64::new(0),
         });
         match adopted_gen {
             // The entries a previous xbr left carry this generation:
             // they keep forwarding until `pin::take_over`.
             Some((g, entries)) if g != 0 => {
                 gen.current.store(g, Ordering::Release);
+                gen.held.store(entries > 0, Ordering::Release);
                 if let Some(p) = pins.as_deref() {
                     p.maps_adopted(entries);
                 }
@@ -248,6 +251,14 @@ impl CacheMaps {
     /// Asks every packet thread to adopt the entries of the current
     /// generation it has no record of (`pin::take_over`).
     pub(crate) fn request_adoption(&self) {
+        let deferred = self.gen.release();
+        if deferred > 0 {
+            tracing::info!(
+                deferred,
+                "take-over: {deferred} cache invalidations deferred while the previous \
+                 xbr's entries forwarded; its entries are checked now instead"
+            );
+        }
         self.adoptions.fetch_add(1, Ordering::Release);
     }
 
@@ -409,6 +420,16 @@ impl BatchRead {
 /// The cache's generation: the value in `fc_gen[0]` that an entry must
 /// carry to be used by the XDP programs.
 ///
+/// Held from a start that adopted a previous xbr's entries until the
+/// take-over (`pin::take_over`): bumps are then counted, not made, and
+/// nothing is installed, so the previous process's entries keep
+/// forwarding while the tables are restored (with `flow-restore-wait`,
+/// until the key clears, as OVS leaves its datapath flows alone then).
+/// Ports the start adds, readiness checks and table changes meanwhile
+/// would otherwise retire them all; the take-over checks every entry
+/// against the tables it finds, which covers whatever the bumps stood
+/// for.
+///
 /// Bumped by whoever changes what a translation depends on without
 /// revalidating entries (`revalidate.rs`), before that change is
 /// acknowledged: PORT_MOD and fail-mode changes in the control plane, a
@@ -426,6 +447,10 @@ pub struct XdpGen {
     /// entries of an older generation, so the packet thread stops
     /// installing and deletes every entry.
     broken: AtomicBool,
+    /// A take-over is pending (see above): bumps are deferred.
+    held: AtomicBool,
+    /// Bumps deferred while held.
+    deferred: AtomicU64,
 }
 
 impl XdpGen {
@@ -434,9 +459,14 @@ impl XdpGen {
         self.current.load(Ordering::Acquire)
     }
 
-    /// Invalidates every entry; returns the new generation.
+    /// Invalidates every entry; returns the new generation. While held
+    /// (see above) it only counts the request and returns the current one.
     pub fn bump(&self) -> u64 {
         let _g = self.lock.lock();
+        if self.held.load(Ordering::Acquire) {
+            self.deferred.fetch_add(1, Ordering::Relaxed);
+            return self.current.load(Ordering::Relaxed);
+        }
         let next = self.current.load(Ordering::Relaxed) + 1;
         if let Err(e) = self
             .map
@@ -451,6 +481,18 @@ impl XdpGen {
 
     pub fn is_broken(&self) -> bool {
         self.broken.load(Ordering::SeqCst)
+    }
+
+    /// Whether a take-over is pending (nothing may be installed).
+    pub fn is_held(&self) -> bool {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// Ends the hold; returns how many bumps it deferred.
+    fn release(&self) -> u64 {
+        let _g = self.lock.lock();
+        self.held.store(false, Ordering::Release);
+        self.deferred.swap(0, Ordering::Relaxed)
     }
 }
 

@@ -425,7 +425,10 @@ impl XdpCache {
         ct: &Conntrack,
         ct_now: u64,
     ) {
-        if self.maps.generation().is_broken() {
+        // Broken: see `XdpGen`; held: a take-over is pending, and the
+        // previous process's entries forward until it is done.
+        let gen = self.maps.generation();
+        if gen.is_broken() || gen.is_held() {
             return;
         }
         match self.mirror.get(&key) {

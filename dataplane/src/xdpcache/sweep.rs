@@ -27,7 +27,8 @@
 //! the same step, so an idle entry's last hits are credited before it
 //! goes. A key in the map but not in the mirror (none should be) is
 //! deleted, unless several packet threads share the map (each sweeps it
-//! all, acting on its own entries; the others' are theirs to count); an
+//! all, acting on its own entries; the others' are theirs to count) or a
+//! take-over is pending (a previous process's entries, see `XdpGen`); an
 //! entry in the mirror but not in the map (none should be either) is left
 //! to the key-by-key fallback's next use.
 
@@ -137,8 +138,10 @@ impl XdpCache {
             for (key, counters) in &batch {
                 if self.mirror.contains_key(key) {
                     self.visit(key, Some(*counters), now, ct, ct_now, gone);
-                } else if self.threads == 1 {
-                    // Another packet thread's, when there are several.
+                } else if self.threads == 1 && !self.maps.generation().is_held() {
+                    // Another packet thread's, when there are several; a
+                    // previous process's, forwarding until the take-over,
+                    // while the generation is held.
                     self.maps.delete(key);
                 }
             }
