@@ -21,6 +21,7 @@ pub mod limits;
 mod monitor;
 pub mod notify;
 mod outbox;
+pub mod packet_in_queue;
 pub mod roles;
 mod server;
 pub mod tls;

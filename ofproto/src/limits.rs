@@ -191,7 +191,10 @@ pub struct LimitStats {
     /// Group additions refused at `flowtable::group::MAX_GROUPS`
     /// (OFPGMFC_OUT_OF_GROUPS).
     pub out_of_groups: AtomicU64,
-    /// PACKET_INs a controller's rate limit dropped.
+    /// PACKET_INs over a controller's rate limit, queued
+    /// (`packet_in_queue.rs`).
+    pub packet_ins_queued: AtomicU64,
+    /// PACKET_INs dropped from a rate-limited controller's full queue.
     pub packet_ins_rate_limited: AtomicU64,
     /// PACKET_INs dropped for a connection too far behind.
     pub packet_ins_backlog_dropped: AtomicU64,
@@ -207,7 +210,7 @@ impl LimitStats {
     }
 
     /// Every counter by its name in `xbr stats`, in a fixed order.
-    pub fn named(&self) -> [(&'static str, u64); 14] {
+    pub fn named(&self) -> [(&'static str, u64); 15] {
         let v = |c: &AtomicU64| c.load(Relaxed);
         [
             ("connections_refused", v(&self.connections_refused)),
@@ -221,6 +224,7 @@ impl LimitStats {
             ("bundles_expired", v(&self.bundles_expired)),
             ("table_full", v(&self.table_full)),
             ("out_of_groups", v(&self.out_of_groups)),
+            ("packet_ins_queued", v(&self.packet_ins_queued)),
             ("packet_ins_rate_limited", v(&self.packet_ins_rate_limited)),
             (
                 "packet_ins_backlog_dropped",

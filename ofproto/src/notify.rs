@@ -22,18 +22,20 @@
 //! thread's upcalls nor flow expiry. A connection more than
 //! [`PACKET_IN_BACKLOG`] bytes behind misses PACKET_INs, as OVS drops
 //! packet-ins to a controller that does not keep up; a controller with a
-//! `controller_rate_limit` misses those over it (a token bucket per
-//! connection, see `limits.rs`). Both are counted in `LimitStats` and
-//! logged (the 1st, 2nd, 4th ... drop). FLOW_REMOVED and PORT_STATUS are
+//! `controller_rate_limit` gets those over it queued per input port and
+//! sent as the rate allows, the oldest of the longest queue dropped when
+//! the queue is full (OVS's pinsched, see `packet_in_queue.rs`). Drops are
+//! counted in `LimitStats` and logged (the 1st, 2nd, 4th ... drop). FLOW_REMOVED and PORT_STATUS are
 //! always queued, as in OVS, up to the outbox's bound (`outbox.rs`).
 //!
 //! Cost and concurrency: one mutex over the subscriber map, taken per
 //! notification, and one per interested connection's outbox.
 
 use crate::datapath::PortInfo;
-use crate::limits::{LimitStats, PacketInLimit, TokenBucket};
+use crate::limits::{LimitStats, PacketInLimit};
 use crate::monitor::FlowMonitors;
 use crate::outbox::Outbox;
+use crate::packet_in_queue::{Offered, PacketInQueue, PacketInQueueStats};
 use crate::roles::ConnRole;
 use crate::versions::{self, OFP14_VERSION, OFP15_VERSION};
 use crate::wire::flow_removed::FlowRemoved;
@@ -71,8 +73,20 @@ struct Subscriber {
     gate: Option<Arc<AtomicU16>>,
     /// The OpenFlow version messages are encoded in.
     version: u8,
-    /// A controller's packet-in rate limit (`controller_rate_limit`).
-    packet_in_bucket: Option<Mutex<TokenBucket>>,
+    /// A controller's packet-in rate limit (`controller_rate_limit`):
+    /// the queues of table misses and of other reasons
+    /// (`packet_in_queue.rs`).
+    packet_in_queues: Option<Mutex<[PacketInQueue; 2]>>,
+}
+
+/// Where a packet-in goes in a rate-limited connection's queues, and how
+/// far behind a connection may be and still get it.
+#[derive(Clone, Copy)]
+struct PacketInRoute {
+    backlog: usize,
+    in_port: u32,
+    /// 0: table miss, 1: any other reason (OVS's two schedulers).
+    kind: usize,
 }
 
 /// The async-message fan-out of one bridge.
@@ -84,6 +98,10 @@ pub struct Notifier {
     pub(crate) monitors: FlowMonitors,
     /// The bridge's counters of bounds hit (packet-ins dropped here).
     pub(crate) stats: Arc<LimitStats>,
+    /// Wakes the thread that drains rate-limited packet-in queues
+    /// ([`Notifier::packet_in_scheduler`]): something was queued.
+    scheduler: Mutex<bool>,
+    scheduler_wake: parking_lot::Condvar,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -133,7 +151,8 @@ impl Notifier {
                 config,
                 gate,
                 version,
-                packet_in_bucket: packet_in_limit.map(|l| Mutex::new(TokenBucket::new(l))),
+                packet_in_queues: packet_in_limit
+                    .map(|l| Mutex::new([PacketInQueue::new(l), PacketInQueue::new(l)])),
             },
         );
         Subscription {
@@ -181,6 +200,15 @@ impl Notifier {
         // it, in the message and for the connection's async mask, as OVS
         // sends them.
         let reason = pi.reason;
+        let route = PacketInRoute {
+            backlog: PACKET_IN_BACKLOG,
+            in_port: pi
+                .matching
+                .exact(flowtable::Field::InPort)
+                .and_then(|p| u32::try_from(p).ok())
+                .unwrap_or(0),
+            kind: usize::from(reason != packet_in_reason::NO_MATCH),
+        };
         let reason_for = move |version: u8| {
             if version < OFP14_VERSION {
                 packet_in_reason::before_14(reason)
@@ -203,7 +231,7 @@ impl Notifier {
             reason_for,
             |c| c.packet_in_mask,
             |_, _| false,
-            Some(PACKET_IN_BACKLOG),
+            Some(route),
         )
     }
 
@@ -233,6 +261,70 @@ impl Notifier {
     /// Writes the message to every connection whose `mask` (for its role)
     /// has the `reason` bit, encoded by `encode` for the connection's
     /// version (once per version).
+    /// The packet-in scheduler: drains the rate-limited connections'
+    /// queues as their tokens come (`packet_in_queue.rs`), sleeping until
+    /// the next is due or something is queued, until `stop`.
+    pub(crate) fn packet_in_scheduler(&self, stop: &std::sync::atomic::AtomicBool) {
+        let mut next: Option<std::time::Instant> = None;
+        while !stop.load(Ordering::SeqCst) {
+            {
+                let mut queued = self.scheduler.lock();
+                if !*queued {
+                    // Bounded, so that `stop` is seen without a wake.
+                    let until = next.unwrap_or_else(|| {
+                        std::time::Instant::now() + std::time::Duration::from_millis(250)
+                    });
+                    self.scheduler_wake.wait_until(&mut queued, until);
+                }
+                *queued = false;
+            }
+            next = self.drain_packet_ins(std::time::Instant::now());
+        }
+    }
+
+    /// Wakes [`Notifier::packet_in_scheduler`] (something was queued, or
+    /// the server stops).
+    pub(crate) fn wake_packet_in_scheduler(&self) {
+        *self.scheduler.lock() = true;
+        self.scheduler_wake.notify_all();
+    }
+
+    /// Sends what the limited connections' tokens allow now; returns
+    /// when the next token is due, if anything is still queued.
+    fn drain_packet_ins(&self, now: std::time::Instant) -> Option<std::time::Instant> {
+        let mut next: Option<std::time::Instant> = None;
+        let mut out = Vec::new();
+        for (&id, s) in self.subs.lock().iter() {
+            let Some(queues) = &s.packet_in_queues else {
+                continue;
+            };
+            for q in queues.lock().iter_mut() {
+                if let Some(at) = q.drain(now, &mut out) {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
+            }
+            for m in out.drain(..) {
+                if !s.outbox.offer(&m, PACKET_IN_BACKLOG) {
+                    note_drop(&self.stats.packet_ins_backlog_dropped, id, "peer behind");
+                }
+            }
+        }
+        next
+    }
+
+    /// The packet-in queue counters of each rate-limited connection, by
+    /// connection id: [table misses, other reasons].
+    pub fn packet_in_queue_stats(&self) -> Vec<(u64, [Arc<PacketInQueueStats>; 2])> {
+        self.subs
+            .lock()
+            .iter()
+            .filter_map(|(&id, s)| {
+                let q = s.packet_in_queues.as_ref()?.lock();
+                Some((id, [q[0].stats.clone(), q[1].stats.clone()]))
+            })
+            .collect()
+    }
+
     fn send(
         &self,
         encode: impl Fn(u8) -> Vec<u8>,
@@ -243,7 +335,8 @@ impl Notifier {
     }
 
     /// [`Notifier::send`], skipping the connections `skip` names; with a
-    /// `backlog`, not to connections more bytes behind than that. The
+    /// packet-in `route`, not to connections more bytes behind than its
+    /// backlog, and through a limited connection's queues. The
     /// reason a connection hears (and its mask is asked about) may depend
     /// on its version.
     fn send_but(
@@ -252,7 +345,7 @@ impl Notifier {
         reason: impl Fn(u8) -> u8,
         mask: impl Fn(&AsyncConfig) -> [u32; 2],
         skip: impl Fn(u64, &Subscriber) -> bool,
-        backlog: Option<usize>,
+        route: Option<PacketInRoute>,
     ) -> usize {
         // Encoded once per version (1.3, 1.4, 1.5), without allocating
         // for the cache itself: a packet-in is sent per packet.
@@ -278,23 +371,36 @@ impl Notifier {
                 versions::relabel(&mut m, s.version);
                 m
             });
-            if backlog.is_some() {
-                if let Some(bucket) = &s.packet_in_bucket {
-                    if !bucket.lock().take(std::time::Instant::now()) {
-                        note_drop(&self.stats.packet_ins_rate_limited, id, "rate limit");
-                        continue;
+            let Some(route) = route else {
+                s.outbox.push(msg);
+                sent += 1;
+                continue;
+            };
+            if let Some(queues) = &s.packet_in_queues {
+                let q = &mut queues.lock()[route.kind];
+                let dropped = q.stats.dropped.load(Ordering::Relaxed);
+                match q.offer(route.in_port, msg.clone(), std::time::Instant::now()) {
+                    Offered::Send(m) => {
+                        if s.outbox.offer(&m, route.backlog) {
+                            sent += 1;
+                        } else {
+                            note_drop(&self.stats.packet_ins_backlog_dropped, id, "peer behind");
+                        }
+                    }
+                    Offered::Queued => {
+                        LimitStats::hit(&self.stats.packet_ins_queued);
+                        if q.stats.dropped.load(Ordering::Relaxed) != dropped {
+                            note_drop(&self.stats.packet_ins_rate_limited, id, "rate limit");
+                        }
+                        self.wake_packet_in_scheduler();
                     }
                 }
+                continue;
             }
-            match backlog {
-                Some(limit) if !s.outbox.offer(msg, limit) => {
-                    note_drop(&self.stats.packet_ins_backlog_dropped, id, "peer behind");
-                }
-                Some(_) => sent += 1,
-                None => {
-                    s.outbox.push(msg);
-                    sent += 1;
-                }
+            if s.outbox.offer(msg, route.backlog) {
+                sent += 1;
+            } else {
+                note_drop(&self.stats.packet_ins_backlog_dropped, id, "peer behind");
             }
         }
         sent

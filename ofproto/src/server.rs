@@ -583,6 +583,16 @@ impl Server {
             })?;
         threads.push(t);
         info!(path = %unix_path.display(), tcp = ?tcp_addr, tls = shared.tls.is_some(), "OpenFlow listening");
+        // Drains the rate-limited connections' packet-in queues.
+        let s = shared.clone();
+        let t = std::thread::Builder::new()
+            .name("of-pinsched".into())
+            .spawn(move || s.bridge.notifier().packet_in_scheduler(&s.stop))
+            .map_err(|source| OfprotoError::Thread {
+                what: "packet-in scheduler",
+                source,
+            })?;
+        threads.push(t);
         // Last: nothing after it can fail and leave it waiting.
         threads.push(fail_open.spawn().map_err(|source| OfprotoError::Thread {
             what: "fail-open timer",
@@ -686,6 +696,7 @@ impl Server {
     pub fn shutdown(self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.fail_open.stop();
+        self.shared.bridge.notifier().wake_packet_in_scheduler();
         // Wake the accept loops: on Linux, shutting a listening socket down
         // makes a blocked accept() fail at once.
         for fd in &self.listeners {
