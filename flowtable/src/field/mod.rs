@@ -1,0 +1,23 @@
+//! The field registry: one description of every match/set-field field
+//! xbr supports, the counterpart of OVS's meta-flow (`mf_field`).
+//!
+//! [`registry::FIELDS`] is the one table. The flow key ([`crate::key`])
+//! owns the bit layout of its words; everything that gives a field a
+//! name, a wire header, a width on the wire, maskability, prerequisites
+//! or a text syntax reads it from the registry: the text parser and
+//! printer (`text/`), and ofproto's OXM/NXM codec (match, SET_FIELD,
+//! Nicira action operands, table features).
+
+mod prereq;
+pub mod registry;
+mod syntax;
+
+pub use prereq::Prereq;
+pub use registry::{
+    by_header, by_name, key_bits, nxm_name, syntax_of, wire_headers, FieldDef, Header, FIELDS,
+    OXM_CLASS_NXM0, OXM_CLASS_NXM1, OXM_CLASS_OPENFLOW_BASIC,
+};
+pub use syntax::Syntax;
+
+#[cfg(test)]
+mod tests;
