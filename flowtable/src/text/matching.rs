@@ -31,16 +31,6 @@ const PROTOCOLS: [(&str, u16, Option<u8>); 13] = [
     ("mplsm", ETH_TYPE_MPLS_MCAST, None),
 ];
 
-/// Fields OVS matches only exactly (meta-flow's "Maskable: no" among
-/// those that take a plain integer): the MPLS label stack entry's parts,
-/// as OpenFlow 1.3 defines them.
-const EXACT_ONLY: [Field; 4] = [
-    Field::MplsLabel,
-    Field::MplsTc,
-    Field::MplsBos,
-    Field::MplsTtl,
-];
-
 /// What a field name demands beyond `Match::check_prerequisites`: the
 /// protocol-specific port names need that very protocol, as in OVS.
 /// `icmp_type` and `icmp_code` serve ICMPv6 too, since OVS dumps ICMPv6
@@ -90,9 +80,13 @@ impl MatchBuilder {
                 return Ok(true);
             }
         }
-        let Some((field, syntax)) = fields::lookup(name) else {
+        let Some(def) = fields::lookup_def(name) else {
             return Ok(false);
         };
+        let Some(syntax) = def.syntax else {
+            return Ok(false);
+        };
+        let field = def.key;
         let v = value.ok_or_else(|| TextError::MissingValue(name.to_string()))?;
         if syntax == Syntax::Label {
             let (value, mask) = parse_label(token, v)?;
@@ -111,7 +105,9 @@ impl MatchBuilder {
             return Ok(true);
         }
         let (value, mask) = parse_value(token, field, syntax, v, ports)?;
-        if EXACT_ONLY.contains(&field) && mask != field.full_mask() {
+        // Maskability is the registry's, as meta-flow's "Maskable" is
+        // OVS's: a partial mask on an exact-only field is refused.
+        if !def.maskable && mask != field.full_mask() && mask != 0 {
             return Err(TextError::value(
                 token,
                 format!("{name} does not support masking"),
