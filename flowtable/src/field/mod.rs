@@ -9,13 +9,14 @@
 //! Nicira action operands, table features).
 
 mod prereq;
+pub mod protocols;
 pub mod registry;
 mod syntax;
 
-pub use prereq::Prereq;
+pub use prereq::{Pinned, Prereq};
 pub use registry::{
-    by_header, by_name, key_bits, nxm_name, syntax_of, wire_headers, FieldDef, Header, FIELDS,
-    OXM_CLASS_NXM0, OXM_CLASS_NXM1, OXM_CLASS_OPENFLOW_BASIC,
+    by_header, by_name, key_bits, key_prereqs, nxm_name, syntax_of, wire_headers, FieldDef, Header,
+    FIELDS, OXM_CLASS_NXM0, OXM_CLASS_NXM1, OXM_CLASS_OPENFLOW_BASIC,
 };
 pub use syntax::Syntax;
 

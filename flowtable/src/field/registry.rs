@@ -48,12 +48,12 @@
 //! linear scan (text parsing and wire decoding, never per packet); the
 //! codec's ordered header list is built once ([`wire_headers`]).
 
-use super::{Prereq, Syntax};
-use crate::key::Field;
-use crate::matching::{
+use super::protocols::{
     ICMPV6_ND_NA, ICMPV6_ND_NS, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP,
     IP_PROTO_UDP,
 };
+use super::{Prereq, Syntax};
+use crate::key::Field;
 use std::sync::LazyLock;
 
 /// OpenFlow basic class.
@@ -402,4 +402,31 @@ pub fn nxm_name(field: Field) -> &'static str {
         .find_map(|d| d.nxm)
         .or_else(|| plain(field).find_map(|d| d.oxm))
         .map_or_else(|| field.name(), |h| h.name)
+}
+
+/// Whether `d`'s bits overlap the key field `field`'s (an ARP SPA and
+/// nw_src share bits, as do icmp_type and tp_src; a 128-bit field
+/// overlaps both its halves).
+fn overlaps(d: &FieldDef, field: Field) -> bool {
+    if d.is_wide() || field.is_half() {
+        return field.low_half() == Some(d.key);
+    }
+    let (a, b) = (d.key.layout(), field.layout());
+    let (a_lo, b_lo) = (a.shift + d.shift, b.shift);
+    a.word == b.word && a_lo < b_lo + b.bits && b_lo < a_lo + d.bits
+}
+
+/// The prerequisites under which a key field's bits mean something: one
+/// per field whose bits overlap them, duplicates removed. A key field is
+/// available in a match that meets any of them; one with
+/// [`Prereq::None`] among them always is (`Match::check_prerequisites`
+/// is built on this).
+pub fn key_prereqs(field: Field) -> Vec<Prereq> {
+    let mut out: Vec<Prereq> = Vec::new();
+    for d in FIELDS.iter().filter(|d| overlaps(d, field)) {
+        if !out.contains(&d.prereq) {
+            out.push(d.prereq);
+        }
+    }
+    out
 }

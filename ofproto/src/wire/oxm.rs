@@ -378,7 +378,8 @@ fn parse_packet_reg(r: &mut Reader<'_>, m: &mut Match) -> Result<(), WireError> 
 }
 
 fn check_prereqs(m: &Match, used: &[&'static FieldHeader]) -> Result<(), WireError> {
-    if let Some(fh) = used.iter().find(|fh| !fh.prereq.met(m)) {
+    let pinned = m.pinned();
+    if let Some(fh) = used.iter().find(|fh| !fh.prereq.met(&pinned)) {
         return Err(WireError::BadMatch(
             err::BMC_BAD_PREREQ,
             format!("{} used without its prerequisite", fh.name),

@@ -22,7 +22,7 @@ fn ones(bits: u32) -> u128 {
 /// The least match meeting the header's prerequisites.
 fn base(fh: &FieldHeader) -> Match {
     let mut m = Match::catch_all();
-    fh.prereq.satisfy(&mut m);
+    m.pin(&fh.prereq.least());
     m
 }
 
