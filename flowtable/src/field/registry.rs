@@ -430,3 +430,15 @@ pub fn key_prereqs(field: Field) -> Vec<Prereq> {
     }
     out
 }
+
+/// The name a match prints a key field with (`dl_src`, `nw_tos`,
+/// `tp_src`; for either half of a 128-bit field the whole one's,
+/// `ipv6_src`): the first named entry of it that has a syntax.
+/// [`Field::name`], the key's own name, agrees (checked by the tests).
+pub fn name_of(field: Field) -> &'static str {
+    let key = field.low_half().unwrap_or(field);
+    FIELDS
+        .iter()
+        .find(|d| d.key == key && d.syntax.is_some() && !d.name.is_empty())
+        .map_or_else(|| field.name(), |d| d.name)
+}

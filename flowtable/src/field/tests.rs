@@ -140,3 +140,15 @@ fn satisfied_prerequisites_are_met() {
         assert!(with.prerequisites_met(d.key), "{}", d.name);
     }
 }
+
+#[test]
+fn the_keys_names_agree_with_the_registry() {
+    for f in Field::ALL {
+        if f.is_half() {
+            let whole = name_of(f);
+            assert!(f.name().starts_with(&format!("{whole}[")), "{}", f.name());
+        } else {
+            assert_eq!(name_of(f), f.name());
+        }
+    }
+}
