@@ -128,3 +128,35 @@ fn exact_only_fields_refuse_a_partial_mask() {
         }
     }
 }
+
+#[test]
+fn protocol_specific_fields_need_their_protocol_by_any_name() {
+    for ok in [
+        "tcp,tcp_src=80",
+        "tcp,NXM_OF_TCP_SRC=80",
+        "udp,OXM_OF_UDP_DST=53",
+        "udp,tp_src=53",
+        "sctp6,sctp_dst=9",
+        "icmp,icmpv4_type=8",
+        "icmp6,icmp_type=135",
+        "icmp6,NXM_NX_ICMPV6_TYPE=135",
+    ] {
+        assert!(parse_match(ok).is_ok(), "{ok} refused");
+    }
+    for bad in [
+        "udp,tcp_src=80",
+        "udp,NXM_OF_TCP_SRC=80",
+        "tcp,OXM_OF_SCTP_SRC=1",
+        "icmp6,icmpv4_type=1",
+        "tcp,NXM_NX_ICMPV6_TYPE=1",
+        "icmp,icmpv6_code=0",
+    ] {
+        assert!(
+            matches!(
+                parse_match(bad),
+                Err(super::TextError::MissingPrerequisite { .. })
+            ),
+            "{bad} accepted"
+        );
+    }
+}
