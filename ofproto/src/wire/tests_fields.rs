@@ -165,3 +165,22 @@ fn every_operand_header_round_trips_as_a_subfield() {
         );
     }
 }
+
+#[test]
+fn the_headers_the_codec_names_exist() {
+    for name in [
+        "OXM_OF_VLAN_VID",
+        "OXM_OF_VLAN_PCP",
+        "NXM_OF_VLAN_TCI",
+        "NXM_NX_CT_LABEL",
+    ] {
+        assert_eq!(super::oxm::named(name).name, name);
+    }
+    // A partial PCP mask only fits NXM's vlan_tci.
+    let mut m = Match::catch_all();
+    m.set_masked(Field::VlanTci, 0x2000, 0x2fff);
+    let mut out = Vec::new();
+    emit_match(&m, &mut out);
+    let mut r = Reader::new(&out, Ctx::Match, "test match");
+    assert_eq!(parse_match(&mut r).unwrap(), m);
+}
