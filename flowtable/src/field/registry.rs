@@ -4,7 +4,10 @@
 //!
 //! An entry ([`FieldDef`]) is one field as OVS's meta-flow defines one
 //! (`mf_field`): a value with one width, one maskability, one set of
-//! prerequisites and one text syntax. It says
+//! prerequisites and one text syntax. Its identity is its `name` (or, for
+//! the one unnamed entry, its header), unique across the table; code
+//! refers to the key field (`Field`) or a header, and asks the registry
+//! for the entry. It says
 //! - its names: `name`, the one ovs-ofctl prints in a match (empty for a
 //!   field known only by its wire header, NXM_OF_IN_PORT), and `aliases`,
 //!   the other spellings ovs-ofctl accepts (`ip_src` for `nw_src`);
@@ -46,7 +49,10 @@
 //!
 //! The table is static, about 60 entries. Name and header lookups are a
 //! linear scan (text parsing and wire decoding, never per packet); the
-//! codec's ordered header list is built once ([`wire_headers`]).
+//! codec's ordered header list is built once ([`wire_headers`]), and so
+//! is the match's table of which key fields need what
+//! ([`key_prereqs`], cached by `matching.rs`), since that one runs twice
+//! per flow-mod.
 
 use super::protocols::{
     ICMPV6_ND_NA, ICMPV6_ND_NS, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP,
