@@ -15,8 +15,9 @@ mod syntax;
 
 pub use prereq::{Pinned, Prereq};
 pub use registry::{
-    by_header, by_name, key_bits, key_prereqs, name_of, nxm_name, syntax_of, wire_headers,
-    FieldDef, Header, FIELDS, OXM_CLASS_NXM0, OXM_CLASS_NXM1, OXM_CLASS_OPENFLOW_BASIC,
+    by_header, by_name, encode_order, key_bits, key_prereqs, name_of, nxm_name, syntax_of,
+    wire_headers, FieldDef, Header, FIELDS, OXM_CLASS_NXM0, OXM_CLASS_NXM1,
+    OXM_CLASS_OPENFLOW_BASIC,
 };
 pub use syntax::Syntax;
 

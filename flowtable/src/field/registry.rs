@@ -224,34 +224,16 @@ const SCTP: Prereq = P::Proto(IP_PROTO_SCTP);
 const ICMP: Prereq = P::Proto(IP_PROTO_ICMP);
 const ICMP6: Prereq = P::Proto(IP_PROTO_ICMPV6);
 
-/// Every field xbr supports. Order matters in one way: among the plain
-/// entries of a key field, the first gives the key field its text syntax,
-/// and the first with an NXM header its NXM name (`tp_src`, which has
-/// none, then `tcp_src`).
+/// Every field xbr supports. Order matters in two ways: the key fields
+/// appear in the order OVS writes a match in ([`encode_order`]), and
+/// among the plain entries of a key field, the first gives the key field
+/// its text syntax, and the first with an NXM header its NXM name
+/// (`tp_src`, which has none, then `tcp_src`).
 #[rustfmt::skip]
 pub static FIELDS: [FieldDef; 62] = [
-    // Metadata.
+    // Metadata and L2, in the order OVS writes a match (nx_put_raw).
     f("in_port", Field::InPort, 4, N, P::None, Port).oxm(0, "OXM_OF_IN_PORT"),
     f("", Field::InPort, 2, N, P::None, Port).part(0, 16).nxm0(0, "NXM_OF_IN_PORT").operand_only(),
-    f("metadata", Field::Metadata, 8, Y, P::None, Hex).oxm(2, "OXM_OF_METADATA"),
-    f("reg0", Field::Reg(0), 4, Y, P::None, Hex).nxm1(0, "NXM_NX_REG0"),
-    f("reg1", Field::Reg(1), 4, Y, P::None, Hex).nxm1(1, "NXM_NX_REG1"),
-    f("reg2", Field::Reg(2), 4, Y, P::None, Hex).nxm1(2, "NXM_NX_REG2"),
-    f("reg3", Field::Reg(3), 4, Y, P::None, Hex).nxm1(3, "NXM_NX_REG3"),
-    f("reg4", Field::Reg(4), 4, Y, P::None, Hex).nxm1(4, "NXM_NX_REG4"),
-    f("reg5", Field::Reg(5), 4, Y, P::None, Hex).nxm1(5, "NXM_NX_REG5"),
-    f("reg6", Field::Reg(6), 4, Y, P::None, Hex).nxm1(6, "NXM_NX_REG6"),
-    f("reg7", Field::Reg(7), 4, Y, P::None, Hex).nxm1(7, "NXM_NX_REG7"),
-    f("tun_id", Field::TunId, 8, Y, P::None, Hex).aka(&["tunnel_id"])
-        .oxm(38, "OXM_OF_TUNNEL_ID").nxm1(16, "NXM_NX_TUN_ID"),
-    f("tun_src", Field::TunSrc, 4, Y, P::None, Ipv4).nxm1(31, "NXM_NX_TUN_IPV4_SRC"),
-    f("tun_dst", Field::TunDst, 4, Y, P::None, Ipv4).nxm1(32, "NXM_NX_TUN_IPV4_DST"),
-    f("pkt_mark", Field::PktMark, 4, Y, P::None, Hex).nxm1(33, "NXM_NX_PKT_MARK"),
-    f("ct_state", Field::CtState, 4, Y, P::None, CtState).nxm1(105, "NXM_NX_CT_STATE"),
-    f("ct_zone", Field::CtZone, 2, N, P::None, Dec).nxm1(106, "NXM_NX_CT_ZONE"),
-    f("ct_mark", Field::CtMark, 4, Y, P::None, Hex).nxm1(107, "NXM_NX_CT_MARK"),
-    f("ct_label", Field::CtLabelLow, 16, Y, P::None, Label).nxm1(108, "NXM_NX_CT_LABEL"),
-    // L2.
     f("dl_src", Field::EthSrc, 6, Y, P::None, Mac).aka(&["eth_src"])
         .oxm(4, "OXM_OF_ETH_SRC").nxm0(2, "NXM_OF_ETH_SRC"),
     f("dl_dst", Field::EthDst, 6, Y, P::None, Mac).aka(&["eth_dst"])
@@ -262,10 +244,10 @@ pub static FIELDS: [FieldDef; 62] = [
     f("vlan_vid", Field::VlanTci, 2, Y, P::None, Hex).part(0, 13).no_text().oxm(6, "OXM_OF_VLAN_VID"),
     f("vlan_pcp", Field::VlanTci, 1, N, P::None, Dec).part(13, 3).no_text().oxm(7, "OXM_OF_VLAN_PCP"),
     // MPLS and PBB.
-    f("mpls_label", Field::MplsLabel, 4, N, P::Mpls, Dec).oxm(34, "OXM_OF_MPLS_LABEL"),
     f("mpls_tc", Field::MplsTc, 1, N, P::Mpls, Dec).oxm(35, "OXM_OF_MPLS_TC"),
     f("mpls_bos", Field::MplsBos, 1, N, P::Mpls, Dec).oxm(36, "OXM_OF_MPLS_BOS"),
     f("mpls_ttl", Field::MplsTtl, 1, N, P::Mpls, Dec).nxm1(30, "NXM_NX_MPLS_TTL"),
+    f("mpls_label", Field::MplsLabel, 4, N, P::Mpls, Dec).oxm(34, "OXM_OF_MPLS_LABEL"),
     f("pbb_isid", Field::PbbIsid, 3, Y, P::Pbb, Dec).oxm(37, "OXM_OF_PBB_ISID"),
     // L3.
     f("nw_src", Field::IpSrc, 4, Y, P::Ipv4, Ipv4).aka(&["ip_src", "ipv4_src"])
@@ -279,23 +261,16 @@ pub static FIELDS: [FieldDef; 62] = [
     f("ipv6_label", Field::Ipv6Label, 4, Y, P::Ipv6, Hex)
         .oxm(28, "OXM_OF_IPV6_FLABEL").nxm1(27, "NXM_NX_IPV6_LABEL"),
     f("ipv6_exthdr", Field::Ipv6Exthdr, 2, Y, P::Ipv6, Hex).oxm(39, "OXM_OF_IPV6_EXTHDR"),
-    f("nw_proto", Field::IpProto, 1, N, P::Ip, Dec).aka(&["ip_proto"])
-        .oxm(10, "OXM_OF_IP_PROTO").nxm0(6, "NXM_OF_IP_PROTO"),
+    // The key keeps OVS's 8-bit ip_frag; the field is its two defined bits.
+    f("ip_frag", Field::IpFrag, 1, Y, P::Ip, Frag).aka(&["nw_frag"]).part(0, 2)
+        .nxm1(26, "NXM_NX_IP_FRAG"),
     f("nw_tos", Field::IpDscp, 1, N, P::Ip, Tos).wire_shift(2).nxm0(5, "NXM_OF_IP_TOS"),
     f("ip_dscp", Field::IpDscp, 1, N, P::Ip, Dec).oxm(8, "OXM_OF_IP_DSCP"),
     f("nw_ecn", Field::IpEcn, 1, N, P::Ip, Dec).aka(&["ip_ecn"])
         .oxm(9, "OXM_OF_IP_ECN").nxm1(28, "NXM_NX_IP_ECN").nxm_text_only(),
     f("nw_ttl", Field::IpTtl, 1, N, P::Ip, Dec).nxm1(29, "NXM_NX_IP_TTL"),
-    // The key keeps OVS's 8-bit ip_frag; the field is its two defined bits.
-    f("ip_frag", Field::IpFrag, 1, Y, P::Ip, Frag).aka(&["nw_frag"]).part(0, 2)
-        .nxm1(26, "NXM_NX_IP_FRAG"),
-    // ARP (its SPA/TPA and opcode overlay the IPv4 bits, see key/).
-    f("arp_op", Field::ArpOp, 2, N, P::Arp, Dec)
-        .oxm(21, "OXM_OF_ARP_OP").nxm0(15, "NXM_OF_ARP_OP").nxm_text_only(),
-    f("arp_spa", Field::ArpSpa, 4, Y, P::Arp, Ipv4).oxm(22, "OXM_OF_ARP_SPA").nxm0(16, "NXM_OF_ARP_SPA"),
-    f("arp_tpa", Field::ArpTpa, 4, Y, P::Arp, Ipv4).oxm(23, "OXM_OF_ARP_TPA").nxm0(17, "NXM_OF_ARP_TPA"),
-    f("arp_sha", Field::ArpSha, 6, Y, P::Arp, Mac).oxm(24, "OXM_OF_ARP_SHA").nxm1(17, "NXM_NX_ARP_SHA"),
-    f("arp_tha", Field::ArpTha, 6, Y, P::Arp, Mac).oxm(25, "OXM_OF_ARP_THA").nxm1(18, "NXM_NX_ARP_THA"),
+    f("nw_proto", Field::IpProto, 1, N, P::Ip, Dec).aka(&["ip_proto"])
+        .oxm(10, "OXM_OF_IP_PROTO").nxm0(6, "NXM_OF_IP_PROTO"),
     // L4. `tp_src`/`tp_dst` are any transport protocol's ports; the text
     // syntax checks the protocol-named ones against ip_proto by name.
     f("tp_src", Field::TpSrc, 2, Y, P::Transport, Dec),
@@ -324,6 +299,32 @@ pub static FIELDS: [FieldDef; 62] = [
         .oxm(32, "OXM_OF_IPV6_ND_SLL").nxm1(24, "NXM_NX_ND_SLL"),
     f("nd_tll", Field::NdTll, 6, Y, P::Nd(ICMPV6_ND_NA), Mac)
         .oxm(33, "OXM_OF_IPV6_ND_TLL").nxm1(25, "NXM_NX_ND_TLL"),
+    // ARP (its SPA/TPA and opcode overlay the IPv4 bits, see key/).
+    f("arp_op", Field::ArpOp, 2, N, P::Arp, Dec)
+        .oxm(21, "OXM_OF_ARP_OP").nxm0(15, "NXM_OF_ARP_OP").nxm_text_only(),
+    f("arp_spa", Field::ArpSpa, 4, Y, P::Arp, Ipv4).oxm(22, "OXM_OF_ARP_SPA").nxm0(16, "NXM_OF_ARP_SPA"),
+    f("arp_tpa", Field::ArpTpa, 4, Y, P::Arp, Ipv4).oxm(23, "OXM_OF_ARP_TPA").nxm0(17, "NXM_OF_ARP_TPA"),
+    f("arp_sha", Field::ArpSha, 6, Y, P::Arp, Mac).oxm(24, "OXM_OF_ARP_SHA").nxm1(17, "NXM_NX_ARP_SHA"),
+    f("arp_tha", Field::ArpTha, 6, Y, P::Arp, Mac).oxm(25, "OXM_OF_ARP_THA").nxm1(18, "NXM_NX_ARP_THA"),
+    // Tunnel, registers, mark, conntrack, OpenFlow metadata.
+    f("tun_id", Field::TunId, 8, Y, P::None, Hex).aka(&["tunnel_id"])
+        .oxm(38, "OXM_OF_TUNNEL_ID").nxm1(16, "NXM_NX_TUN_ID"),
+    f("tun_src", Field::TunSrc, 4, Y, P::None, Ipv4).nxm1(31, "NXM_NX_TUN_IPV4_SRC"),
+    f("tun_dst", Field::TunDst, 4, Y, P::None, Ipv4).nxm1(32, "NXM_NX_TUN_IPV4_DST"),
+    f("reg0", Field::Reg(0), 4, Y, P::None, Hex).nxm1(0, "NXM_NX_REG0"),
+    f("reg1", Field::Reg(1), 4, Y, P::None, Hex).nxm1(1, "NXM_NX_REG1"),
+    f("reg2", Field::Reg(2), 4, Y, P::None, Hex).nxm1(2, "NXM_NX_REG2"),
+    f("reg3", Field::Reg(3), 4, Y, P::None, Hex).nxm1(3, "NXM_NX_REG3"),
+    f("reg4", Field::Reg(4), 4, Y, P::None, Hex).nxm1(4, "NXM_NX_REG4"),
+    f("reg5", Field::Reg(5), 4, Y, P::None, Hex).nxm1(5, "NXM_NX_REG5"),
+    f("reg6", Field::Reg(6), 4, Y, P::None, Hex).nxm1(6, "NXM_NX_REG6"),
+    f("reg7", Field::Reg(7), 4, Y, P::None, Hex).nxm1(7, "NXM_NX_REG7"),
+    f("pkt_mark", Field::PktMark, 4, Y, P::None, Hex).nxm1(33, "NXM_NX_PKT_MARK"),
+    f("ct_state", Field::CtState, 4, Y, P::None, CtState).nxm1(105, "NXM_NX_CT_STATE"),
+    f("ct_zone", Field::CtZone, 2, N, P::None, Dec).nxm1(106, "NXM_NX_CT_ZONE"),
+    f("ct_mark", Field::CtMark, 4, Y, P::None, Hex).nxm1(107, "NXM_NX_CT_MARK"),
+    f("ct_label", Field::CtLabelLow, 16, Y, P::None, Label).nxm1(108, "NXM_NX_CT_LABEL"),
+    f("metadata", Field::Metadata, 8, Y, P::None, Hex).oxm(2, "OXM_OF_METADATA"),
 ];
 
 /// Whether `name` is a wire header name, compared case-insensitively as
@@ -447,4 +448,23 @@ pub fn name_of(field: Field) -> &'static str {
         .iter()
         .find(|d| d.key == key && d.syntax.is_some() && !d.name.is_empty())
         .map_or_else(|| field.name(), |d| d.name)
+}
+
+static ENCODE_ORDER: LazyLock<Vec<Field>> = LazyLock::new(|| {
+    let mut out: Vec<Field> = Vec::new();
+    for d in FIELDS.iter().filter(|d| d.in_match) {
+        if !out.contains(&d.key) {
+            out.push(d.key);
+        }
+    }
+    out
+});
+
+/// The key fields a match can use, in the order OVS writes a match in
+/// (`nx_put_raw`: metadata, L2, MPLS, L3, L4, ARP, tunnel, registers,
+/// mark, conntrack, OpenFlow metadata); a 128-bit field appears once, as
+/// its low half. Keeping OVS's order makes a dumped flow byte-identical
+/// to the FLOW_MOD ovs-ofctl sent. Built once.
+pub fn encode_order() -> &'static [Field] {
+    &ENCODE_ORDER
 }

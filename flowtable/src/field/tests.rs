@@ -152,3 +152,19 @@ fn the_keys_names_agree_with_the_registry() {
         }
     }
 }
+
+#[test]
+fn the_encode_order_has_every_matchable_key_field_once() {
+    let order = encode_order();
+    let want: Vec<Field> = Field::ALL
+        .into_iter()
+        .filter(|f| f.low_half().is_none_or(|low| low == *f))
+        .collect();
+    assert_eq!(order.len(), want.len());
+    for f in want {
+        assert!(order.contains(&f), "{} is never encoded", f.name());
+    }
+    // OVS's order: in_port first, OpenFlow metadata last.
+    assert_eq!(order.first(), Some(&Field::InPort));
+    assert_eq!(order.last(), Some(&Field::Metadata));
+}

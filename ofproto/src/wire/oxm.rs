@@ -408,72 +408,18 @@ fn emit_part(out: &mut Vec<u8>, m: &Match, fh: &FieldHeader) {
     }
 }
 
-/// The order OVS writes a match in (`nx_put_raw`): metadata, L2, L3, L4,
-/// ARP, tunnel, registers, mark, conntrack, OpenFlow metadata. Keeping it
-/// makes a dumped flow byte-identical to the FLOW_MOD ovs-ofctl sent.
-/// A 128-bit field's two halves are one TLV, emitted at the low half.
-const ENCODE_ORDER: [Field; 52] = [
-    Field::InPort,
-    Field::EthSrc,
-    Field::EthDst,
-    Field::EthType,
-    Field::VlanTci,
-    Field::MplsTc,
-    Field::MplsBos,
-    Field::MplsTtl,
-    Field::MplsLabel,
-    Field::PbbIsid,
-    Field::IpSrc,
-    Field::IpDst,
-    Field::Ipv6SrcLow,
-    Field::Ipv6DstLow,
-    Field::Ipv6Label,
-    Field::Ipv6Exthdr,
-    Field::IpFrag,
-    Field::IpDscp,
-    Field::IpEcn,
-    Field::IpTtl,
-    Field::IpProto,
-    Field::TpSrc,
-    Field::TpDst,
-    Field::IcmpType,
-    Field::IcmpCode,
-    Field::Icmpv6Type,
-    Field::Icmpv6Code,
-    Field::NdTargetLow,
-    Field::NdSll,
-    Field::NdTll,
-    Field::ArpOp,
-    Field::ArpSpa,
-    Field::ArpTpa,
-    Field::ArpSha,
-    Field::ArpTha,
-    Field::TunId,
-    Field::TunSrc,
-    Field::TunDst,
-    Field::Reg(0),
-    Field::Reg(1),
-    Field::Reg(2),
-    Field::Reg(3),
-    Field::Reg(4),
-    Field::Reg(5),
-    Field::Reg(6),
-    Field::Reg(7),
-    Field::PktMark,
-    Field::CtState,
-    Field::CtZone,
-    Field::CtMark,
-    Field::CtLabelLow,
-    Field::Metadata,
-];
-
-/// Encodes a match as OXM TLVs, in OVS's order.
+/// Encodes a match as OXM TLVs, in OVS's order (the registry's
+/// [`flowtable::field::encode_order`]; a 128-bit field's two halves are
+/// one TLV, emitted at the low half).
 pub fn emit_oxms(m: &Match, out: &mut Vec<u8>) {
     let proto = m.exact(Field::IpProto).map(|v| v as u8);
     let present: Vec<Field> = m.fields().collect();
     let wanted =
         |f: &Field| present.contains(f) || f.high_half().is_some_and(|h| present.contains(&h));
-    for field in ENCODE_ORDER.into_iter().filter(wanted) {
+    for &field in flowtable::field::encode_order()
+        .iter()
+        .filter(|f| wanted(f))
+    {
         match field {
             Field::CtLabelLow => {
                 let (value, mask) = m.ct_label();
