@@ -5,8 +5,14 @@
 //! owns the bit layout of its words; everything that gives a field a
 //! name, a wire header, a width on the wire, maskability, prerequisites
 //! or a text syntax reads it from the registry: the text parser and
-//! printer (`text/`), and ofproto's OXM/NXM codec (match, SET_FIELD,
-//! Nicira action operands, table features).
+//! printer (`text/`), the match's prerequisite check (`matching.rs`),
+//! and ofproto's OXM/NXM codec (match, SET_FIELD, Nicira action
+//! operands, table features).
+//!
+//! Dependencies run one way: `key` <- `field` <- `matching` <- `text`,
+//! ofproto. The module holds no state beyond two tables built once on
+//! first use (the codec's header order, the match's conditional fields);
+//! it is read from any thread. See docs/field-registry.md.
 
 mod prereq;
 pub mod protocols;
