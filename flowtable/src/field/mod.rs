@@ -10,9 +10,9 @@
 //! operands, table features).
 //!
 //! Dependencies run one way: `key` <- `field` <- `matching` <- `text`,
-//! ofproto. The module holds no state beyond two tables built once on
-//! first use (the codec's header order, the match's conditional fields);
-//! it is read from any thread. See docs/field-registry.md.
+//! ofproto. The module holds no state beyond the lists it builds once
+//! on first use (the codec's header list and encode order), and is read
+//! from any thread. See docs/field-registry.md.
 
 mod prereq;
 pub mod protocols;
