@@ -9,6 +9,7 @@ pub mod attribution;
 pub mod cache;
 pub mod classifier;
 pub mod error;
+pub mod field;
 pub mod flow_mod;
 pub mod group;
 pub mod key;

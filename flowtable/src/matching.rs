@@ -5,30 +5,15 @@
 //! classifier can hash `value` directly.
 
 use crate::error::MatchError;
+use crate::field::{key_prereqs, Pinned, Prereq};
 use crate::key::{join_label, split_label, Field, FlowKey};
+use std::sync::LazyLock;
 
-pub const ETH_TYPE_IPV4: u16 = 0x0800;
-pub const ETH_TYPE_ARP: u16 = 0x0806;
-pub const ETH_TYPE_IPV6: u16 = 0x86dd;
-/// MPLS unicast and multicast (RFC 5332).
-pub const ETH_TYPE_MPLS: u16 = 0x8847;
-pub const ETH_TYPE_MPLS_MCAST: u16 = 0x8848;
-/// 802.1ah PBB service instance tag (I-TAG).
-pub const ETH_TYPE_PBB: u16 = 0x88e7;
-
-/// Whether `eth_type` is one of MPLS's.
-pub const fn is_mpls(eth_type: u16) -> bool {
-    eth_type == ETH_TYPE_MPLS || eth_type == ETH_TYPE_MPLS_MCAST
-}
-pub const IP_PROTO_ICMP: u8 = 1;
-pub const IP_PROTO_TCP: u8 = 6;
-pub const IP_PROTO_UDP: u8 = 17;
-pub const IP_PROTO_SCTP: u8 = 132;
-pub const IP_PROTO_ICMPV6: u8 = 58;
-/// ICMPv6 neighbor solicitation and advertisement, the messages that
-/// carry nd_target (and nd_sll, nd_tll respectively).
-pub const ICMPV6_ND_NS: u8 = 135;
-pub const ICMPV6_ND_NA: u8 = 136;
+pub use crate::field::protocols::{
+    is_mpls, ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ETH_TYPE_MPLS, ETH_TYPE_MPLS_MCAST,
+    ETH_TYPE_PBB, ICMPV6_ND_NA, ICMPV6_ND_NS, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP,
+    IP_PROTO_TCP, IP_PROTO_UDP,
+};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
 pub struct Match {
@@ -168,10 +153,10 @@ impl Match {
     /// prerequisite: the naive loop over every field was a quarter of the
     /// time xbr spent loading a 100k-flow bundle.
     pub fn check_prerequisites(&self) -> Result<(), MatchError> {
-        let pinned = Pinned::of(self);
-        for (field, word, bits) in CONDITIONAL_BITS {
-            if self.mask.words[word] & bits != 0 && !pinned.met(field) {
-                return Err(MatchError::MissingPrerequisite(field));
+        let pinned = self.pinned();
+        for c in CONDITIONAL.iter() {
+            if self.mask.words[c.word] & c.bits != 0 && !c.prereqs.iter().any(|p| p.met(&pinned)) {
+                return Err(MatchError::MissingPrerequisite(c.field));
             }
         }
         Ok(())
@@ -184,117 +169,76 @@ impl Match {
     /// interpretation (the check runs over every field whose bits are
     /// masked, so `arp_spa` is also seen as `nw_src`).
     pub fn prerequisites_met(&self, field: Field) -> bool {
-        Pinned::of(self).met(field)
+        available(&self.pinned(), field)
     }
-}
 
-/// The fields [`Pinned::met`] may refuse (every other field is always
-/// available), in [`Field::ALL`]'s order.
-const CONDITIONAL_FIELDS: [Field; 33] = [
-    Field::IpProto,
-    Field::ArpOp,
-    Field::IpSrc,
-    Field::IpDst,
-    Field::ArpSpa,
-    Field::ArpTpa,
-    Field::ArpSha,
-    Field::ArpTha,
-    Field::IpDscp,
-    Field::IpEcn,
-    Field::IpTtl,
-    Field::IpFrag,
-    Field::TpSrc,
-    Field::TpDst,
-    Field::IcmpType,
-    Field::IcmpCode,
-    Field::Ipv6SrcLow,
-    Field::Ipv6SrcHigh,
-    Field::Ipv6DstLow,
-    Field::Ipv6DstHigh,
-    Field::Ipv6Label,
-    Field::Ipv6Exthdr,
-    Field::Icmpv6Type,
-    Field::Icmpv6Code,
-    Field::NdTargetLow,
-    Field::NdTargetHigh,
-    Field::NdSll,
-    Field::NdTll,
-    Field::MplsLabel,
-    Field::MplsTc,
-    Field::MplsBos,
-    Field::MplsTtl,
-    Field::PbbIsid,
-];
-
-/// Each of [`CONDITIONAL_FIELDS`] with the key word and bits it occupies,
-/// worked out at compile time.
-const CONDITIONAL_BITS: [(Field, usize, u64); CONDITIONAL_FIELDS.len()] = {
-    let mut out = [(Field::InPort, 0, 0); CONDITIONAL_FIELDS.len()];
-    let mut i = 0;
-    while i < out.len() {
-        let field = CONDITIONAL_FIELDS[i];
-        let layout = field.layout();
-        out[i] = (field, layout.word, field.full_mask() << layout.shift);
-        i += 1;
-    }
-    out
-};
-
-/// What a match pins exactly among the fields prerequisites depend on.
-struct Pinned {
-    eth_type: Option<u16>,
-    proto: Option<u8>,
-    icmp6_type: Option<u8>,
-}
-
-impl Pinned {
-    fn of(m: &Match) -> Self {
+    /// What the match pins exactly among the fields prerequisites depend
+    /// on.
+    pub fn pinned(&self) -> Pinned {
         Pinned {
-            eth_type: m.exact(Field::EthType).map(|v| v as u16),
-            proto: m.exact(Field::IpProto).map(|v| v as u8),
-            icmp6_type: m.exact(Field::Icmpv6Type).map(|v| v as u8),
+            eth_type: self.exact(Field::EthType).map(|v| v as u16),
+            proto: self.exact(Field::IpProto).map(|v| v as u8),
+            icmp6_type: self.exact(Field::Icmpv6Type).map(|v| v as u8),
         }
     }
 
-    fn met(&self, field: Field) -> bool {
-        let (eth_type, proto) = (self.eth_type, self.proto);
-        let is_ipv4 = eth_type == Some(ETH_TYPE_IPV4);
-        let is_ipv6 = eth_type == Some(ETH_TYPE_IPV6);
-        let is_ip = is_ipv4 || is_ipv6;
-        let is_arp = eth_type == Some(ETH_TYPE_ARP);
-        let is_mpls = eth_type.is_some_and(is_mpls);
-        let l4 = matches!(
-            proto,
-            Some(IP_PROTO_TCP) | Some(IP_PROTO_UDP) | Some(IP_PROTO_SCTP)
-        );
-        let is_icmp = is_ipv4 && proto == Some(IP_PROTO_ICMP);
-        let is_icmp6 = is_ipv6 && proto == Some(IP_PROTO_ICMPV6);
-        let nd_ns = is_icmp6 && self.icmp6_type == Some(ICMPV6_ND_NS);
-        let nd_na = is_icmp6 && self.icmp6_type == Some(ICMPV6_ND_NA);
-        match field {
-            Field::IpSrc | Field::IpDst | Field::ArpSpa | Field::ArpTpa => is_ipv4 || is_arp,
-            Field::IpProto | Field::ArpOp => is_ip || is_arp,
-            Field::ArpSha | Field::NdSll => is_arp || nd_ns,
-            Field::ArpTha | Field::NdTll => is_arp || nd_na,
-            Field::IpDscp | Field::IpEcn | Field::IpTtl | Field::IpFrag => is_ip,
-            Field::TpSrc
-            | Field::TpDst
-            | Field::IcmpType
-            | Field::IcmpCode
-            | Field::Icmpv6Type
-            | Field::Icmpv6Code => is_ip && (l4 || is_icmp || is_icmp6),
-            Field::Ipv6SrcLow
-            | Field::Ipv6SrcHigh
-            | Field::Ipv6DstLow
-            | Field::Ipv6DstHigh
-            | Field::Ipv6Label
-            | Field::Ipv6Exthdr => is_ipv6,
-            Field::NdTargetLow | Field::NdTargetHigh => nd_ns || nd_na,
-            Field::MplsLabel | Field::MplsTc | Field::MplsBos | Field::MplsTtl => is_mpls,
-            Field::PbbIsid => eth_type == Some(ETH_TYPE_PBB),
-            _ => true,
+    /// Whether the match meets a field's prerequisite.
+    pub fn meets(&self, prereq: Prereq) -> bool {
+        prereq.met(&self.pinned())
+    }
+
+    /// Pins what `pinned` names exactly (e.g. [`Prereq::least`]: the
+    /// least match meeting a prerequisite).
+    pub fn pin(&mut self, pinned: &Pinned) {
+        if let Some(t) = pinned.eth_type {
+            self.set_exact(Field::EthType, u64::from(t));
+        }
+        if let Some(p) = pinned.proto {
+            self.set_exact(Field::IpProto, u64::from(p));
+        }
+        if let Some(t) = pinned.icmp6_type {
+            self.set_exact(Field::Icmpv6Type, u64::from(t));
         }
     }
+}
+
+/// A key field some matches may not use: where its bits are, and the
+/// prerequisites of the registry's fields that overlap them (any one
+/// makes the bits meaningful, so `arp_spa` is also seen as `nw_src`).
+struct Conditional {
+    field: Field,
+    word: usize,
+    bits: u64,
+    prereqs: Vec<Prereq>,
+}
+
+/// The key fields a catch-all match may not use, in [`Field::ALL`]'s
+/// order, worked out once from the field registry's prerequisites.
+static CONDITIONAL: LazyLock<Vec<Conditional>> = LazyLock::new(|| {
+    Field::ALL
+        .into_iter()
+        .filter_map(|field| {
+            let prereqs = key_prereqs(field);
+            if prereqs.is_empty() || prereqs.contains(&Prereq::None) {
+                return None;
+            }
+            let layout = field.layout();
+            Some(Conditional {
+                field,
+                word: layout.word,
+                bits: field.full_mask() << layout.shift,
+                prereqs,
+            })
+        })
+        .collect()
+});
+
+/// Whether `field` is available in a match that pins `pinned`.
+fn available(pinned: &Pinned, field: Field) -> bool {
+    CONDITIONAL
+        .iter()
+        .find(|c| c.field == field)
+        .is_none_or(|c| c.prereqs.iter().any(|p| p.met(pinned)))
 }
 
 #[cfg(test)]
@@ -303,11 +247,48 @@ mod tests {
 
     #[test]
     fn conditional_fields_are_exactly_those_a_catch_all_lacks() {
+        let want = [
+            Field::IpProto,
+            Field::ArpOp,
+            Field::IpSrc,
+            Field::IpDst,
+            Field::ArpSpa,
+            Field::ArpTpa,
+            Field::ArpSha,
+            Field::ArpTha,
+            Field::IpDscp,
+            Field::IpEcn,
+            Field::IpTtl,
+            Field::IpFrag,
+            Field::TpSrc,
+            Field::TpDst,
+            Field::IcmpType,
+            Field::IcmpCode,
+            Field::Ipv6SrcLow,
+            Field::Ipv6SrcHigh,
+            Field::Ipv6DstLow,
+            Field::Ipv6DstHigh,
+            Field::Ipv6Label,
+            Field::Ipv6Exthdr,
+            Field::Icmpv6Type,
+            Field::Icmpv6Code,
+            Field::NdTargetLow,
+            Field::NdTargetHigh,
+            Field::NdSll,
+            Field::NdTll,
+            Field::MplsLabel,
+            Field::MplsTc,
+            Field::MplsBos,
+            Field::MplsTtl,
+            Field::PbbIsid,
+        ];
         let lacking: Vec<Field> = Field::ALL
             .into_iter()
-            .filter(|&f| !Pinned::of(&Match::catch_all()).met(f))
+            .filter(|&f| !Match::catch_all().prerequisites_met(f))
             .collect();
-        assert_eq!(lacking, CONDITIONAL_FIELDS.to_vec());
+        assert_eq!(lacking, want.to_vec());
+        let conditional: Vec<Field> = CONDITIONAL.iter().map(|c| c.field).collect();
+        assert_eq!(conditional, want.to_vec());
     }
 
     #[test]

@@ -349,7 +349,11 @@ impl Field {
         }
     }
 
-    /// ovs-ofctl's name for the field.
+    /// ovs-ofctl's name for the field. Everything else about a field's
+    /// names, wire headers and syntax is in the field registry
+    /// ([`crate::field`]), whose tests check this agrees with it; the key
+    /// keeps its own copy so that it (and `FlowKey`'s `Debug`) need not
+    /// depend on the registry, which depends on the key.
     pub fn name(self) -> &'static str {
         match self {
             Field::InPort => "in_port",

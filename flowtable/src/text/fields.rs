@@ -1,166 +1,24 @@
-//! Field names and value syntaxes: the match names ovs-ofctl accepts
-//! (with their aliases), the NXM/OXM names Nicira actions use, and the
-//! textual form of each field's values.
+//! Field values in text: parsing and printing each [`Syntax`]. Which
+//! names denote which field, and each field's syntax, come from the field
+//! registry ([`crate::field`]).
 
 use super::{PortNames, TextError};
 use crate::action::port;
 use crate::key::Field;
 
-/// How a field's value is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Syntax {
-    /// OpenFlow port number or reserved name.
-    Port,
-    /// Unsigned integer, printed in hex (`0x2a`, `0x2a/0xff`).
-    Hex,
-    /// Unsigned integer, printed in decimal when exact.
-    Dec,
-    /// Dotted IPv4, optionally `/prefix` or `/netmask`.
-    Ipv4,
-    /// Ethernet address, optionally `/mask`.
-    Mac,
-    /// `+trk-est` style conntrack flags, or a number.
-    CtState,
-    /// `no|yes|first|later|not_later`.
-    Frag,
-    /// `nw_tos`: the TOS byte, whose upper 6 bits are the DSCP field.
-    Tos,
-    /// The 128-bit ct_label, hex like `Hex` (see [`parse_label`]); the
-    /// name denotes the whole label, though the entry's field is its low
-    /// half.
-    Label,
-    /// An IPv6 address, optionally `/prefix` or `/mask-address`; like
-    /// `Label`, the entry's field is the low half of the 128 bits.
-    Ipv6,
-}
-
-/// One spelling of a field.
-struct Name {
-    name: &'static str,
-    field: Field,
-    syntax: Syntax,
-}
-
-const fn n(name: &'static str, field: Field, syntax: Syntax) -> Name {
-    Name {
-        name,
-        field,
-        syntax,
-    }
-}
+pub(crate) use crate::field::Syntax;
+use crate::field::{self as registry, FieldDef};
 
 use Syntax::*;
 
-/// Every name a match or `set_field` accepts. Lookups are
-/// case-insensitive for the NXM/OXM names only, as in OVS.
-#[rustfmt::skip]
-static NAMES: &[Name] = &[
-    n("in_port", Field::InPort, Port),
-    n("pkt_mark", Field::PktMark, Hex),
-    n("reg0", Field::Reg(0), Hex), n("reg1", Field::Reg(1), Hex),
-    n("reg2", Field::Reg(2), Hex), n("reg3", Field::Reg(3), Hex),
-    n("reg4", Field::Reg(4), Hex), n("reg5", Field::Reg(5), Hex),
-    n("reg6", Field::Reg(6), Hex), n("reg7", Field::Reg(7), Hex),
-    n("tun_id", Field::TunId, Hex), n("tunnel_id", Field::TunId, Hex),
-    n("tun_src", Field::TunSrc, Ipv4), n("tun_dst", Field::TunDst, Ipv4),
-    n("ct_state", Field::CtState, CtState),
-    n("ct_mark", Field::CtMark, Hex),
-    n("ct_zone", Field::CtZone, Dec),
-    n("ct_label", Field::CtLabelLow, Label),
-    n("metadata", Field::Metadata, Hex),
-    n("dl_src", Field::EthSrc, Mac), n("eth_src", Field::EthSrc, Mac),
-    n("dl_dst", Field::EthDst, Mac), n("eth_dst", Field::EthDst, Mac),
-    n("dl_type", Field::EthType, Hex), n("eth_type", Field::EthType, Hex),
-    n("vlan_tci", Field::VlanTci, Hex),
-    n("nw_src", Field::IpSrc, Ipv4), n("ip_src", Field::IpSrc, Ipv4),
-    n("ipv4_src", Field::IpSrc, Ipv4),
-    n("nw_dst", Field::IpDst, Ipv4), n("ip_dst", Field::IpDst, Ipv4),
-    n("ipv4_dst", Field::IpDst, Ipv4),
-    n("arp_spa", Field::ArpSpa, Ipv4), n("arp_tpa", Field::ArpTpa, Ipv4),
-    n("nw_proto", Field::IpProto, Dec), n("ip_proto", Field::IpProto, Dec),
-    n("arp_op", Field::ArpOp, Dec),
-    n("nw_tos", Field::IpDscp, Tos), n("ip_dscp", Field::IpDscp, Dec),
-    n("nw_ecn", Field::IpEcn, Dec), n("ip_ecn", Field::IpEcn, Dec),
-    n("nw_ttl", Field::IpTtl, Dec),
-    n("ip_frag", Field::IpFrag, Frag), n("nw_frag", Field::IpFrag, Frag),
-    n("tp_src", Field::TpSrc, Dec), n("tcp_src", Field::TpSrc, Dec),
-    n("udp_src", Field::TpSrc, Dec), n("sctp_src", Field::TpSrc, Dec),
-    n("tp_dst", Field::TpDst, Dec), n("tcp_dst", Field::TpDst, Dec),
-    n("udp_dst", Field::TpDst, Dec), n("sctp_dst", Field::TpDst, Dec),
-    n("icmp_type", Field::IcmpType, Dec), n("icmpv4_type", Field::IcmpType, Dec),
-    n("icmp_code", Field::IcmpCode, Dec), n("icmpv4_code", Field::IcmpCode, Dec),
-    n("arp_sha", Field::ArpSha, Mac), n("arp_tha", Field::ArpTha, Mac),
-    n("ipv6_src", Field::Ipv6SrcLow, Ipv6), n("ipv6_dst", Field::Ipv6DstLow, Ipv6),
-    n("ipv6_label", Field::Ipv6Label, Hex), n("ipv6_exthdr", Field::Ipv6Exthdr, Hex),
-    n("icmpv6_type", Field::Icmpv6Type, Dec), n("icmpv6_code", Field::Icmpv6Code, Dec),
-    n("nd_target", Field::NdTargetLow, Ipv6),
-    n("nd_sll", Field::NdSll, Mac), n("nd_tll", Field::NdTll, Mac),
-    n("mpls_label", Field::MplsLabel, Dec), n("mpls_tc", Field::MplsTc, Dec),
-    n("mpls_bos", Field::MplsBos, Dec), n("mpls_ttl", Field::MplsTtl, Dec),
-    n("pbb_isid", Field::PbbIsid, Dec),
-    // NXM/OXM names, usable wherever a field name is.
-    n("NXM_OF_IN_PORT", Field::InPort, Port), n("OXM_OF_IN_PORT", Field::InPort, Port),
-    n("NXM_NX_REG0", Field::Reg(0), Hex), n("NXM_NX_REG1", Field::Reg(1), Hex),
-    n("NXM_NX_REG2", Field::Reg(2), Hex), n("NXM_NX_REG3", Field::Reg(3), Hex),
-    n("NXM_NX_REG4", Field::Reg(4), Hex), n("NXM_NX_REG5", Field::Reg(5), Hex),
-    n("NXM_NX_REG6", Field::Reg(6), Hex), n("NXM_NX_REG7", Field::Reg(7), Hex),
-    n("NXM_NX_TUN_ID", Field::TunId, Hex), n("OXM_OF_TUNNEL_ID", Field::TunId, Hex),
-    n("NXM_NX_TUN_IPV4_SRC", Field::TunSrc, Ipv4),
-    n("NXM_NX_TUN_IPV4_DST", Field::TunDst, Ipv4),
-    n("NXM_NX_PKT_MARK", Field::PktMark, Hex),
-    n("NXM_NX_CT_STATE", Field::CtState, CtState),
-    n("NXM_NX_CT_ZONE", Field::CtZone, Dec),
-    n("NXM_NX_CT_MARK", Field::CtMark, Hex),
-    n("NXM_NX_CT_LABEL", Field::CtLabelLow, Label),
-    n("OXM_OF_METADATA", Field::Metadata, Hex),
-    n("NXM_OF_ETH_SRC", Field::EthSrc, Mac), n("OXM_OF_ETH_SRC", Field::EthSrc, Mac),
-    n("NXM_OF_ETH_DST", Field::EthDst, Mac), n("OXM_OF_ETH_DST", Field::EthDst, Mac),
-    n("NXM_OF_ETH_TYPE", Field::EthType, Hex), n("OXM_OF_ETH_TYPE", Field::EthType, Hex),
-    n("NXM_OF_VLAN_TCI", Field::VlanTci, Hex),
-    n("NXM_OF_IP_SRC", Field::IpSrc, Ipv4), n("OXM_OF_IPV4_SRC", Field::IpSrc, Ipv4),
-    n("NXM_OF_IP_DST", Field::IpDst, Ipv4), n("OXM_OF_IPV4_DST", Field::IpDst, Ipv4),
-    n("NXM_OF_IP_PROTO", Field::IpProto, Dec), n("OXM_OF_IP_PROTO", Field::IpProto, Dec),
-    n("NXM_NX_IP_TTL", Field::IpTtl, Dec),
-    n("NXM_NX_IP_FRAG", Field::IpFrag, Frag),
-    n("NXM_OF_TCP_SRC", Field::TpSrc, Dec), n("OXM_OF_TCP_SRC", Field::TpSrc, Dec),
-    n("NXM_OF_TCP_DST", Field::TpDst, Dec), n("OXM_OF_TCP_DST", Field::TpDst, Dec),
-    n("NXM_OF_UDP_SRC", Field::TpSrc, Dec), n("OXM_OF_UDP_SRC", Field::TpSrc, Dec),
-    n("NXM_OF_UDP_DST", Field::TpDst, Dec), n("OXM_OF_UDP_DST", Field::TpDst, Dec),
-    n("NXM_OF_ARP_OP", Field::ArpOp, Dec), n("OXM_OF_ARP_OP", Field::ArpOp, Dec),
-    n("NXM_OF_ARP_SPA", Field::ArpSpa, Ipv4), n("OXM_OF_ARP_SPA", Field::ArpSpa, Ipv4),
-    n("NXM_OF_ARP_TPA", Field::ArpTpa, Ipv4), n("OXM_OF_ARP_TPA", Field::ArpTpa, Ipv4),
-    n("NXM_NX_ARP_SHA", Field::ArpSha, Mac), n("OXM_OF_ARP_SHA", Field::ArpSha, Mac),
-    n("NXM_NX_ARP_THA", Field::ArpTha, Mac), n("OXM_OF_ARP_THA", Field::ArpTha, Mac),
-    n("OXM_OF_IP_DSCP", Field::IpDscp, Dec),
-    n("NXM_NX_IP_ECN", Field::IpEcn, Dec), n("OXM_OF_IP_ECN", Field::IpEcn, Dec),
-    n("NXM_OF_ICMP_TYPE", Field::IcmpType, Dec), n("OXM_OF_ICMPV4_TYPE", Field::IcmpType, Dec),
-    n("NXM_OF_ICMP_CODE", Field::IcmpCode, Dec), n("OXM_OF_ICMPV4_CODE", Field::IcmpCode, Dec),
-    n("NXM_NX_IPV6_SRC", Field::Ipv6SrcLow, Ipv6), n("OXM_OF_IPV6_SRC", Field::Ipv6SrcLow, Ipv6),
-    n("NXM_NX_IPV6_DST", Field::Ipv6DstLow, Ipv6), n("OXM_OF_IPV6_DST", Field::Ipv6DstLow, Ipv6),
-    n("NXM_NX_IPV6_LABEL", Field::Ipv6Label, Hex), n("OXM_OF_IPV6_FLABEL", Field::Ipv6Label, Hex),
-    n("OXM_OF_IPV6_EXTHDR", Field::Ipv6Exthdr, Hex),
-    n("NXM_NX_ICMPV6_TYPE", Field::Icmpv6Type, Dec), n("OXM_OF_ICMPV6_TYPE", Field::Icmpv6Type, Dec),
-    n("NXM_NX_ICMPV6_CODE", Field::Icmpv6Code, Dec), n("OXM_OF_ICMPV6_CODE", Field::Icmpv6Code, Dec),
-    n("NXM_NX_ND_TARGET", Field::NdTargetLow, Ipv6), n("OXM_OF_IPV6_ND_TARGET", Field::NdTargetLow, Ipv6),
-    n("NXM_NX_ND_SLL", Field::NdSll, Mac), n("OXM_OF_IPV6_ND_SLL", Field::NdSll, Mac),
-    n("NXM_NX_ND_TLL", Field::NdTll, Mac), n("OXM_OF_IPV6_ND_TLL", Field::NdTll, Mac),
-    n("OXM_OF_MPLS_LABEL", Field::MplsLabel, Dec), n("OXM_OF_MPLS_TC", Field::MplsTc, Dec),
-    n("OXM_OF_MPLS_BOS", Field::MplsBos, Dec), n("NXM_NX_MPLS_TTL", Field::MplsTtl, Dec),
-    n("OXM_OF_PBB_ISID", Field::PbbIsid, Dec),
-];
+/// The registry entry a match or `set_field` name denotes.
+pub(crate) fn lookup_def(name: &str) -> Option<&'static FieldDef> {
+    registry::by_name(name)
+}
 
-/// The field a name denotes, with its value syntax.
+/// The key field a name denotes, with its value syntax.
 pub(crate) fn lookup(name: &str) -> Option<(Field, Syntax)> {
-    NAMES
-        .iter()
-        .find(|e| {
-            if e.name.starts_with("NXM_") || e.name.starts_with("OXM_") {
-                e.name.eq_ignore_ascii_case(name)
-            } else {
-                e.name == name
-            }
-        })
-        .map(|e| (e.field, e.syntax))
+    lookup_def(name).and_then(|d| Some((d.key, d.syntax?)))
 }
 
 /// The field a match/set_field name denotes (`nw_src`, `NXM_NX_REG0`...).
@@ -170,115 +28,12 @@ pub fn field_by_name(name: &str) -> Option<Field> {
 
 /// The value syntax of a field as dumps print it.
 pub(crate) fn syntax_of(field: Field) -> Syntax {
-    match field {
-        Field::InPort => Port,
-        Field::TunSrc
-        | Field::TunDst
-        | Field::IpSrc
-        | Field::IpDst
-        | Field::ArpSpa
-        | Field::ArpTpa => Ipv4,
-        Field::EthSrc
-        | Field::EthDst
-        | Field::ArpSha
-        | Field::ArpTha
-        | Field::NdSll
-        | Field::NdTll => Mac,
-        Field::Ipv6SrcLow
-        | Field::Ipv6SrcHigh
-        | Field::Ipv6DstLow
-        | Field::Ipv6DstHigh
-        | Field::NdTargetLow
-        | Field::NdTargetHigh => Ipv6,
-        Field::CtState => CtState,
-        Field::IpFrag => Frag,
-        Field::CtZone
-        | Field::IpProto
-        | Field::ArpOp
-        | Field::IpDscp
-        | Field::IpEcn
-        | Field::IpTtl
-        | Field::TpSrc
-        | Field::TpDst
-        | Field::IcmpType
-        | Field::IcmpCode
-        | Field::Icmpv6Type
-        | Field::Icmpv6Code
-        | Field::MplsLabel
-        | Field::MplsTc
-        | Field::MplsBos
-        | Field::MplsTtl
-        | Field::PbbIsid => Dec,
-        Field::PktMark
-        | Field::Reg(_)
-        | Field::TunId
-        | Field::CtMark
-        | Field::CtLabelLow
-        | Field::CtLabelHigh
-        | Field::Metadata
-        | Field::EthType
-        | Field::VlanTci
-        | Field::Ipv6Label
-        | Field::Ipv6Exthdr => Hex,
-    }
+    registry::syntax_of(field)
 }
 
 /// The NXM name Nicira actions print for a field (`NXM_NX_REG0`).
 pub(crate) fn nxm_name(field: Field) -> &'static str {
-    match field {
-        Field::InPort => "NXM_OF_IN_PORT",
-        Field::PktMark => "NXM_NX_PKT_MARK",
-        Field::Reg(0) => "NXM_NX_REG0",
-        Field::Reg(1) => "NXM_NX_REG1",
-        Field::Reg(2) => "NXM_NX_REG2",
-        Field::Reg(3) => "NXM_NX_REG3",
-        Field::Reg(4) => "NXM_NX_REG4",
-        Field::Reg(5) => "NXM_NX_REG5",
-        Field::Reg(6) => "NXM_NX_REG6",
-        Field::Reg(_) => "NXM_NX_REG7",
-        Field::TunId => "NXM_NX_TUN_ID",
-        Field::TunSrc => "NXM_NX_TUN_IPV4_SRC",
-        Field::TunDst => "NXM_NX_TUN_IPV4_DST",
-        Field::CtState => "NXM_NX_CT_STATE",
-        Field::CtMark => "NXM_NX_CT_MARK",
-        Field::CtZone => "NXM_NX_CT_ZONE",
-        Field::CtLabelLow | Field::CtLabelHigh => "NXM_NX_CT_LABEL",
-        Field::Metadata => "OXM_OF_METADATA",
-        Field::EthSrc => "NXM_OF_ETH_SRC",
-        Field::VlanTci => "NXM_OF_VLAN_TCI",
-        Field::EthDst => "NXM_OF_ETH_DST",
-        Field::EthType => "NXM_OF_ETH_TYPE",
-        Field::IpSrc => "NXM_OF_IP_SRC",
-        Field::IpDst => "NXM_OF_IP_DST",
-        Field::ArpSpa => "NXM_OF_ARP_SPA",
-        Field::ArpTpa => "NXM_OF_ARP_TPA",
-        Field::IpProto => "NXM_OF_IP_PROTO",
-        Field::ArpOp => "NXM_OF_ARP_OP",
-        Field::IpDscp => "OXM_OF_IP_DSCP",
-        Field::IpEcn => "NXM_NX_IP_ECN",
-        Field::IpTtl => "NXM_NX_IP_TTL",
-        Field::IpFrag => "NXM_NX_IP_FRAG",
-        Field::TpSrc => "NXM_OF_TCP_SRC",
-        Field::TpDst => "NXM_OF_TCP_DST",
-        Field::IcmpType => "NXM_OF_ICMP_TYPE",
-        Field::IcmpCode => "NXM_OF_ICMP_CODE",
-        Field::ArpSha => "NXM_NX_ARP_SHA",
-        Field::ArpTha => "NXM_NX_ARP_THA",
-        Field::Ipv6SrcLow | Field::Ipv6SrcHigh => "NXM_NX_IPV6_SRC",
-        Field::Ipv6DstLow | Field::Ipv6DstHigh => "NXM_NX_IPV6_DST",
-        Field::Ipv6Label => "NXM_NX_IPV6_LABEL",
-        Field::Ipv6Exthdr => "OXM_OF_IPV6_EXTHDR",
-        Field::Icmpv6Type => "NXM_NX_ICMPV6_TYPE",
-        Field::Icmpv6Code => "NXM_NX_ICMPV6_CODE",
-        Field::NdTargetLow | Field::NdTargetHigh => "NXM_NX_ND_TARGET",
-        Field::NdSll => "NXM_NX_ND_SLL",
-        Field::NdTll => "NXM_NX_ND_TLL",
-        Field::MplsLabel => "OXM_OF_MPLS_LABEL",
-        Field::MplsTc => "OXM_OF_MPLS_TC",
-        Field::MplsBos => "OXM_OF_MPLS_BOS",
-        Field::MplsTtl => "NXM_NX_MPLS_TTL",
-        Field::PbbIsid => "OXM_OF_PBB_ISID",
-    }
+    registry::nxm_name(field)
 }
 
 /// Parses an unsigned integer like C's `strtoull(s, 0)`: decimal, `0x` hex

@@ -7,6 +7,7 @@ use super::fields::{
 };
 use super::{split_top, PortNames, TextError};
 use crate::action::{group, port, Instructions, TABLE_ALL};
+use crate::field::{FieldDef, Prereq};
 use crate::flow_mod::{flow_mod_flags, FlowMod, FlowModCommand};
 use crate::key::{Field, FlowKey};
 use crate::matching::{
@@ -31,28 +32,22 @@ const PROTOCOLS: [(&str, u16, Option<u8>); 13] = [
     ("mplsm", ETH_TYPE_MPLS_MCAST, None),
 ];
 
-/// Fields OVS matches only exactly (meta-flow's "Maskable: no" among
-/// those that take a plain integer): the MPLS label stack entry's parts,
-/// as OpenFlow 1.3 defines them.
-const EXACT_ONLY: [Field; 4] = [
-    Field::MplsLabel,
-    Field::MplsTc,
-    Field::MplsBos,
-    Field::MplsTtl,
-];
-
-/// What a field name demands beyond `Match::check_prerequisites`: the
-/// protocol-specific port names need that very protocol, as in OVS.
-/// `icmp_type` and `icmp_code` serve ICMPv6 too, since OVS dumps ICMPv6
-/// flows with them.
-fn name_prerequisite(name: &str) -> Option<(&'static [u8], &'static str)> {
-    match name.split('_').next() {
-        Some("tcp") => Some((&[IP_PROTO_TCP], "tcp")),
-        Some("udp") => Some((&[IP_PROTO_UDP], "udp")),
-        Some("sctp") => Some((&[IP_PROTO_SCTP], "sctp")),
-        Some("icmp") => Some((&[IP_PROTO_ICMP, IP_PROTO_ICMPV6], "icmp or icmp6")),
-        Some("icmpv4") => Some((&[IP_PROTO_ICMP], "icmp")),
-        Some("icmpv6") => Some((&[IP_PROTO_ICMPV6], "icmp6")),
+/// What a field demands of `ip_proto` beyond `Match::check_prerequisites`
+/// (which accepts any protocol whose header has the key field's bits):
+/// the registry's protocol-specific fields (`tcp_src`, `NXM_OF_UDP_DST`,
+/// `icmpv6_type`) need that very protocol, as in OVS. Written as
+/// `icmp_type`/`icmp_code`, ICMP's serve ICMPv6 too, since OVS dumps
+/// ICMPv6 flows with them (and its parser takes them back).
+fn name_prerequisite(name: &str, def: &FieldDef) -> Option<(&'static [u8], &'static str)> {
+    match def.prereq {
+        Prereq::Proto(IP_PROTO_ICMP) if matches!(name, "icmp_type" | "icmp_code") => {
+            Some((&[IP_PROTO_ICMP, IP_PROTO_ICMPV6], "icmp or icmp6"))
+        }
+        Prereq::Proto(IP_PROTO_TCP) => Some((&[IP_PROTO_TCP], "tcp")),
+        Prereq::Proto(IP_PROTO_UDP) => Some((&[IP_PROTO_UDP], "udp")),
+        Prereq::Proto(IP_PROTO_SCTP) => Some((&[IP_PROTO_SCTP], "sctp")),
+        Prereq::Proto(IP_PROTO_ICMP) => Some((&[IP_PROTO_ICMP], "icmp")),
+        Prereq::Proto(IP_PROTO_ICMPV6) => Some((&[IP_PROTO_ICMPV6], "icmp6")),
         _ => None,
     }
 }
@@ -61,7 +56,7 @@ fn name_prerequisite(name: &str) -> Option<(&'static [u8], &'static str)> {
 struct MatchBuilder {
     m: Match,
     /// Names used, to check name-specific prerequisites at the end.
-    named: Vec<(String, Field)>,
+    named: Vec<(String, &'static FieldDef)>,
 }
 
 impl MatchBuilder {
@@ -90,15 +85,19 @@ impl MatchBuilder {
                 return Ok(true);
             }
         }
-        let Some((field, syntax)) = fields::lookup(name) else {
+        let Some(def) = fields::lookup_def(name) else {
             return Ok(false);
         };
+        let Some(syntax) = def.syntax else {
+            return Ok(false);
+        };
+        let field = def.key;
         let v = value.ok_or_else(|| TextError::MissingValue(name.to_string()))?;
         if syntax == Syntax::Label {
             let (value, mask) = parse_label(token, v)?;
             if mask != 0 {
                 self.m.set_ct_label_masked(value, mask);
-                self.named.push((name.to_string(), field));
+                self.named.push((name.to_string(), def));
             }
             return Ok(true);
         }
@@ -106,12 +105,14 @@ impl MatchBuilder {
             let (value, mask) = parse_ipv6(token, v)?;
             if mask != 0 {
                 self.m.set128_masked(field, value, mask);
-                self.named.push((name.to_string(), field));
+                self.named.push((name.to_string(), def));
             }
             return Ok(true);
         }
         let (value, mask) = parse_value(token, field, syntax, v, ports)?;
-        if EXACT_ONLY.contains(&field) && mask != field.full_mask() {
+        // Maskability is the registry's, as meta-flow's "Maskable" is
+        // OVS's: a partial mask on an exact-only field is refused.
+        if !def.maskable && mask != field.full_mask() && mask != 0 {
             return Err(TextError::value(
                 token,
                 format!("{name} does not support masking"),
@@ -123,14 +124,15 @@ impl MatchBuilder {
         // A repeated field replaces the earlier value: the last one wins,
         // as in ovs-ofctl.
         self.m.set_masked(field, value, mask);
-        self.named.push((name.to_string(), field));
+        self.named.push((name.to_string(), def));
         Ok(true)
     }
 
     fn finish(self) -> Result<Match, TextError> {
         let proto = self.m.exact(Field::IpProto).map(|p| p as u8);
-        for (name, field) in &self.named {
-            if let Some((want, kw)) = name_prerequisite(name) {
+        for (name, def) in &self.named {
+            let field = &def.key;
+            if let Some((want, kw)) = name_prerequisite(name, def) {
                 if !proto.is_some_and(|p| want.contains(&p)) {
                     return Err(TextError::MissingPrerequisite {
                         field: name.clone(),

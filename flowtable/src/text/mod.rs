@@ -205,4 +205,6 @@ pub(crate) fn split_top(s: &str) -> Result<Vec<&str>, TextError> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_fields;
+#[cfg(test)]
 mod tests_ipv6;

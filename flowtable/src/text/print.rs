@@ -151,13 +151,7 @@ pub(crate) fn format_subfield(sf: &SubField) -> String {
 
 /// The name of the 128-bit field whose low half is `low`.
 pub(crate) fn wide_name(low: Field) -> &'static str {
-    match low {
-        Field::Ipv6SrcLow => "ipv6_src",
-        Field::Ipv6DstLow => "ipv6_dst",
-        Field::NdTargetLow => "nd_target",
-        Field::CtLabelLow => "ct_label",
-        f => f.name(),
-    }
+    crate::field::name_of(low)
 }
 
 /// The name `set_field:` prints for a field.

@@ -417,3 +417,5 @@ mod tests_mpls;
 pub(crate) fn millisecond_duration(d: std::time::Duration) -> std::time::Duration {
     std::time::Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
+#[cfg(test)]
+mod tests_fields;

@@ -4,7 +4,9 @@
 //! # Design
 //!
 //! [`HEADERS`] lists every TLV header xbr understands and where its bits
-//! land in a [`flowtable::Field`]. A header may carry only part of a field
+//! land in a [`flowtable::Field`], as the field registry
+//! ([`flowtable::field`]) describes them: class, code, width,
+//! maskability and prerequisites all come from there. A header may carry only part of a field
 //! (OXM VLAN_VID is 13 of the 16 bits of the OVS-style TCI, NXM_NX_IP_FRAG
 //! 2 of 8) or sit shifted inside its wire value (NXM_OF_IP_TOS keeps the
 //! DSCP in its upper 6 bits). Decoding accepts every header of a field;
@@ -15,10 +17,8 @@
 //! Cost: a decode is a linear scan of the (small, static) table per TLV.
 
 use super::{err, Ctx, Put, Reader, WireError};
-use flowtable::matching::{
-    ETH_TYPE_ARP, ETH_TYPE_IPV4, ETH_TYPE_IPV6, ICMPV6_ND_NA, ICMPV6_ND_NS, IP_PROTO_ICMP,
-    IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_UDP,
-};
+use flowtable::field::Prereq;
+use flowtable::matching::{IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP};
 use flowtable::{Field, Match, SubField};
 
 pub use super::fields::{OXM_CLASS_NXM0, OXM_CLASS_NXM1, OXM_CLASS_OPENFLOW_BASIC};
@@ -28,7 +28,6 @@ pub use super::fields::{OXM_CLASS_NXM0, OXM_CLASS_NXM1, OXM_CLASS_OPENFLOW_BASIC
 pub const OXM_CLASS_PACKET_REGS: u16 = 0x8001;
 
 pub use super::fields::{FieldHeader, HEADERS};
-use super::fields::{Prereq, B, O};
 pub use super::oxm_set::{emit_set_ct_label, emit_set_field, emit_set_field128, emit_set_vlan};
 pub(crate) use super::oxm_set::{emit_set_field_for, parse_set_field};
 
@@ -39,10 +38,16 @@ pub fn lookup(class: u16, field: u8) -> Option<&'static FieldHeader> {
         .find(|h| h.class == class && h.field == field)
 }
 
-pub(super) fn find(class: u16, field: u8) -> &'static FieldHeader {
-    // Every (class, field) passed here is a literal present in HEADERS; the
-    // fallback is the first entry only to stay total.
-    lookup(class, field).unwrap_or(&HEADERS[0])
+/// The header of this name (the codec names the few it picks by hand:
+/// VLAN_VID, VLAN_PCP, VLAN_TCI, CT_LABEL).
+pub(super) fn named(name: &str) -> &'static FieldHeader {
+    // Every name passed here is a literal of the registry (the tests
+    // encode with each); the fallback is the first entry only to stay
+    // total.
+    HEADERS
+        .iter()
+        .find(|h| h.name == name)
+        .unwrap_or(&HEADERS[0])
 }
 
 /// The header a match on `field` is dumped with (not VLAN TCI or L4 ports,
@@ -83,11 +88,8 @@ pub fn operand_header(sf: &SubField) -> &'static FieldHeader {
 
 /// The NXM_NX_CT_LABEL entry of [`HEADERS`].
 pub(super) fn ct_label_header() -> &'static FieldHeader {
-    find(OXM_CLASS_NXM1, CT_LABEL_FIELD)
+    named("NXM_NX_CT_LABEL")
 }
-
-/// NXM_NX_CT_LABEL's field number in class 0x0001.
-const CT_LABEL_FIELD: u8 = 108;
 
 /// Decodes a Nicira action operand: a bare 32-bit header plus a bit range
 /// within the header's field, checked to lie inside it.
@@ -376,35 +378,12 @@ fn parse_packet_reg(r: &mut Reader<'_>, m: &mut Match) -> Result<(), WireError> 
 }
 
 fn check_prereqs(m: &Match, used: &[&'static FieldHeader]) -> Result<(), WireError> {
-    let eth_type = m.exact(Field::EthType).map(|v| v as u16);
-    let proto = m.exact(Field::IpProto).map(|v| v as u8);
-    let is_ipv4 = eth_type == Some(ETH_TYPE_IPV4);
-    let is_ipv6 = eth_type == Some(ETH_TYPE_IPV6);
-    let is_icmp6 = is_ipv6 && proto == Some(IP_PROTO_ICMPV6);
-    let icmp6_type = m.exact(Field::Icmpv6Type).map(|t| t as u8);
-    for fh in used {
-        let ok = match fh.prereq {
-            Prereq::None => true,
-            Prereq::Ip => is_ipv4 || is_ipv6,
-            Prereq::Ipv4 => is_ipv4,
-            Prereq::Ipv6 => is_ipv6,
-            Prereq::Arp => eth_type == Some(ETH_TYPE_ARP),
-            Prereq::Proto(IP_PROTO_ICMP) => is_ipv4 && proto == Some(IP_PROTO_ICMP),
-            Prereq::Proto(IP_PROTO_ICMPV6) => is_icmp6,
-            Prereq::Proto(p) => (is_ipv4 || is_ipv6) && proto == Some(p),
-            Prereq::Nd(t) => is_icmp6 && icmp6_type == Some(t),
-            Prereq::NdAny => {
-                is_icmp6 && matches!(icmp6_type, Some(ICMPV6_ND_NS) | Some(ICMPV6_ND_NA))
-            }
-            Prereq::Mpls => eth_type.is_some_and(flowtable::matching::is_mpls),
-            Prereq::Pbb => eth_type == Some(flowtable::matching::ETH_TYPE_PBB),
-        };
-        if !ok {
-            return Err(WireError::BadMatch(
-                err::BMC_BAD_PREREQ,
-                format!("{} used without its prerequisite", fh.name),
-            ));
-        }
+    let pinned = m.pinned();
+    if let Some(fh) = used.iter().find(|fh| !fh.prereq.met(&pinned)) {
+        return Err(WireError::BadMatch(
+            err::BMC_BAD_PREREQ,
+            format!("{} used without its prerequisite", fh.name),
+        ));
     }
     m.check_prerequisites()
         .map_err(|e| WireError::BadMatch(err::BMC_BAD_PREREQ, e.to_string()))
@@ -429,72 +408,18 @@ fn emit_part(out: &mut Vec<u8>, m: &Match, fh: &FieldHeader) {
     }
 }
 
-/// The order OVS writes a match in (`nx_put_raw`): metadata, L2, L3, L4,
-/// ARP, tunnel, registers, mark, conntrack, OpenFlow metadata. Keeping it
-/// makes a dumped flow byte-identical to the FLOW_MOD ovs-ofctl sent.
-/// A 128-bit field's two halves are one TLV, emitted at the low half.
-const ENCODE_ORDER: [Field; 52] = [
-    Field::InPort,
-    Field::EthSrc,
-    Field::EthDst,
-    Field::EthType,
-    Field::VlanTci,
-    Field::MplsTc,
-    Field::MplsBos,
-    Field::MplsTtl,
-    Field::MplsLabel,
-    Field::PbbIsid,
-    Field::IpSrc,
-    Field::IpDst,
-    Field::Ipv6SrcLow,
-    Field::Ipv6DstLow,
-    Field::Ipv6Label,
-    Field::Ipv6Exthdr,
-    Field::IpFrag,
-    Field::IpDscp,
-    Field::IpEcn,
-    Field::IpTtl,
-    Field::IpProto,
-    Field::TpSrc,
-    Field::TpDst,
-    Field::IcmpType,
-    Field::IcmpCode,
-    Field::Icmpv6Type,
-    Field::Icmpv6Code,
-    Field::NdTargetLow,
-    Field::NdSll,
-    Field::NdTll,
-    Field::ArpOp,
-    Field::ArpSpa,
-    Field::ArpTpa,
-    Field::ArpSha,
-    Field::ArpTha,
-    Field::TunId,
-    Field::TunSrc,
-    Field::TunDst,
-    Field::Reg(0),
-    Field::Reg(1),
-    Field::Reg(2),
-    Field::Reg(3),
-    Field::Reg(4),
-    Field::Reg(5),
-    Field::Reg(6),
-    Field::Reg(7),
-    Field::PktMark,
-    Field::CtState,
-    Field::CtZone,
-    Field::CtMark,
-    Field::CtLabelLow,
-    Field::Metadata,
-];
-
-/// Encodes a match as OXM TLVs, in OVS's order.
+/// Encodes a match as OXM TLVs, in OVS's order (the registry's
+/// [`flowtable::field::encode_order`]; a 128-bit field's two halves are
+/// one TLV, emitted at the low half).
 pub fn emit_oxms(m: &Match, out: &mut Vec<u8>) {
     let proto = m.exact(Field::IpProto).map(|v| v as u8);
     let present: Vec<Field> = m.fields().collect();
     let wanted =
         |f: &Field| present.contains(f) || f.high_half().is_some_and(|h| present.contains(&h));
-    for field in ENCODE_ORDER.into_iter().filter(wanted) {
+    for &field in flowtable::field::encode_order()
+        .iter()
+        .filter(|f| wanted(f))
+    {
         match field {
             Field::CtLabelLow => {
                 let (value, mask) = m.ct_label();
@@ -512,10 +437,10 @@ pub fn emit_oxms(m: &Match, out: &mut Vec<u8>) {
                 // `vlan_vid=0x1000/0x1000,vlan_pcp=3`); a partial PCP mask
                 // only fits NXM's vlan_tci.
                 if pcp == 0 || pcp == 0xe000 {
-                    emit_part(out, m, find(B, 6));
-                    emit_part(out, m, find(B, 7));
+                    emit_part(out, m, named("OXM_OF_VLAN_VID"));
+                    emit_part(out, m, named("OXM_OF_VLAN_PCP"));
                 } else {
-                    emit_part(out, m, find(O, 4));
+                    emit_part(out, m, named("NXM_OF_VLAN_TCI"));
                 }
             }
             Field::TpSrc | Field::TpDst => emit_part(out, m, l4_port_header(field, proto)),
@@ -568,20 +493,19 @@ pub fn emit_match(m: &Match, out: &mut Vec<u8>) {
 }
 
 /// The OXM header of a transport port (`TpSrc`/`TpDst`, one field in the
-/// key) for a flow whose match fixes `ip_proto`: UDP's or SCTP's, else
-/// TCP's.
+/// key) for a flow whose match fixes `ip_proto`: the field whose
+/// prerequisite is that protocol (UDP's or SCTP's), else TCP's.
 pub(super) fn l4_port_header(field: Field, ip_proto: Option<u8>) -> &'static FieldHeader {
-    let base = match ip_proto {
-        Some(IP_PROTO_UDP) => 15,
-        Some(IP_PROTO_SCTP) => 17,
-        _ => 13,
+    let proto = match ip_proto {
+        Some(p @ (IP_PROTO_UDP | IP_PROTO_SCTP)) => p,
+        _ => IP_PROTO_TCP,
     };
-    find(
-        B,
-        if field == Field::TpSrc {
-            base
-        } else {
-            base + 1
-        },
-    )
+    HEADERS
+        .iter()
+        .find(|h| {
+            h.class == OXM_CLASS_OPENFLOW_BASIC
+                && h.target == field
+                && h.prereq == Prereq::Proto(proto)
+        })
+        .unwrap_or_else(|| match_header(field))
 }

@@ -1,9 +1,8 @@
 //! The OXM TLV of OFPAT_SET_FIELD: which headers may be set, and the
 //! header a set field is written back with.
 
-use super::fields::B;
 use super::oxm::{
-    ct_label_header, emit_tlv, find, l4_port_header, match_header, parse_tlv, set_field_header,
+    ct_label_header, emit_tlv, l4_port_header, match_header, named, parse_tlv, set_field_header,
 };
 use super::{err, Reader, WireError};
 use flowtable::{Action, Field};
@@ -38,10 +37,10 @@ pub(crate) fn parse_set_field(r: &mut Reader<'_>) -> Result<Action, WireError> {
         });
     }
     // OXM_OF_VLAN_VID / OXM_OF_VLAN_PCP: parts of the key's vlan_tci.
-    if fh.class == B && fh.field == 6 {
+    if fh.name == "OXM_OF_VLAN_VID" {
         return Ok(Action::SetVlanVid(tlv.value as u16));
     }
-    if fh.class == B && fh.field == 7 {
+    if fh.name == "OXM_OF_VLAN_PCP" {
         return Ok(Action::SetVlanPcp(tlv.value as u8));
     }
     if !fh.is_whole() || !fh.target.is_writable() {
@@ -86,7 +85,11 @@ pub(crate) fn emit_set_field_for(
 /// Encodes the OXM TLV of a SET_FIELD of OXM_OF_VLAN_VID (`pcp` false) or
 /// OXM_OF_VLAN_PCP.
 pub fn emit_set_vlan(pcp: bool, value: u16, out: &mut Vec<u8>) {
-    let fh = find(B, if pcp { 7 } else { 6 });
+    let fh = named(if pcp {
+        "OXM_OF_VLAN_PCP"
+    } else {
+        "OXM_OF_VLAN_VID"
+    });
     emit_tlv(
         out,
         fh,
