@@ -495,3 +495,216 @@ fn a_restart_with_other_tables_rewrites_the_adopted_entries() -> Result<()> {
     assert_eq!(burst(100, Duration::from_secs(10))?, 100, "{}", xbr.log());
     Ok(())
 }
+
+/// The address pod A uses for B, which only xbr's NAT knows (a Service
+/// handled in the switch, as in `xdp_cache_nat.rs`).
+const VIP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 128, 0, 100);
+/// The NATed streams: A to the VIP at this rate, and B's replies of a
+/// second connection back to A, for this long.
+const NAT_RATE: u64 = 50_000;
+const NAT_REPLY_RATE: u64 = 10_000;
+const NAT_SECONDS: u64 = 4;
+
+/// What `xbr stats` counts as `name` (0 if absent).
+fn stat(stats: &str, name: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(": "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `count` datagrams from `from`:`sport` to `via`:`dport`, received by
+/// `to` on its own address `to_ip`:`dport`; how many arrived.
+fn nat_udp(
+    from: &Pod,
+    sport: u16,
+    to: &Pod,
+    to_ip: std::net::Ipv4Addr,
+    via: std::net::Ipv4Addr,
+    dport: u16,
+    count: u64,
+) -> Result<u64> {
+    let tool = Path::new(TOOL);
+    let rx = UdpReceiver::start(
+        tool,
+        to.ns(),
+        SocketAddrV4::new(to_ip, dport),
+        count,
+        Duration::from_secs(10),
+    )?;
+    udp_send_from(
+        tool,
+        from.ns(),
+        sport,
+        SocketAddrV4::new(via, dport),
+        count,
+        1000,
+    )?;
+    rx.finish()
+}
+
+/// A NATed connection (pod A to a virtual address that xbr's
+/// `ct(commit,nat(dst=B))` translates, B's replies un-NATed by
+/// `ct(nat)`) keeps forwarding across a SIGTERM restart, both ways: the
+/// next xbr adopts the cache entries that rewrite the addresses, with
+/// the bindings restored from its state file, and none is removed.
+#[test]
+fn natted_connections_keep_forwarding_across_a_restart() -> Result<()> {
+    let _alone = ONE_STREAM_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let tool = Path::new(TOOL);
+    let (a, b) = xdp_pods()?;
+    for p in [&a, &b] {
+        p.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
+    }
+    let vip = VIP.to_string();
+    a.exec_ok(&[
+        "ip",
+        "neigh",
+        "replace",
+        &vip,
+        "lladdr",
+        b.mac(),
+        "dev",
+        POD_IF,
+        "nud",
+        "permanent",
+    ])?;
+    b.add_neighbor(&a)?;
+    let flows = [
+        "table=0, priority=100, ip, actions=ct(nat,table=1)".to_string(),
+        format!(
+            "table=1, priority=100, in_port=1, ip, nw_dst={VIP}, ct_state=+trk+new, \
+             actions=ct(commit,nat(dst={}),table=2)",
+            b.ip()
+        ),
+        "table=1, priority=100, in_port=1, ip, ct_state=+trk+est, actions=output:2".into(),
+        "table=1, priority=100, in_port=2, ip, ct_state=+trk+est+rpl, actions=output:1".into(),
+        "table=2, priority=100, actions=output:2".into(),
+    ];
+    let args: Vec<String> = [
+        "--xdp-cache".to_string(),
+        "on".into(),
+        "--state-snapshot".into(),
+        SNAPSHOT_PERIOD.into(),
+        "--port".into(),
+        format!("{}=1,xdp_redirect=on", a.host_if()),
+        "--port".into(),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ]
+    .into();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut xbr = Xbr::start(&argv)?;
+    for f in &flows {
+        xbr.add_flow(f)?;
+    }
+    // Two connections through the VIP, each replied (so established and
+    // carried by the cache): the first streams A -> VIP, the second
+    // streams B's replies -> A.
+    let (fwd, rev) = ((SRC_PORT, DST_PORT), (SRC_PORT + 1, DST_PORT + 1));
+    for (sport, dport) in [fwd, rev] {
+        // One: until the reply, the next would be `+new` to B's own
+        // address, which these flows do not forward.
+        assert_eq!(
+            nat_udp(&a, sport, &b, b.ip(), VIP, dport, 1)?,
+            1,
+            "A -> VIP\n{}",
+            xbr.log()
+        );
+        assert_eq!(
+            nat_udp(&b, dport, &a, a.ip(), a.ip(), sport, 10)?,
+            10,
+            "B's replies\n{}",
+            xbr.log()
+        );
+        assert_eq!(
+            nat_udp(&a, sport, &b, b.ip(), VIP, dport, 100)?,
+            100,
+            "A -> VIP established\n{}",
+            xbr.log()
+        );
+    }
+    nat_udp(&b, rev.1, &a, a.ip(), a.ip(), rev.0, 100)?;
+    let dump = xbr.client_ok(&["dpctl", "dump-flows", BRIDGE])?;
+    assert!(
+        dump.contains(&format!("dst={VIP}")) && dump.contains(&format!("src={}", b.ip())),
+        "no kernel entries for the NATed connections:\n{dump}\n{}",
+        xbr.log()
+    );
+    // The newest snapshot holds the connections (as restart_under_load).
+    std::thread::sleep(Duration::from_millis(1500));
+
+    let n_fwd = NAT_RATE * NAT_SECONDS;
+    let n_rev = NAT_REPLY_RATE * NAT_SECONDS;
+    let counters = |p: &Pod, q: &Pod| -> Result<(u64, u64)> {
+        Ok((
+            udp_counter(p, "SndbufErrors")?,
+            udp_counter(q, "RcvbufErrors")?,
+        ))
+    };
+    let (fwd0, rev0) = (counters(&a, &b)?, counters(&b, &a)?);
+    let wait = Duration::from_secs(NAT_SECONDS + 10);
+    let rx_fwd = UdpReceiver::start(tool, b.ns(), SocketAddrV4::new(b.ip(), fwd.1), n_fwd, wait)?;
+    let rx_rev = UdpReceiver::start(tool, a.ns(), SocketAddrV4::new(a.ip(), rev.0), n_rev, wait)?;
+    let (sent_fwd, sent_rev) = std::thread::scope(|s| -> Result<(u64, u64)> {
+        let (a, b) = (&a, &b);
+        let f = s.spawn(move || {
+            udp_send_from(
+                tool,
+                a.ns(),
+                fwd.0,
+                SocketAddrV4::new(VIP, fwd.1),
+                n_fwd,
+                NAT_RATE,
+            )
+        });
+        let r = s.spawn(move || {
+            let to = SocketAddrV4::new(a.ip(), rev.0);
+            udp_send_from(tool, b.ns(), rev.1, to, n_rev, NAT_REPLY_RATE)
+        });
+        std::thread::sleep(STOP_AFTER);
+        let status = xbr.stop(Signal::SIGTERM)?;
+        assert!(status.success(), "xbr's exit: {status}\n{}", xbr.log());
+        xbr.restart(&argv)?;
+        let join = |h: std::thread::ScopedJoinHandle<'_, Result<u64>>| {
+            h.join()
+                .map_err(|_| HarnessError::Unexpected("a sender panicked".into()))?
+        };
+        Ok((join(f)?, join(r)?))
+    })?;
+    let (got_fwd, got_rev) = (rx_fwd.finish()?, rx_rev.finish()?);
+    let (fwd1, rev1) = (counters(&a, &b)?, counters(&b, &a)?);
+    let loss = |sent, received, c0: (u64, u64), c1: (u64, u64)| Loss {
+        sent,
+        received,
+        not_sent: c1.0 - c0.0,
+        receiver: c1.1 - c0.1,
+    };
+    let lf = loss(sent_fwd, got_fwd, fwd0, fwd1);
+    let lr = loss(sent_rev, got_rev, rev0, rev1);
+    let stats = xbr.client_ok(&["stats", BRIDGE])?;
+    let (kept, rewritten, removed) = (
+        stat(&stats, "adopted"),
+        stat(&stats, "adopt_rewritten"),
+        stat(&stats, "adopt_removed"),
+    );
+    println!(
+        "NAT: A -> VIP {lf:?}, lost in the switch {}; B -> A (replies, un-NATed) {lr:?}, \
+         lost in the switch {}; cache entries of the previous process: {kept} kept, \
+         {rewritten} rewritten, {removed} removed",
+        lf.switch(),
+        lr.switch()
+    );
+    assert!(
+        kept + rewritten >= 2 && removed == 0,
+        "the NATed entries were not adopted:\n{stats}\n{}",
+        xbr.log()
+    );
+    assert_eq!(lf.switch(), 0, "A -> VIP lost frames in the switch: {lf:?}");
+    assert_eq!(lr.switch(), 0, "B -> A lost frames in the switch: {lr:?}");
+    // The bindings came back: a new burst still goes through the VIP.
+    assert_eq!(nat_udp(&a, fwd.0, &b, b.ip(), VIP, fwd.1, 100)?, 100);
+    Ok(())
+}
