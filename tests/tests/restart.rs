@@ -708,3 +708,184 @@ fn natted_connections_keep_forwarding_across_a_restart() -> Result<()> {
     assert_eq!(nat_udp(&a, fwd.0, &b, b.ip(), VIP, fwd.1, 100)?, 100);
     Ok(())
 }
+
+/// Paced VXLAN from a remote node: `count` packets at `rate` a second to
+/// `dst:4789` with VNI `vni`, each an xbr-testtool UDP datagram (source
+/// port 40000, destination 7777; its payload pattern, which the
+/// receiver checks) from `sip` to `dip` with the MACs given; the outer
+/// UDP checksum off, as VTEPs send it. Prints how many it sent.
+const PACED_VXLAN_SENDER: &str = r#"
+import socket, struct, sys, time
+dst, vni, dmac, smac, sip, dip, count, rate = sys.argv[1:9]
+count, rate = int(count), int(rate)
+def csum(b):
+    s = sum(struct.unpack('!%dH' % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return (~s) & 0xffff
+mac = lambda m: bytes.fromhex(m.replace(':', ''))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 11, 1)
+hdr = struct.pack('!II', 0x08000000, int(vni) << 8) + mac(dmac) + mac(smac) + b'\x08\x00'
+tail = bytes((i * 31 + 7) & 0xff for i in range(16, 64))
+t0 = time.monotonic()
+seq = 0
+while seq < count:
+    due = min(count, int((time.monotonic() - t0) * rate) + 1)
+    while seq < due:
+        payload = b'XBRTTOOL' + struct.pack('!Q', seq) + tail
+        udp = struct.pack('!HHHH', 40000, 7777, 8 + len(payload), 0) + payload
+        ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(udp), seq & 0xffff, 0x4000, 64, 17, 0,
+                         socket.inet_aton(sip), socket.inet_aton(dip))
+        ip = ip[:10] + struct.pack('!H', csum(ip)) + ip[12:]
+        s.sendto(hdr + ip + udp, (dst, 4789))
+        seq += 1
+    time.sleep(0.0005)
+print(seq)
+"#;
+
+/// The VXLAN stream: rate and length.
+const VXLAN_RATE: u64 = 10_000;
+const VXLAN_SECONDS: u64 = 4;
+const VXLAN_VNI: u64 = 4242;
+/// The inner datagrams' destination port (the sender's).
+const VXLAN_INNER_PORT: u16 = 7777;
+
+/// `count` VXLAN packets at `rate` from `node` to `local`, for pod `b`;
+/// how many were sent.
+fn send_vxlan(
+    node: &Pod,
+    local: std::net::Ipv4Addr,
+    b: &Pod,
+    count: u64,
+    rate: u64,
+) -> Result<u64> {
+    let args = [
+        local.to_string(),
+        VXLAN_VNI.to_string(),
+        b.mac().to_string(),
+        "0a:58:0a:81:00:02".to_string(),
+        "10.129.0.2".to_string(),
+        b.ip().to_string(),
+        count.to_string(),
+        rate.to_string(),
+    ];
+    let mut argv = vec!["python3", "-c", PACED_VXLAN_SENDER];
+    argv.extend(args.iter().map(String::as_str));
+    let out = node
+        .ns()
+        .exec(&argv, Duration::from_secs(count / rate + 30))?
+        .ok()?;
+    out.stdout
+        .trim()
+        .parse()
+        .map_err(|_| HarnessError::Unexpected(format!("the VXLAN sender said {:?}", out.stdout)))
+}
+
+/// A flow from a remote node (VXLAN, decapsulated by the uplink's XDP
+/// program from its cache entry) keeps forwarding across a SIGTERM
+/// restart: the next xbr adopts the decapsulating entry (keyed by the
+/// uplink, the tunnel source and the VNI) instead of removing it.
+#[test]
+fn a_decapsulated_vxlan_flow_keeps_forwarding_across_a_restart() -> Result<()> {
+    require_tool("python3")?;
+    let _alone = ONE_STREAM_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let tool = Path::new(TOOL);
+    let (_a, b) = xdp_pods()?;
+    // The underlay: a remote node's namespace on a veth whose root end is
+    // xbr's uplink, the node's address on it (a /30 of 198.18.0.0/15,
+    // the benchmarking range, by pid).
+    let n = std::process::id() % 16_384;
+    let base = std::net::Ipv4Addr::from(0xc612_0000 + (n << 2));
+    let local = std::net::Ipv4Addr::from(u32::from(base) + 1);
+    let remote = std::net::Ipv4Addr::from(u32::from(base) + 2);
+    let node = Pod::new(remote, 30, "02:00:c6:12:00:02")?;
+    let cidr = format!("{local}/30");
+    run_timeout(
+        Command::new("ip").args(["addr", "add", &cidr, "dev", node.host_if()]),
+        CMD_TIMEOUT,
+    )?
+    .ok()?;
+    let args: Vec<String> = [
+        "--xdp-cache".to_string(),
+        "on".into(),
+        "--port".into(),
+        format!(
+            "vxlan0=1,type=vxlan,local_ip={local},uplink={}",
+            node.host_if()
+        ),
+        "--port".into(),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ]
+    .into();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut xbr = Xbr::start(&argv)?;
+    xbr.add_flow(&format!("in_port=1,ip,nw_dst={},actions=output:2", b.ip()))?;
+    let to_b = SocketAddrV4::new(b.ip(), VXLAN_INNER_PORT);
+    // Twice: the first burst also makes the node learn the remote's MAC
+    // (its ARP), a next-hop change that retires the cache's entries.
+    for _ in 0..2 {
+        let rx = UdpReceiver::start(tool, b.ns(), to_b, 100, Duration::from_secs(10))?;
+        send_vxlan(&node, local, &b, 100, 1000)?;
+        assert_eq!(rx.finish()?, 100, "VXLAN to B\n{}", xbr.log());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let dump = xbr.client_ok(&["dpctl", "dump-flows", BRIDGE])?;
+    assert!(
+        dump.contains(&format!("tunnel(src={remote},vni={VXLAN_VNI})")),
+        "no decapsulating kernel entry:\n{dump}\n{}",
+        xbr.log()
+    );
+
+    let count = VXLAN_RATE * VXLAN_SECONDS;
+    let receiver0 = udp_counter(&b, "RcvbufErrors")?;
+    let rx = UdpReceiver::start(
+        tool,
+        b.ns(),
+        to_b,
+        count,
+        Duration::from_secs(VXLAN_SECONDS + 10),
+    )?;
+    let sent = std::thread::scope(|s| -> Result<u64> {
+        let (node, b) = (&node, &b);
+        let sender = s.spawn(move || send_vxlan(node, local, b, count, VXLAN_RATE));
+        std::thread::sleep(STOP_AFTER);
+        let status = xbr.stop(Signal::SIGTERM)?;
+        assert!(status.success(), "xbr's exit: {status}\n{}", xbr.log());
+        xbr.restart(&argv)?;
+        sender
+            .join()
+            .map_err(|_| HarnessError::Unexpected("the sender panicked".into()))?
+    })?;
+    let received = rx.finish()?;
+    let loss = Loss {
+        sent,
+        received,
+        not_sent: 0,
+        receiver: udp_counter(&b, "RcvbufErrors")? - receiver0,
+    };
+    let stats = xbr.client_ok(&["stats", BRIDGE])?;
+    let (kept, rewritten, removed) = (
+        stat(&stats, "adopted"),
+        stat(&stats, "adopt_rewritten"),
+        stat(&stats, "adopt_removed"),
+    );
+    println!(
+        "VXLAN: {loss:?}, lost in the switch {}; cache entries of the previous process: \
+         {kept} kept, {rewritten} rewritten, {removed} removed",
+        loss.switch()
+    );
+    assert!(
+        kept + rewritten >= 1 && removed == 0,
+        "the decapsulating entry was not adopted:\n{stats}\n{}",
+        xbr.log()
+    );
+    assert_eq!(
+        loss.switch(),
+        0,
+        "VXLAN to B lost frames in the switch: {loss:?}"
+    );
+    Ok(())
+}
