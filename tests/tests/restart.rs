@@ -13,6 +13,11 @@
 //! - flows (`dump-flows --no-stats`), groups, meters and connections
 //!   (`ovs-appctl dpctl/dump-conntrack`) are the same before and after.
 //!
+//! The same, without the agent's pipeline, for a NATed connection (a
+//! virtual address translated by xbr's `ct(nat)`, both directions) and
+//! for a flow decapsulated from VXLAN: their cache entries are adopted,
+//! none lost.
+//!
 //! Loss is split by where it happened, from the pods' own counters
 //! (`/proc/net/snmp` in each namespace): datagrams A's veth refused
 //! (`SndbufErrors`: its ring toward the switch was full), datagrams B's
