@@ -35,8 +35,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use xbr_tests::{
-    require_tool, run_timeout, udp_send_from, xdp_pods, Conversation, HarnessError, Pod, Result,
-    UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, POD_IF,
+    require_tool, run_timeout, udp_send_from, xdp_pods, Conversation, HarnessError, InnerFrame,
+    Pod, Result, UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, POD_IF, VXLAN_INNER_PORT,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -714,48 +714,10 @@ fn natted_connections_keep_forwarding_across_a_restart() -> Result<()> {
     Ok(())
 }
 
-/// Paced VXLAN from a remote node: `count` packets at `rate` a second to
-/// `dst:4789` with VNI `vni`, each an xbr-testtool UDP datagram (source
-/// port 40000, destination 7777; its payload pattern, which the
-/// receiver checks) from `sip` to `dip` with the MACs given; the outer
-/// UDP checksum off, as VTEPs send it. Prints how many it sent.
-const PACED_VXLAN_SENDER: &str = r#"
-import socket, struct, sys, time
-dst, vni, dmac, smac, sip, dip, count, rate = sys.argv[1:9]
-count, rate = int(count), int(rate)
-def csum(b):
-    s = sum(struct.unpack('!%dH' % (len(b) // 2), b))
-    while s >> 16:
-        s = (s & 0xffff) + (s >> 16)
-    return (~s) & 0xffff
-mac = lambda m: bytes.fromhex(m.replace(':', ''))
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, 11, 1)
-hdr = struct.pack('!II', 0x08000000, int(vni) << 8) + mac(dmac) + mac(smac) + b'\x08\x00'
-tail = bytes((i * 31 + 7) & 0xff for i in range(16, 64))
-t0 = time.monotonic()
-seq = 0
-while seq < count:
-    due = min(count, int((time.monotonic() - t0) * rate) + 1)
-    while seq < due:
-        payload = b'XBRTTOOL' + struct.pack('!Q', seq) + tail
-        udp = struct.pack('!HHHH', 40000, 7777, 8 + len(payload), 0) + payload
-        ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(udp), seq & 0xffff, 0x4000, 64, 17, 0,
-                         socket.inet_aton(sip), socket.inet_aton(dip))
-        ip = ip[:10] + struct.pack('!H', csum(ip)) + ip[12:]
-        s.sendto(hdr + ip + udp, (dst, 4789))
-        seq += 1
-    time.sleep(0.0005)
-print(seq)
-"#;
-
 /// The VXLAN stream: rate and length.
 const VXLAN_RATE: u64 = 10_000;
 const VXLAN_SECONDS: u64 = 4;
 const VXLAN_VNI: u64 = 4242;
-/// The inner datagrams' destination port (the sender's).
-const VXLAN_INNER_PORT: u16 = 7777;
-
 /// `count` VXLAN packets at `rate` from `node` to `local`, for pod `b`;
 /// how many were sent.
 fn send_vxlan(
@@ -765,26 +727,21 @@ fn send_vxlan(
     count: u64,
     rate: u64,
 ) -> Result<u64> {
-    let args = [
-        local.to_string(),
-        VXLAN_VNI.to_string(),
-        b.mac().to_string(),
-        "0a:58:0a:81:00:02".to_string(),
-        "10.129.0.2".to_string(),
-        b.ip().to_string(),
-        count.to_string(),
-        rate.to_string(),
-    ];
-    let mut argv = vec!["python3", "-c", PACED_VXLAN_SENDER];
-    argv.extend(args.iter().map(String::as_str));
-    let out = node
-        .ns()
-        .exec(&argv, Duration::from_secs(count / rate + 30))?
-        .ok()?;
-    out.stdout
-        .trim()
-        .parse()
-        .map_err(|_| HarnessError::Unexpected(format!("the VXLAN sender said {:?}", out.stdout)))
+    let (local, dst_ip) = (local.to_string(), b.ip().to_string());
+    let inner = InnerFrame {
+        dst_mac: b.mac(),
+        src_mac: "0a:58:0a:81:00:02",
+        src_ip: "10.129.0.2",
+        dst_ip: &dst_ip,
+    };
+    xbr_tests::send_vxlan(
+        node.ns().name(),
+        &local,
+        VXLAN_VNI,
+        &inner,
+        count,
+        Some(rate),
+    )
 }
 
 /// A flow from a remote node (VXLAN, decapsulated by the uplink's XDP
