@@ -492,7 +492,11 @@ fn print_table(sizes: &Sizes, figs: &[(Sys, Figures)]) {
         ),
         (
             "saving the flows before the stop",
-            Box::new(move |f| d(f.restart.save.unwrap_or_default())),
+            // xbr writes its state file as it stops (in the stop's time).
+            Box::new(move |f| match f.restart.save {
+                Some(t) => d(t),
+                None => ("(in the stop)".into(), f64::NAN),
+            }),
         ),
         (
             "connections before / after the restart",
