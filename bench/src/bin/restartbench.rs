@@ -457,7 +457,8 @@ fn print_table(sizes: &Sizes, figs: &[(Sys, Figures)]) {
     let get = |s: Sys| figs.iter().find(|(k, _)| *k == s).map(|(_, f)| f);
     let (x, o) = (get(Sys::Xbr), get(Sys::Ovs));
     println!(
-        "\nrestart under load: {} flows, {} connections, streams of {} frames/s for {} s, \
+        "\nrestart under load: {} flows, {} connections, streams of {} frames/s for at least {} s \
+         (until 1 s after the switch is back), \
          restart 1 s in; xbr: SIGTERM and the same command; OVS 3.1 (netdev, afxdp ports): \
          ovs-ctl restart's steps\n",
         sizes.flows + 3,
