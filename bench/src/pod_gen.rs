@@ -106,8 +106,18 @@ impl PodPair {
         rate_pps: Option<u64>,
         cpu: Option<usize>,
     ) -> Result<Sample, MeasureError> {
+        self.run_until(duration, rate_pps, cpu, &AtomicBool::new(false))
+    }
+
+    /// [`PodPair::run`], ending early once `stop` is set.
+    pub fn run_until(
+        &self,
+        duration: Duration,
+        rate_pps: Option<u64>,
+        cpu: Option<usize>,
+        stop: &AtomicBool,
+    ) -> Result<Sample, MeasureError> {
         let before = self.sink.counters()?;
-        let stop = AtomicBool::new(false);
         let bounds = GenBounds {
             duration,
             count: None,
@@ -118,7 +128,7 @@ impl PodPair {
                 pin_and_raise(cpu);
             }
             let idx = topo::ifindex(&self.pod_a, POD_IF)?;
-            Ok(gen::run_live(&self.gen, idx, &bounds, &stop)?)
+            Ok(gen::run_live(&self.gen, idx, &bounds, stop)?)
         })?;
         std::thread::sleep(DRAIN);
         let got = self.sink.counters()?.since(&before);
@@ -132,6 +142,14 @@ impl PodPair {
             p99_ns: got.latency_quantile_ns(0.99),
             ingress_drops: None,
         })
+    }
+}
+
+impl PodPair {
+    /// The generator's frames pod B received so far (the sink's count),
+    /// e.g. to see when a flow's first frame came through.
+    pub fn received(&self) -> Result<u64, MeasureError> {
+        Ok(self.sink.counters()?.tagged)
     }
 }
 

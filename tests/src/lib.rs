@@ -29,6 +29,7 @@ pub mod openflow;
 pub mod ovsdb;
 mod tcp;
 mod tool;
+mod vxlan_sender;
 mod xbr;
 pub mod xbr_stats;
 
@@ -41,6 +42,7 @@ pub use netns::{
 };
 pub use tcp::{greeting, greeting_server, tcp_transfer, tcp_transfer_ns, tcp_transfer_via};
 pub use tool::{udp_send, udp_send_flows, udp_send_from, udp_send_sized, UdpReceiver};
+pub use vxlan_sender::{send_vxlan, InnerFrame, VXLAN_INNER_PORT};
 pub use xbr::{
     flow_n_packets, start_xdp_pair, start_xdp_pair_with, strip_ansi, without_durations,
     xdp_cache_count, xdp_cache_counts, xdp_cache_hits, xdp_pods, Counters, RunDir, Xbr, BRIDGE,

@@ -13,6 +13,11 @@
 //! - flows (`dump-flows --no-stats`), groups, meters and connections
 //!   (`ovs-appctl dpctl/dump-conntrack`) are the same before and after.
 //!
+//! The same, without the agent's pipeline, for a NATed connection (a
+//! virtual address translated by xbr's `ct(nat)`, both directions) and
+//! for a flow decapsulated from VXLAN: their cache entries are adopted,
+//! none lost.
+//!
 //! Loss is split by where it happened, from the pods' own counters
 //! (`/proc/net/snmp` in each namespace): datagrams A's veth refused
 //! (`SndbufErrors`: its ring toward the switch was full), datagrams B's
@@ -30,8 +35,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use xbr_tests::{
-    require_tool, run_timeout, udp_send_from, xdp_pods, Conversation, HarnessError, Pod, Result,
-    UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, POD_IF,
+    require_tool, run_timeout, udp_send_from, xdp_pods, Conversation, HarnessError, InnerFrame,
+    Pod, Result, UdpReceiver, Xbr, BRIDGE, CMD_TIMEOUT, POD_IF, VXLAN_INNER_PORT,
 };
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
@@ -493,5 +498,356 @@ fn a_restart_with_other_tables_rewrites_the_adopted_entries() -> Result<()> {
         xbr.add_flow(f)?;
     }
     assert_eq!(burst(100, Duration::from_secs(10))?, 100, "{}", xbr.log());
+    Ok(())
+}
+
+/// The address pod A uses for B, which only xbr's NAT knows (a Service
+/// handled in the switch, as in `xdp_cache_nat.rs`).
+const VIP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 128, 0, 100);
+/// The NATed streams: A to the VIP at this rate, and B's replies of a
+/// second connection back to A, for this long.
+const NAT_RATE: u64 = 50_000;
+const NAT_REPLY_RATE: u64 = 10_000;
+const NAT_SECONDS: u64 = 4;
+
+/// What `xbr stats` counts as `name` (0 if absent).
+fn stat(stats: &str, name: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(": "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `count` datagrams from `from`:`sport` to `via`:`dport`, received by
+/// `to` on its own address `to_ip`:`dport`; how many arrived.
+fn nat_udp(
+    from: &Pod,
+    sport: u16,
+    to: &Pod,
+    to_ip: std::net::Ipv4Addr,
+    via: std::net::Ipv4Addr,
+    dport: u16,
+    count: u64,
+) -> Result<u64> {
+    let tool = Path::new(TOOL);
+    let rx = UdpReceiver::start(
+        tool,
+        to.ns(),
+        SocketAddrV4::new(to_ip, dport),
+        count,
+        Duration::from_secs(10),
+    )?;
+    udp_send_from(
+        tool,
+        from.ns(),
+        sport,
+        SocketAddrV4::new(via, dport),
+        count,
+        1000,
+    )?;
+    rx.finish()
+}
+
+/// A NATed connection (pod A to a virtual address that xbr's
+/// `ct(commit,nat(dst=B))` translates, B's replies un-NATed by
+/// `ct(nat)`) keeps forwarding across a SIGTERM restart, both ways: the
+/// next xbr adopts the cache entries that rewrite the addresses, with
+/// the bindings restored from its state file, and none is removed.
+#[test]
+fn natted_connections_keep_forwarding_across_a_restart() -> Result<()> {
+    let _alone = ONE_STREAM_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let tool = Path::new(TOOL);
+    let (a, b) = xdp_pods()?;
+    for p in [&a, &b] {
+        p.exec_ok(&["ethtool", "-K", POD_IF, "tx", "off"])?;
+    }
+    let vip = VIP.to_string();
+    a.exec_ok(&[
+        "ip",
+        "neigh",
+        "replace",
+        &vip,
+        "lladdr",
+        b.mac(),
+        "dev",
+        POD_IF,
+        "nud",
+        "permanent",
+    ])?;
+    b.add_neighbor(&a)?;
+    let flows = [
+        "table=0, priority=100, ip, actions=ct(nat,table=1)".to_string(),
+        format!(
+            "table=1, priority=100, in_port=1, ip, nw_dst={VIP}, ct_state=+trk+new, \
+             actions=ct(commit,nat(dst={}),table=2)",
+            b.ip()
+        ),
+        "table=1, priority=100, in_port=1, ip, ct_state=+trk+est, actions=output:2".into(),
+        "table=1, priority=100, in_port=2, ip, ct_state=+trk+est+rpl, actions=output:1".into(),
+        "table=2, priority=100, actions=output:2".into(),
+    ];
+    let args: Vec<String> = [
+        "--xdp-cache".to_string(),
+        "on".into(),
+        "--state-snapshot".into(),
+        SNAPSHOT_PERIOD.into(),
+        "--port".into(),
+        format!("{}=1,xdp_redirect=on", a.host_if()),
+        "--port".into(),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ]
+    .into();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut xbr = Xbr::start(&argv)?;
+    for f in &flows {
+        xbr.add_flow(f)?;
+    }
+    // Two connections through the VIP, each replied (so established and
+    // carried by the cache): the first streams A -> VIP, the second
+    // streams B's replies -> A.
+    let (fwd, rev) = ((SRC_PORT, DST_PORT), (SRC_PORT + 1, DST_PORT + 1));
+    for (sport, dport) in [fwd, rev] {
+        // One: until the reply, the next would be `+new` to B's own
+        // address, which these flows do not forward.
+        assert_eq!(
+            nat_udp(&a, sport, &b, b.ip(), VIP, dport, 1)?,
+            1,
+            "A -> VIP\n{}",
+            xbr.log()
+        );
+        assert_eq!(
+            nat_udp(&b, dport, &a, a.ip(), a.ip(), sport, 10)?,
+            10,
+            "B's replies\n{}",
+            xbr.log()
+        );
+        assert_eq!(
+            nat_udp(&a, sport, &b, b.ip(), VIP, dport, 100)?,
+            100,
+            "A -> VIP established\n{}",
+            xbr.log()
+        );
+    }
+    nat_udp(&b, rev.1, &a, a.ip(), a.ip(), rev.0, 100)?;
+    let dump = xbr.client_ok(&["dpctl", "dump-flows", BRIDGE])?;
+    assert!(
+        dump.contains(&format!("dst={VIP}")) && dump.contains(&format!("src={}", b.ip())),
+        "no kernel entries for the NATed connections:\n{dump}\n{}",
+        xbr.log()
+    );
+    // The newest snapshot holds the connections (as restart_under_load).
+    std::thread::sleep(Duration::from_millis(1500));
+
+    let n_fwd = NAT_RATE * NAT_SECONDS;
+    let n_rev = NAT_REPLY_RATE * NAT_SECONDS;
+    let counters = |p: &Pod, q: &Pod| -> Result<(u64, u64)> {
+        Ok((
+            udp_counter(p, "SndbufErrors")?,
+            udp_counter(q, "RcvbufErrors")?,
+        ))
+    };
+    let (fwd0, rev0) = (counters(&a, &b)?, counters(&b, &a)?);
+    let wait = Duration::from_secs(NAT_SECONDS + 10);
+    let rx_fwd = UdpReceiver::start(tool, b.ns(), SocketAddrV4::new(b.ip(), fwd.1), n_fwd, wait)?;
+    let rx_rev = UdpReceiver::start(tool, a.ns(), SocketAddrV4::new(a.ip(), rev.0), n_rev, wait)?;
+    let (sent_fwd, sent_rev) = std::thread::scope(|s| -> Result<(u64, u64)> {
+        let (a, b) = (&a, &b);
+        let f = s.spawn(move || {
+            udp_send_from(
+                tool,
+                a.ns(),
+                fwd.0,
+                SocketAddrV4::new(VIP, fwd.1),
+                n_fwd,
+                NAT_RATE,
+            )
+        });
+        let r = s.spawn(move || {
+            let to = SocketAddrV4::new(a.ip(), rev.0);
+            udp_send_from(tool, b.ns(), rev.1, to, n_rev, NAT_REPLY_RATE)
+        });
+        std::thread::sleep(STOP_AFTER);
+        let status = xbr.stop(Signal::SIGTERM)?;
+        assert!(status.success(), "xbr's exit: {status}\n{}", xbr.log());
+        xbr.restart(&argv)?;
+        let join = |h: std::thread::ScopedJoinHandle<'_, Result<u64>>| {
+            h.join()
+                .map_err(|_| HarnessError::Unexpected("a sender panicked".into()))?
+        };
+        Ok((join(f)?, join(r)?))
+    })?;
+    let (got_fwd, got_rev) = (rx_fwd.finish()?, rx_rev.finish()?);
+    let (fwd1, rev1) = (counters(&a, &b)?, counters(&b, &a)?);
+    let loss = |sent, received, c0: (u64, u64), c1: (u64, u64)| Loss {
+        sent,
+        received,
+        not_sent: c1.0 - c0.0,
+        receiver: c1.1 - c0.1,
+    };
+    let lf = loss(sent_fwd, got_fwd, fwd0, fwd1);
+    let lr = loss(sent_rev, got_rev, rev0, rev1);
+    let stats = xbr.client_ok(&["stats", BRIDGE])?;
+    let (kept, rewritten, removed) = (
+        stat(&stats, "adopted"),
+        stat(&stats, "adopt_rewritten"),
+        stat(&stats, "adopt_removed"),
+    );
+    println!(
+        "NAT: A -> VIP {lf:?}, lost in the switch {}; B -> A (replies, un-NATed) {lr:?}, \
+         lost in the switch {}; cache entries of the previous process: {kept} kept, \
+         {rewritten} rewritten, {removed} removed",
+        lf.switch(),
+        lr.switch()
+    );
+    assert!(
+        kept + rewritten >= 2 && removed == 0,
+        "the NATed entries were not adopted:\n{stats}\n{}",
+        xbr.log()
+    );
+    assert_eq!(lf.switch(), 0, "A -> VIP lost frames in the switch: {lf:?}");
+    assert_eq!(lr.switch(), 0, "B -> A lost frames in the switch: {lr:?}");
+    // The bindings came back: a new burst still goes through the VIP.
+    assert_eq!(nat_udp(&a, fwd.0, &b, b.ip(), VIP, fwd.1, 100)?, 100);
+    Ok(())
+}
+
+/// The VXLAN stream: rate and length.
+const VXLAN_RATE: u64 = 10_000;
+const VXLAN_SECONDS: u64 = 4;
+const VXLAN_VNI: u64 = 4242;
+/// `count` VXLAN packets at `rate` from `node` to `local`, for pod `b`;
+/// how many were sent.
+fn send_vxlan(
+    node: &Pod,
+    local: std::net::Ipv4Addr,
+    b: &Pod,
+    count: u64,
+    rate: u64,
+) -> Result<u64> {
+    let (local, dst_ip) = (local.to_string(), b.ip().to_string());
+    let inner = InnerFrame {
+        dst_mac: b.mac(),
+        src_mac: "0a:58:0a:81:00:02",
+        src_ip: "10.129.0.2",
+        dst_ip: &dst_ip,
+    };
+    xbr_tests::send_vxlan(
+        node.ns().name(),
+        &local,
+        VXLAN_VNI,
+        &inner,
+        count,
+        Some(rate),
+    )
+}
+
+/// A flow from a remote node (VXLAN, decapsulated by the uplink's XDP
+/// program from its cache entry) keeps forwarding across a SIGTERM
+/// restart: the next xbr adopts the decapsulating entry (keyed by the
+/// uplink, the tunnel source and the VNI) instead of removing it.
+#[test]
+fn a_decapsulated_vxlan_flow_keeps_forwarding_across_a_restart() -> Result<()> {
+    require_tool("python3")?;
+    let _alone = ONE_STREAM_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let tool = Path::new(TOOL);
+    let (_a, b) = xdp_pods()?;
+    // The underlay: a remote node's namespace on a veth whose root end is
+    // xbr's uplink, the node's address on it (a /30 of 198.18.0.0/15,
+    // the benchmarking range, by pid).
+    let n = std::process::id() % 16_384;
+    let base = std::net::Ipv4Addr::from(0xc612_0000 + (n << 2));
+    let local = std::net::Ipv4Addr::from(u32::from(base) + 1);
+    let remote = std::net::Ipv4Addr::from(u32::from(base) + 2);
+    let node = Pod::new(remote, 30, "02:00:c6:12:00:02")?;
+    let cidr = format!("{local}/30");
+    run_timeout(
+        Command::new("ip").args(["addr", "add", &cidr, "dev", node.host_if()]),
+        CMD_TIMEOUT,
+    )?
+    .ok()?;
+    let args: Vec<String> = [
+        "--xdp-cache".to_string(),
+        "on".into(),
+        "--port".into(),
+        format!(
+            "vxlan0=1,type=vxlan,local_ip={local},uplink={}",
+            node.host_if()
+        ),
+        "--port".into(),
+        format!("{}=2,xdp_redirect=on", b.host_if()),
+    ]
+    .into();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut xbr = Xbr::start(&argv)?;
+    xbr.add_flow(&format!("in_port=1,ip,nw_dst={},actions=output:2", b.ip()))?;
+    let to_b = SocketAddrV4::new(b.ip(), VXLAN_INNER_PORT);
+    // Twice: the first burst also makes the node learn the remote's MAC
+    // (its ARP), a next-hop change that retires the cache's entries.
+    for _ in 0..2 {
+        let rx = UdpReceiver::start(tool, b.ns(), to_b, 100, Duration::from_secs(10))?;
+        send_vxlan(&node, local, &b, 100, 1000)?;
+        assert_eq!(rx.finish()?, 100, "VXLAN to B\n{}", xbr.log());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let dump = xbr.client_ok(&["dpctl", "dump-flows", BRIDGE])?;
+    assert!(
+        dump.contains(&format!("tunnel(src={remote},vni={VXLAN_VNI})")),
+        "no decapsulating kernel entry:\n{dump}\n{}",
+        xbr.log()
+    );
+
+    let count = VXLAN_RATE * VXLAN_SECONDS;
+    let receiver0 = udp_counter(&b, "RcvbufErrors")?;
+    let rx = UdpReceiver::start(
+        tool,
+        b.ns(),
+        to_b,
+        count,
+        Duration::from_secs(VXLAN_SECONDS + 10),
+    )?;
+    let sent = std::thread::scope(|s| -> Result<u64> {
+        let (node, b) = (&node, &b);
+        let sender = s.spawn(move || send_vxlan(node, local, b, count, VXLAN_RATE));
+        std::thread::sleep(STOP_AFTER);
+        let status = xbr.stop(Signal::SIGTERM)?;
+        assert!(status.success(), "xbr's exit: {status}\n{}", xbr.log());
+        xbr.restart(&argv)?;
+        sender
+            .join()
+            .map_err(|_| HarnessError::Unexpected("the sender panicked".into()))?
+    })?;
+    let received = rx.finish()?;
+    let loss = Loss {
+        sent,
+        received,
+        not_sent: 0,
+        receiver: udp_counter(&b, "RcvbufErrors")? - receiver0,
+    };
+    let stats = xbr.client_ok(&["stats", BRIDGE])?;
+    let (kept, rewritten, removed) = (
+        stat(&stats, "adopted"),
+        stat(&stats, "adopt_rewritten"),
+        stat(&stats, "adopt_removed"),
+    );
+    println!(
+        "VXLAN: {loss:?}, lost in the switch {}; cache entries of the previous process: \
+         {kept} kept, {rewritten} rewritten, {removed} removed",
+        loss.switch()
+    );
+    assert!(
+        kept + rewritten >= 1 && removed == 0,
+        "the decapsulating entry was not adopted:\n{stats}\n{}",
+        xbr.log()
+    );
+    assert_eq!(
+        loss.switch(),
+        0,
+        "VXLAN to B lost frames in the switch: {loss:?}"
+    );
     Ok(())
 }

@@ -12,37 +12,13 @@ mod lab_common;
 use lab_common::*;
 use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
-use xbr_tests::{link_has_xdp, run_timeout, Pod, Xbr};
+use xbr_tests::{link_has_xdp, InnerFrame, Pod, Xbr};
 
 /// Sends `count` VXLAN packets from `netns` to `dst:4789` with VNI `vni`,
 /// each carrying an xbr-testtool UDP packet (port 7777) from `src_pod` to
-/// `dst_pod` (with their MACs): what a node's VTEP would send. The outer
-/// UDP checksum is off (SO_NO_CHECK), as VTEPs send it.
-const VXLAN_SENDER: &str = r#"
-import socket, struct, sys
-dst, vni, dmac, smac, sip, dip, count = sys.argv[1:8]
-def csum(b):
-    s = sum(struct.unpack('!%dH' % (len(b) // 2), b))
-    while s >> 16:
-        s = (s & 0xffff) + (s >> 16)
-    return (~s) & 0xffff
-mac = lambda m: bytes.fromhex(m.replace(':', ''))
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, 11, 1)
-for seq in range(int(count)):
-    # xbr-testtool's payload pattern after its 16-byte header (its
-    # receiver drops packets whose payload changed).
-    payload = b'XBRTTOOL' + struct.pack('!Q', seq) + bytes((i * 31 + 7) & 0xff for i in range(16, 64))
-    udp = struct.pack('!HHHH', 40000, 7777, 8 + len(payload), 0) + payload
-    ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(udp), seq, 0x4000, 64, 17, 0,
-                     socket.inet_aton(sip), socket.inet_aton(dip))
-    ip = ip[:10] + struct.pack('!H', csum(ip)) + ip[12:]
-    inner = mac(dmac) + mac(smac) + b'\x08\x00' + ip + udp
-    s.sendto(struct.pack('!II', 0x08000000, int(vni) << 8) + inner, (dst, 4789))
-"#;
-
+/// `dst_pod` (with their MACs): what a node's VTEP would send
+/// (`xbr_tests::send_vxlan`).
 fn send_vxlan(
     netns: &str,
     dst: &str,
@@ -51,28 +27,14 @@ fn send_vxlan(
     to: &serde_json::Value,
     count: u64,
 ) {
-    let vni_s = vni.to_string();
-    let count_s = count.to_string();
-    let out = run_timeout(
-        Command::new("ip").args([
-            "netns",
-            "exec",
-            netns,
-            "python3",
-            "-c",
-            VXLAN_SENDER,
-            dst,
-            &vni_s,
-            s(to, "mac"),
-            s(from, "mac"),
-            s(from, "ip"),
-            s(to, "ip"),
-            &count_s,
-        ]),
-        Duration::from_secs(15),
-    )
-    .expect("python3");
-    assert!(out.success(), "VXLAN sender: {}", out.stderr);
+    let inner = InnerFrame {
+        dst_mac: s(to, "mac"),
+        src_mac: s(from, "mac"),
+        src_ip: s(from, "ip"),
+        dst_ip: s(to, "ip"),
+    };
+    let sent = xbr_tests::send_vxlan(netns, dst, vni, &inner, count, None).expect("VXLAN sender");
+    assert_eq!(sent, count, "VXLAN sender");
 }
 
 fn tx_checksumming_on(netns: &str) -> bool {

@@ -43,6 +43,7 @@ pub fn switch_config(cfg: &Config) -> Result<SwitchConfig, ConfigError> {
             _ => Ports::P2P,
         },
         ct_limit: cfg.scenario.uses_conntrack().then_some(CT_LIMIT),
+        c_uncached: false,
     })
 }
 

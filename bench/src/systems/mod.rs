@@ -37,7 +37,9 @@ use crate::topo::{self, Topology, VETH_A, VETH_B, VETH_C};
 
 mod l2fwd;
 mod ovs_switch;
+mod restart;
 pub use ovs_switch::OvsGuard;
+pub use restart::Restarted;
 
 /// Bound on a switch's start (loading XDP, binding sockets, OVS's ports).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -115,6 +117,10 @@ pub struct SwitchConfig {
     /// `--ct-limit`, OVS `dpctl/ct-set-maxconns`), so that a run creating
     /// many connections never meets a full table; `None`: the defaults.
     pub ct_limit: Option<u64>,
+    /// xbr's port for `veth-c` (pod C) is `xdp_redirect=off`: the XDP
+    /// flow cache never forwards to it, so every frame to pod C goes
+    /// through xbr's packet threads (OVS has no such cache; no effect).
+    pub c_uncached: bool,
 }
 
 /// How the topology's veths become the switch's OpenFlow ports. A VXLAN
@@ -385,6 +391,9 @@ pub struct XbrGuard {
     dir: PathBuf,
     /// `xbr-scraped`'s scraper (a shell loop in the host namespace).
     scraper: Option<Child>,
+    /// The arguments of `ip` that started xbr (`netns exec ... xbr run
+    /// ...`), to start the same again ([`Running::restart`]).
+    argv: Vec<std::ffi::OsString>,
 }
 
 impl XbrGuard {
@@ -461,11 +470,14 @@ impl XbrGuard {
         .arg(&cfg.xbr_bin)
         .args(["run", "--bridge", "br0", "--rundir", &rundir])
         .args(ports.iter().flat_map(|p| ["--port", p.as_str()]))
-        .args(
-            topo.pod_c
-                .iter()
-                .flat_map(|_| ["--port".to_string(), format!("{VETH_C}=3")]),
-        )
+        .args(topo.pod_c.iter().flat_map(|_| {
+            let opt = if cfg.c_uncached {
+                ",xdp_redirect=off"
+            } else {
+                ""
+            };
+            ["--port".to_string(), format!("{VETH_C}=3{opt}")]
+        }))
         .args((!own_cpus).then_some(["--cpu", &cpu]).into_iter().flatten())
         .args(
             cfg.ct_limit
@@ -477,6 +489,7 @@ impl XbrGuard {
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2);
+        let argv: Vec<std::ffi::OsString> = cmd.get_args().map(ToOwned::to_owned).collect();
         let child = cmd.spawn().map_err(|e| {
             start_err(
                 System::Xbr,
@@ -487,6 +500,7 @@ impl XbrGuard {
             child: Some(child),
             dir,
             scraper: None,
+            argv,
         };
         let mgmt = g.dir.join("br0.mgmt");
         let deadline = Instant::now() + START_TIMEOUT;

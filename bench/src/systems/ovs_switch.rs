@@ -16,6 +16,8 @@ use crate::topo::{self, Topology, VETH_A, VETH_B, VETH_C};
 pub struct OvsGuard {
     dir: PathBuf,
     netns: String,
+    /// The core ovs-vswitchd runs on (again after a restart).
+    cpu: usize,
 }
 
 impl OvsGuard {
@@ -45,6 +47,7 @@ impl OvsGuard {
         let g = OvsGuard {
             dir: make_dir("ovs")?,
             netns: topo.host.clone(),
+            cpu: cfg.cpu,
         };
         for sub in ["run", "log", "etc"] {
             std::fs::create_dir_all(g.dir.join(sub)).map_err(|source| OvsError::Io {
@@ -82,26 +85,7 @@ impl OvsGuard {
         g.vsctl(&["--no-wait", "init"])?;
         let mask = format!("other_config:pmd-cpu-mask=0x{:x}", 1u64 << cfg.cpu);
         g.vsctl(&["--no-wait", "set", "Open_vSwitch", ".", &mask])?;
-        let cpu = cfg.cpu.to_string();
-        let db_sock = format!("unix:{}", g.p("run/db.sock"));
-        g.ns(
-            &[
-                "nice",
-                "-n",
-                "-20",
-                "taskset",
-                "-c",
-                &cpu,
-                "ovs-vswitchd",
-                &db_sock,
-                &ctl("ovs-vswitchd"),
-                &pid("ovs-vswitchd"),
-                &log("ovs-vswitchd"),
-                "--detach",
-                "--no-chdir",
-            ],
-            CMD_TIMEOUT,
-        )?;
+        g.start_vswitchd()?;
         g.vsctl(&[
             "add-br",
             "br0",
@@ -176,6 +160,115 @@ impl OvsGuard {
         }
         load_flows(&g.dir, &g.dir.join("run"), cfg)?;
         Ok(g)
+    }
+
+    /// Starts ovs-vswitchd (pinned to the switch core, detached: returns
+    /// once it has read its configuration).
+    fn start_vswitchd(&self) -> Result<(), OvsError> {
+        let ctl = |f: &str| format!("--unixctl={}", self.p(&format!("run/{f}.ctl")));
+        let pid = |f: &str| format!("--pidfile={}", self.p(&format!("run/{f}.pid")));
+        let log = |f: &str| format!("--log-file={}", self.p(&format!("log/{f}.log")));
+        let cpu = self.cpu.to_string();
+        let db_sock = format!("unix:{}", self.p("run/db.sock"));
+        self.ns(
+            &[
+                "nice",
+                "-n",
+                "-20",
+                "taskset",
+                "-c",
+                &cpu,
+                "ovs-vswitchd",
+                &db_sock,
+                &ctl("ovs-vswitchd"),
+                &pid("ovs-vswitchd"),
+                &log("ovs-vswitchd"),
+                "--detach",
+                "--no-chdir",
+            ],
+            CMD_TIMEOUT,
+        )?;
+        Ok(())
+    }
+
+    /// Restarts ovs-vswitchd as `ovs-ctl restart` does (ovs-lib's
+    /// `restart`), ovsdb-server aside (it keeps running, as xbr has none
+    /// to restart): `ovs-save save-flows br0` into a script, stop
+    /// ovs-vswitchd (`ovs-appctl exit`), set
+    /// `other_config:flow-restore-wait=true`, start ovs-vswitchd, run the
+    /// script (`replace-flows`), remove `flow-restore-wait`. `spawned` is
+    /// set when the new ovs-vswitchd is started; `flows` bounds the
+    /// restore's time (1 ms a flow on top of the usual bound).
+    pub(super) fn restart_ovs_ctl(
+        &mut self,
+        spawned: &std::sync::OnceLock<Instant>,
+        flows: usize,
+    ) -> Result<super::restart::Restarted, SystemError> {
+        let t = Instant::now();
+        let script = self.ns(
+            &[
+                "/usr/share/openvswitch/scripts/ovs-save",
+                "save-flows",
+                "br0",
+            ],
+            START_TIMEOUT + Duration::from_millis(flows as u64),
+        )?;
+        let path = self.dir.join("restore-flows.sh");
+        std::fs::write(&path, script).map_err(|source| OvsError::Io {
+            context: format!("writing {}", path.display()),
+            source,
+        })?;
+        let save = t.elapsed();
+        let old = self
+            .vswitchd_pid()
+            .ok_or_else(|| start_err(System::OvsAfxdp, "no ovs-vswitchd pid to restart"))?;
+        let t = Instant::now();
+        self.appctl(&["exit"])?;
+        let old = i32::try_from(old)
+            .map_err(|_| start_err(System::OvsAfxdp, format!("pid {old} out of range")))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while nix::sys::signal::kill(nix::unistd::Pid::from_raw(old), None).is_ok() {
+            if Instant::now() > deadline {
+                stop_pid(old);
+                return Err(start_err(
+                    System::OvsAfxdp,
+                    "ovs-vswitchd did not exit within 10 s of `exit`",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let stop = t.elapsed();
+        self.vsctl(&[
+            "--no-wait",
+            "set",
+            "open_vswitch",
+            ".",
+            "other_config:flow-restore-wait=true",
+        ])?;
+        let started = Instant::now();
+        // Set once: a second restart of the same guard keeps the first.
+        let _ = spawned.set(started);
+        self.start_vswitchd()?;
+        let path_s = path.display().to_string();
+        self.ns(
+            &["sh", &path_s],
+            START_TIMEOUT + Duration::from_millis(flows as u64),
+        )?;
+        self.vsctl(&[
+            "--no-wait",
+            "--if-exists",
+            "remove",
+            "open_vswitch",
+            ".",
+            "other_config",
+            "flow-restore-wait=true",
+        ])?;
+        Ok(super::restart::Restarted {
+            save: Some(save),
+            stop,
+            spawned: started,
+            start_to_ready: started.elapsed(),
+        })
     }
 
     pub(super) fn vswitchd_pid(&self) -> Option<u32> {

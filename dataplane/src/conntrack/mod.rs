@@ -100,7 +100,7 @@ pub use dump::{format_entry, Sweeper, SWEEP_INTERVAL};
 pub use host::HostConntrack;
 pub use kernel_new::{KernelMaps, KernelNew};
 pub use tuple::{Addr, Tuple};
-pub use xdp_link::CtLink;
+pub use xdp_link::{CtLink, XdpPeek};
 
 use crate::packet::Layers;
 use flowtable::key::FlowKey;

@@ -58,6 +58,16 @@ pub(super) fn steady(c: &Conn) -> bool {
         && c.tcp.as_ref().is_none_or(|t| t.established())
 }
 
+/// What [`Conntrack::xdp_peek`] found: the outcome `ct()` would give the
+/// packet, and with NAT the tuple it would leave with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpPeek {
+    pub outcome: CtOutcome,
+    /// The packet's addresses and ports after `ct(nat)` (a translated
+    /// connection); `None`: they stay as they came.
+    pub rewritten: Option<Tuple>,
+}
+
 /// The XDP flow cache's hold on a connection it carries, or on a tuple
 /// without one whose uncommitted `+trk+new` it carries (`absent.rs`).
 #[derive(Clone)]
@@ -166,27 +176,43 @@ impl Conntrack {
 
     /// What `ct()` would give a packet of tuple `t` that the XDP cache may
     /// carry, without changing anything: its connection must be live and
-    /// steady, and, when the `ct()` has `nat`, have no translation (which
-    /// would rewrite the packet). `None` otherwise. For adopting the
-    /// entries a previous process left (`engine/adopt.rs`): a packet the
-    /// kernel forwards leaves such a connection as it is, so `ct()`'s
-    /// outcome for it is this.
-    pub fn xdp_peek(&self, t: &Tuple, zone: u16, nat: bool, now: u64) -> Option<CtOutcome> {
+    /// steady; `None` otherwise. When the `ct()` has `nat` and the
+    /// connection a translation, the outcome says so (`+snat`/`+dnat`)
+    /// and [`XdpPeek::rewritten`] is the tuple the packet leaves with,
+    /// as `ct(nat)` rewrites it (the host's own direction of a connection
+    /// learned from it is left as it is, as `ct()` leaves it). For
+    /// adopting the entries a previous process left (`engine/adopt.rs`):
+    /// a packet the kernel forwards leaves such a connection as it is, so
+    /// `ct()`'s outcome for it is this.
+    pub fn xdp_peek(&self, t: &Tuple, zone: u16, nat: bool, now: u64) -> Option<XdpPeek> {
         self.table.with(t, |e| {
             let e = e?;
             let c = e.conn.lock();
-            if c.expires <= now || !steady(&c) || (nat && c.nat != 0) {
+            if c.expires <= now || !steady(&c) {
                 return None;
             }
             let mut st = state::TRK | state::EST;
             if e.reply {
                 st |= state::RPL;
             }
-            Some(CtOutcome {
-                state: st,
-                zone,
-                mark: c.mark,
-                label: c.label(),
+            let mut rewritten = None;
+            if nat && c.nat != 0 {
+                rewritten = match (c.host_orig.as_deref(), e.reply) {
+                    (Some(_), false) => None,
+                    (Some(host_orig), true) => Some(host_orig.reverse()),
+                    (None, true) => Some(c.orig.reverse()),
+                    (None, false) => Some(c.reply.reverse()),
+                };
+                st |= c.nat_state();
+            }
+            Some(XdpPeek {
+                outcome: CtOutcome {
+                    state: st,
+                    zone,
+                    mark: c.mark,
+                    label: c.label(),
+                },
+                rewritten,
             })
         })
     }

@@ -200,10 +200,12 @@ fn a_peek_gives_a_steady_connections_outcome_and_changes_nothing() {
     );
     run(&ct, udp_frame(B, 53, A, 5000), &LOOKUP, 1);
     let est = state::TRK | state::EST;
-    let o = ct.xdp_peek(&udp_tuple(), 0, true, 2).expect("steady");
+    let p = ct.xdp_peek(&udp_tuple(), 0, true, 2).expect("steady");
+    let o = p.outcome;
     assert_eq!((o.state, o.zone, o.mark, o.label), (est, 0, 0, 0));
+    assert_eq!(p.rewritten, None, "no translation: nothing rewritten");
     let back = ct.xdp_peek(&udp_tuple().reverse(), 0, false, 2);
-    assert_eq!(back.map(|o| o.state), Some(est | state::RPL));
+    assert_eq!(back.map(|p| p.outcome.state), Some(est | state::RPL));
     // Nothing changed: not linked, and expiring as before.
     let t = Timeouts::default();
     assert!(ct
@@ -212,12 +214,31 @@ fn a_peek_gives_a_steady_connections_outcome_and_changes_nothing() {
     let l = ct.xdp_link(&udp_tuple(), 0, 0, 2).expect("linkable");
     l.unlink();
 
-    // A translated connection: only a `ct()` without `nat` leaves the
-    // packet as it is.
+    // A translated connection: a `ct()` without `nat` leaves the packet
+    // as it is; `ct(nat)` rewrites it as the binding says, both ways, and
+    // says so in the state.
     let ct = Conntrack::default();
     let node = 0x0a00_000b;
     run(&ct, udp_frame(A, 5000, B, 53), &snat(node), 0);
     run(&ct, udp_frame(B, 53, node, 5000), &LOOKUP, 1);
-    assert!(ct.xdp_peek(&udp_tuple(), 0, true, 2).is_none(), "NAT");
-    assert!(ct.xdp_peek(&udp_tuple(), 0, false, 2).is_some());
+    let plain = ct.xdp_peek(&udp_tuple(), 0, false, 2).expect("steady");
+    assert_eq!((plain.outcome.state, plain.rewritten), (est, None));
+    let out = ct.xdp_peek(&udp_tuple(), 0, true, 2).expect("steady");
+    assert_eq!(out.outcome.state, est | state::SNAT);
+    let to = out.rewritten.expect("rewritten");
+    assert_eq!(
+        (to.src.as_v4(), to.sport, to.dst.as_v4(), to.dport),
+        (node, 5000, B, 53)
+    );
+    let reply = Tuple::v4(0, 17, B, node, 53, 5000);
+    let back = ct.xdp_peek(&reply, 0, true, 2).expect("steady");
+    assert_eq!(back.outcome.state, est | state::RPL | state::SNAT);
+    let to = back.rewritten.expect("rewritten");
+    assert_eq!(
+        (to.src.as_v4(), to.sport, to.dst.as_v4(), to.dport),
+        (B, 53, A, 5000)
+    );
+    // Nothing changed by the peeks: the connection is not linked yet.
+    let l = ct.xdp_link(&udp_tuple(), 0, 0, 2).expect("linkable");
+    l.unlink();
 }

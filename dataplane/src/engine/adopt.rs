@@ -1,7 +1,9 @@
 //! The packet thread's side of adopting a previous xbr's XDP cache
 //! entries at take-over (the design is in `xdpcache/adopt.rs`): each
 //! entry's frame translated with this process's tables and connections,
-//! as a miss would translate it, without counting or changing anything.
+//! as a miss would translate it, without counting or changing anything:
+//! NATed connections with their bindings, decapsulated VXLAN frames with
+//! their tunnel metadata.
 
 use super::live_ports::index_in;
 use super::xdp::{plain_ct_fork, MAX_CT_PASSES};
@@ -109,26 +111,49 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// What a miss of the frame `xk` stands for would install now, if
     /// anything: each pass translated with the current tables; a
     /// `ct(table=N)` fork the cache follows resumes with what conntrack
-    /// says of the connection now (`Conntrack::xdp_peek`: live, steady,
-    /// and no NAT to apply, else `None`); the last pass must be one the
-    /// XDP program carries out (`Engine::fc_action`).
+    /// says of the connection now (`Conntrack::xdp_peek`: live and
+    /// steady; with `nat`, the headers its binding rewrites to, as
+    /// `ct(nat)` would), else `None`; the last pass must be one the XDP
+    /// program carries out (`Engine::fc_action`). A decapsulated frame's
+    /// entry (keyed by the uplink, with the tunnel source and VNI) is
+    /// translated from the VXLAN port, with the tunnel metadata its
+    /// decapsulation gives (the tunnel destination is the port's own
+    /// address).
     fn translate_adopted(&mut self, xk: &FcKey, xlate: &mut Xlate) -> Option<Fresh> {
-        if self.fail_open || entry::is_decapsulated(xk) {
+        if self.fail_open {
             return None;
         }
         let ifindex = u32::from_ne_bytes([xk[0], xk[1], xk[2], xk[3]]);
+        let decap = entry::is_decapsulated(xk);
+        // A decapsulated frame came by the VXLAN port (whose device is the
+        // uplink), any other by a port of its own device.
         let port = self
             .ports
             .iter()
-            .find(|p| p.xdp_ifindex == Some(ifindex) && !p.tunnel)?;
+            .find(|p| p.xdp_ifindex == Some(ifindex) && p.tunnel == decap)?;
         let in_port = port.meta.ofport;
+        let tunnel = if decap {
+            let (tun_src, vni) = entry::key_tunnel(xk);
+            Some((tun_src, vni, port.io.tunnel_local_ip()?))
+        } else {
+            None
+        };
         index_in(&self.port_index, in_port)?;
         let frame = frame_of(xk)?;
-        if entry::frame_key(&frame, ifindex) != Some(*xk) {
+        let mut want = entry::frame_key(&frame, ifindex)?;
+        if let Some((tun_src, vni, _)) = tunnel {
+            entry::set_tunnel(&mut want, tun_src, vni);
+        }
+        if want != *xk {
             return None;
         }
         let mut key = FlowKey::zero();
         packet::extract(&frame, in_port, &mut key);
+        if let Some((tun_src, vni, local)) = tunnel {
+            key.set(Field::TunId, u64::from(vni));
+            key.set(Field::TunSrc, u64::from(tun_src));
+            key.set(Field::TunDst, u64::from(local));
+        }
         let (mut passes, mut forks, mut parts, mut conns) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         loop {
@@ -158,12 +183,20 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 key.get(Field::TpSrc) as u16,
                 key.get(Field::TpDst) as u16,
             );
-            let o = self
+            let peek = self
                 .conntrack
                 .xdp_peek(&tuple, zone, nat.is_some(), self.ct_now)?;
-            // No NAT applied: the fork resumes with the same headers.
+            let o = peek.outcome;
+            // The fork resumes with the headers `ct()` leaves: the same,
+            // or those its NAT binding rewrites to.
             let mut next = *xlate.recirc()?;
             next.set_headers_from(&key);
+            if let Some(to) = peek.rewritten {
+                next.set(Field::IpSrc, u64::from(to.src.as_v4()));
+                next.set(Field::IpDst, u64::from(to.dst.as_v4()));
+                next.set(Field::TpSrc, u64::from(to.sport));
+                next.set(Field::TpDst, u64::from(to.dport));
+            }
             next.set(Field::CtState, u64::from(o.state));
             next.set(Field::CtZone, u64::from(o.zone));
             next.set(Field::CtMark, u64::from(o.mark));

@@ -88,6 +88,11 @@ pub trait PortIo<F: Frames> {
     fn xdp_encap(&mut self, _tun: TunnelMeta, _flow_hash: u32) -> Option<FlowOuter> {
         None
     }
+    /// A tunnel port's own address (the tunnel destination of what it
+    /// decapsulates), as the packet path holds it; `None` for others.
+    fn tunnel_local_ip(&self) -> Option<u32> {
+        None
+    }
     /// Whether what `xdp_encap` returns may have changed since the last
     /// call (a next hop or the uplink's MTU changed): the engine then
     /// invalidates the XDP flow cache. Asked at the start of every round.

@@ -440,6 +440,14 @@ impl PortIo<UmemFrames> for Port {
         }
     }
 
+    fn tunnel_local_ip(&self) -> Option<u32> {
+        match self {
+            Port::Vxlan(v) => Some(v.local_ip()),
+            Port::StandIn(StandIn { vxlan: Some(v), .. }) => Some(v.local_ip()),
+            _ => None,
+        }
+    }
+
     fn xdp_encap_changed(&mut self) -> bool {
         match self {
             Port::Vxlan(v) => v.next_hops_changed(),

@@ -70,6 +70,11 @@ impl<P> VxlanPort<P> {
         }
     }
 
+    /// The port's own address (`options:local_ip`).
+    pub fn local_ip(&self) -> u32 {
+        self.params.local_ip
+    }
+
     pub fn uplink(&self) -> &P {
         &self.uplink
     }

@@ -25,9 +25,14 @@
 //!   flows and connections (linked, as an install links them), its hits
 //!   from now on credited to the restored rules;
 //! - another entry: it is rewritten in place (an install);
-//! - nothing the kernel can carry (the flow, port or connection went, a
-//!   NAT binding, a decapsulated frame): it is removed, and the flow's
+//! - nothing the kernel can carry (the flow, port or connection went, or
+//!   the connection is no longer steady): it is removed, and the flow's
 //!   next frame goes to the packet thread.
+//!
+//! A connection's NAT binding is followed as `ct(nat)` applies it (the
+//! fork resumes with the rewritten headers, `Conntrack::xdp_peek`), and a
+//! decapsulated frame's entry is translated from the VXLAN port with the
+//! tunnel metadata its key holds, so both are kept like any other.
 //!
 //! The kernel keeps forwarding by the entries meanwhile, so a flow that
 //! stays the same never leaves the kernel. Entries of devices that are no

@@ -159,6 +159,13 @@ pub fn set_tunnel(key: &mut FcKey, tun_src: u32, vni: u32) {
     key[KEY_VNI..KEY_VNI + 4].copy_from_slice(&(vni & 0x00ff_ffff).to_be_bytes());
 }
 
+/// A decapsulated frame's tunnel source and VNI, as `set_tunnel` wrote
+/// them (zeros for any other frame's key).
+pub fn key_tunnel(key: &FcKey) -> (u32, u32) {
+    let word = |at: usize| u32::from_be_bytes([key[at], key[at + 1], key[at + 2], key[at + 3]]);
+    (word(KEY_TUN_SRC), word(KEY_VNI))
+}
+
 /// Whether `key` is a decapsulated frame's (its tunnel source is set;
 /// statistics use this, lookups need not: a key also holds the ingress
 /// ifindex, an uplink's for every decapsulated frame).
@@ -377,6 +384,7 @@ mod tests {
         assert!(!is_decapsulated(&k));
         set_tunnel(&mut k, 0x0a00_000c, 0x0123_4567);
         assert!(is_decapsulated(&k));
+        assert_eq!(key_tunnel(&k), (0x0a00_000c, 0x0023_4567));
         assert_eq!(&k[32..40], &[10, 0, 0, 12, 0, 0x23, 0x45, 0x67]);
 
         let t = crate::vxlan::encap::Template::new([2; 6], [4; 6], 0x0a00_000b, 0x0a00_000c, 4789);

@@ -27,8 +27,9 @@
 //! the same step, so an idle entry's last hits are credited before it
 //! goes. A key in the map but not in the mirror (none should be) is
 //! deleted, unless several packet threads share the map (each sweeps it
-//! all, acting on its own entries; the others' are theirs to count) or a
-//! take-over is pending (a previous process's entries, see `XdpGen`); an
+//! all, acting on its own entries; the others' are theirs to count) or
+//! it may be a previous process's entry not adopted yet (pinned maps,
+//! before the take-over and while an adoption is under way); an
 //! entry in the mirror but not in the map (none should be either) is left
 //! to the key-by-key fallback's next use.
 
@@ -134,14 +135,18 @@ impl XdpCache {
     ) -> std::io::Result<()> {
         let mut batch = std::mem::take(&mut self.sweep_batch);
         let read_result = self.maps.read_batch(read, SWEEP_CHUNK as u32, &mut batch);
+        // A previous process's entries (pinned maps) are not in the
+        // mirror until they are adopted: kept until the take-over and
+        // through the adoption, which settles each (`adopt.rs`).
+        let awaiting_adoption = self.adoption.is_some()
+            || (self.maps.pins().is_some() && self.adoptions_seen == 0)
+            || self.maps.generation().is_held();
         if read_result.is_ok() {
             for (key, counters) in &batch {
                 if self.mirror.contains_key(key) {
                     self.visit(key, Some(*counters), now, ct, ct_now, gone);
-                } else if self.threads == 1 && !self.maps.generation().is_held() {
-                    // Another packet thread's, when there are several; a
-                    // previous process's, forwarding until the take-over,
-                    // while the generation is held.
+                } else if self.threads == 1 && !awaiting_adoption {
+                    // Another packet thread's, when there are several.
                     self.maps.delete(key);
                 }
             }
