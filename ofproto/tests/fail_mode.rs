@@ -45,7 +45,10 @@ fn fail_open_needs_a_configured_controller() {
         .unwrap();
     assert!(!*h.dp.fail_open.lock(), "fail-open at once");
     while !*h.dp.fail_open.lock() {
-        assert!(start.elapsed() < Duration::from_secs(5), "never failed open");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "never failed open"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(start.elapsed() >= Duration::from_millis(600));

@@ -132,6 +132,27 @@ impl MatchBuilder {
         let proto = self.m.exact(Field::IpProto).map(|p| p as u8);
         for (name, def) in &self.named {
             let field = &def.key;
+            // On an ICMP flow the transport ports' bits are the ICMP type
+            // and code, which print as `icmp_type`/`icmp_code`: only what
+            // those take back (8 bits, no mask) is accepted, so that a
+            // flow's printed form always parses. OVS takes more here and
+            // then prints a flow its own parser refuses.
+            if matches!(field, Field::TpSrc | Field::TpDst)
+                && matches!(proto, Some(IP_PROTO_ICMP | IP_PROTO_ICMPV6))
+            {
+                let (value, mask) = self.m.get(*field);
+                if mask != 0xffff || value > 0xff {
+                    let what = if *field == Field::TpSrc {
+                        "type"
+                    } else {
+                        "code"
+                    };
+                    return Err(TextError::value(
+                        name,
+                        format!("on an icmp flow {name} is the ICMP {what}: 0 to 255, no mask"),
+                    ));
+                }
+            }
             if let Some((want, kw)) = name_prerequisite(name, def) {
                 if !proto.is_some_and(|p| want.contains(&p)) {
                     return Err(TextError::MissingPrerequisite {

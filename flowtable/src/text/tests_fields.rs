@@ -160,3 +160,22 @@ fn protocol_specific_fields_need_their_protocol_by_any_name() {
         );
     }
 }
+
+#[test]
+fn transport_ports_on_icmp_flows_take_what_icmp_type_and_code_take() {
+    use crate::text::{format_match, parse_flow};
+    // Accepted as in OVS, and printed as the ICMP fields they are.
+    let fm = parse_flow("icmp,tp_src=8,tp_dst=0,actions=drop").unwrap();
+    let printed = format_match(&fm.matching, fm.priority);
+    assert_eq!(printed, "icmp,icmp_type=8,icmp_code=0");
+    assert!(parse_flow(&format!("{printed},actions=drop")).is_ok());
+    // What icmp_type/icmp_code would refuse when printed back.
+    for bad in [
+        "icmp,tp_src=256,actions=drop",
+        "icmp,tp_src=5/0xf,actions=drop",
+        "icmp6,tp_dst=3/0x3,actions=drop",
+    ] {
+        let e = parse_flow(bad).unwrap_err().to_string();
+        assert!(e.contains("0 to 255, no mask"), "{bad}: {e}");
+    }
+}
