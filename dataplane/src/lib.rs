@@ -1,6 +1,7 @@
 //! xbr's dataplane: ports (AF_XDP sockets, TAP devices), the XDP program
-//! and its loader, flow extraction, header rewrites, the poll-mode engine,
-//! and the bridge that ties them to the OpenFlow server.
+//! and its loader, the poll-mode engine, and the bridge that ties them to
+//! the OpenFlow server. What a frame's bytes mean (flow extraction, header
+//! rewrites, checksums, the VXLAN wire format) is the `xbr-packet` crate's.
 //!
 //! `unsafe` is refused everywhere in this crate but in the two modules
 //! that talk to the kernel through raw memory: `xsk` (the AF_XDP rings
@@ -21,7 +22,6 @@ pub mod config;
 pub mod conntrack;
 pub mod control;
 pub mod cpus;
-pub mod csum;
 pub mod ctl;
 pub mod ctl_cli;
 pub mod doctor;
@@ -41,7 +41,6 @@ pub mod netwatch;
 mod nlattr;
 pub mod normal;
 pub mod ovsdb;
-pub mod packet;
 pub mod pin;
 pub mod pmd_stats;
 pub mod ports;
@@ -49,7 +48,6 @@ pub mod privs;
 pub mod probe;
 pub mod qos;
 pub mod readiness;
-pub mod rewrite;
 pub mod state;
 pub mod stats;
 pub mod support;

@@ -17,7 +17,7 @@
 #![no_main]
 
 use dataplane::conntrack::{Conntrack, CtConfig, CtRequest};
-use dataplane::packet::{extract, Layers};
+use xbr_packet::parse::{extract, Layers};
 use flowtable::key::FlowKey;
 use flowtable::NatSpec;
 use libfuzzer_sys::fuzz_target;

@@ -9,7 +9,7 @@
 
 #![no_main]
 
-use dataplane::packet::extract;
+use xbr_packet::parse::extract;
 use dataplane::vxlan::encap::decap;
 use flowtable::key::{Field, FlowKey};
 use libfuzzer_sys::fuzz_target;

@@ -264,7 +264,7 @@ fn build(state: &mut LabState) -> Result<(), LabError> {
         ip(&["-n", pn, "route", "add", &cn, "dev", "eth0"])?;
         ip(&["-n", pn, "route", "add", "224.0.0.0/4", "dev", "eth0"])?;
         // Pods keep the kernel's default offloads, as with the agent's CNI
-        // plugin: xbr completes checksums left to offload (csum.rs).
+        // plugin: xbr completes checksums left to offload (xbr_packet::csum).
         if state.xdp_redirect {
             // A veth accepts XDP-redirected frames only with GRO (or an
             // XDP program) on its peer.

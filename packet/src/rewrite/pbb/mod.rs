@@ -3,8 +3,8 @@
 //! it moves the frame by in place (the caller provides the room); a pop
 //! moves the customer frame behind the tag to the front. No allocation.
 
-use super::{read16, read32, write16};
-use crate::packet::Layers;
+use crate::bytes::{be16, be32, write16};
+use crate::parse::Layers;
 use flowtable::key::FlowKey;
 use flowtable::matching::ETH_TYPE_PBB;
 
@@ -14,7 +14,7 @@ pub const PBB_HEADER_LEN: usize = 18;
 /// Where the I-TAG is: at `layers.l3`, behind ethertype 0x88e7.
 fn itag_at(frame: &[u8], layers: Layers) -> Option<usize> {
     let l3 = usize::from(layers.l3);
-    let ethertype = read16(frame, l3.checked_sub(2)?)?;
+    let ethertype = be16(frame, l3.checked_sub(2)?)?;
     (ethertype == ETH_TYPE_PBB && frame.len() >= l3 + 4).then_some(l3)
 }
 
@@ -54,14 +54,14 @@ pub fn pop_pbb(frame: &mut [u8], layers: Layers) -> Option<(usize, Layers)> {
     }
     frame.copy_within(inner..len, 0);
     let mut scratch = FlowKey::zero();
-    let layers = crate::packet::extract(frame.get(..len - inner)?, 0, &mut scratch);
+    let layers = crate::parse::extract(frame.get(..len - inner)?, 0, &mut scratch);
     Some((inner, layers))
 }
 
 /// Rewrites the I-SID, keeping the tag's other bits.
 pub(super) fn set_isid(frame: &mut [u8], layers: Layers, isid: u32) -> Option<()> {
     let at = itag_at(frame, layers)?;
-    let itag = read32(frame, at)?;
+    let itag = be32(frame, at)?;
     let new = (itag & 0xff00_0000) | (isid & 0x00ff_ffff);
     frame
         .get_mut(at..at + 4)?

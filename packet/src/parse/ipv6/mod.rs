@@ -3,13 +3,14 @@
 //! or ICMPv6 type and code with Neighbor Discovery's target and
 //! link-layer address options.
 //!
-//! Like the rest of `packet`, every read is bounds-checked and a truncated
+//! Like the rest of `parse`, every read is bounds-checked and a truncated
 //! or malformed header ends extraction at the last complete layer. The
 //! chain walk makes progress of at least 8 bytes per header and gives up
 //! after [`MAX_EXT_HEADERS`], so a hostile chain costs a bounded amount of
 //! work.
 
-use super::{be16, extract_ports, mac, FRAG_ANY, FRAG_LATER, L4, NO_L4};
+use super::{extract_ports, mac, FRAG_ANY, FRAG_LATER, L4, NO_L4};
+use crate::bytes::be16;
 use flowtable::key::{exthdr, Field, FlowKey};
 use flowtable::matching::{
     ICMPV6_ND_NA, ICMPV6_ND_NS, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,

@@ -8,13 +8,11 @@
 
 #![no_main]
 
-// The modules under test, from dataplane itself (the other targets build
-// all of it under the sanitizer anyway).
-use dataplane::{csum, packet, rewrite};
 use flowtable::key::{Field, FlowKey};
 use libfuzzer_sys::fuzz_target;
-use packet::extract;
-use rewrite::{ipv4_header_checksum, set_field};
+use xbr_packet::parse::extract;
+use xbr_packet::rewrite::{self, ipv4_header_checksum, set_field};
+use xbr_packet::csum;
 
 /// Every field a SET_FIELD can name; the first input byte picks one.
 const FIELDS: [Field; 31] = [

@@ -3,61 +3,9 @@
 //! bits, and hostile or truncated headers, which must never panic.
 
 use super::*;
-use crate::packet::extract;
-use etherparse::{Icmpv6Type, PacketBuilder};
+use crate::parse::extract;
+use crate::testframes::{nd_frame, tcp6_frame, udp6_frame, DST, SRC};
 use proptest::prelude::*;
-
-pub(crate) const MAC_A: [u8; 6] = [0x0a, 0x58, 0, 0, 0, 1];
-pub(crate) const MAC_B: [u8; 6] = [0x0a, 0x58, 0, 0, 0, 2];
-pub(crate) const SRC: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-pub(crate) const DST: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
-
-fn builder() -> etherparse::PacketBuilderStep<etherparse::IpHeaders> {
-    PacketBuilder::ethernet2(MAC_A, MAC_B).ipv6(SRC, DST, 64)
-}
-
-/// A UDP/IPv6 frame 2001:db8::1:1234 -> 2001:db8:1::2:5678, traffic class
-/// 0x2e (DSCP 11, ECN 2), flow label 0x12345, correct checksum.
-pub(crate) fn udp6_frame() -> Vec<u8> {
-    let mut f = Vec::new();
-    builder().udp(1234, 5678).write(&mut f, &[7u8; 18]).unwrap();
-    f[14] = 0x60 | 0x02;
-    f[15] = 0xe0 | 0x01;
-    f[16..18].copy_from_slice(&[0x23, 0x45]);
-    f
-}
-
-pub(crate) fn tcp6_frame() -> Vec<u8> {
-    let mut f = Vec::new();
-    builder()
-        .tcp(40000, 80, 1, 1000)
-        .write(&mut f, b"GET /")
-        .unwrap();
-    f
-}
-
-/// An NS (135) for fe80::99 with an SLL option, or an NA (136) with a TLL
-/// option, checksum computed by etherparse.
-pub(crate) fn nd_frame(ty: u8) -> Vec<u8> {
-    let mut payload = vec![0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x99];
-    let opt = if ty == ICMPV6_ND_NS {
-        ND_OPT_SLL
-    } else {
-        ND_OPT_TLL
-    };
-    payload.extend_from_slice(&[opt, 1]);
-    payload.extend_from_slice(&MAC_A);
-    let mut f = Vec::new();
-    builder()
-        .icmpv6(Icmpv6Type::Unknown {
-            type_u8: ty,
-            code_u8: 0,
-            bytes5to8: [0; 4],
-        })
-        .write(&mut f, &payload)
-        .unwrap();
-    f
-}
 
 /// An IPv6 frame whose header chain is `chain` (each (next header value
 /// of the header, its bytes)) then `l4` of protocol `proto`.

@@ -15,6 +15,8 @@ use flowtable::matching::{
 
 pub mod ipv6;
 
+use crate::bytes::{be16, be32};
+
 pub const ETH_HEADER_LEN: usize = 14;
 pub const ETH_TYPE_VLAN: u16 = 0x8100;
 /// 802.1ad service tag (S-tag).
@@ -38,17 +40,6 @@ pub struct Layers {
     /// The IP protocol of the header at `l4` (for IPv6, the one behind the
     /// extension headers); 0 when `l4` is 0.
     pub proto: u8,
-}
-
-#[inline(always)]
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-#[inline(always)]
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    let s = b.get(at..at + 4)?;
-    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
 #[inline(always)]
@@ -255,29 +246,9 @@ fn extract_arp(frame: &[u8], l3: usize, key: &mut FlowKey) {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    /// A UDP/IPv4 frame 0a:58:0a:80:00:02 -> :03, 10.128.0.2:1234 -> .3:5678.
-    pub(crate) fn udp_frame() -> Vec<u8> {
-        let mut f = vec![
-            0x0a, 0x58, 0x0a, 0x80, 0x00, 0x03, 0x0a, 0x58, 0x0a, 0x80, 0x00, 0x02, 0x08, 0x00,
-        ];
-        let payload = [0u8; 18];
-        let total = 20 + 8 + payload.len();
-        f.extend_from_slice(&[0x45, 0x00]);
-        f.extend_from_slice(&(total as u16).to_be_bytes());
-        f.extend_from_slice(&[0, 1, 0x40, 0, 64, 17, 0, 0]);
-        f.extend_from_slice(&[10, 128, 0, 2, 10, 128, 0, 3]);
-        let csum = crate::rewrite::ipv4_header_checksum(&f[14..34]);
-        f[24..26].copy_from_slice(&csum.to_be_bytes());
-        f.extend_from_slice(&1234u16.to_be_bytes());
-        f.extend_from_slice(&5678u16.to_be_bytes());
-        f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-        f.extend_from_slice(&[0, 0]);
-        f.extend_from_slice(&payload);
-        f
-    }
+    use crate::testframes::{snap_frame, udp_frame};
 
     #[test]
     fn udp_fields() {
@@ -300,22 +271,6 @@ pub(crate) mod tests {
                 proto: 17
             }
         );
-    }
-
-    /// `udp_frame()`'s IPv4 packet in an 802.3 frame with LLC/SNAP whose
-    /// organisation code is `oui` and type `ty`, behind `tag` (a VLAN tag
-    /// with its TPID, or nothing).
-    pub(crate) fn snap_frame(tag: &[u8], oui: [u8; 3], ty: u16) -> Vec<u8> {
-        let ip = udp_frame();
-        let mut f = ip[..12].to_vec();
-        f.extend_from_slice(tag);
-        let len = 8 + ip.len() - 14;
-        f.extend_from_slice(&(len as u16).to_be_bytes());
-        f.extend_from_slice(&[0xaa, 0xaa, 0x03]);
-        f.extend_from_slice(&oui);
-        f.extend_from_slice(&ty.to_be_bytes());
-        f.extend_from_slice(&ip[14..]);
-        f
     }
 
     /// IEEE 802.3 frames as OVS extracts them: SNAP with organisation

@@ -3,8 +3,8 @@
 //! and read back through extraction.
 
 use super::super::set_field;
-use crate::packet::extract;
-use crate::packet::ipv6::tests::{nd_frame, tcp6_frame, udp6_frame};
+use crate::parse::extract;
+use crate::testframes::{nd_frame, tcp6_frame, udp6_frame};
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{ICMPV6_ND_NA, ICMPV6_ND_NS};

@@ -3,8 +3,8 @@
 //! bytes in place, as the VLAN push and pop do (the caller provides the
 //! room), so nothing is allocated.
 
-use super::{read16, read32, write16};
-use crate::packet::Layers;
+use crate::bytes::{be16, be32, write16};
+use crate::parse::Layers;
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::is_mpls;
 
@@ -15,7 +15,7 @@ const LSE_LEN: usize = 4;
 /// ethertype.
 fn top_at(frame: &[u8], layers: Layers) -> Option<usize> {
     let l3 = usize::from(layers.l3);
-    let ethertype = read16(frame, l3.checked_sub(2)?)?;
+    let ethertype = be16(frame, l3.checked_sub(2)?)?;
     (is_mpls(ethertype) && frame.len() >= l3 + LSE_LEN).then_some(l3)
 }
 
@@ -60,7 +60,7 @@ pub fn pop_mpls(frame: &mut [u8], ethertype: u16, layers: Layers) -> Option<Laye
     write16(frame, at - 2, ethertype)?;
     frame.copy_within(at + LSE_LEN..len, at);
     let mut scratch = FlowKey::zero();
-    Some(crate::packet::extract(
+    Some(crate::parse::extract(
         frame.get(..len - LSE_LEN)?,
         0,
         &mut scratch,
@@ -71,7 +71,7 @@ pub fn pop_mpls(frame: &mut [u8], ethertype: u16, layers: Layers) -> Option<Laye
 /// none (as other rewrites skip a header the packet lacks).
 pub(super) fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u64) -> Option<()> {
     let at = top_at(frame, layers)?;
-    let lse = read32(frame, at)?;
+    let lse = be32(frame, at)?;
     let v = value as u32;
     let new = match field {
         Field::MplsLabel => (lse & 0xfff) | (v & 0xf_ffff) << 12,
@@ -93,11 +93,11 @@ pub(super) fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u
 /// label stack entry or without such a header behind it.
 pub fn copy_ttl(frame: &mut [u8], layers: Layers, out: bool) -> Option<()> {
     let at = top_at(frame, layers)?;
-    let top = read32(frame, at)?;
+    let top = be32(frame, at)?;
     let inner = at + LSE_LEN;
     // Where the inner TTL byte is, and for IPv4 the header to fix.
     let (ttl_at, ipv4) = if top & 1 << 8 == 0 {
-        read32(frame, inner)?;
+        be32(frame, inner)?;
         (inner + 3, false)
     } else {
         match frame.get(inner)? >> 4 {
@@ -113,7 +113,7 @@ pub fn copy_ttl(frame: &mut [u8], layers: Layers, out: bool) -> Option<()> {
     }
     let ttl = (top & 0xff) as u16;
     if ipv4 {
-        let word = read16(frame, ttl_at)?;
+        let word = be16(frame, ttl_at)?;
         let inner_layers = Layers {
             l3: u16::try_from(inner).ok()?,
             l4: 0,

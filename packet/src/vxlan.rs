@@ -8,6 +8,7 @@
 //! on `T: AsMut<[u8]>` for building the encapsulation template.
 //! [`VxlanRepr`] is the parsed form of the VXLAN header.
 
+use crate::bytes::{field16, field32};
 pub use crate::csum::{fold, ones_sum};
 use thiserror::Error;
 
@@ -52,16 +53,6 @@ pub enum WireError {
     VxlanFlags,
 }
 
-#[inline]
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
-#[inline]
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
 /// An IPv4 header without options, as VXLAN's outer header must be here.
 #[derive(Debug, Clone)]
 pub struct Ipv4Packet<T: AsRef<[u8]>> {
@@ -89,13 +80,13 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         usize::from(self.b()[0] & 0x0f) * 4
     }
     pub fn total_len(&self) -> u16 {
-        be16(self.b(), 2)
+        field16(self.b(), 2)
     }
     pub fn ident(&self) -> u16 {
-        be16(self.b(), 4)
+        field16(self.b(), 4)
     }
     pub fn flags_frag(&self) -> u16 {
-        be16(self.b(), 6)
+        field16(self.b(), 6)
     }
     pub fn ttl(&self) -> u8 {
         self.b()[8]
@@ -104,13 +95,13 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         self.b()[9]
     }
     pub fn checksum(&self) -> u16 {
-        be16(self.b(), 10)
+        field16(self.b(), 10)
     }
     pub fn src(&self) -> u32 {
-        be32(self.b(), 12)
+        field32(self.b(), 12)
     }
     pub fn dst(&self) -> u32 {
-        be32(self.b(), 16)
+        field32(self.b(), 16)
     }
 
     /// The checks a tunnel endpoint makes before trusting the header:
@@ -186,19 +177,19 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         Ok(UdpPacket { buf })
     }
     pub fn src_port(&self) -> u16 {
-        be16(self.buf.as_ref(), 0)
+        field16(self.buf.as_ref(), 0)
     }
     pub fn dst_port(&self) -> u16 {
-        be16(self.buf.as_ref(), 2)
+        field16(self.buf.as_ref(), 2)
     }
     pub fn len(&self) -> u16 {
-        be16(self.buf.as_ref(), 4)
+        field16(self.buf.as_ref(), 4)
     }
     pub fn is_empty(&self) -> bool {
         usize::from(self.len()) <= UDP_HEADER_LEN
     }
     pub fn checksum(&self) -> u16 {
-        be16(self.buf.as_ref(), 6)
+        field16(self.buf.as_ref(), 6)
     }
 
     /// Checks a non-zero checksum against the pseudo-header of `src`,
@@ -254,7 +245,7 @@ impl<T: AsRef<[u8]>> VxlanPacket<T> {
         self.buf.as_ref()[0]
     }
     pub fn vni(&self) -> u32 {
-        be32(self.buf.as_ref(), 4) >> 8
+        field32(self.buf.as_ref(), 4) >> 8
     }
     /// The reserved bits, all of which must be zero.
     fn reserved(&self) -> u32 {

@@ -1,5 +1,6 @@
 use super::*;
-use crate::packet::{extract, tests::udp_frame};
+use crate::parse::extract;
+use crate::testframes::udp_frame;
 use flowtable::key::Field;
 
 /// Two pushes and two pops give back the frame; the parser reads the

@@ -4,16 +4,17 @@
 //! incrementally like IPv4's. Every rewrite reads what it needs before it
 //! writes, so a truncated packet is rewritten whole or not at all.
 
-use super::{csum_replace16, l4_checksum_at, read16, write16};
-use crate::packet::ipv6::{nd_option_at, ND_OPT_SLL, ND_OPT_TLL};
-use crate::packet::Layers;
+use super::{csum_replace16, l4_checksum_at};
+use crate::bytes::{be16, write16};
+use crate::parse::ipv6::{nd_option_at, ND_OPT_SLL, ND_OPT_TLL};
+use crate::parse::Layers;
 use flowtable::key::Field;
 use flowtable::matching::{ICMPV6_ND_NA, ICMPV6_ND_NS, IP_PROTO_ICMPV6, IP_PROTO_UDP};
 
 /// Whether the frame's L3 header is the IPv6 header extraction read.
 pub(super) fn is_ipv6(frame: &[u8], layers: Layers) -> bool {
     let l3 = usize::from(layers.l3);
-    l3 >= 2 && read16(frame, l3 - 2) == Some(0x86dd) && frame.get(l3).is_some_and(|b| b >> 4 == 6)
+    l3 >= 2 && be16(frame, l3 - 2) == Some(0x86dd) && frame.get(l3).is_some_and(|b| b >> 4 == 6)
 }
 
 /// Replaces the bytes at `at` with `new` (2, 6 or 8 bytes) and updates
@@ -31,7 +32,7 @@ fn replace(
     let old = old.get_mut(..new.len())?;
     old.copy_from_slice(frame.get(at..at + new.len())?);
     let csum = match csum_at {
-        Some(c) => Some((c, read16(frame, c)?)),
+        Some(c) => Some((c, be16(frame, c)?)),
         None => None,
     };
     frame.get_mut(at..at + new.len())?.copy_from_slice(new);
@@ -71,7 +72,7 @@ pub(super) fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u
             Some(())
         }
         Field::IpDscp | Field::IpEcn => {
-            let w = read16(frame, l3)?;
+            let w = be16(frame, l3)?;
             let tclass = (w >> 4) & 0xff;
             let tclass = if field == Field::IpDscp {
                 (tclass & 0x03) | ((value as u16 & 0x3f) << 2)
@@ -102,7 +103,7 @@ pub(super) fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u
         }
         Field::Icmpv6Type | Field::Icmpv6Code => {
             icmpv6_type(frame, layers)?;
-            let old = read16(frame, l4)?;
+            let old = be16(frame, l4)?;
             let new = if field == Field::Icmpv6Type {
                 (old & 0x00ff) | (value as u16 & 0xff) << 8
             } else {
@@ -127,7 +128,7 @@ pub(super) fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u
                 ND_OPT_TLL
             };
             // Bounded by the payload length, as extraction reads options.
-            let end = crate::packet::ipv6::packet_end(frame, l3)?;
+            let end = crate::parse::ipv6::packet_end(frame, l3)?;
             let at = nd_option_at(frame.get(..end)?, l4, opt)?;
             replace(frame, layers, at, &mac(value), Some(l4 + 2))
         }

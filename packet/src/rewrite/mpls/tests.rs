@@ -1,5 +1,6 @@
 use super::*;
-use crate::packet::{extract, tests::udp_frame};
+use crate::parse::extract;
+use crate::testframes::udp_frame;
 
 fn lse(label: u32, tc: u32, bos: u32, ttl: u32) -> u32 {
     label << 12 | tc << 9 | bos << 8 | ttl
@@ -34,14 +35,14 @@ fn push_push_pop_pop_restores_the_frame() {
     let l = extract(&original, 1, &mut k);
     let mut f = original.clone();
     let l1 = push(&mut f, original.len(), lse(0, 0, 1, 64), l);
-    assert_eq!(read16(&f, 12), Some(0x8847));
+    assert_eq!(be16(&f, 12), Some(0x8847));
     assert_eq!(f[18..], original[14..]);
     assert_eq!((l1.l3, l1.l4), (14, 0));
     assert_eq!(top(&f), [0, 0, 1, 64]);
     let l2 = push(&mut f, original.len() + 4, lse(7, 3, 0, 64), l1);
     assert_eq!(top(&f), [7, 3, 0, 64]);
     assert_eq!(
-        read32(&f, 18),
+        be32(&f, 18),
         Some(lse(0, 0, 1, 64)),
         "the first entry moved"
     );
@@ -56,7 +57,7 @@ fn push_push_pop_pop_restores_the_frame() {
     assert_eq!(f, original);
     assert_eq!(p2, l);
     assert!(crate::rewrite::set_field(&mut f, p2, Field::TpDst, 80));
-    assert_eq!(read16(&f, 36), Some(80));
+    assert_eq!(be16(&f, 36), Some(80));
 }
 
 /// Behind a VLAN tag the entry goes after the tag, whose TCI stays.
@@ -117,14 +118,14 @@ fn ttl_copies_between_the_top_entry_and_what_follows() {
     let ipv4 = &f[18..38];
     assert_eq!(
         crate::rewrite::ipv4_header_checksum(ipv4),
-        read16(ipv4, 10).unwrap(),
+        be16(ipv4, 10).unwrap(),
         "the header checksum follows the TTL"
     );
     // Two entries: between them.
     let len = f.len();
     let l2 = push(&mut f, len, lse(5, 0, 0, 30), l);
     assert_eq!(copy_ttl(&mut f, l2, false), Some(()));
-    assert_eq!(read32(&f, 18), Some(lse(16, 0, 1, 30)));
+    assert_eq!(be32(&f, 18), Some(lse(16, 0, 1, 30)));
     set_field(&mut f, l2, Field::MplsTtl, 99).unwrap();
     assert_eq!(copy_ttl(&mut f, l2, true), Some(()));
     assert_eq!(top(&f), [5, 0, 0, 30]);

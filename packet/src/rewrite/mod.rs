@@ -2,12 +2,13 @@
 //! incremental checksum updates (RFC 1624) so a rewrite costs a few adds
 //! instead of a pass over the payload.
 //!
-//! The frame was parsed by [`crate::packet::extract`], whose [`Layers`] say
+//! The frame was parsed by [`crate::parse::extract`], whose [`Layers`] say
 //! where each header starts; a field whose header the packet does not carry
 //! is left alone (OpenFlow prerequisites make that a controller error, not a
 //! packet error).
 
-use crate::packet::{Layers, ETH_TYPE_8021AD, ETH_TYPE_VLAN};
+use crate::bytes::{be16, be32, write16};
+use crate::parse::{Layers, ETH_TYPE_8021AD, ETH_TYPE_VLAN};
 use flowtable::key::Field;
 use flowtable::matching::{
     IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_SCTP, IP_PROTO_TCP, IP_PROTO_UDP,
@@ -54,20 +55,6 @@ fn csum_replace32(csum: u16, old: u32, new: u32) -> u16 {
     csum_replace16(c, old as u16, new as u16)
 }
 
-fn read16(f: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?]))
-}
-
-fn write16(f: &mut [u8], at: usize, v: u16) -> Option<()> {
-    f.get_mut(at..at + 2)?.copy_from_slice(&v.to_be_bytes());
-    Some(())
-}
-
-fn read32(f: &[u8], at: usize) -> Option<u32> {
-    let s = f.get(at..at + 4)?;
-    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-}
-
 /// Where the L4 checksum lives, if the packet has one to maintain: the
 /// ones covering the IP pseudo-header (TCP, UDP, ICMPv6).
 fn l4_checksum_at(frame: &[u8], layers: Layers) -> Option<usize> {
@@ -80,29 +67,29 @@ fn l4_checksum_at(frame: &[u8], layers: Layers) -> Option<usize> {
         // A zero UDP checksum means "none" on IPv4 and must stay zero. On
         // IPv6 it is invalid (RFC 8200 §8.1) and stays so, as in OVS: a
         // rewrite does not make a dropped datagram acceptable.
-        IP_PROTO_UDP if read16(frame, l4 + 6)? != 0 => l4 + 6,
+        IP_PROTO_UDP if be16(frame, l4 + 6)? != 0 => l4 + 6,
         IP_PROTO_ICMPV6 => l4 + 2,
         _ => return None,
     };
     // A segment cut short before its checksum has none to maintain; the
     // rewrite itself still happens (and is reported as done).
-    read16(frame, at).map(|_| at)
+    be16(frame, at).map(|_| at)
 }
 
 fn set_ipv4_addr(frame: &mut [u8], layers: Layers, at: usize, new: u32) -> Option<()> {
     let l3 = layers.l3 as usize;
-    let old = read32(frame, l3 + at)?;
+    let old = be32(frame, l3 + at)?;
     if old == new {
         return Some(());
     }
     frame
         .get_mut(l3 + at..l3 + at + 4)?
         .copy_from_slice(&new.to_be_bytes());
-    let ip_csum = read16(frame, l3 + 10)?;
+    let ip_csum = be16(frame, l3 + 10)?;
     write16(frame, l3 + 10, csum_replace32(ip_csum, old, new))?;
     // The pseudo-header covers the addresses.
     if let Some(c) = l4_checksum_at(frame, layers) {
-        let l4c = read16(frame, c)?;
+        let l4c = be16(frame, c)?;
         let mut updated = csum_replace32(l4c, old, new);
         if updated == 0 && c == layers.l4 as usize + 6 {
             updated = 0xffff; // UDP transmits a computed zero as all ones
@@ -125,12 +112,12 @@ fn set_l4_port(frame: &mut [u8], layers: Layers, at: usize, new: u16) -> Option<
         return None;
     }
     let pos = layers.l4 as usize + at;
-    let old = read16(frame, pos)?;
+    let old = be16(frame, pos)?;
     write16(frame, pos, new)?;
     if proto == IP_PROTO_SCTP {
         sctp_recompute_checksum(frame, layers);
     } else if let Some(c) = l4_checksum_at(frame, layers) {
-        let l4c = read16(frame, c)?;
+        let l4c = be16(frame, c)?;
         write16(frame, c, csum_replace16(l4c, old, new))?;
     }
     Some(())
@@ -144,9 +131,9 @@ fn set_l4_port(frame: &mut [u8], layers: Layers, at: usize, new: u16) -> Option<
 fn sctp_recompute_checksum(frame: &mut [u8], layers: Layers) -> Option<()> {
     let (l3, l4) = (layers.l3 as usize, layers.l4 as usize);
     let end = if ipv6::is_ipv6(frame, layers) {
-        crate::packet::ipv6::packet_end(frame, l3)?
+        crate::parse::ipv6::packet_end(frame, l3)?
     } else {
-        (l3 + usize::from(read16(frame, l3 + 2)?)).min(frame.len())
+        (l3 + usize::from(be16(frame, l3 + 2)?)).min(frame.len())
     };
     let packet = frame.get_mut(l4..end)?;
     if packet.len() < 12 {
@@ -162,10 +149,10 @@ fn sctp_recompute_checksum(frame: &mut [u8], layers: Layers) -> Option<()> {
 /// the header checksum right.
 fn set_ipv4_word(frame: &mut [u8], layers: Layers, word_at: usize, new_word: u16) -> Option<()> {
     let l3 = layers.l3 as usize;
-    let old = read16(frame, l3 + word_at)?;
+    let old = be16(frame, l3 + word_at)?;
     // Both words are read before either is written, so a header cut short
     // is left untouched rather than half rewritten.
-    let ip_csum = read16(frame, l3 + 10)?;
+    let ip_csum = be16(frame, l3 + 10)?;
     write16(frame, l3 + word_at, new_word)?;
     write16(frame, l3 + 10, csum_replace16(ip_csum, old, new_word))
 }
@@ -180,14 +167,14 @@ pub fn push_vlan(frame: &mut [u8], len: usize, tci: u16, layers: Layers) -> Opti
     }
     frame.copy_within(12..len, 16);
     write16(frame, 12, ETH_TYPE_VLAN)?;
-    write16(frame, 14, tci & !crate::packet::VLAN_CFI)?;
+    write16(frame, 14, tci & !crate::parse::VLAN_CFI)?;
     Some(shift_layers(layers, 4))
 }
 
 /// Removes the outermost VLAN tag (802.1Q or 802.1ad) of `frame`; returns
 /// the layers moved accordingly, or `None` if it has no tag.
 pub fn pop_vlan(frame: &mut [u8], layers: Layers) -> Option<Layers> {
-    let tpid = read16(frame, 12)?;
+    let tpid = be16(frame, 12)?;
     if (tpid != ETH_TYPE_VLAN && tpid != ETH_TYPE_8021AD) || frame.len() < 18 {
         return None;
     }
@@ -224,8 +211,8 @@ pub fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u64) -> 
         Field::EthSrc => frame.get_mut(6..12).map(|d| d.copy_from_slice(&mac(value))),
         Field::VlanTci => {
             // Rewriting an existing tag only; push/pop are separate actions.
-            if matches!(read16(frame, 12), Some(ETH_TYPE_VLAN | ETH_TYPE_8021AD)) {
-                write16(frame, 14, (value as u16) & !crate::packet::VLAN_CFI)
+            if matches!(be16(frame, 12), Some(ETH_TYPE_VLAN | ETH_TYPE_8021AD)) {
+                write16(frame, 14, (value as u16) & !crate::parse::VLAN_CFI)
             } else {
                 None
             }
@@ -249,15 +236,15 @@ pub fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u64) -> 
             ipv6::set_field(frame, layers, field, value)
         }
         Field::IpSrc | Field::IpDst | Field::IpDscp | Field::IpEcn | Field::IpTtl
-            if layers.l3 != 0 && read16(frame, l3 - 2) == Some(0x0800) =>
+            if layers.l3 != 0 && be16(frame, l3 - 2) == Some(0x0800) =>
         {
             match field {
                 Field::IpSrc => set_ipv4_addr(frame, layers, 12, value as u32),
                 Field::IpDst => set_ipv4_addr(frame, layers, 16, value as u32),
-                Field::IpTtl => read16(frame, l3 + 8).and_then(|w| {
+                Field::IpTtl => be16(frame, l3 + 8).and_then(|w| {
                     set_ipv4_word(frame, layers, 8, (w & 0x00ff) | ((value as u16) << 8))
                 }),
-                Field::IpDscp => read16(frame, l3).and_then(|w| {
+                Field::IpDscp => be16(frame, l3).and_then(|w| {
                     set_ipv4_word(
                         frame,
                         layers,
@@ -265,13 +252,13 @@ pub fn set_field(frame: &mut [u8], layers: Layers, field: Field, value: u64) -> 
                         (w & 0xff03) | (((value as u16) & 0x3f) << 2),
                     )
                 }),
-                _ => read16(frame, l3).and_then(|w| {
+                _ => be16(frame, l3).and_then(|w| {
                     set_ipv4_word(frame, layers, 0, (w & 0xfffc) | ((value as u16) & 3))
                 }),
             }
         }
         Field::ArpSpa | Field::ArpTpa | Field::ArpSha | Field::ArpTha | Field::ArpOp
-            if layers.l3 != 0 && read16(frame, l3 - 2) == Some(0x0806) =>
+            if layers.l3 != 0 && be16(frame, l3 - 2) == Some(0x0806) =>
         {
             match field {
                 Field::ArpOp => write16(frame, l3 + 6, value as u16),
@@ -311,8 +298,8 @@ fn set_icmp_type_code(frame: &mut [u8], layers: Layers, is_type: bool, new: u8) 
         return None;
     }
     let pos = layers.l4 as usize;
-    let old = read16(frame, pos)?;
-    let checksum = read16(frame, pos + 2)?;
+    let old = be16(frame, pos)?;
+    let checksum = be16(frame, pos + 2)?;
     let word = if is_type {
         (old & 0x00ff) | (u16::from(new) << 8)
     } else {
@@ -325,7 +312,8 @@ fn set_icmp_type_code(frame: &mut [u8], layers: Layers, is_type: bool, new: u8) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{extract, tests::udp_frame};
+    use crate::parse::extract;
+    use crate::testframes::udp_frame;
     use flowtable::key::FlowKey;
 
     /// Full UDP checksum over pseudo-header and datagram, for checking the
@@ -358,8 +346,8 @@ mod tests {
         assert!(set_field(&mut f, l, Field::TpDst, 80));
         assert!(set_field(&mut f, l, Field::IpTtl, 3));
         assert!(set_field(&mut f, l, Field::EthDst, 0x0a58_0000_0001));
-        assert_eq!(ipv4_header_checksum(&f[14..34]), read16(&f, 24).unwrap());
-        assert_eq!(udp_checksum(&f), read16(&f, 40).unwrap());
+        assert_eq!(ipv4_header_checksum(&f[14..34]), be16(&f, 24).unwrap());
+        assert_eq!(udp_checksum(&f), be16(&f, 40).unwrap());
         extract(&f, 1, &mut k);
         assert_eq!(k.get(Field::IpDst), 0xac1e_0001);
         assert_eq!(k.get(Field::TpDst), 80);
@@ -373,7 +361,7 @@ mod tests {
         let mut k = FlowKey::zero();
         let l = extract(&f, 1, &mut k);
         assert!(set_field(&mut f, l, Field::IpSrc, 0x0101_0101));
-        assert_eq!(read16(&f, 40), Some(0));
+        assert_eq!(be16(&f, 40), Some(0));
     }
 
     /// SCTP's CRC32c, as RFC 3720 B.4 gives it for 32 zero bytes (the
@@ -390,8 +378,8 @@ mod tests {
         let mut k = FlowKey::zero();
         let l = extract(&f, 1, &mut k);
         assert!(set_field(&mut f, l, Field::TpSrc, 12345));
-        assert_eq!(read16(&f, l4), Some(12345));
-        let ip_end = 14 + usize::from(read16(&f, 16).unwrap());
+        assert_eq!(be16(&f, l4), Some(12345));
+        let ip_end = 14 + usize::from(be16(&f, 16).unwrap());
         let mut zeroed = f[l4..ip_end].to_vec();
         zeroed[8..12].fill(0);
         let want = crc32c::crc32c(&zeroed).to_le_bytes();
@@ -410,8 +398,8 @@ mod tests {
         let mut k = FlowKey::zero();
         let l = extract(&original, 1, &mut k);
         let pushed = push_vlan(&mut f, len, 0x2000 | 100, l).unwrap();
-        assert_eq!(read16(&f, 12), Some(ETH_TYPE_VLAN));
-        assert_eq!(read16(&f, 14), Some(0x2000 | 100));
+        assert_eq!(be16(&f, 12), Some(ETH_TYPE_VLAN));
+        assert_eq!(be16(&f, 14), Some(0x2000 | 100));
         assert_eq!(f[16..], original[12..]);
         assert_eq!((pushed.l3, pushed.l4), (l.l3 + 4, l.l4 + 4));
         let mut k2 = FlowKey::zero();
@@ -500,10 +488,10 @@ mod tests {
         let mut k = FlowKey::zero();
         let l = extract(&f, 1, &mut k);
         assert!(set_field(&mut f, l, Field::IpDst, 0x0a80_0050));
-        assert_eq!(read32(&f, 30), Some(0x0a80_0050));
-        assert_eq!(ipv4_header_checksum(&f[14..34]), read16(&f, 24).unwrap());
+        assert_eq!(be32(&f, 30), Some(0x0a80_0050));
+        assert_eq!(ipv4_header_checksum(&f[14..34]), be16(&f, 24).unwrap());
         assert!(set_field(&mut f, l, Field::TpDst, 80));
-        assert_eq!(read16(&f, 36), Some(80));
+        assert_eq!(be16(&f, 36), Some(80));
 
         let mut f = udp_frame();
         f.truncate(24); // IPv4 header ends before its checksum

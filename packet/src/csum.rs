@@ -14,7 +14,7 @@
 //!
 //! Frames the XDP flow cache forwards never reach this code: the XDP
 //! program completes them with the same test and the same result
-//! (`xbr_complete_csum` in bpf/xbr_xdp.c; dataplane/tests/xdpcache_csum.rs
+//! (`xbr_complete_csum` in dataplane/bpf/xbr_xdp.c; dataplane/tests/xdpcache_csum.rs
 //! checks its output against [`complete_partial`]).
 //!
 //! The alternatives were worse: turning offload off in every pod (the
@@ -49,7 +49,8 @@
 //! strongest evidence left. Fragments are skipped (a partial checksum never
 //! spans fragments) and so is a UDP checksum of zero ("none").
 
-use crate::packet::{ETH_HEADER_LEN, ETH_TYPE_VLAN};
+use crate::bytes::{be16, be32};
+use crate::parse::{ETH_HEADER_LEN, ETH_TYPE_VLAN};
 
 const ETH_TYPE_IPV4: u16 = 0x0800;
 const ETH_TYPE_IPV6: u16 = 0x86dd;
@@ -102,17 +103,6 @@ pub fn pseudo_header(src: u32, dst: u32, proto: u8, l4_len: u16) -> u16 {
             + u32::from(proto)
             + u32::from(l4_len),
     )
-}
-
-#[inline]
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-#[inline]
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    let s = b.get(at..at + 4)?;
-    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
 /// The folded IPv6 pseudo-header sum (RFC 8200 §8.1) of the header at
@@ -296,7 +286,7 @@ mod tests {
     /// computes the checksum; every truncation is left alone.
     #[test]
     fn partial_ipv6_tcp_and_udp_are_completed() {
-        use crate::packet::ipv6::tests::{tcp6_frame, udp6_frame};
+        use crate::testframes::{tcp6_frame, udp6_frame};
         use etherparse::{SlicedPacket, TransportSlice};
         let valid = |f: &[u8]| {
             let p = SlicedPacket::from_ethernet(f).unwrap();
