@@ -17,9 +17,7 @@
 //! finds nobody reading, so a killed `xbr capture` does not keep the
 //! port off the cache for long (only until its next frame).
 //!
-//! This file is the bridge's side; `client.rs` is the command.
-
-pub mod client;
+//! This is the bridge's side; the command is `xbr_daemon::capture`.
 
 use crate::live::LivePorts;
 use crate::mirror::{Mirror, Selection, Sink};

@@ -44,12 +44,12 @@ pub(super) struct Probed {
 /// attaching it, reads /proc/kallsyms and asks the netdev family about
 /// `lo`. Nothing is changed.
 pub(super) fn probe() -> Probed {
-    let xdp = crate::bpf::probe_xdp_support().ok();
-    let lo = crate::netdev::ifindex("lo").ok();
+    let xdp = dataplane::bpf::probe_xdp_support().ok();
+    let lo = dataplane::netdev::ifindex("lo").ok();
     Probed {
         link: xdp.and_then(|x| x.link),
         frags: xdp.map(|x| x.frags),
-        xdp_features: lo.map(|i| crate::genl::xdp_features(i).is_ok()),
+        xdp_features: lo.map(|i| dataplane::genl::xdp_features(i).is_ok()),
     }
 }
 
@@ -148,7 +148,7 @@ pub(super) fn bpf_xdp() -> Check {
 /// Whether this process may open an AF_XDP socket.
 pub(super) fn af_xdp() -> Check {
     let name = "af_xdp";
-    match crate::xsk::probe_socket() {
+    match dataplane::xsk::probe_socket() {
         Ok(()) => Check::ok(name, "an AF_XDP socket opens"),
         Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) => Check::fail(
             name,

@@ -2,7 +2,7 @@
 //! maps are charged to), and the capabilities this process holds.
 
 use super::Check;
-use crate::privs;
+use dataplane::privs;
 
 /// Where bpffs lives (systemd mounts it at boot).
 pub(super) const BPFFS: &str = "/sys/fs/bpf";

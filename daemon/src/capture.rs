@@ -1,9 +1,9 @@
 //! The `xbr capture` command: asks the bridge for a capture of a port
-//! (see the module above), then prints one line per frame or writes them
-//! to a pcap file (`pcap-file`), until COUNT frames or SIGINT/SIGTERM,
-//! and stops the capture on the way out.
+//! (`dataplane::capture` is the bridge's side), then prints one line per
+//! frame or writes them to a pcap file (`pcap-file`), until COUNT frames
+//! or SIGINT/SIGTERM, and stops the capture on the way out.
 
-use crate::ctl::{request, socket_path};
+use dataplane::ctl::{request, socket_path};
 use pcap_file::pcap::{PcapPacket, PcapWriter};
 use std::fs::File;
 use std::io::{BufWriter, Write};

@@ -49,9 +49,9 @@ enum Command {
     /// Capture a port's frames, both directions, including what the XDP
     /// flow cache would forward (like `ovs-tcpdump`): one line per frame,
     /// or a pcap file with -w. Stops after -c COUNT frames or on SIGINT.
-    Capture(dataplane::capture::client::CaptureArgs),
+    Capture(xbr_daemon::capture::CaptureArgs),
     #[command(flatten)]
-    Client(dataplane::ctl_cli::ClientCommand),
+    Client(xbr_daemon::ctl_cli::ClientCommand),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -392,7 +392,7 @@ const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
     let cli: Cli =
-        match dataplane::conffile::parse_cli(std::env::args_os().collect(), &["run", "doctor"]) {
+        match xbr_daemon::conffile::parse_cli(std::env::args_os().collect(), &["run", "doctor"]) {
             Ok(cli) => cli,
             Err(e) => {
                 dataplane::logging::init();
@@ -421,8 +421,8 @@ fn main() -> ExitCode {
         Command::Probe(args) => probe(&args),
         Command::Lab(args) => dataplane::lab::cli::run(args),
         Command::Teardown(args) => teardown(args),
-        Command::Capture(args) => dataplane::capture::client::run(args),
-        Command::Client(command) => dataplane::ctl_cli::run(command),
+        Command::Capture(args) => xbr_daemon::capture::run(args),
+        Command::Client(command) => xbr_daemon::ctl_cli::run(command),
     }
 }
 
@@ -565,11 +565,11 @@ fn run(args: RunArgs) -> ExitCode {
     // No state to restore in this mode: the tables are final now.
     bridge.take_over_pinned();
     let unixctl = start_unixctl(&rundir);
-    dataplane::readiness::ready("serving the bridge");
+    xbr_daemon::readiness::ready("serving the bridge");
     if let Some(sig) = signals.forever().next() {
         tracing::info!(signal = sig, "shutting down");
     }
-    dataplane::readiness::stopping();
+    xbr_daemon::readiness::stopping();
     if let Some(u) = unixctl {
         u.shutdown();
     }
@@ -593,7 +593,7 @@ fn doctor(args: &RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let target = dataplane::doctor::Target {
+    let target = xbr_daemon::doctor::Target {
         rundir: args.rundir.clone(),
         bridge: ovsdb.is_none().then(|| args.bridge.clone()),
         ports: args
@@ -605,14 +605,16 @@ fn doctor(args: &RunArgs) -> ExitCode {
         ovsdb,
         pin_root: args.bpf_pin_root.clone(),
     };
-    ExitCode::from(dataplane::doctor::report(&dataplane::doctor::run(&target)))
+    ExitCode::from(xbr_daemon::doctor::report(&xbr_daemon::doctor::run(
+        &target,
+    )))
 }
 
 /// `xbr probe`: alive, or ready with --ovsdb.
 fn probe(args: &ProbeArgs) -> ExitCode {
     let result = match args.ovsdb.as_deref().map(dataplane::ovsdb::parse_target) {
-        None => dataplane::probe::alive(&args.rundir).map(|v| format!("alive: {v}")),
-        Some(Ok(db)) => dataplane::probe::ready(&args.rundir, &db)
+        None => xbr_daemon::probe::alive(&args.rundir).map(|v| format!("alive: {v}")),
+        Some(Ok(db)) => xbr_daemon::probe::ready(&args.rundir, &db)
             .map(|n| format!("ready: serving the database's {n} bridge(s)")),
         Some(Err(e)) => {
             eprintln!("xbr: --ovsdb: {e}");
@@ -672,7 +674,7 @@ fn run_ovsdb(target: &str, args: &RunArgs, tls: Option<ofproto::tls::TlsFiles>) 
                 if let Some(sig) = signals.forever().next() {
                     tracing::info!(signal = sig, "shutting down");
                 }
-                dataplane::readiness::stopping();
+                xbr_daemon::readiness::stopping();
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
             });
         if let Err(e) = spawned {
@@ -713,7 +715,7 @@ fn run_ovsdb(target: &str, args: &RunArgs, tls: Option<ofproto::tls::TlsFiles>) 
     };
     let unixctl = start_unixctl(&settings.rundir);
     let clean = dataplane::ovsdb::run_notifying(&path, settings, &stop, &mut || {
-        dataplane::readiness::ready("serving the database's bridges")
+        xbr_daemon::readiness::ready("serving the database's bridges")
     });
     if let Some(u) = unixctl {
         u.shutdown();
@@ -730,7 +732,7 @@ fn run_ovsdb(target: &str, args: &RunArgs, tls: Option<ofproto::tls::TlsFiles>) 
 
 /// `docs/cli.md`, the reference of every command and option, is generated
 /// from the clap definitions above, so it cannot drift from the program:
-/// this test fails when they differ. `XBR_BLESS=1 cargo test -p dataplane
+/// this test fails when they differ. `XBR_BLESS=1 cargo test -p xbr-daemon
 /// --bin xbr cli_reference` rewrites the file.
 #[cfg(test)]
 mod cli_reference {
@@ -742,7 +744,7 @@ mod cli_reference {
             .show_footer(false);
         let body = clap_markdown::help_markdown_custom::<super::Cli>(&options);
         format!(
-            "<!-- Generated from dataplane/src/main.rs by its cli_reference test; do not edit. -->\n\n{body}"
+            "<!-- Generated from daemon/src/main.rs by its cli_reference test; do not edit. -->\n\n{body}"
         )
     }
 
@@ -758,7 +760,7 @@ mod cli_reference {
         assert!(
             on_disk == text,
             "docs/cli.md does not match the clap definitions; regenerate it with \
-             XBR_BLESS=1 cargo test -p dataplane --bin xbr cli_reference"
+             XBR_BLESS=1 cargo test -p xbr-daemon --bin xbr cli_reference"
         );
     }
 }

@@ -3,9 +3,7 @@
 //! attach would fail, or the other program's owner would lose it).
 
 use super::Check;
-use crate::netdev::{self, NetdevError};
-use netlink_packet_route::link::{LinkAttribute, LinkMessage, LinkXdp};
-use netlink_packet_route::RouteNetlinkMessage;
+use dataplane::netdev;
 
 /// Names of xbr's own XDP programs (see bpf.rs).
 const XBR_PROGRAMS: &[&str] = &["xbr_xdp_rx", "xbr_xdp_vxlan"];
@@ -20,35 +18,6 @@ const FEATURES: &[&str] = &[
     "rx-sg",
     "ndo-xmit-sg",
 ];
-
-/// The id of the XDP program attached to `ifindex` (0: none).
-fn xdp_prog_id(ifindex: u32) -> Result<u32, NetdevError> {
-    let mut msg = LinkMessage::default();
-    msg.header.index = ifindex;
-    let replies = netdev::request_flags(
-        RouteNetlinkMessage::GetLink(msg),
-        netlink_packet_core::NLM_F_REQUEST | netlink_packet_core::NLM_F_ACK,
-        "get link",
-        &format!("ifindex {ifindex}"),
-    )?;
-    Ok(replies
-        .into_iter()
-        .filter_map(|m| match m {
-            RouteNetlinkMessage::NewLink(l) => Some(l),
-            _ => None,
-        })
-        .flat_map(|l| l.attributes)
-        .filter_map(|a| match a {
-            LinkAttribute::Xdp(x) => Some(x),
-            _ => None,
-        })
-        .flatten()
-        .find_map(|x| match x {
-            LinkXdp::ProgId(id) if id != 0 => Some(id),
-            _ => None,
-        })
-        .unwrap_or(0))
-}
 
 /// The loaded program `id`'s name, if this process may list programs
 /// (CAP_SYS_ADMIN).
@@ -94,7 +63,7 @@ pub(super) fn check(port: &str, required: bool, pin_root: &std::path::Path) -> V
         }
     };
     let mut checks = Vec::new();
-    let features = crate::genl::xdp_features(ifindex);
+    let features = dataplane::genl::xdp_features(ifindex);
     checks.push(match features {
         Ok(0) => Check::warn(
             name.clone(),
@@ -111,9 +80,9 @@ pub(super) fn check(port: &str, required: bool, pin_root: &std::path::Path) -> V
             "a kernel 6.3 or later reports them",
         ),
     });
-    match xdp_prog_id(ifindex) {
+    match netdev::xdp_prog_id(ifindex) {
         Ok(0) => {}
-        Ok(id) if crate::pin::pinned_under(pin_root, ifindex) => checks.push(Check::ok(
+        Ok(id) if dataplane::pin::pinned_under(pin_root, ifindex) => checks.push(Check::ok(
             format!("xdp {port}"),
             format!(
                 "a stopped xbr's pinned XDP program (id {id}) keeps the port fail-closed; \
