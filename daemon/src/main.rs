@@ -42,7 +42,7 @@ enum Command {
     /// exit 0 or 1, for Kubernetes probes and scripts.
     Probe(ProbeArgs),
     /// Build, check and remove an OpenShift SDN cluster in network namespaces.
-    Lab(dataplane::lab::cli::LabArgs),
+    Lab(xbr_lab::cli::LabArgs),
     /// Remove a bridge's pinned XDP programs and flow cache (what a
     /// stopped xbr leaves forwarding): its ports' programs detach.
     Teardown(TeardownArgs),
@@ -419,7 +419,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(*args),
         Command::Doctor(args) => doctor(&args),
         Command::Probe(args) => probe(&args),
-        Command::Lab(args) => dataplane::lab::cli::run(args),
+        Command::Lab(args) => xbr_lab::cli::run(args),
         Command::Teardown(args) => teardown(args),
         Command::Capture(args) => xbr_daemon::capture::run(args),
         Command::Client(command) => xbr_daemon::ctl_cli::run(command),

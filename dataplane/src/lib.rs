@@ -26,7 +26,6 @@ pub mod engine;
 pub mod genl;
 pub mod hostveth;
 pub mod kicker;
-pub mod lab;
 pub mod live;
 pub mod logging;
 pub mod memport;

@@ -25,7 +25,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("flowtable", "flowtable"),
     ("hostveth", "dataplane::hostveth"),
     ("kicker", "dataplane::kicker"),
-    ("lab", "dataplane::lab"),
+    ("lab", "xbr_lab"),
     ("live", "dataplane::live"),
     ("meter", "dataplane::meter"),
     ("metrics", "dataplane::metrics"),

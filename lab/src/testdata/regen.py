@@ -13,7 +13,7 @@ writes, next to this script:
 Every case disables what the lab does not model (egress policies, egress IPs,
 multicast namespaces, Services). Run it after gen_flows.py changes:
 
-  python3 dataplane/src/lab/testdata/regen.py
+  python3 lab/src/testdata/regen.py
 """
 
 import importlib.util

@@ -309,7 +309,7 @@ mod tests {
             prefix: "xbrlab-t".into(),
             dir: "/tmp/x".into(),
             vxlan: false,
-            variant: crate::lab::flows::Variant::LegacyNonConntrack,
+            variant: crate::flows::Variant::LegacyNonConntrack,
             ovsdb: false,
             xdp_redirect: false,
             xdp_peer_gro: true,

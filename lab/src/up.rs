@@ -31,7 +31,7 @@ const SUN_PATH_MAX: usize = 107;
 /// nowhere and cross-node traffic is honestly lost.
 pub fn vxlan_supported() -> bool {
     vxlan_port_spec(std::net::Ipv4Addr::new(10, 0, 0, 11))
-        .parse::<crate::config::PortSpec>()
+        .parse::<dataplane::config::PortSpec>()
         .is_ok()
 }
 
@@ -90,7 +90,7 @@ pub fn node_flows(state: &LabState, node: &Node) -> Result<NodeFlows, LabError> 
                 .map_or(0, |ns| ns.vnid),
         })
         .collect();
-    let mac = |s: &str| crate::config::parse_mac(s).unwrap_or_default();
+    let mac = |s: &str| dataplane::config::parse_mac(s).unwrap_or_default();
     Ok(NodeFlows {
         mode,
         variant: if state.flows == Variant::Conntrack.name() {
@@ -490,7 +490,7 @@ fn program(state: &LabState, node: &Node) -> Result<(), LabError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::xbr_proc::xbr_args;
+    use crate::xbr_proc::xbr_args;
 
     fn lab(mode: Mode, vxlan: bool) -> LabState {
         let opts = Options {
@@ -501,14 +501,14 @@ mod tests {
             prefix: "t".into(),
             dir: "/tmp/t".into(),
             vxlan,
-            variant: crate::lab::flows::Variant::LegacyNonConntrack,
+            variant: crate::flows::Variant::LegacyNonConntrack,
             ovsdb: false,
             xdp_redirect: false,
             xdp_peer_gro: true,
             least_privilege: false,
             pmd_threads: 1,
             tun0_backend: String::new(),
-            underlay_mtu: crate::lab::plan::UNDERLAY_MTU,
+            underlay_mtu: crate::plan::UNDERLAY_MTU,
         };
         plan::plan(&opts, 11).unwrap()
     }
@@ -557,7 +557,7 @@ mod tests {
             ]
         );
         for p in &ports {
-            assert!(p.parse::<crate::config::PortSpec>().is_ok(), "{p}");
+            assert!(p.parse::<dataplane::config::PortSpec>().is_ok(), "{p}");
         }
         let s = lab(Mode::Subnet, true);
         let args = xbr_args(&s, &s.nodes[1]);
@@ -586,7 +586,7 @@ mod tests {
         let mut s = lab(Mode::NetworkPolicy, false);
         s.flows = Variant::Conntrack.name().to_string();
         let v = s.namespaces[1].vnid;
-        s.namespaces[1].policy = Some(crate::lab::flows::POLICY_SAME_NAMESPACE.into());
+        s.namespaces[1].policy = Some(crate::flows::POLICY_SAME_NAMESPACE.into());
         let flows = node_flows(&s, &s.nodes[0]).unwrap().generate().unwrap();
         let t80: Vec<&String> = flows
             .iter()

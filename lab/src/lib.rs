@@ -15,6 +15,27 @@
 //! `ethtool`, `ping` and `ovs-ofctl`, each with a deadline ([`sys`]), and
 //! never touches objects outside the lab's own namespaces. `DIR/lab.json`
 //! ([`state`]) describes the lab for `check`, `down` and other tools.
+//!
+//! # The crate
+//! `xbr-lab` sits above `dataplane`, whose port specs, MAC parsing and
+//! capability sets it reuses, and below `xbr-daemon`, whose `xbr lab`
+//! subcommand is [`cli`]; `bench` uses its flow generator ([`flows`]) and
+//! addressing ([`addr`]) too. Each node's xbr is a separate process, the
+//! running binary itself (`current_exe`), never a bridge in this process.
+//!
+//! # Invariants, threads and costs
+//! - Every object a lab makes carries its prefix, so `down` finds and
+//!   removes exactly the lab's, also after a crashed or interrupted `up`
+//!   ([`down`]), and signals only processes whose command line names the
+//!   lab directory.
+//! - Bad options exit 2 ([`LabError::is_usage`]); no `unsafe`
+//!   (`forbid(unsafe_code)`).
+//! - The commands run one at a time on the calling thread, each with a
+//!   deadline; `check` probes the pods' connectivity from scoped threads
+//!   in parallel. A lab of N nodes with P pods each costs O(N * P)
+//!   external commands: seconds to a minute.
+
+#![forbid(unsafe_code)]
 
 pub mod addr;
 pub mod check;

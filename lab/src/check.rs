@@ -416,7 +416,7 @@ pub fn render(state: &LabState, r: &CheckReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::plan::{plan, Options};
+    use crate::plan::{plan, Options};
 
     #[test]
     fn ping_summary() {
@@ -437,14 +437,14 @@ mod tests {
             prefix: "t".into(),
             dir: "/tmp/t".into(),
             vxlan: false,
-            variant: crate::lab::flows::Variant::LegacyNonConntrack,
+            variant: crate::flows::Variant::LegacyNonConntrack,
             ovsdb: false,
             xdp_redirect: false,
             xdp_peer_gro: true,
             least_privilege: false,
             pmd_threads: 1,
             tun0_backend: String::new(),
-            underlay_mtu: crate::lab::plan::UNDERLAY_MTU,
+            underlay_mtu: crate::plan::UNDERLAY_MTU,
         };
         let s = plan(&o, 5).unwrap();
         let ps = probes(&s).unwrap();
@@ -477,14 +477,14 @@ mod tests {
             prefix: "t".into(),
             dir: "/tmp/t".into(),
             vxlan: true,
-            variant: crate::lab::flows::Variant::Conntrack,
+            variant: crate::flows::Variant::Conntrack,
             ovsdb: false,
             xdp_redirect: false,
             xdp_peer_gro: true,
             least_privilege: false,
             pmd_threads: 1,
             tun0_backend: String::new(),
-            underlay_mtu: crate::lab::plan::UNDERLAY_MTU,
+            underlay_mtu: crate::plan::UNDERLAY_MTU,
         };
         let s = plan(&o, 5).unwrap();
         // Only the last namespace has policies.

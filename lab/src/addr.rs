@@ -93,7 +93,7 @@ pub fn pod_mac(ip: Ipv4Addr) -> [u8; 6] {
     [0x0a, 0x58, o[0], o[1], o[2], o[3]]
 }
 
-pub use crate::netdev::format_mac;
+pub use dataplane::netdev::format_mac;
 
 #[cfg(test)]
 mod tests {

@@ -107,9 +107,9 @@ pub(super) fn start_xbr(state: &LabState, i: usize) -> Result<u32, LabError> {
 /// (`privs::NEEDED`, `privs::OPTIONAL`) and then exec the program: its pid
 /// stays the one `ip netns exec` started.
 fn capsh_keeping_documented() -> Result<Vec<String>, LabError> {
-    let documented: Vec<caps::Capability> = crate::privs::NEEDED
+    let documented: Vec<caps::Capability> = dataplane::privs::NEEDED
         .iter()
-        .chain(crate::privs::OPTIONAL)
+        .chain(dataplane::privs::OPTIONAL)
         .map(|(c, _)| *c)
         .collect();
     let bounding = caps::read(None, caps::CapSet::Bounding)

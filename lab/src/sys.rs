@@ -203,7 +203,7 @@ pub fn link_mac(ns: &str, dev: &str) -> Result<[u8; 6], LabError> {
     out.split_whitespace()
         .skip_while(|w| *w != "link/ether")
         .nth(1)
-        .and_then(crate::config::parse_mac)
+        .and_then(dataplane::config::parse_mac)
         .ok_or_else(|| LabError::Unexpected(format!("no MAC for {dev} in {ns}: {out}")))
 }
 

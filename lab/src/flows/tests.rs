@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 fn testdata(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("src/lab/testdata")
+        .join("src/testdata")
         .join(name)
 }
 
@@ -29,7 +29,7 @@ fn n(v: &Value, key: &str) -> u64 {
 }
 
 fn mac_of(text: &str) -> [u8; 6] {
-    crate::config::parse_mac(text).unwrap()
+    dataplane::config::parse_mac(text).unwrap()
 }
 
 fn topology(case: &str) -> NodeFlows {
