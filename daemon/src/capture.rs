@@ -3,7 +3,7 @@
 //! frame or writes them to a pcap file (`pcap-file`), until COUNT frames
 //! or SIGINT/SIGTERM, and stops the capture on the way out.
 
-use dataplane::ctl::{request, socket_path};
+use crate::ctl::{request, socket_path};
 use pcap_file::pcap::{PcapPacket, PcapWriter};
 use std::fs::File;
 use std::io::{BufWriter, Write};

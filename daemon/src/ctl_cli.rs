@@ -3,7 +3,7 @@
 //! arguments, and the request each sends (`ctl` serves them). A refused
 //! request, or no bridge to ask, exits 2 with the reason; a broken reply 1.
 
-use dataplane::ctl::socket_path;
+use crate::ctl::socket_path;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -329,7 +329,7 @@ fn conntrack(args: ConntrackArgs) -> ExitCode {
 
 /// Sends one control-socket request and prints its reply.
 fn ctl_request(what: &str, path: &std::path::Path, line: &str) -> ExitCode {
-    match dataplane::ctl::request(path, line) {
+    match crate::ctl::request(path, line) {
         Ok(reply) if reply.ok => {
             print!("{}", reply.text);
             ExitCode::SUCCESS
@@ -338,7 +338,7 @@ fn ctl_request(what: &str, path: &std::path::Path, line: &str) -> ExitCode {
             eprintln!("{what}: {}", reply.text);
             ExitCode::from(EXIT_USAGE)
         }
-        Err(e @ dataplane::ctl::CtlError::Connect { .. }) => {
+        Err(e @ crate::ctl::CtlError::Connect { .. }) => {
             eprintln!("{what}: {e}");
             ExitCode::from(EXIT_USAGE)
         }

@@ -10,13 +10,13 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Subcommand;
-use dataplane::bridge::{BridgeConfig, RunningBridge};
 use dataplane::config::{assign_ofports, parse_listen, PortSpec, Target};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use xbr_daemon::bridge::{BridgeConfig, RunningBridge};
 
 #[derive(clap::Parser)]
 #[command(
@@ -214,8 +214,8 @@ struct RunArgs {
     /// after a burst of BURST; more are dropped and counted, as OVS's
     /// rate-limited messages are (0 turns the limit off).
     #[arg(long, value_name = "RATE[/BURST]", default_value = "60/20",
-          value_parser = clap::value_parser!(dataplane::logging::ratelimit::RateLimit))]
-    log_rate_limit: dataplane::logging::ratelimit::RateLimit,
+          value_parser = clap::value_parser!(xbr_daemon::logging::ratelimit::RateLimit))]
+    log_rate_limit: xbr_daemon::logging::ratelimit::RateLimit,
     /// A port with xdp_redirect=auto whose veth peer (a pod's eth0) does
     /// not take XDP-redirected frames gets GRO turned on in the peer, from
     /// the host, so the XDP flow cache can forward to it (OVSDB: Bridge
@@ -292,8 +292,8 @@ impl RunArgs {
         }))
     }
 
-    fn state_config(&self) -> dataplane::bridge::StateConfig {
-        dataplane::bridge::StateConfig {
+    fn state_config(&self) -> xbr_daemon::bridge::StateConfig {
+        xbr_daemon::bridge::StateConfig {
             enabled: self.state == OnOff::On,
             snapshot: (self.state_snapshot > 0)
                 .then(|| std::time::Duration::from_secs(self.state_snapshot)),
@@ -340,7 +340,7 @@ enum LogFormat {
 }
 
 fn metrics_arg(s: &str) -> Result<SocketAddr, String> {
-    dataplane::metrics::parse_addr(s).map_err(|e| e.to_string())
+    xbr_daemon::metrics::parse_addr(s).map_err(|e| e.to_string())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -395,19 +395,19 @@ fn main() -> ExitCode {
         match xbr_daemon::conffile::parse_cli(std::env::args_os().collect(), &["run", "doctor"]) {
             Ok(cli) => cli,
             Err(e) => {
-                dataplane::logging::init();
+                xbr_daemon::logging::init();
                 eprintln!("xbr: {e}");
                 return ExitCode::from(EXIT_CONFIG);
             }
         };
     let logging = match &cli.command {
-        Command::Run(args) => dataplane::logging::init_with(&dataplane::logging::LogOptions {
+        Command::Run(args) => xbr_daemon::logging::init_with(&xbr_daemon::logging::LogOptions {
             file: args.log_file.clone(),
             json: args.log_format == LogFormat::Json,
             rate: args.log_rate_limit,
         }),
         _ => {
-            dataplane::logging::init();
+            xbr_daemon::logging::init();
             Ok(())
         }
     };
@@ -451,9 +451,9 @@ fn teardown(args: TeardownArgs) -> ExitCode {
 /// asked for it).
 fn start_metrics(
     addr: Option<SocketAddr>,
-) -> Result<Option<dataplane::metrics::MetricsServer>, ExitCode> {
+) -> Result<Option<xbr_daemon::metrics::MetricsServer>, ExitCode> {
     match addr
-        .map(dataplane::metrics::MetricsServer::start)
+        .map(xbr_daemon::metrics::MetricsServer::start)
         .transpose()
     {
         Ok(m) => Ok(m),
@@ -585,7 +585,7 @@ fn run(args: RunArgs) -> ExitCode {
 
 /// `xbr doctor`: the checks for what `args` would run.
 fn doctor(args: &RunArgs) -> ExitCode {
-    let ovsdb = match args.ovsdb.as_deref().map(dataplane::ovsdb::parse_target) {
+    let ovsdb = match args.ovsdb.as_deref().map(xbr_daemon::ovsdb::parse_target) {
         None => None,
         Some(Ok(path)) => Some(path),
         Some(Err(e)) => {
@@ -612,7 +612,7 @@ fn doctor(args: &RunArgs) -> ExitCode {
 
 /// `xbr probe`: alive, or ready with --ovsdb.
 fn probe(args: &ProbeArgs) -> ExitCode {
-    let result = match args.ovsdb.as_deref().map(dataplane::ovsdb::parse_target) {
+    let result = match args.ovsdb.as_deref().map(xbr_daemon::ovsdb::parse_target) {
         None => xbr_daemon::probe::alive(&args.rundir).map(|v| format!("alive: {v}")),
         Some(Ok(db)) => xbr_daemon::probe::ready(&args.rundir, &db)
             .map(|n| format!("ready: serving the database's {n} bridge(s)")),
@@ -633,10 +633,10 @@ fn probe(args: &ProbeArgs) -> ExitCode {
     }
 }
 
-/// Serves `ovs-appctl` in `rundir` (see `dataplane::unixctl`); xbr runs
+/// Serves `ovs-appctl` in `rundir` (see `xbr_daemon::unixctl`); xbr runs
 /// on without it if that fails.
-fn start_unixctl(rundir: &std::path::Path) -> Option<dataplane::unixctl::UnixctlServer> {
-    match dataplane::unixctl::UnixctlServer::start(rundir) {
+fn start_unixctl(rundir: &std::path::Path) -> Option<xbr_daemon::unixctl::UnixctlServer> {
+    match xbr_daemon::unixctl::UnixctlServer::start(rundir) {
         Ok(u) => Some(u),
         Err(e) => {
             tracing::warn!(rundir = %rundir.display(), "cannot serve ovs-appctl: {e}");
@@ -647,14 +647,14 @@ fn start_unixctl(rundir: &std::path::Path) -> Option<dataplane::unixctl::Unixctl
 
 /// `xbr run --ovsdb`: serve every bridge of the database until a signal.
 fn run_ovsdb(target: &str, args: &RunArgs, tls: Option<ofproto::tls::TlsFiles>) -> ExitCode {
-    let path = match dataplane::ovsdb::parse_remote(target) {
+    let path = match xbr_daemon::ovsdb::parse_remote(target) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("xbr: --ovsdb: {e}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    if matches!(path, dataplane::ovsdb::rpc::Remote::Ssl(_)) && tls.is_none() {
+    if matches!(path, xbr_daemon::ovsdb::rpc::Remote::Ssl(_)) && tls.is_none() {
         eprintln!("xbr: --ovsdb {target}: needs --private-key, --certificate and --ca-cert");
         return ExitCode::from(EXIT_CONFIG);
     }
@@ -689,7 +689,7 @@ fn run_ovsdb(target: &str, args: &RunArgs, tls: Option<ofproto::tls::TlsFiles>) 
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let settings = dataplane::ovsdb::Settings {
+    let settings = xbr_daemon::ovsdb::Settings {
         rundir: args.rundir.clone(),
         pmd_threads: args.pmd_threads as usize,
         pmd_cpus,
@@ -714,7 +714,7 @@ fn run_ovsdb(target: &str, args: &RunArgs, tls: Option<ofproto::tls::TlsFiles>) 
         Err(code) => return code,
     };
     let unixctl = start_unixctl(&settings.rundir);
-    let clean = dataplane::ovsdb::run_notifying(&path, settings, &stop, &mut || {
+    let clean = xbr_daemon::ovsdb::run_notifying(&path, settings, &stop, &mut || {
         xbr_daemon::readiness::ready("serving the database's bridges")
     });
     if let Some(u) = unixctl {

@@ -10,9 +10,9 @@
 
 use flowtable::key::{Field, FlowKey};
 use libfuzzer_sys::fuzz_target;
+use xbr_packet::csum;
 use xbr_packet::parse::extract;
 use xbr_packet::rewrite::{self, ipv4_header_checksum, set_field};
-use xbr_packet::csum;
 
 /// Every field a SET_FIELD can name; the first input byte picks one.
 const FIELDS: [Field; 31] = [

@@ -1,5 +1,5 @@
 //! The Bridge's `Mirror` rows carried out: each becomes a
-//! [`crate::mirror::Mirror`] sending to its `output_port`'s device, and
+//! [`dataplane::mirror::Mirror`] sending to its `output_port`'s device, and
 //! its counters go back to the row's `statistics`, as ovs-vswitchd
 //! writes them (`tx_packets`, `tx_bytes`).
 //!
@@ -11,7 +11,7 @@
 //! copies nothing.
 
 use super::desired::DesiredMirror;
-use crate::mirror::{Mirror, Mirrors, Sink, MAX_MIRRORS};
+use dataplane::mirror::{Mirror, Mirrors, Sink, MAX_MIRRORS};
 use serde_json::{Map, Value};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -82,7 +82,7 @@ pub fn apply(bridge: &str, applied: &mut Vec<Applied>, want: &[DesiredMirror], m
 fn build(
     i: usize,
     w: &DesiredMirror,
-    counters: Arc<crate::mirror::MirrorCounters>,
+    counters: Arc<dataplane::mirror::MirrorCounters>,
 ) -> Result<Arc<Mirror>, String> {
     if i >= MAX_MIRRORS {
         return Err(format!("more than {MAX_MIRRORS} mirrors on the bridge"));

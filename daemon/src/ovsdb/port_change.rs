@@ -18,7 +18,7 @@
 //! closed and opened again under the same number, so flows that name it
 //! keep matching (its traffic pauses for the reopening).
 
-use crate::config::{PortSpec, PortType};
+use dataplane::config::{PortSpec, PortType};
 
 /// How to apply a changed spec to an open port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,8 +93,8 @@ pub fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::VxlanSpec;
-    use crate::ports::redirect::RedirectMode;
+    use dataplane::config::VxlanSpec;
+    use dataplane::ports::redirect::RedirectMode;
 
     fn free(_: u32) -> bool {
         false
@@ -200,7 +200,7 @@ mod tests {
         assert_eq!(classify(&unresolved, &open, 1, free), Change::Reopen);
         let open = spec(PortType::Internal);
         let want = PortSpec {
-            internal_backend: crate::config::InternalBackend::Tap,
+            internal_backend: dataplane::config::InternalBackend::Tap,
             ..open.clone()
         };
         assert_eq!(classify(&open, &want, 2, free), Change::Reopen);

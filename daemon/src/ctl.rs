@@ -22,8 +22,8 @@
 //! under the tables' lock and walks it after releasing the lock.
 
 use crate::accept_loop::AcceptLoop;
-use crate::conntrack::Conntrack;
-use crate::live::LivePorts;
+use dataplane::conntrack::Conntrack;
+use dataplane::live::LivePorts;
 use flowtable::text::{self, PortNames};
 use ofproto::Bridge;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -174,10 +174,10 @@ pub fn dispatch(
         "trace" => trace(args, name, bridge),
         "conntrack" => conntrack_cmd(args, conntrack),
         "port" => port_cmd(args, live),
-        "capture" => crate::capture::command(args, live),
+        "capture" => dataplane::capture::command(args, live),
         "stats" if args.is_empty() => {
             let dp = live.datapath();
-            let mut text = crate::stats::report(
+            let mut text = dataplane::stats::report(
                 &dp.ports(),
                 &live.ports_by_thread(),
                 &dp.engine_snapshot(),
@@ -195,7 +195,7 @@ pub fn dispatch(
             if let Some(st) = live.state_status() {
                 text.push_str(&st.text());
             }
-            text.push_str(&crate::mirror::report(&dp.mirrors().snapshot()));
+            text.push_str(&dataplane::mirror::report(&dp.mirrors().snapshot()));
             if let Some(maps) = live.xdp_cache() {
                 // Fail closed: frames of queues without a socket (while
                 // this xbr starts, or any xbr is down: the counter is
@@ -298,13 +298,13 @@ fn dpctl_cmd(args: &str, live: &LivePorts) -> Result<String, String> {
                 names
                     .lock()
                     .entry(ifindex)
-                    .or_insert_with(|| match crate::netdev::link_by_index(ifindex) {
+                    .or_insert_with(|| match dataplane::netdev::link_by_index(ifindex) {
                         Ok(l) => l.name,
                         Err(_) => format!("ifindex {ifindex}"),
                     })
                     .clone()
             };
-            Ok(crate::xdpcache::dump::report(maps, &dev))
+            Ok(dataplane::xdpcache::dump::report(maps, &dev))
         }
         "del-flows" => {
             // The XDP programs ignore entries of an older generation from
@@ -362,8 +362,8 @@ fn trace(args: &str, name: &str, bridge: &Bridge) -> Result<String, String> {
 /// OFPORT: (KIND)`: xbr's datapath numbers its ports as OpenFlow does.
 pub fn dpif_text(
     bridge: &str,
-    ports: &[std::sync::Arc<crate::control::PortMeta>],
-    snap: &crate::control::EngineSnapshot,
+    ports: &[std::sync::Arc<dataplane::control::PortMeta>],
+    snap: &dataplane::control::EngineSnapshot,
 ) -> String {
     let (mut hit, mut missed) = (0, 0);
     if let Some(c) = &snap.flow_cache {
@@ -399,7 +399,7 @@ pub fn dpif_text(
 
 /// NORMAL's stations as `ovs-appctl fdb/show` prints a bridge's (no
 /// VLANs: NORMAL ignores them, as 0).
-pub fn fdb_text(stations: &[crate::normal::Station]) -> String {
+pub fn fdb_text(stations: &[dataplane::normal::Station]) -> String {
     let mut out = String::from(" port  VLAN  MAC                Age\n");
     for s in stations {
         let port = match s.port {
@@ -424,7 +424,7 @@ pub fn fdb_text(stations: &[crate::normal::Station]) -> String {
 /// to N; `conntrack set-limits|get-limits|del-limits ARGS`: the zone
 /// limits, with `ovs-appctl dpctl/ct-*-limits`'s arguments and output.
 fn conntrack_cmd(args: &str, ct: &Conntrack) -> Result<String, String> {
-    use crate::conntrack::zone_limits::{self, LimitsRequest};
+    use dataplane::conntrack::zone_limits::{self, LimitsRequest};
     let mut words = args.split_whitespace();
     let verb = words.next();
     let limits = match (verb, words.clone().collect::<Vec<_>>().as_slice()) {
@@ -478,7 +478,7 @@ fn conntrack_cmd(args: &str, ct: &Conntrack) -> Result<String, String> {
         Some("dump") => {
             let mut out = String::new();
             for e in ct.dump(zone, ct.now_ms()) {
-                out.push_str(&crate::conntrack::format_entry(&e));
+                out.push_str(&dataplane::conntrack::format_entry(&e));
                 out.push('\n');
             }
             Ok(out)
@@ -527,7 +527,7 @@ fn port_cmd(args: &str, live: &LivePorts) -> Result<String, String> {
     match (verb, arg) {
         ("add", "") => Err("port add: needs a port spec, NAME[=OFPORT][,type=...]".into()),
         ("add", spec) => {
-            let spec: crate::config::PortSpec =
+            let spec: dataplane::config::PortSpec =
                 spec.parse().map_err(|e| format!("port add: {e}"))?;
             let meta = live.add(&spec).map_err(|e| format!("port add: {e}"))?;
             Ok(format!("{}\n", meta.ofport))
@@ -586,11 +586,11 @@ pub fn request(path: &Path, line: &str) -> Result<Reply, CtlError> {
 #[cfg(test)]
 mod tests {
     use super::fdb_text;
-    use crate::normal::Station;
+    use dataplane::normal::Station;
 
     #[test]
     fn dpif_show_lists_ports_by_name_with_their_kind_and_counts_cache_answers() {
-        use crate::control::{EngineSnapshot, PortMeta};
+        use dataplane::control::{EngineSnapshot, PortMeta};
         use std::sync::Arc;
         let ports =
             [
@@ -609,7 +609,7 @@ mod tests {
                 uncacheable: 1,
                 invalidations: 9,
             }),
-            xdp_cache: Some(crate::xdpcache::XdpCacheStats {
+            xdp_cache: Some(dataplane::xdpcache::XdpCacheStats {
                 hit_packets: 100,
                 ..Default::default()
             }),

@@ -4,12 +4,12 @@
 
 mod threads;
 
-use crate::config::{PortSpec, Target};
-use crate::control::DpShared;
-use crate::engine::handoff::Handoffs;
-use crate::live::LivePorts;
-use crate::ports::{self, PortError};
-use crate::xdpcache::CacheMaps;
+use dataplane::config::{PortSpec, Target};
+use dataplane::control::DpShared;
+use dataplane::engine::handoff::Handoffs;
+use dataplane::live::LivePorts;
+use dataplane::ports::{self, PortError};
+use dataplane::xdpcache::CacheMaps;
 use ofproto::limits::{ControlLimits, PacketInLimit};
 use ofproto::tls::TlsContext;
 use ofproto::{Bridge, Server};
@@ -36,7 +36,7 @@ pub struct BridgeConfig {
     /// CPUs of the packet threads, by thread (fewer: the rest unpinned).
     pub pmd_cpus: Vec<usize>,
     /// CPUs of transmit threads (`--pmd-cores` after the packet threads';
-    /// see `crate::kicker`); empty: the packet threads transmit themselves.
+    /// see `dataplane::kicker`); empty: the packet threads transmit themselves.
     pub tx_cpus: Vec<usize>,
     pub datapath_id: Option<u64>,
     /// Entries of each packet thread's translation cache; 0 turns it off.
@@ -65,14 +65,14 @@ pub struct BridgeConfig {
     /// The XDP programs create new UDP connections from templates (with
     /// the cache only; `--xdp-ct-new`, see `conntrack/kernel_new.rs`).
     pub xdp_ct_new: bool,
-    /// The state file (`crate::state`): restored at start, saved at a
+    /// The state file (`dataplane::state`): restored at start, saved at a
     /// graceful stop and every snapshot period.
     pub state: StateConfig,
     /// Start with OVSDB's `flow-restore-wait` on (see
     /// [`RunningBridge::set_restore_wait`]).
     pub flow_restore_wait: bool,
     /// Where the bridges' pin directories are (`--bpf-pin-root`; see
-    /// `crate::pin`).
+    /// `dataplane::pin`).
     pub pin_root: PathBuf,
     /// Pin the bridge's XDP programs and flow cache there so that they
     /// outlive the process (`--xdp-pin`; needs the flow cache). Without,
@@ -109,7 +109,7 @@ impl Default for StateConfig {
     fn default() -> Self {
         StateConfig {
             enabled: true,
-            snapshot: Some(crate::state::DEFAULT_SNAPSHOT_PERIOD),
+            snapshot: Some(dataplane::state::DEFAULT_SNAPSHOT_PERIOD),
             restore: true,
         }
     }
@@ -131,7 +131,7 @@ pub enum BridgeError {
     #[error("cannot create the packet threads' wakeup eventfds: {0}")]
     Eventfd(nix::Error),
     #[error("XDP flow cache: {0}")]
-    XdpCache(#[source] crate::xdpcache::XdpCacheError),
+    XdpCache(#[source] dataplane::xdpcache::XdpCacheError),
     #[error("cannot start a packet thread: {0}")]
     Thread(std::io::Error),
     #[error("cannot start the conntrack expiry thread: {0}")]
@@ -139,7 +139,7 @@ pub enum BridgeError {
     #[error(transparent)]
     Ctl(#[from] crate::ctl::CtlError),
     #[error(transparent)]
-    BadCpu(#[from] crate::cpus::CpuError),
+    BadCpu(#[from] dataplane::cpus::CpuError),
 }
 
 impl BridgeError {
@@ -180,17 +180,17 @@ pub struct RunningBridge {
     upcalls: Option<JoinHandle<()>>,
     /// Set by a packet thread that panicked.
     failed: Arc<AtomicBool>,
-    ct_sweeper: crate::conntrack::Sweeper,
+    ct_sweeper: dataplane::conntrack::Sweeper,
     live: Arc<LivePorts>,
     /// The packet threads, to move them to other CPUs while running.
-    pmd_threads: Vec<Arc<crate::cpus::ThreadId>>,
+    pmd_threads: Vec<Arc<dataplane::cpus::ThreadId>>,
     /// The transmit threads (`--pmd-cores` after the packet threads'), if
     /// any.
-    kicks: Option<Arc<crate::kicker::KickPool>>,
+    kicks: Option<Arc<dataplane::kicker::KickPool>>,
     /// Writes the state file (`None` with `--state off`).
-    state: Option<crate::state::Keeper>,
-    /// The pin directory (`crate::pin`) and its root, if pinning is on.
-    pins: Option<(Arc<crate::pin::Pins>, PathBuf)>,
+    state: Option<dataplane::state::Keeper>,
+    /// The pin directory (`dataplane::pin`) and its root, if pinning is on.
+    pins: Option<(Arc<dataplane::pin::Pins>, PathBuf)>,
     /// [`RunningBridge::take_over_pinned`] was called (it acts once).
     taken_over: AtomicBool,
     /// The controllers' PACKET_IN rate limits, for server restarts.
@@ -208,12 +208,12 @@ impl RunningBridge {
         let cores = config
             .pmd_cpus
             .iter()
-            .map(|&cpu| crate::cpus::core_id(cpu))
+            .map(|&cpu| dataplane::cpus::core_id(cpu))
             .collect::<Result<Vec<_>, _>>()?;
         let tx_cores = config
             .tx_cpus
             .iter()
-            .map(|&cpu| crate::cpus::core_id(cpu))
+            .map(|&cpu| dataplane::cpus::core_id(cpu))
             .collect::<Result<Vec<_>, _>>()?;
         std::fs::create_dir_all(&config.rundir).map_err(|source| BridgeError::Rundir {
             path: config.rundir.clone(),
@@ -228,16 +228,16 @@ impl RunningBridge {
         }
         // The state file is read (and a bad one refused) before anything
         // is attached; it is applied once the tables exist, below.
-        let state_path = crate::state::path(&config.rundir, &config.name);
+        let state_path = dataplane::state::path(&config.rundir, &config.name);
         let (saved, state_start) = if config.state.enabled && config.state.restore {
-            crate::state::keeper::load(&state_path, &config.name)
+            dataplane::state::keeper::load(&state_path, &config.name)
         } else if config.state.enabled {
-            crate::state::keeper::discard(&state_path);
-            (None, crate::state::status::Start::NoFile)
+            dataplane::state::keeper::discard(&state_path);
+            (None, dataplane::state::status::Start::NoFile)
         } else {
-            (None, crate::state::status::Start::Disabled)
+            (None, dataplane::state::status::Start::Disabled)
         };
-        let state_status = Arc::new(crate::state::StateStatus::new(
+        let state_status = Arc::new(dataplane::state::StateStatus::new(
             state_path.clone(),
             config.state.snapshot.filter(|_| config.state.enabled),
             state_start,
@@ -245,9 +245,9 @@ impl RunningBridge {
 
         // Ports: opened all or nothing (a failure drops the ones opened).
         // Pinned state a previous xbr left is adopted here (see
-        // `crate::pin`): maps now, links as the ports open.
+        // `dataplane::pin`): maps now, links as the ports open.
         let pins = if config.pin && config.xdp_cache_entries.is_some() {
-            match crate::pin::Pins::open(&config.pin_root, &config.name) {
+            match dataplane::pin::Pins::open(&config.pin_root, &config.name) {
                 Ok(p) => Some(Arc::new(p)),
                 // A read-only /sys, no right to mount: the bridge still
                 // works, but goes with the process (and fails open while
@@ -270,14 +270,14 @@ impl RunningBridge {
             }
             // The programs an earlier, pinning xbr left on the ports would
             // keep this one from attaching.
-            crate::pin::remove_leftover(&config.pin_root, &config.name);
+            dataplane::pin::remove_leftover(&config.pin_root, &config.name);
             None
         };
         let xdp_maps = match config.xdp_cache_entries {
             Some(n) => Some(Arc::new(
                 CacheMaps::new_pinned(
                     n,
-                    crate::xdpcache::MAX_TARGETS,
+                    dataplane::xdpcache::MAX_TARGETS,
                     config.ct_limit,
                     pins.clone(),
                 )
@@ -299,7 +299,8 @@ impl RunningBridge {
         let kicks = if tx_cores.is_empty() {
             None
         } else {
-            let pool = crate::kicker::KickPool::start(&tx_cores).map_err(BridgeError::Thread)?;
+            let pool =
+                dataplane::kicker::KickPool::start(&tx_cores).map_err(BridgeError::Thread)?;
             for (meta, io) in &mut opened.ports {
                 if let Some(cpu) = io.offload_kicks(&pool) {
                     tracing::debug!(port = %meta.name, cpu, "transmits kicked by a transmit thread");
@@ -322,13 +323,13 @@ impl RunningBridge {
 
         let stop = Arc::new(AtomicBool::new(false));
         let failed = Arc::new(AtomicBool::new(false));
-        let conntrack = crate::conntrack::Conntrack::new(crate::conntrack::CtConfig {
+        let conntrack = dataplane::conntrack::Conntrack::new(dataplane::conntrack::CtConfig {
             limit: config.ct_limit,
             ..Default::default()
         });
         // The host's conntrack, for connections entering from internal
         // ports (conntrack/host.rs). Without it those are simply new.
-        let conntrack = match crate::conntrack::ctnetlink::Ctnetlink::open() {
+        let conntrack = match dataplane::conntrack::ctnetlink::Ctnetlink::open() {
             Ok(host) => conntrack.with_host(Box::new(host)),
             Err(e) => {
                 tracing::warn!(
@@ -343,7 +344,7 @@ impl RunningBridge {
             // New connections created by the XDP program
             // (conntrack/kernel_new.rs); without, the packet threads
             // create them all.
-            match crate::conntrack::KernelNew::new(m.kernel_conns()) {
+            match dataplane::conntrack::KernelNew::new(m.kernel_conns()) {
                 Ok(k) => conntrack.set_kernel_new(k),
                 Err(e) => tracing::warn!(
                     error = %e,
@@ -357,7 +358,7 @@ impl RunningBridge {
             conntrack.set_xdp_gen(m.generation().clone());
         }
         // Stops with the bridge, or on any early return below.
-        let ct_sweeper = crate::conntrack::Conntrack::spawn_sweeper(&conntrack)
+        let ct_sweeper = dataplane::conntrack::Conntrack::spawn_sweeper(&conntrack)
             .map_err(BridgeError::CtSweeper)?;
         conntrack.set_xdp_threads(threads);
         let (own, others, owners) = threads::deal(opened.ports, threads);
@@ -390,14 +391,14 @@ impl RunningBridge {
             let (ops, ops_rx) = crossbeam::channel::unbounded();
             port_ops.push(ops);
             let start = threads::Start {
-                frames: crate::ports::UmemFrames::new(pool),
+                frames: dataplane::ports::UmemFrames::new(pool),
                 own,
                 others,
                 changes,
                 port_ops: ops_rx,
                 handoffs,
             };
-            let id = Arc::new(crate::cpus::ThreadId::default());
+            let id = Arc::new(dataplane::cpus::ThreadId::default());
             match threads::spawn(index, cores.get(index).copied(), start, &common, id.clone()) {
                 Ok(t) => {
                     engines.push(t);
@@ -445,7 +446,7 @@ impl RunningBridge {
         // numbers; (2) then whatever revalidates against those tables
         // (e.g. adopting pinned XDP state); (3) only then OpenFlow opens.
         let state = config.state.enabled.then(|| {
-            let (keeper, ports) = crate::state::Keeper::start(
+            let (keeper, ports) = dataplane::state::Keeper::start(
                 state_path,
                 &config.name,
                 saved,
@@ -561,12 +562,12 @@ impl RunningBridge {
             // first, so a change they see with it came after it (see
             // `Engine::apply_changes`).
             self.bridge.barrier();
-            crate::pin::take_over(maps, pins);
+            dataplane::pin::take_over(maps, pins);
         }
     }
 
     /// The pin directory, if the bridge's XDP state is pinned.
-    pub fn pins(&self) -> Option<&Arc<crate::pin::Pins>> {
+    pub fn pins(&self) -> Option<&Arc<dataplane::pin::Pins>> {
         self.pins.as_ref().map(|(p, _)| p)
     }
 
@@ -599,7 +600,7 @@ impl RunningBridge {
     /// error, after the packet threads have moved.
     pub fn set_cpus(&self, pmd_cpus: &[usize], tx_cpus: &[usize]) -> Result<(), String> {
         for (thread, &cpu) in self.pmd_threads.iter().zip(pmd_cpus) {
-            crate::cpus::core_id(cpu).map_err(|e| e.to_string())?;
+            dataplane::cpus::core_id(cpu).map_err(|e| e.to_string())?;
             thread.pin(cpu).map_err(|e| e.to_string())?;
         }
         let running = self.kicks.as_ref().map_or(0, |k| k.len());
@@ -758,9 +759,9 @@ impl RunningBridge {
     /// The state file is written once OpenFlow is closed (so it is the
     /// final state), while the packet threads still run.
     pub fn shutdown(self) -> bool {
-        // The process exits: the kernel path (`crate::pin`) and the state
+        // The process exits: the kernel path (`dataplane::pin`) and the state
         // file stay, unless `ovs-appctl exit --cleanup` asked for a teardown.
-        let keep = !crate::pin::cleanup_requested();
+        let keep = !dataplane::pin::cleanup_requested();
         self.stop(keep)
     }
 
@@ -789,7 +790,7 @@ impl RunningBridge {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            match crate::pin::teardown(root, &name) {
+            match dataplane::pin::teardown(root, &name) {
                 Ok(n) => {
                     tracing::info!(dir = %p.dir().display(), pins = n, "pinned XDP state removed")
                 }
@@ -863,8 +864,8 @@ fn start_server(
 /// (the OS refused a thread) controller packets are dropped and counted by
 /// the packet thread, and the switch still forwards.
 fn spawn_upcall_thread(
-    rx: crossbeam::channel::Receiver<crate::control::Upcall>,
-    shares: Arc<crate::control::upcall_shares::UpcallShares>,
+    rx: crossbeam::channel::Receiver<dataplane::control::Upcall>,
+    shares: Arc<dataplane::control::upcall_shares::UpcallShares>,
     bridge: Arc<Bridge>,
 ) -> Option<JoinHandle<()>> {
     let spawned = std::thread::Builder::new()

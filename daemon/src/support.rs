@@ -7,9 +7,9 @@
 //! Each reads the same snapshots and atomics as `xbr stats`; none takes
 //! a lock the packet threads wait on.
 
-use crate::conntrack::Conntrack;
-use crate::control::PortMeta;
-use crate::live::LivePorts;
+use dataplane::conntrack::Conntrack;
+use dataplane::control::PortMeta;
+use dataplane::live::LivePorts;
 use ofproto::Bridge;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
@@ -111,10 +111,10 @@ fn dpctl_show(live: &LivePorts, stats: bool) -> String {
 fn coverage(bridge: &Bridge, ct: &Conntrack, live: &LivePorts) -> String {
     let snap = live.datapath().engine_snapshot();
     let mut events: Vec<(String, u64)> = Vec::new();
-    for (name, n) in crate::stats::drop_counts(&snap.drops) {
+    for (name, n) in dataplane::stats::drop_counts(&snap.drops) {
         events.push((format!("drop_{name}"), n));
     }
-    for (name, n) in crate::stats::tunnel_drop_counts(&snap.drops.tunnel) {
+    for (name, n) in dataplane::stats::tunnel_drop_counts(&snap.drops.tunnel) {
         events.push((format!("tunnel_drop_{name}"), n));
     }
     let p = &snap.pmd;
@@ -290,7 +290,7 @@ fn fdb_stats(name: &str, live: &LivePorts) -> String {
     format!(
         "Statistics for bridge \"{name}\":\n  Current/maximum MAC entries in the table: {n}/{}\n  \
          Current static MAC entries in the table : 0\n",
-        crate::engine::MAC_TABLE_SIZE
+        dataplane::engine::MAC_TABLE_SIZE
     )
 }
 
@@ -303,7 +303,7 @@ fn ipf(ct: &Conntrack) -> String {
          max num datagrams: {}\n        num datagrams: {}\n        \
          later fragments with their first's outcome: {}\n        \
          orphan fragments (+inv): {}\n",
-        crate::conntrack::frag::MAX_DATAGRAMS,
+        dataplane::conntrack::frag::MAX_DATAGRAMS,
         ct.fragmented_datagrams(),
         s.fragments.load(Relaxed),
         s.orphan_fragments.load(Relaxed),

@@ -6,11 +6,11 @@
 
 #![no_main]
 
-use dataplane::ovsdb::datum::Replica;
-use dataplane::ovsdb::desired;
-use dataplane::ovsdb::rpc::{classify, Incoming};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
+use xbr_daemon::ovsdb::datum::Replica;
+use xbr_daemon::ovsdb::desired;
+use xbr_daemon::ovsdb::rpc::{classify, Incoming};
 
 fuzz_target!(|data: &[u8]| {
     let mut db = Replica::default();

@@ -7,14 +7,14 @@
 //! (`engine::handoff`). With one thread nothing of that exists and the
 //! engine runs as it always has.
 
-use crate::conntrack::Conntrack;
-use crate::control::{ChangeReceiver, DpShared, PortMeta};
-use crate::engine::handoff::Handoffs;
-use crate::engine::{Engine, PortOp};
-use crate::meter::MeterBank;
-use crate::ports::{Port, UmemFrames};
-use crate::xdpcache::{CacheMaps, XdpCache};
 use crossbeam::channel::Receiver;
+use dataplane::conntrack::Conntrack;
+use dataplane::control::{ChangeReceiver, DpShared, PortMeta};
+use dataplane::engine::handoff::Handoffs;
+use dataplane::engine::{Engine, PortOp};
+use dataplane::meter::MeterBank;
+use dataplane::ports::{Port, UmemFrames};
+use dataplane::xdpcache::{CacheMaps, XdpCache};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -54,7 +54,7 @@ pub(super) fn deal(
 ) -> (
     Vec<Vec<(Arc<PortMeta>, Port)>>,
     Vec<Vec<(Arc<PortMeta>, Port, usize)>>,
-    Vec<crate::live::Served>,
+    Vec<dataplane::live::Served>,
 ) {
     let mut own: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
     let mut others: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
@@ -66,7 +66,7 @@ pub(super) fn deal(
                 list.push((meta.clone(), io.stand_in(), owner));
             }
         }
-        owners.push(crate::live::Served {
+        owners.push(dataplane::live::Served {
             ofport: meta.ofport,
             thread: owner,
             queues: io.rx_queues(),
@@ -82,7 +82,7 @@ pub(super) fn spawn(
     core: Option<core_affinity::CoreId>,
     start: Start,
     common: &Common,
-    thread_id: Arc<crate::cpus::ThreadId>,
+    thread_id: Arc<dataplane::cpus::ThreadId>,
 ) -> std::io::Result<JoinHandle<()>> {
     let shared = common.shared.clone();
     let conntrack = common.conntrack.clone();
@@ -189,7 +189,7 @@ fn log_final_counts(index: usize, engine: &Engine<UmemFrames, Port>) {
             "XDP flow cache"
         );
     }
-    if d.tunnel != crate::vxlan::TunnelDrops::default() {
+    if d.tunnel != dataplane::vxlan::TunnelDrops::default() {
         tracing::info!(thread = index, tunnel = ?d.tunnel, "tunnel drops");
     }
 }

@@ -5,12 +5,12 @@
 
 use super::datum::{int_uuid_map, integer, string, string_map, uuids, Replica, Row};
 use super::unsupported;
-use crate::config::{PortSpec, PortType, VxlanSpec, MAX_OFPORT, VXLAN_DEFAULT_PORT};
+use dataplane::config::{PortSpec, PortType, VxlanSpec, MAX_OFPORT, VXLAN_DEFAULT_PORT};
 use ofproto::limits::PacketInLimit;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
-pub use crate::live::OFPP_LOCAL;
+pub use dataplane::live::OFPP_LOCAL;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DesiredBridge {
@@ -48,7 +48,7 @@ pub struct DesiredBridge {
 pub struct DesiredMirror {
     pub uuid: String,
     pub name: String,
-    pub select: crate::mirror::Selection,
+    pub select: dataplane::mirror::Selection,
     /// `output_port`'s interface (the device copies are sent on), or why
     /// the row cannot be carried out (goes to the log and the row's
     /// `statistics` stay empty).
@@ -127,7 +127,7 @@ pub fn read(db: &Replica) -> Desired {
     let other = string_map(root, "other_config");
     out.pmd_cpus = other
         .get("pmd-cpu-mask")
-        .map(|m| crate::cpus::parse_mask(m).map_err(|e| e.to_string()));
+        .map(|m| dataplane::cpus::parse_mask(m).map_err(|e| e.to_string()));
     out.flow_restore_wait = other
         .get("flow-restore-wait")
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
@@ -295,7 +295,7 @@ fn read_mirror(db: &Replica, uuid: &str, row: &Row) -> DesiredMirror {
             .filter_map(|p| db.row("Port", p).and_then(|r| string(r, "name")))
             .collect()
     };
-    let select = crate::mirror::Selection {
+    let select = dataplane::mirror::Selection {
         all: row.get("select_all").and_then(|v| v.as_bool()) == Some(true),
         src: port_names("select_src_port"),
         dst: port_names("select_dst_port"),
@@ -396,10 +396,10 @@ fn iface_spec(
                 unsupported::INTERNAL_OPTIONS,
             ));
             spec.port_type = PortType::Internal;
-            spec.mac = string(row, "mac").and_then(|m| crate::config::parse_mac(&m));
+            spec.mac = string(row, "mac").and_then(|m| dataplane::config::parse_mac(&m));
             if let Some(b) = options.get("internal_backend") {
                 spec.internal_backend =
-                    crate::config::InternalBackend::parse(b).ok_or_else(|| {
+                    dataplane::config::InternalBackend::parse(b).ok_or_else(|| {
                         format!("{name}: options:internal_backend '{b}' is not tap or veth")
                     })?;
             }
@@ -463,10 +463,10 @@ fn iface_spec(
 fn xdp_redirect(
     name: &str,
     options: &BTreeMap<String, String>,
-) -> Result<crate::ports::redirect::RedirectMode, String> {
+) -> Result<dataplane::ports::redirect::RedirectMode, String> {
     match options.get("xdp_redirect") {
         None => Ok(Default::default()),
-        Some(v) => crate::ports::redirect::RedirectMode::parse(v)
+        Some(v) => dataplane::ports::redirect::RedirectMode::parse(v)
             .ok_or_else(|| format!("{name}: options:xdp_redirect={v} is not auto, on or off")),
     }
 }
@@ -510,12 +510,12 @@ fn vxlan_options(options: &BTreeMap<String, String>) -> Result<(u16, Option<Ipv4
     Ok((dst_port, local_ip))
 }
 
-/// A VXLAN port's underlay now (see [`crate::vxlan::underlay`]).
+/// A VXLAN port's underlay now (see [`dataplane::vxlan::underlay`]).
 fn underlay(
     local_ip: Option<Ipv4Addr>,
     ports: &BTreeSet<String>,
 ) -> Result<(Ipv4Addr, String), String> {
-    crate::vxlan::underlay::resolve(local_ip, ports).map_err(|e| e.to_string())
+    dataplane::vxlan::underlay::resolve(local_ip, ports).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -611,7 +611,7 @@ mod tests {
         let veth1: BTreeSet<String> = ["veth1".to_string()].into();
         assert_eq!(
             m[0].select,
-            crate::mirror::Selection {
+            dataplane::mirror::Selection {
                 all: false,
                 src: veth1.clone(),
                 dst: veth1
@@ -663,7 +663,7 @@ mod tests {
 
     #[test]
     fn reads_xdp_peer_gro_and_xdp_redirect() {
-        use crate::ports::redirect::RedirectMode;
+        use dataplane::ports::redirect::RedirectMode;
         let mut r = replica();
         let d = read(&r);
         assert_eq!(d.bridges["br0"].xdp_peer_gro, None);

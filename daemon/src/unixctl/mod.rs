@@ -293,7 +293,7 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
             }
         }
         "dpctl/ct-set-limits" | "dpctl/ct-get-limits" | "dpctl/ct-del-limits" => {
-            use crate::conntrack::zone_limits::{parse_set, parse_zones};
+            use dataplane::conntrack::zone_limits::{parse_set, parse_zones};
             // A first argument that names a datapath (or bridge) is one,
             // as OVS's `dp_arg_exists` decides.
             let (dp, args) = match params.split_first() {
@@ -460,9 +460,9 @@ fn execute(rundir: &Path, plan: Plan) -> Result<String, String> {
         Plan::Text(t) => Ok(t),
         Plan::Exit { cleanup } => {
             // As SIGTERM: the bridges stop in order; their XDP programs
-            // and caches stay pinned unless `--cleanup` (`crate::pin`).
+            // and caches stay pinned unless `--cleanup` (`dataplane::pin`).
             if cleanup {
-                crate::pin::request_cleanup();
+                dataplane::pin::request_cleanup();
             }
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
             Ok(String::new())

@@ -10,10 +10,10 @@
 #![no_main]
 
 use clap::Parser;
-use dataplane::ctl_cli::ClientCommand;
-use dataplane::unixctl::{plan, Plan};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
+use xbr_daemon::ctl_cli::ClientCommand;
+use xbr_daemon::unixctl::{plan, Plan};
 
 #[derive(Parser)]
 #[command(name = "xbr")]

@@ -3,7 +3,7 @@
 //! docs/metrics.md for each family.
 
 use super::bridges::{self, BridgeView};
-use crate::control::EngineSnapshot;
+use dataplane::control::EngineSnapshot;
 use prometheus::{
     CounterVec, Encoder, GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
@@ -242,10 +242,10 @@ fn bridge(f: &Families, v: &BridgeView) {
         let age = Instant::now().saturating_duration_since(at);
         f.pmd_age.with_label_values(&[name]).set(age.as_secs_f64());
     }
-    for (reason, n) in crate::stats::drop_counts(&sum.drops) {
+    for (reason, n) in dataplane::stats::drop_counts(&sum.drops) {
         f.drops.with_label_values(&[name, reason]).inc_by(n);
     }
-    for (reason, n) in crate::stats::tunnel_drop_counts(&sum.drops.tunnel) {
+    for (reason, n) in dataplane::stats::tunnel_drop_counts(&sum.drops.tunnel) {
         f.tunnel_drops.with_label_values(&[name, reason]).inc_by(n);
     }
     if let Some(c) = &sum.flow_cache {

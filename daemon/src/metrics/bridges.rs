@@ -6,8 +6,8 @@
 //! scrapes take (never a packet thread); a scrape clones the `Arc`s and
 //! reads the bridges after releasing it.
 
-use crate::conntrack::Conntrack;
-use crate::live::LivePorts;
+use dataplane::conntrack::Conntrack;
+use dataplane::live::LivePorts;
 use ofproto::Bridge;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};

@@ -12,7 +12,7 @@
 //! requests, and every [`STATS_INTERVAL`] writes interface statistics and
 //! retries interfaces that could not be opened; while a bridge has a
 //! VXLAN port, it looks the port's underlay up again whenever the kernel
-//! announces an address, route or link change ([`crate::netwatch`]), and
+//! announces an address, route or link change ([`dataplane::netwatch`]), and
 //! every [`UNDERLAY_INTERVAL`] in any case (a new underlay reopens the
 //! port under its number). If the connection drops,
 //! the bridges keep forwarding with the configuration they have, and the
@@ -140,7 +140,7 @@ pub fn run_notifying(
 }
 
 /// The kernel's address, route and link changes, signalled by a
-/// [`crate::netwatch`] thread for as long as this lives; without the
+/// [`dataplane::netwatch`] thread for as long as this lives; without the
 /// thread (its socket could not be opened) the underlay is polled every
 /// second instead.
 struct KernelChanges {
@@ -158,7 +158,7 @@ impl KernelChanges {
             libc::RTNLGRP_IPV4_IFADDR,
             libc::RTNLGRP_IPV4_ROUTE,
         ];
-        match crate::netwatch::watch("xbr-underlay", &groups, tx, stop.clone()) {
+        match dataplane::netwatch::watch("xbr-underlay", &groups, tx, stop.clone()) {
             Ok(t) => KernelChanges {
                 rx: Some(rx),
                 stop,

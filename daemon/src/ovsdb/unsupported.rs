@@ -216,7 +216,7 @@ mod tests {
         let loud = row(json!({"stp_enable": true, "datapath_type": "dpdk",
                               "mirrors": ["uuid", "m1"]}));
         let msgs = bridge("br0", &loud);
-        // Mirrors are carried out (`crate::mirror`): not reported.
+        // Mirrors are carried out (`dataplane::mirror`): not reported.
         assert_eq!(msgs.len(), 2, "{msgs:?}");
         assert!(msgs[0].contains("STP is not supported"), "{msgs:?}");
         let p = row(json!({"tag": 5, "trunks": ["set", []], "lacp": "off"}));

@@ -8,7 +8,7 @@
 //! `<rundir>/<bridge>.mgmt` and control socket), and the spec each of its
 //! ports was opened from. [`Reconciler::apply`] compares a [`Desired`]
 //! snapshot with that and makes the difference: bridges start and stop,
-//! ports are added and removed live (`crate::live`), so a change never
+//! ports are added and removed live (`dataplane::live`), so a change never
 //! disturbs the ports it does not name. A port whose spec changed keeps
 //! its OpenFlow number, as in OVS: options, MTU and MAC are applied in
 //! place, settings baked into what xbr opened (a tunnel's underlay) reopen
@@ -31,10 +31,10 @@ use super::datum::{int_map, str_set, where_uuid};
 use super::desired::{Desired, DesiredBridge};
 use super::port_change::{self, Change, InPlace};
 use crate::bridge::{BridgeConfig, RunningBridge};
-use crate::config::{parse_controller, parse_listen, PortSpec, PortType, Target};
-use crate::control::PortMeta;
-use crate::live::LiveError;
-use crate::ports::PortError;
+use dataplane::config::{parse_controller, parse_listen, PortSpec, PortType, Target};
+use dataplane::control::PortMeta;
+use dataplane::live::LiveError;
+use dataplane::ports::PortError;
 use ofproto::limits::{ControlLimits, PacketInLimit};
 use ofproto::tls::{TlsContext, TlsFiles};
 use serde_json::{json, Map, Value};
@@ -385,7 +385,10 @@ impl Reconciler {
         };
         let n = self.settings.pmd_threads.clamp(1, cpus.len());
         let (first, rest) = (cpus[..n].to_vec(), cpus[n..].to_vec());
-        if let Some(e) = first.iter().find_map(|&c| crate::cpus::core_id(c).err()) {
+        if let Some(e) = first
+            .iter()
+            .find_map(|&c| dataplane::cpus::core_id(c).err())
+        {
             tracing::warn!("pmd-cpu-mask: {e}; ignored");
             return;
         }
@@ -560,7 +563,7 @@ impl Reconciler {
                 tracing::info!(bridge = %name, on, "xdp-peer-gro changed");
                 maps.set_peer_gro(on);
                 if on {
-                    crate::ports::redirect::watch::make_peers_ready(maps.generation());
+                    dataplane::ports::redirect::watch::make_peers_ready(maps.generation());
                 }
             }
         }
@@ -1008,7 +1011,7 @@ fn set_error(errors: &mut HashMap<String, String>, uuid: &str, msg: String) {
 /// spec is `open`, updating `open` with each one applied; a setting that
 /// fails stays as it was (and is tried again on the next pass).
 fn apply_in_place(
-    live: &crate::live::LivePorts,
+    live: &dataplane::live::LivePorts,
     open: &mut PortSpec,
     want: &PortSpec,
     what: &InPlace,
@@ -1020,7 +1023,9 @@ fn apply_in_place(
             // OVS leaves the MTU as it is when the request goes.
             None => open.mtu_request = None,
             Some(mtu) => {
-                match crate::netdev::ifindex(name).and_then(|i| crate::netdev::set_mtu(i, mtu)) {
+                match dataplane::netdev::ifindex(name)
+                    .and_then(|i| dataplane::netdev::set_mtu(i, mtu))
+                {
                     Ok(()) => {
                         tracing::info!(port = name, mtu, "MTU set in place");
                         open.mtu_request = Some(mtu);
@@ -1034,9 +1039,11 @@ fn apply_in_place(
         match want.mac {
             None => open.mac = None,
             Some(mac) => {
-                match crate::netdev::ifindex(name).and_then(|i| crate::netdev::set_mac(i, mac)) {
+                match dataplane::netdev::ifindex(name)
+                    .and_then(|i| dataplane::netdev::set_mac(i, mac))
+                {
                     Ok(()) => {
-                        tracing::info!(port = name, mac = %crate::netdev::format_mac(mac),
+                        tracing::info!(port = name, mac = %dataplane::netdev::format_mac(mac),
                             "MAC set in place");
                         open.mac = Some(mac);
                     }
@@ -1062,7 +1069,7 @@ fn apply_in_place(
 fn iface_columns(r: &mut Map<String, Value>, meta: &PortMeta, spec: &PortSpec) {
     // The database numbers ports as OpenFlow 1.0 does (16 bits): LOCAL
     // is 65534 there, 0xfffffffe on the OpenFlow 1.3 wire.
-    let ofport = if meta.ofport == crate::live::OFPP_LOCAL {
+    let ofport = if meta.ofport == dataplane::live::OFPP_LOCAL {
         0xfffe
     } else {
         meta.ofport
@@ -1071,17 +1078,19 @@ fn iface_columns(r: &mut Map<String, Value>, meta: &PortMeta, spec: &PortSpec) {
     r.insert("error".into(), str_set::<&str>(&[]));
     r.insert(
         "mac_in_use".into(),
-        json!(crate::netdev::format_mac(meta.hw_addr)),
+        json!(dataplane::netdev::format_mac(meta.hw_addr)),
     );
     if spec.port_type == PortType::Vxlan {
         // A flow-based tunnel has no netdev of its own. As in OVS, its
         // carrier is its egress interface's, which `status` names.
         r.insert("ifindex".into(), json!(0));
         r.insert("admin_state".into(), json!("up"));
-        let egress = spec
-            .vxlan
-            .as_ref()
-            .map(|v| (v.uplink.as_str(), crate::netdev::link_by_name(&v.uplink)));
+        let egress = spec.vxlan.as_ref().map(|v| {
+            (
+                v.uplink.as_str(),
+                dataplane::netdev::link_by_name(&v.uplink),
+            )
+        });
         let carrier = matches!(&egress, Some((_, Ok(l))) if l.up && l.lower_up);
         let state = if carrier { "up" } else { "down" };
         r.insert("link_state".into(), json!(state));
@@ -1095,7 +1104,7 @@ fn iface_columns(r: &mut Map<String, Value>, meta: &PortMeta, spec: &PortSpec) {
         r.insert("status".into(), json!(["map", status]));
         return;
     }
-    match crate::netdev::link_by_name(&meta.name) {
+    match dataplane::netdev::link_by_name(&meta.name) {
         Ok(link) => {
             let state = |up: bool| if up { "up" } else { "down" };
             r.insert("ifindex".into(), json!(link.ifindex));
@@ -1104,7 +1113,10 @@ fn iface_columns(r: &mut Map<String, Value>, meta: &PortMeta, spec: &PortSpec) {
             r.insert("mtu".into(), json!(link.mtu));
             // The netdev's own: a `mac` set in place shows at once.
             if let Some(mac) = link.mac {
-                r.insert("mac_in_use".into(), json!(crate::netdev::format_mac(mac)));
+                r.insert(
+                    "mac_in_use".into(),
+                    json!(dataplane::netdev::format_mac(mac)),
+                );
             }
             // What ethtool reports, through sysfs (readable while the link
             // is up): Mbit/s there, bit/s in the database.
