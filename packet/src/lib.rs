@@ -17,7 +17,8 @@
 //! - [`vxlan`]: the outer IPv4/UDP/VXLAN headers of a tunnel packet
 //!   (RFC 7348) as views over byte slices with validated accessors, and
 //!   the parsed VXLAN header.
-//! - `bytes`: the big-endian readers and writers all of the above share.
+//! - [`bytes`]: the big-endian readers and writers all of the above share
+//!   (and the crates above may: one copy of them in the project).
 //!
 //! # Invariants
 //! - Every frame is untrusted: it comes from a UMEM frame, a TAP read or
@@ -42,7 +43,7 @@
 
 #![forbid(unsafe_code)]
 
-mod bytes;
+pub mod bytes;
 pub mod csum;
 pub mod parse;
 pub mod rewrite;
