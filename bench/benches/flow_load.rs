@@ -5,17 +5,17 @@
 //! `ovs-ofctl bundle` load (`flowload` measures the whole command against
 //! OVS; there `ovs-ofctl`'s own encoding is most of the time).
 //!
-//! The flow set is the agent's multitenant one (`dataplane::lab::flows`)
+//! The flow set is the agent's multitenant one (`xbr_lab::flows`)
 //! for a node with 2,000 pods in 50 namespaces and 1,000 remote nodes,
 //! about 13k flows: per pod flows in tables 20, 25, 40, 70 and 110's
 //! multicast, per node flows in 10, 50 and 90.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use dataplane::lab::addr::Cidr;
-use dataplane::lab::flows::{LocalPod, Mode, NodeFlows, RemoteNode, Variant};
 use flowtable::{FlowTables, Pipeline, PipelineMod};
 use ofproto::wire::{Header, HeaderRepr, Message};
 use std::net::Ipv4Addr;
+use xbr_lab::addr::Cidr;
+use xbr_lab::flows::{LocalPod, Mode, NodeFlows, RemoteNode, Variant};
 
 const PODS: u32 = 2_000;
 const NAMESPACES: u32 = 50;

@@ -4,7 +4,7 @@
 //! afterwards. A smoke test of the plumbing, not of speed.
 //!
 //! The xbr binary is `$XBR_BIN`, else `<target>/<profile>/xbr`
-//! (`cargo build -p dataplane --bin xbr` first; scripts/test does).
+//! (`cargo build -p xbr-daemon --bin xbr` first; scripts/test does).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -63,7 +63,7 @@ fn run(scenario: Scenario, n_flows: u32, systems: Vec<System>) -> scenario::Repo
     let bin = xbr_bin();
     assert!(
         bin.is_file(),
-        "{} missing: cargo build -p dataplane --bin xbr",
+        "{} missing: cargo build -p xbr-daemon --bin xbr",
         bin.display()
     );
     let before = namespaces();
@@ -124,7 +124,7 @@ fn check_conntrack(scenario: Scenario, connections: Vec<u32>) -> scenario::Repor
     let bin = xbr_bin();
     assert!(
         bin.is_file(),
-        "{} missing: cargo build -p dataplane --bin xbr",
+        "{} missing: cargo build -p xbr-daemon --bin xbr",
         bin.display()
     );
     let before = namespaces();

@@ -10,8 +10,8 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use dataplane::conntrack::{Conntrack, CtConfig, CtRequest, Timeouts};
-use dataplane::packet;
 use flowtable::{FlowKey, NatSpec};
+use xbr_packet::parse;
 
 /// A 64-byte Ethernet/IPv4/UDP frame from 10.128.x.y:sport to 10.129.0.5:53.
 fn frame(src: u32, sport: u16) -> Vec<u8> {
@@ -33,7 +33,7 @@ fn frame(src: u32, sport: u16) -> Vec<u8> {
 
 fn ct_once(ct: &Conntrack, f: &mut [u8], req: &CtRequest) -> u32 {
     let mut key = FlowKey::zero();
-    let layers = packet::extract(f, 1, &mut key);
+    let layers = parse::extract(f, 1, &mut key);
     ct.execute(f, layers, &key, req, 0).state
 }
 
@@ -67,7 +67,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("extract", |b| {
         b.iter(|| {
             let mut key = FlowKey::zero();
-            packet::extract(std::hint::black_box(&f), 1, &mut key);
+            parse::extract(std::hint::black_box(&f), 1, &mut key);
             key
         })
     });

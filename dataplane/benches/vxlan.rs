@@ -10,11 +10,11 @@
 //! Both on a 64-byte inner frame, so the fixed cost shows.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use dataplane::packet;
 use dataplane::vxlan::encap::{decap, flow_hash, src_port, Template};
-use dataplane::vxlan::wire::OUTER_LEN;
 use flowtable::FlowKey;
 use std::hint::black_box;
+use xbr_packet::parse;
+use xbr_packet::vxlan::OUTER_LEN;
 
 const LOCAL: u32 = 0x0a00_000b;
 const REMOTE: u32 = 0x0a00_000c;
@@ -45,7 +45,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("extract", |b| {
         b.iter(|| {
             let mut key = FlowKey::zero();
-            packet::extract(black_box(&frame), 1, &mut key);
+            parse::extract(black_box(&frame), 1, &mut key);
             key
         })
     });

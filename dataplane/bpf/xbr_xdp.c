@@ -65,7 +65,7 @@ struct {
  * CHECKSUM_PARTIAL, a state XDP does not see and a redirected frame does
  * not keep). On a hit that redirects such a frame, the program completes
  * the checksum over the segment first (xbr_complete_csum), as xbr's packet
- * thread does for the frames it forwards (src/csum.rs).
+ * thread does for the frames it forwards (packet/src/csum.rs).
  *
  * Jumbo frames arrive in several buffers (xdp.frags); the program sees the
  * first, which holds every header it reads or rewrites, and reads the rest
@@ -414,7 +414,7 @@ static __always_inline __u32 csum_swap16(__u32 sum, __u16 old, __u16 new)
  * Rewrites the IPv4 addresses and, for TCP/UDP, the ports of the frame
  * whose IPv4 header is at ip to the entry's (XBR_FC_SET_NW), updating the
  * IPv4 checksum and the TCP/UDP one (pseudo-header and ports) as
- * src/rewrite.rs does: a UDP checksum of 0 (none) stays 0, a computed 0
+ * packet/src/rewrite/ does: a UDP checksum of 0 (none) stays 0, a computed 0
  * is sent as 0xffff. Returns -1 if the headers are not all in the frame.
  */
 static __always_inline int xbr_set_nw(struct iphdr *ip, void *end, struct xbr_fc_val *v)
@@ -507,7 +507,7 @@ static __always_inline int fc_lookup(struct xdp_md *ctx, __u64 gen, const __u32 
 	if (ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) {
 		/* A sender that left the checksum to offload wrote the
 		 * pseudo-header sum: completed below if the frame is
-		 * redirected. The test is the packet thread's (src/csum.rs);
+		 * redirected. The test is the packet thread's (packet/src/csum.rs);
 		 * a complete checksum costs only this comparison. */
 		__u16 stored, l4_len = bpf_ntohs(ip->tot_len);
 		__u32 sum;

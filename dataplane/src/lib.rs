@@ -1,6 +1,11 @@
 //! xbr's dataplane: ports (AF_XDP sockets, TAP devices), the XDP program
-//! and its loader, flow extraction, header rewrites, the poll-mode engine,
-//! and the bridge that ties them to the OpenFlow server.
+//! and its loader, the poll-mode engine, conntrack, VXLAN, and the control
+//! interfaces through which a running bridge (`xbr-daemon`'s `bridge`)
+//! drives them: `control` (the `Datapath` the OpenFlow side publishes to),
+//! `live` (ports added and removed while running), `state` (snapshots
+//! across restarts). What a frame's bytes mean (flow extraction, header
+//! rewrites, checksums, the VXLAN wire format) is the `xbr-packet`
+//! crate's.
 //!
 //! `unsafe` is refused everywhere in this crate but in the two modules
 //! that talk to the kernel through raw memory: `xsk` (the AF_XDP rings
@@ -11,50 +16,33 @@
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod accept_loop;
 #[allow(unsafe_code)]
 pub mod bpf;
-pub mod bridge;
 pub mod capture;
-pub mod conffile;
 pub mod config;
 pub mod conntrack;
 pub mod control;
 pub mod cpus;
-pub mod csum;
-pub mod ctl;
-pub mod ctl_cli;
-pub mod doctor;
 pub mod engine;
 pub mod genl;
 pub mod hostveth;
 pub mod kicker;
-pub mod lab;
 pub mod live;
-pub mod logging;
 pub mod memport;
 pub mod meter;
-pub mod metrics;
 pub mod mirror;
 pub mod netdev;
 pub mod netwatch;
 mod nlattr;
 pub mod normal;
-pub mod ovsdb;
-pub mod packet;
 pub mod pin;
 pub mod pmd_stats;
 pub mod ports;
 pub mod privs;
-pub mod probe;
 pub mod qos;
-pub mod readiness;
-pub mod rewrite;
 pub mod state;
 pub mod stats;
-pub mod support;
 pub mod tap;
-pub mod unixctl;
 pub mod vxlan;
 pub mod xdpcache;
 #[allow(unsafe_code)]

@@ -22,8 +22,6 @@
 //! arithmetic at any rate. Time is passed in, in nanoseconds, so tests
 //! run on a made-up clock.
 
-use crate::packet::Layers;
-use crate::rewrite;
 use flowtable::key::Field;
 use flowtable::meter::meter_flags;
 use flowtable::{Meter, MeterBandType};
@@ -31,6 +29,8 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
+use xbr_packet::parse::Layers;
+use xbr_packet::rewrite;
 
 const NANO: u128 = 1_000_000_000;
 
@@ -331,13 +331,13 @@ mod tests {
         f[16..18].copy_from_slice(&20u16.to_be_bytes());
         f[22] = 64;
         f[23] = 17;
-        let sum = crate::csum::fold(crate::csum::ones_sum(&f[14..34]));
+        let sum = xbr_packet::csum::fold(xbr_packet::csum::ones_sum(&f[14..34]));
         f[24..26].copy_from_slice(&(!sum).to_be_bytes());
         f
     }
 
     fn header_ok(f: &[u8]) -> bool {
-        crate::csum::fold(crate::csum::ones_sum(&f[14..34])) == 0xffff
+        xbr_packet::csum::fold(xbr_packet::csum::ones_sum(&f[14..34])) == 0xffff
     }
 
     #[test]

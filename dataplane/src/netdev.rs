@@ -241,6 +241,36 @@ fn link_get(msg: LinkMessage, dev: &str) -> Result<LinkInfo, NetdevError> {
     Ok(info)
 }
 
+/// The id of the XDP program attached to `ifindex` (0: none); `xbr
+/// doctor` names it.
+pub fn xdp_prog_id(ifindex: u32) -> Result<u32, NetdevError> {
+    let mut msg = LinkMessage::default();
+    msg.header.index = ifindex;
+    let replies = request_flags(
+        RouteNetlinkMessage::GetLink(msg),
+        NLM_F_REQUEST | NLM_F_ACK,
+        "get link",
+        &format!("ifindex {ifindex}"),
+    )?;
+    Ok(replies
+        .into_iter()
+        .filter_map(|m| match m {
+            RouteNetlinkMessage::NewLink(l) => Some(l),
+            _ => None,
+        })
+        .flat_map(|l| l.attributes)
+        .filter_map(|a| match a {
+            LinkAttribute::Xdp(x) => Some(x),
+            _ => None,
+        })
+        .flatten()
+        .find_map(|x| match x {
+            LinkXdp::ProgId(id) if id != 0 => Some(id),
+            _ => None,
+        })
+        .unwrap_or(0))
+}
+
 fn link_set(msg: LinkMessage, ifindex: u32, op: &'static str) -> Result<(), NetdevError> {
     request(
         RouteNetlinkMessage::SetLink(msg),

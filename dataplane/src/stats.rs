@@ -23,7 +23,7 @@ use std::time::Instant;
 
 /// Every drop counter of the packet thread, by the name `xbr stats`
 /// prints.
-pub(crate) fn drop_counts(d: &EngineDrops) -> [(&'static str, u64); 17] {
+pub fn drop_counts(d: &EngineDrops) -> [(&'static str, u64); 17] {
     [
         ("table_miss", d.table_miss),
         ("explicit_drop", d.explicit),
@@ -45,7 +45,7 @@ pub(crate) fn drop_counts(d: &EngineDrops) -> [(&'static str, u64); 17] {
     ]
 }
 
-pub(crate) fn tunnel_drop_counts(t: &TunnelDrops) -> [(&'static str, u64); 10] {
+pub fn tunnel_drop_counts(t: &TunnelDrops) -> [(&'static str, u64); 10] {
     [
         ("not_vxlan", t.not_vxlan),
         ("truncated", t.truncated),

@@ -8,12 +8,12 @@ use dataplane::engine::{Desc, Engine, Frames, PortIo};
 use dataplane::memport::{ArenaFrames, MemPort};
 use dataplane::vxlan::encap::{decap, Template};
 use dataplane::vxlan::neigh::{Entry, NeighReader, NeighShared, Snapshot};
-use dataplane::vxlan::wire::{Ipv4Packet, UdpPacket, OUTER_LEN};
 use dataplane::vxlan::{TunnelDrop, TunnelDrops, TunnelMeta, VxlanParams, VxlanPort};
 use flowtable::{Action, Field, FlowMod, FlowTables, Instructions, Match};
 use ofproto::Datapath;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
+use xbr_packet::vxlan::{Ipv4Packet, UdpPacket, OUTER_LEN};
 
 const N_FRAMES: u32 = 256;
 const FRAME: u32 = 2048;
@@ -83,7 +83,7 @@ fn inner_frame(payload_len: usize) -> Vec<u8> {
         0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 128, 0, 2, 10, 128, 2, 3,
     ];
     ip[2..4].copy_from_slice(&total.to_be_bytes());
-    let c = !dataplane::csum::fold(dataplane::csum::ones_sum(&ip));
+    let c = !xbr_packet::csum::fold(xbr_packet::csum::ones_sum(&ip));
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     f.extend_from_slice(&ip);
     f.extend_from_slice(&[0x30, 0x39, 0x00, 0x35]);

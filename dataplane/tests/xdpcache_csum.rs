@@ -14,10 +14,10 @@
 mod xdp_common;
 
 use dataplane::conntrack::{Conntrack, CtRequest};
-use dataplane::csum::{complete_partial, fold, ones_sum, pseudo_header};
-use dataplane::packet;
 use dataplane::xdpcache::{CtConn, FcAction};
 use flowtable::key::FlowKey;
+use xbr_packet::csum::{complete_partial, fold, ones_sum, pseudo_header};
+use xbr_packet::parse;
 use xdp_common::{taking_frags, XdpRig, LO, TO_XBR, XDP_DROP, XDP_REDIRECT};
 
 const TCP: u8 = 6;
@@ -256,7 +256,7 @@ fn conntrack_entries_complete_checksums() {
     let f = frame(UDP, 40000, &payload(700, 3));
     let track = |ct: &Conntrack, mut frame: Vec<u8>, commit: bool| {
         let mut key = FlowKey::zero();
-        let layers = packet::extract(&frame, 1, &mut key);
+        let layers = parse::extract(&frame, 1, &mut key);
         let req = CtRequest {
             commit,
             ..CtRequest::default()

@@ -10,12 +10,12 @@
 
 mod xdp_common;
 
-use dataplane::csum::{complete_partial, fold, ones_sum, pseudo_header};
-use dataplane::packet;
-use dataplane::rewrite::set_field;
 use dataplane::xdpcache::entry::NwRewrite;
 use dataplane::xdpcache::FcAction;
 use flowtable::key::{Field, FlowKey};
+use xbr_packet::csum::{complete_partial, fold, ones_sum, pseudo_header};
+use xbr_packet::parse;
+use xbr_packet::rewrite::set_field;
 use xdp_common::{XdpRig, LO, XDP_REDIRECT};
 
 const TCP: u8 = 6;
@@ -98,7 +98,7 @@ fn packet_thread(f: &[u8], nw: &NwRewrite) -> Vec<u8> {
     let mut e = f.to_vec();
     complete_partial(&mut e);
     let mut key = FlowKey::zero();
-    let layers = packet::extract(&e, 1, &mut key);
+    let layers = parse::extract(&e, 1, &mut key);
     let mut fields = vec![
         (Field::IpSrc, u64::from(nw.src)),
         (Field::IpDst, u64::from(nw.dst)),

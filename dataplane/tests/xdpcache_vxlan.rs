@@ -13,12 +13,12 @@
 
 mod xdp_common;
 
-use dataplane::csum::{complete_partial, fold, ones_sum, pseudo_header};
 use dataplane::vxlan::encap::{decap, flow_hash, src_port, Template};
-use dataplane::vxlan::wire::OUTER_LEN;
 use dataplane::xdpcache::entry::{frame_key, set_tunnel};
 use dataplane::xdpcache::FcAction;
 use std::net::Ipv4Addr;
+use xbr_packet::csum::{complete_partial, fold, ones_sum, pseudo_header};
+use xbr_packet::vxlan::OUTER_LEN;
 use xdp_common::{taking_frags, XdpRig, LO, TO_XBR, XDP_DROP, XDP_PASS, XDP_REDIRECT};
 const LOCAL: u32 = 0x0a00_000b;
 const REMOTE: u32 = 0x0a00_000c;

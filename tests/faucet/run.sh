@@ -27,7 +27,7 @@ if ! "$venv/bin/python" -c "import faucet" 2>/dev/null; then
     "$venv/bin/pip" install -q "faucet==$FAUCET_VERSION"
 fi
 xbr=$(target_dir)/debug/xbr
-[ -x "$xbr" ] || die "$xbr is not built: cargo build -p dataplane --bin xbr"
+[ -x "$xbr" ] || die "$xbr is not built: cargo build -p xbr-daemon --bin xbr"
 
 ns=xbrt-fct-$$
 work=$(mktemp -d "${TMPDIR:-/tmp}/xbrt-fct-XXXXXX")

@@ -74,7 +74,7 @@ cases=$("$venv/bin/python" -c "import os, os_ken; print(os.path.dirname(os_ken._
 
 if [ "$target" = xbr ]; then
     xbr=$(target_dir)/debug/xbr
-    [ -x "$xbr" ] || die "$xbr is not built: cargo build -p dataplane --bin xbr"
+    [ -x "$xbr" ] || die "$xbr is not built: cargo build -p xbr-daemon --bin xbr"
 fi
 
 id=$$

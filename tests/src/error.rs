@@ -28,7 +28,7 @@ pub enum HarnessError {
         stderr: String,
     },
     #[error(
-        "xbr binary not found at {}: build it first with `cargo build -p dataplane --bin xbr` \
+        "xbr binary not found at {}: build it first with `cargo build -p xbr-daemon --bin xbr` \
          (./scripts/test does) or point XBR_BIN at it",
         path.display()
     )]

@@ -311,7 +311,7 @@ impl Pod {
         )?;
         // TX checksum offload stays on, as in a real pod: the pod's stack
         // leaves TCP/UDP checksums partial (pseudo-header sum only) and
-        // xbr completes them (dataplane/src/csum.rs).
+        // xbr completes them (packet/src/csum.rs).
         Ok(Pod {
             veth,
             ns,

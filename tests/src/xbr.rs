@@ -143,7 +143,7 @@ fn spawn_logged(cmd: &mut Command, command: &str, log_path: &Path) -> Result<Chi
 impl Xbr {
     /// The binary under test: `$XBR_BIN`, else `xbr` next to the running
     /// test's profile directory (`<target>/<profile>/deps/<test>` ->
-    /// `<target>/<profile>/xbr`), where `cargo build -p dataplane --bin xbr`
+    /// `<target>/<profile>/xbr`), where `cargo build -p xbr-daemon --bin xbr`
     /// puts it. A test cannot make cargo build another package's binary,
     /// so the build is a separate step (see `scripts/test`).
     pub fn binary() -> Result<PathBuf> {

@@ -1,4 +1,4 @@
-//! The real `ovs-appctl` against xbr (`dataplane::unixctl`): found
+//! The real `ovs-appctl` against xbr (`xbr_daemon::unixctl`): found
 //! through `OVS_RUNDIR` as it finds ovs-vswitchd (a locked pidfile and
 //! `ovs-vswitchd.PID.ctl`), answering `ofproto/trace`, `dpctl/*`,
 //! `dpif/show`, `vlog/*`, `version` and `exit` as xbr's own commands do, and refusing

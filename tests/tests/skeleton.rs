@@ -4,7 +4,7 @@
 //! malformed OpenFlow on the management socket, and bad command lines.
 //!
 //! Needs root (namespaces, veths, XDP) and a built `xbr`
-//! (`cargo build -p dataplane --bin xbr`; `./scripts/test` does both).
+//! (`cargo build -p xbr-daemon --bin xbr`; `./scripts/test` does both).
 //! Without root every test fails with a message saying so.
 //!
 //! Each test builds its own namespaces, veths and xbr (unique names,

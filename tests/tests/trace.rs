@@ -3,7 +3,7 @@
 //! binary.
 //!
 //! Needs root (xbr creates TAP ports) and a built `xbr`
-//! (`cargo build -p dataplane --bin xbr`; `./scripts/test` does both).
+//! (`cargo build -p xbr-daemon --bin xbr`; `./scripts/test` does both).
 //! Without root every test fails with a message saying so. xbr runs in its
 //! own namespace with internal (TAP) ports, so nothing is visible on the
 //! host and no traffic is sent: a trace walks the pipeline only.

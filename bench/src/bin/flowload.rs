@@ -16,7 +16,7 @@
 //!    (`VmRSS`) of xbr and ovs-vswitchd is read.
 //!
 //! The xbr binary is `$XBR_BIN`, else `xbr` next to this program (build it
-//! with `cargo build --release -p dataplane --bin xbr`). Needs root.
+//! with `cargo build --release -p xbr-daemon --bin xbr`). Needs root.
 //!
 //! Usage: `cargo run --release -p bench --bin flowload [-- --runs N]`
 
@@ -114,7 +114,7 @@ fn xbr_binary() -> Result<PathBuf, FlowloadError> {
     } else {
         Err(FlowloadError::Setup(format!(
             "xbr binary not found at {}: build it with \
-             `cargo build --release -p dataplane --bin xbr` or set XBR_BIN",
+             `cargo build --release -p xbr-daemon --bin xbr` or set XBR_BIN",
             path.display()
         )))
     }

@@ -22,7 +22,7 @@
 //!
 //! Usage (root): `hostilebench [--seconds S (10)] [--frames N (1000000)]`;
 //! the xbr binary is `$XBR_BIN`, else `xbr` next to this program (build
-//! both with `cargo build --release -p dataplane --bin xbr -p bench`).
+//! both with `cargo build --release -p xbr-daemon --bin xbr -p bench`).
 //! The attacker runs as `hostilebench --attack ...` inside pod A's
 //! namespace.
 

@@ -51,7 +51,7 @@
 //! [--agent] [--tun0] [--gen-rate PPS] [--json]` (`--gen-rate`: pace the generator
 //! instead of sending as fast as it can); the xbr
 //! binary is `$XBR_BIN`, else `xbr` next to this program (build both with
-//! `cargo build --release -p dataplane --bin xbr -p bench`).
+//! `cargo build --release -p xbr-daemon --bin xbr -p bench`).
 
 use bench::cmd::{in_ns, xbr_bin};
 use bench::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT};

@@ -10,7 +10,7 @@
 //! ovs-afxdp, `flowmod` (100k flows by one bundle: time, RSS) too, and
 //! `churn` (flow-mods during traffic: no misdelivery) xbr, xbr-nocache
 //! and ovs-afxdp. Needs root. The xbr binary is `--xbr`, else `$XBR_BIN`,
-//! else `xbr` next to this program (`cargo build --release -p dataplane
+//! else `xbr` next to this program (`cargo build --release -p xbr-daemon
 //! --bin xbr -p bench`).
 
 use std::path::PathBuf;

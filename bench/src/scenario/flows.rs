@@ -209,7 +209,7 @@ pub(super) fn traffic(cfg: &Config, case: Case) -> Result<Traffic, TemplateError
         // The remote pod's MAC, as the agent makes them: 0a:58 and the
         // IPv4 address (MAC_B is pod B's).
         dst_mac: match cfg.scenario {
-            Scenario::Encap => dataplane::lab::addr::pod_mac(ENCAP_DST),
+            Scenario::Encap => xbr_lab::addr::pod_mac(ENCAP_DST),
             _ => MAC_B,
         },
         src_ip: Ipv4Addr::new(10, 128, 0, 2),

@@ -1,6 +1,6 @@
 //! `pipeline`: the OpenShift SDN agent's flows for one node of a
 //! multitenant cluster, with 100 local pods, from the project's own
-//! generator of the agent's flows (`dataplane::lab::flows`, the one `xbr
+//! generator of the agent's flows (`xbr_lab::flows`, the one `xbr
 //! lab up` loads and tests against `shared/sdn/gen_flows.py`), in its
 //! default, current flow set (`Variant::Conntrack`, 4.14 and later: every
 //! IP packet through `ct(table=0)`; multitenant never commits).
@@ -15,8 +15,8 @@
 
 use std::net::Ipv4Addr;
 
-use dataplane::lab::addr::Cidr;
-use dataplane::lab::flows::{LocalPod, Mode, NodeFlows, RemoteNode, Variant};
+use xbr_lab::addr::Cidr;
+use xbr_lab::flows::{LocalPod, Mode, NodeFlows, RemoteNode, Variant};
 
 use super::{ConfigError, LOCAL_NODE};
 
@@ -56,7 +56,7 @@ pub fn namespace_of(j: u32, isolate_pod_b: bool) -> u32 {
 
 fn cidr(s: &str) -> Result<Cidr, ConfigError> {
     s.parse()
-        .map_err(|e: dataplane::lab::addr::BadCidr| ConfigError::Flows(e.to_string()))
+        .map_err(|e: xbr_lab::addr::BadCidr| ConfigError::Flows(e.to_string()))
 }
 
 /// The node's flows in `ovs-ofctl add-flows` syntax, one per line, in the

@@ -581,8 +581,8 @@ impl XbrGuard {
     }
 
     fn conntrack_entries(&self) -> Result<u64, SystemError> {
-        let path = dataplane::ctl::socket_path(&self.dir, "br0");
-        let reply = dataplane::ctl::request(&path, "conntrack stats")
+        let path = xbr_daemon::ctl::socket_path(&self.dir, "br0");
+        let reply = xbr_daemon::ctl::request(&path, "conntrack stats")
             .map_err(|e| start_err(System::Xbr, format!("conntrack stats: {e}")))?;
         if !reply.ok {
             return Err(start_err(

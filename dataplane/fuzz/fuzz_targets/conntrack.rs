@@ -17,10 +17,10 @@
 #![no_main]
 
 use dataplane::conntrack::{Conntrack, CtConfig, CtRequest};
-use dataplane::packet::{extract, Layers};
 use flowtable::key::FlowKey;
 use flowtable::NatSpec;
 use libfuzzer_sys::fuzz_target;
+use xbr_packet::parse::{extract, Layers};
 
 fn nat(kind: u8) -> Option<NatSpec> {
     let range = |flags| NatSpec {

@@ -9,10 +9,10 @@
 
 #![no_main]
 
-use dataplane::packet::extract;
 use dataplane::vxlan::encap::decap;
 use flowtable::key::{Field, FlowKey};
 use libfuzzer_sys::fuzz_target;
+use xbr_packet::parse::extract;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&ctl, frame)) = data.split_first() else {

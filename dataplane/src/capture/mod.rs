@@ -11,15 +11,13 @@
 //! the cache while the capture runs), and a full socket drops copies
 //! instead of slowing forwarding (the count is reported when it stops).
 //!
-//! The control socket (`ctl`) adds it (`capture start PORT @NAME`) and
-//! removes it (`capture stop MIRROR`). A capture whose process died
+//! The control socket (`xbr_daemon::ctl`) adds it (`capture start PORT
+//! @NAME`) and removes it (`capture stop MIRROR`). A capture whose process died
 //! without stopping it is removed by the packet thread's first copy that
 //! finds nobody reading, so a killed `xbr capture` does not keep the
 //! port off the cache for long (only until its next frame).
 //!
-//! This file is the bridge's side; `client.rs` is the command.
-
-pub mod client;
+//! This is the bridge's side; the command is `xbr_daemon::capture`.
 
 use crate::live::LivePorts;
 use crate::mirror::{Mirror, Selection, Sink};

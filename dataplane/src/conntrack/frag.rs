@@ -51,7 +51,6 @@
 
 use super::tuple::Addr;
 use super::{state, Conntrack, CtOutcome, CtRequest};
-use crate::packet::{Layers, FRAG_LATER};
 use ahash::RandomState;
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6};
@@ -59,6 +58,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::atomic::{AtomicU32, AtomicU64};
+use xbr_packet::parse::{Layers, FRAG_LATER};
 
 /// How long a first fragment's outcome waits for the rest (ms).
 pub const FRAG_TIMEOUT_MS: u64 = 15_000;
@@ -427,7 +427,7 @@ fn datagram_id(frame: &[u8], layers: Layers, key: &FlowKey, zone: u16) -> Option
             v6: true,
             src: Addr::v6(key.get128(Field::Ipv6SrcLow)),
             dst: Addr::v6(key.get128(Field::Ipv6DstLow)),
-            id: crate::packet::ipv6::fragment_id(frame, l3)?,
+            id: xbr_packet::parse::ipv6::fragment_id(frame, l3)?,
         });
     }
     let id = u16::from_be_bytes([*frame.get(l3 + 4)?, *frame.get(l3 + 5)?]);

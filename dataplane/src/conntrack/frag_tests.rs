@@ -3,7 +3,7 @@
 
 use super::tests::{checksums_ok, fold, snat, sum16, udp_frame, A, B, COMMIT};
 use super::*;
-use crate::packet;
+use xbr_packet::parse;
 
 const EXT: u32 = 0x0101_0101;
 
@@ -42,7 +42,7 @@ fn run(
     now: u64,
 ) -> (CtOutcome, Option<(u16, u16)>) {
     let mut key = FlowKey::zero();
-    let layers = packet::extract(frame, 1, &mut key);
+    let layers = parse::extract(frame, 1, &mut key);
     ct.execute_datagram(frame, layers, &key, req, now)
 }
 

@@ -7,10 +7,10 @@ use super::state::{EST, INV, NEW, REL, RPL, TRK};
 use super::tests::{run, snat, tcp_header, BARE_NAT, COMMIT, LOOKUP};
 use super::tuple::tcp_flags as F;
 use super::{format_entry, Conntrack, CtRequest};
-use crate::packet::ipv6::tests::{nd_frame, udp6_frame};
 use flowtable::matching::{ICMPV6_ND_NS, IP_PROTO_ICMPV6, IP_PROTO_TCP, IP_PROTO_UDP};
 use flowtable::{NatAction, NatSpec};
 use std::sync::atomic::Ordering::Relaxed;
+use xbr_packet::testframes::{nd_frame, udp6_frame};
 
 const A: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0002;
 const B: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0003;

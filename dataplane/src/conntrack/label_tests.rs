@@ -3,9 +3,9 @@
 
 use super::tests::{run, udp_frame, A, B, COMMIT, LOOKUP};
 use super::{format_entry, Conntrack, CtRequest};
-use crate::packet;
 use flowtable::key::FlowKey;
 use flowtable::Match;
+use xbr_packet::parse;
 
 #[test]
 fn a_committed_label_is_carried_by_the_connections_later_packets() {
@@ -25,7 +25,7 @@ fn a_committed_label_is_carried_by_the_connections_later_packets() {
     let (o, reply) = run(&ct, udp_frame(B, 53, A, 5000), &LOOKUP, 1);
     assert_eq!(o.label, label);
     let mut key = FlowKey::zero();
-    packet::extract(&reply, 1, &mut key);
+    parse::extract(&reply, 1, &mut key);
     key.set_ct_label(o.label);
     let mut labelled = Match::catch_all();
     labelled.set_ct_label_masked(1, 1);

@@ -102,7 +102,6 @@ pub use kernel_new::{KernelMaps, KernelNew};
 pub use tuple::{Addr, Tuple};
 pub use xdp_link::{CtLink, XdpPeek};
 
-use crate::packet::Layers;
 use flowtable::key::FlowKey;
 use flowtable::matching::IP_PROTO_TCP;
 use flowtable::pipeline::NatSpec;
@@ -113,6 +112,7 @@ use std::time::Instant;
 use table::{ConnRef, Table};
 use tcp::{TcpConn, Verdict};
 use tuple::{Parsed, TcpSeg};
+use xbr_packet::parse::Layers;
 
 /// ct_state bits (OVS's CS_*).
 pub mod state {

@@ -30,10 +30,10 @@
 //! ICMP or ICMPv6 checksum that covers them).
 
 use super::tuple::{Addr, Quoted, Tuple};
-use crate::packet::Layers;
-use crate::rewrite;
 use flowtable::key::Field;
 use flowtable::pipeline::NatSpec;
+use xbr_packet::parse::Layers;
+use xbr_packet::rewrite;
 
 /// Ports used for SNAT when the action gives no range and the original
 /// port is taken (OVS's default range for unspecified SNAT ports).

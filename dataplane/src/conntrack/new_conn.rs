@@ -6,11 +6,11 @@ use super::tcp::{self, TcpConn};
 use super::tuple::{Quoted, TcpSeg};
 use super::zone_limits::Admission;
 use super::{nat, state, Conn, Conntrack, CtOutcome, CtRequest, Tuple, NAT_DST, NAT_SRC};
-use crate::packet::Layers;
 use flowtable::matching::IP_PROTO_TCP;
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use xbr_packet::parse::Layers;
 
 impl Conntrack {
     /// A packet without a connection: `+new`, stored if committed.

@@ -2,10 +2,10 @@
 //! with checksums, ICMP errors.
 
 use super::*;
-use crate::packet;
 use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_UDP};
 use tuple::icmp;
 use tuple::tcp_flags as F;
+use xbr_packet::parse;
 
 pub(crate) const A: u32 = 0x0a80_0002;
 pub(crate) const B: u32 = 0x0a80_0003;
@@ -143,12 +143,12 @@ struct Pkt {
 impl Pkt {
     fn run(&mut self, ct: &Conntrack, req: &CtRequest, now: u64) -> CtOutcome {
         let mut key = FlowKey::zero();
-        let layers = packet::extract(&self.frame, 1, &mut key);
+        let layers = parse::extract(&self.frame, 1, &mut key);
         ct.execute(&mut self.frame, layers, &key, req, now)
     }
     fn key(&self) -> FlowKey {
         let mut key = FlowKey::zero();
-        packet::extract(&self.frame, 1, &mut key);
+        parse::extract(&self.frame, 1, &mut key);
         key
     }
 }

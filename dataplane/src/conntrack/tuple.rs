@@ -6,13 +6,13 @@
 //! untrusted); a packet conntrack cannot make sense of is reported as
 //! [`Parsed::Invalid`] and becomes `+trk+inv`, never a panic.
 
-use crate::packet::ipv6::IPV6_HEADER_LEN;
-use crate::packet::{Layers, FRAG_LATER};
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{
     ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 use std::hash::{Hash, Hasher};
+use xbr_packet::parse::ipv6::IPV6_HEADER_LEN;
+use xbr_packet::parse::{Layers, FRAG_LATER};
 
 /// ICMP types conntrack knows.
 pub mod icmp {

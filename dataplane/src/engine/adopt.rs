@@ -9,12 +9,12 @@ use super::live_ports::index_in;
 use super::xdp::{plain_ct_fork, MAX_CT_PASSES};
 use super::{Engine, Frames, PortIo};
 use crate::conntrack::Tuple;
-use crate::packet::{self, ETH_HEADER_LEN};
 use crate::xdpcache::{entry, Claim, CtConn, FcKey, Fresh, Origin, REVALIDATE_CHUNK};
 use flowtable::cache::Attribution;
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_TCP, IP_PROTO_UDP};
 use flowtable::pipeline::{DpAction, Xlate};
+use xbr_packet::parse::{self, ETH_HEADER_LEN};
 
 /// The frame an entry's key stands for (`entry::frame_key` of it gives
 /// the key back): the key's Ethernet, IPv4 and TCP/UDP/ICMP headers, a
@@ -148,7 +148,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             return None;
         }
         let mut key = FlowKey::zero();
-        packet::extract(&frame, in_port, &mut key);
+        parse::extract(&frame, in_port, &mut key);
         if let Some((tun_src, vni, local)) = tunnel {
             key.set(Field::TunId, u64::from(vni));
             key.set(Field::TunSrc, u64::from(tun_src));

@@ -5,10 +5,10 @@
 use super::xdp::XdpChain;
 use super::{Desc, Engine, Frames, PortIo, MAX_RECIRC_DEPTH};
 use crate::conntrack::{state, CtRequest};
-use crate::packet::{self, Layers};
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6};
 use flowtable::pipeline::DpAction;
+use xbr_packet::parse::{self, Layers};
 
 /// A `ct(table=N)` fork waiting to re-enter the pipeline.
 pub(super) struct Recirc {
@@ -84,7 +84,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     pub(super) fn reparse(&mut self, in_port: u32, desc: Desc) -> Option<Recirc> {
         let mut key = *self.xlate.recirc()?;
         let mut pkt = FlowKey::zero();
-        let layers = packet::extract(self.frames.bytes(desc.addr, desc.len), in_port, &mut pkt);
+        let layers = parse::extract(self.frames.bytes(desc.addr, desc.len), in_port, &mut pkt);
         key.set_headers_from(&pkt);
         Some(Recirc { desc, layers, key })
     }
@@ -129,7 +129,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         };
         let frame = self.frames.bytes(desc.addr, desc.len);
         let mut pkt = FlowKey::zero();
-        packet::extract(frame, in_port, &mut pkt);
+        parse::extract(frame, in_port, &mut pkt);
         let (outcome, datagram_l4) =
             self.conntrack
                 .execute_datagram(frame, layers, &pkt, &req, self.ct_now);
@@ -137,7 +137,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         let mut key = *self.xlate.recirc()?;
         if outcome.state & (state::SNAT | state::DNAT) != 0 {
             // NAT rewrote the headers the pipeline will see.
-            packet::extract(self.frames.bytes(desc.addr, desc.len), in_port, &mut pkt);
+            parse::extract(self.frames.bytes(desc.addr, desc.len), in_port, &mut pkt);
         }
         if let Some(words) = datagram_l4 {
             // A tracked fragment continues as its whole datagram would,

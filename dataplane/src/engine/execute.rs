@@ -5,10 +5,10 @@ use super::{ct::Recirc, Desc, Engine, Frames, PortIo, BATCH};
 use crate::control::Upcall;
 use crate::engine::tunnel::TunnelMeta;
 use crate::meter::{self, Verdict};
-use crate::packet::{self, Layers};
-use crate::rewrite;
 use flowtable::key::FlowKey;
 use flowtable::pipeline::{DpAction, DropReason};
+use xbr_packet::parse::{self, Layers};
+use xbr_packet::rewrite;
 
 /// OFPCML_NO_BUFFER: a `controller` action's "send the whole packet".
 const CONTROLLER_MAX_LEN_ALL: u16 = 0xffff;
@@ -377,7 +377,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             };
             self.mirrored = 0;
             let mut key = FlowKey::zero();
-            let layers = packet::extract(self.frames.bytes(addr, len), req.in_port, &mut key);
+            let layers = parse::extract(self.frames.bytes(addr, len), req.in_port, &mut key);
             for &(field, value) in &req.metadata {
                 key.set(field, value);
             }

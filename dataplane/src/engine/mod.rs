@@ -35,7 +35,6 @@ use crate::conntrack::Conntrack;
 use crate::control::{port_config, ChangeReceiver, DpShared, PortMeta};
 use crate::engine::tunnel::TunnelMeta;
 use crate::normal::{MacTable, DEFAULT_AGEING_SECS};
-use crate::packet;
 use crate::xdpcache::{self, FcKey, XdpCache};
 use ahash::RandomState;
 use flowtable::cache::{CacheStats, FlowCache};
@@ -47,6 +46,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use xbr_packet::parse;
 
 /// Packets taken from one port per round.
 pub const BATCH: usize = 64;
@@ -560,7 +560,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                             // A sender's offload may reach us through an
                             // underlay of veths too (the uplink's XDP
                             // program completes them alike).
-                            crate::csum::complete_partial(self.frames.bytes(desc.addr, desc.len));
+                            xbr_packet::csum::complete_partial(
+                                self.frames.bytes(desc.addr, desc.len),
+                            );
                             self.rx_tunnel = Some(meta);
                             tunnel = Some(meta);
                         }
@@ -606,7 +608,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         let mut key = FlowKey::zero();
         let layers = {
             let frame = self.frames.bytes(desc.addr, desc.len);
-            packet::extract(frame, in_port, &mut key)
+            parse::extract(frame, in_port, &mut key)
         };
         if let Some(t) = self.rx_tunnel.take() {
             key.set(Field::TunId, t.tun_id);

@@ -333,9 +333,9 @@ impl PortIo<UmemFrames> for Port {
             Port::Xsk(p) => {
                 let n = p.recv(frames, out);
                 // A pod's veth hands over TCP/UDP checksums its kernel left
-                // to offload (see csum.rs).
+                // to offload (see xbr_packet::csum).
                 for d in &out[..n] {
-                    crate::csum::complete_partial(frames.bytes(d.addr, d.len));
+                    xbr_packet::csum::complete_partial(frames.bytes(d.addr, d.len));
                 }
                 n
             }

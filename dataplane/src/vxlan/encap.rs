@@ -8,13 +8,13 @@
 //! port, VNI. Decapsulation checks the outer headers and returns where the
 //! inner frame starts; the caller moves its descriptor, nothing is copied.
 
-use super::wire::{
+use super::{TunnelDrop, TunnelMeta};
+use xbr_packet::csum::ones_sum;
+use xbr_packet::vxlan::{
     fold, Ipv4Packet, UdpPacket, VxlanPacket, VxlanRepr, WireError, ETH_HEADER_LEN, ETH_TYPE_IPV4,
     IPV4_DF, IPV4_HEADER_LEN, IP_PROTO_UDP, OUTER_IP_OVERHEAD, OUTER_LEN, UDP_HEADER_LEN,
     VXLAN_HEADER_LEN,
 };
-use super::{TunnelDrop, TunnelMeta};
-use crate::csum::ones_sum;
 
 /// TTL of the outer header (OVS's default for tunnels, and Linux's).
 pub const OUTER_TTL: u8 = 64;
@@ -265,13 +265,13 @@ pub fn decap(frame: &[u8], local_ip: u32, dst_port: u16) -> Result<Decapped, Tun
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::csum::pseudo_header;
+    use xbr_packet::csum::pseudo_header;
 
     const LOCAL: u32 = 0x0a00_000b;
     const REMOTE: u32 = 0x0a00_000c;
 
     fn inner() -> Vec<u8> {
-        crate::packet::tests::udp_frame()
+        xbr_packet::testframes::udp_frame()
     }
 
     /// `inner` encapsulated by a template from REMOTE to LOCAL.

@@ -25,13 +25,12 @@ pub mod encap;
 pub mod neigh;
 pub(crate) mod port;
 pub mod underlay;
-pub mod wire;
 
 use crate::engine::{Desc, Frames, PortIo};
 use encap::FlowOuter;
 use neigh::{Miss, NeighReader};
 use std::os::fd::BorrowedFd;
-use wire::{OUTER_IP_OVERHEAD, OUTER_LEN};
+use xbr_packet::vxlan::{OUTER_IP_OVERHEAD, OUTER_LEN};
 
 // The tunnel metadata and drop reasons the engine carries for every
 // tunnel port; defined with the engine, named here too.

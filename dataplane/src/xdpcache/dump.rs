@@ -201,7 +201,7 @@ pub(super) fn key_from(raw: &[u8]) -> Option<FcKey> {
 mod tests {
     use super::super::entry::{frame_key, set_tunnel, value, FcAction, NwRewrite};
     use super::*;
-    use crate::packet::tests::udp_frame;
+    use xbr_packet::testframes::udp_frame;
 
     fn dev(ifindex: u32) -> String {
         format!("if{ifindex}")
@@ -257,7 +257,7 @@ mod tests {
             line.ends_with(", packets:0, bytes:0, actions:drop"),
             "{line}"
         );
-        let mut hdr = [0u8; crate::vxlan::wire::OUTER_LEN];
+        let mut hdr = [0u8; xbr_packet::vxlan::OUTER_LEN];
         hdr[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
         hdr[26..30].copy_from_slice(&[192, 168, 1, 1]);
         hdr[30..34].copy_from_slice(&[192, 168, 1, 2]);

@@ -3,9 +3,9 @@
 //! userspace twin of the XDP program's parser, which decides which frames
 //! the program looks up.
 
-use crate::packet::ETH_HEADER_LEN;
 use crate::vxlan::encap::FlowOuter;
-use crate::vxlan::wire::OUTER_LEN;
+use xbr_packet::parse::ETH_HEADER_LEN;
+use xbr_packet::vxlan::OUTER_LEN;
 
 /// `struct xbr_fc_key`: 40 bytes.
 pub const KEY_SIZE: usize = 40;
@@ -256,8 +256,8 @@ pub fn frame_key(frame: &[u8], ifindex: u32) -> Option<FcKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::ipv6::tests::{nd_frame, tcp6_frame, udp6_frame};
-    use crate::packet::tests::{snap_frame, udp_frame};
+    use xbr_packet::testframes::{nd_frame, tcp6_frame, udp6_frame};
+    use xbr_packet::testframes::{snap_frame, udp_frame};
 
     /// The XDP program and its userspace twin look up IPv4 only: an IPv6
     /// frame always goes to xbr, so no entry can hold an IPv6 flow.

@@ -6,7 +6,6 @@
 
 use dataplane::bpf::XdpTestRun;
 use dataplane::conntrack::{Conntrack, CtRequest};
-use dataplane::packet;
 use dataplane::xdpcache::entry::{frame_key, FcKey};
 use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, Origin, XdpCache};
 use flowtable::cache::{Attribution, FlowCache};
@@ -14,6 +13,7 @@ use flowtable::key::FlowKey;
 use flowtable::pipeline::{DropReason, Pipeline, Xlate};
 use std::sync::Arc;
 use std::time::Instant;
+use xbr_packet::parse;
 
 pub const XDP_DROP: u32 = 1;
 pub const XDP_PASS: u32 = 2;
@@ -156,7 +156,7 @@ pub fn udp(src: u32, sport: u16, dst: u32, dport: u16) -> Vec<u8> {
 /// Runs `frame` (received on port 1) through `ct` with `req`: its ct_state.
 pub fn track(ct: &Conntrack, mut frame: Vec<u8>, req: &CtRequest) -> u32 {
     let mut key = FlowKey::zero();
-    let layers = packet::extract(&frame, 1, &mut key);
+    let layers = parse::extract(&frame, 1, &mut key);
     ct.execute(&mut frame, layers, &key, req, ct.now_ms()).state
 }
 

@@ -40,7 +40,7 @@ pub const DOWN_TIMEOUT: Duration = Duration::from_secs(60);
 pub const CMD_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn xbr(args: &[&str], timeout: Duration) -> CmdOutput {
-    let bin = Xbr::binary().expect("xbr binary (cargo build -p dataplane --bin xbr)");
+    let bin = Xbr::binary().expect("xbr binary (cargo build -p xbr-daemon --bin xbr)");
     run_timeout(Command::new(bin).args(args), timeout).expect("running xbr")
 }
 

@@ -7,7 +7,6 @@ use super::{Engine, EnginePort, Frames, PortIo};
 use crate::conntrack::{state, Tuple};
 use crate::control::port_config;
 use crate::engine::tunnel::TunnelMeta;
-use crate::vxlan::wire::OUTER_LEN;
 use crate::xdpcache::entry::{self, mac_bytes, NwRewrite};
 use crate::xdpcache::{CtConn, FcAction, FcKey, Origin, XdpCache, XdpCacheStats};
 use flowtable::action::port as ofpp;
@@ -16,6 +15,7 @@ use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_TCP, IP_PROTO_UDP};
 use flowtable::pipeline::{DpAction, DropReason};
 use std::time::Instant;
+use xbr_packet::vxlan::OUTER_LEN;
 
 /// Most `ct()` passes one cached translation may go through (the
 /// agent's pipeline has three).
