@@ -61,8 +61,8 @@
 //! The limit: the kernel creates connections only while
 //! `ct_cfg[0].budget`, which [`Conntrack::kernel_sync`] sets to the room
 //! left under the limit minus [`BUDGET_MARGIN`], is positive. At zero it
-//! hands frames here, where the table is full or nearly: they are `+inv`
-//! as before. The slots are sized for the limit at start; a limit raised
+//! hands frames here, where the table is full or nearly: a commit there
+//! stores nothing and the frame goes on `+trk+new`, as OVS's does. The slots are sized for the limit at start; a limit raised
 //! later than that gives the kernel no more room than the start's.
 //!
 //! Known limits: UDP over IPv4 only (a TCP connection starts with a SYN
