@@ -81,6 +81,7 @@ mod id_queues;
 #[cfg(test)]
 mod ipv6_tests;
 pub mod kernel_new;
+pub mod kernel_shares;
 #[cfg(test)]
 mod label_tests;
 mod nat;
