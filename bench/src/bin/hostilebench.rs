@@ -29,9 +29,10 @@
 //! Reported per switch and attack: B's figures without and under attack
 //! and their ratio (the issue asks for at least 90%), the frames sent and
 //! their rate, where the CPU went meanwhile (the busiest threads by name,
-//! in % of one core, and the machine's idle share), attack frames captured
-//! in B's pods (must be 0) and frames with a spoofed source captured on
-//! the node's tun0 (must be 0); the switch's VmRSS before, after and after
+//! in % of one core, and the machine's user, system, softirq, idle and
+//! steal shares; for xbr, the `xbr stats` counters that grew most),
+//! attack frames captured in B's pods (must be 0) and frames with a
+//! spoofed source captured on the node's tun0 (must be 0); the switch's VmRSS before, after and after
 //! a second identical unpaced attack, and whether it still runs (for xbr:
 //! without a panic in its log). Exit status 1 if one of xbr's checks
 //! fails (the rate check on the paced attack, or on the unpaced one if
@@ -363,6 +364,50 @@ fn cpu_between(a: &CpuSnapshot, b: &CpuSnapshot) -> (Vec<(String, f64)>, [f64; 5
     (v, machine)
 }
 
+/// `xbr stats` of the lab's node as `section/name` -> value, for every
+/// indented `name: N` line (the section is the last unindented line
+/// before it); empty for OVS or if it cannot be read.
+fn xbr_counters(node: &Value) -> HashMap<String, u64> {
+    let Ok(rundir) = field(node, "rundir") else {
+        return HashMap::new();
+    };
+    let Ok(out) = run(
+        Command::new(xbr_bin()).args(["stats", "--rundir", rundir, "br0"]),
+        CMD_TIMEOUT,
+    ) else {
+        return HashMap::new();
+    };
+    let mut section = String::new();
+    let mut counters = HashMap::new();
+    for line in out.lines() {
+        if !line.starts_with(' ') {
+            section = line.trim_end_matches(':').to_string();
+            continue;
+        }
+        // `name: N`, or a port's `rx packets: N, bytes: M, ...`.
+        for part in line.trim().split(", ") {
+            if let Some((k, v)) = part.rsplit_once(": ") {
+                if let Ok(v) = v.trim().parse::<u64>() {
+                    counters.insert(format!("{section}/{k}"), v);
+                }
+            }
+        }
+    }
+    counters
+}
+
+/// The counters that grew most from `a` to `b`.
+fn counters_grown(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = b
+        .iter()
+        .map(|(k, x)| (k.clone(), x.saturating_sub(a.get(k).copied().unwrap_or(0))))
+        .filter(|(_, d)| *d > 0)
+        .collect();
+    v.sort_by_key(|x| std::cmp::Reverse(x.1));
+    v.truncate(16);
+    v
+}
+
 /// The node's gateway: tun0's address and its MAC as it is now (OVS
 /// makes a tun0 of its own).
 struct Gateway {
@@ -417,6 +462,8 @@ struct Attack {
     cpu: Vec<(String, f64)>,
     /// The machine's user, system, softirq, idle and steal (%).
     machine: [f64; 5],
+    /// xbr's counters that grew most during the measurements.
+    grown: Vec<(String, u64)>,
     in_b: [Vec<usize>; 2],
     in_node: Vec<usize>,
 }
@@ -491,10 +538,16 @@ fn bench_switch(sw: Switch, args: &Args) -> Result<bool, BenchError> {
         let started = Instant::now();
         let att = attacker(&a, &b1, &gw, attack_secs, rate)?;
         std::thread::sleep(Duration::from_secs(1));
+        let stats0 = xbr_counters(&node);
         let cpu0 = cpu_snapshot();
         let tcp = iperf3(&b1, &b2, false, seconds)?;
         let udp = iperf3(&b1, &b2, true, seconds)?;
         let cpu1 = cpu_snapshot();
+        let grown = if sw == Switch::Xbr {
+            counters_grown(&stats0, &xbr_counters(&node))
+        } else {
+            Vec::new()
+        };
         let sent = attack_done(att)?;
         let sent_per_sec = sent as f64 / started.elapsed().as_secs_f64().max(0.001);
         let (cpu, machine) = cpu_between(&cpu0, &cpu1);
@@ -512,6 +565,7 @@ fn bench_switch(sw: Switch, args: &Args) -> Result<bool, BenchError> {
             udp,
             cpu,
             machine,
+            grown,
             in_b,
             in_node,
         });
@@ -560,6 +614,10 @@ fn bench_switch(sw: Switch, args: &Args) -> Result<bool, BenchError> {
              idle {:.0}, steal {:.0}",
             m[0], m[1], m[2], m[3], m[4]
         );
+        if !at.grown.is_empty() {
+            let g: Vec<String> = at.grown.iter().map(|(k, d)| format!("{k} +{d}")).collect();
+            println!("  xbr stats meanwhile: {}", g.join("; "));
+        }
         println!(
             "  attack frames in tenant B's pods (spoofed, own, inner): {:?} {:?}; on the node's tun0: {:?}",
             at.in_b[0], at.in_b[1], at.in_node
