@@ -381,15 +381,35 @@ fn xbr_counters(node: &Value) -> HashMap<String, u64> {
     let mut counters = HashMap::new();
     for line in out.lines() {
         if !line.starts_with(' ') {
-            section = line.trim_end_matches(':').to_string();
+            // `name:` or `name: N` (the section's own count).
+            section = line.split(':').next().unwrap_or("").to_string();
             continue;
         }
-        // `name: N`, or a port's `rx packets: N, bytes: M, ...`.
-        for part in line.trim().split(", ") {
-            if let Some((k, v)) = part.rsplit_once(": ") {
-                if let Ok(v) = v.trim().parse::<u64>() {
-                    counters.insert(format!("{section}/{k}"), v);
-                }
+        // `name: N`, or a port's `NAME (P): rx packets: N, bytes: M, ...;
+        // tx packets: ...` (keys then `NAME (P)/rx bytes`...).
+        let t = line.trim();
+        let (label, rest) = match t.split_once("): ") {
+            Some((l, r)) => (format!("{l})/"), r),
+            None => (String::new(), t),
+        };
+        for half in rest.split("; ") {
+            let mut dir = "";
+            for part in half.split(", ") {
+                let Some((k, v)) = part.rsplit_once(": ") else {
+                    continue;
+                };
+                let Ok(v) = v.trim().parse::<u64>() else {
+                    continue;
+                };
+                let key = match k.split_once(' ') {
+                    Some((d, _)) if dir.is_empty() && !label.is_empty() => {
+                        dir = d;
+                        k.to_string()
+                    }
+                    None if !dir.is_empty() => format!("{dir} {k}"),
+                    _ => k.to_string(),
+                };
+                counters.insert(format!("{section}/{label}{key}"), v);
             }
         }
     }
@@ -404,7 +424,7 @@ fn counters_grown(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> Vec<(St
         .filter(|(_, d)| *d > 0)
         .collect();
     v.sort_by_key(|x| std::cmp::Reverse(x.1));
-    v.truncate(16);
+    v.truncate(24);
     v
 }
 
