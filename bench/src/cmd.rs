@@ -37,6 +37,8 @@ pub enum OvsError {
     NotInstalled(String),
     #[error("Open vSwitch did not come up: {reason}\n--- ovs-vswitchd.log:\n{log}")]
     Setup { reason: String, log: String },
+    #[error("lab.json: {0}")]
+    Lab(String),
 }
 
 /// Poll step while waiting for a child.

@@ -239,6 +239,13 @@ impl OvsNode {
         Ok(run_bounded(&mut c, CMD_TIMEOUT)?.ok()?.stdout)
     }
 
+    /// ovs-vswitchd's process id (its pidfile), if it runs.
+    pub fn vswitchd_pid(&self) -> Option<u64> {
+        std::fs::read_to_string(self.dir.join("run/ovs-vswitchd.pid"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    }
+
     fn stop(&self, daemon: &str) {
         let pidfile = self.dir.join(format!("run/{daemon}.pid"));
         if let Some(pid) = std::fs::read_to_string(&pidfile)
@@ -248,6 +255,54 @@ impl OvsNode {
             stop_pid(pid);
         }
     }
+}
+
+/// Replaces every node's xbr of the `xbr lab` described by `lab` (its
+/// `lab.json`) with OVS, loaded with the very same agent flows (each
+/// node's `flows.bundle`); each node's OVS lives under `dir`.
+pub fn replace_lab(lab: &serde_json::Value, dir: &Path) -> Result<Vec<OvsNode>, OvsError> {
+    let field = |v: &serde_json::Value, key: &str| -> Result<String, OvsError> {
+        v[key]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| OvsError::Lab(format!("no '{key}' in {v}")))
+    };
+    let underlay_prefix = field(&lab["underlay"], "cidr")?
+        .split('/')
+        .nth(1)
+        .unwrap_or("24")
+        .to_string();
+    let routes = vec![
+        field(lab, "cluster_network")?,
+        field(lab, "service_network")?,
+    ];
+    let mtu = lab["mtu"].as_u64().unwrap_or(1450) as u32;
+    let pods: Vec<&serde_json::Value> = lab["pods"].as_array().into_iter().flatten().collect();
+    let mut nodes = Vec::new();
+    for node in lab["nodes"].as_array().into_iter().flatten() {
+        let name = field(node, "name")?;
+        stop_pid(node["xbr_pid"].as_i64().unwrap_or(0) as i32);
+        let subnet = field(node, "subnet")?;
+        let subnet_prefix = subnet.split('/').nth(1).unwrap_or("23");
+        let pod_ports = pods
+            .iter()
+            .filter(|p| p["node"].as_str() == Some(name.as_str()))
+            .map(|p| field(p, "host_if"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let spec = NodeSpec {
+            netns: field(node, "netns")?,
+            uplink_cidr: format!("{}/{underlay_prefix}", field(node, "uplink_ip")?),
+            gateway_cidr: format!("{}/{subnet_prefix}", field(node, "gateway")?),
+            tun0_routes: routes.clone(),
+            mtu,
+            pod_ports,
+        };
+        let ovs = OvsNode::start(spec, &dir.join(format!("ovs-{name}")))?;
+        let flows = Path::new(&field(node, "rundir")?).join("flows.bundle");
+        ovs.ofctl(&["bundle", "br0", &flows.display().to_string()])?;
+        nodes.push(ovs);
+    }
+    Ok(nodes)
 }
 
 /// SIGTERM to `pid`, a bounded wait for it to go, then SIGKILL.

@@ -1,7 +1,7 @@
 //! `restartbench`: bad input is refused with exit code 2 before anything
 //! is set up; `--short` measures xbr and OVS 3.1 in one run and prints
 //! the table (root: namespaces, XDP, OVS; needs `xbr` built next to the
-//! benchmark, `cargo build -p dataplane --bin xbr`).
+//! benchmark, `cargo build -p xbr-daemon --bin xbr`).
 
 use std::process::Command;
 

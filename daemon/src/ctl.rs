@@ -192,6 +192,22 @@ pub fn dispatch(
                     text.push_str(&format!("  port {port}: {n}\n"));
                 }
             }
+            if let Some(k) = conntrack.kernel_new() {
+                let ports = dp.ports();
+                let hits = k.port_shares().hits(ports.iter().map(|p| p.name.as_str()));
+                if !hits.is_empty() {
+                    text.push_str(
+                        "kernel new-connection report shares hit \
+                         (frames sent to the packet thread):\n",
+                    );
+                    for (port, s) in hits {
+                        text.push_str(&format!(
+                            "  {port}: held {} refused {}\n",
+                            s.held, s.refused
+                        ));
+                    }
+                }
+            }
             if let Some(st) = live.state_status() {
                 text.push_str(&st.text());
             }

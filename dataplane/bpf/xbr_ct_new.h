@@ -34,7 +34,24 @@
  * table fills and empties); at zero, frames go to xbr, which finds the
  * table full. A frame whose report finds the ring full (xbr a whole ring
  * behind) is dropped and counted in its template.
+ *
+ * ct_ports shares the ring between ingress ports, so that one pod opening
+ * connections faster than xbr reads them cannot fill it for the others
+ * (whose new connections would then be dropped): per bucket (ingress
+ * ifindex modulo XBR_CT_PORT_BUCKETS), the reports not yet read (held,
+ * added here before the report is submitted, taken back by xbr as it
+ * reads it) and the frames refused for the share; last, how many buckets
+ * hold reports (each bucket's 0->1 and 1->0 transitions, made here and by
+ * xbr with fetching atomics, count it up and down exactly once). A port
+ * may report while it holds fewer than
+ * max(XBR_CT_PORT_FLOOR, ring_reports / (other holding buckets + 2)):
+ * alone, half the ring. A frame over its share goes to xbr, whose packet
+ * thread takes a bounded batch of each port per round.
  */
+#define XBR_CT_PORT_BUCKETS 1024
+#define XBR_CT_PORT_REFUSED XBR_CT_PORT_BUCKETS
+#define XBR_CT_PORT_ACTIVE (2 * XBR_CT_PORT_BUCKETS)
+#define XBR_CT_PORT_FLOOR 64
 #define XBR_CT_SLOTS 4
 #define XBR_CT_KEY_WORDS 10
 
@@ -99,12 +116,22 @@ struct {
 	__uint(max_entries, 4096);
 } ct_events SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * XBR_CT_PORT_BUCKETS + 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} ct_ports SEC(".maps");
+
 /* Written by xbr: the budget every round, the rest once. */
 struct xbr_ct_cfg {
 	__s64 budget;
 	/* The slot of a tuple: xbr_ct_slot() with this seed, masked. */
 	__u64 seed;
 	__u64 mask;
+	/* Reports ct_events holds. */
+	__u64 ring_reports;
 };
 
 struct {
@@ -154,7 +181,10 @@ static __always_inline int fc_ct_new(struct xdp_md *ctx, struct xbr_fc_key *key,
 	struct ethhdr *eth;
 	__u32 *words = (__u32 *)key, zero = 0, slot = 0, idx;
 	struct xbr_ct_cfg *cfg;
-	__u64 *count;
+	__u64 *count, *held, *refused, *active;
+	__u32 bucket, at_refused, at_active = XBR_CT_PORT_ACTIVE;
+	__s64 others;
+	__u64 share;
 	int i, j;
 
 	for (i = 0; i < XBR_CT_SLOTS; i++) {
@@ -207,6 +237,24 @@ static __always_inline int fc_ct_new(struct xdp_md *ctx, struct xbr_fc_key *key,
 	count = bpf_map_lookup_elem(&ct_slots, &idx);
 	if (!count)
 		return -1;
+	/* The port's share of the ring (see ct_ports above). */
+	bucket = key->ifindex & (XBR_CT_PORT_BUCKETS - 1);
+	at_refused = XBR_CT_PORT_REFUSED + bucket;
+	held = bpf_map_lookup_elem(&ct_ports, &bucket);
+	refused = bpf_map_lookup_elem(&ct_ports, &at_refused);
+	active = bpf_map_lookup_elem(&ct_ports, &at_active);
+	if (!held || !refused || !active)
+		return -1;
+	others = (__s64)*active - (*held > 0);
+	if (others < 0)
+		others = 0;
+	share = cfg->ring_reports / ((__u64)others + 2);
+	if (share < XBR_CT_PORT_FLOOR)
+		share = XBR_CT_PORT_FLOOR;
+	if (*held >= share) {
+		__sync_fetch_and_add(refused, 1);
+		return -1;
+	}
 	/* The ring full: xbr is a whole ring of connections behind. Handing
 	 * it the frame would only add the slow path's work to what it cannot
 	 * keep up with; dropped, as a full AF_XDP ring would, and counted. */
@@ -227,6 +275,9 @@ static __always_inline int fc_ct_new(struct xdp_md *ctx, struct xbr_fc_key *key,
 	ev->orig = orig;
 	ev->ifindex = key->ifindex;
 	ev->slot = slot;
+	/* Held before it is submitted: xbr takes it back once it read it. */
+	if (__sync_fetch_and_add(held, 1) == 0)
+		__sync_fetch_and_add(active, 1);
 	/* No wakeup: xbr reads the ring every round, and a wakeup is an
 	 * interrupt to this CPU whenever xbr had caught up. */
 	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);

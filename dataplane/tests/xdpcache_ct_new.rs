@@ -12,10 +12,12 @@
 mod xdp_common;
 
 use dataplane::bpf::XdpTestRun;
+use dataplane::conntrack::kernel_shares::{self, PortShares};
 use dataplane::conntrack::{state, Conntrack, CtRequest, KernelNew, Tuple};
 use dataplane::xdpcache::entry::{frame_key, FcKey, KEY_SIZE};
 use dataplane::xdpcache::templates::NewConnTemplate;
 use dataplane::xdpcache::{CacheMaps, XdpCache};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 use xdp_common::{attribution, commit, track, udp, LO, TO_XBR, XDP_DROP, XDP_REDIRECT};
@@ -279,24 +281,91 @@ fn one_template_creates_a_thousand_connections() {
     );
 }
 
+/// Reports the ring of new connections holds.
+const RING_REPORTS: u64 = (8 << 20) / 32;
+
+/// (held, refused) of lo's bucket in `ct_ports`, and the holders.
+fn lo_share(r: &Rig) -> (u64, u64, u64) {
+    let k = r.ct.kernel_new().expect("on");
+    let s = k.port_shares();
+    let c = s.counters();
+    let b = PortShares::bucket(LO) as usize;
+    (
+        c[b].load(Relaxed),
+        c[kernel_shares::PORT_BUCKETS + b].load(Relaxed),
+        s.holders(),
+    )
+}
+
 #[test]
-fn a_full_ring_of_reports_drops_and_counts() {
-    // Nobody reads the reports: the ring (about 260,000 of them) fills.
+fn one_port_fills_half_the_ring_and_a_full_ring_drops_and_counts() {
+    // Nobody reads the reports. One port (lo) may hold half the ring:
+    // past that its new connections go to the packet thread, counted for
+    // the port, and the ring keeps room for the others.
     let mut r = rig(3_000_000);
     r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
+    let share = r.ct.kernel_new().expect("on").port_shares().share(LO);
+    assert_eq!(share, RING_REPORTS / 2);
+    let frame = |i: u32| udp(0x0b00_0000 + i / 1000, 1000 + (i % 1000) as u16, B, 53);
     let (mut created, mut not_forwarded) = (0u64, 0u64);
     let closed_before = r.maps.closed_drops();
-    for i in 0..300_000u32 {
-        let src = 0x0b00_0000 + i / 1000;
-        match r.run(&udp(src, 1000 + (i % 1000) as u16, B, 53)).0 {
+    let n = (share + 10_000) as u32;
+    for i in 0..n {
+        match r.run(&frame(i)).0 {
             XDP_REDIRECT => created += 1,
-            // A full ring's drop, or (TO_XBR, the same action here) a slot
-            // another connection took by chance (about n^2/2N of n in
-            // N = 8M slots), the packet thread's: the fail-closed counter
-            // tells them apart.
+            // The packet thread's (TO_XBR, XDP_DROP here: no socket), or a
+            // full ring's drop: the fail-closed counter tells them apart.
             XDP_DROP => not_forwarded += 1,
             other => panic!("frame {i}: action {other}"),
         }
+    }
+    let to_xbr = r.maps.closed_drops() - closed_before;
+    assert_eq!(to_xbr, not_forwarded, "none dropped: the ring has room");
+    assert_eq!(
+        created, share,
+        "a report per created connection, up to the share"
+    );
+    let (held, refused, holders) = lo_share(&r);
+    assert_eq!((held, holders), (share, 1));
+    // The rest went to the packet thread: over the share, or (about
+    // n^2/2N of n in N = 8M slots) in a slot another took by chance.
+    assert!(
+        refused >= 5_000 && refused <= u64::from(n) - created,
+        "{refused}"
+    );
+    let hits =
+        r.ct.kernel_new()
+            .expect("on")
+            .port_shares()
+            .hits(["lo"].into_iter());
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].0, "lo");
+    assert_eq!((hits[0].1.held, hits[0].1.refused), (held, refused));
+
+    // Read, the reports leave the port's count: room again.
+    r.ct.kernel_sync();
+    assert_eq!(r.ct.len() as u64, created);
+    assert_eq!(lo_share(&r), (0, refused, 0));
+    // (A new tuple may find its slot taken by chance: one of ten will do.)
+    assert!((n..n + 10).any(|i| r.run(&frame(i)).0 == XDP_REDIRECT));
+    r.ct.kernel_sync();
+
+    // Several ports together can still fill the ring: stand them in by
+    // taking lo's count back after each frame, as if each report were
+    // another port's. A full ring drops and counts in the template.
+    let ct = r.ct.clone();
+    let c = ct.kernel_new().expect("on").port_shares().counters();
+    let b = PortShares::bucket(LO) as usize;
+    let (mut created, mut not_forwarded) = (0u64, 0u64);
+    let closed_before = r.maps.closed_drops();
+    for i in n + 10..n + 10 + RING_REPORTS as u32 + 10_000 {
+        match r.run(&frame(i)).0 {
+            XDP_REDIRECT => created += 1,
+            XDP_DROP => not_forwarded += 1,
+            other => panic!("frame {i}: action {other}"),
+        }
+        c[b].store(0, Relaxed);
+        c[2 * kernel_shares::PORT_BUCKETS].store(0, Relaxed);
     }
     let shared = r.maps.closed_drops() - closed_before;
     let dropped = not_forwarded - shared;
@@ -309,9 +378,41 @@ fn a_full_ring_of_reports_drops_and_counts() {
     assert_eq!(overflow, dropped);
     // Every created one is stored; the dropped ones left no count.
     r.ct.kernel_sync();
-    assert_eq!(r.ct.len() as u64, created);
+    assert_eq!(r.ct.len() as u64, created + share + 1);
+}
+
+#[test]
+fn a_port_s_share_shrinks_as_other_ports_hold_reports() {
+    let mut r = rig(3_000_000);
+    r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
+    // Every other bucket holds a report, as other ports' programs would
+    // have counted them: lo's share is the ring over 1,023 + 2 ports.
+    let ct = r.ct.clone();
+    let c = ct.kernel_new().expect("on").port_shares().counters();
+    let lo = PortShares::bucket(LO) as usize;
+    for b in (0..kernel_shares::PORT_BUCKETS).filter(|&b| b != lo) {
+        c[b].store(1, Relaxed);
+    }
+    let others = kernel_shares::PORT_BUCKETS as u64 - 1;
+    c[2 * kernel_shares::PORT_BUCKETS].store(others, Relaxed);
+    let share = RING_REPORTS / (others + 2);
     assert_eq!(
-        r.slot(&Tuple::v4(0, UDP, 0x0b00_0000 + 299, B, 1999, 53)),
-        0
+        r.ct.kernel_new().expect("on").port_shares().share(LO),
+        share
     );
+    let mut created = 0;
+    let mut port = 10_000u16;
+    while lo_share(&r).1 == 0 {
+        if r.run(&udp(A, port, B, 53)).0 == XDP_REDIRECT {
+            created += 1;
+        }
+        port += 1;
+    }
+    assert_eq!(created, share);
+    assert_eq!(lo_share(&r), (share, 1, others + 1));
+    // Its reports read, lo holds none; the others' stand.
+    r.ct.kernel_sync();
+    assert_eq!(lo_share(&r), (0, 1, others));
+    assert_eq!(r.ct.len() as u64, share);
+    assert_eq!(r.run(&udp(A, port, B, 53)).0, XDP_REDIRECT);
 }

@@ -1,5 +1,5 @@
-//! The hostile-pod soak, short (issue 32; the long run is `xbr-bench
-//! hostile`, see docs/fair-sharing.md): a one-node `xbr lab` in
+//! The hostile-pod soak, short (issue 32; the long run is
+//! `hostilebench`, see docs/fair-sharing.md): a one-node `xbr lab` in
 //! multitenant mode, programmed with the agent's flows, where a pod of
 //! tenant A sends `bench::hostile`'s crafted frames (spoofed source IPs
 //! and MACs, VXLAN to 4789, fragment floods, VLAN and double tags, IP

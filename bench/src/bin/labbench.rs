@@ -55,10 +55,10 @@
 
 use bench::cmd::{in_ns, xbr_bin};
 use bench::ovs::{run_bounded, unique_tag, OvsError, CMD_TIMEOUT};
-use bench::ovs_node::{stop_pid, NodeSpec, OvsNode};
+use bench::ovs_node::OvsNode;
 use bench::pod_gen::{Pod, PodPair};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
@@ -218,40 +218,7 @@ impl LabRun {
 
     /// Replaces every node's xbr with OVS and loads the same flows.
     fn switch_to_ovs(&mut self) -> Result<(), BenchError> {
-        let j = self.json.clone();
-        let underlay_prefix = field(&j["underlay"], "cidr")?
-            .split('/')
-            .nth(1)
-            .unwrap_or("24")
-            .to_string();
-        let routes = vec![
-            field(&j, "cluster_network")?.to_string(),
-            field(&j, "service_network")?.to_string(),
-        ];
-        let mtu = j["mtu"].as_u64().unwrap_or(1450) as u32;
-        for node in j["nodes"].as_array().into_iter().flatten() {
-            let name = field(node, "name")?;
-            stop_pid(node["xbr_pid"].as_i64().unwrap_or(0) as i32);
-            let subnet_prefix = field(node, "subnet")?.split('/').nth(1).unwrap_or("23");
-            let pod_ports = self
-                .pods()
-                .iter()
-                .filter(|p| p["node"].as_str() == Some(name))
-                .map(|p| field(p, "host_if").map(str::to_string))
-                .collect::<Result<Vec<_>, _>>()?;
-            let spec = NodeSpec {
-                netns: field(node, "netns")?.to_string(),
-                uplink_cidr: format!("{}/{underlay_prefix}", field(node, "uplink_ip")?),
-                gateway_cidr: format!("{}/{subnet_prefix}", field(node, "gateway")?),
-                tun0_routes: routes.clone(),
-                mtu,
-                pod_ports,
-            };
-            let ovs = OvsNode::start(spec, &self.dir.join(format!("ovs-{name}")))?;
-            let flows = Path::new(field(node, "rundir")?).join("flows.bundle");
-            ovs.ofctl(&["bundle", "br0", &flows.display().to_string()])?;
-            self.ovs.push(ovs);
-        }
+        self.ovs = bench::ovs_node::replace_lab(&self.json, &self.dir)?;
         Ok(())
     }
 }

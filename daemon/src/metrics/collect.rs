@@ -146,7 +146,7 @@ impl Families {
             ct_limit: o.gauges("xbr_conntrack_connections_limit", "Most connections the tracker holds (dpctl/ct-get-maxconns).", b)?,
             ct_created: o.counters("xbr_conntrack_created_total", "Connections committed (created).", b)?,
             ct_refused: o.counters("xbr_conntrack_refused_total", "New connections refused, by reason (table_full, nat_exhausted, zone_limit).", br)?,
-            share_refused: o.counters("xbr_port_share_refused_total", "Entries refused because the port held its share, by resource (fragment_table, upcall_queue).", &["bridge", "port", "resource"])?,
+            share_refused: o.counters("xbr_port_share_refused_total", "Entries refused because the port held its share, by resource (fragment_table, upcall_queue, ct_new_ring).", &["bridge", "port", "resource"])?,
             ct_invalid: o.counters("xbr_conntrack_invalid_packets_total", "Packets the tracker marked +inv.", b)?,
             ct_expired: o.counters("xbr_conntrack_expired_total", "Connections removed after their timeout.", b)?,
             pmd_busy: o.seconds("xbr_pmd_busy_seconds_total", "Time the packet thread spent in rounds that found work.", bth)?,
@@ -354,6 +354,13 @@ fn bridge(f: &Families, v: &BridgeView) {
         f.share_refused
             .with_label_values(&[name, "other", "fragment_table"])
             .inc_by(frag_overflow);
+    }
+    if let Some(k) = ct.kernel_new() {
+        for (port, s) in k.port_shares().hits(ports.iter().map(|p| p.name.as_str())) {
+            f.share_refused
+                .with_label_values(&[name, &port, "ct_new_ring"])
+                .inc_by(s.refused);
+        }
     }
     for (no, n) in dp.upcall_shares().refused() {
         f.share_refused

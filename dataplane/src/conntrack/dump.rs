@@ -363,8 +363,11 @@ mod tests {
             limit: 10,
             timeouts: Timeouts::default(),
         });
+        // Committed: stored (a refused commit is `+new` too, as OVS's).
         let new = |ct: &Conntrack, port: u16| {
-            run(ct, udp_frame(A, port, B, 53), &COMMIT, 0).0.state & state::NEW != 0
+            let before = ct.len();
+            let st = run(ct, udp_frame(A, port, B, 53), &COMMIT, 0).0.state;
+            st & state::NEW != 0 && ct.len() == before + 1
         };
         assert!((1000..1004).all(|p| new(&ct, p)));
         ct.set_limit(2);

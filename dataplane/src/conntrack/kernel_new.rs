@@ -61,9 +61,11 @@
 //! The limit: the kernel creates connections only while
 //! `ct_cfg[0].budget`, which [`Conntrack::kernel_sync`] sets to the room
 //! left under the limit minus [`BUDGET_MARGIN`], is positive. At zero it
-//! hands frames here, where the table is full or nearly: they are `+inv`
-//! as before. The slots are sized for the limit at start; a limit raised
+//! hands frames here, where the table is full or nearly: a commit there
+//! stores nothing and the frame goes on `+trk+new`, as OVS's does. The slots are sized for the limit at start; a limit raised
 //! later than that gives the kernel no more room than the start's.
+//!
+//! Per-port shares of the ring: see `kernel_shares.rs`.
 //!
 //! Known limits: UDP over IPv4 only (a TCP connection starts with a SYN
 //! whose tracking state the kernel would have to build); one `ct()` fork
@@ -85,6 +87,7 @@
 //! reading the ring is serialised by a mutex, taken once per round and
 //! per connection decided absent.
 
+use super::kernel_shares::{PortShares, PORT_COUNTERS};
 use super::table::ConnRef;
 use super::{Conn, Conntrack, Tuple};
 use crate::bpf::MappedCounters;
@@ -115,6 +118,10 @@ pub struct KernelMaps {
     pub n_slots: usize,
     pub events: MapHandle,
     pub cfg: MapHandle,
+    /// `ct_ports` (`BPF_F_MMAPABLE`, `PORT_COUNTERS` counters).
+    pub ports: MapHandle,
+    /// Reports `events` holds.
+    pub ring_reports: u64,
     /// Connections the slots were sized for.
     pub connections: usize,
 }
@@ -248,6 +255,7 @@ pub struct KernelNew {
     _events_map: MapHandle,
     cfg: MapHandle,
     counts: Arc<SlotCounts>,
+    ports: PortShares,
     connections: usize,
     events: Mutex<Events>,
     /// The budget last written.
@@ -276,6 +284,10 @@ impl KernelNew {
             seed: ahash::RandomState::new().hash_one(0x6b65_726e_656cu64),
             mask: (maps.n_slots.max(1) - 1) as u64,
         });
+        let ports = PortShares::new(
+            MappedCounters::map(maps.ports.as_fd(), PORT_COUNTERS)?,
+            maps.ring_reports,
+        );
         let events_map = MapHandle::try_from(&maps.events).map_err(bpf)?;
         let cfg = MapHandle::try_from(&maps.cfg).map_err(bpf)?;
         let got: Arc<Mutex<Vec<[u8; EVENT_SIZE]>>> = Arc::default();
@@ -296,6 +308,7 @@ impl KernelNew {
             _events_map: events_map,
             cfg,
             counts,
+            ports,
             connections: maps.connections,
             events: Mutex::new(Events { ring, got }),
             budget: Mutex::new(None),
@@ -307,6 +320,11 @@ impl KernelNew {
 
     pub(super) fn counts(&self) -> &Arc<SlotCounts> {
         &self.counts
+    }
+
+    /// The ports' shares of the ring of reports.
+    pub fn port_shares(&self) -> &PortShares {
+        &self.ports
     }
 
     /// The count of `t`'s slot, if the kernel creates connections of its
@@ -325,6 +343,9 @@ impl KernelNew {
         }
         let mut got = std::mem::take(&mut *ev.got.lock());
         for r in &got {
+            // Read: out of its port's share, whatever becomes of it.
+            self.ports
+                .release(u32::from_ne_bytes([r[16], r[17], r[18], r[19]]));
             store(r);
         }
         got.clear();
@@ -338,10 +359,11 @@ impl KernelNew {
 
     /// `struct xbr_ct_cfg` with `budget`.
     fn write_cfg(&self, budget: i64) -> Result<(), libbpf_rs::Error> {
-        let mut v = [0u8; 24];
+        let mut v = [0u8; 32];
         v[0..8].copy_from_slice(&budget.to_ne_bytes());
         v[8..16].copy_from_slice(&self.counts.seed.to_ne_bytes());
         v[16..24].copy_from_slice(&self.counts.mask.to_ne_bytes());
+        v[24..32].copy_from_slice(&self.ports.ring_reports().to_ne_bytes());
         self.cfg.update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
     }
 

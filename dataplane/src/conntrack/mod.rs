@@ -46,7 +46,9 @@
 //! never creates one this table holds (see `kernel_new.rs`).
 //!
 //! Invariants: the table never holds more than `limit` connections; when
-//! full, existing connections work as before and new ones are `+inv` and
+//! full, existing connections work as before and a commit of a new one
+//! stores nothing: the packet goes on `+trk+new`, uncommitted (no mark,
+//! label or NAT), as in OVS's userspace datapath, and the refusal is
 //! counted in [`CtStats::table_full`]. The limit can be changed while
 //! packets flow ([`Conntrack::set_limit`], `ovs-appctl
 //! dpctl/ct-set-maxconns`); lowering it below the table's size removes
@@ -79,6 +81,7 @@ mod id_queues;
 #[cfg(test)]
 mod ipv6_tests;
 pub mod kernel_new;
+pub mod kernel_shares;
 #[cfg(test)]
 mod label_tests;
 mod nat;

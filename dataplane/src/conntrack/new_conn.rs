@@ -56,10 +56,12 @@ impl Conntrack {
                 self.zone_limits.release(s);
             }
         };
+        // A full table, as OVS's userspace datapath (`conn_not_found`):
+        // the packet is `+new` already and goes on uncommitted.
         if !self.table.reserve(self.limit()) {
             give_back();
             self.stats.table_full.fetch_add(1, Relaxed);
-            return self.invalid(req.zone);
+            return new;
         }
         let spec = req.nat.filter(|n| n.is_snat() || n.is_dnat());
         if spec.is_some_and(|n| n.first_addr() != 0 && n.v6 != t.v6) {

@@ -17,21 +17,24 @@ pub(crate) const CT_NEW_NAME: &str = "ct_new";
 pub(crate) const CT_SLOTS_NAME: &str = "ct_slots";
 pub(crate) const CT_EVENTS_NAME: &str = "ct_events";
 pub(crate) const CT_CFG_NAME: &str = "ct_cfg";
+pub(crate) const CT_PORTS_NAME: &str = "ct_ports";
 pub(crate) const CLOSED_DROPS_NAME: &str = "closed_drops";
 /// Maps of bpf/xbr_xdp.c a bridge's programs share.
-pub(crate) const SHARED_MAPS: usize = 8;
+pub(crate) const SHARED_MAPS: usize = 9;
 
 /// `struct xbr_ct_tmpl`: one template (keyed by `struct xbr_ct_slot`).
 pub(crate) const CT_TEMPLATE_SIZE: u32 = 128;
 /// Templates an ingress device may have (`XBR_CT_SLOTS`).
 pub(crate) const CT_SLOTS: u32 = 4;
 /// `struct xbr_ct_cfg`.
-pub(crate) const CT_CFG_SIZE: u32 = 24;
+pub(crate) const CT_CFG_SIZE: u32 = 32;
 /// Bytes of the ring that reports connections created in the kernel
 /// (24-byte records plus an 8-byte header each: about 260,000, more than
 /// the kernel creates in the 100 ms an idle packet thread sleeps; a full
 /// ring sends frames to the packet thread, which then reads it).
 const CT_EVENTS_BYTES: u32 = 8 << 20;
+/// Reports the ring holds (a 24-byte record and its 8-byte header each).
+pub(crate) const CT_EVENTS_REPORTS: u64 = CT_EVENTS_BYTES as u64 / 32;
 
 /// The maps one bridge's XDP programs share.
 pub struct CacheMaps {
@@ -207,6 +210,14 @@ impl CacheMaps {
         )?;
         let events = create(MapType::RingBuf, CT_EVENTS_NAME, 0, 0, CT_EVENTS_BYTES)?;
         let cfg = create(MapType::Array, CT_CFG_NAME, 4, CT_CFG_SIZE, 1)?;
+        let ports = create_flags(
+            MapType::Array,
+            CT_PORTS_NAME,
+            4,
+            8,
+            crate::conntrack::kernel_shares::PORT_COUNTERS as u32,
+            libbpf_sys::BPF_F_MMAPABLE,
+        )?;
         Ok(CacheMaps {
             flows,
             devs,
@@ -218,6 +229,8 @@ impl CacheMaps {
                 n_slots: slots,
                 events,
                 cfg,
+                ports,
+                ring_reports: CT_EVENTS_REPORTS,
                 connections: connections.max(1),
             },
             closed_drops,
@@ -306,6 +319,7 @@ impl CacheMaps {
             CT_SLOTS_NAME => Some(self.ct.slots.as_fd()),
             CT_EVENTS_NAME => Some(self.ct.events.as_fd()),
             CT_CFG_NAME => Some(self.ct.cfg.as_fd()),
+            CT_PORTS_NAME => Some(self.ct.ports.as_fd()),
             CLOSED_DROPS_NAME => Some(self.closed_drops.as_fd()),
             _ => None,
         }
