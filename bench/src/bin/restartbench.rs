@@ -37,7 +37,7 @@
 //! stops (exit 2) if a warm-up loses frames.
 //! `--short` is a bounded check that the benchmark works (1,000 flows,
 //! 100 connections, 10 kpps for 4 s); the figures of record come from
-//! the defaults on a quiet machine (bench/restart-results.md).
+//! the defaults on a quiet machine (bench/RESULTS.md).
 //!
 //! Usage (root): `restartbench [--short] [--flows N] [--connections N]
 //! [--rate PPS] [--seconds S] [--systems xbr,ovs]`; the xbr binary is
