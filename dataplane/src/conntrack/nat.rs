@@ -32,6 +32,7 @@
 use super::tuple::{Addr, Quoted, Tuple};
 use flowtable::key::Field;
 use flowtable::pipeline::NatSpec;
+use xbr_packet::bytes::{be16, write16};
 use xbr_packet::parse::Layers;
 use xbr_packet::rewrite;
 
@@ -185,15 +186,6 @@ pub(super) fn set_addr(frame: &mut [u8], layers: Layers, src: bool, a: Addr, v6:
     }
 }
 
-fn read16(f: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?]))
-}
-
-fn write16(f: &mut [u8], at: usize, v: u16) -> Option<()> {
-    f.get_mut(at..at + 2)?.copy_from_slice(&v.to_be_bytes());
-    Some(())
-}
-
 /// RFC 1624 eqn. 3 for one 16-bit word.
 fn csum_adjust(csum: u16, old: u16, new: u16) -> u16 {
     let mut sum = u32::from(!csum) + u32::from(!old) + u32::from(new);
@@ -213,15 +205,15 @@ fn put16(
     icmp_csum: usize,
     ip_csum: Option<usize>,
 ) -> Option<()> {
-    let old = read16(frame, at)?;
+    let old = be16(frame, at)?;
     if old == new {
         return Some(());
     }
     // Read every checksum before writing anything, so a short frame is
     // left untouched.
-    let ic = read16(frame, icmp_csum)?;
+    let ic = be16(frame, icmp_csum)?;
     let qc = match ip_csum {
-        Some(at) => Some((at, read16(frame, at)?)),
+        Some(at) => Some((at, be16(frame, at)?)),
         None => None,
     };
     write16(frame, at, new)?;

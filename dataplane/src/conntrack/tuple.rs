@@ -11,6 +11,7 @@ use flowtable::matching::{
     ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_ICMP, IP_PROTO_ICMPV6, IP_PROTO_TCP, IP_PROTO_UDP,
 };
 use std::hash::{Hash, Hasher};
+use xbr_packet::bytes::{be16, be32};
 use xbr_packet::parse::ipv6::IPV6_HEADER_LEN;
 use xbr_packet::parse::{Layers, FRAG_LATER};
 
@@ -244,16 +245,7 @@ pub enum Parsed {
     Invalid,
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    let s = b.get(at..at + 4)?;
-    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-}
-
-/// Parses `frame` (already run through `packet::extract` into `key` and
+/// Parses `frame` (already run through `parse::extract` into `key` and
 /// `layers`) for zone `zone`.
 pub fn parse(frame: &[u8], layers: Layers, key: &FlowKey, zone: u16) -> Parsed {
     if key.get(Field::EthType) == u64::from(ETH_TYPE_IPV6) {
