@@ -249,6 +249,23 @@ pub fn wait_closed(s: &mut impl ReadTimeout, wait: Duration) -> Result<Duration>
     }
 }
 
+/// A management connection to `mgmt` that asked for every PORT_STATUS
+/// (SET_ASYNC: every reason, as master/equal; SET_CONFIG: a nonzero
+/// miss_send_len, without which a service connection gets nothing).
+pub fn port_status_listener(mgmt: &Path) -> Result<OfConn> {
+    const OFPT_SET_CONFIG: u8 = 9;
+    const OFPT_SET_ASYNC: u8 = 28;
+    let mut conn = OfConn::connect_hello(mgmt)?;
+    let mut body = Vec::new();
+    for mask in [0u32, 0, 0x7, 0x7, 0, 0] {
+        body.extend_from_slice(&mask.to_be_bytes());
+    }
+    conn.send(&message(OFPT_SET_ASYNC, 2, &body)?)?;
+    conn.send(&message(OFPT_SET_CONFIG, 3, &[0, 0, 0xff, 0xff])?)?;
+    conn.echo(4)?;
+    Ok(conn)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,29 +7,14 @@
 //! Needs root and a built `xbr`, like every end-to-end test.
 
 use std::time::{Duration, Instant};
-use xbr_tests::openflow::{message, OfConn, OFP13_VERSION};
+use xbr_tests::openflow::{port_status_listener, OfConn, OFP13_VERSION};
 use xbr_tests::{Pod, Result, Xbr};
 
 const BRIDGE: &str = xbr_tests::BRIDGE;
 const OFPT_PORT_STATUS: u8 = 12;
-const OFPT_SET_ASYNC: u8 = 28;
-const OFPT_SET_CONFIG: u8 = 9;
 const OFPPR_MODIFY: u8 = 2;
 const OFPPS_LINK_DOWN: u32 = 1 << 0;
 const OFPPS_LIVE: u32 = 1 << 2;
-
-/// A management connection that asked for every PORT_STATUS.
-fn port_status_listener(xbr: &Xbr) -> Result<OfConn> {
-    let mut conn = OfConn::connect_hello(&xbr.mgmt_path())?;
-    let mut body = Vec::new();
-    for mask in [0u32, 0, 0x7, 0x7, 0, 0] {
-        body.extend_from_slice(&mask.to_be_bytes());
-    }
-    conn.send(&message(OFPT_SET_ASYNC, 2, &body)?)?;
-    conn.send(&message(OFPT_SET_CONFIG, 3, &[0, 0, 0xff, 0xff])?)?;
-    conn.echo(4)?;
-    Ok(conn)
-}
 
 /// The next PORT_STATUS: (reason, port number, state).
 fn next_port_status(conn: &mut OfConn) -> Result<(u8, u32, u32)> {
@@ -104,7 +89,7 @@ fn carrier_loss_is_link_down_and_fast_failover_moves_on() -> Result<()> {
     xbr.add_flow("in_port=1,actions=group:1")?;
     xbr.add_flow("in_port=2,actions=output:1")?;
     xbr.add_flow("in_port=3,actions=output:1")?;
-    let mut status = port_status_listener(&xbr)?;
+    let mut status = port_status_listener(&xbr.mgmt_path())?;
 
     assert_eq!(shown_state(&xbr, b.host_if())?, "LIVE");
     assert!(

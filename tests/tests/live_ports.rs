@@ -9,14 +9,12 @@
 use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
-use xbr_tests::openflow::{message, OfConn, OFP13_VERSION};
+use xbr_tests::openflow::{port_status_listener, OfConn, OFP13_VERSION};
 use xbr_tests::{link_has_xdp, udp_send, Pod, Result, UdpReceiver, Xbr, BRIDGE};
 
 const TOOL: &str = env!("CARGO_BIN_EXE_xbr-testtool");
 
 const OFPT_PORT_STATUS: u8 = 12;
-const OFPT_SET_ASYNC: u8 = 28;
-const OFPT_SET_CONFIG: u8 = 9;
 const OFPPR_ADD: u8 = 0;
 const OFPPR_DELETE: u8 = 1;
 
@@ -26,21 +24,6 @@ const OFPPR_DELETE: u8 = 1;
 const UDP_COUNT: u64 = 40_000;
 const UDP_RATE: u64 = 10_000;
 const UDP_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A management connection that asked for PORT_STATUS only (SET_ASYNC:
-/// every reason, as master/equal; SET_CONFIG: a nonzero miss_send_len,
-/// without which a service connection gets nothing).
-fn port_status_listener(xbr: &Xbr) -> Result<OfConn> {
-    let mut conn = OfConn::connect_hello(&xbr.mgmt_path())?;
-    let mut body = Vec::new();
-    for mask in [0u32, 0, 0x7, 0x7, 0, 0] {
-        body.extend_from_slice(&mask.to_be_bytes());
-    }
-    conn.send(&message(OFPT_SET_ASYNC, 2, &body)?)?;
-    conn.send(&message(OFPT_SET_CONFIG, 3, &[0, 0, 0xff, 0xff])?)?;
-    conn.echo(4)?;
-    Ok(conn)
-}
 
 /// The next PORT_STATUS: (reason, port number, name).
 fn next_port_status(conn: &mut OfConn) -> Result<(u8, u32, String)> {
@@ -79,7 +62,7 @@ fn ports_come_and_go_under_traffic_without_loss_elsewhere() -> Result<()> {
     b.add_neighbor(&a)?;
     c.add_neighbor(&d)?;
     d.add_neighbor(&c)?;
-    let mut status = port_status_listener(&xbr)?;
+    let mut status = port_status_listener(&xbr.mgmt_path())?;
 
     let dst = SocketAddrV4::new(b.ip(), 5001);
     let rx = UdpReceiver::start(Path::new(TOOL), b.ns(), dst, UDP_COUNT, UDP_TIMEOUT)?;
