@@ -2,18 +2,10 @@
 //! and a message naming the problem, before anything is set up; a short
 //! run writes the JSON report (root: it builds namespaces).
 
-use std::process::Command;
+mod common;
 
 fn xbr_bench(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_xbr-bench"))
-        .args(args)
-        .output()
-        .expect("running xbr-bench");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run(env!("CARGO_BIN_EXE_xbr-bench"), args)
 }
 
 #[test]

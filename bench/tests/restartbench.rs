@@ -3,18 +3,10 @@
 //! the table (root: namespaces, XDP, OVS; needs `xbr` built next to the
 //! benchmark, `cargo build -p xbr-daemon --bin xbr`).
 
-use std::process::Command;
+mod common;
 
 fn restartbench(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_restartbench"))
-        .args(args)
-        .output()
-        .expect("running restartbench");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run(env!("CARGO_BIN_EXE_restartbench"), args)
 }
 
 #[test]
