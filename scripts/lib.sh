@@ -14,7 +14,7 @@ XBR_PACKAGES=(
     iptables iperf3
     prometheus
     python3-venv
-    systemd libcap2-bin
+    systemd libcap2-bin xz-utils
     buildah podman runc debootstrap
     openvswitch-testcontroller
 )
