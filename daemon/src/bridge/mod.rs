@@ -555,7 +555,7 @@ impl RunningBridge {
     /// Takes over from the xbr whose pinned state this start adopted: its
     /// flow cache entries, which kept forwarding until now, are checked
     /// against this process's tables and kept, rewritten or removed
-    /// (`pin::take_over`). The daemon calls this once the tables are
+    /// (`xdpcache::take_over`). The daemon calls this once the tables are
     /// final: after restoring saved state, if it does; at once otherwise.
     /// Nothing to do after a clean start.
     pub fn take_over_pinned(&self) {
@@ -567,7 +567,7 @@ impl RunningBridge {
             // first, so a change they see with it came after it (see
             // `Engine::apply_changes`).
             self.bridge.barrier();
-            dataplane::pin::take_over(maps, pins);
+            dataplane::xdpcache::take_over(maps, pins);
         }
     }
 

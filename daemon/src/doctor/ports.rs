@@ -5,7 +5,7 @@
 use super::Check;
 use dataplane::netdev;
 
-/// Names of xbr's own XDP programs (see bpf.rs).
+/// Names of xbr's own XDP programs (see dataplane/src/bpf/).
 const XBR_PROGRAMS: &[&str] = &["xbr_xdp_rx", "xbr_xdp_vxlan"];
 
 /// `NETDEV_XDP_ACT_*` bit names, in bit order.

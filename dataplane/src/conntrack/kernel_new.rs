@@ -88,9 +88,10 @@
 //! per connection decided absent.
 
 use super::kernel_shares::{PortShares, PORT_COUNTERS};
+use super::slots::SlotCounts;
 use super::table::ConnRef;
 use super::{Conn, Conntrack, Tuple};
-use crate::bpf::MappedCounters;
+use crate::bpf::handles::MappedCounters;
 use flowtable::matching::IP_PROTO_UDP;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use parking_lot::Mutex;
@@ -101,10 +102,6 @@ use std::sync::Arc;
 /// Room kept free under the limit: kernel creations between two budget
 /// updates (one round) stay under it.
 pub const BUDGET_MARGIN: usize = 4096;
-
-/// `struct xbr_ct_key`: zone (native order), protocol, pad, addresses
-/// and ports (network order).
-pub type CtKey = [u8; 16];
 
 /// `struct xbr_ct_event`: the original tuple, then the ingress ifindex
 /// and template slot.
@@ -126,30 +123,6 @@ pub struct KernelMaps {
     pub connections: usize,
 }
 
-/// The key of tuple `t` and of its reverse in the kernel's map (the
-/// canonical direction: the lower address, then the lower port, as the
-/// source; the XDP program orders them alike), if the kernel creates
-/// connections of its kind (UDP over IPv4).
-pub fn ct_key(t: &Tuple) -> Option<CtKey> {
-    if t.v6 || t.proto != IP_PROTO_UDP {
-        return None;
-    }
-    let (src, dst) = (t.src.0[0], t.dst.0[0]);
-    let (a, b, pa, pb) = if (src, t.sport) > (dst, t.dport) {
-        (dst, src, t.dport, t.sport)
-    } else {
-        (src, dst, t.sport, t.dport)
-    };
-    let mut k = [0u8; 16];
-    k[0..2].copy_from_slice(&t.zone.to_ne_bytes());
-    k[2] = t.proto;
-    k[4..8].copy_from_slice(&a.to_be_bytes());
-    k[8..12].copy_from_slice(&b.to_be_bytes());
-    k[12..14].copy_from_slice(&pa.to_be_bytes());
-    k[14..16].copy_from_slice(&pb.to_be_bytes());
-    Some(k)
-}
-
 /// The tuple a report or a key holds (a key's in its canonical
 /// direction), if it is one of a connection the kernel creates.
 fn event_tuple(ev: &[u8]) -> Option<Tuple> {
@@ -165,71 +138,6 @@ fn event_tuple(ev: &[u8]) -> Option<Tuple> {
         u16_at(14),
     );
     (t.proto == IP_PROTO_UDP).then_some(t)
-}
-
-/// splitmix64's finalizer: every input bit reaches every output bit (a
-/// bare multiply leaves the low bits, the ones the mask keeps, to the
-/// low input bits).
-fn mix64(mut x: u64) -> u64 {
-    x ^= x >> 30;
-    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x ^= x >> 27;
-    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-/// A canonical key's slot before the mask (bpf/xbr_xdp.c's
-/// `xbr_ct_slot`, which must compute the same).
-fn slot_hash(k: &CtKey, seed: u64) -> u64 {
-    let be32 = |i: usize| u64::from(u32::from_be_bytes([k[i], k[i + 1], k[i + 2], k[i + 3]]));
-    let be16 = |i: usize| u64::from(u16::from_be_bytes([k[i], k[i + 1]]));
-    let zone = u64::from(u16::from_ne_bytes([k[0], k[1]]));
-    let h = mix64(seed ^ (be32(4) << 32 | be32(8)));
-    mix64(h ^ (be16(12) << 48 | be16(14) << 32 | zone << 8 | u64::from(k[2])))
-}
-
-/// The slot counters, shared with the kernel (see the module
-/// documentation).
-#[derive(Debug)]
-pub struct SlotCounts {
-    map: MappedCounters,
-    seed: u64,
-    mask: u64,
-}
-
-impl SlotCounts {
-    fn slot(&self, k: &CtKey) -> Option<&std::sync::atomic::AtomicU64> {
-        self.map
-            .counters()
-            .get((slot_hash(k, self.seed) & self.mask) as usize)
-    }
-
-    /// Counts (`add`) or uncounts a connection with tuples `orig` and
-    /// `reply` (one key unless NAT made the reply another pair), if the
-    /// kernel creates connections of its kind. Called with the tuples'
-    /// shards locked.
-    pub fn conn(&self, orig: &Tuple, reply: &Tuple, add: bool) {
-        let (Some(a), b) = (ct_key(orig), ct_key(reply)) else {
-            return;
-        };
-        for k in std::iter::once(a).chain(b.filter(|&b| b != a)) {
-            if let Some(c) = self.slot(&k) {
-                // SeqCst: the count is in memory before the table's locks
-                // are released and any packet of the connection leaves.
-                if add {
-                    c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                } else {
-                    c.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-                }
-            }
-        }
-    }
-
-    /// The count of `t`'s slot (tests and diagnostics).
-    pub fn count_of(&self, t: &Tuple) -> Option<u64> {
-        let k = ct_key(t)?;
-        Some(self.slot(&k)?.load(Relaxed))
-    }
 }
 
 /// Counters of the kernel's new connections (Relaxed).
@@ -279,11 +187,11 @@ impl KernelNew {
     pub fn new(maps: &KernelMaps) -> std::io::Result<KernelNew> {
         let bpf = |e: libbpf_rs::Error| std::io::Error::other(e.to_string());
         let map = MappedCounters::map(maps.slots.as_fd(), maps.n_slots)?;
-        let counts = Arc::new(SlotCounts {
+        let counts = Arc::new(SlotCounts::new(
             map,
-            seed: ahash::RandomState::new().hash_one(0x6b65_726e_656cu64),
-            mask: (maps.n_slots.max(1) - 1) as u64,
-        });
+            ahash::RandomState::new().hash_one(0x6b65_726e_656cu64),
+            maps.n_slots,
+        ));
         let ports = PortShares::new(
             MappedCounters::map(maps.ports.as_fd(), PORT_COUNTERS)?,
             maps.ring_reports,
@@ -361,8 +269,9 @@ impl KernelNew {
     fn write_cfg(&self, budget: i64) -> Result<(), libbpf_rs::Error> {
         let mut v = [0u8; 32];
         v[0..8].copy_from_slice(&budget.to_ne_bytes());
-        v[8..16].copy_from_slice(&self.counts.seed.to_ne_bytes());
-        v[16..24].copy_from_slice(&self.counts.mask.to_ne_bytes());
+        let (seed, mask) = self.counts.seed_and_mask();
+        v[8..16].copy_from_slice(&seed.to_ne_bytes());
+        v[16..24].copy_from_slice(&mask.to_ne_bytes());
         v[24..32].copy_from_slice(&self.ports.ring_reports().to_ne_bytes());
         self.cfg.update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
     }
@@ -493,6 +402,7 @@ impl Conntrack {
 
 #[cfg(test)]
 mod tests {
+    use super::super::slots::ct_key;
     use super::*;
 
     #[test]
@@ -510,27 +420,5 @@ mod tests {
         assert_eq!(&ct_key(&same).unwrap()[12..16], &[0, 8, 0, 9]);
         let tcp = Tuple::v4(0, flowtable::matching::IP_PROTO_TCP, 1, 2, 3, 4);
         assert_eq!(ct_key(&tcp), None, "the kernel creates UDP only");
-    }
-
-    #[test]
-    fn slots_spread_over_every_field() {
-        // A thousand source ports (one client), a thousand addresses:
-        // (nearly) a thousand slots each, of a million.
-        let mask = (1u64 << 20) - 1;
-        for vary in 0..3 {
-            let mut slots: Vec<u64> = (0..1000u32)
-                .map(|i| {
-                    let t = match vary {
-                        0 => Tuple::v4(0, IP_PROTO_UDP, 1, 2, 20000 + i as u16, 53),
-                        1 => Tuple::v4(0, IP_PROTO_UDP, 0x0a80_0000 + i, 2, 20000, 53),
-                        _ => Tuple::v4(i as u16, IP_PROTO_UDP, 1, 2, 20000, 53),
-                    };
-                    slot_hash(&ct_key(&t).unwrap(), 42) & mask
-                })
-                .collect();
-            slots.sort_unstable();
-            slots.dedup();
-            assert!(slots.len() >= 990, "{vary}: {} slots", slots.len());
-        }
     }
 }

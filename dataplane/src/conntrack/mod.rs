@@ -89,6 +89,7 @@ mod new_conn;
 pub mod persist;
 #[cfg(test)]
 mod persist_tests;
+mod slots;
 mod table;
 mod tcp;
 #[cfg(test)]
@@ -365,7 +366,7 @@ pub struct Conntrack {
     /// address; see `absent.rs`).
     next_absent_id: AtomicUsize,
     /// The XDP flow cache's generation, bumped by flushes.
-    xdp_gen: OnceLock<Arc<crate::xdpcache::XdpGen>>,
+    xdp_gen: OnceLock<Arc<crate::xdpcache::generation::XdpGen>>,
     /// New connections the XDP program creates (`kernel_new.rs`).
     kernel: OnceLock<KernelNew>,
     /// Per-zone connection limits (`dpctl/ct-set-limits`).

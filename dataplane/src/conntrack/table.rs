@@ -37,7 +37,7 @@
 //! delays the packet threads.
 
 use super::absent::AbsentWatches;
-use super::kernel_new::SlotCounts;
+use super::slots::SlotCounts;
 use super::tuple::Tuple;
 use super::Conn;
 use ahash::RandomState;

@@ -43,7 +43,7 @@
 use super::absent::AbsentWatches;
 use super::table::ConnRef;
 use super::{state, Conn, Conntrack, CtOutcome, Tuple};
-use crate::xdpcache::XdpGen;
+use crate::xdpcache::generation::XdpGen;
 use flowtable::matching::{IP_PROTO_TCP, IP_PROTO_UDP};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

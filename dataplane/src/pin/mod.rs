@@ -31,7 +31,7 @@
 //!   new ones and says so), and each port's program is swapped into the
 //!   pinned link atomically (`bpf_link_update`: the device is never
 //!   without a program). Cached flows keep hitting (the generation is kept)
-//!   until [`take_over`], which the daemon calls once its tables are final
+//!   until `crate::xdpcache::take_over`, which the daemon calls once its tables are final
 //!   (after a state restore, when there is one): the packet threads then
 //!   check every adopted entry against the tables and connections, keep
 //!   those that are the same, rewrite those that changed and remove the
@@ -54,11 +54,9 @@
 
 mod bpffs;
 pub mod layout;
-mod takeover;
 mod teardown;
 
 pub use bpffs::is_bpffs;
-pub use takeover::take_over;
 pub use teardown::{cleanup_requested, remove_leftover, request_cleanup, teardown};
 use teardown::{clear, remove};
 
@@ -120,7 +118,7 @@ pub struct Adoption {
     pub from_version: String,
     /// Ports whose pinned link got this process's program.
     pub links: u64,
-    /// Flow cache entries found (checked by [`take_over`]).
+    /// Flow cache entries found (checked by `crate::xdpcache::take_over`).
     pub entries: u64,
     /// The cache maps were adopted (their shapes matched).
     pub maps: bool,
@@ -268,19 +266,22 @@ impl Pins {
     /// The pinned link of the device `ifindex`, and the mode it attached
     /// in, if this start adopts and the link is still attached to that
     /// device. A pinned link whose device is gone is removed.
-    pub fn adopt_link(&self, ifindex: u32) -> Option<(OwnedFd, crate::bpf::XdpAttachMode)> {
+    pub fn adopt_link(
+        &self,
+        ifindex: u32,
+    ) -> Option<(OwnedFd, crate::bpf::handles::XdpAttachMode)> {
         if !self.adopting {
             return None;
         }
         for mode in [
-            crate::bpf::XdpAttachMode::Native,
-            crate::bpf::XdpAttachMode::Generic,
+            crate::bpf::handles::XdpAttachMode::Native,
+            crate::bpf::handles::XdpAttachMode::Generic,
         ] {
             let path = self.link_path(ifindex, mode);
-            let Ok(fd) = crate::bpf::pinned_fd(&path) else {
+            let Ok(fd) = crate::bpf::handles::pinned_fd(&path) else {
                 continue;
             };
-            if crate::bpf::link_ifindex(fd.as_fd()) == Some(ifindex) {
+            if crate::bpf::handles::link_ifindex(fd.as_fd()) == Some(ifindex) {
                 self.links_adopted.fetch_add(1, Ordering::Relaxed);
                 return Some((fd, mode));
             }
@@ -293,18 +294,18 @@ impl Pins {
     pub fn pin_link(
         &self,
         ifindex: u32,
-        mode: crate::bpf::XdpAttachMode,
+        mode: crate::bpf::handles::XdpAttachMode,
         fd: BorrowedFd<'_>,
     ) -> Result<(), PinError> {
         let path = self.link_path(ifindex, mode);
         remove(&path)?;
-        crate::bpf::pin_fd(fd, &path).map_err(|source| PinError::Io { path, source })
+        crate::bpf::handles::pin_fd(fd, &path).map_err(|source| PinError::Io { path, source })
     }
 
     /// The port on `ifindex` is closing: unpins its link (the program
     /// detaches when the fd closes), unless the process is exiting
     /// without a teardown.
-    pub fn release_link(&self, ifindex: u32, mode: crate::bpf::XdpAttachMode) {
+    pub fn release_link(&self, ifindex: u32, mode: crate::bpf::handles::XdpAttachMode) {
         if self.keep.load(Ordering::Acquire) {
             return;
         }
@@ -335,9 +336,9 @@ impl Pins {
                 continue;
             }
             let path = e.path();
-            let alive = crate::bpf::pinned_fd(&path)
+            let alive = crate::bpf::handles::pinned_fd(&path)
                 .ok()
-                .and_then(|fd| crate::bpf::link_ifindex(fd.as_fd()))
+                .and_then(|fd| crate::bpf::handles::link_ifindex(fd.as_fd()))
                 .is_some_and(|i| i != 0);
             if !alive {
                 tracing::info!(pin = %path.display(), "removing the pinned link of a device that is gone");
@@ -346,10 +347,10 @@ impl Pins {
         }
     }
 
-    fn link_path(&self, ifindex: u32, mode: crate::bpf::XdpAttachMode) -> PathBuf {
+    fn link_path(&self, ifindex: u32, mode: crate::bpf::handles::XdpAttachMode) -> PathBuf {
         let m = match mode {
-            crate::bpf::XdpAttachMode::Native => "native",
-            crate::bpf::XdpAttachMode::Generic => "generic",
+            crate::bpf::handles::XdpAttachMode::Native => "native",
+            crate::bpf::handles::XdpAttachMode::Generic => "generic",
         };
         self.dir.join(format!("{LINK_PREFIX}{ifindex}-{m}"))
     }

@@ -13,7 +13,7 @@
 //! right as they are.
 //!
 //! What: a take-over ([`CacheMaps::request_adoption`], from
-//! `pin::take_over`) makes each packet thread list the map's entries of
+//! `xdpcache::take_over`) makes each packet thread list the map's entries of
 //! the current generation that it has no record of (the previous
 //! process's; the generation is kept across the restart) and whose
 //! ingress device is one of its ports. The engine (`engine/adopt.rs`)

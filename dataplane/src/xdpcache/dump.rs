@@ -25,11 +25,12 @@
 
 use super::entry::{
     counters, FcKey, ACTION_DROP, ACTION_REDIRECT, FLAG_CT, FLAG_ENCAP, FLAG_SET_DST, FLAG_SET_NW,
-    FLAG_SET_SRC, KEY_SIZE, VALUE_ENCAP, VALUE_NW, VALUE_SIZE,
+    FLAG_SET_SRC, VALUE_ENCAP, VALUE_NW, VALUE_SIZE,
 };
 use super::maps::CacheMaps;
 use std::fmt::Write;
 use std::net::Ipv4Addr;
+use xbr_packet::bytes::field16;
 
 fn mac(b: &[u8]) -> String {
     let mut m = [0u8; 6];
@@ -39,10 +40,6 @@ fn mac(b: &[u8]) -> String {
 
 fn ipv4(b: &[u8]) -> Ipv4Addr {
     Ipv4Addr::new(b[0], b[1], b[2], b[3])
-}
-
-fn be16(b: &[u8]) -> u16 {
-    u16::from_be_bytes([b[0], b[1]])
 }
 
 fn l4_name(proto: u8) -> Option<&'static str> {
@@ -83,8 +80,8 @@ pub fn describe(key: &FcKey, value: &[u8], dev: &dyn Fn(u32) -> String) -> Optio
             let _ = write!(
                 line,
                 ",{name}(src={},dst={})",
-                be16(&key[28..30]),
-                be16(&key[30..32])
+                field16(key, 28),
+                field16(key, 30)
             );
         }
         None => {
@@ -121,8 +118,8 @@ pub fn describe(key: &FcKey, value: &[u8], dev: &dyn Fn(u32) -> String) -> Optio
                 if let Some(name) = l4_name(proto) {
                     actions.push(format!(
                         "set({name}(src={},dst={}))",
-                        be16(&nw[8..10]),
-                        be16(&nw[10..12])
+                        field16(nw, 8),
+                        field16(nw, 10)
                     ));
                 }
             }
@@ -186,15 +183,6 @@ pub fn report(maps: &CacheMaps, dev: &dyn Fn(u32) -> String) -> String {
         }
     );
     out
-}
-
-/// Key bytes, checked, from a map's raw key.
-pub(super) fn key_from(raw: &[u8]) -> Option<FcKey> {
-    (raw.len() == KEY_SIZE).then(|| {
-        let mut k = [0u8; KEY_SIZE];
-        k.copy_from_slice(raw);
-        k
-    })
 }
 
 #[cfg(test)]
@@ -291,7 +279,5 @@ mod tests {
         bad[28] = 99;
         assert_eq!(describe(&key, &bad, &dev), None);
         assert_eq!(describe(&key, &bad[..10], &dev), None);
-        assert_eq!(key_from(&key[..39]), None);
-        assert_eq!(key_from(&key), Some(key));
     }
 }

@@ -22,6 +22,15 @@ pub(super) const VALUE_NW: usize = 112;
 
 pub type FcKey = [u8; KEY_SIZE];
 
+/// Key bytes, checked, from a map's raw key.
+pub(super) fn key_from(raw: &[u8]) -> Option<FcKey> {
+    (raw.len() == KEY_SIZE).then(|| {
+        let mut k = [0u8; KEY_SIZE];
+        k.copy_from_slice(raw);
+        k
+    })
+}
+
 const ETH_TYPE_IPV4: [u8; 2] = [0x08, 0x00];
 const PROTO_ICMP: u8 = 1;
 const PROTO_TCP: u8 = 6;
@@ -261,6 +270,14 @@ mod tests {
 
     /// The XDP program and its userspace twin look up IPv4 only: an IPv6
     /// frame always goes to xbr, so no entry can hold an IPv6 flow.
+    #[test]
+    fn a_raw_key_is_taken_only_at_its_exact_size() {
+        let key = [3u8; KEY_SIZE];
+        assert_eq!(key_from(&key[..KEY_SIZE - 1]), None);
+        assert_eq!(key_from(&[0u8; KEY_SIZE + 1]), None);
+        assert_eq!(key_from(&key), Some(key));
+    }
+
     #[test]
     fn ipv6_frames_are_never_looked_up() {
         for f in [udp6_frame(), tcp6_frame(), nd_frame(135)] {

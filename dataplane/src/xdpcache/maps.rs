@@ -3,9 +3,9 @@
 //! these fds instead of creating its own), and the generation counter.
 
 use super::entry::{FcKey, KEY_SIZE, VALUE_SIZE};
+use super::generation::XdpGen;
 use super::XdpCacheError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
-use parking_lot::Mutex;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -56,7 +56,7 @@ pub struct CacheMaps {
     /// peer does not take redirected frames get GRO turned on in the peer
     /// (`ports::redirect::peer`). Read when a port opens.
     peer_gro: AtomicBool,
-    /// Take-overs asked of the packet threads (`pin::take_over`): each
+    /// Take-overs asked of the packet threads (`xdpcache::take_over`): each
     /// adopts the entries a previous process left once per increment
     /// (`xdpcache/adopt.rs`).
     adoptions: AtomicU64,
@@ -159,20 +159,12 @@ impl CacheMaps {
                 }
             }
         }
-        let gen = Arc::new(XdpGen {
-            map: gen_map,
-            lock: Mutex::new(()),
-            current: AtomicU64::new(0),
-            broken: AtomicBool::new(false),
-            held: AtomicBool::new(false),
-            deferred: AtomicU64::new(0),
-        });
+        let gen = Arc::new(XdpGen::new(gen_map));
         match adopted_gen {
             // The entries a previous xbr left carry this generation:
-            // they keep forwarding until `pin::take_over`.
+            // they keep forwarding until `xdpcache::take_over`.
             Some((g, entries)) if g != 0 => {
-                gen.current.store(g, Ordering::Release);
-                gen.held.store(entries > 0, Ordering::Release);
+                gen.adopt(g, entries > 0);
                 if let Some(p) = pins.as_deref() {
                     p.maps_adopted(entries);
                 }
@@ -262,7 +254,7 @@ impl CacheMaps {
     }
 
     /// Asks every packet thread to adopt the entries of the current
-    /// generation it has no record of (`pin::take_over`).
+    /// generation it has no record of (`xdpcache::take_over`).
     pub(crate) fn request_adoption(&self) {
         let deferred = self.gen.release();
         if deferred > 0 {
@@ -314,7 +306,7 @@ impl CacheMaps {
         match name {
             FLOWS_NAME => Some(self.flows.as_fd()),
             DEVS_NAME => Some(self.devs.as_fd()),
-            GEN_NAME => Some(self.gen.map.as_fd()),
+            GEN_NAME => Some(self.gen.map_fd()),
             CT_NEW_NAME => Some(self.ct_new.as_fd()),
             CT_SLOTS_NAME => Some(self.ct.slots.as_fd()),
             CT_EVENTS_NAME => Some(self.ct.events.as_fd()),
@@ -349,7 +341,7 @@ impl CacheMaps {
 
     /// Reads the next batch of up to `max` entries after `cursor` (one
     /// syscall): their keys and hit counters, into `out` (emptied first).
-    /// See [`crate::bpf::hash_lookup_batch`] for what a batch holds.
+    /// See [`crate::bpf::handles::hash_lookup_batch`] for what a batch holds.
     pub(crate) fn read_batch(
         &self,
         cursor: &mut BatchRead,
@@ -357,7 +349,7 @@ impl CacheMaps {
         out: &mut Vec<(FcKey, (u64, u64))>,
     ) -> std::io::Result<()> {
         out.clear();
-        let n = crate::bpf::hash_lookup_batch(
+        let n = crate::bpf::handles::hash_lookup_batch(
             self.flows.as_fd(),
             &mut cursor.cursor,
             KEY_SIZE,
@@ -386,7 +378,7 @@ impl CacheMaps {
         self.flows
             .keys()
             .filter_map(|raw| {
-                let key = super::dump::key_from(&raw)?;
+                let key = super::entry::key_from(&raw)?;
                 let value = self.flows.lookup(&key, MapFlags::ANY).ok()??;
                 Some((key, value))
             })
@@ -419,7 +411,7 @@ impl CacheMaps {
 /// its buffers.
 #[derive(Debug, Default)]
 pub(crate) struct BatchRead {
-    cursor: crate::bpf::BatchCursor,
+    cursor: crate::bpf::handles::BatchCursor,
     keys: Vec<u8>,
     values: Vec<u8>,
 }
@@ -428,93 +420,6 @@ impl BatchRead {
     /// Whether the pass reached the end of the map.
     pub(crate) fn is_done(&self) -> bool {
         self.cursor.is_done()
-    }
-}
-
-/// The cache's generation: the value in `fc_gen[0]` that an entry must
-/// carry to be used by the XDP programs.
-///
-/// Held from a start that adopted a previous xbr's entries until the
-/// take-over (`pin::take_over`): bumps are then counted, not made, and
-/// nothing is installed, so the previous process's entries keep
-/// forwarding while the tables are restored (with `flow-restore-wait`,
-/// until the key clears, as OVS leaves its datapath flows alone then).
-/// Ports the start adds, readiness checks and table changes meanwhile
-/// would otherwise retire them all; the take-over checks every entry
-/// against the tables it finds, which covers whatever the bumps stood
-/// for.
-///
-/// Bumped by whoever changes what a translation depends on without
-/// revalidating entries (`revalidate.rs`), before that change is
-/// acknowledged: PORT_MOD and fail-mode changes in the control plane, a
-/// conntrack flush, the packet thread when a tunnel's next hop changes or
-/// a flow change comes while a revalidation is under way. Bumps are
-/// serialised by `lock` so that the map and `current` move together and
-/// only forward; `current` is stored after the map with Release, so a
-/// reader who sees generation g (Acquire) also sees every port config
-/// change made before g was published.
-pub struct XdpGen {
-    map: MapHandle,
-    lock: Mutex<()>,
-    current: AtomicU64,
-    /// A bump failed to reach the map: the programs may still use
-    /// entries of an older generation, so the packet thread stops
-    /// installing and deletes every entry.
-    broken: AtomicBool,
-    /// A take-over is pending (see above): bumps are deferred.
-    held: AtomicBool,
-    /// Bumps deferred while held.
-    deferred: AtomicU64,
-}
-
-impl XdpGen {
-    /// The generation entries installed now must carry.
-    pub fn current(&self) -> u64 {
-        self.current.load(Ordering::Acquire)
-    }
-
-    /// Invalidates every entry; returns the new generation. While held
-    /// (see above) it only counts the request and returns the current one.
-    pub fn bump(&self) -> u64 {
-        let _g = self.lock.lock();
-        if self.held.load(Ordering::Acquire) {
-            self.deferred.fetch_add(1, Ordering::Relaxed);
-            return self.current.load(Ordering::Relaxed);
-        }
-        let next = self.current.load(Ordering::Relaxed) + 1;
-        if let Err(e) = self
-            .map
-            .update(&0u32.to_ne_bytes(), &next.to_ne_bytes(), MapFlags::ANY)
-        {
-            tracing::error!(error = %e, "cannot invalidate the XDP flow cache; emptying it");
-            self.broken.store(true, Ordering::SeqCst);
-        }
-        self.current.store(next, Ordering::Release);
-        next
-    }
-
-    pub fn is_broken(&self) -> bool {
-        self.broken.load(Ordering::SeqCst)
-    }
-
-    /// Whether a take-over is pending (nothing may be installed).
-    pub fn is_held(&self) -> bool {
-        self.held.load(Ordering::Acquire)
-    }
-
-    /// Ends the hold; returns how many bumps it deferred.
-    fn release(&self) -> u64 {
-        let _g = self.lock.lock();
-        self.held.store(false, Ordering::Release);
-        self.deferred.swap(0, Ordering::Relaxed)
-    }
-}
-
-impl std::fmt::Debug for XdpGen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("XdpGen")
-            .field("current", &self.current())
-            .finish()
     }
 }
 

@@ -182,17 +182,21 @@
 mod adopt;
 pub mod dump;
 pub mod entry;
+pub mod generation;
 pub(crate) mod maps;
 mod revalidate;
 mod stats;
 mod sweep;
+mod takeover;
 pub mod templates;
 
 pub use adopt::{Claim, Fresh};
 pub use entry::{FcAction, FcKey};
-pub use maps::{CacheMaps, XdpGen};
+pub use generation::XdpGen;
+pub use maps::CacheMaps;
 pub use revalidate::{Candidate, CHUNK as REVALIDATE_CHUNK};
 pub use stats::XdpCacheStats;
+pub use takeover::take_over;
 
 use crate::conntrack::{Conntrack, CtLink};
 use flowtable::cache::Attribution;

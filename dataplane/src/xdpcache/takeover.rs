@@ -1,7 +1,8 @@
 //! Taking over from the previous xbr: the seam between a start that
 //! adopted pinned state and the tables that decide from now on.
 
-use super::Pins;
+use super::CacheMaps;
+use crate::pin::Pins;
 
 /// Has the packet threads adopt the flow cache entries a previous process
 /// left (with the maps): the daemon calls this once its tables are final
@@ -10,7 +11,7 @@ use super::Pins;
 /// same, rewrites those that changed and removes the rest
 /// (`xdpcache/adopt.rs`); the kernel keeps forwarding by them meanwhile.
 /// Returns how many entries the start found.
-pub fn take_over(maps: &crate::xdpcache::CacheMaps, pins: &Pins) -> u64 {
+pub fn take_over(maps: &CacheMaps, pins: &Pins) -> u64 {
     let Some(a) = pins.adoption().filter(|a| a.maps) else {
         return 0;
     };
