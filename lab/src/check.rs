@@ -430,21 +430,9 @@ mod tests {
     #[test]
     fn multitenant_expectations() {
         let o = Options {
-            mode: Mode::Multitenant,
-            nodes: 2,
-            pods_per_node: 3,
-            namespaces: 3,
             prefix: "t".into(),
             dir: "/tmp/t".into(),
-            vxlan: false,
-            variant: crate::flows::Variant::LegacyNonConntrack,
-            ovsdb: false,
-            xdp_redirect: false,
-            xdp_peer_gro: true,
-            least_privilege: false,
-            pmd_threads: 1,
-            tun0_backend: String::new(),
-            underlay_mtu: crate::plan::UNDERLAY_MTU,
+            ..crate::plan::test_options(Mode::Multitenant, 2, 3, 3)
         };
         let s = plan(&o, 5).unwrap();
         let ps = probes(&s).unwrap();

@@ -296,33 +296,36 @@ pub fn default_dir(seed: u64) -> PathBuf {
     Path::new("/tmp").join(format!("xbr-lab-{:06x}", seed & 0xff_ffff))
 }
 
+/// A plan's options for unit tests: `nodes` nodes of `pods` pods in `ns`
+/// namespaces, no VXLAN, the legacy flows, nothing of the host touched.
+#[cfg(test)]
+pub(crate) fn test_options(mode: Mode, nodes: u32, pods: u32, ns: u32) -> Options {
+    Options {
+        mode,
+        nodes,
+        pods_per_node: pods,
+        namespaces: ns,
+        prefix: "xbrlab-t".into(),
+        dir: "/tmp/x".into(),
+        vxlan: false,
+        variant: crate::flows::Variant::LegacyNonConntrack,
+        ovsdb: false,
+        xdp_redirect: false,
+        xdp_peer_gro: true,
+        least_privilege: false,
+        pmd_threads: 1,
+        tun0_backend: String::new(),
+        underlay_mtu: UNDERLAY_MTU,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn opts(mode: Mode, nodes: u32, pods: u32, ns: u32) -> Options {
-        Options {
-            mode,
-            nodes,
-            pods_per_node: pods,
-            namespaces: ns,
-            prefix: "xbrlab-t".into(),
-            dir: "/tmp/x".into(),
-            vxlan: false,
-            variant: crate::flows::Variant::LegacyNonConntrack,
-            ovsdb: false,
-            xdp_redirect: false,
-            xdp_peer_gro: true,
-            least_privilege: false,
-            pmd_threads: 1,
-            tun0_backend: String::new(),
-            underlay_mtu: UNDERLAY_MTU,
-        }
-    }
-
     #[test]
     fn two_node_multitenant_layout() {
-        let s = plan(&opts(Mode::Multitenant, 2, 4, 3), 42).unwrap();
+        let s = plan(&test_options(Mode::Multitenant, 2, 4, 3), 42).unwrap();
         assert_eq!(s.nodes.len(), 2);
         assert_eq!(s.nodes[1].subnet, "10.128.2.0/23");
         assert_eq!(s.nodes[1].gateway, Ipv4Addr::new(10, 128, 2, 1));
@@ -349,7 +352,7 @@ mod tests {
 
     #[test]
     fn subnet_mode_has_only_vnid_zero() {
-        let s = plan(&opts(Mode::Subnet, 1, 6, 3), 1).unwrap();
+        let s = plan(&test_options(Mode::Subnet, 1, 6, 3), 1).unwrap();
         assert!(s.namespaces.iter().all(|n| n.vnid == 0));
         assert!(s.pods.iter().all(|p| p.vnid == 0));
     }
@@ -357,14 +360,14 @@ mod tests {
     #[test]
     fn limits_are_usage_errors() {
         for o in [
-            opts(Mode::Subnet, 0, 1, 1),
-            opts(Mode::Subnet, MAX_NODES + 1, 1, 1),
-            opts(Mode::Subnet, 1, MAX_PODS_PER_NODE + 1, 1),
-            opts(Mode::Subnet, 1, 1, 0),
+            test_options(Mode::Subnet, 0, 1, 1),
+            test_options(Mode::Subnet, MAX_NODES + 1, 1, 1),
+            test_options(Mode::Subnet, 1, MAX_PODS_PER_NODE + 1, 1),
+            test_options(Mode::Subnet, 1, 1, 0),
         ] {
             assert!(matches!(plan(&o, 0), Err(LabError::Usage(_))));
         }
-        let mut o = opts(Mode::Subnet, 1, 1, 1);
+        let mut o = test_options(Mode::Subnet, 1, 1, 1);
         o.prefix = "Bad_Name".into();
         assert!(matches!(plan(&o, 0), Err(LabError::Usage(_))));
     }
@@ -385,8 +388,8 @@ mod tests {
 
     #[test]
     fn rng_is_deterministic_per_seed() {
-        let a = plan(&opts(Mode::Multitenant, 1, 2, 4), 9).unwrap();
-        let b = plan(&opts(Mode::Multitenant, 1, 2, 4), 9).unwrap();
+        let a = plan(&test_options(Mode::Multitenant, 1, 2, 4), 9).unwrap();
+        let b = plan(&test_options(Mode::Multitenant, 1, 2, 4), 9).unwrap();
         assert_eq!(a, b);
     }
 }

@@ -494,21 +494,10 @@ mod tests {
 
     fn lab(mode: Mode, vxlan: bool) -> LabState {
         let opts = Options {
-            mode,
-            nodes: 3,
-            pods_per_node: 2,
-            namespaces: 2,
             prefix: "t".into(),
             dir: "/tmp/t".into(),
             vxlan,
-            variant: crate::flows::Variant::LegacyNonConntrack,
-            ovsdb: false,
-            xdp_redirect: false,
-            xdp_peer_gro: true,
-            least_privilege: false,
-            pmd_threads: 1,
-            tun0_backend: String::new(),
-            underlay_mtu: crate::plan::UNDERLAY_MTU,
+            ..crate::plan::test_options(mode, 3, 2, 2)
         };
         plan::plan(&opts, 11).unwrap()
     }

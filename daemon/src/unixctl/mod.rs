@@ -149,6 +149,12 @@ pub enum Plan {
 
 /// A `dp` argument names a bridge (OVS has one datapath for all of
 /// them; xbr a cache per bridge).
+/// The core number after ovs-appctl's `-pmd` option.
+fn pmd_core(arg: Option<&String>) -> Result<usize, String> {
+    let n = arg.ok_or("-pmd: expects a core number")?;
+    n.parse().map_err(|_| format!("-pmd: bad core `{n}`"))
+}
+
 fn select<'a>(bridges: &'a [String], dp: Option<&str>) -> Result<Vec<&'a String>, String> {
     match dp {
         None => Ok(bridges.iter().collect()),
@@ -412,11 +418,7 @@ pub fn plan(method: &str, params: &[String], bridges: &[String]) -> Result<Plan,
                     "-secs" if what == "rxq" => {
                         rest.next().ok_or("-secs: expects a number of seconds")?;
                     }
-                    "-pmd" => {
-                        let n = rest.next().ok_or("-pmd: expects a core number")?;
-                        let n: usize = n.parse().map_err(|_| format!("-pmd: bad core `{n}`"))?;
-                        core = Some(n);
-                    }
+                    "-pmd" => core = Some(pmd_core(rest.next())?),
                     p if p.starts_with('-') => return Err(format!("{p}: not supported here")),
                     p => dp = Some(p),
                 }

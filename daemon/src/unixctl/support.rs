@@ -7,7 +7,7 @@
 //! The list sos runs, and what each gives, is in docs/support.md and in
 //! tests/tests/sosreport.rs.
 
-use super::{select, Plan, DATAPATH};
+use super::{pmd_core, select, Plan, DATAPATH};
 use crate::ctl;
 use std::path::Path;
 
@@ -75,11 +75,7 @@ pub(super) fn plan(method: &str, params: &[String], bridges: &[String]) -> Resul
                     "-it" | "-ms" => {
                         rest.next().ok_or(format!("{p}: expects a number"))?;
                     }
-                    "-pmd" => {
-                        let n = rest.next().ok_or("-pmd: expects a core number")?;
-                        let n: usize = n.parse().map_err(|_| format!("-pmd: bad core `{n}`"))?;
-                        core = Some(n);
-                    }
+                    "-pmd" => core = Some(pmd_core(rest.next())?),
                     p if p.starts_with('-') => return Err(format!("{p}: unknown option")),
                     p => dp = Some(p),
                 }
