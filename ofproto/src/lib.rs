@@ -4,6 +4,38 @@
 //! authoritative flow tables and applies decoded mods; [`Server`] accepts
 //! `ovs-ofctl` connections on the bridge's management socket and serves
 //! each on its own thread.
+//!
+//! # Design
+//!
+//! One flow-mod's path: a connection thread (`connection/`) reads one
+//! framed message, [`wire`] decodes it (any version from 1.0 to 1.5 into
+//! one set of types; a malformed one is answered with the spec's or OVS's
+//! error type and code), and the [`Bridge`] applies it to its
+//! `flowtable::FlowTables` under its lock and, before releasing it, hands
+//! the resulting change list to the [`Datapath`] with a sequence number.
+//! A bundle (`bundle.rs`, the agent's only write path) queues decoded mods
+//! per connection and commits them as one all-or-nothing batch. A barrier
+//! waits, outside the lock, until the datapath has applied the newest
+//! sequence number; so a reply never precedes the change it stands for.
+//!
+//! Asynchronous messages (PACKET_IN, FLOW_REMOVED, PORT_STATUS, flow
+//! monitor updates) go through each connection's outbox (`outbox.rs`):
+//! only its writer thread blocks on the socket, and what a slow peer is
+//! owed is bounded, with PACKET_INs over a controller's rate queued per
+//! input port ([`packet_in_queue`]) as OVS's pinsched does.
+//!
+//! Invariants: the datapath receives change lists in exactly the order the
+//! tables applied them; a connection's replies are written in the order of
+//! its requests; every resource a peer can make the switch spend
+//! (connections, silent or non-reading peers, bundles and their messages,
+//! queued bytes, flows per table, packet-ins) has a bound, counted when
+//! hit ([`limits`]).
+//!
+//! Threads: an accept loop per listener; per connection, a reader that
+//! handles requests and a writer for its outbox; per bridge, the flow
+//! expiry thread and the packet-in scheduler. Costs: one table lock per
+//! mod or bundle commit; dumps clone `Arc`s under the lock and encode
+//! outside it.
 
 #![forbid(unsafe_code)]
 
