@@ -15,15 +15,15 @@
 //!   send to tun0). tcpdump may lose frames of the broadcast storm on
 //!   tun0; B's captures carry little and lose none (B's own datagrams are
 //!   all there);
-//! - tenant B keeps its rate: the datagrams delivered under attack are at
-//!   least half of those delivered in the same run without it. The issue's
-//!   90% is for the long run on a quiet machine; here the attacker, xbr
-//!   and B's sender share 2 noisy cores, and half still catches
-//!   starvation (a starved tenant gets next to nothing);
-//! - xbr's memory (VmRSS) grows by less than 256 MiB in the first round
-//!   (about 130 MiB measured: caches and tables filling), and by less
-//!   than 32 MiB in a second identical round (measured: none), so it is
-//!   bounded, not leaking; xbr still runs with no panic in its log.
+//! - tenant B keeps its rate, the 90%: at a fixed offered load
+//!   (2,000 datagrams a second, which any switch carries), the datagrams
+//!   delivered under attack are at least 90% of those delivered in the
+//!   same run without it (measured: all of them);
+//! - xbr's memory (VmRSS) stays within 256 MiB over its start through
+//!   both rounds (about 130 MiB measured after the first: caches and
+//!   tables filling), and the second identical round adds no
+//!   connections beyond what the first left, so it is bounded, not
+//!   leaking; xbr still runs with no panic in its log.
 //!
 //! Needs root, tcpdump and a built `xbr`. About 25 s.
 
@@ -276,8 +276,8 @@ fn a_hostile_pod_reaches_no_other_tenant_and_does_not_starve_it() {
         );
     }
     assert!(
-        attacked * 2 >= baseline,
-        "B starved: {attacked} delivered under attack, {baseline} without\n{stats}"
+        attacked * 10 >= baseline * 9,
+        "B lost over 10%: {attacked} delivered under attack, {baseline} without\n{stats}"
     );
     assert!(
         rss_after < rss_before + 256 * 1024,
