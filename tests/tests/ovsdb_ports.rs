@@ -466,10 +466,10 @@ fn settings_xbr_does_not_implement_are_reported() -> Result<()> {
     // So do its controllers' (the one here is secure: it changes nothing).
     db.vsctl(&["set-controller", &bridge, "tcp:127.0.0.1:9"])?
         .ok()?;
-    db.vsctl(&["set", "Controller", &bridge, "inactivity_probe=30000"])?
+    db.vsctl(&["set", "Controller", &bridge, "max_backoff=30000"])?
         .ok()?;
     let err = iface_col(&db, &bridge, "error")?;
-    assert!(err.contains("inactivity_probe"), "{err}");
+    assert!(err.contains("max_backoff"), "{err}");
     db.vsctl(&["del-controller", &bridge])?.ok()?;
     // The Open_vSwitch row has no error column: the log says it.
     db.vsctl(&["set", "Open_vSwitch", ".", "other_config:max-idle=30000"])?
