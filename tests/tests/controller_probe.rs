@@ -10,20 +10,12 @@
 //! Needs root, a built `xbr`, ovsdb-server and ovs-vswitchd (OVS 3.1),
 //! like tests/ovsdb.rs.
 
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
+use xbr_tests::openflow::OFPT_ECHO_REQUEST;
 use xbr_tests::ovsdb::OvsDb;
+use xbr_tests::played_controller::{Heard, PlayedController};
 use xbr_tests::{unique_tag, HarnessError, Result};
-
-const OFPT_ECHO_REQUEST: u8 = 2;
-
-fn io_err(context: &str, source: std::io::Error) -> HarnessError {
-    HarnessError::Io {
-        context: context.into(),
-        source,
-    }
-}
 
 /// What the silent controller saw: when the switch's first ECHO_REQUEST
 /// came and when the switch hung up, both from the controller's HELLO.
@@ -33,64 +25,25 @@ struct Seen {
     closed: Duration,
 }
 
-/// Accepts the switch's connection on `listener`, says HELLO (OpenFlow
-/// 1.3), then only reads, until the switch closes (at most `limit`).
+/// Plays a controller on `listener` that says HELLO, then only reads,
+/// until the switch closes (at most `limit`).
 fn silent_controller(listener: &TcpListener, limit: Duration) -> Result<Seen> {
-    let io = |what: &'static str| move |e| io_err(what, e);
-    listener
-        .set_nonblocking(true)
-        .map_err(io("listener mode"))?;
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut conn = loop {
-        match listener.accept() {
-            Ok((c, _)) => break c,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(io_err("no connection from the switch", e)),
-        }
-    };
-    conn.set_nonblocking(false).map_err(io("socket mode"))?;
-    conn.set_read_timeout(Some(Duration::from_millis(100)))
-        .map_err(io("read timeout"))?;
-    conn.write_all(&[4, 0, 0, 8, 0, 0, 0, 1])
-        .map_err(io("sending HELLO"))?;
+    let mut c = PlayedController::accept(listener, deadline, || false)?;
     let hello = Instant::now();
     let mut echo = None;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
     while hello.elapsed() < limit {
-        match conn.read(&mut chunk) {
-            Ok(0) => {
+        match c.hear()? {
+            Heard::Closed => {
                 return Ok(Seen {
                     echo,
                     closed: hello.elapsed(),
                 })
             }
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
-                return Ok(Seen {
-                    echo,
-                    closed: hello.elapsed(),
-                })
-            }
-            Err(e) => return Err(io_err("reading from the switch", e)),
-        }
-        while buf.len() >= 8 {
-            let len = usize::from(u16::from_be_bytes([buf[2], buf[3]])).max(8);
-            if buf.len() < len {
-                break;
-            }
-            let msg: Vec<u8> = buf.drain(..len).collect();
-            if msg[1] == OFPT_ECHO_REQUEST && echo.is_none() {
+            Heard::Message(m) if m[1] == OFPT_ECHO_REQUEST && echo.is_none() => {
                 echo = Some(hello.elapsed());
             }
+            Heard::Message(_) | Heard::Quiet => {}
         }
     }
     Err(HarnessError::Unexpected(format!(
