@@ -256,20 +256,9 @@ impl Ovs {
     }
 
     fn add_bridge(&self, ports: &[PortSpec]) -> Result<(), OvsError> {
-        let mut args: Vec<String> = [
-            "--",
-            "add-br",
-            BRIDGE,
-            "--",
-            "set",
-            "Bridge",
-            BRIDGE,
-            "fail_mode=secure",
-            "protocols=OpenFlow13",
-            "datapath_type=netdev",
-        ]
-        .map(String::from)
-        .to_vec();
+        // The agent's bridge, on the userspace datapath.
+        let mut args = xbr_lab::agent_vsctl::add_bridge();
+        args.push("datapath_type=netdev".into());
         for p in ports {
             args.extend(p.vsctl_args());
         }
