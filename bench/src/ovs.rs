@@ -256,9 +256,7 @@ impl Ovs {
     }
 
     fn add_bridge(&self, ports: &[PortSpec]) -> Result<(), OvsError> {
-        // The agent's bridge, on the userspace datapath.
-        let mut args = xbr_lab::agent_vsctl::add_bridge();
-        args.push("datapath_type=netdev".into());
+        let mut args = crate::private_ovs::agent_bridge_netdev();
         for p in ports {
             args.extend(p.vsctl_args());
         }

@@ -18,6 +18,7 @@ use crate::private_ovs::PrivateOvs;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use xbr_lab::agent_vsctl as agent;
 
 /// What OVS needs to know of a lab node (from `lab.json`).
 #[derive(Debug, Clone)]
@@ -88,42 +89,13 @@ impl OvsNode {
         self.ip(&["addr", "flush", "dev", "eth0"])?;
         self.ip(&["addr", "add", &s.uplink_cidr, "dev", "br-phy"])?;
         self.ip(&["link", "set", "br-phy", "up"])?;
-        let mtu = format!("mtu_request={}", s.mtu);
-        self.vsctl(&[
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "bridge",
-            "br0",
-            "datapath_type=netdev",
-            "fail_mode=secure",
-            "protocols=OpenFlow13",
-            "--",
-            "add-port",
-            "br0",
-            "vxlan0",
-            "--",
-            "set",
-            "interface",
-            "vxlan0",
-            "ofport_request=1",
-            "type=vxlan",
-            "options:remote_ip=flow",
-            "options:key=flow",
-            "options:dst_port=4789",
-            "--",
-            "add-port",
-            "br0",
-            "tun0",
-            "--",
-            "set",
-            "interface",
-            "tun0",
-            "ofport_request=2",
-            "type=internal",
-            &mtu,
-        ])?;
+        // The agent's bridge, vxlan0 and tun0, in one transaction.
+        let mut args = crate::private_ovs::agent_bridge_netdev();
+        args.push("--".into());
+        args.extend(agent::add_vxlan(4789));
+        args.push("--".into());
+        args.extend(agent::add_tun0(s.mtu, None));
+        self.vsctl(&agent::as_strs(&args))?;
         for (i, pod) in s.pod_ports.iter().enumerate() {
             let ofport = format!("ofport_request={}", i + 3);
             self.vsctl(&[

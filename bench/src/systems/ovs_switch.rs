@@ -8,7 +8,7 @@ use super::{
     load_flows, make_dir, start_err, Ports, SwitchConfig, System, SystemError, START_TIMEOUT,
 };
 use crate::ovs::OvsError;
-use crate::private_ovs::{stop_pid, PrivateOvs};
+use crate::private_ovs::{agent_bridge_netdev, stop_pid, PrivateOvs};
 use crate::topo::{self, Topology, VETH_A, VETH_B, VETH_C};
 
 /// A private OVS in the host namespace; daemons stopped by pid on drop.
@@ -36,17 +36,7 @@ impl OvsGuard {
         let mask = format!("other_config:pmd-cpu-mask=0x{:x}", 1u64 << cfg.cpu);
         g.vsctl(&["--no-wait", "set", "Open_vSwitch", ".", &mask])?;
         g.start_vswitchd()?;
-        g.vsctl(&[
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "bridge",
-            "br0",
-            "datapath_type=netdev",
-            "fail_mode=secure",
-            "protocols=OpenFlow13",
-        ])?;
+        g.vsctl(&xbr_lab::agent_vsctl::as_strs(&agent_bridge_netdev()))?;
         if let Some((cidr, uplink)) = cfg.ports.node_address().zip(cfg.ports.uplink()) {
             g.uplink_bridge(topo, cidr.0, uplink)?;
             g.vsctl(&[
