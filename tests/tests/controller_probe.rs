@@ -5,7 +5,8 @@
 //! commands run against xbr (started with a 30 s `--inactivity-probe`,
 //! which the row must override) and against ovs-vswitchd; the row asks
 //! for 1000 ms, which OVS reads as 1 s and raises to its 5 s floor, so
-//! both drop the controller about 10 s after its HELLO.
+//! both drop the controller about 10 s after its HELLO. Fail open
+//! (standalone) waits three of the row's intervals.
 //!
 //! Needs root, a built `xbr`, ovsdb-server and ovs-vswitchd (OVS 3.1),
 //! like tests/ovsdb.rs.
@@ -110,5 +111,68 @@ fn a_silent_controller_is_dropped_after_two_of_its_probe_intervals_like_ovs() ->
             seen.closed
         );
     }
+    Ok(())
+}
+
+/// Fail open waits three of the controller's own probe intervals: a
+/// standalone bridge whose one controller (probe 7 s from its row, 30 s
+/// by `--inactivity-probe`) never answers opens at 21 s, not 90 s.
+#[test]
+fn fail_open_waits_three_of_the_rows_probe_intervals() -> Result<()> {
+    let bridge = format!("xbrt{}", unique_tag());
+    // A port nobody listens on: the controller never connects.
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut db = OvsDb::start(None)?;
+    let target = format!("unix:{}", db.db_sock().display());
+    db.start_xbr_with(&target, &["--inactivity-probe", "30"])?;
+    db.vsctl(&[
+        "add-br",
+        &bridge,
+        "--",
+        "set",
+        "Bridge",
+        &bridge,
+        "fail_mode=standalone",
+    ])?
+    .ok()?;
+    let controller = format!("tcp:127.0.0.1:{dead}");
+    let configured = Instant::now();
+    db.vsctl(&[
+        "set-controller",
+        &bridge,
+        &controller,
+        "--",
+        "set",
+        "controller",
+        &bridge,
+        "inactivity_probe=7000",
+    ])?
+    .ok()?;
+    let opened = loop {
+        if db.xbr_log().contains("entering fail-open mode") {
+            break configured.elapsed();
+        }
+        assert!(
+            configured.elapsed() < Duration::from_secs(40),
+            "no fail-open within 40 s\n{}",
+            db.xbr_log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let _ = db.vsctl(&["del-br", &bridge]);
+    assert!(
+        (Duration::from_secs(20)..Duration::from_secs(26)).contains(&opened),
+        "fail-open after {opened:?}, want 21 s\n{}",
+        db.xbr_log()
+    );
+    let log = db.xbr_log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("entering fail-open mode"))
+        .unwrap_or_default();
+    assert!(line.trim_end().ends_with("21s"), "{line}");
     Ok(())
 }
