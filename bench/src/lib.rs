@@ -21,6 +21,7 @@ pub mod ovs_node;
 pub mod packet;
 pub mod plot;
 pub mod pod_gen;
+pub mod private_ovs;
 pub mod scenario;
 pub mod systems;
 pub mod topo;

@@ -256,20 +256,7 @@ impl Ovs {
     }
 
     fn add_bridge(&self, ports: &[PortSpec]) -> Result<(), OvsError> {
-        let mut args: Vec<String> = [
-            "--",
-            "add-br",
-            BRIDGE,
-            "--",
-            "set",
-            "Bridge",
-            BRIDGE,
-            "fail_mode=secure",
-            "protocols=OpenFlow13",
-            "datapath_type=netdev",
-        ]
-        .map(String::from)
-        .to_vec();
+        let mut args = crate::private_ovs::agent_bridge_netdev();
         for p in ports {
             args.extend(p.vsctl_args());
         }

@@ -13,14 +13,12 @@
 //! own `lab down` removes the namespace afterwards.
 
 use crate::ovs::{run_bounded, OvsError, CMD_TIMEOUT};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
-use std::path::{Path, PathBuf};
+pub use crate::private_ovs::stop_pid;
+use crate::private_ovs::PrivateOvs;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Bound on adding ports (each AF_XDP port loads an XDP program).
-const VSCTL_TIMEOUT: Duration = Duration::from_secs(60);
+use xbr_lab::agent_vsctl as agent;
 
 /// What OVS needs to know of a lab node (from `lab.json`).
 #[derive(Debug, Clone)]
@@ -40,7 +38,7 @@ pub struct NodeSpec {
 /// OVS running on one node; see the module documentation.
 pub struct OvsNode {
     spec: NodeSpec,
-    dir: PathBuf,
+    ovs: PrivateOvs,
 }
 
 impl OvsNode {
@@ -48,94 +46,24 @@ impl OvsNode {
     /// builds `br-phy` and `br0`. The node's xbr must be stopped first
     /// (its `tun0` and XDP programs gone).
     pub fn start(spec: NodeSpec, dir: &Path) -> Result<OvsNode, OvsError> {
-        std::fs::create_dir_all(dir.join("run"))
-            .and_then(|()| std::fs::create_dir_all(dir.join("log")))
-            .map_err(|e| io(format!("creating {}", dir.display()), e))?;
         let node = OvsNode {
+            ovs: PrivateOvs::new(dir, &spec.netns)?,
             spec,
-            dir: dir.to_path_buf(),
         };
-        node.daemons()?;
+        node.ovs.start_db()?;
+        node.ovs.start_vswitchd(&[])?;
         node.bridges()?;
         Ok(node)
     }
 
-    fn p(&self, rel: &str) -> String {
-        self.dir.join(rel).display().to_string()
-    }
-
-    /// A command run inside the node's namespace with this instance's
-    /// directories.
-    fn ns(&self, program: &str, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.spec.netns, program])
-            .args(args)
-            .env("OVS_RUNDIR", self.p("run"))
-            .env("OVS_DBDIR", self.p("run"))
-            .env("OVS_LOGDIR", self.p("log"));
-        c
-    }
-
-    fn run(&self, program: &str, args: &[&str], timeout: Duration) -> Result<String, OvsError> {
-        Ok(run_bounded(&mut self.ns(program, args), timeout)?
-            .ok()?
-            .stdout)
-    }
-
     fn vsctl(&self, args: &[&str]) -> Result<String, OvsError> {
-        let db = format!("--db=unix:{}", self.p("run/db.sock"));
-        let mut all = vec![db.as_str(), "--timeout=60"];
-        all.extend_from_slice(args);
-        self.run("ovs-vsctl", &all, VSCTL_TIMEOUT)
+        self.ovs.vsctl(args)
     }
 
     fn ip(&self, args: &[&str]) -> Result<String, OvsError> {
-        self.run("ip", args, CMD_TIMEOUT)
-    }
-
-    fn daemons(&self) -> Result<(), OvsError> {
-        let db = self.p("run/conf.db");
-        run_bounded(
-            Command::new("ovsdb-tool").args([
-                "create",
-                &db,
-                "/usr/share/openvswitch/vswitch.ovsschema",
-            ]),
-            CMD_TIMEOUT,
-        )?
-        .ok()?;
-        let remote = format!("--remote=punix:{}", self.p("run/db.sock"));
-        let ctl = |f: &str| format!("--unixctl={}", self.p(&format!("run/{f}.ctl")));
-        let pid = |f: &str| format!("--pidfile={}", self.p(&format!("run/{f}.pid")));
-        let log = |f: &str| format!("--log-file={}", self.p(&format!("log/{f}.log")));
-        self.run(
-            "ovsdb-server",
-            &[
-                &db,
-                &remote,
-                &ctl("ovsdb-server"),
-                &pid("ovsdb-server"),
-                &log("ovsdb-server"),
-                "--detach",
-                "--no-chdir",
-            ],
-            CMD_TIMEOUT,
-        )?;
-        self.vsctl(&["--no-wait", "init"])?;
-        let db_sock = format!("unix:{}", self.p("run/db.sock"));
-        self.run(
-            "ovs-vswitchd",
-            &[
-                &db_sock,
-                &ctl("ovs-vswitchd"),
-                &pid("ovs-vswitchd"),
-                &log("ovs-vswitchd"),
-                "--detach",
-                "--no-chdir",
-            ],
-            CMD_TIMEOUT,
-        )?;
-        Ok(())
+        let mut all = vec!["ip"];
+        all.extend_from_slice(args);
+        self.ovs.run(&all, CMD_TIMEOUT)
     }
 
     fn bridges(&self) -> Result<(), OvsError> {
@@ -161,42 +89,13 @@ impl OvsNode {
         self.ip(&["addr", "flush", "dev", "eth0"])?;
         self.ip(&["addr", "add", &s.uplink_cidr, "dev", "br-phy"])?;
         self.ip(&["link", "set", "br-phy", "up"])?;
-        let mtu = format!("mtu_request={}", s.mtu);
-        self.vsctl(&[
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "bridge",
-            "br0",
-            "datapath_type=netdev",
-            "fail_mode=secure",
-            "protocols=OpenFlow13",
-            "--",
-            "add-port",
-            "br0",
-            "vxlan0",
-            "--",
-            "set",
-            "interface",
-            "vxlan0",
-            "ofport_request=1",
-            "type=vxlan",
-            "options:remote_ip=flow",
-            "options:key=flow",
-            "options:dst_port=4789",
-            "--",
-            "add-port",
-            "br0",
-            "tun0",
-            "--",
-            "set",
-            "interface",
-            "tun0",
-            "ofport_request=2",
-            "type=internal",
-            &mtu,
-        ])?;
+        // The agent's bridge, vxlan0 and tun0, in one transaction.
+        let mut args = crate::private_ovs::agent_bridge_netdev();
+        args.push("--".into());
+        args.extend(agent::add_vxlan(4789));
+        args.push("--".into());
+        args.extend(agent::add_tun0(s.mtu, None));
+        self.vsctl(&agent::as_strs(&args))?;
         for (i, pod) in s.pod_ports.iter().enumerate() {
             let ofport = format!("ofport_request={}", i + 3);
             self.vsctl(&[
@@ -235,25 +134,13 @@ impl OvsNode {
         let mut c = Command::new("ovs-ofctl");
         c.args(["-O", "OpenFlow13"])
             .args(args)
-            .env("OVS_RUNDIR", self.p("run"));
+            .env("OVS_RUNDIR", self.ovs.p("run"));
         Ok(run_bounded(&mut c, CMD_TIMEOUT)?.ok()?.stdout)
     }
 
     /// ovs-vswitchd's process id (its pidfile), if it runs.
     pub fn vswitchd_pid(&self) -> Option<u64> {
-        std::fs::read_to_string(self.dir.join("run/ovs-vswitchd.pid"))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-    }
-
-    fn stop(&self, daemon: &str) {
-        let pidfile = self.dir.join(format!("run/{daemon}.pid"));
-        if let Some(pid) = std::fs::read_to_string(&pidfile)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-        {
-            stop_pid(pid);
-        }
+        self.ovs.vswitchd_pid().map(u64::from)
     }
 }
 
@@ -305,28 +192,9 @@ pub fn replace_lab(lab: &serde_json::Value, dir: &Path) -> Result<Vec<OvsNode>, 
     Ok(nodes)
 }
 
-/// SIGTERM to `pid`, a bounded wait for it to go, then SIGKILL.
-pub fn stop_pid(pid: i32) {
-    if pid <= 0 {
-        return;
-    }
-    let pid = Pid::from_raw(pid);
-    let _ = kill(pid, Signal::SIGTERM);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while kill(pid, None).is_ok() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = kill(pid, Signal::SIGKILL);
-}
-
 impl Drop for OvsNode {
     fn drop(&mut self) {
-        self.stop("ovs-vswitchd");
-        self.stop("ovsdb-server");
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.ovs.stop_daemons();
+        let _ = std::fs::remove_dir_all(self.ovs.dir());
     }
-}
-
-fn io(context: String, source: std::io::Error) -> OvsError {
-    OvsError::Io { context, source }
 }

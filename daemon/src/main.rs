@@ -541,6 +541,7 @@ fn run(args: RunArgs) -> ExitCode {
         control,
         max_flows: args.max_flows,
         packet_in_limits,
+        controller_probes: Default::default(),
     };
     // Signals first, so a SIGTERM during start-up is not lost.
     let mut signals = match Signals::new([SIGINT, SIGTERM]) {

@@ -38,6 +38,7 @@
 #![forbid(unsafe_code)]
 
 pub mod addr;
+pub mod agent_vsctl;
 pub mod check;
 pub mod cli;
 pub mod down;

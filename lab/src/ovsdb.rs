@@ -7,6 +7,7 @@
 //! X ofport`. `down` stops the database with everything else running in
 //! the node's namespace.
 
+use super::agent_vsctl as agent;
 use super::state::{LabState, Node};
 use super::sys;
 use super::LabError;
@@ -82,75 +83,14 @@ fn vsctl(node: &Node, args: &[&str]) -> Result<String, LabError> {
 
 /// The agent's `ovs-vsctl` commands for a node's bridge and pods.
 pub fn configure(state: &LabState, node: &Node) -> Result<(), LabError> {
-    vsctl(node, &["--if-exists", "del-br", "br0"])?;
-    vsctl(
-        node,
-        &[
-            "--may-exist",
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "Bridge",
-            "br0",
-            "fail_mode=secure",
-            "protocols=OpenFlow13",
-        ],
-    )?;
-    let dst_port = format!("options:dst_port={}", state.vxlan_port);
-    vsctl(
-        node,
-        &[
-            "--may-exist",
-            "add-port",
-            "br0",
-            "vxlan0",
-            "--",
-            "set",
-            "Interface",
-            "vxlan0",
-            "ofport_request=1",
-            "type=vxlan",
-            "options:remote_ip=\"flow\"",
-            "options:key=\"flow\"",
-            &dst_port,
-        ],
-    )?;
-    let mtu = format!("mtu_request={}", state.mtu);
-    let backend = format!("options:internal_backend={}", state.tun0_backend);
-    let mut tun0 = vec![
-        "--may-exist",
-        "add-port",
-        "br0",
-        "tun0",
-        "--",
-        "set",
-        "Interface",
-        "tun0",
-        "ofport_request=2",
-        "type=internal",
-        &mtu,
-    ];
-    if !state.tun0_backend.is_empty() {
-        tun0.push(&backend);
-    }
-    vsctl(node, &tun0)?;
+    let run = |args: Vec<String>| vsctl(node, &agent::as_strs(&args));
+    vsctl(node, &["--if-exists", "del-br", agent::BRIDGE])?;
+    run(agent::add_bridge())?;
+    run(agent::add_vxlan(state.vxlan_port))?;
+    let backend = Some(state.tun0_backend.as_str()).filter(|b| !b.is_empty());
+    run(agent::add_tun0(state.mtu, backend))?;
     for pod in state.pods.iter().filter(|p| p.node == node.name) {
-        let ids = format!("external_ids=sandbox=\"{}\",ip=\"{}\"", pod.name, pod.ip);
-        vsctl(
-            node,
-            &[
-                "--may-exist",
-                "add-port",
-                "br0",
-                &pod.host_if,
-                "--",
-                "set",
-                "Interface",
-                &pod.host_if,
-                &ids,
-            ],
-        )?;
+        run(agent::add_pod(&pod.host_if, &pod.name, &pod.ip.to_string()))?;
         let got = vsctl(node, &["get", "Interface", &pod.host_if, "ofport"])?;
         if got.trim() != pod.ofport.to_string() {
             return Err(LabError::Unexpected(format!(

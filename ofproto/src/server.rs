@@ -54,15 +54,16 @@ impl Stream {
 
     /// Reads time out each [`read_tick`] (the connection's clock), a write
     /// that makes no progress for `probe` fails (the peer stopped
-    /// reading).
-    fn set_timeouts(&self, probe: Duration) -> io::Result<()> {
+    /// reading); without a probe, writes wait (see `Connection::bounded`).
+    fn set_timeouts(&self, probe: Option<Duration>) -> io::Result<()> {
+        let tick = read_tick(probe.unwrap_or(Duration::MAX));
         match self {
             Stream::Unix(s) => s
-                .set_read_timeout(Some(read_tick(probe)))
-                .and_then(|()| s.set_write_timeout(Some(probe))),
+                .set_read_timeout(Some(tick))
+                .and_then(|()| s.set_write_timeout(probe)),
             Stream::Tcp(s) => s
-                .set_read_timeout(Some(read_tick(probe)))
-                .and_then(|()| s.set_write_timeout(Some(probe))),
+                .set_read_timeout(Some(tick))
+                .and_then(|()| s.set_write_timeout(probe)),
         }
     }
 
@@ -140,7 +141,7 @@ impl Shared {
             stream.shutdown();
             return;
         }
-        if let Err(e) = stream.set_timeouts(probe) {
+        if let Err(e) = stream.set_timeouts(Some(probe)) {
             warn!(%peer, error = %e, "cannot set the connection's timeouts");
             return;
         }
@@ -170,7 +171,7 @@ impl Shared {
                         if let Some((r, w)) = shared.accept_tls(&ctx, sock, &peer, hello_timeout) {
                             let failed = r.error_cell();
                             Connection::new(r, w, shared.bridge.clone(), peer)
-                                .bounded(probe, kill)
+                                .bounded(Some(probe), kill)
                                 .packet_in_limit(packet_in_limit)
                                 .run();
                             if failed.get().is_some() {
@@ -180,7 +181,7 @@ impl Shared {
                         drop(writer);
                     }
                     (_, reader) => Connection::new(reader, writer, shared.bridge.clone(), peer)
-                        .bounded(probe, kill)
+                        .bounded(Some(probe), kill)
                         .packet_in_limit(packet_in_limit)
                         .run(),
                 }
@@ -313,7 +314,7 @@ impl Shared {
     ) -> Result<(TcpStream, Option<(TlsReader, TlsWriter)>), String> {
         let sock = c.try_clone().map_err(|e| e.to_string())?;
         // The handshake looks at its deadline at least each read tick.
-        let tick = read_tick(probe.max(Duration::from_millis(1)));
+        let tick = read_tick(controller_probe(probe).unwrap_or(Duration::MAX));
         sock.set_read_timeout(Some(tick))
             .and_then(|()| sock.set_write_timeout(Some(CONNECT_TIMEOUT)))
             .map_err(|e| e.to_string())?;
@@ -348,7 +349,7 @@ impl Shared {
     ) -> Result<(), String> {
         let (c, tls) = c?;
         let _ = c.set_nodelay(true);
-        let probe = probe.max(Duration::from_millis(1));
+        let probe = controller_probe(probe);
         // A controller that reads nothing for a probe interval fails the
         // connection's writer (outbox.rs), which ends the connection: the
         // read-side probe alone would never notice it.
@@ -404,6 +405,12 @@ impl Shared {
             None => Ok(()),
         }
     }
+}
+
+/// A controller's probe interval, `None` for zero: OVS's
+/// `Controller.inactivity_probe=0` turns the probe off.
+fn controller_probe(probe: Duration) -> Option<Duration> {
+    (!probe.is_zero()).then_some(probe)
 }
 
 /// The OpenFlow listeners of one bridge.
@@ -623,7 +630,9 @@ impl Server {
     /// Connects to an OpenFlow controller at `target` (OVS's
     /// `tcp:IP:PORT`) and stays connected: a dropped connection is retried
     /// with exponential backoff, and one idle for `probe` gets an
-    /// ECHO_REQUEST and is dropped if another `probe` passes in silence.
+    /// ECHO_REQUEST and is dropped if another `probe` passes in silence
+    /// (a zero `probe` never probes, as OVS's `inactivity_probe=0`; fail
+    /// open waits three times the longest controller's `probe`).
     /// The flow tables are not touched when a controller goes away (fail
     /// mode secure). PACKET_INs to it are limited to `packet_in_limit`
     /// (OVS's `controller_rate_limit` and `controller_burst_limit`).

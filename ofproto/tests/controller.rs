@@ -152,6 +152,25 @@ fn an_idle_controller_is_probed_then_dropped() {
     hello(&mut c);
 }
 
+/// A zero probe (OVS's `inactivity_probe=0`) turns the probe off: a
+/// silent controller is neither probed nor dropped.
+#[test]
+fn a_zero_probe_never_probes() {
+    let mut h = Harness::start("ctl-noprobe");
+    let (_l, mut c) = controller(&mut h, Duration::ZERO);
+    c.set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    match c.read(&mut byte) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("a silent controller got {other:?} with the probe off"),
+    }
+    // Still connected: a request is answered.
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    c.write_all(&Message::BarrierRequest.emit(0xcc)).unwrap();
+    assert_eq!(recv(&mut c), (0xcc, Message::BarrierReply));
+}
+
 #[test]
 fn a_slave_may_read_but_not_write() {
     let h = Harness::start("ctl-roles");

@@ -27,6 +27,7 @@ mod error;
 mod netns;
 pub mod openflow;
 pub mod ovsdb;
+pub mod played_controller;
 mod tcp;
 mod tool;
 mod vxlan_sender;

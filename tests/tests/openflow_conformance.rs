@@ -10,6 +10,8 @@
 //! - Per-bucket group counters (`dump-group-stats`).
 //! - IEEE 802.3 frames: dl_type 0x05ff, or the type inside LLC/SNAP.
 //! - A slave's write is OFPBRC_IS_SLAVE before any other check.
+//! - The NXM names of fields that have OXM ones (NXM_OF_UDP_SRC, ...) in
+//!   a match and as an action operand.
 //!
 //! Needs root and a built `xbr` (`./scripts/test`).
 
@@ -532,5 +534,101 @@ fn ieee8023_frames_match_like_ovs() -> Result<()> {
     assert_eq!(count("priority=25"), "n_packets=1", "{flows:#?}");
     assert_eq!(count("priority=20"), "n_packets=2", "{flows:#?}");
     assert_eq!(count("dl_type=0x0600"), "n_packets=1", "{flows:#?}");
+    Ok(())
+}
+
+/// `fm` as an OpenFlow 1.3 FLOW_MOD whose match has each OXM header word
+/// of `swap` replaced by the NXM one (same length): what a controller
+/// that writes NXM names sends; ovs-ofctl writes OXM for OpenFlow 1.3.
+fn with_nxm_headers(fm: FlowMod, xid: u32, swap: &[(u32, u32)]) -> Result<Vec<u8>> {
+    let mut bytes = Message::FlowMod(fm).emit(xid);
+    for &(oxm, nxm) in swap {
+        let at = bytes
+            .windows(4)
+            .position(|w| w == oxm.to_be_bytes())
+            .ok_or_else(|| fail(format!("no header {oxm:#010x} in {bytes:02x?}")))?;
+        bytes[at..at + 4].copy_from_slice(&nxm.to_be_bytes());
+    }
+    Ok(bytes)
+}
+
+#[test]
+fn nxm_names_of_oxm_fields_work_like_ovs() -> Result<()> {
+    let peers = Peers::with_openflow15()?;
+    let flow = |priority: u16, fields: &[(Field, u64)]| {
+        let mut m = Match::catch_all();
+        for &(f, v) in fields {
+            m.set_exact(f, v);
+        }
+        FlowMod::add(0, priority, m, Instructions::default())
+    };
+    // (OXM header word, NXM header word), from OVS's meta-flow.
+    let udp = flow(
+        30,
+        &[
+            (Field::EthType, 0x0800),
+            (Field::IpProto, 17),
+            (Field::IpEcn, 1),
+            (Field::TpSrc, 53),
+            (Field::TpDst, 5353),
+        ],
+    );
+    let udp_swap = [
+        (0x8000_1201, 0x0001_3801), // IP_ECN
+        (0x8000_1e02, 0x0000_1602), // UDP_SRC
+        (0x8000_2002, 0x0000_1802), // UDP_DST
+    ];
+    let icmp = flow(
+        20,
+        &[
+            (Field::EthType, 0x0800),
+            (Field::IpProto, 1),
+            (Field::IcmpType, 8),
+            (Field::IcmpCode, 0),
+        ],
+    );
+    let icmp_swap = [(0x8000_2601, 0x0000_1a01), (0x8000_2801, 0x0000_1c01)];
+    let arp = flow(10, &[(Field::EthType, 0x0806), (Field::ArpOp, 2)]);
+    let arp_swap = [(0x8000_2a02, 0x0000_1e02)];
+    let msgs = [
+        with_nxm_headers(udp, 100, &udp_swap)?,
+        with_nxm_headers(icmp, 101, &icmp_swap)?,
+        with_nxm_headers(arp, 102, &arp_swap)?,
+    ];
+    for path in sockets(&peers) {
+        let mut conn = OfConn::connect_hello(&path)?;
+        for m in &msgs {
+            conn.send(m)?;
+        }
+        conn.send(&Message::BarrierRequest.emit(110))?;
+        let mut got = Vec::new();
+        read_until(&mut conn, OFPT_BARRIER_REPLY, 110, &mut got)?;
+        assert_eq!(got, Vec::<String>::new(), "{}", path.display());
+    }
+    // As action operands: ovs-ofctl writes NXAST_REG_MOVE's fields with
+    // their NXM headers.
+    for f in [
+        "priority=5,icmp,actions=move:NXM_OF_ICMP_TYPE[]->NXM_NX_REG0[0..7],\
+         move:NXM_OF_ICMP_CODE[]->NXM_NX_REG0[8..15]",
+        "priority=5,arp,actions=move:NXM_OF_ARP_OP[0..7]->NXM_NX_REG1[0..7]",
+        "priority=5,ip,actions=move:NXM_NX_IP_ECN[]->NXM_NX_REG2[0..1]",
+    ] {
+        peers.both_ok(&["add-flow", BRIDGE, f])?;
+    }
+    assert_eq!(
+        peers.assert_same_dump(&["dump-flows", BRIDGE], "NXM names")?,
+        6
+    );
+    let dump = peers.xbr.ofctl_ok(&["dump-flows", BRIDGE])?;
+    for want in [
+        "udp,nw_ecn=1,tp_src=53,tp_dst=5353",
+        "icmp,icmp_type=8,icmp_code=0",
+        "arp,arp_op=2",
+        "move:NXM_OF_ICMP_TYPE[]->NXM_NX_REG0[0..7]",
+        "move:NXM_OF_ARP_OP[0..7]->NXM_NX_REG1[0..7]",
+        "move:NXM_NX_IP_ECN[]->NXM_NX_REG2[0..1]",
+    ] {
+        assert!(dump.contains(want), "{want} not in\n{dump}");
+    }
     Ok(())
 }

@@ -20,6 +20,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::Duration;
+use xbr_lab::agent_vsctl as agent;
 use xbr_tests::ovsdb::{agent_pod, normalise, OvsDb};
 use xbr_tests::{
     thread_cpus, udp_send, unique_tag, HarnessError, Netns, Result, UdpReceiver, CMD_TIMEOUT,
@@ -79,78 +80,22 @@ fn ofctl_ports(db: &OvsDb, bridge: &str) -> Result<BTreeSet<String>> {
 fn agent_sequence(db: &OvsDb, ovs: bool) -> Result<(Vec<String>, BTreeSet<String>)> {
     let mut t = Vec::new();
     t.push(step(db, &["--if-exists", "del-br", "br0"])?);
-    let mut add_br = vec![
-        "--may-exist",
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "Bridge",
-        "br0",
-        "fail_mode=secure",
-        "protocols=OpenFlow13",
-    ];
+    let mut add_br = agent::add_bridge();
     if ovs {
         // The userspace datapath: this machine's OVS has no kernel module.
-        add_br.push("datapath_type=netdev");
+        add_br.push("datapath_type=netdev".into());
     }
-    let add_br_out = step(db, &add_br)?;
+    let add_br_out = step(db, &agent::as_strs(&add_br))?;
     t.push(add_br_out.replace(" datapath_type=netdev", ""));
     for args in [
-        &[
-            "--may-exist",
-            "add-port",
-            "br0",
-            "vxlan0",
-            "--",
-            "set",
-            "Interface",
-            "vxlan0",
-            "ofport_request=1",
-            "type=vxlan",
-            "options:remote_ip=\"flow\"",
-            "options:key=\"flow\"",
-            "options:dst_port=4789",
-        ][..],
-        &[
-            "--may-exist",
-            "add-port",
-            "br0",
-            "tun0",
-            "--",
-            "set",
-            "Interface",
-            "tun0",
-            "ofport_request=2",
-            "type=internal",
-            "mtu_request=1450",
-        ],
-        &[
-            "--may-exist",
-            "add-port",
-            "br0",
-            "veth1",
-            "--",
-            "set",
-            "Interface",
-            "veth1",
-            "external_ids=sandbox=\"sb1\",ip=\"10.128.0.3\"",
-        ],
-        &[
-            "--may-exist",
-            "add-port",
-            "br0",
-            "veth2",
-            "--",
-            "set",
-            "Interface",
-            "veth2",
-            "external_ids=sandbox=\"sb2\",ip=\"10.128.0.4\"",
-        ],
-        &["--may-exist", "add-port", "br0", "veth9"],
+        agent::add_vxlan(4789),
+        agent::add_tun0(1450, None),
+        agent::add_pod("veth1", "sb1", "10.128.0.3"),
+        agent::add_pod("veth2", "sb2", "10.128.0.4"),
     ] {
-        t.push(step(db, args)?);
+        t.push(step(db, &agent::as_strs(&args))?);
     }
+    t.push(step(db, &["--may-exist", "add-port", "br0", "veth9"])?);
     for iface in ["vxlan0", "tun0", "veth1", "veth2", "veth9"] {
         for col in ["ofport", "error"] {
             t.push(step(db, &["get", "Interface", iface, col])?);

@@ -16,6 +16,7 @@
 use std::net::SocketAddrV4;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use xbr_lab::agent_vsctl as agent;
 use xbr_tests::ovsdb::{agent_pod, OvsDb};
 use xbr_tests::{udp_send, unique_tag, HarnessError, Netns, Result, UdpReceiver, CMD_TIMEOUT};
 
@@ -306,21 +307,7 @@ fn vxlan_without_an_uplink_is_numbered_and_carries_traffic_once_routed() -> Resu
     ])?
     .ok()?;
     // As the agent adds it (TABLES.md §5).
-    db.vsctl(&[
-        "add-port",
-        "br0",
-        "vxlan0",
-        "--",
-        "set",
-        "Interface",
-        "vxlan0",
-        "ofport_request=1",
-        "type=vxlan",
-        "options:remote_ip=flow",
-        "options:key=flow",
-        "options:dst_port=4789",
-    ])?
-    .ok()?;
+    db.vsctl(&agent::as_strs(&agent::add_vxlan(4789)))?.ok()?;
     assert_eq!(db.ofport("vxlan0")?, "1", "{}", db.xbr_log());
     let err = iface_col(&db, "vxlan0", "error")?;
     assert!(err.contains("no default route"), "error column: {err}");
@@ -466,10 +453,10 @@ fn settings_xbr_does_not_implement_are_reported() -> Result<()> {
     // So do its controllers' (the one here is secure: it changes nothing).
     db.vsctl(&["set-controller", &bridge, "tcp:127.0.0.1:9"])?
         .ok()?;
-    db.vsctl(&["set", "Controller", &bridge, "inactivity_probe=30000"])?
+    db.vsctl(&["set", "Controller", &bridge, "max_backoff=30000"])?
         .ok()?;
     let err = iface_col(&db, &bridge, "error")?;
-    assert!(err.contains("inactivity_probe"), "{err}");
+    assert!(err.contains("max_backoff"), "{err}");
     db.vsctl(&["del-controller", &bridge])?.ok()?;
     // The Open_vSwitch row has no error column: the log says it.
     db.vsctl(&["set", "Open_vSwitch", ".", "other_config:max-idle=30000"])?

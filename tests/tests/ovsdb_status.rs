@@ -11,12 +11,13 @@
 //! Needs root, a built `xbr`, ovsdb-server and ovs-vswitchd (OVS 3.1),
 //! like tests/ovsdb.rs.
 
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use xbr_tests::openflow::{OFPT_ECHO_REPLY, OFPT_ECHO_REQUEST};
 use xbr_tests::ovsdb::OvsDb;
+use xbr_tests::played_controller::{Heard, PlayedController};
 use xbr_tests::{unique_tag, Result};
 
 fn free_port() -> u16 {
@@ -32,49 +33,18 @@ fn free_port() -> u16 {
 fn play_controller(
     listener: TcpListener,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<std::io::Result<()>> {
+) -> std::thread::JoinHandle<xbr_tests::Result<()>> {
     std::thread::spawn(move || {
-        listener.set_nonblocking(true)?;
         let deadline = Instant::now() + Duration::from_secs(20);
-        let mut conn = loop {
-            match listener.accept() {
-                Ok((c, _)) => break c,
-                Err(_) if Instant::now() < deadline && !stop.load(Ordering::Relaxed) => {
-                    std::thread::sleep(Duration::from_millis(50))
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        conn.set_nonblocking(false)?;
-        conn.set_read_timeout(Some(Duration::from_millis(200)))?;
-        conn.write_all(&[4, 0, 0, 8, 0, 0, 0, 1])?;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
+        let mut c = PlayedController::accept(&listener, deadline, || stop.load(Ordering::Relaxed))?;
         while !stop.load(Ordering::Relaxed) {
-            match conn.read(&mut chunk) {
-                Ok(0) => return Ok(()),
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    continue
+            match c.hear()? {
+                Heard::Closed => return Ok(()),
+                Heard::Message(mut m) if m[1] == OFPT_ECHO_REQUEST => {
+                    m[1] = OFPT_ECHO_REPLY;
+                    c.send(&m)?;
                 }
-                Err(e) => return Err(e),
-            }
-            while buf.len() >= 8 {
-                let len = usize::from(u16::from_be_bytes([buf[2], buf[3]])).max(8);
-                if buf.len() < len {
-                    break;
-                }
-                let msg: Vec<u8> = buf.drain(..len).collect();
-                if msg[1] == 2 {
-                    let mut reply = msg.clone();
-                    reply[1] = 3;
-                    conn.write_all(&reply)?;
-                }
+                Heard::Message(_) | Heard::Quiet => {}
             }
         }
         Ok(())

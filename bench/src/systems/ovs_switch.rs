@@ -2,101 +2,41 @@
 //! `/work/shared/anchor` runs it (see the module above).
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::{
     load_flows, make_dir, start_err, Ports, SwitchConfig, System, SystemError, START_TIMEOUT,
 };
-use crate::ovs::{run_bounded, OvsError, CMD_TIMEOUT};
-use crate::ovs_node::stop_pid;
+use crate::ovs::OvsError;
+use crate::private_ovs::{agent_bridge_netdev, stop_pid, PrivateOvs};
 use crate::topo::{self, Topology, VETH_A, VETH_B, VETH_C};
 
 /// A private OVS in the host namespace; daemons stopped by pid on drop.
 pub struct OvsGuard {
-    dir: PathBuf,
-    netns: String,
+    ovs: PrivateOvs,
     /// The core ovs-vswitchd runs on (again after a restart).
     cpu: usize,
 }
 
 impl OvsGuard {
-    fn p(&self, rel: &str) -> String {
-        self.dir.join(rel).display().to_string()
-    }
-
     fn ns(&self, args: &[&str], timeout: Duration) -> Result<String, OvsError> {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.netns])
-            .args(args)
-            .env("OVS_RUNDIR", self.p("run"))
-            .env("OVS_DBDIR", self.p("run"))
-            .env("OVS_LOGDIR", self.p("log"))
-            .env("OVS_SYSCONFDIR", self.p("etc"));
-        Ok(run_bounded(&mut c, timeout)?.ok()?.stdout)
+        self.ovs.run(args, timeout)
     }
 
     fn vsctl(&self, args: &[&str]) -> Result<String, OvsError> {
-        let db = format!("--db=unix:{}", self.p("run/db.sock"));
-        let mut all = vec!["ovs-vsctl", db.as_str(), "--timeout=60"];
-        all.extend_from_slice(args);
-        self.ns(&all, START_TIMEOUT)
+        self.ovs.vsctl(args)
     }
 
     pub(super) fn start(topo: &Topology, cfg: &SwitchConfig) -> Result<OvsGuard, SystemError> {
         let g = OvsGuard {
-            dir: make_dir("ovs")?,
-            netns: topo.host.clone(),
+            ovs: PrivateOvs::new(&make_dir("ovs")?, &topo.host)?,
             cpu: cfg.cpu,
         };
-        for sub in ["run", "log", "etc"] {
-            std::fs::create_dir_all(g.dir.join(sub)).map_err(|source| OvsError::Io {
-                context: format!("creating {sub}"),
-                source,
-            })?;
-        }
-        let db = g.p("run/conf.db");
-        g.ns(
-            &[
-                "ovsdb-tool",
-                "create",
-                &db,
-                "/usr/share/openvswitch/vswitch.ovsschema",
-            ],
-            CMD_TIMEOUT,
-        )?;
-        let ctl = |f: &str| format!("--unixctl={}", g.p(&format!("run/{f}.ctl")));
-        let pid = |f: &str| format!("--pidfile={}", g.p(&format!("run/{f}.pid")));
-        let log = |f: &str| format!("--log-file={}", g.p(&format!("log/{f}.log")));
-        let remote = format!("--remote=punix:{}", g.p("run/db.sock"));
-        g.ns(
-            &[
-                "ovsdb-server",
-                &db,
-                &remote,
-                &ctl("ovsdb-server"),
-                &pid("ovsdb-server"),
-                &log("ovsdb-server"),
-                "--detach",
-                "--no-chdir",
-            ],
-            CMD_TIMEOUT,
-        )?;
-        g.vsctl(&["--no-wait", "init"])?;
+        g.ovs.start_db()?;
         let mask = format!("other_config:pmd-cpu-mask=0x{:x}", 1u64 << cfg.cpu);
         g.vsctl(&["--no-wait", "set", "Open_vSwitch", ".", &mask])?;
         g.start_vswitchd()?;
-        g.vsctl(&[
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "bridge",
-            "br0",
-            "datapath_type=netdev",
-            "fail_mode=secure",
-            "protocols=OpenFlow13",
-        ])?;
+        g.vsctl(&xbr_lab::agent_vsctl::as_strs(&agent_bridge_netdev()))?;
         if let Some((cidr, uplink)) = cfg.ports.node_address().zip(cfg.ports.uplink()) {
             g.uplink_bridge(topo, cidr.0, uplink)?;
             g.vsctl(&[
@@ -158,37 +98,16 @@ impl OvsGuard {
         if let Some(limit) = cfg.ct_limit {
             g.appctl(&["dpctl/ct-set-maxconns", &limit.to_string()])?;
         }
-        load_flows(&g.dir, &g.dir.join("run"), cfg)?;
+        load_flows(g.ovs.dir(), &g.rundir(), cfg)?;
         Ok(g)
     }
 
     /// Starts ovs-vswitchd (pinned to the switch core, detached: returns
     /// once it has read its configuration).
     fn start_vswitchd(&self) -> Result<(), OvsError> {
-        let ctl = |f: &str| format!("--unixctl={}", self.p(&format!("run/{f}.ctl")));
-        let pid = |f: &str| format!("--pidfile={}", self.p(&format!("run/{f}.pid")));
-        let log = |f: &str| format!("--log-file={}", self.p(&format!("log/{f}.log")));
         let cpu = self.cpu.to_string();
-        let db_sock = format!("unix:{}", self.p("run/db.sock"));
-        self.ns(
-            &[
-                "nice",
-                "-n",
-                "-20",
-                "taskset",
-                "-c",
-                &cpu,
-                "ovs-vswitchd",
-                &db_sock,
-                &ctl("ovs-vswitchd"),
-                &pid("ovs-vswitchd"),
-                &log("ovs-vswitchd"),
-                "--detach",
-                "--no-chdir",
-            ],
-            CMD_TIMEOUT,
-        )?;
-        Ok(())
+        self.ovs
+            .start_vswitchd(&["nice", "-n", "-20", "taskset", "-c", &cpu])
     }
 
     /// Restarts ovs-vswitchd as `ovs-ctl restart` does (ovs-lib's
@@ -213,7 +132,7 @@ impl OvsGuard {
             ],
             START_TIMEOUT + Duration::from_millis(flows as u64),
         )?;
-        let path = self.dir.join("restore-flows.sh");
+        let path = self.ovs.dir().join("restore-flows.sh");
         std::fs::write(&path, script).map_err(|source| OvsError::Io {
             context: format!("writing {}", path.display()),
             source,
@@ -274,21 +193,16 @@ impl OvsGuard {
     }
 
     pub(super) fn vswitchd_pid(&self) -> Option<u32> {
-        std::fs::read_to_string(self.dir.join("run/ovs-vswitchd.pid"))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
+        self.ovs.vswitchd_pid()
     }
 
     /// The directory holding `br0.mgmt`.
     pub(super) fn rundir(&self) -> PathBuf {
-        self.dir.join("run")
+        self.ovs.dir().join("run")
     }
 
     fn appctl(&self, args: &[&str]) -> Result<String, OvsError> {
-        let target = self.p("run/ovs-vswitchd.ctl");
-        let mut all = vec!["ovs-appctl", "-t", target.as_str()];
-        all.extend_from_slice(args);
-        self.ns(&all, CMD_TIMEOUT)
+        self.ovs.appctl(args)
     }
 
     pub(super) fn conntrack_entries(&self) -> Result<u64, SystemError> {
@@ -352,15 +266,6 @@ impl OvsGuard {
         topo.exec(&topo.host, &["ip", "link", "set", "br-phy", "up"])?;
         Ok(())
     }
-
-    fn stop(&self, daemon: &str) {
-        if let Some(pid) = std::fs::read_to_string(self.dir.join(format!("run/{daemon}.pid")))
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-        {
-            stop_pid(pid);
-        }
-    }
 }
 
 impl Drop for OvsGuard {
@@ -369,8 +274,7 @@ impl Drop for OvsGuard {
         // programs cleanly; the pids are the fallback.
         let _ = self.vsctl(&["--if-exists", "del-br", "br0"]);
         let _ = self.vsctl(&["--if-exists", "del-br", "br-phy"]);
-        self.stop("ovs-vswitchd");
-        self.stop("ovsdb-server");
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.ovs.stop_daemons();
+        let _ = std::fs::remove_dir_all(self.ovs.dir());
     }
 }

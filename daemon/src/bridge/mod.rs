@@ -89,6 +89,10 @@ pub struct BridgeConfig {
     pub max_flows: usize,
     /// PACKET_IN rate limits of some of `controllers`.
     pub packet_in_limits: BTreeMap<SocketAddr, PacketInLimit>,
+    /// Inactivity probe intervals of some of `controllers` (OVSDB's
+    /// `Controller.inactivity_probe`; zero: none); the others get
+    /// `inactivity_probe`.
+    pub controller_probes: BTreeMap<SocketAddr, std::time::Duration>,
 }
 
 /// `--state` and `--state-snapshot`.
@@ -198,6 +202,8 @@ pub struct RunningBridge {
     taken_over: AtomicBool,
     /// The controllers' PACKET_IN rate limits, for server restarts.
     packet_in_limits: BTreeMap<SocketAddr, PacketInLimit>,
+    /// The controllers' own probe intervals, for server restarts.
+    controller_probes: BTreeMap<SocketAddr, std::time::Duration>,
     /// The TLS settings of `ssl:`/`pssl:` targets, for server restarts.
     tls: Option<Arc<TlsContext>>,
 }
@@ -478,7 +484,7 @@ impl RunningBridge {
             (config.listen.first().copied(), &config.controllers),
             config.tls.as_ref(),
             config.standalone,
-            config.inactivity_probe,
+            (config.inactivity_probe, &config.controller_probes),
             &config.packet_in_limits,
         ) {
             Ok(s) => s,
@@ -548,6 +554,7 @@ impl RunningBridge {
             }),
             taken_over: AtomicBool::new(false),
             packet_in_limits: config.packet_in_limits,
+            controller_probes: config.controller_probes,
             tls: config.tls,
         })
     }
@@ -596,6 +603,12 @@ impl RunningBridge {
     /// [`RunningBridge::restart_openflow`].
     pub fn set_packet_in_limits(&mut self, limits: BTreeMap<SocketAddr, PacketInLimit>) {
         self.packet_in_limits = limits;
+    }
+
+    /// Sets the controllers' own inactivity probe intervals, for the
+    /// next [`RunningBridge::restart_openflow`].
+    pub fn set_controller_probes(&mut self, probes: BTreeMap<SocketAddr, std::time::Duration>) {
+        self.controller_probes = probes;
     }
 
     /// Moves the packet threads to `pmd_cpus` (thread by thread; more
@@ -727,7 +740,7 @@ impl RunningBridge {
             (listen, controllers),
             self.tls.as_ref(),
             standalone,
-            probe,
+            (probe, &self.controller_probes),
             &self.packet_in_limits,
         ) {
             Ok(s) => {
@@ -742,7 +755,7 @@ impl RunningBridge {
                         (listen, &targets),
                         self.tls.as_ref(),
                         standalone,
-                        probe,
+                        (probe, &self.controller_probes),
                         &self.packet_in_limits,
                     ) {
                         Ok(s) => self.server = Some(s),
@@ -834,14 +847,18 @@ impl RunningBridge {
 }
 
 /// Starts the OpenFlow server of `bridge` with its fail mode and
-/// targets (the passive one, the controllers).
+/// targets (the passive one, the controllers), each controller probed
+/// at its own interval in `probes` or else at the default.
 fn start_server(
     bridge: &Arc<Bridge>,
     mgmt: &std::path::Path,
     (listen, controllers): (Option<Target>, &[Target]),
     tls: Option<&Arc<TlsContext>>,
     standalone: bool,
-    probe: std::time::Duration,
+    (probe, probes): (
+        std::time::Duration,
+        &BTreeMap<SocketAddr, std::time::Duration>,
+    ),
     packet_in_limits: &BTreeMap<SocketAddr, PacketInLimit>,
 ) -> Result<Server, ofproto::OfprotoError> {
     // A TLS target without TLS settings was refused (and logged) by
@@ -857,6 +874,7 @@ fn start_server(
             continue;
         }
         let limit = packet_in_limits.get(&c.addr).copied();
+        let probe = probes.get(&c.addr).copied().unwrap_or(probe);
         if let Err(e) = s.add_controller_with_tls(c.addr, ctx, probe, limit) {
             s.shutdown();
             return Err(e);

@@ -51,6 +51,13 @@ fn level(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// Adds each row's value to its family's counter of those labels.
+fn add(rows: &[(&IntCounterVec, &[&str], u64)]) {
+    for (family, labels, n) in rows {
+        family.with_label_values(labels).inc_by(*n);
+    }
+}
+
 /// The families, declared before any bridge is read.
 struct Families {
     port_rx_packets: IntCounterVec,
@@ -171,26 +178,16 @@ fn bridge(f: &Families, v: &BridgeView) {
     for p in dp.ports() {
         let l = [name, p.name.as_str()];
         let s = &p.stats;
-        f.port_rx_packets
-            .with_label_values(&l)
-            .inc_by(s.rx_packets.load(Relaxed));
-        f.port_rx_bytes
-            .with_label_values(&l)
-            .inc_by(s.rx_bytes.load(Relaxed));
-        f.port_rx_drop
-            .with_label_values(&l)
-            .inc_by(s.rx_dropped.load(Relaxed));
-        f.port_rx_errors
-            .with_label_values(&l)
-            .inc_by(s.rx_errors.load(Relaxed));
-        f.port_tx_packets
-            .with_label_values(&l)
-            .inc_by(s.tx_packets());
-        f.port_tx_bytes.with_label_values(&l).inc_by(s.tx_bytes());
-        f.port_tx_drop.with_label_values(&l).inc_by(s.tx_dropped());
-        f.port_tx_errors
-            .with_label_values(&l)
-            .inc_by(s.tx_errors.load(Relaxed));
+        add(&[
+            (&f.port_rx_packets, &l, s.rx_packets.load(Relaxed)),
+            (&f.port_rx_bytes, &l, s.rx_bytes.load(Relaxed)),
+            (&f.port_rx_drop, &l, s.rx_dropped.load(Relaxed)),
+            (&f.port_rx_errors, &l, s.rx_errors.load(Relaxed)),
+            (&f.port_tx_packets, &l, s.tx_packets()),
+            (&f.port_tx_bytes, &l, s.tx_bytes()),
+            (&f.port_tx_drop, &l, s.tx_dropped()),
+            (&f.port_tx_errors, &l, s.tx_errors.load(Relaxed)),
+        ]);
     }
     let (tables, groups) = v
         .bridge
@@ -232,11 +229,11 @@ fn bridge(f: &Families, v: &BridgeView) {
         f.pmd_idle
             .with_label_values(&l)
             .inc_by(s.pmd.idle_ns as f64 / 1e9);
-        f.pmd_received.with_label_values(&l).inc_by(s.pmd.received);
-        f.pmd_recirculations
-            .with_label_values(&l)
-            .inc_by(s.pmd.recirculations);
-        f.pmd_sent.with_label_values(&l).inc_by(s.pmd.sent_packets);
+        add(&[
+            (&f.pmd_received, &l, s.pmd.received),
+            (&f.pmd_recirculations, &l, s.pmd.recirculations),
+            (&f.pmd_sent, &l, s.pmd.sent_packets),
+        ]);
     }
     if let Some(at) = sum.at {
         let age = Instant::now().saturating_duration_since(at);
@@ -249,17 +246,13 @@ fn bridge(f: &Families, v: &BridgeView) {
         f.tunnel_drops.with_label_values(&[name, reason]).inc_by(n);
     }
     if let Some(c) = &sum.flow_cache {
-        f.tc_hits.with_label_values(&[name, "exact"]).inc_by(c.hits);
-        f.tc_hits
-            .with_label_values(&[name, "megaflow"])
-            .inc_by(c.megaflow_hits);
-        f.tc_misses.with_label_values(&[name]).inc_by(c.misses);
-        f.tc_uncacheable
-            .with_label_values(&[name])
-            .inc_by(c.uncacheable);
-        f.tc_invalidations
-            .with_label_values(&[name])
-            .inc_by(c.invalidations);
+        add(&[
+            (&f.tc_hits, &[name, "exact"], c.hits),
+            (&f.tc_hits, &[name, "megaflow"], c.megaflow_hits),
+            (&f.tc_misses, &[name], c.misses),
+            (&f.tc_uncacheable, &[name], c.uncacheable),
+            (&f.tc_invalidations, &[name], c.invalidations),
+        ]);
     }
     if let (Some(x), Some(maps)) = (&sum.xdp_cache, v.live.xdp_cache()) {
         f.xc_entries
@@ -268,47 +261,29 @@ fn bridge(f: &Families, v: &BridgeView) {
         f.xc_capacity
             .with_label_values(&[name])
             .set(i64::from(maps.capacity()));
-        f.xc_hits.with_label_values(&[name]).inc_by(x.hit_packets);
-        f.xc_installs
-            .with_label_values(&[name, "flow"])
-            .inc_by(x.installs);
-        f.xc_installs
-            .with_label_values(&[name, "ct"])
-            .inc_by(x.ct_installs);
-        f.xc_install_failures
-            .with_label_values(&[name, "full"])
-            .inc_by(x.full);
-        f.xc_install_failures
-            .with_label_values(&[name, "error"])
-            .inc_by(x.install_errors);
-        for (reason, n) in [
-            ("expired", x.expired),
-            ("invalidated", x.invalidated),
-            ("connection", x.ct_removed),
-            ("revalidated", x.revalidated_out),
-        ] {
-            f.xc_removals.with_label_values(&[name, reason]).inc_by(n);
-        }
-        f.xc_revalidations
-            .with_label_values(&[name, "kept"])
-            .inc_by(x.revalidated);
-        f.xc_revalidations
-            .with_label_values(&[name, "removed"])
-            .inc_by(x.revalidated_out);
+        add(&[
+            (&f.xc_hits, &[name], x.hit_packets),
+            (&f.xc_installs, &[name, "flow"], x.installs),
+            (&f.xc_installs, &[name, "ct"], x.ct_installs),
+            (&f.xc_install_failures, &[name, "full"], x.full),
+            (&f.xc_install_failures, &[name, "error"], x.install_errors),
+            (&f.xc_removals, &[name, "expired"], x.expired),
+            (&f.xc_removals, &[name, "invalidated"], x.invalidated),
+            (&f.xc_removals, &[name, "connection"], x.ct_removed),
+            (&f.xc_removals, &[name, "revalidated"], x.revalidated_out),
+            (&f.xc_revalidations, &[name, "kept"], x.revalidated),
+            (&f.xc_revalidations, &[name, "removed"], x.revalidated_out),
+        ]);
     }
 
     for m in dp.mirrors().snapshot().iter() {
         let l = [name, m.name.as_str()];
         let c = &m.counters;
-        f.mirror_tx_packets
-            .with_label_values(&l)
-            .inc_by(c.tx_packets.load(Relaxed));
-        f.mirror_tx_bytes
-            .with_label_values(&l)
-            .inc_by(c.tx_bytes.load(Relaxed));
-        f.mirror_dropped
-            .with_label_values(&l)
-            .inc_by(c.dropped.load(Relaxed));
+        add(&[
+            (&f.mirror_tx_packets, &l, c.tx_packets.load(Relaxed)),
+            (&f.mirror_tx_bytes, &l, c.tx_bytes.load(Relaxed)),
+            (&f.mirror_dropped, &l, c.dropped.load(Relaxed)),
+        ]);
     }
 
     let ct = &v.conntrack;
@@ -324,18 +299,24 @@ fn bridge(f: &Families, v: &BridgeView) {
     f.ct_limit
         .with_label_values(&[name])
         .set(level(ct.limit() as u64));
-    f.ct_created
-        .with_label_values(&[name])
-        .inc_by(cs.committed.load(Relaxed));
-    f.ct_refused
-        .with_label_values(&[name, "table_full"])
-        .inc_by(cs.table_full.load(Relaxed));
-    f.ct_refused
-        .with_label_values(&[name, "nat_exhausted"])
-        .inc_by(cs.nat_exhausted.load(Relaxed));
-    f.ct_refused
-        .with_label_values(&[name, "zone_limit"])
-        .inc_by(cs.zone_limited.load(Relaxed));
+    add(&[
+        (&f.ct_created, &[name], cs.committed.load(Relaxed)),
+        (
+            &f.ct_refused,
+            &[name, "table_full"],
+            cs.table_full.load(Relaxed),
+        ),
+        (
+            &f.ct_refused,
+            &[name, "nat_exhausted"],
+            cs.nat_exhausted.load(Relaxed),
+        ),
+        (
+            &f.ct_refused,
+            &[name, "zone_limit"],
+            cs.zone_limited.load(Relaxed),
+        ),
+    ]);
     let dp = v.live.datapath();
     let ports = dp.ports();
     let port_name = |no: u32| {
@@ -367,35 +348,35 @@ fn bridge(f: &Families, v: &BridgeView) {
             .with_label_values(&[name, &port_name(no), "upcall_queue"])
             .inc_by(n);
     }
-    f.ct_invalid
-        .with_label_values(&[name])
-        .inc_by(cs.invalid.load(Relaxed));
-    f.ct_expired
-        .with_label_values(&[name])
-        .inc_by(cs.expired.load(Relaxed));
+    add(&[
+        (&f.ct_invalid, &[name], cs.invalid.load(Relaxed)),
+        (&f.ct_expired, &[name], cs.expired.load(Relaxed)),
+    ]);
 
     let c = v.bridge.counters();
     f.of_connections
         .with_label_values(&[name])
         .set(level(c.connections()));
-    f.of_connections_opened
-        .with_label_values(&[name])
-        .inc_by(c.connections_opened.load(Relaxed));
-    f.of_flow_mods
-        .with_label_values(&[name])
-        .inc_by(c.flow_mods.load(Relaxed));
-    f.of_group_mods
-        .with_label_values(&[name])
-        .inc_by(c.group_mods.load(Relaxed));
-    f.of_bundles
-        .with_label_values(&[name, "committed"])
-        .inc_by(c.bundles_committed.load(Relaxed));
-    f.of_bundles
-        .with_label_values(&[name, "failed"])
-        .inc_by(c.bundles_failed.load(Relaxed));
-    f.of_errors
-        .with_label_values(&[name])
-        .inc_by(c.errors_sent.load(Relaxed));
+    add(&[
+        (
+            &f.of_connections_opened,
+            &[name],
+            c.connections_opened.load(Relaxed),
+        ),
+        (&f.of_flow_mods, &[name], c.flow_mods.load(Relaxed)),
+        (&f.of_group_mods, &[name], c.group_mods.load(Relaxed)),
+        (
+            &f.of_bundles,
+            &[name, "committed"],
+            c.bundles_committed.load(Relaxed),
+        ),
+        (
+            &f.of_bundles,
+            &[name, "failed"],
+            c.bundles_failed.load(Relaxed),
+        ),
+        (&f.of_errors, &[name], c.errors_sent.load(Relaxed)),
+    ]);
 }
 
 /// The process's own families: the endpoint's and the log's.

@@ -9,6 +9,7 @@ use dataplane::config::{PortSpec, PortType, VxlanSpec, MAX_OFPORT, VXLAN_DEFAULT
 use ofproto::limits::PacketInLimit;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 pub use dataplane::live::OFPP_LOCAL;
 
@@ -25,6 +26,10 @@ pub struct DesiredBridge {
     /// Active targets' `controller_rate_limit` and
     /// `controller_burst_limit`, by target (those with a rate only).
     pub packet_in_limits: BTreeMap<String, PacketInLimit>,
+    /// `Controller.inactivity_probe`s (milliseconds; 0 turns the probe
+    /// off), by target (those with the column set only; the others get
+    /// `--inactivity-probe`), as OVS reads them (see [`probe_interval`]).
+    pub probes: BTreeMap<String, Duration>,
     /// `flow_tables`' `Flow_Table:flow_limit`s, by table id (tables with
     /// a limit only), and whether `overflow_policy` asks for `evict`
     /// (which xbr does not do: new flows are refused as with `refuse`).
@@ -191,6 +196,13 @@ fn read_bridge(
             Some((string(c, "target")?, limit))
         })
         .collect();
+    let probes = ctl_rows
+        .iter()
+        .filter_map(|c| {
+            let ms = u64::try_from(integer(c, "inactivity_probe")?).ok()?;
+            Some((string(c, "target")?, probe_interval(ms)))
+        })
+        .collect();
     let flow_limits = int_uuid_map(row, "flow_tables")
         .into_iter()
         .filter_map(|(table, ft)| {
@@ -267,6 +279,7 @@ fn read_bridge(
         controllers,
         controller_rows,
         packet_in_limits,
+        probes,
         flow_limits,
         datapath_id,
         xdp_peer_gro,
@@ -518,6 +531,20 @@ fn underlay(
     dataplane::vxlan::underlay::resolve(local_ip, ports).map_err(|e| e.to_string())
 }
 
+/// The probe interval OVS makes of `Controller.inactivity_probe` (`ms`
+/// milliseconds): whole seconds (bridge.c divides the milliseconds
+/// down), zero turning the probe off (so does anything below 1000), and
+/// at least 5 s otherwise (rconn.c's floor).
+pub fn probe_interval(ms: u64) -> Duration {
+    match ms / 1000 {
+        0 => Duration::ZERO,
+        secs => Duration::from_secs(secs.max(MIN_PROBE_SECS)),
+    }
+}
+
+/// OVS's shortest inactivity probe interval, in seconds.
+const MIN_PROBE_SECS: u64 = 5;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -548,6 +575,20 @@ mod tests {
     }
 
     #[test]
+    fn inactivity_probes_are_read_as_ovs_reads_them() {
+        for (ms, secs) in [
+            (0, 0),
+            (999, 0),
+            (1000, 5),
+            (5999, 5),
+            (7000, 7),
+            (60_000, 60),
+        ] {
+            assert_eq!(probe_interval(ms), Duration::from_secs(secs), "{ms} ms");
+        }
+    }
+
+    #[test]
     fn reads_flow_limits_and_controller_rate_limits() {
         let mut r = replica();
         r.apply(&json!({
@@ -559,8 +600,10 @@ mod tests {
                 "other_config": ["map", []]}}},
             "Controller": {
                 "c0": {"new": {"target": "tcp:10.0.0.1:6653", "controller_rate_limit": 100,
-                               "controller_burst_limit": ["set", []]}},
-                "c1": {"new": {"target": "ptcp:6653", "controller_rate_limit": ["set", []]}}},
+                               "controller_burst_limit": ["set", []],
+                               "inactivity_probe": 1500}},
+                "c1": {"new": {"target": "ptcp:6653", "controller_rate_limit": ["set", []],
+                               "inactivity_probe": ["set", []]}}},
             "Flow_Table": {
                 "t0": {"new": {"flow_limit": 10, "overflow_policy": "refuse"}},
                 "t1": {"new": {"flow_limit": ["set", [5]], "overflow_policy": "evict"}},
@@ -571,6 +614,12 @@ mod tests {
         assert_eq!(
             b.flow_limits.iter().collect::<Vec<_>>(),
             [(&0, &(10, false)), (&7, &(5, true))]
+        );
+        // 1500 ms is 1 s to OVS, raised to its 5 s floor; unset is the
+        // default.
+        assert_eq!(
+            b.probes.iter().collect::<Vec<_>>(),
+            [(&"tcp:10.0.0.1:6653".to_string(), &Duration::from_secs(5))]
         );
         // OVS's default burst: a quarter of the rate.
         assert_eq!(

@@ -64,7 +64,7 @@ fn monitor_requests() -> Value {
         "Interface": {"columns": ["name", "type", "options", "ofport_request", "mtu_request",
                                   "mac", "ingress_policing_rate", "ingress_policing_burst"]},
         "Controller": {"columns": ["target", "controller_rate_limit",
-                                   "controller_burst_limit"]},
+                                   "controller_burst_limit", "inactivity_probe"]},
         "Flow_Table": {"columns": ["flow_limit", "overflow_policy"]},
         "QoS": {"columns": ["type", "other_config"]},
         "Mirror": {"columns": ["name", "select_all", "select_src_port", "select_dst_port",

@@ -87,6 +87,7 @@ struct Managed {
     standalone: bool,
     controllers: Vec<String>,
     packet_in_limits: BTreeMap<String, PacketInLimit>,
+    probes: BTreeMap<String, Duration>,
     flow_limits: BTreeMap<u8, (usize, bool)>,
     /// Open ports by name: the spec as the database gave it (before a
     /// number was assigned), to notice changes.
@@ -464,6 +465,7 @@ impl Reconciler {
             },
             max_flows: s.max_flows,
             packet_in_limits: packet_in_limits(&want.packet_in_limits),
+            controller_probes: by_address(&want.probes),
         };
         let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
         tracing::info!(bridge = %name, "bridge created from the database");
@@ -472,6 +474,7 @@ impl Reconciler {
             standalone: want.standalone,
             controllers: want.controllers.clone(),
             packet_in_limits: want.packet_in_limits.clone(),
+            probes: want.probes.clone(),
             flow_limits: BTreeMap::new(),
             ports: BTreeMap::new(),
             numbers: BTreeMap::new(),
@@ -499,13 +502,15 @@ impl Reconciler {
             m.standalone = want.standalone;
         }
         apply_flow_limits(name, m, &want.flow_limits);
-        let limits_changed = m.packet_in_limits != want.packet_in_limits;
+        let limits_changed = m.packet_in_limits != want.packet_in_limits || m.probes != want.probes;
         if m.controllers != want.controllers || limits_changed {
             let probe = self.settings.inactivity_probe;
             let (listen, controllers) =
                 controller_targets(name, &want.controllers, self.tls.is_some());
             let pin = packet_in_limits(&want.packet_in_limits);
             m.bridge.set_packet_in_limits(pin.clone());
+            let probes = by_address(&want.probes);
+            m.bridge.set_controller_probes(probes.clone());
             // The passive target's, for the connections the restarted
             // server accepts.
             let of = m.bridge.openflow();
@@ -514,6 +519,7 @@ impl Reconciler {
                 ..of.control_limits()
             });
             m.packet_in_limits = want.packet_in_limits.clone();
+            m.probes = want.probes.clone();
             let only_added_active = !limits_changed
                 && m.controllers.iter().all(|t| want.controllers.contains(t))
                 && want
@@ -533,7 +539,7 @@ impl Reconciler {
                             server.add_controller_with_tls(
                                 a.addr,
                                 tls,
-                                probe,
+                                probes.get(&a.addr).copied().unwrap_or(probe),
                                 pin.get(&a.addr).copied(),
                             )
                         })
@@ -964,6 +970,15 @@ fn packet_in_limits(
     by_target
         .iter()
         .filter_map(|(t, l)| parse_controller(t).ok().map(|a| (a.addr, *l)))
+        .collect()
+}
+
+/// Active targets' own inactivity probe intervals by address (targets
+/// that do not parse are left out; `controller_targets` logs them).
+fn by_address(by_target: &BTreeMap<String, Duration>) -> BTreeMap<std::net::SocketAddr, Duration> {
+    by_target
+        .iter()
+        .filter_map(|(t, p)| parse_controller(t).ok().map(|a| (a.addr, *p)))
         .collect()
 }
 

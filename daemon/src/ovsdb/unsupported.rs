@@ -43,10 +43,8 @@ const PORT: &[(&str, &str)] = &[
     ("protected", "protected ports"),
 ];
 
-/// Controller columns xbr does not implement (its `--inactivity-probe`
-/// applies to every controller).
+/// Controller columns xbr does not implement.
 const CONTROLLER: &[(&str, &str)] = &[
-    ("inactivity_probe", "a per-controller inactivity probe"),
     ("max_backoff", "max_backoff"),
     ("controller_rate_limit", "packet-in rate limiting"),
     ("controller_burst_limit", "packet-in rate limiting"),
@@ -234,11 +232,11 @@ mod tests {
         assert!(msgs[1].contains("options:n_rxq"), "{msgs:?}");
         let c = row(
             json!({"target": "tcp:192.0.2.1:6653", "inactivity_probe": 30000,
-                           "connection_mode": "out-of-band"}),
+                           "max_backoff": 8000, "connection_mode": "out-of-band"}),
         );
         let msgs = controller("br0", &c);
         assert_eq!(msgs.len(), 1, "{msgs:?}");
-        assert!(msgs[0].contains("inactivity_probe"), "{msgs:?}");
+        assert!(msgs[0].contains("max_backoff"), "{msgs:?}");
         let r = row(json!({"other_config": ["map", [["pmd-cpu-mask", "0x3"],
                                                     ["flow-restore-wait", "true"],
                                                     ["hw-offload", "true"]]]}));

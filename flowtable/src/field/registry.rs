@@ -27,11 +27,9 @@
 //!   text syntax does not offer (vlan_vid and vlan_pcp: xbr's text speaks
 //!   OVS's `vlan_tci`).
 //!
-//! A [`Header`] with `wire: false` is one OVS defines that xbr's codec
-//! does not decode (NXM_OF_UDP_SRC, NXM_OF_ARP_OP, ...): the text syntax
-//! accepts and prints its name, since ovs-ofctl does, but the wire never
-//! carries it, and an action operand on that field is encoded with the
-//! field's OXM header.
+//! Every header of every entry is one the codec decodes, in a match and
+//! as a Nicira action operand, as OVS does; which one it encodes is the
+//! codec's choice ([`wire_headers`] gives it the order).
 //!
 //! # Invariants (checked by this module's tests)
 //!
@@ -75,8 +73,6 @@ pub struct Header {
     pub class: u16,
     pub code: u8,
     pub name: &'static str,
-    /// Whether xbr's codec speaks it (see the module comment).
-    pub wire: bool,
 }
 
 /// One field (see the module comment for what each part means).
@@ -162,12 +158,7 @@ const fn f(
 }
 
 const fn hdr(class: u16, code: u8, name: &'static str) -> Option<Header> {
-    Some(Header {
-        class,
-        code,
-        name,
-        wire: true,
-    })
+    Some(Header { class, code, name })
 }
 
 impl FieldDef {
@@ -181,14 +172,6 @@ impl FieldDef {
     }
     const fn nxm1(mut self, code: u8, name: &'static str) -> Self {
         self.nxm = hdr(OXM_CLASS_NXM1, code, name);
-        self
-    }
-    /// Marks the NXM header as one the codec does not speak.
-    const fn nxm_text_only(mut self) -> Self {
-        if let Some(mut h) = self.nxm {
-            h.wire = false;
-            self.nxm = Some(h);
-        }
         self
     }
     const fn aka(mut self, aliases: &'static [&'static str]) -> Self {
@@ -267,7 +250,7 @@ pub static FIELDS: [FieldDef; 62] = [
     f("nw_tos", Field::IpDscp, 1, N, P::Ip, Tos).wire_shift(2).nxm0(5, "NXM_OF_IP_TOS"),
     f("ip_dscp", Field::IpDscp, 1, N, P::Ip, Dec).oxm(8, "OXM_OF_IP_DSCP"),
     f("nw_ecn", Field::IpEcn, 1, N, P::Ip, Dec).aka(&["ip_ecn"])
-        .oxm(9, "OXM_OF_IP_ECN").nxm1(28, "NXM_NX_IP_ECN").nxm_text_only(),
+        .oxm(9, "OXM_OF_IP_ECN").nxm1(28, "NXM_NX_IP_ECN"),
     f("nw_ttl", Field::IpTtl, 1, N, P::Ip, Dec).nxm1(29, "NXM_NX_IP_TTL"),
     f("nw_proto", Field::IpProto, 1, N, P::Ip, Dec).aka(&["ip_proto"])
         .oxm(10, "OXM_OF_IP_PROTO").nxm0(6, "NXM_OF_IP_PROTO"),
@@ -278,15 +261,15 @@ pub static FIELDS: [FieldDef; 62] = [
     f("tcp_src", Field::TpSrc, 2, Y, TCP, Dec).oxm(13, "OXM_OF_TCP_SRC").nxm0(9, "NXM_OF_TCP_SRC"),
     f("tcp_dst", Field::TpDst, 2, Y, TCP, Dec).oxm(14, "OXM_OF_TCP_DST").nxm0(10, "NXM_OF_TCP_DST"),
     f("udp_src", Field::TpSrc, 2, Y, UDP, Dec)
-        .oxm(15, "OXM_OF_UDP_SRC").nxm0(11, "NXM_OF_UDP_SRC").nxm_text_only(),
+        .oxm(15, "OXM_OF_UDP_SRC").nxm0(11, "NXM_OF_UDP_SRC"),
     f("udp_dst", Field::TpDst, 2, Y, UDP, Dec)
-        .oxm(16, "OXM_OF_UDP_DST").nxm0(12, "NXM_OF_UDP_DST").nxm_text_only(),
+        .oxm(16, "OXM_OF_UDP_DST").nxm0(12, "NXM_OF_UDP_DST"),
     f("sctp_src", Field::TpSrc, 2, Y, SCTP, Dec).oxm(17, "OXM_OF_SCTP_SRC"),
     f("sctp_dst", Field::TpDst, 2, Y, SCTP, Dec).oxm(18, "OXM_OF_SCTP_DST"),
     f("icmp_type", Field::IcmpType, 1, N, ICMP, Dec).aka(&["icmpv4_type"])
-        .oxm(19, "OXM_OF_ICMPV4_TYPE").nxm0(13, "NXM_OF_ICMP_TYPE").nxm_text_only(),
+        .oxm(19, "OXM_OF_ICMPV4_TYPE").nxm0(13, "NXM_OF_ICMP_TYPE"),
     f("icmp_code", Field::IcmpCode, 1, N, ICMP, Dec).aka(&["icmpv4_code"])
-        .oxm(20, "OXM_OF_ICMPV4_CODE").nxm0(14, "NXM_OF_ICMP_CODE").nxm_text_only(),
+        .oxm(20, "OXM_OF_ICMPV4_CODE").nxm0(14, "NXM_OF_ICMP_CODE"),
     f("icmpv6_type", Field::Icmpv6Type, 1, N, ICMP6, Dec)
         .oxm(29, "OXM_OF_ICMPV6_TYPE").nxm1(21, "NXM_NX_ICMPV6_TYPE"),
     f("icmpv6_code", Field::Icmpv6Code, 1, N, ICMP6, Dec)
@@ -301,7 +284,7 @@ pub static FIELDS: [FieldDef; 62] = [
         .oxm(33, "OXM_OF_IPV6_ND_TLL").nxm1(25, "NXM_NX_ND_TLL"),
     // ARP (its SPA/TPA and opcode overlay the IPv4 bits, see key/).
     f("arp_op", Field::ArpOp, 2, N, P::Arp, Dec)
-        .oxm(21, "OXM_OF_ARP_OP").nxm0(15, "NXM_OF_ARP_OP").nxm_text_only(),
+        .oxm(21, "OXM_OF_ARP_OP").nxm0(15, "NXM_OF_ARP_OP"),
     f("arp_spa", Field::ArpSpa, 4, Y, P::Arp, Ipv4).oxm(22, "OXM_OF_ARP_SPA").nxm0(16, "NXM_OF_ARP_SPA"),
     f("arp_tpa", Field::ArpTpa, 4, Y, P::Arp, Ipv4).oxm(23, "OXM_OF_ARP_TPA").nxm0(17, "NXM_OF_ARP_TPA"),
     f("arp_sha", Field::ArpSha, 6, Y, P::Arp, Mac).oxm(24, "OXM_OF_ARP_SHA").nxm1(17, "NXM_NX_ARP_SHA"),
@@ -346,11 +329,11 @@ pub fn by_name(name: &str) -> Option<&'static FieldDef> {
     })
 }
 
-/// The field and header of a wire (class, code), if the codec speaks it.
+/// The field and header of a wire (class, code), if xbr knows it.
 pub fn by_header(class: u16, code: u8) -> Option<(&'static FieldDef, &'static Header)> {
     FIELDS.iter().find_map(|d| {
         d.headers()
-            .find(|h| h.wire && h.class == class && h.code == code)
+            .find(|h| h.class == class && h.code == code)
             .map(|h| (d, h))
     })
 }
@@ -367,7 +350,7 @@ fn class_rank(class: u16) -> u8 {
 static WIRE_HEADERS: LazyLock<Vec<(&'static FieldDef, &'static Header)>> = LazyLock::new(|| {
     let mut v: Vec<_> = FIELDS
         .iter()
-        .flat_map(|d| d.headers().filter(|h| h.wire).map(move |h| (d, h)))
+        .flat_map(|d| d.headers().map(move |h| (d, h)))
         .collect();
     v.sort_by_key(|(_, h)| (class_rank(h.class), h.code));
     v

@@ -183,10 +183,17 @@ impl<R: Read> Connection<R> {
     }
 
     /// Probes the peer after `probe` of silence (see the module
-    /// documentation); `kill` shuts its socket down, for the outbox to
-    /// drop a peer too far behind. The socket's read timeout must be
-    /// [`read_tick`]`(probe)` and its write timeout `probe`.
-    pub(crate) fn bounded(mut self, probe: Duration, kill: Box<dyn Fn() + Send + Sync>) -> Self {
+    /// documentation; `None`: never, a controller's `inactivity_probe=0`
+    /// as in OVS); `kill` shuts its socket down, for the outbox to drop a
+    /// peer too far behind. The socket's read timeout must be
+    /// [`read_tick`]`(probe)` and its write timeout `probe` (none without
+    /// a probe: the backlog bound alone drops a peer that stopped
+    /// reading).
+    pub(crate) fn bounded(
+        mut self,
+        probe: Option<Duration>,
+        kill: Box<dyn Fn() + Send + Sync>,
+    ) -> Self {
         let limits = self.bridge.control_limits();
         self.outbox.guard(crate::outbox::Guard {
             max_backlog: limits.max_backlog,
@@ -194,7 +201,7 @@ impl<R: Read> Connection<R> {
             kill,
             peer: self.peer.clone(),
         });
-        self.probe = Some(probe.max(Duration::from_millis(1)));
+        self.probe = probe.map(|p| p.max(Duration::from_millis(1)));
         self
     }
 

@@ -184,3 +184,58 @@ fn the_headers_the_codec_names_exist() {
     let mut r = Reader::new(&out, Ctx::Match, "test match");
     assert_eq!(parse_match(&mut r).unwrap(), m);
 }
+
+/// The NXM names OVS's meta-flow gives six fields that also have an OXM
+/// header, with their header words written out: each decodes, in a match
+/// and as a Nicira action operand, to what its OXM header decodes to; a
+/// match re-encodes with the OXM header (OVS's choice for OpenFlow 1.3)
+/// and an operand with the NXM one (OVS's NXAST_REG_MOVE/LOAD always use
+/// NXM), except for the UDP ports: the key keeps one TpSrc/TpDst for all
+/// transport protocols and an operand names it NXM_OF_TCP_SRC/DST.
+#[test]
+fn the_nxm_names_of_oxm_fields_decode_like_their_oxm_headers() {
+    for (nxm, oxm, name) in [
+        (0x0000_1602u32, 0x8000_1e02u32, "NXM_OF_UDP_SRC"),
+        (0x0000_1802, 0x8000_2002, "NXM_OF_UDP_DST"),
+        (0x0000_1a01, 0x8000_2601, "NXM_OF_ICMP_TYPE"),
+        (0x0000_1c01, 0x8000_2801, "NXM_OF_ICMP_CODE"),
+        (0x0000_1e02, 0x8000_2a02, "NXM_OF_ARP_OP"),
+        (0x0001_3801, 0x8000_1201, "NXM_NX_IP_ECN"),
+    ] {
+        let find = |word: u32| HEADERS.iter().find(|h| h.header(false) == word);
+        let fh = find(nxm).unwrap_or_else(|| panic!("{name} is not decoded"));
+        let ofh = find(oxm).expect(name);
+        assert_eq!(fh.name, name);
+        assert_eq!(
+            (fh.target, fh.shift, fh.bits, fh.prereq, fh.maskable),
+            (ofh.target, ofh.shift, ofh.bits, ofh.prereq, ofh.maskable),
+            "{name}"
+        );
+        // A match: the prerequisites, then the NXM TLV.
+        let value = 3;
+        let want = with(fh, value, ones(fh.bits));
+        let mut body = Vec::new();
+        emit_oxms(&base(fh), &mut body);
+        let tlv_at = body.len();
+        emit_tlv(&mut body, fh, value, ones(fh.bits));
+        assert_eq!(&body[tlv_at..tlv_at + 4], nxm.to_be_bytes(), "{name}");
+        let got = parse_oxms(&body).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(got, want, "{name}");
+        let mut out = Vec::new();
+        emit_oxms(&got, &mut out);
+        assert!(
+            out.windows(4).any(|w| w == oxm.to_be_bytes()),
+            "{name} re-encodes as {out:02x?}"
+        );
+        // An action operand, whole and one bit.
+        for (ofs, nbits) in [(0, fh.bits), (fh.bits - 1, 1)] {
+            let sf = parse_operand(nxm, ofs, nbits).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(sf, parse_operand(oxm, ofs, nbits).unwrap(), "{name}");
+            let (header, back) = emit_operand(&sf);
+            assert_eq!(back, ofs, "{name}");
+            if !name.starts_with("NXM_OF_UDP_") {
+                assert_eq!(header, nxm, "{name}");
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! `Controller.inactivity_probe` from the database, per controller, as
+//! ovs-vswitchd 3.1 carries it out: a controller that answers HELLO but
+//! never an ECHO_REQUEST is sent one after a probe interval of silence
+//! and dropped after another (OVS's rconn). The same `ovs-vsctl`
+//! commands run against xbr (started with a 30 s `--inactivity-probe`,
+//! which the row must override) and against ovs-vswitchd; the row asks
+//! for 1000 ms, which OVS reads as 1 s and raises to its 5 s floor, so
+//! both drop the controller about 10 s after its HELLO. Fail open
+//! (standalone) waits three of the row's intervals.
+//!
+//! Needs root, a built `xbr`, ovsdb-server and ovs-vswitchd (OVS 3.1),
+//! like tests/ovsdb.rs.
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+use xbr_tests::openflow::OFPT_ECHO_REQUEST;
+use xbr_tests::ovsdb::OvsDb;
+use xbr_tests::played_controller::{Heard, PlayedController};
+use xbr_tests::{unique_tag, HarnessError, Result};
+
+/// What the silent controller saw: when the switch's first ECHO_REQUEST
+/// came and when the switch hung up, both from the controller's HELLO.
+#[derive(Debug)]
+struct Seen {
+    echo: Option<Duration>,
+    closed: Duration,
+}
+
+/// Plays a controller on `listener` that says HELLO, then only reads,
+/// until the switch closes (at most `limit`).
+fn silent_controller(listener: &TcpListener, limit: Duration) -> Result<Seen> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut c = PlayedController::accept(listener, deadline, || false)?;
+    let hello = Instant::now();
+    let mut echo = None;
+    while hello.elapsed() < limit {
+        match c.hear()? {
+            Heard::Closed => {
+                return Ok(Seen {
+                    echo,
+                    closed: hello.elapsed(),
+                })
+            }
+            Heard::Message(m) if m[1] == OFPT_ECHO_REQUEST && echo.is_none() => {
+                echo = Some(hello.elapsed());
+            }
+            Heard::Message(_) | Heard::Quiet => {}
+        }
+    }
+    Err(HarnessError::Unexpected(format!(
+        "the switch kept a controller that answers no echo request for {limit:?}"
+    )))
+}
+
+/// Runs the sequence against one switch; returns what the controller saw.
+fn run(ovs: bool) -> Result<Seen> {
+    let bridge = format!("xbrt{}", unique_tag());
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = listener.local_addr().expect("address").port();
+    let mut db = OvsDb::start(None)?;
+    if ovs {
+        db.start_vswitchd()?;
+    } else {
+        let target = format!("unix:{}", db.db_sock().display());
+        db.start_xbr_with(&target, &["--inactivity-probe", "30"])?;
+    }
+    let mut add = vec!["add-br", &bridge];
+    if ovs {
+        add.extend(["--", "set", "Bridge", &bridge, "datapath_type=netdev"]);
+    }
+    db.vsctl(&add)?.ok()?;
+    let target = format!("tcp:127.0.0.1:{port}");
+    db.vsctl(&[
+        "set-controller",
+        &bridge,
+        &target,
+        "--",
+        "set",
+        "controller",
+        &bridge,
+        "inactivity_probe=1000",
+    ])?
+    .ok()?;
+    let seen = silent_controller(&listener, Duration::from_secs(25));
+    let _ = db.vsctl(&["del-br", &bridge]);
+    seen.map_err(|e| {
+        HarnessError::Unexpected(format!(
+            "{e}\n{}",
+            if ovs { String::new() } else { db.xbr_log() }
+        ))
+    })
+}
+
+#[test]
+fn a_silent_controller_is_dropped_after_two_of_its_probe_intervals_like_ovs() -> Result<()> {
+    let ovs = run(true)?;
+    let xbr = run(false)?;
+    // OVS keeps time in whole seconds: the probe goes at 5-6 s, the
+    // connection ends at 10-12 s.
+    for (who, seen) in [("ovs-vswitchd", &ovs), ("xbr", &xbr)] {
+        let echo = seen
+            .echo
+            .unwrap_or_else(|| panic!("{who} sent no echo request: {seen:?}"));
+        assert!(
+            (Duration::from_millis(4500)..Duration::from_secs(8)).contains(&echo),
+            "{who}: echo request at {echo:?} ({seen:?}; ovs-vswitchd {ovs:?})"
+        );
+        assert!(
+            (Duration::from_millis(9500)..Duration::from_secs(15)).contains(&seen.closed),
+            "{who}: dropped at {:?} ({seen:?}; ovs-vswitchd {ovs:?})",
+            seen.closed
+        );
+    }
+    Ok(())
+}
+
+/// Fail open waits three of the controller's own probe intervals: a
+/// standalone bridge whose one controller (probe 7 s from its row, 30 s
+/// by `--inactivity-probe`) never answers opens at 21 s, not 90 s.
+#[test]
+fn fail_open_waits_three_of_the_rows_probe_intervals() -> Result<()> {
+    let bridge = format!("xbrt{}", unique_tag());
+    // A port nobody listens on: the controller never connects.
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut db = OvsDb::start(None)?;
+    let target = format!("unix:{}", db.db_sock().display());
+    db.start_xbr_with(&target, &["--inactivity-probe", "30"])?;
+    db.vsctl(&[
+        "add-br",
+        &bridge,
+        "--",
+        "set",
+        "Bridge",
+        &bridge,
+        "fail_mode=standalone",
+    ])?
+    .ok()?;
+    let controller = format!("tcp:127.0.0.1:{dead}");
+    let configured = Instant::now();
+    db.vsctl(&[
+        "set-controller",
+        &bridge,
+        &controller,
+        "--",
+        "set",
+        "controller",
+        &bridge,
+        "inactivity_probe=7000",
+    ])?
+    .ok()?;
+    let opened = loop {
+        if db.xbr_log().contains("entering fail-open mode") {
+            break configured.elapsed();
+        }
+        assert!(
+            configured.elapsed() < Duration::from_secs(40),
+            "no fail-open within 40 s\n{}",
+            db.xbr_log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let _ = db.vsctl(&["del-br", &bridge]);
+    assert!(
+        (Duration::from_secs(20)..Duration::from_secs(26)).contains(&opened),
+        "fail-open after {opened:?}, want 21 s\n{}",
+        db.xbr_log()
+    );
+    let log = db.xbr_log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("entering fail-open mode"))
+        .unwrap_or_default();
+    assert!(line.trim_end().ends_with("21s"), "{line}");
+    Ok(())
+}
