@@ -4,10 +4,16 @@
 //! state (`CONNECTING`, `ACTIVE`, `BACKOFF`), when it last connected and
 //! disconnected, the last connection error, and the connection's role.
 //!
+//! For a controller with a `controller_rate_limit`, also its packet-in
+//! queues' counters, by kind (OVS's `packet-in-miss-*` and
+//! `packet-in-action-*` keys).
+//!
 //! One small map per bridge behind a mutex, written by the controller
 //! threads on connect and disconnect and read by whoever reports it;
-//! never touched per message.
+//! never touched per message (the packet-in counters are atomics the
+//! queues update and the report reads).
 
+use crate::packet_in_queue::PacketInStats;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,6 +33,22 @@ pub struct ControllerStatus {
     pub since_disconnect: Option<Duration>,
     /// The last failed attempt's error, as `strerror` says it.
     pub last_error: Option<String>,
+    /// While connected with a packet-in rate limit: its queues' counters,
+    /// `[0]` table misses, `[1]` other reasons.
+    pub packet_ins: Option<[PacketInCounts; 2]>,
+}
+
+/// One packet-in queue's counters as reported (OVS's `pinsched_stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketInCounts {
+    /// Waiting now.
+    pub backlog: u64,
+    /// Sent at once, within the rate.
+    pub bypassed: u64,
+    /// Sent through the queue, over the rate.
+    pub queued: u64,
+    /// Dropped from a full queue.
+    pub dropped: u64,
 }
 
 #[derive(Default)]
@@ -37,6 +59,7 @@ struct Track {
     last_connect: Option<Instant>,
     last_disconnect: Option<Instant>,
     last_error: Option<String>,
+    packet_ins: Option<PacketInStats>,
 }
 
 #[derive(Default)]
@@ -49,13 +72,21 @@ impl ControllerTable {
         self.by_target.lock().entry(target).or_default().state = "CONNECTING";
     }
 
-    pub(crate) fn connected(&self, target: SocketAddr, role: Arc<AtomicU32>) {
+    /// Connected, with its role cell and, with a packet-in rate limit,
+    /// its queues' counters.
+    pub(crate) fn connected(
+        &self,
+        target: SocketAddr,
+        role: Arc<AtomicU32>,
+        packet_ins: Option<PacketInStats>,
+    ) {
         let mut map = self.by_target.lock();
         let t = map.entry(target).or_default();
         t.connected = true;
         t.state = "ACTIVE";
         t.role = Some(role);
         t.last_connect = Some(Instant::now());
+        t.packet_ins = packet_ins;
     }
 
     pub(crate) fn disconnected(&self, target: SocketAddr) {
@@ -64,6 +95,7 @@ impl ControllerTable {
         t.connected = false;
         t.state = "BACKOFF";
         t.role = None;
+        t.packet_ins = None;
         t.last_disconnect = Some(Instant::now());
     }
 
@@ -96,6 +128,48 @@ impl ControllerTable {
             since_connect: ago(t.last_connect),
             since_disconnect: ago(t.last_disconnect),
             last_error: t.last_error.clone(),
+            packet_ins: t.packet_ins.as_ref().map(|kinds| {
+                kinds.each_ref().map(|q| PacketInCounts {
+                    backlog: q.backlog.load(Ordering::Relaxed),
+                    bypassed: q.bypassed.load(Ordering::Relaxed),
+                    queued: q.queued.load(Ordering::Relaxed),
+                    dropped: q.dropped.load(Ordering::Relaxed),
+                })
+            }),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_limited_controller_reports_its_queues_while_connected() {
+        let table = ControllerTable::default();
+        let target: SocketAddr = "127.0.0.1:6653".parse().unwrap();
+        let stats: PacketInStats = Default::default();
+        table.connected(target, Arc::default(), Some(stats.clone()));
+        stats[0].queued.fetch_add(3, Ordering::Relaxed);
+        stats[0].dropped.fetch_add(1, Ordering::Relaxed);
+        stats[1].bypassed.fetch_add(7, Ordering::Relaxed);
+        stats[1].backlog.store(2, Ordering::Relaxed);
+        let s = table.status(target).unwrap();
+        let miss = PacketInCounts {
+            queued: 3,
+            dropped: 1,
+            ..Default::default()
+        };
+        let other = PacketInCounts {
+            bypassed: 7,
+            backlog: 2,
+            ..Default::default()
+        };
+        assert_eq!(s.packet_ins, Some([miss, other]));
+        table.disconnected(target);
+        assert_eq!(table.status(target).unwrap().packet_ins, None);
+        // Without a rate limit there are no queues to report.
+        table.connected(target, Arc::default(), None);
+        assert_eq!(table.status(target).unwrap().packet_ins, None);
     }
 }

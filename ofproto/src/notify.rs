@@ -35,7 +35,7 @@ use crate::datapath::PortInfo;
 use crate::limits::{LimitStats, PacketInLimit};
 use crate::monitor::FlowMonitors;
 use crate::outbox::Outbox;
-use crate::packet_in_queue::{Offered, PacketInQueue, PacketInQueueStats};
+use crate::packet_in_queue::{Offered, PacketInQueue, PacketInQueueStats, PacketInStats};
 use crate::roles::ConnRole;
 use crate::versions::{self, OFP14_VERSION, OFP15_VERSION};
 use crate::wire::flow_removed::FlowRemoved;
@@ -140,7 +140,7 @@ impl Notifier {
         config: Arc<Mutex<AsyncConfig>>,
         gate: Option<Arc<AtomicU16>>,
         version: u8,
-        packet_in_limit: Option<PacketInLimit>,
+        packet_in_limit: Option<(PacketInLimit, &PacketInStats)>,
     ) -> Subscription {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.subs.lock().insert(
@@ -151,8 +151,12 @@ impl Notifier {
                 config,
                 gate,
                 version,
-                packet_in_queues: packet_in_limit
-                    .map(|l| Mutex::new([PacketInQueue::new(l), PacketInQueue::new(l)])),
+                packet_in_queues: packet_in_limit.map(|(l, stats)| {
+                    Mutex::new([
+                        PacketInQueue::new(l, stats[0].clone()),
+                        PacketInQueue::new(l, stats[1].clone()),
+                    ])
+                }),
             },
         );
         Subscription {

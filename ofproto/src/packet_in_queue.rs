@@ -69,15 +69,21 @@ pub(crate) struct PacketInQueue {
     rate: u32,
 }
 
+/// A controller connection's counters, by kind: `[0]` table misses
+/// (OVS's "miss" scheduler), `[1]` every other reason (its "action").
+/// Made with the connection, before it subscribes, so that its
+/// Controller row can report them for as long as it is connected.
+pub type PacketInStats = [std::sync::Arc<PacketInQueueStats>; 2];
+
 impl PacketInQueue {
-    pub(crate) fn new(limit: PacketInLimit) -> Self {
+    pub(crate) fn new(limit: PacketInLimit, stats: std::sync::Arc<PacketInQueueStats>) -> Self {
         PacketInQueue {
             bucket: TokenBucket::new(limit),
             burst: limit.burst.max(1) as usize,
             ports: HashMap::new(),
             order: VecDeque::new(),
             queued: 0,
-            stats: Default::default(),
+            stats,
             rate: limit.rate.max(1),
         }
     }
@@ -167,7 +173,7 @@ mod tests {
     use super::*;
 
     fn q(rate: u32, burst: u32) -> PacketInQueue {
-        PacketInQueue::new(PacketInLimit { rate, burst })
+        PacketInQueue::new(PacketInLimit { rate, burst }, Default::default())
     }
 
     #[test]

@@ -382,7 +382,9 @@ impl Shared {
             None => {
                 let conn = Connection::new(reader, writer, self.bridge.clone(), target.to_string())
                     .bounded(probe, kill);
-                self.controller_table.connected(target, conn.role_cell());
+                let pin_stats = pin.map(|_| conn.packet_in_stats());
+                self.controller_table
+                    .connected(target, conn.role_cell(), pin_stats);
                 conn.for_controller(pin).run();
             }
             Some((r, w)) => {
@@ -390,7 +392,9 @@ impl Shared {
                 tls_error = Some(r.error_cell());
                 let conn = Connection::new(r, w, self.bridge.clone(), target.to_string())
                     .bounded(probe, kill);
-                self.controller_table.connected(target, conn.role_cell());
+                let pin_stats = pin.map(|_| conn.packet_in_stats());
+                self.controller_table
+                    .connected(target, conn.role_cell(), pin_stats);
                 conn.for_controller(pin).run();
             }
         }

@@ -1,9 +1,11 @@
 //! The database's `Controller` status columns (`is_connected`, `role`,
 //! `status`) as ovs-vswitchd 3.1 writes them, for the same sequence of
 //! `ovs-vsctl` commands run against xbr and against ovs-vswitchd: an
-//! active controller that answers HELLO and echo requests (connected, role `other`, state
-//! ACTIVE), an active target nobody listens on (not connected, BACKOFF,
-//! `last_error` "Connection refused"), and a passive target (nothing).
+//! active controller that answers HELLO and echo requests, with a
+//! packet-in rate limit (connected, role `other`, state ACTIVE, its
+//! packet-in queues' `packet-in-{miss,action}-*` counters), an active
+//! target nobody listens on (not connected, BACKOFF, `last_error`
+//! "Connection refused"), and a passive target (nothing).
 //!
 //! Bridge rows naming what xbr does not carry out (sFlow, NetFlow,
 //! IPFIX) are logged and shown in the Bridge's `status`.
@@ -120,9 +122,40 @@ fn run(ovs: bool) -> Result<String> {
         format!("tcp:127.0.0.1:{dead_port}"),
         format!("ptcp:{passive_port}:127.0.0.1"),
     ];
-    let mut set = vec!["set-controller", bridge.as_str()];
-    set.extend(targets.iter().map(String::as_str));
-    db.vsctl(&set)?.ok()?;
+    // The three Controller rows as `set-controller` makes them, the
+    // active one with a packet-in rate limit (both switches then report
+    // its packet-in queues' counters), in one transaction: a later change
+    // of the row would make the switch reconnect, and the played
+    // controller accepts one connection.
+    let quoted: Vec<String> = targets.iter().map(|t| format!("target=\"{t}\"")).collect();
+    db.vsctl(&[
+        "--",
+        "--id=@a",
+        "create",
+        "Controller",
+        &quoted[0],
+        "controller_rate_limit=100",
+        "controller_burst_limit=25",
+        "--",
+        "--id=@d",
+        "create",
+        "Controller",
+        &quoted[1],
+        "--",
+        "--id=@p",
+        "create",
+        "Controller",
+        &quoted[2],
+        "--",
+        "add",
+        "Bridge",
+        &bridge,
+        "controller",
+        "@a",
+        "@d",
+        "@p",
+    ])?
+    .ok()?;
     let stop = Arc::new(AtomicBool::new(false));
     let controller = play_controller(active, stop.clone());
     let names = [
@@ -163,6 +196,7 @@ fn controller_status_columns_are_written_as_ovs_vswitchd_writes_them() -> Result
         "xbr:\n{xbr}\novs-vswitchd:\n{ovs}"
     );
     assert!(xbr.contains("ACTIVE_PORT\"\"\",true,other,"), "{xbr}");
+    assert!(xbr.contains("packet-in-miss-queued"), "{xbr}");
     Ok(())
 }
 

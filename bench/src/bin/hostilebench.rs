@@ -40,8 +40,9 @@
 //! steal shares; for xbr, the `xbr stats` counters that grew most),
 //! attack frames captured in B's pods (must be 0) and frames with a
 //! spoofed source captured on the node's tun0 (must be 0); the switch's VmRSS before, after and after
-//! a second identical unpaced attack, and whether it still runs (for xbr:
-//! without a panic in its log). Exit status 1 if one of xbr's checks
+//! a second identical unpaced attack (which may add at most a quarter of
+//! what the first ones took: the caches are full by then), and whether it
+//! still runs (for xbr: without a panic in its log). Exit status 1 if one of xbr's checks
 //! fails (the rate check on the paced attack, or on the unpaced one if
 //! `--rate 0`); OVS's figures are reported, not checked.
 //!
@@ -165,7 +166,7 @@ const FIXED_UDP_PPS: u64 = 50_000;
 /// One iperf3 run from pod `a` to pod `b`: TCP Gbit/s, or with `udp`
 /// thousands of 64-byte datagrams a second received; as fast as the
 /// sender goes (`bps` 0) or offered at `bps` bits a second.
-fn iperf3(a: &Value, b: &Value, udp: bool, bps: u64, seconds: u32) -> Result<f64, BenchError> {
+fn iperf3(a: &Value, b: &Value, udp: bool, bps: u64, seconds: u32) -> Result<Flow, BenchError> {
     let port = if udp { "5202" } else { "5201" };
     run(
         &mut in_ns(
@@ -190,14 +191,19 @@ fn iperf3(a: &Value, b: &Value, udp: bool, bps: u64, seconds: u32) -> Result<f64
         serde_json::from_str(&out).map_err(|e| BenchError::Failed(format!("iperf3: {e}")))?;
     Ok(if udp {
         let sum = &v["end"]["sum"];
-        let got =
-            sum["packets"].as_f64().unwrap_or(0.0) - sum["lost_packets"].as_f64().unwrap_or(0.0);
-        got.max(0.0) / sum["seconds"].as_f64().filter(|s| *s > 0.0).unwrap_or(1.0) / 1e3
+        let secs = sum["seconds"].as_f64().filter(|s| *s > 0.0).unwrap_or(1.0);
+        let sent = sum["packets"].as_f64().unwrap_or(0.0);
+        let got = sent - sum["lost_packets"].as_f64().unwrap_or(0.0);
+        Flow {
+            got: got.max(0.0) / secs / 1e3,
+            sent: sent / secs / 1e3,
+        }
     } else {
-        v["end"]["sum_received"]["bits_per_second"]
-            .as_f64()
-            .unwrap_or(0.0)
-            / 1e9
+        let bps = |k: &str| v["end"][k]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9;
+        Flow {
+            got: bps("sum_received"),
+            sent: bps("sum_sent"),
+        }
     })
 }
 
@@ -495,14 +501,29 @@ struct Attack {
     in_node: Vec<usize>,
 }
 
-/// Tenant B's four figures: TCP Gbit/s and UDP kpps, each as fast as
-/// the sender goes and at the fixed offered load.
+/// One iperf3 measurement: what arrived and what the sender managed to
+/// send (Gbit/s for TCP, thousands of datagrams a second for UDP); their
+/// ratio is what the path lost, whatever the sender's CPU allowed.
+#[derive(Clone, Copy, Debug)]
+struct Flow {
+    got: f64,
+    sent: f64,
+}
+
+impl Flow {
+    fn delivered(self) -> f64 {
+        ratio(self.got, self.sent)
+    }
+}
+
+/// Tenant B's four figures: TCP and UDP, each as fast as the sender goes
+/// and at the fixed offered load.
 #[derive(Clone, Copy, Debug)]
 struct Rates {
-    tcp: f64,
-    udp: f64,
-    tcp_fixed: f64,
-    udp_fixed: f64,
+    tcp: Flow,
+    udp: Flow,
+    tcp_fixed: Flow,
+    udp_fixed: Flow,
 }
 
 impl Rates {
@@ -632,10 +653,10 @@ fn bench_switch(sw: Switch, args: &Args) -> Result<bool, BenchError> {
     println!(
         "tenant B without attack: TCP {:.2} Gbit/s, UDP 64 B {:.1} kpps as fast as the senders go; \
          TCP {:.2} Gbit/s, UDP {:.1} kpps at the fixed load ({:.1} Gbit/s, {:.0} kpps offered)",
-        b0.tcp,
-        b0.udp,
-        b0.tcp_fixed,
-        b0.udp_fixed,
+        b0.tcp.got,
+        b0.udp.got,
+        b0.tcp_fixed.got,
+        b0.udp_fixed.got,
         FIXED_TCP_BPS as f64 / 1e9,
         FIXED_UDP_PPS as f64 / 1e3
     );
@@ -651,19 +672,25 @@ fn bench_switch(sw: Switch, args: &Args) -> Result<bool, BenchError> {
             at.sent, at.sent_per_sec
         );
         println!(
-            "  tenant B at the fixed load: TCP {:.2} Gbit/s ({:.0}%), UDP 64 B {:.1} kpps ({:.0}%)",
-            at.b.tcp_fixed,
-            100.0 * ratio(at.b.tcp_fixed, b0.tcp_fixed),
-            at.b.udp_fixed,
-            100.0 * ratio(at.b.udp_fixed, b0.udp_fixed)
+            "  tenant B at the fixed load: TCP {:.2} Gbit/s ({:.0}%), UDP 64 B {:.1} kpps ({:.0}%; \
+             its sender sent {:.1}, {:.0}% of them delivered)",
+            at.b.tcp_fixed.got,
+            100.0 * ratio(at.b.tcp_fixed.got, b0.tcp_fixed.got),
+            at.b.udp_fixed.got,
+            100.0 * ratio(at.b.udp_fixed.got, b0.udp_fixed.got),
+            at.b.udp_fixed.sent,
+            100.0 * at.b.udp_fixed.delivered()
         );
         println!(
             "  tenant B as fast as its senders go (sender-bound: they share the cores with the \
-             attacker): TCP {:.2} Gbit/s ({:.0}%), UDP 64 B {:.1} kpps ({:.0}%)",
-            at.b.tcp,
-            100.0 * ratio(at.b.tcp, b0.tcp),
-            at.b.udp,
-            100.0 * ratio(at.b.udp, b0.udp)
+             attacker): TCP {:.2} Gbit/s ({:.0}%), UDP 64 B {:.1} kpps ({:.0}%; sent {:.1}, \
+             {:.0}% delivered)",
+            at.b.tcp.got,
+            100.0 * ratio(at.b.tcp.got, b0.tcp.got),
+            at.b.udp.got,
+            100.0 * ratio(at.b.udp.got, b0.udp.got),
+            at.b.udp.sent,
+            100.0 * at.b.udp.delivered()
         );
         let busiest: Vec<String> = at.cpu.iter().map(|(n, p)| format!("{n} {p:.0}%")).collect();
         let m = at.machine;
@@ -685,8 +712,8 @@ fn bench_switch(sw: Switch, args: &Args) -> Result<bool, BenchError> {
             at.in_b[0], at.in_b[1], at.in_node
         );
         let ok = at.sent >= args.frames
-            && ratio(at.b.tcp_fixed, b0.tcp_fixed) >= 0.9
-            && ratio(at.b.udp_fixed, b0.udp_fixed) >= 0.9
+            && ratio(at.b.tcp_fixed.got, b0.tcp_fixed.got) >= 0.9
+            && ratio(at.b.udp_fixed.got, b0.udp_fixed.got) >= 0.9
             && at.in_b.iter().all(|c| c.iter().all(|n| *n == 0))
             && at.in_node.first() == Some(&0);
         println!(
@@ -700,7 +727,14 @@ fn bench_switch(sw: Switch, args: &Args) -> Result<bool, BenchError> {
     }
     println!("{name} VmRSS: {rss0} KiB before, {rss1} after, {rss2} after a second attack ({sent2} frames)");
     println!("{name} running: {alive}, panic in its log: {panicked}");
-    let ok = checked.unwrap_or(false) && rss2 < rss1 + 32 * 1024 && alive && !panicked;
+    // Bounded, not leaking: the first attacks fill the caches to their
+    // configured sizes (the XDP cache's records above all, one per
+    // installed entry); the same attack again may add allocator slack,
+    // at most a quarter of what they took.
+    let ok = checked.unwrap_or(false)
+        && rss2 <= rss1 + rss1.saturating_sub(rss0) / 4
+        && alive
+        && !panicked;
     Ok(ok)
 }
 

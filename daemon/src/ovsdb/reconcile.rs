@@ -838,6 +838,17 @@ impl Reconciler {
                 if let Some(t) = s.since_disconnect {
                     pairs.push(("sec_since_disconnect".into(), t.as_secs().to_string()));
                 }
+                // OVS's keys for a controller with a packet-in rate limit.
+                for (kind, c) in ["miss", "action"].iter().zip(s.packet_ins.iter().flatten()) {
+                    for (what, n) in [
+                        ("backlog", c.backlog),
+                        ("bypassed", c.bypassed),
+                        ("queued", c.queued),
+                        ("dropped", c.dropped),
+                    ] {
+                        pairs.push((format!("packet-in-{kind}-{what}"), n.to_string()));
+                    }
+                }
                 pairs.sort();
                 r.insert("status".into(), json!(["map", pairs]));
                 rows.push(("Controller", uuid.clone(), r));

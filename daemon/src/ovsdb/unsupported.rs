@@ -46,8 +46,6 @@ const PORT: &[(&str, &str)] = &[
 /// Controller columns xbr does not implement.
 const CONTROLLER: &[(&str, &str)] = &[
     ("max_backoff", "max_backoff"),
-    ("controller_rate_limit", "packet-in rate limiting"),
-    ("controller_burst_limit", "packet-in rate limiting"),
     ("local_ip", "in-band control"),
 ];
 

@@ -37,6 +37,7 @@ use crate::counters::ControlCounters;
 use crate::limits::{LimitStats, PacketInLimit};
 use crate::notify::Subscription;
 use crate::outbox::Outbox;
+use crate::packet_in_queue::PacketInStats;
 use crate::roles::ConnRole;
 use crate::versions;
 use crate::wire::header::msg_type;
@@ -123,6 +124,8 @@ pub(crate) struct Connection<R: Read> {
     hello_timeout: Duration,
     /// A controller's packet-in rate limit.
     packet_in_limit: Option<PacketInLimit>,
+    /// Its packet-in queues' counters (used with a `packet_in_limit`).
+    packet_in_stats: PacketInStats,
     stats: Arc<LimitStats>,
     /// The negotiated OpenFlow version (1.3 until a peer that offers only
     /// later versions says HELLO).
@@ -168,6 +171,7 @@ impl<R: Read> Connection<R> {
             probe: None,
             hello_timeout: limits.hello_timeout,
             packet_in_limit: None,
+            packet_in_stats: Default::default(),
             stats: bridge.limit_stats().clone(),
             version: OFP_VERSION,
             hello_sent: false,
@@ -178,6 +182,12 @@ impl<R: Read> Connection<R> {
     }
 
     /// The connection's role, as other parties read it.
+    /// The counters its packet-in queues will keep (a controller with a
+    /// rate limit), for its Controller row.
+    pub(crate) fn packet_in_stats(&self) -> PacketInStats {
+        self.packet_in_stats.clone()
+    }
+
     pub(crate) fn role_cell(&self) -> Arc<std::sync::atomic::AtomicU32> {
         self.role.shared()
     }
@@ -445,7 +455,7 @@ impl<R: Read> Connection<R> {
                             self.async_config.clone(),
                             self.service.then(|| self.miss_send_len.clone()),
                             self.version,
-                            self.packet_in_limit,
+                            self.packet_in_limit.map(|l| (l, &self.packet_in_stats)),
                         ));
                     }
                     Ok(Next::Continue)
