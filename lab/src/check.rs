@@ -458,21 +458,11 @@ mod tests {
     #[test]
     fn networkpolicy_expectations() {
         let o = Options {
-            mode: Mode::NetworkPolicy,
-            nodes: 2,
-            pods_per_node: 3,
-            namespaces: 3,
             prefix: "t".into(),
             dir: "/tmp/t".into(),
             vxlan: true,
             variant: crate::flows::Variant::Conntrack,
-            ovsdb: false,
-            xdp_redirect: false,
-            xdp_peer_gro: true,
-            least_privilege: false,
-            pmd_threads: 1,
-            tun0_backend: String::new(),
-            underlay_mtu: crate::plan::UNDERLAY_MTU,
+            ..crate::plan::test_options(Mode::NetworkPolicy, 2, 3, 3)
         };
         let s = plan(&o, 5).unwrap();
         // Only the last namespace has policies.
