@@ -24,7 +24,10 @@
 //!   both rounds (about 130 MiB measured after the first: caches and
 //!   tables filling), and the second identical round adds no
 //!   connections beyond what the first left, so it is bounded, not
-//!   leaking; xbr still runs with no panic in its log.
+//!   leaking; xbr still runs with no panic in its log;
+//! - the attack's distinct flows are mostly not installed in the XDP
+//!   cache (its port went past its budget of first-frame installs; they
+//!   are `deferred` in `xbr stats`): more deferred than installed.
 //!
 //! Needs root, tcpdump and a built `xbr`. About 25 s.
 
@@ -311,4 +314,14 @@ fn a_hostile_pod_reaches_no_other_tenant_and_does_not_starve_it() {
         "xbr died\n{log}"
     );
     assert!(!log.contains("panicked"), "{log}");
+    // The flood of distinct flows went past its port's budget of XDP
+    // cache installs: most of its frames installed nothing
+    // (docs/xdp-cache.md, `engine/xdp/install_gate.rs`).
+    let xdp = |name: &str| xbr_tests::xbr_stats::xdp_stat(&stats, name);
+    assert!(
+        xdp("deferred") > xdp("installs"),
+        "installs {}, deferred {}\n{stats}",
+        xdp("installs"),
+        xdp("deferred")
+    );
 }
