@@ -21,8 +21,8 @@ const EXIT_USAGE: u8 = 2;
 const TICK: Duration = Duration::from_millis(200);
 /// The largest frame a copy can be (jumbo frames fit).
 const MAX_FRAME: usize = 65_536;
-/// Receive buffer asked for, so bursts wait here instead of being dropped
-/// by the bridge.
+/// Receive buffer asked for (the bridge's sink's send buffer is what
+/// bounds the copies waiting, `dataplane::mirror::CAPTURE_SNDBUF`).
 const RCVBUF: usize = 8 << 20;
 
 #[derive(clap::Args)]
@@ -93,6 +93,17 @@ pub fn run(args: CaptureArgs) -> ExitCode {
         Ok(r) => return refused(r.text.trim().to_string()),
         Err(e) => return refused(e.to_string()),
     };
+    // Connected back to the bridge's sink, the socket's queue is bounded
+    // by the sink's send buffer, not by net.unix.max_dgram_qlen (see
+    // `dataplane::mirror`), and takes the bridge's copies alone.
+    let sender = dataplane::mirror::capture_sender_name(&name);
+    if let Err(e) = SocketAddr::from_abstract_name(&sender).and_then(|a| sock.connect_addr(&a)) {
+        let _ = request(&ctl, &format!("capture stop {mirror}"));
+        if let Some(path) = &args.write {
+            let _ = std::fs::remove_file(path);
+        }
+        return fail(format!("connecting to the bridge's @{sender}: {e}"), 1);
+    }
     eprintln!(
         "xbr capture: capturing {} on {} (both directions)",
         args.port, args.bridge

@@ -6,11 +6,23 @@
 //! A [`Mirror`] selects frames by port name (`select_all`, frames
 //! received on `src` ports, frames output to `dst` ports) and sends a copy
 //! of each to its [`Sink`]: a bridge port's device (`output_port`), or an
-//! `xbr capture` process's datagram socket. A sink is one file descriptor
+//! `xbr capture` process's socket. A sink is one file descriptor
 //! written with `send(2)` (`MSG_DONTWAIT`) straight from the frame in the
 //! packet memory: no frame is taken from the forwarding budget, nothing is
 //! allocated, and a full sink drops the copy and counts it
 //! (`dropped`) instead of stalling the packet thread.
+//!
+//! A capture's sink is a unix datagram socket (one frame per datagram)
+//! bound to `@NAME.tx` ([`capture_sender_name`]) and connected to the
+//! capture's `@NAME`, which connects back to it. Two datagram sockets
+//! connected to each other are not held to the kernel's
+//! `net.unix.max_dgram_qlen` (10 datagrams by default, whatever the
+//! buffers: a capture socket connected to nobody dropped copies of any
+//! burst); what bounds the copies waiting for the reader is then the
+//! sink's send buffer ([`CAPTURE_SNDBUF`], some thousands of frames), so
+//! a reader that keeps up loses none to a burst, and a full buffer still
+//! drops copies and counts them. Connected back, the capture's socket
+//! also takes datagrams from the bridge's sink alone.
 //!
 //! A port sink is an `AF_PACKET` socket bound to the port's device, so the
 //! copy crosses the kernel's transmit path and the device's packet taps
@@ -31,7 +43,6 @@ use nix::errno::Errno;
 use nix::sys::socket::{self, AddressFamily, MsgFlags, SockFlag, SockType};
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
@@ -39,6 +50,13 @@ use thiserror::Error;
 /// Mirrors per bridge (OVS's `MAX_MIRRORS`): a port's selection is a
 /// 32-bit mask.
 pub const MAX_MIRRORS: usize = 32;
+
+/// The send buffer asked for a capture's sink: the bound on the copies
+/// waiting for the `xbr capture` process (the kernel doubles it for its
+/// bookkeeping and charges each copy its buffer's true size, about 1 KiB
+/// for a small frame: some thousands of frames). Above `wmem_max` it is
+/// forced where xbr may (`CAP_NET_ADMIN`), else capped there.
+pub const CAPTURE_SNDBUF: usize = 8 << 20;
 
 #[derive(Debug, Error)]
 pub enum MirrorError {
@@ -65,6 +83,12 @@ pub struct Selection {
     pub src: BTreeSet<String>,
     /// Frames output to these ports.
     pub dst: BTreeSet<String>,
+}
+
+/// The abstract name a capture's sink for the capture bound to `name`
+/// is bound to, for the capture to connect back to.
+pub fn capture_sender_name(name: &str) -> String {
+    format!("{name}.tx")
 }
 
 /// Where a mirror's copies go: a file descriptor `send(2)` writes whole
@@ -104,17 +128,25 @@ impl Sink {
         })
     }
 
-    /// A datagram socket connected to `name` in the abstract namespace,
-    /// where an `xbr capture` process reads one frame per datagram.
+    /// A datagram socket bound to [`capture_sender_name`]`(name)` and
+    /// connected to `name` in the abstract namespace, where an `xbr
+    /// capture` process reads one frame per datagram once it connected
+    /// back (see the module documentation).
     pub fn capture_abstract(name: &str) -> Result<Sink, MirrorError> {
         use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::net::{SocketAddr, UnixDatagram};
         let err = |source| MirrorError::Capture {
             path: format!("@{name}"),
             source,
         };
-        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).map_err(err)?;
-        let s = UnixDatagram::unbound().map_err(err)?;
-        s.connect_addr(&addr).map_err(err)?;
+        let own = SocketAddr::from_abstract_name(capture_sender_name(name)).map_err(err)?;
+        let peer = SocketAddr::from_abstract_name(name).map_err(err)?;
+        let s = UnixDatagram::bind_addr(&own).map_err(err)?;
+        if socket::setsockopt(&s, socket::sockopt::SndBufForce, &CAPTURE_SNDBUF).is_err() {
+            socket::setsockopt(&s, socket::sockopt::SndBuf, &CAPTURE_SNDBUF)
+                .map_err(|e| err(e.into()))?;
+        }
+        s.connect_addr(&peer).map_err(err)?;
         s.set_nonblocking(true).map_err(err)?;
         Ok(Sink {
             fd: s.into(),
@@ -377,6 +409,7 @@ impl PortMirrors {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::net::UnixDatagram;
 
     fn sink() -> (Sink, UnixDatagram) {
         let (a, b) = UnixDatagram::pair().unwrap();
@@ -413,6 +446,56 @@ mod tests {
         drop(rx);
         assert!(!m.copy(&[1]));
         assert_eq!(m.counters.dropped.load(Relaxed), 1);
+    }
+
+    /// A capture's sink, once the capture connected back, holds a burst
+    /// far past `net.unix.max_dgram_qlen` (10) for a reader that has not
+    /// read yet, frame by frame; before, the queue stops at that length.
+    #[test]
+    fn a_capture_sink_holds_a_burst_for_its_reader() {
+        use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::net::SocketAddr;
+        let name = format!("xbr-mirror-test-{}", std::process::id());
+        let reader =
+            UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(&name).unwrap()).unwrap();
+        let m = Mirror::new(
+            "c".into(),
+            Selection::default(),
+            None,
+            Sink::capture_abstract(&name).unwrap(),
+        );
+        let qlen: u64 = std::fs::read_to_string("/proc/sys/net/unix/max_dgram_qlen")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(10);
+        // Not connected back: held to the queue length.
+        while m.counters.dropped.load(Relaxed) == 0 {
+            assert!(m.copy(&[0; 60]));
+            let sent = m.counters.tx_packets.load(Relaxed);
+            assert!(sent <= qlen + 1, "{sent} copies queued past {qlen}");
+        }
+        let mut buf = [0u8; 128];
+        reader.set_nonblocking(true).unwrap();
+        while reader.recv(&mut buf).is_ok() {}
+        // Connected back: a burst of many times that waits for the reader.
+        let sender = SocketAddr::from_abstract_name(capture_sender_name(&name)).unwrap();
+        reader.connect_addr(&sender).unwrap();
+        const BURST: usize = 300;
+        for i in 0..BURST {
+            m.copy(&[i as u8; 60]);
+        }
+        assert_eq!(
+            m.counters.dropped.load(Relaxed),
+            1,
+            "dropped from the burst"
+        );
+        for i in 0..BURST {
+            let n = reader.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &[i as u8; 60][..], "frame {i}");
+        }
+        drop(reader);
+        assert!(!m.copy(&[1]));
+        assert!(m.sink_dead());
     }
 
     #[test]

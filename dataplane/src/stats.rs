@@ -60,7 +60,7 @@ pub fn tunnel_drop_counts(t: &TunnelDrops) -> [(&'static str, u64); 10] {
     ]
 }
 
-fn xdp_counts(x: &XdpCacheStats) -> [(&'static str, u64); 15] {
+fn xdp_counts(x: &XdpCacheStats) -> [(&'static str, u64); 16] {
     [
         ("hit_packets", x.hit_packets),
         ("decap_hit_packets", x.decap_hit_packets),
@@ -69,6 +69,7 @@ fn xdp_counts(x: &XdpCacheStats) -> [(&'static str, u64); 15] {
         ("ct_installs", x.ct_installs),
         ("install_errors", x.install_errors),
         ("full", x.full),
+        ("deferred", x.deferred),
         ("expired", x.expired),
         ("invalidated", x.invalidated),
         ("ct_removed", x.ct_removed),

@@ -4,11 +4,13 @@
 //! # Design
 //!
 //! A capture is a temporary mirror (`crate::mirror`) selecting the port
-//! as source and destination, whose sink is a datagram socket the
-//! capturing process bound in the abstract namespace (no file to leave
-//! behind): one frame per datagram. Being a mirror, it sees what the XDP
-//! flow cache would forward too (a mirrored port's traffic is kept off
-//! the cache while the capture runs), and a full socket drops copies
+//! as source and destination, whose sink is a datagram socket connected
+//! to the one the capturing process bound in the abstract namespace (no
+//! file to leave behind), which connects back to it: one frame per
+//! datagram, up to the sink's send buffer waiting (thousands of frames,
+//! not `net.unix.max_dgram_qlen`'s 10). Being a mirror, it sees what the
+//! XDP flow cache would forward too (a mirrored port's traffic is kept
+//! off the cache while the capture runs), and a full socket drops copies
 //! instead of slowing forwarding (the count is reported when it stops).
 //!
 //! The control socket (`xbr_daemon::ctl`) adds it (`capture start PORT

@@ -188,6 +188,8 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     port_ops: Option<crossbeam::channel::Receiver<PortOp<P>>>,
     /// The XDP flow cache in front of the sockets (`None`: off).
     xdp: Option<XdpCache>,
+    /// Which of its installs a flooding port gets (`xdp/install_gate.rs`).
+    xdp_gate: xdp::InstallGate,
     /// The XDP cache key of the packet `process` is about to handle, when
     /// the XDP program could look it up.
     rx_xdp_key: Option<FcKey>,
@@ -264,6 +266,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             ct_now: 0,
             port_ops: None,
             xdp: None,
+            xdp_gate: Default::default(),
             rx_xdp_key: None,
             pending_templates: Vec::new(),
             stats_seen: 0,

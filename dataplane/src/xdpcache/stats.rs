@@ -9,6 +9,9 @@ pub struct XdpCacheStats {
     pub install_errors: u64,
     /// Installs skipped because the cache was full.
     pub full: u64,
+    /// Installs put off to the flow's second frame: its port was over its
+    /// budget of first-frame installs (`engine/xdp/install_gate.rs`).
+    pub deferred: u64,
     /// Packets the XDP programs handled from entries (collected so far).
     pub hit_packets: u64,
     /// Entries removed because they were idle.
@@ -52,6 +55,7 @@ impl XdpCacheStats {
             installs,
             install_errors,
             full,
+            deferred,
             hit_packets,
             expired,
             invalidated,
@@ -71,6 +75,7 @@ impl XdpCacheStats {
         self.installs += installs;
         self.install_errors += install_errors;
         self.full += full;
+        self.deferred += deferred;
         self.hit_packets += hit_packets;
         self.expired += expired;
         self.invalidated += invalidated;

@@ -1,6 +1,10 @@
 //! The engine's side of the XDP flow cache (see `crate::xdpcache`):
-//! deciding whether a translation can run in the kernel, and adding the
-//! kernel's hits to the ports' and drop counters.
+//! deciding whether a translation can run in the kernel (and, for a port
+//! flooding distinct flows, whether now: `install_gate.rs`), and adding
+//! the kernel's hits to the ports' and drop counters.
+
+mod install_gate;
+pub(super) use install_gate::InstallGate;
 
 use super::live_ports::index_in;
 use super::{Engine, EnginePort, Frames, PortIo};
@@ -163,7 +167,10 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 
     /// What the XDP flow cache did so far, if it is on.
     pub fn xdp_cache_stats(&self) -> Option<XdpCacheStats> {
-        self.xdp.as_ref().map(XdpCache::stats)
+        self.xdp.as_ref().map(|x| XdpCacheStats {
+            deferred: self.xdp_gate.deferred,
+            ..x.stats()
+        })
     }
 
     /// Collects the XDP cache's hits now (tests and shutdown; rounds do
@@ -214,6 +221,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         ) else {
             return;
         };
+        if !self.xdp_gate.admit(in_port, &chain.xk, self.now_secs) {
+            return;
+        }
         // The counters of every pass, from the translation cache (a pass
         // whose translation a later one evicted there is not cached).
         let Some(cache) = self.cache.as_ref() else {
