@@ -1,6 +1,6 @@
-//! Compiles the XDP program in bpf/ with clang into an ELF object under
-//! OUT_DIR; src/bpf.rs embeds it with include_bytes!, so the xbr binary is
-//! self-contained (no object file to install next to it).
+//! Compiles the XDP program in src/fastpath/bpf/ with clang into an ELF
+//! object under OUT_DIR; src/fastpath/loader/mod.rs embeds it with
+//! include_bytes!, so the xbr binary is self-contained (no object file to install next to it).
 //!
 //! Headers: <bpf/bpf_helpers.h> comes from the libbpf copy that libbpf-sys
 //! builds (exported to us as DEP_BPF_INCLUDE because libbpf-sys declares
@@ -13,6 +13,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 const SOURCES: &[&str] = &["xbr_xdp"];
+/// Where the programs live, from the crate's root.
+const BPF_DIR: &str = "src/fastpath/bpf";
 
 fn main() {
     let manifest_dir =
@@ -40,13 +42,13 @@ fn main() {
     }
 
     for name in SOURCES {
-        let src = manifest_dir.join("bpf").join(format!("{name}.c"));
+        let src = manifest_dir.join(BPF_DIR).join(format!("{name}.c"));
         let obj = out_dir.join(format!("{name}.bpf.o"));
         println!("cargo:rerun-if-changed={}", src.display());
         // Its headers too.
         println!(
             "cargo:rerun-if-changed={}",
-            manifest_dir.join("bpf").join("xbr_ct_new.h").display()
+            manifest_dir.join(BPF_DIR).join("xbr_ct_new.h").display()
         );
         let status = Command::new(&clang)
             // v3: atomic compare-and-exchange (the kernel's new connections

@@ -6,8 +6,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use dataplane::conntrack::Conntrack;
-use dataplane::xdpcache::entry::{FcKey, KEY_SIZE};
-use dataplane::xdpcache::{CacheMaps, FcAction, Origin, XdpCache};
+use dataplane::fastpath::cache::entry::{FcKey, KEY_SIZE};
+use dataplane::fastpath::cache::{CacheMaps, FcAction, Origin, XdpCache};
 use flowtable::cache::FlowCache;
 use flowtable::pipeline::{DropReason, Pipeline, Xlate};
 use flowtable::FlowKey;
@@ -23,7 +23,7 @@ fn key(i: u32) -> FcKey {
 /// A cache of xbr's default size holding `n` drop entries.
 fn cache(n: u32, by_key: bool, ct: &Conntrack) -> XdpCache {
     let maps = Arc::new(
-        CacheMaps::new(dataplane::xdpcache::DEFAULT_ENTRIES, 4, 1024)
+        CacheMaps::new(dataplane::fastpath::cache::DEFAULT_ENTRIES, 4, 1024)
             .expect("creating BPF maps (run the benchmark as root)"),
     );
     let mut cache = XdpCache::new(maps);

@@ -320,7 +320,7 @@ fn dpctl_cmd(args: &str, live: &LivePorts) -> Result<String, String> {
                     })
                     .clone()
             };
-            Ok(dataplane::xdpcache::dump::report(maps, &dev))
+            Ok(dataplane::fastpath::cache::dump::report(maps, &dev))
         }
         "del-flows" => {
             // The XDP programs ignore entries of an older generation from
@@ -625,7 +625,7 @@ mod tests {
                 uncacheable: 1,
                 invalidations: 9,
             }),
-            xdp_cache: Some(dataplane::xdpcache::XdpCacheStats {
+            xdp_cache: Some(dataplane::fastpath::cache::XdpCacheStats {
                 hit_packets: 100,
                 ..Default::default()
             }),

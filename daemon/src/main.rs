@@ -165,7 +165,7 @@ struct RunArgs {
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     xdp_cache: OnOff,
     /// Entries of the XDP flow cache.
-    #[arg(long, default_value_t = dataplane::xdpcache::DEFAULT_ENTRIES,
+    #[arg(long, default_value_t = dataplane::fastpath::cache::DEFAULT_ENTRIES,
           value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     xdp_cache_size: u32,
     /// New UDP connections created by the XDP programs, from templates
@@ -195,7 +195,7 @@ struct RunArgs {
     xdp_pin: OnOff,
     /// Where the bridges' pin directories are (`ROOT/BRIDGE`); must be on
     /// a BPF filesystem, which xbr mounts on /sys/fs/bpf if needed.
-    #[arg(long, default_value = dataplane::pin::DEFAULT_ROOT)]
+    #[arg(long, default_value = dataplane::fastpath::pin::DEFAULT_ROOT)]
     bpf_pin_root: PathBuf,
     /// Serve Prometheus metrics on http://ADDR/metrics (IP:PORT, e.g.
     /// 127.0.0.1:9476); off by default. With --ovsdb, the database's
@@ -319,7 +319,7 @@ struct TeardownArgs {
     #[arg(long, default_value = "br0")]
     bridge: String,
     /// The pin root `xbr run` used (`--bpf-pin-root`).
-    #[arg(long, default_value = dataplane::pin::DEFAULT_ROOT)]
+    #[arg(long, default_value = dataplane::fastpath::pin::DEFAULT_ROOT)]
     bpf_pin_root: PathBuf,
 }
 
@@ -427,7 +427,7 @@ fn main() -> ExitCode {
 }
 
 fn teardown(args: TeardownArgs) -> ExitCode {
-    match dataplane::pin::teardown(&args.bpf_pin_root, &args.bridge) {
+    match dataplane::fastpath::pin::teardown(&args.bpf_pin_root, &args.bridge) {
         Ok(n) => {
             println!(
                 "removed {n} pinned objects of bridge {} from {}",
@@ -436,7 +436,7 @@ fn teardown(args: TeardownArgs) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Err(e @ dataplane::pin::PinError::BadBridge(_)) => {
+        Err(e @ dataplane::fastpath::pin::PinError::BadBridge(_)) => {
             eprintln!("xbr: teardown: {e}");
             ExitCode::from(EXIT_CONFIG)
         }

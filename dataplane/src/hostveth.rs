@@ -124,9 +124,9 @@ pub fn existing(name: &str) -> Result<Existing, NetdevError> {
         return Ok(Existing::Foreign);
     }
     // A program a previous xbr of this bridge left pinned (it outlives
-    // the process, see `crate::pin`) does not make the pair in use.
+    // the process, see `crate::fastpath::pin`) does not make the pair in use.
     Ok(
-        if peer.xdp_attached && !crate::pin::pinned_here(peer.ifindex) {
+        if peer.xdp_attached && !crate::fastpath::pin::pinned_here(peer.ifindex) {
             Existing::InUse
         } else {
             Existing::Leftover(link.ifindex)

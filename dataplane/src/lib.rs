@@ -9,10 +9,10 @@
 //!
 //! # Design
 //!
-//! One packet's path: the device's XDP program (`bpf/*.c`, loaded by
-//! [`bpf`]) looks the frame up in the XDP flow cache ([`xdpcache`]); a
-//! hit is rewritten and redirected in the kernel and never reaches this
-//! process. A miss goes to the port's AF_XDP socket ([`xsk`], [`ports`]),
+//! One packet's path: the device's XDP program (`fastpath/bpf/*.c`, loaded
+//! by [`fastpath::loader`]) looks the frame up in the XDP flow cache
+//! ([`fastpath::cache`]); a hit is rewritten and redirected in the kernel
+//! and never reaches this process. A miss goes to the port's AF_XDP socket ([`xsk`], [`ports`]),
 //! where a packet thread ([`engine`]) receives it in a batch,
 //! decapsulates it if it came from a tunnel ([`vxlan`]), parses it once
 //! into a flow key, looks the key up in its translation cache or walks
@@ -23,8 +23,8 @@
 //!
 //! Control: the OpenFlow side publishes table changes through [`control`]
 //! (a channel per packet thread, applied between rounds); ports come and
-//! go through [`live`]; [`state`] and [`pin`] carry flows, connections and
-//! the XDP cache across a restart.
+//! go through [`live`]; [`state`] and [`fastpath::pin`] carry flows,
+//! connections and the XDP cache across a restart.
 //!
 //! Threads: the packet threads (one per `pmd-cpu-mask` core, each owning
 //! its ports, replica, caches and UMEM frames: no lock and no allocation
@@ -39,21 +39,20 @@
 //!
 //! `unsafe` is refused everywhere in this crate but in the two modules
 //! that talk to the kernel through raw memory: `xsk` (the AF_XDP rings
-//! and UMEM) and `bpf` (the BPF loader's libbpf calls and the mapped
-//! counters); there every block carries a `// SAFETY:` comment, which
+//! and UMEM) and `fastpath::loader` (the BPF loader's libbpf calls and the
+//! mapped counters); there every block carries a `// SAFETY:` comment, which
 //! clippy checks.
 
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-#[allow(unsafe_code)]
-pub mod bpf;
 pub mod capture;
 pub mod config;
 pub mod conntrack;
 pub mod control;
 pub mod cpus;
 pub mod engine;
+pub mod fastpath;
 pub mod genl;
 pub mod hostveth;
 pub mod kicker;
@@ -65,7 +64,6 @@ pub mod netdev;
 pub mod netwatch;
 mod nlattr;
 pub mod normal;
-pub mod pin;
 pub mod pmd_stats;
 pub mod ports;
 pub mod privs;
@@ -74,6 +72,5 @@ pub mod state;
 pub mod stats;
 pub mod tap;
 pub mod vxlan;
-pub mod xdpcache;
 #[allow(unsafe_code)]
 pub mod xsk;

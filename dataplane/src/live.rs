@@ -166,7 +166,7 @@ pub struct Served {
 pub struct LivePorts {
     umem: Arc<Umem>,
     /// The bridge's XDP flow cache maps, which new system ports share.
-    cache: Option<Arc<crate::xdpcache::CacheMaps>>,
+    cache: Option<Arc<crate::fastpath::cache::CacheMaps>>,
     /// Each packet thread's port changes, by thread.
     ops: Vec<Sender<PortOp<Port>>>,
     shared: Arc<DpShared>,
@@ -194,7 +194,7 @@ impl LivePorts {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         umem: Arc<Umem>,
-        cache: Option<Arc<crate::xdpcache::CacheMaps>>,
+        cache: Option<Arc<crate::fastpath::cache::CacheMaps>>,
         ops: Vec<Sender<PortOp<Port>>>,
         owners: Vec<Served>,
         threads: Vec<Arc<crate::cpus::ThreadId>>,
@@ -256,7 +256,7 @@ impl LivePorts {
     }
 
     /// The bridge's XDP flow cache maps, if the cache is on.
-    pub fn xdp_cache(&self) -> Option<&crate::xdpcache::CacheMaps> {
+    pub fn xdp_cache(&self) -> Option<&crate::fastpath::cache::CacheMaps> {
         self.cache.as_deref()
     }
 

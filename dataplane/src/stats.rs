@@ -12,9 +12,9 @@
 use crate::conntrack::Conntrack;
 use crate::control::{EngineSnapshot, PortMeta};
 use crate::engine::EngineDrops;
+use crate::fastpath::cache::XdpCacheStats;
 use crate::kicker::KickerStats;
 use crate::vxlan::TunnelDrops;
-use crate::xdpcache::XdpCacheStats;
 use flowtable::cache::CacheStats;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use dataplane::bpf::{XdpAttachMode, XdpModeRequest, XdpProgram};
+use dataplane::fastpath::loader::{XdpAttachMode, XdpModeRequest, XdpProgram};
 use dataplane::netdev;
 use dataplane::tap::TapPort;
 use dataplane::xsk::{FramePool, Umem, XdpDesc, XskConfig, XskSocket};

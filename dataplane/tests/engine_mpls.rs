@@ -7,7 +7,7 @@
 mod common;
 
 use common::Rig;
-use dataplane::xdpcache::entry::frame_key;
+use dataplane::fastpath::cache::entry::frame_key;
 use etherparse::PacketBuilder;
 
 const N_FRAMES: u32 = 64;

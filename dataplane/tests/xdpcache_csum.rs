@@ -14,7 +14,7 @@
 mod xdp_common;
 
 use dataplane::conntrack::{Conntrack, CtRequest};
-use dataplane::xdpcache::{CtConn, FcAction};
+use dataplane::fastpath::cache::{CtConn, FcAction};
 use flowtable::key::FlowKey;
 use xbr_packet::csum::{complete_partial, fold, ones_sum, pseudo_header};
 use xbr_packet::parse;

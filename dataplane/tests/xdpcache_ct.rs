@@ -9,8 +9,8 @@
 mod xdp_common;
 
 use dataplane::conntrack::{Addr, Conntrack, CtRequest, Tuple};
-use dataplane::xdpcache::entry::KEY_SIZE;
-use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, XdpCache};
+use dataplane::fastpath::cache::entry::KEY_SIZE;
+use dataplane::fastpath::cache::{CacheMaps, CtConn, FcAction, XdpCache};
 use std::sync::Arc;
 use std::time::Instant;
 use xdp_common::{attribution, commit, origin, track, udp};

@@ -11,12 +11,12 @@
 
 mod xdp_common;
 
-use dataplane::bpf::XdpTestRun;
-use dataplane::conntrack::kernel_shares::{self, PortShares};
 use dataplane::conntrack::{state, Conntrack, CtRequest, KernelNew, Tuple};
-use dataplane::xdpcache::entry::{frame_key, FcKey, KEY_SIZE};
-use dataplane::xdpcache::templates::NewConnTemplate;
-use dataplane::xdpcache::{CacheMaps, XdpCache};
+use dataplane::fastpath::cache::entry::{frame_key, FcKey, KEY_SIZE};
+use dataplane::fastpath::cache::templates::NewConnTemplate;
+use dataplane::fastpath::cache::{CacheMaps, XdpCache};
+use dataplane::fastpath::ct::kernel_shares::{self, PortShares};
+use dataplane::fastpath::loader::XdpTestRun;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;

@@ -10,8 +10,8 @@
 
 mod xdp_common;
 
-use dataplane::xdpcache::entry::NwRewrite;
-use dataplane::xdpcache::FcAction;
+use dataplane::fastpath::cache::entry::NwRewrite;
+use dataplane::fastpath::cache::FcAction;
 use flowtable::key::{Field, FlowKey};
 use xbr_packet::csum::{complete_partial, fold, ones_sum, pseudo_header};
 use xbr_packet::parse;

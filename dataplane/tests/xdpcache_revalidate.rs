@@ -7,8 +7,8 @@
 
 mod xdp_common;
 
-use dataplane::xdpcache::entry::{FcKey, KEY_SIZE};
-use dataplane::xdpcache::{FcAction, Origin};
+use dataplane::fastpath::cache::entry::{FcKey, KEY_SIZE};
+use dataplane::fastpath::cache::{FcAction, Origin};
 use flowtable::pipeline::DropReason;
 use xdp_common::{attribution, XdpRig};
 

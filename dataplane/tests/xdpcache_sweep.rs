@@ -8,14 +8,14 @@
 
 mod xdp_common;
 
-use dataplane::xdpcache::{FcAction, SWEEP_CHUNK, SWEEP_INTERVAL};
+use dataplane::fastpath::cache::{FcAction, SWEEP_CHUNK, SWEEP_INTERVAL};
 use std::time::Instant;
 use xdp_common::XdpRig;
 
 /// A key per `i` (the program never looks these up; the sweep only
 /// reads and deletes them).
-fn key(i: u32) -> dataplane::xdpcache::entry::FcKey {
-    let mut k = [0u8; dataplane::xdpcache::entry::KEY_SIZE];
+fn key(i: u32) -> dataplane::fastpath::cache::entry::FcKey {
+    let mut k = [0u8; dataplane::fastpath::cache::entry::KEY_SIZE];
     k[..4].copy_from_slice(&i.to_be_bytes());
     k
 }
@@ -163,7 +163,7 @@ fn a_forced_pass_expires_idle_entries_across_batches() {
     assert_eq!(r.cache.stats().hit_packets, before, "no hits yet");
     assert_eq!(r.cache.len(), 3 * SWEEP_CHUNK);
     // Idle long enough: every entry expires in one forced pass.
-    let later = Instant::now() + dataplane::xdpcache::IDLE_EXPIRY;
+    let later = Instant::now() + dataplane::fastpath::cache::IDLE_EXPIRY;
     r.cache.sweep(later, true, false, &r.ct, ct_now);
     assert_eq!(r.cache.len(), 0);
     assert_eq!(r.cache.stats().expired, 3 * SWEEP_CHUNK as u64);

@@ -13,9 +13,9 @@
 
 mod xdp_common;
 
+use dataplane::fastpath::cache::entry::{frame_key, set_tunnel};
+use dataplane::fastpath::cache::FcAction;
 use dataplane::vxlan::encap::{decap, flow_hash, src_port, Template};
-use dataplane::xdpcache::entry::{frame_key, set_tunnel};
-use dataplane::xdpcache::FcAction;
 use std::net::Ipv4Addr;
 use xbr_packet::csum::{complete_partial, fold, ones_sum, pseudo_header};
 use xbr_packet::vxlan::OUTER_LEN;
@@ -80,9 +80,9 @@ fn rig() -> XdpRig {
 
 fn encap_action(f: &[u8], mtu: u32) -> FcAction {
     let key = frame_key(f, LO).unwrap();
-    let hash = dataplane::xdpcache::entry::flow_hash(
-        dataplane::xdpcache::entry::key_proto(&key),
-        &dataplane::xdpcache::entry::key_nw(&key),
+    let hash = dataplane::fastpath::cache::entry::flow_hash(
+        dataplane::fastpath::cache::entry::key_proto(&key),
+        &dataplane::fastpath::cache::entry::key_nw(&key),
     );
     FcAction::Redirect {
         out_ifindex: LO,

@@ -14,7 +14,7 @@
 //!
 //! Frames the XDP flow cache forwards never reach this code: the XDP
 //! program completes them with the same test and the same result
-//! (`xbr_complete_csum` in dataplane/bpf/xbr_xdp.c; dataplane/tests/xdpcache_csum.rs
+//! (`xbr_complete_csum` in dataplane/src/fastpath/bpf/xbr_xdp.c; dataplane/tests/xdpcache_csum.rs
 //! checks its output against [`complete_partial`]).
 //!
 //! The alternatives were worse: turning offload off in every pod (the

@@ -7,9 +7,9 @@ mod threads;
 use dataplane::config::{PortSpec, Target};
 use dataplane::control::DpShared;
 use dataplane::engine::handoff::Handoffs;
+use dataplane::fastpath::cache::CacheMaps;
 use dataplane::live::LivePorts;
 use dataplane::ports::{self, PortError};
-use dataplane::xdpcache::CacheMaps;
 use ofproto::limits::{ControlLimits, PacketInLimit};
 use ofproto::tls::TlsContext;
 use ofproto::{Bridge, Server};
@@ -72,7 +72,7 @@ pub struct BridgeConfig {
     /// [`RunningBridge::set_restore_wait`]).
     pub flow_restore_wait: bool,
     /// Where the bridges' pin directories are (`--bpf-pin-root`; see
-    /// `dataplane::pin`).
+    /// `dataplane::fastpath::pin`).
     pub pin_root: PathBuf,
     /// Pin the bridge's XDP programs and flow cache there so that they
     /// outlive the process (`--xdp-pin`; needs the flow cache). Without,
@@ -135,7 +135,7 @@ pub enum BridgeError {
     #[error("cannot create the packet threads' wakeup eventfds: {0}")]
     Eventfd(nix::Error),
     #[error("XDP flow cache: {0}")]
-    XdpCache(#[source] dataplane::xdpcache::XdpCacheError),
+    XdpCache(#[source] dataplane::fastpath::cache::XdpCacheError),
     #[error("cannot start a packet thread: {0}")]
     Thread(std::io::Error),
     #[error("cannot start the conntrack expiry thread: {0}")]
@@ -196,8 +196,8 @@ pub struct RunningBridge {
     kicks: Option<Arc<dataplane::kicker::KickPool>>,
     /// Writes the state file (`None` with `--state off`).
     state: Option<dataplane::state::Keeper>,
-    /// The pin directory (`dataplane::pin`) and its root, if pinning is on.
-    pins: Option<(Arc<dataplane::pin::Pins>, PathBuf)>,
+    /// The pin directory (`dataplane::fastpath::pin`) and its root, if pinning is on.
+    pins: Option<(Arc<dataplane::fastpath::pin::Pins>, PathBuf)>,
     /// [`RunningBridge::take_over_pinned`] was called (it acts once).
     taken_over: AtomicBool,
     /// The controllers' PACKET_IN rate limits, for server restarts.
@@ -254,9 +254,9 @@ impl RunningBridge {
 
         // Ports: opened all or nothing (a failure drops the ones opened).
         // Pinned state a previous xbr left is adopted here (see
-        // `dataplane::pin`): maps now, links as the ports open.
+        // `dataplane::fastpath::pin`): maps now, links as the ports open.
         let pins = if config.pin && config.xdp_cache_entries.is_some() {
-            match dataplane::pin::Pins::open(&config.pin_root, &config.name) {
+            match dataplane::fastpath::pin::Pins::open(&config.pin_root, &config.name) {
                 Ok(p) => Some(Arc::new(p)),
                 // A read-only /sys, no right to mount: the bridge still
                 // works, but goes with the process (and fails open while
@@ -279,14 +279,14 @@ impl RunningBridge {
             }
             // The programs an earlier, pinning xbr left on the ports would
             // keep this one from attaching.
-            dataplane::pin::remove_leftover(&config.pin_root, &config.name);
+            dataplane::fastpath::pin::remove_leftover(&config.pin_root, &config.name);
             None
         };
         let xdp_maps = match config.xdp_cache_entries {
             Some(n) => Some(Arc::new(
                 CacheMaps::new_pinned(
                     n,
-                    dataplane::xdpcache::MAX_TARGETS,
+                    dataplane::fastpath::cache::MAX_TARGETS,
                     config.ct_limit,
                     pins.clone(),
                 )
@@ -562,7 +562,7 @@ impl RunningBridge {
     /// Takes over from the xbr whose pinned state this start adopted: its
     /// flow cache entries, which kept forwarding until now, are checked
     /// against this process's tables and kept, rewritten or removed
-    /// (`xdpcache::take_over`). The daemon calls this once the tables are
+    /// (`fastpath::cache::take_over`). The daemon calls this once the tables are
     /// final: after restoring saved state, if it does; at once otherwise.
     /// Nothing to do after a clean start.
     pub fn take_over_pinned(&self) {
@@ -574,12 +574,12 @@ impl RunningBridge {
             // first, so a change they see with it came after it (see
             // `Engine::apply_changes`).
             self.bridge.barrier();
-            dataplane::xdpcache::take_over(maps, pins);
+            dataplane::fastpath::cache::take_over(maps, pins);
         }
     }
 
     /// The pin directory, if the bridge's XDP state is pinned.
-    pub fn pins(&self) -> Option<&Arc<dataplane::pin::Pins>> {
+    pub fn pins(&self) -> Option<&Arc<dataplane::fastpath::pin::Pins>> {
         self.pins.as_ref().map(|(p, _)| p)
     }
 
@@ -777,9 +777,9 @@ impl RunningBridge {
     /// The state file is written once OpenFlow is closed (so it is the
     /// final state), while the packet threads still run.
     pub fn shutdown(self) -> bool {
-        // The process exits: the kernel path (`dataplane::pin`) and the state
+        // The process exits: the kernel path (`dataplane::fastpath::pin`) and the state
         // file stay, unless `ovs-appctl exit --cleanup` asked for a teardown.
-        let keep = !dataplane::pin::cleanup_requested();
+        let keep = !dataplane::fastpath::pin::cleanup_requested();
         self.stop(keep)
     }
 
@@ -808,7 +808,7 @@ impl RunningBridge {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            match dataplane::pin::teardown(root, &name) {
+            match dataplane::fastpath::pin::teardown(root, &name) {
                 Ok(n) => {
                     tracing::info!(dir = %p.dir().display(), pins = n, "pinned XDP state removed")
                 }

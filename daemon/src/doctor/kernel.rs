@@ -44,7 +44,7 @@ pub(super) struct Probed {
 /// attaching it, reads /proc/kallsyms and asks the netdev family about
 /// `lo`. Nothing is changed.
 pub(super) fn probe() -> Probed {
-    let xdp = dataplane::bpf::probe_xdp_support().ok();
+    let xdp = dataplane::fastpath::loader::probe_xdp_support().ok();
     let lo = dataplane::netdev::ifindex("lo").ok();
     Probed {
         link: xdp.and_then(|x| x.link),

@@ -35,7 +35,7 @@ pub struct Target {
     /// system interfaces are added).
     pub ports: Vec<String>,
     /// `--bpf-pin-root`: an XDP program hanging off a link pinned there
-    /// is a stopped xbr's, which the next one adopts (`dataplane::pin`).
+    /// is a stopped xbr's, which the next one adopts (`dataplane::fastpath::pin`).
     pub pin_root: PathBuf,
 }
 

@@ -5,7 +5,7 @@
 use super::Check;
 use dataplane::netdev;
 
-/// Names of xbr's own XDP programs (see dataplane/src/bpf/).
+/// Names of xbr's own XDP programs (see dataplane/src/fastpath/loader/).
 const XBR_PROGRAMS: &[&str] = &["xbr_xdp_rx", "xbr_xdp_vxlan"];
 
 /// `NETDEV_XDP_ACT_*` bit names, in bit order.
@@ -82,13 +82,15 @@ pub(super) fn check(port: &str, required: bool, pin_root: &std::path::Path) -> V
     });
     match netdev::xdp_prog_id(ifindex) {
         Ok(0) => {}
-        Ok(id) if dataplane::pin::pinned_under(pin_root, ifindex) => checks.push(Check::ok(
-            format!("xdp {port}"),
-            format!(
-                "a stopped xbr's pinned XDP program (id {id}) keeps the port fail-closed; \
+        Ok(id) if dataplane::fastpath::pin::pinned_under(pin_root, ifindex) => {
+            checks.push(Check::ok(
+                format!("xdp {port}"),
+                format!(
+                    "a stopped xbr's pinned XDP program (id {id}) keeps the port fail-closed; \
                  the next xbr adopts it"
-            ),
-        )),
+                ),
+            ))
+        }
         Ok(id) => {
             let prog = prog_name(id);
             let xdp = format!("xdp {port}");

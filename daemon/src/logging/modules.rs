@@ -16,7 +16,7 @@ use super::LogError;
 
 /// xbr's modules as `vlog/list` shows them: (name, tracing target).
 pub const MODULES: &[(&str, &str)] = &[
-    ("bpf", "dataplane::bpf"),
+    ("bpf", "dataplane::fastpath::loader"),
     ("bridge", "xbr_daemon::bridge"),
     ("conntrack", "dataplane::conntrack"),
     ("control", "dataplane::control"),
@@ -39,7 +39,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("vlog", super::ratelimit::NOTICE_TARGET),
     ("vxlan", "dataplane::vxlan"),
     ("xbr", "xbr"),
-    ("xdpcache", "dataplane::xdpcache"),
+    ("xdpcache", "dataplane::fastpath::cache"),
     ("xsk", "dataplane::xsk"),
 ];
 

@@ -462,9 +462,9 @@ fn execute(rundir: &Path, plan: Plan) -> Result<String, String> {
         Plan::Text(t) => Ok(t),
         Plan::Exit { cleanup } => {
             // As SIGTERM: the bridges stop in order; their XDP programs
-            // and caches stay pinned unless `--cleanup` (`dataplane::pin`).
+            // and caches stay pinned unless `--cleanup` (`dataplane::fastpath::pin`).
             if cleanup {
-                dataplane::pin::request_cleanup();
+                dataplane::fastpath::pin::request_cleanup();
             }
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
             Ok(String::new())

@@ -19,7 +19,7 @@
 //! through this table).
 //!
 //! When the kernel may create one: a packet thread installs a *template*
-//! (`xdpcache/templates.rs`) after translating a UDP frame that was
+//! (`fastpath/cache/templates.rs`) after translating a UDP frame that was
 //! `+trk+new` after `ct(table=N)` in zone Z without a connection and whose
 //! next pass committed it in zone Z and output it, with nothing else done
 //! (no NAT, mark or label); the template holds the mask of every header
@@ -65,7 +65,7 @@
 //! stores nothing and the frame goes on `+trk+new`, as OVS's does. The slots are sized for the limit at start; a limit raised
 //! later than that gives the kernel no more room than the start's.
 //!
-//! Per-port shares of the ring: see `kernel_shares.rs`.
+//! Per-port shares of the ring: see `fastpath/ct/kernel_shares.rs`.
 //!
 //! Known limits: UDP over IPv4 only (a TCP connection starts with a SYN
 //! whose tracking state the kernel would have to build); one `ct()` fork
@@ -87,11 +87,11 @@
 //! reading the ring is serialised by a mutex, taken once per round and
 //! per connection decided absent.
 
-use super::kernel_shares::{PortShares, PORT_COUNTERS};
-use super::slots::SlotCounts;
 use super::table::ConnRef;
 use super::{Conn, Conntrack, Tuple};
-use crate::bpf::handles::MappedCounters;
+use crate::fastpath::ct::kernel_shares::{PortShares, PORT_COUNTERS};
+use crate::fastpath::ct::slots::SlotCounts;
+use crate::fastpath::loader::handles::MappedCounters;
 use flowtable::matching::IP_PROTO_UDP;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use parking_lot::Mutex;
@@ -108,7 +108,7 @@ pub const BUDGET_MARGIN: usize = 4096;
 const EVENT_SIZE: usize = 24;
 
 /// The maps the XDP program and this side share; created with the flow
-/// cache's (`xdpcache::CacheMaps`).
+/// cache's (`fastpath::cache::CacheMaps`).
 pub struct KernelMaps {
     /// `ct_slots` (`BPF_F_MMAPABLE`), of `n_slots` counters.
     pub slots: MapHandle,
@@ -402,8 +402,8 @@ impl Conntrack {
 
 #[cfg(test)]
 mod tests {
-    use super::super::slots::ct_key;
     use super::*;
+    use crate::fastpath::ct::slots::ct_key;
 
     #[test]
     fn a_tuple_and_its_reverse_share_a_key() {

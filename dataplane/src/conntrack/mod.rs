@@ -81,7 +81,6 @@ mod id_queues;
 #[cfg(test)]
 mod ipv6_tests;
 pub mod kernel_new;
-pub mod kernel_shares;
 #[cfg(test)]
 mod label_tests;
 mod nat;
@@ -89,7 +88,6 @@ mod new_conn;
 pub mod persist;
 #[cfg(test)]
 mod persist_tests;
-mod slots;
 mod table;
 mod tcp;
 #[cfg(test)]
@@ -366,7 +364,7 @@ pub struct Conntrack {
     /// address; see `absent.rs`).
     next_absent_id: AtomicUsize,
     /// The XDP flow cache's generation, bumped by flushes.
-    xdp_gen: OnceLock<Arc<crate::xdpcache::generation::XdpGen>>,
+    xdp_gen: OnceLock<Arc<crate::fastpath::cache::generation::XdpGen>>,
     /// New connections the XDP program creates (`kernel_new.rs`).
     kernel: OnceLock<KernelNew>,
     /// Per-zone connection limits (`dpctl/ct-set-limits`).

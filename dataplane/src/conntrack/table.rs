@@ -37,9 +37,9 @@
 //! delays the packet threads.
 
 use super::absent::AbsentWatches;
-use super::slots::SlotCounts;
 use super::tuple::Tuple;
 use super::Conn;
+use crate::fastpath::ct::slots::SlotCounts;
 use ahash::RandomState;
 use parking_lot::{Mutex, RwLock};
 use std::collections::hash_map::Entry as MapEntry;

@@ -1,4 +1,4 @@
-//! Connections carried by the XDP flow cache (see `crate::xdpcache`).
+//! Connections carried by the XDP flow cache (see `crate::fastpath::cache`).
 //!
 //! # Design
 //!
@@ -43,7 +43,7 @@
 use super::absent::AbsentWatches;
 use super::table::ConnRef;
 use super::{state, Conn, Conntrack, CtOutcome, Tuple};
-use crate::xdpcache::generation::XdpGen;
+use crate::fastpath::cache::generation::XdpGen;
 use flowtable::matching::{IP_PROTO_TCP, IP_PROTO_UDP};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -37,7 +37,7 @@ mod port;
 mod tests;
 pub mod upcall_shares;
 
-use crate::xdpcache::XdpGen;
+use crate::fastpath::cache::XdpGen;
 use crossbeam::channel::{Receiver, Sender};
 use flowtable::tables::Change;
 use flowtable::Action;
@@ -123,7 +123,7 @@ pub struct EngineSnapshot {
     /// `None` when the translation cache is off.
     pub flow_cache: Option<flowtable::cache::CacheStats>,
     /// `None` when the XDP flow cache is off.
-    pub xdp_cache: Option<crate::xdpcache::XdpCacheStats>,
+    pub xdp_cache: Option<crate::fastpath::cache::XdpCacheStats>,
     /// When it was published; `None` before the first time.
     pub at: Option<Instant>,
 }

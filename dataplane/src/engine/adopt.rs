@@ -9,7 +9,7 @@ use super::live_ports::index_in;
 use super::xdp::{plain_ct_fork, MAX_CT_PASSES};
 use super::{Engine, Frames, PortIo};
 use crate::conntrack::Tuple;
-use crate::xdpcache::{entry, Claim, CtConn, FcKey, Fresh, Origin, REVALIDATE_CHUNK};
+use crate::fastpath::cache::{entry, Claim, CtConn, FcKey, Fresh, Origin, REVALIDATE_CHUNK};
 use flowtable::cache::Attribution;
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{IP_PROTO_ICMP, IP_PROTO_TCP, IP_PROTO_UDP};
@@ -229,8 +229,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 #[cfg(test)]
 mod tests {
     use super::frame_of;
-    use crate::xdpcache::entry::frame_key;
-    use crate::xdpcache::FcKey;
+    use crate::fastpath::cache::entry::frame_key;
+    use crate::fastpath::cache::FcKey;
 
     /// A key of each protocol the program looks up comes back from its
     /// frame unchanged.

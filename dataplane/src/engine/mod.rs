@@ -34,8 +34,8 @@
 use crate::conntrack::Conntrack;
 use crate::control::{port_config, ChangeReceiver, DpShared, PortMeta};
 use crate::engine::tunnel::TunnelMeta;
+use crate::fastpath::cache::{self as xdpcache, FcKey, XdpCache};
 use crate::normal::{MacTable, DEFAULT_AGEING_SECS};
-use crate::xdpcache::{self, FcKey, XdpCache};
 use ahash::RandomState;
 use flowtable::cache::{CacheStats, FlowCache};
 use flowtable::key::{Field, FlowKey};
@@ -195,7 +195,7 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     rx_xdp_key: Option<FcKey>,
     /// New-connection templates this round found, installed after its
     /// connections reached the kernel (`xdp_template.rs`).
-    pending_templates: Vec<crate::xdpcache::templates::NewConnTemplate>,
+    pending_templates: Vec<crate::fastpath::cache::templates::NewConnTemplate>,
     /// The last statistics collection asked for by the control plane.
     stats_seen: u64,
     /// The collection being served (see `collect_if_asked`) and the XDP

@@ -4,7 +4,7 @@
 
 use super::xdp::plain_ct_fork;
 use super::{Engine, Frames, PortIo};
-use crate::xdpcache::{Candidate, FcKey, XdpCache, REVALIDATE_CHUNK};
+use crate::fastpath::cache::{Candidate, FcKey, XdpCache, REVALIDATE_CHUNK};
 use flowtable::cache::Attribution;
 use flowtable::key::{Field, FlowKey};
 use flowtable::pipeline::Xlate;

@@ -31,8 +31,8 @@
 //! Concurrency: owned and driven by the engine thread only.
 
 use super::{xdp_desc, PortError, UmemFrames};
-use crate::bpf::{XdpAttachMode, XdpProgram};
 use crate::engine::{Desc, PortIo, BATCH};
+use crate::fastpath::loader::{XdpAttachMode, XdpProgram};
 use crate::netdev;
 use crate::xsk::{Umem, XdpDesc, XskConfig, XskError, XskSocket};
 use std::os::fd::BorrowedFd;

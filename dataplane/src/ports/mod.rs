@@ -27,10 +27,10 @@ pub mod redirect;
 pub(crate) use afxdp::open_xsk;
 pub use afxdp::{XskPort, MAX_QUEUES};
 
-use crate::bpf::{BpfError, XdpModeRequest, XdpProgram};
 use crate::config::{PortSpec, PortType};
 use crate::control::PortMeta;
 use crate::engine::{Desc, Frames, PortIo};
+use crate::fastpath::loader::{BpfError, XdpModeRequest, XdpProgram};
 use crate::netdev::{self, NetdevError};
 use crate::tap::{TapError, TapPort};
 use crate::vxlan::VxlanPort;
@@ -95,7 +95,7 @@ pub enum PortError {
     XdpCache {
         name: String,
         #[source]
-        source: crate::xdpcache::XdpCacheError,
+        source: crate::fastpath::cache::XdpCacheError,
     },
     #[error("packet buffer memory: {0}")]
     Umem(#[source] XskError),

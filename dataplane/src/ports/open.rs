@@ -7,8 +7,8 @@
 use super::redirect::{watch, Readiness, RedirectMode, Why};
 use super::*;
 use crate::config::InternalBackend;
+use crate::fastpath::cache::CacheMaps;
 use crate::hostveth::{self, HostVeth, HostVethError};
-use crate::xdpcache::CacheMaps;
 
 /// Ports opened for a bridge, with the frame store they share.
 pub struct OpenedPorts {
@@ -249,7 +249,7 @@ pub(crate) fn change_redirect(
     name: &str,
     ifindex: u32,
     mode: RedirectMode,
-    gen: &crate::xdpcache::XdpGen,
+    gen: &crate::fastpath::cache::XdpGen,
 ) {
     readiness.set_mode(mode);
     let stopped = match mode {

@@ -5,12 +5,12 @@
 
 use super::neigh::{self, ResolverConfig};
 use super::{VxlanParams, VxlanPort};
-use crate::bpf::{XdpModeRequest, XdpProgram};
 use crate::config::PortSpec;
 use crate::control::PortMeta;
+use crate::fastpath::cache::CacheMaps;
+use crate::fastpath::loader::{XdpModeRequest, XdpProgram};
 use crate::netdev::{self, NetdevError};
 use crate::ports::{open_xsk, PortError, XskPort};
-use crate::xdpcache::CacheMaps;
 use crate::xsk::Umem;
 use std::sync::Arc;
 

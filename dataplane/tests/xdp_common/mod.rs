@@ -4,10 +4,10 @@
 
 #![allow(dead_code)]
 
-use dataplane::bpf::XdpTestRun;
 use dataplane::conntrack::{Conntrack, CtRequest};
-use dataplane::xdpcache::entry::{frame_key, FcKey};
-use dataplane::xdpcache::{CacheMaps, CtConn, FcAction, Origin, XdpCache};
+use dataplane::fastpath::cache::entry::{frame_key, FcKey};
+use dataplane::fastpath::cache::{CacheMaps, CtConn, FcAction, Origin, XdpCache};
+use dataplane::fastpath::loader::XdpTestRun;
 use flowtable::cache::{Attribution, FlowCache};
 use flowtable::key::FlowKey;
 use flowtable::pipeline::{DropReason, Pipeline, Xlate};
@@ -21,7 +21,7 @@ pub const XDP_REDIRECT: u32 = 4;
 /// What the pod ports' program returns for a frame it hands to xbr in a
 /// test run: the redirect to the queue's AF_XDP socket falls back, with
 /// no socket bound, to the fail-closed drop (counted in `closed_drops`),
-/// never to XDP_PASS into the host (`crate::pin`'s fail-closed ports).
+/// never to XDP_PASS into the host (`crate::fastpath::pin`'s fail-closed ports).
 /// The VXLAN uplink's program still passes what is not xbr's.
 pub const TO_XBR: u32 = XDP_DROP;
 /// `BPF_PROG_TEST_RUN` receives on the loopback device.

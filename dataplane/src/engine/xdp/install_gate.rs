@@ -32,7 +32,7 @@
 //! and one table access. No allocation after creation, no lock: each
 //! packet thread has its own.
 
-use crate::xdpcache::FcKey;
+use crate::fastpath::cache::FcKey;
 
 /// First-frame installs per port a second (the flood of distinct flows
 /// `hostilebench` sends is 100,000 a second; a pod opening connections
@@ -100,7 +100,7 @@ mod tests {
     use super::*;
 
     fn key(i: u32) -> FcKey {
-        let mut k: FcKey = [0; crate::xdpcache::entry::KEY_SIZE];
+        let mut k: FcKey = [0; crate::fastpath::cache::entry::KEY_SIZE];
         k[..4].copy_from_slice(&i.to_be_bytes());
         k
     }

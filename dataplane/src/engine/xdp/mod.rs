@@ -1,4 +1,4 @@
-//! The engine's side of the XDP flow cache (see `crate::xdpcache`):
+//! The engine's side of the XDP flow cache (see `crate::fastpath::cache`):
 //! deciding whether a translation can run in the kernel (and, for a port
 //! flooding distinct flows, whether now: `install_gate.rs`), and adding
 //! the kernel's hits to the ports' and drop counters.
@@ -11,8 +11,8 @@ use super::{Engine, EnginePort, Frames, PortIo};
 use crate::conntrack::{state, Tuple};
 use crate::control::port_config;
 use crate::engine::tunnel::TunnelMeta;
-use crate::xdpcache::entry::{self, mac_bytes, NwRewrite};
-use crate::xdpcache::{CtConn, FcAction, FcKey, Origin, XdpCache, XdpCacheStats};
+use crate::fastpath::cache::entry::{self, mac_bytes, NwRewrite};
+use crate::fastpath::cache::{CtConn, FcAction, FcKey, Origin, XdpCache, XdpCacheStats};
 use flowtable::action::port as ofpp;
 use flowtable::cache::Attribution;
 use flowtable::key::{Field, FlowKey};
@@ -206,7 +206,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 
     /// Installs the translation in `self.xlate` of the frame whose passes
     /// `chain` followed, the last from flow key `key`, if the XDP program
-    /// can carry it out alone (see `crate::xdpcache` for the rules).
+    /// can carry it out alone (see `crate::fastpath::cache` for the rules).
     fn xdp_install(&mut self, in_port: u32, chain: &XdpChain, key: &FlowKey) {
         if self.fail_open || self.xdp.is_none() {
             return;
@@ -484,7 +484,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         // Entries count inner frames; a tunnel port counts what crosses
         // its uplink, with the outer headers (every entry from one
         // decapsulates, every entry to one encapsulates).
-        let outer = |p: &EnginePort<P>, c: &crate::xdpcache::Credit| {
+        let outer = |p: &EnginePort<P>, c: &crate::fastpath::cache::Credit| {
             c.bytes
                 + if p.tunnel {
                     OUTER_LEN as u64 * c.packets

@@ -34,7 +34,7 @@ fn only_established_tcp_and_udp_without_nat_are_followed() {
         (est | state::DNAT | state::RPL, IP_PROTO_TCP, true),
         (state::EST, IP_PROTO_TCP, false),
     ] {
-        let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
+        let mut c = XdpChain::new([0; crate::fastpath::cache::entry::KEY_SIZE]);
         let k = tracked_key(st, proto);
         assert_eq!(c.tracked(&k, &k), ok, "{st:#x} {proto}");
         assert_eq!(c.conns().len(), usize::from(ok));
@@ -51,15 +51,15 @@ fn only_established_tcp_and_udp_without_nat_are_followed() {
         mark: None,
         label: None,
     };
-    let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
+    let mut c = XdpChain::new([0; crate::fastpath::cache::entry::KEY_SIZE]);
     assert!(c.add_pass(&new, fork(true)));
     assert!(!c.tracked(&new, &new), "committed just now");
-    let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
+    let mut c = XdpChain::new([0; crate::fastpath::cache::entry::KEY_SIZE]);
     assert!(c.add_pass(&new, fork(false)));
     assert!(c.tracked(&new, &new));
     assert!(c.conns()[0].absent);
 
-    let mut c = XdpChain::new([0; crate::xdpcache::entry::KEY_SIZE]);
+    let mut c = XdpChain::new([0; crate::fastpath::cache::entry::KEY_SIZE]);
     // The tuple is the packet's before the fork (DNAT to .9:8080).
     let mut natted = tracked_key(est | state::DNAT, IP_PROTO_TCP);
     natted.set(Field::IpDst, 0x0a80_0009);

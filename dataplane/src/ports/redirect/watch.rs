@@ -21,9 +21,9 @@
 //! only, nothing here is on a packet thread.
 
 use super::{peer, Readiness, RedirectMode, Why};
+use crate::fastpath::cache::XdpGen;
 use crate::genl::{self, xdp_act, XdpFeatureEvent, XdpFeatureEvents};
 use crate::netdev::{self, LinkInfo, NetdevError};
-use crate::xdpcache::XdpGen;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,10 +4,10 @@
  * xbr bound to the same rx queue, or to the kernel stack when there is none.
  *
  * The XSKMAP is indexed by rx queue: xbr inserts the socket bound to queue N
- * at key N (see dataplane/src/bpf.rs). A queue without a socket (xbr is
- * starting, restarting or dead: the program is pinned and outlives it, see
- * dataplane/src/pin/mod.rs) makes bpf_redirect_map() return the fallback
- * action. A port's frames never reach the host stack (xbr_xdp_rx: the
+ * at key N (see dataplane/src/fastpath/loader/mod.rs). A queue without a
+ * socket (xbr is starting, restarting or dead: the program is pinned and
+ * outlives it, see dataplane/src/fastpath/pin/mod.rs) makes
+ * bpf_redirect_map() return the fallback action. A port's frames never reach the host stack (xbr_xdp_rx: the
  * fallback is XDP_DROP, counted in closed_drops), as in OVS, whose kernel
  * datapath takes every frame of a port; only the uplink of a VXLAN port
  * (xbr_xdp_vxlan) passes what is not its bridge's to the kernel.
@@ -35,7 +35,7 @@ struct {
 } xsks SEC(".maps");
 
 /*
- * The flow cache (see dataplane/src/xdpcache/mod.rs for the full design).
+ * The flow cache (see dataplane/src/fastpath/cache/mod.rs for the full design).
  *
  * fc_flows maps the exact headers of a frame (ingress ifindex, Ethernet
  * addresses, IPv4 addresses, protocol, TOS, TTL, L4 ports or ICMP
@@ -81,11 +81,11 @@ struct {
  * New UDP connections: a frame that misses the entries may be forwarded
  * by a template, creating its connection (xbr_ct_new.h).
  *
- * Layouts must match src/xdpcache/entry.rs byte for byte. The maps xbr
- * pins (fc_flows, fc_devs, fc_gen, closed_drops) outlive the process and
- * are adopted by the next xbr: a change to their keys, values or meaning
- * must bump LAYOUT in src/pin/layout.rs, so that no build adopts maps it
- * would misread.
+ * Layouts must match ../cache/entry.rs byte for byte. The maps xbr pins
+ * (fc_flows, fc_devs, fc_gen, closed_drops) outlive the process and are
+ * adopted by the next xbr: a change to their keys, values or meaning must
+ * bump LAYOUT in ../pin/layout.rs, so that no build adopts maps it would
+ * misread.
  */
 struct xbr_fc_key {
 	__u32 ifindex;

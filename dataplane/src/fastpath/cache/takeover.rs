@@ -2,14 +2,14 @@
 //! adopted pinned state and the tables that decide from now on.
 
 use super::CacheMaps;
-use crate::pin::Pins;
+use crate::fastpath::pin::Pins;
 
 /// Has the packet threads adopt the flow cache entries a previous process
 /// left (with the maps): the daemon calls this once its tables are final
 /// (after any state restore). Each thread checks the entries of its ports
 /// against the tables and connections now, keeps those that are the
 /// same, rewrites those that changed and removes the rest
-/// (`xdpcache/adopt.rs`); the kernel keeps forwarding by them meanwhile.
+/// (`cache/adopt.rs`); the kernel keeps forwarding by them meanwhile.
 /// Returns how many entries the start found.
 pub fn take_over(maps: &CacheMaps, pins: &Pins) -> u64 {
     let Some(a) = pins.adoption().filter(|a| a.maps) else {

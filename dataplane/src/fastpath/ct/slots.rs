@@ -8,8 +8,8 @@
 //! shared memory, no syscall. A leaf under the table and the kernel link:
 //! it knows tuples and the mapped counters, nothing else.
 
-use super::tuple::Tuple;
-use crate::bpf::handles::MappedCounters;
+use crate::conntrack::Tuple;
+use crate::fastpath::loader::handles::MappedCounters;
 use flowtable::matching::IP_PROTO_UDP;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -73,7 +73,7 @@ pub struct SlotCounts {
 
 impl SlotCounts {
     /// The slots in `map` (a power of two of them), hashed with `seed`.
-    pub(super) fn new(map: MappedCounters, seed: u64, n_slots: usize) -> SlotCounts {
+    pub(crate) fn new(map: MappedCounters, seed: u64, n_slots: usize) -> SlotCounts {
         SlotCounts {
             map,
             seed,
@@ -88,7 +88,7 @@ impl SlotCounts {
     }
 
     /// The hash seed and the slot mask, as the kernel's config holds them.
-    pub(super) fn seed_and_mask(&self) -> (u64, u64) {
+    pub(crate) fn seed_and_mask(&self) -> (u64, u64) {
         (self.seed, self.mask)
     }
 

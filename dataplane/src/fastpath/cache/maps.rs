@@ -49,16 +49,16 @@ pub struct CacheMaps {
     ct: crate::conntrack::KernelMaps,
     /// Frames dropped because no socket was bound (fail closed), per CPU.
     closed_drops: MapHandle,
-    /// Where the maps and the ports' links are pinned (`crate::pin`).
-    pins: Option<Arc<crate::pin::Pins>>,
+    /// Where the maps and the ports' links are pinned (`crate::fastpath::pin`).
+    pins: Option<Arc<crate::fastpath::pin::Pins>>,
     /// The bridge's `xdp-peer-gro` (`other_config`, `xbr run
     /// --xdp-peer-gro`): ports opened with `xdp_redirect=auto` whose veth
     /// peer does not take redirected frames get GRO turned on in the peer
     /// (`ports::redirect::peer`). Read when a port opens.
     peer_gro: AtomicBool,
-    /// Take-overs asked of the packet threads (`xdpcache::take_over`): each
+    /// Take-overs asked of the packet threads (`cache::take_over`): each
     /// adopts the entries a previous process left once per increment
-    /// (`xdpcache/adopt.rs`).
+    /// (`cache/adopt.rs`).
     adoptions: AtomicU64,
 }
 
@@ -110,7 +110,7 @@ impl CacheMaps {
         capacity: u32,
         max_ports: u32,
         connections: usize,
-        pins: Option<Arc<crate::pin::Pins>>,
+        pins: Option<Arc<crate::fastpath::pin::Pins>>,
     ) -> Result<CacheMaps, XdpCacheError> {
         let (k, v, d) = (KEY_SIZE as u32, VALUE_SIZE as u32, max_ports.max(1));
         let adopted = pins.as_deref().and_then(|p| {
@@ -162,7 +162,7 @@ impl CacheMaps {
         let gen = Arc::new(XdpGen::new(gen_map));
         match adopted_gen {
             // The entries a previous xbr left carry this generation:
-            // they keep forwarding until `xdpcache::take_over`.
+            // they keep forwarding until `cache::take_over`.
             Some((g, entries)) if g != 0 => {
                 gen.adopt(g, entries > 0);
                 if let Some(p) = pins.as_deref() {
@@ -207,7 +207,7 @@ impl CacheMaps {
             CT_PORTS_NAME,
             4,
             8,
-            crate::conntrack::kernel_shares::PORT_COUNTERS as u32,
+            crate::fastpath::ct::kernel_shares::PORT_COUNTERS as u32,
             libbpf_sys::BPF_F_MMAPABLE,
         )?;
         Ok(CacheMaps {
@@ -233,7 +233,7 @@ impl CacheMaps {
     }
 
     /// The pin directory the maps (and the ports' links) live in.
-    pub fn pins(&self) -> Option<&Arc<crate::pin::Pins>> {
+    pub fn pins(&self) -> Option<&Arc<crate::fastpath::pin::Pins>> {
         self.pins.as_ref()
     }
 
@@ -254,7 +254,7 @@ impl CacheMaps {
     }
 
     /// Asks every packet thread to adopt the entries of the current
-    /// generation it has no record of (`xdpcache::take_over`).
+    /// generation it has no record of (`cache::take_over`).
     pub(crate) fn request_adoption(&self) {
         let deferred = self.gen.release();
         if deferred > 0 {
@@ -341,7 +341,7 @@ impl CacheMaps {
 
     /// Reads the next batch of up to `max` entries after `cursor` (one
     /// syscall): their keys and hit counters, into `out` (emptied first).
-    /// See [`crate::bpf::handles::hash_lookup_batch`] for what a batch holds.
+    /// See [`crate::fastpath::loader::handles::hash_lookup_batch`] for what a batch holds.
     pub(crate) fn read_batch(
         &self,
         cursor: &mut BatchRead,
@@ -349,7 +349,7 @@ impl CacheMaps {
         out: &mut Vec<(FcKey, (u64, u64))>,
     ) -> std::io::Result<()> {
         out.clear();
-        let n = crate::bpf::handles::hash_lookup_batch(
+        let n = crate::fastpath::loader::handles::hash_lookup_batch(
             self.flows.as_fd(),
             &mut cursor.cursor,
             KEY_SIZE,
@@ -411,7 +411,7 @@ impl CacheMaps {
 /// its buffers.
 #[derive(Debug, Default)]
 pub(crate) struct BatchRead {
-    cursor: crate::bpf::handles::BatchCursor,
+    cursor: crate::fastpath::loader::handles::BatchCursor,
     keys: Vec<u8>,
     values: Vec<u8>,
 }
@@ -426,7 +426,7 @@ impl BatchRead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xdpcache::entry::{counters, KEY_SIZE, VALUE_SIZE};
+    use crate::fastpath::cache::entry::{counters, KEY_SIZE, VALUE_SIZE};
 
     #[test]
     fn take_returns_the_last_counters_and_deletes() {

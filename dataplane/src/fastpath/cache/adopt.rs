@@ -1,5 +1,5 @@
 //! Adopting the entries a previous xbr left in the pinned flow cache
-//! (`crate::pin`, issue 29): at take-over, each entry is checked against
+//! (`crate::fastpath::pin`, issue 29): at take-over, each entry is checked against
 //! this process's tables instead of being retired.
 //!
 //! # Design
@@ -13,7 +13,7 @@
 //! right as they are.
 //!
 //! What: a take-over ([`CacheMaps::request_adoption`], from
-//! `xdpcache::take_over`) makes each packet thread list the map's entries of
+//! `cache::take_over`) makes each packet thread list the map's entries of
 //! the current generation that it has no record of (the previous
 //! process's; the generation is kept across the restart) and whose
 //! ingress device is one of its ports. The engine (`engine/adopt.rs`)

@@ -591,7 +591,7 @@ pub struct CtConn {
 impl Drop for XdpCache {
     fn drop(&mut self) {
         // The process exits and leaves the kernel path forwarding
-        // (`crate::pin`): the entries stay for the programs.
+        // (`crate::fastpath::pin`): the entries stay for the programs.
         let keep = self.maps.pins().is_some_and(|p| p.keeping());
         for (key, e) in &self.mirror {
             if !keep {

@@ -5,7 +5,7 @@
 //! that attaches it. A link, unlike the legacy netlink attachment, belongs
 //! to its file descriptor: when xbr exits or crashes, the kernel closes the
 //! fd and detaches the program, unless the link is pinned in the BPF
-//! filesystem (with the flow cache, see `crate::pin`): then the program
+//! filesystem (with the flow cache, see `crate::fastpath::pin`): then the program
 //! stays, forwards cached flows and drops the rest (its sockets went with
 //! the process, so nothing reaches the host stack), and the next xbr
 //! swaps its own program into the same link. Dropping an unpinned value
@@ -72,7 +72,7 @@ pub struct XdpProgram {
     ifindex: u32,
     mode: XdpAttachMode,
     /// The bridge's pin directory, where the link is pinned.
-    pins: Option<std::sync::Arc<crate::pin::Pins>>,
+    pins: Option<std::sync::Arc<crate::fastpath::pin::Pins>>,
 }
 
 impl Drop for XdpProgram {
@@ -92,7 +92,7 @@ impl XdpProgram {
     pub fn attach(
         ifindex: u32,
         request: XdpModeRequest,
-        cache: Option<&crate::xdpcache::CacheMaps>,
+        cache: Option<&crate::fastpath::cache::CacheMaps>,
     ) -> Result<XdpProgram, BpfError> {
         let obj = load_rx(cache)?;
         Self::attach_loaded(obj, PROG_NAME, ifindex, request, cache)
@@ -108,7 +108,7 @@ impl XdpProgram {
         request: XdpModeRequest,
         local_ip: std::net::Ipv4Addr,
         dst_port: u16,
-        cache: Option<&crate::xdpcache::CacheMaps>,
+        cache: Option<&crate::fastpath::cache::CacheMaps>,
     ) -> Result<XdpProgram, BpfError> {
         let obj = load_rx(cache)?;
         configure_vxlan(&obj, local_ip, dst_port)?;
@@ -120,7 +120,7 @@ impl XdpProgram {
         prog_name: &'static str,
         ifindex: u32,
         request: XdpModeRequest,
-        cache: Option<&crate::xdpcache::CacheMaps>,
+        cache: Option<&crate::fastpath::cache::CacheMaps>,
     ) -> Result<XdpProgram, BpfError> {
         let prog_fd = {
             let prog = obj
@@ -261,7 +261,7 @@ fn configure_vxlan(
 
 /// A fresh copy of the object, loaded; with `cache`, its flow cache maps
 /// are the bridge's.
-fn load_rx(cache: Option<&crate::xdpcache::CacheMaps>) -> Result<Object, BpfError> {
+fn load_rx(cache: Option<&crate::fastpath::cache::CacheMaps>) -> Result<Object, BpfError> {
     let mut open = ObjectBuilder::default()
         .open_memory(XDP_OBJECT)
         .map_err(BpfError::Load)?;
@@ -276,7 +276,7 @@ fn load_rx(cache: Option<&crate::xdpcache::CacheMaps>) -> Result<Object, BpfErro
                 reused += 1;
             }
         }
-        if reused != crate::xdpcache::maps::SHARED_MAPS {
+        if reused != crate::fastpath::cache::maps::SHARED_MAPS {
             return Err(BpfError::Missing("flow cache maps"));
         }
     }
@@ -292,7 +292,7 @@ pub struct XdpTestRun {
 }
 
 impl XdpTestRun {
-    pub fn load(cache: &crate::xdpcache::CacheMaps) -> Result<XdpTestRun, BpfError> {
+    pub fn load(cache: &crate::fastpath::cache::CacheMaps) -> Result<XdpTestRun, BpfError> {
         Ok(XdpTestRun {
             obj: load_rx(Some(cache))?,
         })

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// carry to be used by the XDP programs.
 ///
 /// Held from a start that adopted a previous xbr's entries until the
-/// take-over (`xdpcache::take_over`): bumps are then counted, not made, and
+/// take-over (`cache::take_over`): bumps are then counted, not made, and
 /// nothing is installed, so the previous process's entries keep
 /// forwarding while the tables are restored (with `flow-restore-wait`,
 /// until the key clears, as OVS leaves its datapath flows alone then).

@@ -18,7 +18,7 @@
 //!   the xbr version that made the directory;
 //! - `fc_flows`, `fc_devs`, `fc_gen`, `closed_drops`: the flow cache's
 //!   entries, its redirect targets, its generation and the fail-closed
-//!   drop counter (`xdpcache/maps.rs`). The new-connection maps are not
+//!   drop counter (`cache/maps.rs`). The new-connection maps are not
 //!   pinned: a new process starts its own (`conntrack/kernel_new.rs`);
 //! - `link-<ifindex>-<mode>`: each port's bpf_link (native or generic).
 //!
@@ -31,11 +31,11 @@
 //!   new ones and says so), and each port's program is swapped into the
 //!   pinned link atomically (`bpf_link_update`: the device is never
 //!   without a program). Cached flows keep hitting (the generation is kept)
-//!   until `crate::xdpcache::take_over`, which the daemon calls once its tables are final
+//!   until `crate::fastpath::cache::take_over`, which the daemon calls once its tables are final
 //!   (after a state restore, when there is one): the packet threads then
 //!   check every adopted entry against the tables and connections, keep
 //!   those that are the same, rewrite those that changed and remove the
-//!   rest (`xdpcache/adopt.rs`), so a flow that did not change never
+//!   rest (`cache/adopt.rs`), so a flow that did not change never
 //!   leaves the kernel. Pinned links of devices that are gone are
 //!   removed at adoption;
 //! - a plain stop (SIGTERM, SIGINT, `ovs-appctl exit`) leaves everything
@@ -118,7 +118,7 @@ pub struct Adoption {
     pub from_version: String,
     /// Ports whose pinned link got this process's program.
     pub links: u64,
-    /// Flow cache entries found (checked by `crate::xdpcache::take_over`).
+    /// Flow cache entries found (checked by `crate::fastpath::cache::take_over`).
     pub entries: u64,
     /// The cache maps were adopted (their shapes matched).
     pub maps: bool,
@@ -269,19 +269,19 @@ impl Pins {
     pub fn adopt_link(
         &self,
         ifindex: u32,
-    ) -> Option<(OwnedFd, crate::bpf::handles::XdpAttachMode)> {
+    ) -> Option<(OwnedFd, crate::fastpath::loader::handles::XdpAttachMode)> {
         if !self.adopting {
             return None;
         }
         for mode in [
-            crate::bpf::handles::XdpAttachMode::Native,
-            crate::bpf::handles::XdpAttachMode::Generic,
+            crate::fastpath::loader::handles::XdpAttachMode::Native,
+            crate::fastpath::loader::handles::XdpAttachMode::Generic,
         ] {
             let path = self.link_path(ifindex, mode);
-            let Ok(fd) = crate::bpf::handles::pinned_fd(&path) else {
+            let Ok(fd) = crate::fastpath::loader::handles::pinned_fd(&path) else {
                 continue;
             };
-            if crate::bpf::handles::link_ifindex(fd.as_fd()) == Some(ifindex) {
+            if crate::fastpath::loader::handles::link_ifindex(fd.as_fd()) == Some(ifindex) {
                 self.links_adopted.fetch_add(1, Ordering::Relaxed);
                 return Some((fd, mode));
             }
@@ -294,18 +294,23 @@ impl Pins {
     pub fn pin_link(
         &self,
         ifindex: u32,
-        mode: crate::bpf::handles::XdpAttachMode,
+        mode: crate::fastpath::loader::handles::XdpAttachMode,
         fd: BorrowedFd<'_>,
     ) -> Result<(), PinError> {
         let path = self.link_path(ifindex, mode);
         remove(&path)?;
-        crate::bpf::handles::pin_fd(fd, &path).map_err(|source| PinError::Io { path, source })
+        crate::fastpath::loader::handles::pin_fd(fd, &path)
+            .map_err(|source| PinError::Io { path, source })
     }
 
     /// The port on `ifindex` is closing: unpins its link (the program
     /// detaches when the fd closes), unless the process is exiting
     /// without a teardown.
-    pub fn release_link(&self, ifindex: u32, mode: crate::bpf::handles::XdpAttachMode) {
+    pub fn release_link(
+        &self,
+        ifindex: u32,
+        mode: crate::fastpath::loader::handles::XdpAttachMode,
+    ) {
         if self.keep.load(Ordering::Acquire) {
             return;
         }
@@ -336,9 +341,9 @@ impl Pins {
                 continue;
             }
             let path = e.path();
-            let alive = crate::bpf::handles::pinned_fd(&path)
+            let alive = crate::fastpath::loader::handles::pinned_fd(&path)
                 .ok()
-                .and_then(|fd| crate::bpf::handles::link_ifindex(fd.as_fd()))
+                .and_then(|fd| crate::fastpath::loader::handles::link_ifindex(fd.as_fd()))
                 .is_some_and(|i| i != 0);
             if !alive {
                 tracing::info!(pin = %path.display(), "removing the pinned link of a device that is gone");
@@ -347,10 +352,14 @@ impl Pins {
         }
     }
 
-    fn link_path(&self, ifindex: u32, mode: crate::bpf::handles::XdpAttachMode) -> PathBuf {
+    fn link_path(
+        &self,
+        ifindex: u32,
+        mode: crate::fastpath::loader::handles::XdpAttachMode,
+    ) -> PathBuf {
         let m = match mode {
-            crate::bpf::handles::XdpAttachMode::Native => "native",
-            crate::bpf::handles::XdpAttachMode::Generic => "generic",
+            crate::fastpath::loader::handles::XdpAttachMode::Native => "native",
+            crate::fastpath::loader::handles::XdpAttachMode::Generic => "generic",
         };
         self.dir.join(format!("{LINK_PREFIX}{ifindex}-{m}"))
     }

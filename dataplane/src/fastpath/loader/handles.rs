@@ -4,8 +4,8 @@
 //!
 //! This is the bottom of the XDP fast path: it knows file descriptors and
 //! syscalls, nothing of flow cache entries, connections or pins' layout.
-//! The loader (`bpf/mod.rs`), the pins (`crate::pin`), the flow cache's
-//! maps (`crate::xdpcache::maps`) and conntrack's kernel links all use it;
+//! The loader (`loader/mod.rs`), the pins (`crate::fastpath::pin`), the flow cache's
+//! maps (`crate::fastpath::cache::maps`) and conntrack's kernel links all use it;
 //! it uses none of them, so the fast path's modules depend one way.
 //!
 //! Every call is one syscall (`mmap` for [`MappedCounters`], once); no

@@ -27,7 +27,7 @@
 //! report, one or two atomic adds; here, one or two atomic updates per
 //! report read. `xbr stats` scans the 1,024 buckets (8 KiB).
 
-use crate::bpf::handles::MappedCounters;
+use crate::fastpath::loader::handles::MappedCounters;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// `XBR_CT_PORT_BUCKETS`: ingress ports are counted by ifindex modulo
@@ -59,7 +59,7 @@ pub struct PortShare {
 }
 
 impl PortShares {
-    pub(super) fn new(map: MappedCounters, ring_reports: u64) -> PortShares {
+    pub(crate) fn new(map: MappedCounters, ring_reports: u64) -> PortShares {
         PortShares { map, ring_reports }
     }
 
@@ -79,7 +79,7 @@ impl PortShares {
 
     /// A report of `ifindex` was read: its count taken back (never below
     /// zero), and the holders' if it was the port's last.
-    pub(super) fn release(&self, ifindex: u32) {
+    pub(crate) fn release(&self, ifindex: u32) {
         let held = self.counter(Self::bucket(ifindex) as usize);
         if let Ok(1) = held.fetch_update(Relaxed, Relaxed, |v| v.checked_sub(1)) {
             let _ = self

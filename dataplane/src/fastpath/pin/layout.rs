@@ -6,7 +6,7 @@
 //! magic, the layout version (u32, native order), 4 bytes of padding and
 //! the maker's xbr version, NUL-padded. [`LAYOUT`] changes whenever the
 //! pinned maps' set, types or entry layouts (bpf/xbr_xdp.c,
-//! `xdpcache/entry.rs`) change in a way an older or newer program or
+//! `cache/entry.rs`) change in a way an older or newer program or
 //! loader would misread; a record with another number (or no record, or a
 //! damaged one) is never adopted.
 
