@@ -92,7 +92,7 @@ mod table;
 mod tcp;
 #[cfg(test)]
 mod tests;
-mod tuple;
+pub(crate) mod tuple;
 mod xdp_link;
 #[cfg(test)]
 mod xdp_link_tests;

@@ -8,7 +8,7 @@
 //! shared memory, no syscall. A leaf under the table and the kernel link:
 //! it knows tuples and the mapped counters, nothing else.
 
-use crate::conntrack::Tuple;
+use crate::conntrack::tuple::Tuple;
 use crate::fastpath::loader::handles::MappedCounters;
 use flowtable::matching::IP_PROTO_UDP;
 use std::sync::atomic::Ordering::Relaxed;
