@@ -1,5 +1,84 @@
-//! The XDP fast path: the programs, their loader, the flow cache and its
-//! pins, and the views of conntrack's kernel-side maps.
+//! The XDP fast path: what forwards a frame in the kernel, before it
+//! reaches an AF_XDP socket, and what this process keeps to drive it.
+//!
+//! # What it holds
+//!
+//! - `bpf/`: the C programs (`xbr_xdp.c`, with the kernel's new-connection
+//!   half in `xbr_ct_new.h`), compiled by `build.rs` and embedded in the
+//!   binary. `xbr_xdp_rx` runs on every system port: it looks the frame
+//!   up in the flow cache and rewrites and redirects a hit; a miss goes to
+//!   the port's AF_XDP socket. `xbr_xdp_vxlan` runs on a VXLAN port's
+//!   uplink and decapsulates first.
+//! - [`loader`]: loads a copy of the object per netdev, attaches it with a
+//!   bpf_link (or swaps it into a pinned one), fills its XSKMAP, and
+//!   probes what the kernel's XDP supports; its child `handles.rs` holds
+//!   the raw handles every other part uses (pins of fds, batched map
+//!   reads, counters mapped into this process).
+//! - [`cache`]: the XDP flow cache. Its maps (`cache/maps.rs`: entries,
+//!   redirect targets, generation, conntrack's kernel maps, one set per
+//!   bridge, shared by every port's program), the entry layout the C side
+//!   mirrors byte for byte (`entry.rs`), the packet thread's mirror of
+//!   what it installed ([`cache::XdpCache`]: install, credit, sweep),
+//!   the templates through which the kernel creates UDP connections
+//!   (`templates.rs`), revalidation after a table change (`revalidate.rs`),
+//!   adoption of a previous process's entries (`adopt.rs`,
+//!   `takeover.rs`), and `xbr dpctl dump-flows` (`dump.rs`).
+//! - [`pin`]: what outlives the process in the BPF filesystem (the
+//!   shared maps and each port's bpf_link) and the layout record that
+//!   says whether a new build may adopt them.
+//! - [`ct`]: conntrack's views of the kernel-side connection maps: the
+//!   slot counters that tell the program a UDP tuple has a connection
+//!   (`slots.rs`) and the ports' shares of the ring of new-connection
+//!   reports (`kernel_shares.rs`). The logic that links connections to
+//!   cache entries and reads the ring stays in conntrack
+//!   (`conntrack/xdp_link.rs`, `conntrack/kernel_new.rs`): both are
+//!   `impl Conntrack` on its private table, and taking them out would
+//!   tie conntrack and the fast path in a circle.
+//!
+//! # Layering (leaf first; every arrow points down this list)
+//!
+//! 1. `loader/handles.rs`: file descriptors and syscalls, nothing else.
+//!    `cache/entry.rs`, `cache/generation.rs`, `cache/stats.rs` and
+//!    `pin/{layout,bpffs,teardown}.rs` are leaves too.
+//! 2. `ct/`: counters over `handles.rs` and conntrack's `Tuple`.
+//!    Conntrack's table and `kernel_new.rs` stand on it.
+//! 3. `pin/mod.rs`: the pinned directory, over `handles.rs`.
+//! 4. `cache/maps.rs`: the shared maps, over the entry layout, the
+//!    generation, the pins and conntrack's kernel maps.
+//! 5. `loader/mod.rs`: the programs, reusing the shared maps and pinning
+//!    their links.
+//! 6. `cache/mod.rs` and its other children: the packet thread's side,
+//!    over the maps and conntrack (`Conntrack`, `CtLink`).
+//!
+//! The engine stands above all of it; ports, VXLAN ports and the daemon
+//! use the loader, the maps and the pins to set a bridge up.
+//!
+//! # The interface the engine uses
+//!
+//! The packet thread (`engine/`) calls the cache alone, never the loader
+//! or the pins:
+//! - [`cache::XdpCache`]: one per packet thread (install, credit, sweep,
+//!   revalidate, adopt), with the types it takes and gives:
+//!   [`cache::FcKey`], [`cache::FcAction`], [`cache::CtConn`],
+//!   [`cache::Origin`], [`cache::Credit`], [`cache::XdpCacheStats`],
+//!   [`cache::Candidate`] and [`cache::REVALIDATE_CHUNK`] (revalidation),
+//!   [`cache::Claim`] and [`cache::Fresh`] (adoption);
+//! - `cache::entry`: keying a frame as the program does (`frame_key`,
+//!   `set_tunnel`, `KEY_SIZE`), reading a key back (`key_proto`,
+//!   `key_nw`, `key_tunnel`, `is_decapsulated`, `flow_hash`) and the
+//!   rewrite and address encodings (`NwRewrite`, `mac_bytes`);
+//! - `cache::templates`: `NewConnTemplate` and `fc_mask`, what the engine
+//!   hands the kernel to create UDP connections itself.
+//!
+//! Concurrency: the maps are shared by every port's program and every
+//! packet thread (each installs and deletes its own entries; the
+//! generation is bumped by any thread and read by all); an `XdpCache` is
+//! its packet thread's alone. No call on the packet thread's path takes
+//! a lock or allocates per packet; installs are one map update each,
+//! bounded per port and second (`engine/xdp/install_gate.rs`).
+//!
+//! `unsafe` is denied here as in the rest of the crate, but for the
+//! loader's raw libbpf calls (see `loader/mod.rs`).
 
 pub mod cache;
 pub mod ct;

@@ -4,11 +4,29 @@
 
 use super::entry::{FcKey, KEY_SIZE, VALUE_SIZE};
 use super::generation::XdpGen;
-use super::XdpCacheError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Why the shared maps could not be made or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpCacheError {
+    #[error("creating BPF map {name}: {source}")]
+    CreateMap {
+        name: &'static str,
+        #[source]
+        source: libbpf_rs::Error,
+    },
+    #[error("cannot write the XDP flow cache generation")]
+    Generation,
+    #[error("adding ifindex {ifindex} to the redirect map: {source}")]
+    Device {
+        ifindex: u32,
+        #[source]
+        source: libbpf_rs::Error,
+    },
+}
 
 pub(crate) const FLOWS_NAME: &str = "fc_flows";
 pub(crate) const DEVS_NAME: &str = "fc_devs";
@@ -19,6 +37,7 @@ pub(crate) const CT_EVENTS_NAME: &str = "ct_events";
 pub(crate) const CT_CFG_NAME: &str = "ct_cfg";
 pub(crate) const CT_PORTS_NAME: &str = "ct_ports";
 pub(crate) const CLOSED_DROPS_NAME: &str = "closed_drops";
+
 /// Maps of bpf/xbr_xdp.c a bridge's programs share.
 pub(crate) const SHARED_MAPS: usize = 9;
 

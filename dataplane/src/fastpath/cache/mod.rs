@@ -193,7 +193,7 @@ pub mod templates;
 pub use adopt::{Claim, Fresh};
 pub use entry::{FcAction, FcKey};
 pub use generation::XdpGen;
-pub use maps::CacheMaps;
+pub use maps::{CacheMaps, XdpCacheError};
 pub use revalidate::{Candidate, CHUNK as REVALIDATE_CHUNK};
 pub use stats::XdpCacheStats;
 pub use takeover::take_over;
@@ -223,24 +223,6 @@ pub const DEFAULT_ENTRIES: u32 = 262_144;
 /// Devices the cache may redirect to: every system port of a bridge,
 /// those added while running included (a node's pods come and go).
 pub const MAX_TARGETS: u32 = 4_096;
-
-#[derive(Debug, thiserror::Error)]
-pub enum XdpCacheError {
-    #[error("creating BPF map {name}: {source}")]
-    CreateMap {
-        name: &'static str,
-        #[source]
-        source: libbpf_rs::Error,
-    },
-    #[error("cannot write the XDP flow cache generation")]
-    Generation,
-    #[error("adding ifindex {ifindex} to the redirect map: {source}")]
-    Device {
-        ifindex: u32,
-        #[source]
-        source: libbpf_rs::Error,
-    },
-}
 
 /// Hits to credit to the engine's ports and drop counters.
 #[derive(Clone, Copy, Debug)]
