@@ -10,15 +10,32 @@
 //! the process, so nothing reaches the host stack), and the next xbr
 //! swaps its own program into the same link. Dropping an unpinned value
 //! detaches.
+//!
+//! Children: `handles.rs` (the raw handles the rest of the fast path
+//! uses: pins, batched map reads, mapped counters), `link.rs` (creating
+//! and updating a bpf_link), `probe.rs` (what the kernel's XDP supports).
+//! They are the only files of the loader where `unsafe` is allowed; this
+//! one has none.
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder};
 
+// `unsafe` is denied crate-wide and allowed in these three children
+// alone, the loader's raw libbpf calls; every block carries a `// SAFETY:`
+// comment (clippy's `undocumented_unsafe_blocks` is denied too).
+#[allow(unsafe_code)]
 pub mod handles;
+#[allow(unsafe_code)]
+mod link;
+#[allow(unsafe_code)]
+mod probe;
+
 pub use handles::{MappedCounters, XdpAttachMode};
+use link::{link_create, link_update};
+pub use probe::{probe_xdp_support, XdpSupport};
 
 /// The compiled XDP object, embedded so the binary is self-contained.
 static XDP_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xbr_xdp.bpf.o"));
@@ -348,128 +365,4 @@ impl std::fmt::Debug for XdpProgram {
             .field("mode", &self.mode)
             .finish()
     }
-}
-
-fn link_create(prog_fd: i32, ifindex: u32, mode: XdpAttachMode) -> Result<OwnedFd, BpfError> {
-    let flags = match mode {
-        XdpAttachMode::Native => libbpf_sys::XDP_FLAGS_DRV_MODE,
-        XdpAttachMode::Generic => libbpf_sys::XDP_FLAGS_SKB_MODE,
-    };
-    let target = i32::try_from(ifindex).map_err(|_| BpfError::Attach {
-        ifindex,
-        mode,
-        source: io::Error::from_raw_os_error(libc::EINVAL),
-    })?;
-    let opts = libbpf_sys::bpf_link_create_opts {
-        sz: size_of::<libbpf_sys::bpf_link_create_opts>() as libbpf_sys::size_t,
-        flags,
-        ..Default::default()
-    };
-    // SAFETY: `opts` is a properly sized, initialised options struct that
-    // outlives the call; `prog_fd` is the loaded program's fd, kept open by
-    // the Object for the duration of the call.
-    let rc = unsafe { libbpf_sys::bpf_link_create(prog_fd, target, libbpf_sys::BPF_XDP, &opts) };
-    if rc < 0 {
-        // libbpf returns -errno (and sets errno).
-        return Err(BpfError::Attach {
-            ifindex,
-            mode,
-            source: io::Error::from_raw_os_error(-rc),
-        });
-    }
-    // SAFETY: on success `rc` is a new link fd owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(rc) })
-}
-
-/// Replaces the program of the bpf_link `link` with `prog_fd`
-/// (`BPF_LINK_UPDATE`: atomic, the device keeps a program throughout).
-fn link_update(link: BorrowedFd<'_>, prog_fd: i32) -> io::Result<()> {
-    let opts = libbpf_sys::bpf_link_update_opts {
-        sz: size_of::<libbpf_sys::bpf_link_update_opts>() as libbpf_sys::size_t,
-        ..Default::default()
-    };
-    // SAFETY: both fds are open for the call (the link borrowed, the
-    // program kept by its Object); `opts` is sized and initialised and
-    // outlives the call.
-    let rc = unsafe { libbpf_sys::bpf_link_update(link.as_raw_fd(), prog_fd, &opts) };
-    if rc < 0 {
-        return Err(io::Error::from_raw_os_error(-rc));
-    }
-    Ok(())
-}
-
-/// What the running kernel's XDP supports of what xbr uses, asked of the
-/// kernel itself (`xbr doctor`): distribution kernels backport features,
-/// so a release number says too little.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct XdpSupport {
-    /// XDP programs attach through bpf_link (`bpf_xdp_link_attach` is in
-    /// the kernel's symbol table); `None`: the table could not be read.
-    pub link: Option<bool>,
-    /// XDP programs may take frames in several buffers
-    /// (`BPF_F_XDP_HAS_FRAGS`, what jumbo frames need): a trivial program
-    /// with that flag loads.
-    pub frags: bool,
-}
-
-/// Probes [`XdpSupport`]. Loads (and at once closes) a two-instruction
-/// XDP program with the frags flag; nothing is attached. Fails when no
-/// XDP program may be loaded at all (no permission, no BPF).
-pub fn probe_xdp_support() -> io::Result<XdpSupport> {
-    let frags = match load_trivial_xdp(libbpf_sys::BPF_F_XDP_HAS_FRAGS) {
-        Ok(_fd) => true,
-        // An older kernel refuses the unknown flag.
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            load_trivial_xdp(0)?;
-            false
-        }
-        Err(e) => return Err(e),
-    };
-    let link = std::fs::read_to_string("/proc/kallsyms")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.lines()
-                .any(|l| l.split_whitespace().nth(2) == Some("bpf_xdp_link_attach"))
-        });
-    Ok(XdpSupport { link, frags })
-}
-
-/// Loads `r0 = XDP_PASS; exit` as an XDP program with `prog_flags`.
-fn load_trivial_xdp(prog_flags: u32) -> io::Result<OwnedFd> {
-    let mov_r0 = libbpf_sys::bpf_insn {
-        // BPF_ALU64 | BPF_MOV | BPF_K, dst r0.
-        code: 0xb7,
-        imm: libbpf_sys::XDP_PASS as i32,
-        ..Default::default()
-    };
-    let exit = libbpf_sys::bpf_insn {
-        // BPF_JMP | BPF_EXIT.
-        code: 0x95,
-        ..Default::default()
-    };
-    let insns = [mov_r0, exit];
-    let mut opts = libbpf_sys::bpf_prog_load_opts {
-        sz: size_of::<libbpf_sys::bpf_prog_load_opts>() as libbpf_sys::size_t,
-        prog_flags,
-        ..Default::default()
-    };
-    // SAFETY: the name and license are NUL-terminated literals, `insns`
-    // holds `insns.len()` initialised instructions, and `opts` is sized and
-    // initialised; all outlive the call, which copies what it keeps.
-    let rc = unsafe {
-        libbpf_sys::bpf_prog_load(
-            libbpf_sys::BPF_PROG_TYPE_XDP,
-            c"xbr_probe".as_ptr(),
-            c"GPL".as_ptr(),
-            insns.as_ptr(),
-            insns.len() as libbpf_sys::size_t,
-            &mut opts,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::from_raw_os_error(-rc));
-    }
-    // SAFETY: on success `rc` is a new program fd owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(rc) })
 }
