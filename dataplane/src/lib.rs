@@ -40,8 +40,9 @@
 //! `unsafe` is refused everywhere in this crate (`deny(unsafe_code)`
 //! below) but in the modules that talk to the kernel through raw memory
 //! or raw libbpf calls, each allowed by name where it is declared: `xsk`
-//! (the AF_XDP rings and UMEM) here, and the BPF loader's
-//! `fastpath/loader/{handles,link,probe}.rs` in `fastpath/loader/mod.rs`.
+//! (the AF_XDP rings and UMEM) here, and the BPF handles and loader,
+//! `fastpath/handles.rs` and `fastpath/loader/{link,probe}.rs`, in
+//! `fastpath/`.
 //! There every block carries a `// SAFETY:` comment, which clippy checks
 //! (`undocumented_unsafe_blocks`).
 

@@ -91,7 +91,7 @@ use super::table::ConnRef;
 use super::{Conn, Conntrack, Tuple};
 use crate::fastpath::ct::kernel_shares::{PortShares, PORT_COUNTERS};
 use crate::fastpath::ct::slots::SlotCounts;
-use crate::fastpath::loader::handles::MappedCounters;
+use crate::fastpath::handles::MappedCounters;
 use flowtable::matching::IP_PROTO_UDP;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use parking_lot::Mutex;

@@ -11,9 +11,10 @@
 //!   uplink and decapsulates first.
 //! - [`loader`]: loads a copy of the object per netdev, attaches it with a
 //!   bpf_link (or swaps it into a pinned one), fills its XSKMAP, and
-//!   probes what the kernel's XDP supports; its child `handles.rs` holds
-//!   the raw handles every other part uses (pins of fds, batched map
-//!   reads, counters mapped into this process).
+//!   probes what the kernel's XDP supports.
+//! - [`handles`]: the raw handles on kernel BPF objects every other part
+//!   uses (pins of fds, a link's device, batched map reads, counters
+//!   mapped into this process): the bottom of the fast path.
 //! - [`cache`]: the XDP flow cache. Its maps (`cache/maps.rs`: entries,
 //!   redirect targets, generation, conntrack's kernel maps, one set per
 //!   bridge, shared by every port's program), the entry layout the C side
@@ -35,20 +36,19 @@
 //!   `impl Conntrack` on its private table, and taking them out would
 //!   tie conntrack and the fast path in a circle.
 //!
-//! # Layering (leaf first; every arrow points down this list)
+//! # Layering (leaf first; every import points up this list)
 //!
-//! 1. `loader/handles.rs`: file descriptors and syscalls, nothing else.
-//!    `cache/entry.rs`, `cache/generation.rs`, `cache/stats.rs` and
-//!    `pin/{layout,bpffs,teardown}.rs` are leaves too.
-//! 2. `ct/`: counters over `handles.rs` and conntrack's `Tuple`.
-//!    Conntrack's table and `kernel_new.rs` stand on it.
-//! 3. `pin/mod.rs`: the pinned directory, over `handles.rs`.
-//! 4. `cache/maps.rs`: the shared maps, over the entry layout, the
-//!    generation, the pins and conntrack's kernel maps.
-//! 5. `loader/mod.rs`: the programs, reusing the shared maps and pinning
-//!    their links.
-//! 6. `cache/mod.rs` and its other children: the packet thread's side,
-//!    over the maps and conntrack (`Conntrack`, `CtLink`).
+//! 1. `handles.rs`: file descriptors and syscalls, nothing else.
+//! 2. `ct/` (counters over `handles.rs` and conntrack's `Tuple`; the
+//!    conntrack table and `conntrack/kernel_new.rs` stand on it) and
+//!    `pin/` (the pinned directory, over `handles.rs`).
+//! 3. `cache/`: first `entry.rs`, `generation.rs` and `stats.rs`
+//!    (leaves), then `maps.rs` (the shared maps, over those, the pins,
+//!    `ct/` and conntrack's `KernelMaps`), then `mod.rs` and its other
+//!    children (the packet thread's side, over the maps and conntrack's
+//!    `Conntrack` and `CtLink`).
+//! 4. `loader/`: the programs, reusing the cache's shared maps
+//!    (`CacheMaps`) and keeping their links in the pins (`Pins`).
 //!
 //! The engine stands above all of it; ports, VXLAN ports and the daemon
 //! use the loader, the maps and the pins to set a bridge up.
@@ -78,10 +78,13 @@
 //! bounded per port and second (`engine/xdp/install_gate.rs`).
 //!
 //! `unsafe` is denied here as in the rest of the crate, but for the
-//! loader's raw libbpf calls: `loader/{handles,link,probe}.rs`, each
-//! allowed by name where `loader/mod.rs` declares it.
+//! raw libbpf calls: `handles.rs` (allowed below) and
+//! `loader/{link,probe}.rs` (allowed where `loader/mod.rs` declares
+//! them).
 
 pub mod cache;
 pub mod ct;
+#[allow(unsafe_code)]
+pub mod handles;
 pub mod loader;
 pub mod pin;

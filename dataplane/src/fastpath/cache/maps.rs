@@ -360,7 +360,7 @@ impl CacheMaps {
 
     /// Reads the next batch of up to `max` entries after `cursor` (one
     /// syscall): their keys and hit counters, into `out` (emptied first).
-    /// See [`crate::fastpath::loader::handles::hash_lookup_batch`] for what a batch holds.
+    /// See [`crate::fastpath::handles::hash_lookup_batch`] for what a batch holds.
     pub(crate) fn read_batch(
         &self,
         cursor: &mut BatchRead,
@@ -368,7 +368,7 @@ impl CacheMaps {
         out: &mut Vec<(FcKey, (u64, u64))>,
     ) -> std::io::Result<()> {
         out.clear();
-        let n = crate::fastpath::loader::handles::hash_lookup_batch(
+        let n = crate::fastpath::handles::hash_lookup_batch(
             self.flows.as_fd(),
             &mut cursor.cursor,
             KEY_SIZE,
@@ -430,7 +430,7 @@ impl CacheMaps {
 /// its buffers.
 #[derive(Debug, Default)]
 pub(crate) struct BatchRead {
-    cursor: crate::fastpath::loader::handles::BatchCursor,
+    cursor: crate::fastpath::handles::BatchCursor,
     keys: Vec<u8>,
     values: Vec<u8>,
 }

@@ -27,7 +27,7 @@
 //! report, one or two atomic adds; here, one or two atomic updates per
 //! report read. `xbr stats` scans the 1,024 buckets (8 KiB).
 
-use crate::fastpath::loader::handles::MappedCounters;
+use crate::fastpath::handles::MappedCounters;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// `XBR_CT_PORT_BUCKETS`: ingress ports are counted by ifindex modulo

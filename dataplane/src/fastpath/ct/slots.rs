@@ -9,7 +9,7 @@
 //! it knows tuples and the mapped counters, nothing else.
 
 use crate::conntrack::tuple::Tuple;
-use crate::fastpath::loader::handles::MappedCounters;
+use crate::fastpath::handles::MappedCounters;
 use flowtable::matching::IP_PROTO_UDP;
 use std::sync::atomic::Ordering::Relaxed;
 

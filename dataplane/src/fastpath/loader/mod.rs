@@ -11,11 +11,10 @@
 //! swaps its own program into the same link. Dropping an unpinned value
 //! detaches.
 //!
-//! Children: `handles.rs` (the raw handles the rest of the fast path
-//! uses: pins, batched map reads, mapped counters), `link.rs` (creating
-//! and updating a bpf_link), `probe.rs` (what the kernel's XDP supports).
-//! They are the only files of the loader where `unsafe` is allowed; this
-//! one has none.
+//! Children: `link.rs` (creating and updating a bpf_link) and `probe.rs`
+//! (what the kernel's XDP supports). With `fastpath/handles.rs`, they are
+//! the only files of the fast path where `unsafe` is allowed; this one
+//! has none.
 
 use std::ffi::OsStr;
 use std::io;
@@ -23,17 +22,15 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder};
 
-// `unsafe` is denied crate-wide and allowed in these three children
-// alone, the loader's raw libbpf calls; every block carries a `// SAFETY:`
+// `unsafe` is denied crate-wide and allowed in these two children alone,
+// the loader's raw libbpf calls; every block carries a `// SAFETY:`
 // comment (clippy's `undocumented_unsafe_blocks` is denied too).
-#[allow(unsafe_code)]
-pub mod handles;
 #[allow(unsafe_code)]
 mod link;
 #[allow(unsafe_code)]
 mod probe;
 
-pub use handles::{MappedCounters, XdpAttachMode};
+pub use super::handles::XdpAttachMode;
 use link::{link_create, link_update};
 pub use probe::{probe_xdp_support, XdpSupport};
 

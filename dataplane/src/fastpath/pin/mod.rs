@@ -269,19 +269,19 @@ impl Pins {
     pub fn adopt_link(
         &self,
         ifindex: u32,
-    ) -> Option<(OwnedFd, crate::fastpath::loader::handles::XdpAttachMode)> {
+    ) -> Option<(OwnedFd, crate::fastpath::handles::XdpAttachMode)> {
         if !self.adopting {
             return None;
         }
         for mode in [
-            crate::fastpath::loader::handles::XdpAttachMode::Native,
-            crate::fastpath::loader::handles::XdpAttachMode::Generic,
+            crate::fastpath::handles::XdpAttachMode::Native,
+            crate::fastpath::handles::XdpAttachMode::Generic,
         ] {
             let path = self.link_path(ifindex, mode);
-            let Ok(fd) = crate::fastpath::loader::handles::pinned_fd(&path) else {
+            let Ok(fd) = crate::fastpath::handles::pinned_fd(&path) else {
                 continue;
             };
-            if crate::fastpath::loader::handles::link_ifindex(fd.as_fd()) == Some(ifindex) {
+            if crate::fastpath::handles::link_ifindex(fd.as_fd()) == Some(ifindex) {
                 self.links_adopted.fetch_add(1, Ordering::Relaxed);
                 return Some((fd, mode));
             }
@@ -294,23 +294,18 @@ impl Pins {
     pub fn pin_link(
         &self,
         ifindex: u32,
-        mode: crate::fastpath::loader::handles::XdpAttachMode,
+        mode: crate::fastpath::handles::XdpAttachMode,
         fd: BorrowedFd<'_>,
     ) -> Result<(), PinError> {
         let path = self.link_path(ifindex, mode);
         remove(&path)?;
-        crate::fastpath::loader::handles::pin_fd(fd, &path)
-            .map_err(|source| PinError::Io { path, source })
+        crate::fastpath::handles::pin_fd(fd, &path).map_err(|source| PinError::Io { path, source })
     }
 
     /// The port on `ifindex` is closing: unpins its link (the program
     /// detaches when the fd closes), unless the process is exiting
     /// without a teardown.
-    pub fn release_link(
-        &self,
-        ifindex: u32,
-        mode: crate::fastpath::loader::handles::XdpAttachMode,
-    ) {
+    pub fn release_link(&self, ifindex: u32, mode: crate::fastpath::handles::XdpAttachMode) {
         if self.keep.load(Ordering::Acquire) {
             return;
         }
@@ -341,9 +336,9 @@ impl Pins {
                 continue;
             }
             let path = e.path();
-            let alive = crate::fastpath::loader::handles::pinned_fd(&path)
+            let alive = crate::fastpath::handles::pinned_fd(&path)
                 .ok()
-                .and_then(|fd| crate::fastpath::loader::handles::link_ifindex(fd.as_fd()))
+                .and_then(|fd| crate::fastpath::handles::link_ifindex(fd.as_fd()))
                 .is_some_and(|i| i != 0);
             if !alive {
                 tracing::info!(pin = %path.display(), "removing the pinned link of a device that is gone");
@@ -352,14 +347,10 @@ impl Pins {
         }
     }
 
-    fn link_path(
-        &self,
-        ifindex: u32,
-        mode: crate::fastpath::loader::handles::XdpAttachMode,
-    ) -> PathBuf {
+    fn link_path(&self, ifindex: u32, mode: crate::fastpath::handles::XdpAttachMode) -> PathBuf {
         let m = match mode {
-            crate::fastpath::loader::handles::XdpAttachMode::Native => "native",
-            crate::fastpath::loader::handles::XdpAttachMode::Generic => "generic",
+            crate::fastpath::handles::XdpAttachMode::Native => "native",
+            crate::fastpath::handles::XdpAttachMode::Generic => "generic",
         };
         self.dir.join(format!("{LINK_PREFIX}{ifindex}-{m}"))
     }

@@ -4,9 +4,9 @@
 //!
 //! This is the bottom of the XDP fast path: it knows file descriptors and
 //! syscalls, nothing of flow cache entries, connections or pins' layout.
-//! The loader (`loader/mod.rs`), the pins (`crate::fastpath::pin`), the flow cache's
-//! maps (`crate::fastpath::cache::maps`) and conntrack's kernel links all use it;
-//! it uses none of them, so the fast path's modules depend one way.
+//! The loader (`loader/`), the pins (`pin/`), the flow cache's maps
+//! (`cache/maps.rs`) and conntrack's kernel maps (`ct/`) all use it; it
+//! uses none of them, so the fast path's modules depend one way.
 //!
 //! Every call is one syscall (`mmap` for [`MappedCounters`], once); no
 //! state is kept between calls except the batch cursor the caller owns.
