@@ -77,36 +77,18 @@ pub(super) struct PacketCtx {
 }
 
 impl PacketCtx {
-    /// The context of the frame `desc` received on `in_port`, parsed
-    /// into `key` as `layers` (and decapsulated with `tunnel`, if it came
-    /// by a tunnel). `xdp_ifindex` is the device the XDP program that
-    /// could look it up runs on, when the cache is on.
-    pub(super) fn received(
-        in_port: u32,
-        desc: Desc,
-        layers: Layers,
-        mut key: FlowKey,
-        tunnel: Option<TunnelMeta>,
-        xdp_ifindex: Option<u32>,
-    ) -> Self {
-        let mut xdp_key =
-            xdp_ifindex.and_then(|i| entry::key_of(&key, layers, desc.len as usize, i));
-        if let Some(t) = tunnel {
-            key.set(Field::TunId, t.tun_id);
-            key.set(Field::TunSrc, u64::from(t.tun_src));
-            key.set(Field::TunDst, u64::from(t.tun_dst));
-            // Decapsulated: keyed as the uplink's program keys it.
-            if let Some(k) = &mut xdp_key {
-                entry::set_tunnel(k, t.tun_src, t.tun_id as u32);
-            }
-        }
+    /// The context of the frame `desc` received on `in_port`, before its
+    /// parse (`Engine::parse_received` fills it in place: the context is
+    /// a few hundred bytes, not worth moving).
+    #[inline]
+    pub(super) fn unparsed(in_port: u32, desc: Desc) -> Self {
         PacketCtx {
             in_port,
             desc,
-            layers,
-            key,
+            layers: Layers::default(),
+            key: FlowKey::zero(),
             headers: Headers::Parsed,
-            xdp_key,
+            xdp_key: None,
             mirrored: 0,
         }
     }
@@ -168,6 +150,32 @@ impl PacketCtx {
 }
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
+    /// The parse stage of a received packet: its frame parsed into the
+    /// context's key and layers, the tunnel metadata it was decapsulated
+    /// with (if it came by a tunnel) set in the key, and the XDP cache
+    /// key derived from the parse when `xdp_ifindex` (the device whose
+    /// XDP program could look the frame up, with the cache on) is given.
+    #[inline]
+    pub(super) fn parse_received(
+        &mut self,
+        ctx: &mut PacketCtx,
+        tunnel: Option<TunnelMeta>,
+        xdp_ifindex: Option<u32>,
+    ) {
+        ctx.layers = self.parse_frame(ctx.in_port, ctx.desc, &mut ctx.key);
+        ctx.xdp_key =
+            xdp_ifindex.and_then(|i| entry::key_of(&ctx.key, ctx.layers, ctx.desc.len as usize, i));
+        if let Some(t) = tunnel {
+            ctx.key.set(Field::TunId, t.tun_id);
+            ctx.key.set(Field::TunSrc, u64::from(t.tun_src));
+            ctx.key.set(Field::TunDst, u64::from(t.tun_dst));
+            // Decapsulated: keyed as the uplink's program keys it.
+            if let Some(k) = &mut ctx.xdp_key {
+                entry::set_tunnel(k, t.tun_src, t.tun_id as u32);
+            }
+        }
+    }
+
     /// The one place the packet thread parses a frame: `desc`, received
     /// on `in_port`, into `key` (counted in `pmd.parses`, so tests and
     /// benchmarks can see how often a packet is parsed).

@@ -26,7 +26,6 @@ use super::packet_ctx::PacketCtx;
 use super::tunnel::TunnelMeta;
 use super::{Desc, Engine, Frames, PortIo, BATCH};
 use crate::control::port_config;
-use flowtable::key::FlowKey;
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Runs port `i`'s received frames through every stage; returns how
@@ -53,9 +52,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         let mirror_src = self.ports[i].mirrors.src;
         for j in 0..n {
             let tunnel = tunnel_port.then_some(tunnels[j]);
-            let mut key = FlowKey::zero();
-            let layers = self.parse_frame(in_port, batch[j], &mut key);
-            let mut ctx = PacketCtx::received(in_port, batch[j], layers, key, tunnel, xdp_ifindex);
+            let mut ctx = PacketCtx::unparsed(in_port, batch[j]);
+            self.parse_received(&mut ctx, tunnel, xdp_ifindex);
             if mirror_src != 0 {
                 self.mirror_copy(mirror_src, ctx.desc, &mut ctx.mirrored);
             }
