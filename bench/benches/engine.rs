@@ -11,6 +11,9 @@
 //! `p2p_1flow/handoff` is p2p with port 1 served by one packet thread and
 //! port 2 by another (`--pmd-threads 2`), their rounds run in turn: the
 //! cost of handing every packet off, against `p2p_1flow/cached`.
+//! `ct_2pass` sends every packet through `ct(commit,table=1)` and out
+//! (1,024 established connections): two passes and a conntrack lookup,
+//! the agent's path for pod traffic.
 
 mod common;
 
@@ -129,6 +132,18 @@ fn engine(
     engine
 }
 
+/// Every IPv4 packet from port 1 through `ct(commit,table=1)`, then
+/// out of port 2.
+fn ct_flows() -> Vec<FlowMod> {
+    [
+        "table=0, priority=100, in_port=1, ip, actions=ct(commit,zone=1,table=1)",
+        "table=1, priority=100, ip, actions=output:2",
+    ]
+    .iter()
+    .map(|f| flowtable::text::parse_flow(f).expect("flow parses"))
+    .collect()
+}
+
 /// Two engines, as two packet threads: port 1 is the first's, port 2 the
 /// second's (each knows the other's by a stand-in that never receives).
 fn handoff_engines() -> Vec<Engine<ArenaFrames, LoopPort>> {
@@ -199,6 +214,11 @@ fn bench_engine(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("p2p_1flow", mode), |b| {
             b.iter(|| assert_eq!(e.round(), BATCH))
         });
+        let mut e = engine(&ct_flows(), DESTINATIONS, entries);
+        group.bench_function(BenchmarkId::new("ct_2pass", mode), |b| {
+            b.iter(|| assert_eq!(e.round(), BATCH))
+        });
+        assert_eq!(e.drops.table_miss, 0);
         for n in [1_000u32, 10_000] {
             let mut e = engine(&common::three_table_flows(n), DESTINATIONS.min(n), entries);
             let id = BenchmarkId::new(format!("pipeline_3tables_{n}"), mode);

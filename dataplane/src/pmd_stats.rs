@@ -57,6 +57,7 @@ impl Shown {
             pmd: PmdCounters {
                 received: d(p.received, q.received),
                 recirculations: d(p.recirculations, q.recirculations),
+                parses: d(p.parses, q.parses),
                 sent_packets: d(p.sent_packets, q.sent_packets),
                 sent_batches: d(p.sent_batches, q.sent_batches),
                 busy_ns: d(p.busy_ns, q.busy_ns),
@@ -209,6 +210,7 @@ mod tests {
             pmd: PmdCounters {
                 received,
                 recirculations: received / 2,
+                parses: received,
                 sent_packets: received,
                 sent_batches: received / 4,
                 busy_ns: 3_000,

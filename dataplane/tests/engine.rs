@@ -394,6 +394,7 @@ fn packet_out_runs_its_actions_and_controller_copies_are_queued() {
                     field: flowtable::Field::Reg(0),
                     ofs: 0,
                     nbits: 32,
+                    named: None,
                 },
                 max_len: 0,
             }],

@@ -6,9 +6,9 @@
 use dataplane::control::{ChangeReceiver, DpShared, PortMeta};
 use dataplane::engine::{Desc, Engine, Frames, PortIo};
 use dataplane::memport::{ArenaFrames, MemPort};
-use dataplane::vxlan::encap::{decap, Template};
+use dataplane::vxlan::encap::{decap, src_port, Template};
 use dataplane::vxlan::neigh::{Entry, NeighReader, NeighShared, Snapshot};
-use dataplane::vxlan::{TunnelDrop, TunnelDrops, TunnelMeta, VxlanParams, VxlanPort};
+use dataplane::vxlan::{TunnelDrops, VxlanParams, VxlanPort, VxlanTunnel};
 use flowtable::{Action, Field, FlowMod, FlowTables, Instructions, Match};
 use ofproto::Datapath;
 use std::os::fd::BorrowedFd;
@@ -56,19 +56,16 @@ impl PortIo<ArenaFrames> for TestPort {
     }
     fn maintain(&mut self, _f: &mut ArenaFrames) {}
     fn poll_fds<'a>(&'a self, _out: &mut Vec<BorrowedFd<'a>>) {}
-    fn is_tunnel(&self) -> bool {
-        matches!(self, TestPort::Vxlan(_))
-    }
-    fn decap(&mut self, f: &mut ArenaFrames, d: Desc) -> Result<(Desc, TunnelMeta), TunnelDrop> {
+    fn tunnel(&self) -> Option<&VxlanTunnel> {
         match self {
-            TestPort::Plain(p) => p.decap(f, d),
-            TestPort::Vxlan(v) => v.decap(f, d),
+            TestPort::Plain(_) => None,
+            TestPort::Vxlan(v) => PortIo::<ArenaFrames>::tunnel(v),
         }
     }
-    fn encap(&mut self, f: &mut ArenaFrames, d: Desc, t: TunnelMeta) -> Result<Desc, TunnelDrop> {
+    fn tunnel_mut(&mut self) -> Option<&mut VxlanTunnel> {
         match self {
-            TestPort::Plain(p) => p.encap(f, d, t),
-            TestPort::Vxlan(v) => v.encap(f, d, t),
+            TestPort::Plain(_) => None,
+            TestPort::Vxlan(v) => PortIo::<ArenaFrames>::tunnel_mut(v),
         }
     }
 }
@@ -538,5 +535,76 @@ fn waiting_frames_are_not_sent_once_the_port_is_down() {
     rig.engine.round();
     assert!(rig.sent(1).is_empty());
     assert_eq!(rig.engine.drops.port_down, 1);
+    assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
+}
+
+/// The inner flow's hash as computed from a parse of `frame`.
+fn hash_of(frame: &[u8]) -> u32 {
+    let mut key = flowtable::FlowKey::zero();
+    xbr_packet::parse::extract(frame, 1, &mut key);
+    dataplane::vxlan::encap::flow_hash(&key)
+}
+
+/// A packet is parsed once on its way from a pod through `ct()` to the
+/// VXLAN port, and once from the VXLAN port through `ct()` to a pod: the
+/// conntrack tuple, the recirculated pass and the outer source port all
+/// come from that one parse. An action that rewrites the frame before
+/// the tunnel output makes one more parse, and the source port is then
+/// the rewritten flow's.
+#[test]
+fn a_packet_is_parsed_once_through_ct_and_the_tunnel() {
+    let mut rig = Rig::new(1500);
+    for f in [
+        "table=0, priority=100, in_port=2, ip, actions=ct(commit,table=1)",
+        "table=1, priority=100, in_port=2, ip, \
+         actions=set_field:10.0.0.12->tun_dst,set_field:0x123456->tun_id,output:1",
+        "table=1, priority=200, in_port=2, udp, tp_dst=54, \
+         actions=mod_tp_dst:55,set_field:10.0.0.12->tun_dst,set_field:0x123456->tun_id,output:1",
+        "table=0, priority=100, in_port=1, ip, actions=ct(table=1)",
+        "table=1, priority=100, in_port=1, ip, actions=output:3",
+    ] {
+        let fm = flowtable::text::parse_flow(f).expect("flow parses");
+        let changes = rig.tables.flow_mod(&fm).expect("valid flow");
+        rig.shared.publish(changes);
+    }
+    rig.engine.apply_changes();
+    let inner = inner_frame(10);
+    for _ in 0..4 {
+        rig.inject(2, &inner);
+    }
+    rig.engine.round();
+    let sent = rig.sent(1);
+    assert_eq!(sent.len(), 4);
+    assert_carries(&sent[0], &inner);
+    let pmd = rig.engine.pmd;
+    assert_eq!((pmd.received, pmd.recirculations), (4, 4));
+    assert_eq!(pmd.parses, 4, "one parse per packet");
+    let sport = UdpPacket::new_checked(&sent[0][34..]).unwrap().src_port();
+    assert_eq!(sport, src_port(hash_of(&inner)));
+
+    // The other way: decapsulated, tracked, to the pod.
+    let mut reply = inner.clone();
+    reply[26..30].copy_from_slice(&inner[30..34]);
+    reply[30..34].copy_from_slice(&inner[26..30]);
+    for _ in 0..3 {
+        rig.inject(1, &from_remote(&reply, VNI as u32));
+    }
+    rig.engine.round();
+    assert_eq!(rig.sent(3), vec![reply.clone(); 3]);
+    assert_eq!(rig.engine.pmd.parses, 4 + 3);
+
+    // A rewrite before the tunnel output: parsed again for the hash.
+    let mut to_54 = inner.clone();
+    to_54[36..38].copy_from_slice(&54u16.to_be_bytes());
+    let mut to_55 = to_54.clone();
+    to_55[36..38].copy_from_slice(&55u16.to_be_bytes());
+    rig.inject(2, &to_54);
+    rig.engine.round();
+    let sent = rig.sent(1);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(rig.engine.pmd.parses, 7 + 2);
+    let sport = UdpPacket::new_checked(&sent[0][34..]).unwrap().src_port();
+    assert_eq!(sport, src_port(hash_of(&to_55)));
+    assert_ne!(src_port(hash_of(&to_55)), src_port(hash_of(&to_54)));
     assert_eq!(rig.free_frames(), N_FRAMES as usize, "a frame leaked");
 }

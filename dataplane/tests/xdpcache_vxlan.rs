@@ -15,7 +15,8 @@ mod xdp_common;
 
 use dataplane::fastpath::cache::entry::{frame_key, set_tunnel};
 use dataplane::fastpath::cache::FcAction;
-use dataplane::vxlan::encap::{decap, flow_hash, src_port, Template};
+use dataplane::vxlan::encap::{decap, src_port, Template};
+use flowtable::FlowKey;
 use std::net::Ipv4Addr;
 use xbr_packet::csum::{complete_partial, fold, ones_sum, pseudo_header};
 use xbr_packet::vxlan::OUTER_LEN;
@@ -57,6 +58,14 @@ fn partial(mut f: Vec<u8>) -> Vec<u8> {
     f
 }
 
+/// The inner flow's hash as the packet thread computes it: from the
+/// frame's parse.
+fn flow_hash(f: &[u8]) -> u32 {
+    let mut key = FlowKey::zero();
+    xbr_packet::parse::extract(f, 1, &mut key);
+    dataplane::vxlan::encap::flow_hash(&key)
+}
+
 fn to_remote() -> Template {
     Template::new(LOCAL_MAC, REMOTE_MAC, LOCAL, REMOTE, 4789)
 }
@@ -94,7 +103,7 @@ fn encap_action(f: &[u8], mtu: u32) -> FcAction {
     }
 }
 
-/// What `VxlanPort::encap` sends for `f` with outer IPv4 id `id`.
+/// What `VxlanTunnel::encap` sends for `f` with outer IPv4 id `id`.
 fn packet_thread_encap(f: &[u8], id: u16) -> Vec<u8> {
     let mut e = f.to_vec();
     complete_partial(&mut e);

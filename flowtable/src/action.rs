@@ -38,6 +38,13 @@ pub struct SubField {
     pub field: Field,
     pub ofs: u32,
     pub nbits: u32,
+    /// The field the operand was written or decoded as, when it is not
+    /// its key field's own (`udp_src` and `sctp_src` are the key's
+    /// `TpSrc`, as `tcp_src` is): that entry's name in the field
+    /// registry, so the operand prints and encodes with the header it
+    /// came with (`NXM_OF_UDP_SRC[]`), as OVS keeps it. `None`: the key
+    /// field's own name (`field::nxm_name`).
+    pub named: Option<&'static str>,
 }
 
 impl SubField {
@@ -47,6 +54,7 @@ impl SubField {
             field,
             ofs: 0,
             nbits: field.bits(),
+            named: None,
         }
     }
 
@@ -85,6 +93,7 @@ impl SubField {
             field,
             ofs: ofs - base,
             nbits,
+            named: None,
         })
     }
 

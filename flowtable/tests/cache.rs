@@ -17,6 +17,7 @@ fn reg0(value: u64) -> Action {
             field: Field::Reg(0),
             ofs: 0,
             nbits: 32,
+            named: None,
         },
         value,
     }

@@ -245,6 +245,7 @@ fn sub_field_ranges_are_validated() {
         field: Field::Reg(0),
         ofs,
         nbits,
+        named: None,
     };
     let bad = [
         Action::RegLoad {
@@ -265,6 +266,7 @@ fn sub_field_ranges_are_validated() {
                 field: Field::Reg(1),
                 ofs: 0,
                 nbits: 16,
+                named: None,
             },
         },
         Action::RegMove {
@@ -298,6 +300,7 @@ fn sub_field_ranges_are_validated() {
                 field: Field::TunId,
                 ofs: 48,
                 nbits: 16,
+                named: None,
             },
         },
         Action::OutputReg {

@@ -21,7 +21,12 @@ const NET_SRC: u32 = 0x0a00_0000;
 const NET_DST: u32 = 0x0a00_0100;
 
 fn sub(field: Field, ofs: u32, nbits: u32) -> SubField {
-    SubField { field, ofs, nbits }
+    SubField {
+        field,
+        ofs,
+        nbits,
+        named: None,
+    }
 }
 
 /// Actions of one flow; `table` limits what may follow (no loops).

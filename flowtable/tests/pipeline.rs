@@ -189,6 +189,7 @@ fn reg_load_move_and_output_reg() {
         field: Field::Reg(n),
         ofs,
         nbits,
+        named: None,
     };
     let (_, p) = build(vec![
         PipelineMod::Flow({
@@ -211,6 +212,7 @@ fn reg_load_move_and_output_reg() {
                             field: Field::TunId,
                             ofs: 0,
                             nbits: 24,
+                            named: None,
                         },
                     },
                     Action::RegMove {
@@ -219,6 +221,7 @@ fn reg_load_move_and_output_reg() {
                             field: Field::IpDst,
                             ofs: 0,
                             nbits: 8,
+                            named: None,
                         },
                     },
                     Action::RegLoad {

@@ -366,7 +366,12 @@ mod round_trip {
                 let bits = field.bits();
                 let ofs = a % bits;
                 let nbits = 1 + b % (bits - ofs);
-                SubField { field, ofs, nbits }
+                SubField {
+                    field,
+                    ofs,
+                    nbits,
+                    named: None,
+                }
             })
     }
 
@@ -461,6 +466,7 @@ mod round_trip {
                                 field: Field::Reg(1),
                                 ofs: 0,
                                 nbits: 16,
+                                named: None,
                             })
                         },
                         recirc_table: table,

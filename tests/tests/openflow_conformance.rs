@@ -612,12 +612,18 @@ fn nxm_names_of_oxm_fields_work_like_ovs() -> Result<()> {
          move:NXM_OF_ICMP_CODE[]->NXM_NX_REG0[8..15]",
         "priority=5,arp,actions=move:NXM_OF_ARP_OP[0..7]->NXM_NX_REG1[0..7]",
         "priority=5,ip,actions=move:NXM_NX_IP_ECN[]->NXM_NX_REG2[0..1]",
+        // The key keeps one pair of transport ports; the operand keeps
+        // the protocol's name and header, as OVS's separate fields do.
+        "priority=5,udp,actions=move:NXM_OF_UDP_SRC[]->NXM_NX_REG3[0..15],\
+         move:NXM_NX_REG3[0..15]->NXM_OF_UDP_DST[],load:0x35->NXM_OF_UDP_DST[]",
+        "priority=5,sctp,actions=move:OXM_OF_SCTP_SRC[]->NXM_NX_REG4[0..15]",
+        "priority=5,tcp,actions=move:NXM_OF_TCP_SRC[]->NXM_NX_REG5[0..15]",
     ] {
         peers.both_ok(&["add-flow", BRIDGE, f])?;
     }
     assert_eq!(
         peers.assert_same_dump(&["dump-flows", BRIDGE], "NXM names")?,
-        6
+        9
     );
     let dump = peers.xbr.ofctl_ok(&["dump-flows", BRIDGE])?;
     for want in [
@@ -627,6 +633,9 @@ fn nxm_names_of_oxm_fields_work_like_ovs() -> Result<()> {
         "move:NXM_OF_ICMP_TYPE[]->NXM_NX_REG0[0..7]",
         "move:NXM_OF_ARP_OP[0..7]->NXM_NX_REG1[0..7]",
         "move:NXM_NX_IP_ECN[]->NXM_NX_REG2[0..1]",
+        "move:NXM_OF_UDP_SRC[]->NXM_NX_REG3[0..15]",
+        "move:NXM_NX_REG3[0..15]->NXM_OF_UDP_DST[]",
+        "move:OXM_OF_SCTP_SRC[]->NXM_NX_REG4[0..15]",
     ] {
         assert!(dump.contains(want), "{want} not in\n{dump}");
     }

@@ -28,6 +28,7 @@ pub fn three_table_flows(n: u32) -> Vec<FlowMod> {
                 field: Field::Reg(1),
                 ofs: 0,
                 nbits: 32,
+                named: None,
             },
             value: 2,
         }]);

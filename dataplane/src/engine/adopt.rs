@@ -134,21 +134,21 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         let in_port = port.meta.ofport;
         let tunnel = if decap {
             let (tun_src, vni) = entry::key_tunnel(xk);
-            Some((tun_src, vni, port.io.tunnel_local_ip()?))
+            Some((tun_src, vni, port.io.tunnel()?.local_ip()))
         } else {
             None
         };
         index_in(&self.port_index, in_port)?;
         let frame = frame_of(xk)?;
-        let mut want = entry::frame_key(&frame, ifindex)?;
+        let mut key = FlowKey::zero();
+        let layers = parse::extract(&frame, in_port, &mut key);
+        let mut want = entry::key_of(&key, layers, frame.len(), ifindex)?;
         if let Some((tun_src, vni, _)) = tunnel {
             entry::set_tunnel(&mut want, tun_src, vni);
         }
         if want != *xk {
             return None;
         }
-        let mut key = FlowKey::zero();
-        parse::extract(&frame, in_port, &mut key);
         if let Some((tun_src, vni, local)) = tunnel {
             key.set(Field::TunId, u64::from(vni));
             key.set(Field::TunSrc, u64::from(tun_src));

@@ -1,13 +1,13 @@
 //! Carrying out a translation: rewrites, outputs, conntrack forks,
 //! NORMAL, the controllers, and PACKET_OUTs.
 
-use super::{ct::Recirc, Desc, Engine, Frames, PortIo, BATCH};
+use super::packet_ctx::{PacketCtx, Recirc};
+use super::{Desc, Engine, Frames, PortIo, BATCH};
 use crate::control::Upcall;
 use crate::engine::tunnel::TunnelMeta;
 use crate::meter::{self, Verdict};
-use flowtable::key::FlowKey;
+use flowtable::key::{Field, FlowKey};
 use flowtable::pipeline::{DpAction, DropReason};
-use xbr_packet::parse::{self, Layers};
 use xbr_packet::rewrite;
 
 /// OFPCML_NO_BUFFER: a `controller` action's "send the whole packet".
@@ -20,16 +20,12 @@ const ETH_MIN_LEN: u32 = 60;
 const PACKET_OUT_HEADROOM: u64 = crate::xsk::XDP_PACKET_HEADROOM as u64;
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
-    /// Carries out the translation in `self.xlate` on the frame `desc`
-    /// (parsed as `layers`), which it consumes. Returns the `ct(table=N)`
-    /// fork to recirculate, if the actions made one.
-    pub(super) fn execute(
-        &mut self,
-        in_port: u32,
-        mut desc: Desc,
-        mut layers: Layers,
-        tun_id: u64,
-    ) -> Option<Recirc> {
+    /// Carries out the translation in `self.xlate` on the frame of `ctx`,
+    /// which it consumes. Returns the `ct(table=N)` fork or recirculation
+    /// to run next, if the actions made one.
+    pub(super) fn execute(&mut self, ctx: &mut PacketCtx) -> Option<Recirc> {
+        let (in_port, mut desc, mut layers) = (ctx.in_port, ctx.desc, ctx.layers);
+        let tun_id = ctx.key.get(Field::TunId);
         let actions = self.xlate.actions();
         let outputs = actions
             .iter()
@@ -74,12 +70,14 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 DpAction::SetField { field, value } => {
                     let frame = self.frames.bytes(desc.addr, desc.len);
                     rewrite::set_field(frame, layers, field, value);
+                    ctx.rewrote();
                 }
                 DpAction::PushVlan { tci } => {
                     let frame = self.frames.bytes(desc.addr, desc.len + 4);
                     if let Some(moved) = rewrite::push_vlan(frame, desc.len as usize, tci, layers) {
                         desc.len += 4;
                         layers = moved;
+                        ctx.rewrote();
                     }
                 }
                 DpAction::PopVlan => {
@@ -87,6 +85,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     if let Some(moved) = rewrite::pop_vlan(frame, layers) {
                         desc.len -= 4;
                         layers = moved;
+                        ctx.rewrote();
                     }
                 }
                 DpAction::PushMpls { ethertype, lse } => {
@@ -95,6 +94,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     if let Some(moved) = rewrite::push_mpls(frame, len, ethertype, lse, layers) {
                         desc.len += 4;
                         layers = moved;
+                        ctx.rewrote();
                     }
                 }
                 DpAction::PopMpls { ethertype } => {
@@ -102,6 +102,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     if let Some(moved) = rewrite::pop_mpls(frame, ethertype, layers) {
                         self.shorten(&mut desc, 4);
                         layers = moved;
+                        ctx.rewrote();
                     }
                 }
                 DpAction::PushPbb { isid } => {
@@ -110,6 +111,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     if let Some(moved) = rewrite::push_pbb(frame, desc.len as usize, isid) {
                         desc.len += grow;
                         layers = moved;
+                        ctx.rewrote();
                     }
                 }
                 DpAction::PopPbb => {
@@ -117,16 +119,18 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     if let Some((removed, moved)) = rewrite::pop_pbb(frame, layers) {
                         self.shorten(&mut desc, removed as u32);
                         layers = moved;
+                        ctx.rewrote();
                     }
                 }
                 DpAction::CopyTtl { out } => {
                     let frame = self.frames.bytes(desc.addr, desc.len);
                     rewrite::copy_ttl(frame, layers, out);
+                    ctx.rewrote();
                 }
                 DpAction::Recirc => {
                     remaining -= 1;
                     // The last action: the frame is the pass's own.
-                    recirc = self.reparse(in_port, desc);
+                    recirc = self.reparse(ctx, desc);
                     if recirc.is_none() {
                         self.frames.free(desc.addr);
                     }
@@ -136,6 +140,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     Verdict::Remark(level) => {
                         let frame = self.frames.bytes(desc.addr, desc.len);
                         meter::remark_dscp(frame, layers, level);
+                        ctx.rewrote();
                     }
                     Verdict::Drop => {
                         // The packet's remaining actions are not run; the
@@ -149,8 +154,14 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                     }
                 },
                 a @ DpAction::Controller { .. } => self.upcall(in_port, desc, tun_id, a),
-                a @ DpAction::Ct { table: None, .. } => {
-                    self.run_ct(in_port, desc, layers, a);
+                a @ DpAction::Ct {
+                    table: None, nat, ..
+                } => {
+                    self.run_ct(ctx, desc, a);
+                    if nat.is_some() {
+                        // NAT may have rewritten the frame in place.
+                        ctx.rewrote();
+                    }
                 }
                 a @ DpAction::Ct { .. } => {
                     remaining -= 1;
@@ -166,7 +177,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                         copy
                     };
                     if let Some(fork) = fork {
-                        recirc = self.run_ct(in_port, fork, layers, a);
+                        recirc = self.run_ct(ctx, fork, a);
                         if recirc.is_none() {
                             self.frames.free(fork.addr);
                         }
@@ -197,7 +208,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                             }
                             continue;
                         }
-                        self.output(in_port, port, desc, remaining == 0, TunnelMeta::default());
+                        self.output(ctx, port, desc, remaining == 0, TunnelMeta::default());
                     }
                 }
                 DpAction::Output {
@@ -211,7 +222,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                         tun_src: 0,
                         tun_dst,
                     };
-                    self.output(in_port, port, desc, remaining == 0, tun);
+                    self.output(ctx, port, desc, remaining == 0, tun);
                 }
                 DpAction::Flood => {
                     for p in 0..self.ports.len() {
@@ -223,7 +234,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                             }
                             continue;
                         }
-                        self.output(in_port, port, desc, remaining == 0, TunnelMeta::default());
+                        self.output(ctx, port, desc, remaining == 0, TunnelMeta::default());
                     }
                 }
             }
@@ -346,10 +357,12 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             };
             for (item, data) in parcel.iter() {
                 n += 1;
-                // Mirrored by the thread that handed it off.
-                self.mirrored = u32::MAX;
                 match self.load_frame(data) {
-                    Some(desc) => self.output(item.port, item.port, desc, true, item.tun),
+                    Some(desc) => {
+                        // Parsed and mirrored by the thread that handed it off.
+                        let mut ctx = PacketCtx::handed_off(item.port, desc, item.flow_hash);
+                        self.output(&mut ctx, item.port, desc, true, item.tun);
+                    }
                     None => {
                         if let Some(i) = super::live_ports::index_in(&self.port_index, item.port) {
                             self.ports[i].totals.tx_dropped += 1;
@@ -375,18 +388,19 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             let Some(Desc { addr, len }) = self.load_frame(&req.data) else {
                 continue;
             };
-            self.mirrored = 0;
             let mut key = FlowKey::zero();
-            let layers = parse::extract(self.frames.bytes(addr, len), req.in_port, &mut key);
+            let layers = self.parse_frame(req.in_port, Desc { addr, len }, &mut key);
             for &(field, value) in &req.metadata {
                 key.set(field, value);
             }
             self.pipeline
                 .xlate_actions(&key, len, &req.actions, &mut self.xlate);
-            if let Some(r) = self.execute(req.in_port, Desc { addr, len }, layers, 0) {
+            let mut ctx = PacketCtx::with_key(req.in_port, Desc { addr, len }, layers, key);
+            if let Some(r) = self.execute(&mut ctx) {
                 // A PACKET_OUT's `ct(table=N)` resumes like a received
                 // packet's.
-                self.process_recirc(req.in_port, r.desc, r.layers, &r.key);
+                ctx.resume(r);
+                self.process(&mut ctx);
             }
         }
         n

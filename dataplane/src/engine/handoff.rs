@@ -46,6 +46,9 @@ pub const MAILBOX_PACKETS: usize = 4096;
 pub struct Item {
     pub port: u32,
     pub tun: TunnelMeta,
+    /// For a tunnel port: the inner flow's hash (the sender parsed the
+    /// packet; see `PacketCtx::flow_hash`), else 0.
+    pub flow_hash: u32,
     start: u32,
     len: u32,
 }
@@ -58,12 +61,13 @@ pub struct Parcel {
 }
 
 impl Parcel {
-    pub fn push(&mut self, port: u32, data: &[u8], tun: TunnelMeta) {
+    pub fn push(&mut self, port: u32, data: &[u8], tun: TunnelMeta, flow_hash: u32) {
         let start = self.bytes.len() as u32;
         self.bytes.extend_from_slice(data);
         self.items.push(Item {
             port,
             tun,
+            flow_hash,
             start,
             len: data.len() as u32,
         });
@@ -156,8 +160,8 @@ impl Handoffs {
 
     /// Queues a packet for port `port` of thread `owner`.
     #[inline]
-    pub fn push(&mut self, owner: usize, port: u32, data: &[u8], tun: TunnelMeta) {
-        self.outboxes[owner].push(port, data, tun);
+    pub fn push(&mut self, owner: usize, port: u32, data: &[u8], tun: TunnelMeta, flow_hash: u32) {
+        self.outboxes[owner].push(port, data, tun, flow_hash);
     }
 
     /// Delivers every outbox into its mailbox. `wake(thread)` is called
@@ -262,9 +266,9 @@ mod tests {
     #[test]
     fn packets_reach_the_owner_in_order_with_their_metadata() {
         let mut ends = Handoffs::mesh(3);
-        ends[0].push(2, 7, b"first", tun(1));
-        ends[0].push(1, 5, b"to one", tun(0));
-        ends[0].push(2, 8, b"second", tun(2));
+        ends[0].push(2, 7, b"first", tun(1), 0);
+        ends[0].push(1, 5, b"to one", tun(0), 0);
+        ends[0].push(2, 8, b"second", tun(2), 0);
         let mut woken = Vec::new();
         ends[0].deliver(|t| woken.push(t), |_| panic!("room enough"));
         assert!(woken.is_empty(), "nobody sleeps");
@@ -280,9 +284,9 @@ mod tests {
     #[test]
     fn deliveries_before_a_take_are_joined() {
         let mut ends = Handoffs::mesh(2);
-        ends[1].push(0, 1, b"a", tun(0));
+        ends[1].push(0, 1, b"a", tun(0), 0);
         ends[1].deliver(|_| {}, |_| {});
-        ends[1].push(0, 2, b"bb", tun(0));
+        ends[1].push(0, 2, b"bb", tun(0), 0);
         ends[1].deliver(|_| {}, |_| {});
         assert_eq!(
             taken(&mut ends[0], 1),
@@ -294,16 +298,16 @@ mod tests {
     fn a_full_mailbox_drops_the_whole_outbox_and_names_its_ports() {
         let mut ends = Handoffs::mesh(2);
         for _ in 0..MAILBOX_PACKETS {
-            ends[0].push(1, 3, b"x", tun(0));
+            ends[0].push(1, 3, b"x", tun(0), 0);
         }
         ends[0].deliver(|_| {}, |_| panic!("exactly full fits"));
-        ends[0].push(1, 4, b"y", tun(0));
-        ends[0].push(1, 5, b"z", tun(0));
+        ends[0].push(1, 4, b"y", tun(0), 0);
+        ends[0].push(1, 5, b"z", tun(0), 0);
         let mut dropped = Vec::new();
         ends[0].deliver(|_| {}, |p| dropped.push(p));
         assert_eq!(dropped, [4, 5]);
         assert_eq!(taken(&mut ends[1], 0).len(), MAILBOX_PACKETS);
-        ends[0].push(1, 6, b"w", tun(0));
+        ends[0].push(1, 6, b"w", tun(0), 0);
         ends[0].deliver(|_| {}, |_| panic!("room again"));
         assert_eq!(taken(&mut ends[1], 0), [(6, 0, b"w".to_vec())]);
     }
@@ -312,7 +316,7 @@ mod tests {
     fn a_sleeping_owner_is_woken_and_one_with_mail_does_not_sleep() {
         let mut ends = Handoffs::mesh(2);
         assert!(ends[1].may_sleep());
-        ends[0].push(1, 1, b"wake up", tun(0));
+        ends[0].push(1, 1, b"wake up", tun(0), 0);
         let mut woken = Vec::new();
         ends[0].deliver(|t| woken.push(t), |_| {});
         assert_eq!(woken, [1]);
@@ -322,7 +326,7 @@ mod tests {
         assert_eq!(taken(&mut ends[1], 0).len(), 1);
         assert!(ends[1].may_sleep());
         ends[1].woke();
-        ends[0].push(1, 1, b"awake", tun(0));
+        ends[0].push(1, 1, b"awake", tun(0), 0);
         let mut woken = Vec::new();
         ends[0].deliver(|t| woken.push(t), |_| {});
         assert!(woken.is_empty(), "an awake owner costs no wakeup");
@@ -333,7 +337,7 @@ mod tests {
         let mut ends = Handoffs::mesh(2);
         for round in 0..3 {
             for _ in 0..100 {
-                ends[0].push(1, 2, &[round; 64], tun(0));
+                ends[0].push(1, 2, &[round; 64], tun(0), 0);
             }
             ends[0].deliver(|_| {}, |_| {});
             let p = ends[1].take(0).expect("delivered");

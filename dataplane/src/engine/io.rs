@@ -1,7 +1,6 @@
 //! Frames, descriptors and the port I/O interface the engine drives.
 
-use crate::engine::tunnel::{TunnelDrop, TunnelMeta};
-use crate::vxlan::encap::FlowOuter;
+use crate::vxlan::VxlanTunnel;
 use std::os::fd::BorrowedFd;
 
 /// A frame in the frame store: `addr` of the first byte, `len` bytes.
@@ -61,43 +60,22 @@ pub trait PortIo<F: Frames> {
     fn xdp_redirect_frags(&self) -> bool {
         false
     }
-    /// Tunnel ports (asked once, when the engine is built): the engine
-    /// then calls `decap` on every received and `encap` on every output
-    /// frame.
-    fn is_tunnel(&self) -> bool {
-        false
-    }
     /// Ports to the host's own stack (internal ports): traffic from them
     /// may belong to connections the host's conntrack made.
     fn is_host(&self) -> bool {
         false
     }
-    /// Strips a received frame's outer headers (moving the descriptor,
-    /// not the bytes) and returns the inner frame and its tunnel metadata.
-    fn decap(&mut self, _frames: &mut F, desc: Desc) -> Result<(Desc, TunnelMeta), TunnelDrop> {
-        Ok((desc, TunnelMeta::default()))
-    }
-    /// Prepends the outer headers for `tun` in the frame's headroom.
-    fn encap(&mut self, _frames: &mut F, desc: Desc, _tun: TunnelMeta) -> Result<Desc, TunnelDrop> {
-        Ok(desc)
-    }
-    /// A tunnel port's outer headers for the frames of one inner flow
-    /// (whose `encap::flow_hash` is `flow_hash`) sent with `tun`, for an
-    /// XDP flow cache entry to write; `None` when `encap` would not send
-    /// such a frame now (no destination, next hop not resolved).
-    fn xdp_encap(&mut self, _tun: TunnelMeta, _flow_hash: u32) -> Option<FlowOuter> {
+    /// A tunnel port's endpoint. The port itself only moves frames; the
+    /// engine's tunnel stages (`engine/tunnel.rs`) decapsulate every frame
+    /// received on it and encapsulate every output to it with the
+    /// endpoint. Asked once, when the engine is built, whether the port
+    /// has one.
+    fn tunnel(&self) -> Option<&VxlanTunnel> {
         None
     }
-    /// A tunnel port's own address (the tunnel destination of what it
-    /// decapsulates), as the packet path holds it; `None` for others.
-    fn tunnel_local_ip(&self) -> Option<u32> {
+    /// The endpoint, to use it.
+    fn tunnel_mut(&mut self) -> Option<&mut VxlanTunnel> {
         None
-    }
-    /// Whether what `xdp_encap` returns may have changed since the last
-    /// call (a next hop or the uplink's MTU changed): the engine then
-    /// invalidates the XDP flow cache. Asked at the start of every round.
-    fn xdp_encap_changed(&mut self) -> bool {
-        false
     }
     /// Frames dropped on the way to the engine since the port was opened:
     /// by the kernel (RX ring full, fill ring empty), and frames larger

@@ -36,14 +36,15 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         }
     }
 
-    /// Copies `desc` to the mirrors of `mask` it has not been copied to.
+    /// Copies `desc` to the mirrors of `mask` it has not been copied to
+    /// (`mirrored`, the packet's, says which it has).
     #[inline]
-    pub(super) fn mirror_copy(&mut self, mask: u32, desc: Desc) {
-        let mut todo = mask & !self.mirrored;
+    pub(super) fn mirror_copy(&mut self, mask: u32, desc: Desc, mirrored: &mut u32) {
+        let mut todo = mask & !*mirrored;
         if todo == 0 {
             return;
         }
-        self.mirrored |= todo;
+        *mirrored |= todo;
         let frame = self.frames.bytes(desc.addr, desc.len);
         let mut gone = false;
         while todo != 0 {

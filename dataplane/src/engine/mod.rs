@@ -7,9 +7,23 @@
 //!
 //! All packets live in one frame store (the thread's share of the AF_XDP
 //! UMEM in production, a plain arena in tests) and are named by [`Desc`]
-//! (address, length). A received frame is parsed into a `FlowKey`, run through the
-//! thread's private `Pipeline` replica, and its descriptor is queued on the
-//! output port's TX batch; frames are only copied when a packet goes to
+//! (address, length). A round runs each port's batch through stages:
+//!
+//! | stage | file |
+//! |---|---|
+//! | receive, police, admit (over the batch) | `receive.rs`, `hold.rs`, `qos.rs` |
+//! | decapsulate (tunnel ports, over the batch) | `tunnel.rs` |
+//! | parse once into a per-packet context | `receive.rs`, `packet_ctx.rs` |
+//! | translate and execute, pass by pass | `pass.rs`, `execute.rs`, `ct.rs`, `meters.rs` |
+//! | hand the translation to the XDP cache | `xdp/` |
+//! | output: mirror, encapsulate, queue | `output.rs`, `mirror.rs`, `tunnel.rs`, `handoff.rs` |
+//! | transmit (once per round) | `output.rs` |
+//!
+//! Each packet is parsed once: its `PacketCtx` (`packet_ctx.rs`: flow key,
+//! layers, tunnel metadata, XDP key) is passed by reference from stage to
+//! stage and never stored on `Engine`; conntrack, the XDP cache and the
+//! tunnel's source-port hash read it. The translated packet's descriptor
+//! is queued on the output port's TX batch; frames are only copied when a packet goes to
 //! more than one port (every output but the last gets a copy, taken at the
 //! moment of that output so later rewrites do not leak into it). TX batches
 //! are flushed once per round, so one `sendto()` kick serves a whole batch.
@@ -33,12 +47,10 @@
 
 use crate::conntrack::Conntrack;
 use crate::control::{port_config, ChangeReceiver, DpShared, PortMeta};
-use crate::engine::tunnel::TunnelMeta;
-use crate::fastpath::cache::{self as xdpcache, FcKey, XdpCache};
+use crate::fastpath::cache::XdpCache;
 use crate::normal::{MacTable, DEFAULT_AGEING_SECS};
 use ahash::RandomState;
 use flowtable::cache::{CacheStats, FlowCache};
-use flowtable::key::{Field, FlowKey};
 use flowtable::pipeline::{Pipeline, Xlate};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::collections::HashMap;
@@ -46,7 +58,6 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use xbr_packet::parse;
 
 /// Packets taken from one port per round.
 pub const BATCH: usize = 64;
@@ -87,7 +98,7 @@ struct EnginePort<P> {
     config: u32,
     /// The device's carrier (`PortMeta::link_up`), refreshed once per round.
     link_up: bool,
-    /// `io.is_tunnel()`, cached.
+    /// Whether `io` has a tunnel endpoint, cached.
     tunnel: bool,
     /// `io.xdp_ifindex()`, cached.
     xdp_ifindex: Option<u32>,
@@ -116,7 +127,7 @@ impl<P> EnginePort<P> {
     {
         EnginePort {
             meta,
-            tunnel: io.is_tunnel(),
+            tunnel: io.tunnel().is_some(),
             xdp_ifindex: io.xdp_ifindex(),
             io,
             tx: Vec::with_capacity(BATCH * 4),
@@ -177,9 +188,6 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     fail_open: bool,
     /// `flow-restore-wait` (see `DpShared::set_restore_wait`), per round.
     restore_wait: bool,
-    /// Tunnel metadata of the packet `process` is about to handle, when it
-    /// came from a tunnel port.
-    rx_tunnel: Option<TunnelMeta>,
     /// The connection tracker `ct()` uses (shared with the control socket).
     conntrack: Arc<Conntrack>,
     /// Conntrack's clock, read once per round.
@@ -190,9 +198,6 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     xdp: Option<XdpCache>,
     /// Which of its installs a flooding port gets (`xdp/install_gate.rs`).
     xdp_gate: xdp::InstallGate,
-    /// The XDP cache key of the packet `process` is about to handle, when
-    /// the XDP program could look it up.
-    rx_xdp_key: Option<FcKey>,
     /// New-connection templates this round found, installed after its
     /// connections reached the kernel (`xdp_template.rs`).
     pending_templates: Vec<crate::fastpath::cache::templates::NewConnTemplate>,
@@ -219,8 +224,6 @@ pub struct Engine<F: Frames, P: PortIo<F>> {
     mirror_gen: u64,
     /// Ports were added or removed: their masks need computing.
     mirror_ports_dirty: bool,
-    /// The mirrors the packet being handled was copied to.
-    mirrored: u32,
     /// A dead capture was reported since the mirrors last changed.
     mirror_reaped: bool,
 }
@@ -261,13 +264,11 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             round_started: Instant::now(),
             fail_open: false,
             restore_wait: false,
-            rx_tunnel: None,
             conntrack: Arc::default(),
             ct_now: 0,
             port_ops: None,
             xdp: None,
             xdp_gate: Default::default(),
-            rx_xdp_key: None,
             pending_templates: Vec::new(),
             stats_seen: 0,
             stats_pass: None,
@@ -279,7 +280,6 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             mirrors: std::sync::Arc::new([]),
             mirror_gen: 0,
             mirror_ports_dirty: true,
-            mirrored: 0,
             mirror_reaped: false,
         }
     }
@@ -484,7 +484,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             // they were when installed: a change makes them all stale.
             let mut tunnels_changed = false;
             for p in &mut self.ports {
-                tunnels_changed |= p.tunnel && p.io.xdp_encap_changed();
+                tunnels_changed |= p.io.tunnel_mut().is_some_and(|t| t.next_hops_changed());
             }
             if tunnels_changed {
                 x.invalidate();
@@ -525,73 +525,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         // Then what other packet threads handed off in their last rounds.
         received += self.run_handoffs();
         for i in 0..self.ports.len() {
-            if self.ports[i].owner.is_some() {
-                continue;
-            }
-            let config = self.ports[i].config;
-            let n = self.next_batch(i, &mut batch);
-            if n == 0 {
-                continue;
-            }
-            received += n;
-            self.pmd.received += n as u64;
-            let n = self.police_ingress(i, &mut batch[..n]);
-            let in_port = self.ports[i].meta.ofport;
-            let blocked = config & (port_config::PORT_DOWN | port_config::NO_RECV) != 0;
-            for desc in &batch[..n] {
-                let t = &mut self.ports[i].totals;
-                t.rx_packets += 1;
-                t.rx_bytes += desc.len as u64;
-                if blocked {
-                    t.rx_dropped += 1;
-                    self.drops.port_down += 1;
-                    self.frames.free(desc.addr);
-                    continue;
-                }
-                if self.restore_wait {
-                    t.rx_dropped += 1;
-                    self.drops.restore_wait += 1;
-                    self.frames.free(desc.addr);
-                    continue;
-                }
-                let mut desc = *desc;
-                let mut tunnel = None;
-                if self.ports[i].tunnel {
-                    match self.ports[i].io.decap(&mut self.frames, desc) {
-                        Ok((inner, meta)) => {
-                            desc = inner;
-                            // A sender's offload may reach us through an
-                            // underlay of veths too (the uplink's XDP
-                            // program completes them alike).
-                            xbr_packet::csum::complete_partial(
-                                self.frames.bytes(desc.addr, desc.len),
-                            );
-                            self.rx_tunnel = Some(meta);
-                            tunnel = Some(meta);
-                        }
-                        Err(reason) => {
-                            self.ports[i].totals.rx_dropped += 1;
-                            self.drops.tunnel.count(reason);
-                            self.frames.free(desc.addr);
-                            continue;
-                        }
-                    }
-                }
-                if let (Some(ifindex), Some(_)) = (self.ports[i].xdp_ifindex, &self.xdp) {
-                    let frame = self.frames.bytes(desc.addr, desc.len);
-                    self.rx_xdp_key = xdpcache::entry::frame_key(frame, ifindex);
-                    // Decapsulated: keyed as the uplink's program keys it.
-                    if let (Some(k), Some(t)) = (&mut self.rx_xdp_key, tunnel) {
-                        xdpcache::entry::set_tunnel(k, t.tun_src, t.tun_id as u32);
-                    }
-                }
-                self.mirrored = 0;
-                let mirror_src = self.ports[i].mirrors.src;
-                if mirror_src != 0 {
-                    self.mirror_copy(mirror_src, desc);
-                }
-                self.process(in_port, desc);
-                self.rx_xdp_key = None;
+            // Another packet thread receives on its own ports.
+            if self.ports[i].owner.is_none() {
+                received += self.receive_port(i, &mut batch);
             }
         }
         self.xdp_sweep(false, received > 0);
@@ -605,20 +541,6 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             self.flush_cache();
         }
         received
-    }
-
-    fn process(&mut self, in_port: u32, desc: Desc) {
-        let mut key = FlowKey::zero();
-        let layers = {
-            let frame = self.frames.bytes(desc.addr, desc.len);
-            parse::extract(frame, in_port, &mut key)
-        };
-        if let Some(t) = self.rx_tunnel.take() {
-            key.set(Field::TunId, t.tun_id);
-            key.set(Field::TunSrc, u64::from(t.tun_src));
-            key.set(Field::TunDst, u64::from(t.tun_dst));
-        }
-        self.process_recirc(in_port, desc, layers, &key);
     }
 
     /// A port's I/O object by position (tests and diagnostics).
@@ -650,7 +572,10 @@ pub mod drops;
 mod live_ports;
 mod meters;
 mod mirror;
+mod packet_ctx;
+mod pass;
 mod qos;
+mod receive;
 pub use live_ports::PortOp;
 mod execute;
 pub mod handoff;

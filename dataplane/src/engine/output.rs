@@ -1,5 +1,6 @@
 //! Output to ports: TX batches, tunnel encapsulation, counters.
 
+use super::packet_ctx::PacketCtx;
 use super::{live_ports, Desc, Engine, Frames, PortIo};
 use crate::control::port_config;
 use crate::engine::tunnel::{TunnelDrop, TunnelMeta};
@@ -7,17 +8,22 @@ use flowtable::action::port as ofpp;
 use std::sync::atomic::Ordering;
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
-    /// Queues `desc` (or a copy, unless `last`) on the TX batch of `port`;
-    /// a tunnel port encapsulates it with `tun` first.
+    /// Queues `desc`, the frame of packet `ctx` (or a copy, unless
+    /// `last`), on the TX batch of `port`; a tunnel port's encapsulation
+    /// stage writes the outer headers for `tun` first.
     pub(super) fn output(
         &mut self,
-        in_port: u32,
+        ctx: &mut PacketCtx,
         port: u32,
         desc: Desc,
         last: bool,
         tun: TunnelMeta,
     ) {
-        let port = if port == ofpp::IN_PORT { in_port } else { port };
+        let port = if port == ofpp::IN_PORT {
+            ctx.in_port
+        } else {
+            port
+        };
         let Some(idx) = live_ports::index_in(&self.port_index, port) else {
             self.drops.bad_output_port += 1;
             if last {
@@ -37,10 +43,22 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         // packet already went to (the owner's output copies no more).
         let mirror_dst = self.ports[idx].mirrors.dst;
         if mirror_dst != 0 {
-            self.mirror_copy(mirror_dst, desc);
+            self.mirror_copy(mirror_dst, desc, &mut ctx.mirrored);
         }
-        if let (Some(owner), Some(h)) = (self.ports[idx].owner, &mut self.handoff) {
-            h.push(owner, port, self.frames.bytes(desc.addr, desc.len), tun);
+        let tunnel = self.ports[idx].tunnel;
+        if let (Some(owner), Some(_)) = (self.ports[idx].owner, &self.handoff) {
+            // The owner encapsulates; the hash comes from this thread's
+            // parse.
+            let flow_hash = if tunnel { self.flow_hash(ctx, desc) } else { 0 };
+            if let Some(h) = &mut self.handoff {
+                h.push(
+                    owner,
+                    port,
+                    self.frames.bytes(desc.addr, desc.len),
+                    tun,
+                    flow_hash,
+                );
+            }
             if last {
                 self.frames.free(desc.addr);
             }
@@ -58,18 +76,21 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 }
             }
         };
-        if self.ports[idx].tunnel {
+        if tunnel {
+            let flow_hash = self.flow_hash(ctx, out);
             // Behind frames to the same destination still waiting for its
             // next hop (see `unresolved.rs`).
             let behind = self.unresolved_total > 0 && self.waits_for(idx, tun.tun_dst);
             let result = if behind {
                 Err(TunnelDrop::NoNeighbour)
             } else {
-                self.ports[idx].io.encap(&mut self.frames, out, tun)
+                self.encap(idx, out, tun, flow_hash)
             };
             match result {
                 Ok(d) => out = d,
-                Err(TunnelDrop::NoNeighbour) if self.hold_unresolved(idx, out, tun) => return,
+                Err(TunnelDrop::NoNeighbour) if self.hold_unresolved(idx, out, tun, flow_hash) => {
+                    return
+                }
                 Err(reason) => {
                     self.drops.tunnel.count(reason);
                     self.ports[idx].totals.tx_dropped += 1;

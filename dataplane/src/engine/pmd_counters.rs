@@ -12,6 +12,12 @@ pub struct PmdCounters {
     pub received: u64,
     /// Extra passes through the pipeline (`ct(table=N)`).
     pub recirculations: u64,
+    /// Frames parsed into a flow key: one per received packet and
+    /// PACKET_OUT, plus one for each stage that needed the headers after
+    /// an action rewrote them (NAT, or a set_field before a `ct()` or a
+    /// tunnel output). Not shown by `pmd-stats-show` (OVS has no such
+    /// line); tests and benchmarks read it.
+    pub parses: u64,
     /// Packets and batches handed to the ports' transmit paths.
     pub sent_packets: u64,
     pub sent_batches: u64,
@@ -36,6 +42,7 @@ impl PmdCounters {
     pub fn merge(&mut self, o: &PmdCounters) {
         self.received += o.received;
         self.recirculations += o.recirculations;
+        self.parses += o.parses;
         self.sent_packets += o.sent_packets;
         self.sent_batches += o.sent_batches;
         self.busy_ns += o.busy_ns;

@@ -41,6 +41,8 @@ pub(super) const POLL_MS: u16 = 5;
 pub(super) struct Waiting {
     desc: Desc,
     tun: TunnelMeta,
+    /// The inner flow's hash, from the packet's parse.
+    flow_hash: u32,
     since_ms: u64,
 }
 
@@ -56,7 +58,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 
     /// Keeps `desc` for `tun` on tunnel port `idx` until its next hop is
     /// known; false if there is no room (the caller drops it).
-    pub(super) fn hold_unresolved(&mut self, idx: usize, desc: Desc, tun: TunnelMeta) -> bool {
+    pub(super) fn hold_unresolved(
+        &mut self,
+        idx: usize,
+        desc: Desc,
+        tun: TunnelMeta,
+        flow_hash: u32,
+    ) -> bool {
         let waiting = &mut self.ports[idx].unresolved;
         let same = waiting
             .iter()
@@ -68,6 +76,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         waiting.push(Waiting {
             desc,
             tun,
+            flow_hash,
             since_ms: self.elapsed_ms,
         });
         self.unresolved_total += 1;
@@ -102,7 +111,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 let result = if queued_behind {
                     Err(TunnelDrop::NoNeighbour)
                 } else {
-                    self.ports[idx].io.encap(&mut self.frames, w.desc, w.tun)
+                    self.encap(idx, w.desc, w.tun, w.flow_hash)
                 };
                 match result {
                     Ok(out) => self.queue_tx(idx, out),

@@ -63,8 +63,9 @@
 //!   [`cache::Origin`], [`cache::Credit`], [`cache::XdpCacheStats`],
 //!   [`cache::Candidate`] and [`cache::REVALIDATE_CHUNK`] (revalidation),
 //!   [`cache::Claim`] and [`cache::Fresh`] (adoption);
-//! - `cache::entry`: keying a frame as the program does (`frame_key`,
-//!   `set_tunnel`, `KEY_SIZE`), reading a key back (`key_proto`,
+//! - `cache::entry`: keying a frame as the program does, from the
+//!   packet context's one parse (`key_of`, `set_tunnel`, `KEY_SIZE`;
+//!   `frame_key` from the bytes, in tests), reading a key back (`key_proto`,
 //!   `key_nw`, `key_tunnel`, `is_decapsulated`, `flow_hash`) and the
 //!   rewrite and address encodings (`NwRewrite`, `mac_bytes`);
 //! - `cache::templates`: `NewConnTemplate` and `fc_mask`, what the engine

@@ -33,7 +33,7 @@ use crate::engine::{Desc, Frames, PortIo};
 use crate::fastpath::loader::{BpfError, XdpModeRequest, XdpProgram};
 use crate::netdev::{self, NetdevError};
 use crate::tap::{TapError, TapPort};
-use crate::vxlan::VxlanPort;
+use crate::vxlan::{VxlanPort, VxlanTunnel};
 use crate::xsk::{FramePool, Umem, XdpDesc, XskError, XDP_PACKET_HEADROOM};
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
@@ -234,7 +234,7 @@ pub struct StandIn {
     redirect: Option<Arc<redirect::Readiness>>,
     host: bool,
     /// A VXLAN port's settings and next hops.
-    vxlan: Option<VxlanPort<()>>,
+    vxlan: Option<VxlanTunnel>,
 }
 
 impl Port {
@@ -280,7 +280,7 @@ impl Port {
             host: PortIo::<UmemFrames>::is_host(self),
             vxlan: match self {
                 Port::Vxlan(v) => Some(v.stand_in()),
-                Port::StandIn(s) => s.vxlan.as_ref().map(VxlanPort::stand_in),
+                Port::StandIn(s) => s.vxlan.as_ref().map(VxlanTunnel::stand_in),
                 _ => None,
             },
         })
@@ -373,14 +373,6 @@ impl PortIo<UmemFrames> for Port {
         }
     }
 
-    fn is_tunnel(&self) -> bool {
-        match self {
-            Port::Vxlan(_) => true,
-            Port::StandIn(s) => s.vxlan.is_some(),
-            _ => false,
-        }
-    }
-
     fn io_rx_dropped(&self) -> u64 {
         match self {
             Port::Xsk(p) => p.io_rx_dropped(),
@@ -428,56 +420,19 @@ impl PortIo<UmemFrames> for Port {
         }
     }
 
-    fn xdp_encap(
-        &mut self,
-        tun: crate::vxlan::TunnelMeta,
-        flow_hash: u32,
-    ) -> Option<crate::vxlan::encap::FlowOuter> {
+    fn tunnel(&self) -> Option<&VxlanTunnel> {
         match self {
-            Port::Vxlan(v) => v.flow_outer(tun, flow_hash),
-            Port::StandIn(StandIn { vxlan: Some(v), .. }) => v.flow_outer(tun, flow_hash),
+            Port::Vxlan(v) => PortIo::<UmemFrames>::tunnel(v),
+            Port::StandIn(s) => s.vxlan.as_ref(),
             _ => None,
         }
     }
 
-    fn tunnel_local_ip(&self) -> Option<u32> {
+    fn tunnel_mut(&mut self) -> Option<&mut VxlanTunnel> {
         match self {
-            Port::Vxlan(v) => Some(v.local_ip()),
-            Port::StandIn(StandIn { vxlan: Some(v), .. }) => Some(v.local_ip()),
+            Port::Vxlan(v) => PortIo::<UmemFrames>::tunnel_mut(v),
+            Port::StandIn(s) => s.vxlan.as_mut(),
             _ => None,
-        }
-    }
-
-    fn xdp_encap_changed(&mut self) -> bool {
-        match self {
-            Port::Vxlan(v) => v.next_hops_changed(),
-            Port::StandIn(StandIn { vxlan: Some(v), .. }) => v.next_hops_changed(),
-            _ => false,
-        }
-    }
-
-    #[inline]
-    fn decap(
-        &mut self,
-        frames: &mut UmemFrames,
-        desc: Desc,
-    ) -> Result<(Desc, crate::vxlan::TunnelMeta), crate::vxlan::TunnelDrop> {
-        match self {
-            Port::Vxlan(v) => v.decap(frames, desc),
-            _ => Ok((desc, crate::vxlan::TunnelMeta::default())),
-        }
-    }
-
-    #[inline]
-    fn encap(
-        &mut self,
-        frames: &mut UmemFrames,
-        desc: Desc,
-        tun: crate::vxlan::TunnelMeta,
-    ) -> Result<Desc, crate::vxlan::TunnelDrop> {
-        match self {
-            Port::Vxlan(v) => v.encap(frames, desc, tun),
-            _ => Ok(desc),
         }
     }
 }

@@ -9,6 +9,8 @@
 //! inner frame starts; the caller moves its descriptor, nothing is copied.
 
 use super::{TunnelDrop, TunnelMeta};
+use flowtable::key::{Field, FlowKey};
+use flowtable::matching::{IP_PROTO_SCTP, IP_PROTO_TCP};
 use xbr_packet::csum::ones_sum;
 use xbr_packet::vxlan::{
     fold, Ipv4Packet, UdpPacket, VxlanPacket, VxlanRepr, WireError, ETH_HEADER_LEN, ETH_TYPE_IPV4,
@@ -136,39 +138,34 @@ impl Template {
 }
 
 /// A hash of the inner frame's flow, for the outer UDP source port (RFC
-/// 7348 §5: entropy for ECMP and RSS on the path): IPv4 addresses, protocol
-/// and TCP/UDP ports when present, else the Ethernet addresses and type.
-/// Packets of one flow always get the same port (no reordering across
-/// paths).
+/// 7348 §5: entropy for ECMP and RSS on the path), read from the flow key
+/// the frame was parsed into (no second pass over its bytes): for IPv4 the
+/// addresses, protocol and, for TCP, UDP and SCTP when not a fragment, the
+/// ports; for anything else the Ethernet addresses and type. Packets of
+/// one flow always get the same port (no reordering across paths), and an
+/// XDP flow cache entry computes the same one from its key
+/// (`xdpcache::entry::flow_hash`).
 #[inline]
-pub fn flow_hash(inner: &[u8]) -> u32 {
-    let word = |at: usize| -> u64 {
-        inner.get(at..at + 4).map_or(0, |s| {
-            u64::from(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-        })
-    };
+pub fn flow_hash(inner: &FlowKey) -> u32 {
+    if inner.get(Field::EthType) == u64::from(ETH_TYPE_IPV4) {
+        let proto = inner.get(Field::IpProto) as u8;
+        let ports = (inner.get(Field::IpFrag) == 0
+            && matches!(proto, IP_PROTO_TCP | IP_PROTO_UDP | IP_PROTO_SCTP))
+        .then(|| (inner.get(Field::TpSrc) as u32) << 16 | inner.get(Field::TpDst) as u32 & 0xffff);
+        return flow_hash_ipv4(
+            inner.get(Field::IpSrc) as u32,
+            inner.get(Field::IpDst) as u32,
+            proto,
+            ports,
+        );
+    }
     let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut mix = |v: u64| {
         h = (h ^ v).wrapping_mul(0xff51_afd7_ed55_8ccd);
         h ^= h >> 32;
     };
-    let eth_type = inner
-        .get(12..14)
-        .map_or(0, |s| u16::from_be_bytes([s[0], s[1]]));
-    let ihl = inner
-        .get(ETH_HEADER_LEN)
-        .map_or(0, |b| usize::from(b & 0x0f) * 4);
-    if eth_type == ETH_TYPE_IPV4 && ihl >= IPV4_HEADER_LEN {
-        let l3 = ETH_HEADER_LEN;
-        let proto = inner.get(l3 + 9).copied().unwrap_or(0);
-        let not_fragment = inner
-            .get(l3 + 6..l3 + 8)
-            .is_some_and(|s| u16::from_be_bytes([s[0], s[1]]) & 0x3fff == 0);
-        let ports = (not_fragment && matches!(proto, 6 | 17 | 132)).then(|| word(l3 + ihl) as u32);
-        return flow_hash_ipv4(word(l3 + 12) as u32, word(l3 + 16) as u32, proto, ports);
-    }
-    mix(word(0) << 16 | word(4) >> 16);
-    mix(word(6) << 32 | word(10));
+    mix(inner.get(Field::EthDst));
+    mix(inner.get(Field::EthSrc) << 16 | inner.get(Field::EthType));
     (h ^ (h >> 29)) as u32
 }
 
@@ -284,7 +281,7 @@ mod tests {
             4789,
         );
         let mut f = vec![0u8; OUTER_LEN];
-        t.write(&mut f, inner.len(), 7, src_port(flow_hash(inner)), vni);
+        t.write(&mut f, inner.len(), 7, src_port(hash_of(inner)), vni);
         f.extend_from_slice(inner);
         f
     }
@@ -372,18 +369,35 @@ mod tests {
         assert_eq!(check(&arp), Err(TunnelDrop::NotVxlan));
     }
 
+    /// The hash of a frame as the packet thread has it: parsed.
+    fn hash_of(frame: &[u8]) -> u32 {
+        let mut key = FlowKey::zero();
+        xbr_packet::parse::extract(frame, 1, &mut key);
+        flow_hash(&key)
+    }
+
     #[test]
     fn flow_hash_is_per_flow() {
         let a = inner();
         let mut b = inner();
-        assert_eq!(flow_hash(&a), flow_hash(&b));
+        assert_eq!(hash_of(&a), hash_of(&b));
         b[36] ^= 1; // destination port
-        assert_ne!(flow_hash(&a), flow_hash(&b));
+        assert_ne!(hash_of(&a), hash_of(&b));
         let mut c = inner();
         c[45] ^= 0xff; // payload: same flow
-        assert_eq!(flow_hash(&a), flow_hash(&c));
+        assert_eq!(hash_of(&a), hash_of(&c));
+        let mut frag = inner();
+        frag[20] |= 0x20; // more fragments: the ports are not hashed
+        let mut frag2 = frag.clone();
+        frag2[36] ^= 1;
+        assert_eq!(hash_of(&frag), hash_of(&frag2));
+        // Not IPv4: the Ethernet addresses and type.
+        let v6 = xbr_packet::testframes::udp6_frame();
+        let mut v6b = v6.clone();
+        v6b[0] ^= 1;
+        assert_ne!(hash_of(&v6), hash_of(&v6b));
         for n in 0..a.len() {
-            let _ = flow_hash(&a[..n]);
+            let _ = hash_of(&a[..n]);
         }
         assert!(src_port(0) >= 49152 && src_port(u32::MAX) >= 49152);
     }

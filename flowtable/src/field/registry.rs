@@ -394,6 +394,35 @@ pub fn nxm_name(field: Field) -> &'static str {
         .map_or_else(|| field.name(), |h| h.name)
 }
 
+/// What an action operand written or decoded as `def` keeps of it
+/// (`SubField::named`): `None` when `def` prints as its key field does
+/// (the header [`nxm_name`] gives), else `def`'s name: `udp_src`,
+/// `sctp_dst`, fields that share the key's transport ports with
+/// `tcp_src`/`tcp_dst`.
+pub fn operand_named(def: &FieldDef) -> Option<&'static str> {
+    // Named entries that are all of their key field and have a header;
+    // the first of a key's is the key field's own.
+    let whole = |d: &&FieldDef| {
+        !d.name.is_empty()
+            && d.is_plain()
+            && !d.is_wide()
+            && d.bits == d.key.bits()
+            && d.headers().next().is_some()
+    };
+    if !whole(&def) {
+        return None;
+    }
+    let first = FIELDS.iter().filter(whole).find(|d| d.key == def.key)?;
+    (first.name != def.name).then_some(def.name)
+}
+
+/// The header name an operand named `named` ([`operand_named`]) prints
+/// and encodes with: the entry's NXM header where it has one, else its
+/// OXM header.
+pub fn operand_header_name(named: &str) -> Option<&'static str> {
+    by_name(named).and_then(|d| d.nxm.or(d.oxm)).map(|h| h.name)
+}
+
 /// Whether `d`'s bits overlap the key field `field`'s (an ARP SPA and
 /// nw_src share bits, as do icmp_type and tp_src; a 128-bit field
 /// overlaps both its halves).

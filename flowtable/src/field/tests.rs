@@ -102,6 +102,17 @@ fn every_key_field_has_a_plain_text_entry() {
     }
 }
 
+/// Operands keep the entry they were named by only where a key field
+/// has several whole ones: the transport ports' UDP and SCTP names (TCP's
+/// are the key's own).
+#[test]
+fn only_the_other_transport_protocols_names_are_kept_by_operands() {
+    let kept: Vec<&str> = FIELDS.iter().filter_map(operand_named).collect();
+    assert_eq!(kept, ["udp_src", "udp_dst", "sctp_src", "sctp_dst"]);
+    assert_eq!(operand_header_name("udp_src"), Some("NXM_OF_UDP_SRC"));
+    assert_eq!(operand_header_name("sctp_dst"), Some("OXM_OF_SCTP_DST"));
+}
+
 #[test]
 fn wire_headers_are_ordered_and_complete() {
     let hs = wire_headers();

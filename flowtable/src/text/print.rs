@@ -138,7 +138,10 @@ pub fn format_instructions(ins: &Instructions) -> String {
 /// A ct_label half prints as its range of the whole label
 /// (`NXM_NX_CT_LABEL[64..95]`), never as `[]`.
 pub(crate) fn format_subfield(sf: &SubField) -> String {
-    let name = nxm_name(sf.field);
+    let name = sf
+        .named
+        .and_then(crate::field::registry::operand_header_name)
+        .unwrap_or_else(|| nxm_name(sf.field));
     let ofs = sf.wire_ofs();
     if sf.ofs == 0 && sf.nbits == sf.field.bits() && !sf.field.is_half() {
         format!("{name}[]")

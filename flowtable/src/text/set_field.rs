@@ -82,6 +82,7 @@ pub(super) fn parse_set_field(token: &str, a: &str) -> Result<Vec<Action>, TextE
                 field,
                 ofs: start,
                 nbits,
+                named: None,
             },
             value: (value >> start) & bits,
         });

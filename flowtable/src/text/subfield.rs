@@ -17,8 +17,10 @@ pub(crate) fn parse_subfield(token: &str, s: &str) -> Result<SubField, TextError
         }
         None => (s, None),
     };
-    let (field, syntax) = fields::lookup(name)
+    let (def, syntax) = fields::lookup_def(name)
+        .and_then(|d| Some((d, d.syntax?)))
         .ok_or_else(|| TextError::action(token, format!("unknown field `{name}`")))?;
+    let field = def.key;
     let width = if matches!(syntax, Syntax::Label | Syntax::Ipv6) {
         CT_LABEL_BITS
     } else {
@@ -72,7 +74,12 @@ pub(crate) fn parse_subfield(token: &str, s: &str) -> Result<SubField, TextError
             )
         });
     }
-    let sf = SubField { field, ofs, nbits };
+    let sf = SubField {
+        field,
+        ofs,
+        nbits,
+        named: crate::field::registry::operand_named(def),
+    };
     if !sf.is_valid() {
         return Err(TextError::action(
             token,

@@ -33,7 +33,8 @@ fn masked_set_field_becomes_load() {
             dst: SubField {
                 field: Field::EthDst,
                 ofs: 32,
-                nbits: 16
+                nbits: 16,
+                named: None,
             },
             value: 0x0a58
         }])
@@ -262,7 +263,8 @@ fn ct_label_writes_print_as_ovs() {
             dst: SubField {
                 field: Field::CtLabelHigh,
                 ofs: 0,
-                nbits: 2
+                nbits: 2,
+                named: None,
             },
             value: 3
         }]

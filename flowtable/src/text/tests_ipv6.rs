@@ -114,7 +114,8 @@ fn ipv6_operands_name_one_half() {
             dst: SubField {
                 field: Field::Ipv6DstHigh,
                 ofs: 0,
-                nbits: 32
+                nbits: 32,
+                named: None,
             },
             value: 1
         }

@@ -72,6 +72,15 @@ pub fn set_field_header(field: Field) -> Option<&'static FieldHeader> {
 /// The NXM header OVS puts in a Nicira action for a sub-field: NXM0/NXM1
 /// where the field has one that covers the range, the OXM header otherwise.
 pub fn operand_header(sf: &SubField) -> &'static FieldHeader {
+    // Written or decoded as another field of the same key bits
+    // (`NXM_OF_UDP_SRC`): that field's header.
+    if let Some(fh) = sf
+        .named
+        .and_then(flowtable::field::registry::operand_header_name)
+        .and_then(|n| HEADERS.iter().find(|h| h.name == n && h.target == sf.field))
+    {
+        return fh;
+    }
     let fits = |h: &&FieldHeader| {
         h.target == sf.field
             && h.wire_shift == 0
@@ -137,6 +146,8 @@ pub fn parse_operand(header: u32, ofs: u32, nbits: u32) -> Result<SubField, Wire
         field: fh.target,
         ofs: fh.shift + ofs,
         nbits,
+        named: flowtable::field::registry::by_header(class, field)
+            .and_then(|(def, _)| flowtable::field::registry::operand_named(def)),
     })
 }
 

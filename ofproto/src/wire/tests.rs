@@ -36,6 +36,7 @@ fn captured_nicira_actions_round_trip() {
                     field: Field::TunId,
                     ofs: 0,
                     nbits: 32,
+                    named: None,
                 },
                 dst: SubField::whole(Field::Reg(0)),
             },
@@ -47,6 +48,7 @@ fn captured_nicira_actions_round_trip() {
                     field: Field::EthDst,
                     ofs: 32,
                     nbits: 16,
+                    named: None,
                 },
                 value: 0x0a58,
             },
@@ -327,7 +329,12 @@ fn arb_subfield() -> impl Strategy<Value = SubField> {
             let bits = field.bits();
             let ofs = ofs % bits;
             let nbits = 1 + (nbits - 1) % (bits - ofs);
-            SubField { field, ofs, nbits }
+            SubField {
+                field,
+                ofs,
+                nbits,
+                named: None,
+            }
         })
         .prop_filter("encodable operand", operand_is_encodable)
 }

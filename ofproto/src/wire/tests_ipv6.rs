@@ -172,6 +172,7 @@ fn ipv6_set_fields_round_trip() {
                     field: Field::Ipv6DstHigh,
                     ofs: 0,
                     nbits: 32,
+                    named: None,
                 },
                 value: 1,
             },

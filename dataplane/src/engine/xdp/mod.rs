@@ -371,7 +371,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 // resolved): the packet thread keeps the flow.
                 let encap = if p.tunnel {
                     let hash = entry::flow_hash(proto, &nw);
-                    Some(p.io.xdp_encap(tun, hash)?)
+                    Some(p.io.tunnel_mut()?.flow_outer(tun, hash)?)
                 } else {
                     None
                 };

@@ -4,7 +4,8 @@
 //! the program looks up.
 
 use crate::vxlan::encap::FlowOuter;
-use xbr_packet::parse::ETH_HEADER_LEN;
+use flowtable::key::{Field, FlowKey};
+use xbr_packet::parse::{Layers, ETH_HEADER_LEN};
 use xbr_packet::vxlan::OUTER_LEN;
 
 /// `struct xbr_fc_key`: 40 bytes.
@@ -262,6 +263,56 @@ pub fn frame_key(frame: &[u8], ifindex: u32) -> Option<FcKey> {
     Some(k)
 }
 
+/// [`frame_key`] of a frame already parsed: built from the flow key and
+/// layer offsets `parse::extract` found in it (`frame_len` bytes long),
+/// with no second pass over the bytes. The packet thread keys every
+/// received frame this way; `frame_key` stays the reference it must equal
+/// (`tests::the_parsed_key_is_the_frame_key`).
+///
+/// The conditions are `frame_key`'s, read from the parse: the Ethernet
+/// type word is IPv4 exactly when the key's type is IPv4 and the IP
+/// header is at byte 14 (no VLAN tag, no LLC/SNAP); the header has no
+/// options when the L4 header is 20 bytes behind it; "not a fragment" is
+/// `ip_frag == 0`.
+pub fn key_of(key: &FlowKey, layers: Layers, frame_len: usize, ifindex: u32) -> Option<FcKey> {
+    const L3: usize = ETH_HEADER_LEN;
+    const L4: usize = L3 + 20;
+    if key.get(Field::EthType) != u64::from(u16::from_be_bytes(ETH_TYPE_IPV4))
+        || usize::from(layers.l3) != L3
+        || usize::from(layers.l4) != L4
+        || key.get(Field::IpFrag) != 0
+    {
+        return None;
+    }
+    let proto = layers.proto;
+    let (tp_src, tp_dst) = match proto {
+        PROTO_TCP | PROTO_UDP => {
+            let need = if proto == PROTO_TCP { 18 } else { 8 };
+            if frame_len < L4 + need {
+                return None;
+            }
+            (key.get(Field::TpSrc) as u16, key.get(Field::TpDst) as u16)
+        }
+        PROTO_ICMP => (
+            key.get(Field::IcmpType) as u16,
+            key.get(Field::IcmpCode) as u16,
+        ),
+        _ => return None,
+    };
+    let mut k = [0u8; KEY_SIZE];
+    k[0..4].copy_from_slice(&ifindex.to_ne_bytes());
+    k[4..10].copy_from_slice(&mac_bytes(key.get(Field::EthDst)));
+    k[10..16].copy_from_slice(&mac_bytes(key.get(Field::EthSrc)));
+    k[16..20].copy_from_slice(&(key.get(Field::IpSrc) as u32).to_be_bytes());
+    k[20..24].copy_from_slice(&(key.get(Field::IpDst) as u32).to_be_bytes());
+    k[24] = proto;
+    k[25] = (key.get(Field::IpDscp) as u8) << 2 | key.get(Field::IpEcn) as u8 & 3;
+    k[26] = key.get(Field::IpTtl) as u8;
+    k[28..30].copy_from_slice(&tp_src.to_be_bytes());
+    k[30..32].copy_from_slice(&tp_dst.to_be_bytes());
+    Some(k)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,17 +488,79 @@ mod tests {
         tcp.extend_from_slice(&[0; 12]);
         for f in [udp_frame(), tcp] {
             let k = frame_key(&f, 1).unwrap();
-            assert_eq!(
-                flow_hash(key_proto(&k), &key_nw(&k)),
-                crate::vxlan::encap::flow_hash(&f)
-            );
+            assert_eq!(flow_hash(key_proto(&k), &key_nw(&k)), parsed_hash(&f));
         }
         let mut icmp = udp_frame();
         icmp[23] = PROTO_ICMP;
         let k = frame_key(&icmp, 1).unwrap();
-        assert_eq!(
-            flow_hash(key_proto(&k), &key_nw(&k)),
-            crate::vxlan::encap::flow_hash(&icmp)
-        );
+        assert_eq!(flow_hash(key_proto(&k), &key_nw(&k)), parsed_hash(&icmp));
+    }
+
+    fn parsed_hash(frame: &[u8]) -> u32 {
+        let mut key = FlowKey::zero();
+        xbr_packet::parse::extract(frame, 1, &mut key);
+        crate::vxlan::encap::flow_hash(&key)
+    }
+
+    /// Frames to mutate: IPv4 UDP, TCP and ICMP, IPv6, IPv4 in LLC/SNAP
+    /// and behind a VLAN tag.
+    fn base_frames() -> Vec<Vec<u8>> {
+        let mut tcp = udp_frame();
+        tcp[23] = PROTO_TCP;
+        tcp.extend_from_slice(&[0; 12]);
+        let mut icmp = udp_frame();
+        icmp[23] = PROTO_ICMP;
+        let mut vlan = udp_frame();
+        vlan.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+        vec![
+            udp_frame(),
+            tcp,
+            icmp,
+            udp6_frame(),
+            snap_frame(&[], [0, 0, 0], 0x0800),
+            vlan,
+        ]
+    }
+
+    /// Header bytes whose values decide whether a frame is keyed: the
+    /// Ethernet type, version and header length, fragment bits, protocol.
+    const DECIDING: [usize; 7] = [12, 13, 14, 20, 21, 23, 15];
+
+    proptest::proptest! {
+        /// The packet thread's key, built from the parse, is the XDP
+        /// program's: for any frame, with any deciding byte changed and
+        /// cut anywhere.
+        #[test]
+        fn the_parsed_key_is_the_frame_key(
+            base in 0usize..6,
+            flips in proptest::collection::vec((0usize..7, 0usize..64, proptest::prelude::any::<u8>()), 0..4),
+            cut in 0usize..60,
+        ) {
+            let mut f = base_frames()[base].clone();
+            for (which, at, b) in flips {
+                // Half the changes hit a deciding byte, half anywhere.
+                let at = if at % 2 == 0 { DECIDING[which] } else { at };
+                if let Some(x) = f.get_mut(at) {
+                    *x = b;
+                }
+            }
+            f.truncate(f.len().saturating_sub(cut));
+            let mut key = FlowKey::zero();
+            let layers = xbr_packet::parse::extract(&f, 1, &mut key);
+            proptest::prop_assert_eq!(key_of(&key, layers, f.len(), 7), frame_key(&f, 7));
+        }
+    }
+
+    #[test]
+    fn the_parsed_key_of_common_frames() {
+        for f in base_frames() {
+            let mut key = FlowKey::zero();
+            let layers = xbr_packet::parse::extract(&f, 1, &mut key);
+            assert_eq!(key_of(&key, layers, f.len(), 3), frame_key(&f, 3));
+        }
+        // The IPv4 ones are keyed at all.
+        let mut key = FlowKey::zero();
+        let layers = xbr_packet::parse::extract(&udp_frame(), 1, &mut key);
+        assert!(key_of(&key, layers, udp_frame().len(), 3).is_some());
     }
 }

@@ -183,7 +183,12 @@ mod tests {
 
     fn reg(n: u32, ofs: u32, nbits: u32) -> SubField {
         let field = Field::Reg(n as u8);
-        SubField { field, ofs, nbits }
+        SubField {
+            field,
+            ofs,
+            nbits,
+            named: None,
+        }
     }
 
     fn round_trip(actions: &[Action]) -> (Vec<u8>, Vec<Action>) {
