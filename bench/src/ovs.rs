@@ -256,7 +256,7 @@ impl Ovs {
     }
 
     fn add_bridge(&self, ports: &[PortSpec]) -> Result<(), OvsError> {
-        let mut args = crate::private_ovs::agent_bridge_netdev();
+        let mut args = agent_bridge_netdev();
         for p in ports {
             args.extend(p.vsctl_args());
         }
@@ -447,6 +447,14 @@ pub fn normalise_dump(dump: &str) -> Vec<String> {
                 .join(", ")
         })
         .collect()
+}
+
+/// The agent's `br0` (`xbr_lab::agent_vsctl`) on OVS's userspace
+/// datapath, as `ovs-vsctl` arguments; more may follow after `--`.
+pub fn agent_bridge_netdev() -> Vec<String> {
+    let mut args = xbr_lab::agent_vsctl::add_bridge();
+    args.push("datapath_type=netdev".into());
+    args
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ impl OvsNode {
         self.ip(&["addr", "add", &s.uplink_cidr, "dev", "br-phy"])?;
         self.ip(&["link", "set", "br-phy", "up"])?;
         // The agent's bridge, vxlan0 and tun0, in one transaction.
-        let mut args = crate::private_ovs::agent_bridge_netdev();
+        let mut args = crate::ovs::agent_bridge_netdev();
         args.push("--".into());
         args.extend(agent::add_vxlan(4789));
         args.push("--".into());

@@ -143,14 +143,6 @@ impl PrivateOvs {
     }
 }
 
-/// The agent's `br0` (`xbr_lab::agent_vsctl`) on OVS's userspace
-/// datapath, as `ovs-vsctl` arguments; more may follow after `--`.
-pub fn agent_bridge_netdev() -> Vec<String> {
-    let mut args = xbr_lab::agent_vsctl::add_bridge();
-    args.push("datapath_type=netdev".into());
-    args
-}
-
 /// SIGTERM to `pid`, a bounded wait for it to go, then SIGKILL.
 pub fn stop_pid(pid: i32) {
     if pid <= 0 {

@@ -64,7 +64,7 @@
 //! (`ct_verified`), so a rate can not come from packets that bypassed
 //! conntrack's state. xbr's XDP flow cache carries the packets of
 //! established connections in the kernel (its conntrack entries, see
-//! `dataplane/src/xdpcache`), keeping the connections alive in xbr's
+//! `dataplane/src/fastpath/cache`), keeping the connections alive in xbr's
 //! conntrack: in `conntrack` `xbr` forwards the measured packets in XDP
 //! and `xbr-nocache` through the packet thread; in `conntrack-new` `xbr`'s
 //! XDP program creates the new connections from the template the first

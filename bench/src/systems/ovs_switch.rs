@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use super::{
     load_flows, make_dir, start_err, Ports, SwitchConfig, System, SystemError, START_TIMEOUT,
 };
+use crate::ovs::agent_bridge_netdev;
 use crate::ovs::OvsError;
-use crate::private_ovs::{agent_bridge_netdev, stop_pid, PrivateOvs};
+use crate::private_ovs::{stop_pid, PrivateOvs};
 use crate::topo::{self, Topology, VETH_A, VETH_B, VETH_C};
 
 /// A private OVS in the host namespace; daemons stopped by pid on drop.

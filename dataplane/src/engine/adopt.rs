@@ -1,5 +1,5 @@
 //! The packet thread's side of adopting a previous xbr's XDP cache
-//! entries at take-over (the design is in `xdpcache/adopt.rs`): each
+//! entries at take-over (the design is in `fastpath/cache/adopt.rs`): each
 //! entry's frame translated with this process's tables and connections,
 //! as a miss would translate it, without counting or changing anything:
 //! NATed connections with their bindings, decapsulated VXLAN frames with

@@ -66,7 +66,7 @@ pub const SPIN_ROUNDS: u32 = 2_000;
 /// Longest sleep; bounds shutdown latency if a wakeup were ever lost.
 const POLL_TIMEOUT_MS: u16 = 500;
 /// Longest sleep while XDP cache entries exist: their hits are collected
-/// by this thread (see `xdpcache::SWEEP_INTERVAL`).
+/// by this thread (see `fastpath::cache::SWEEP_INTERVAL`).
 const XDP_POLL_TIMEOUT_MS: u16 = 100;
 /// Times one packet may be recirculated after `ct(table=N)`: the agent's
 /// pipeline needs three (table 0, 30 and 31); more means a loop in the
@@ -478,7 +478,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         let mut received = 0;
         let mut batch = [Desc::default(); BATCH];
         // The XDP cache's generation before the ports' configs: see
-        // `xdpcache` for why this order keeps entries from going stale.
+        // `fastpath::cache` for why this order keeps entries from going stale.
         if let Some(x) = &mut self.xdp {
             // Encapsulating entries hold a tunnel's next hop and MTU as
             // they were when installed: a change makes them all stale.
@@ -569,25 +569,28 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
 mod adopt;
 mod ct;
 pub mod drops;
-mod live_ports;
-mod meters;
-mod mirror;
-mod packet_ctx;
-mod pass;
-mod qos;
-mod receive;
-pub use live_ports::PortOp;
 mod execute;
+pub(crate) mod frames;
 pub mod handoff;
 mod hold;
 mod io;
+mod live_ports;
+mod meters;
+mod mirror;
 mod output;
+mod packet_ctx;
+mod pass;
 pub mod pmd_counters;
+mod qos;
+mod receive;
 mod revalidate;
 pub mod tunnel;
+mod tunnel_stages;
 mod unresolved;
 mod xdp;
 mod xdp_template;
 
 pub use drops::EngineDrops;
-pub use io::{Desc, Frames, PortIo};
+pub use frames::{Desc, Frames};
+pub use io::PortIo;
+pub use live_ports::PortOp;

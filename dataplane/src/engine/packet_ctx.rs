@@ -8,7 +8,7 @@
 //! frame as the pipeline sees it (the inner frame of a decapsulated
 //! packet): one `parse::extract` (`Engine::parse_frame`, counted in
 //! `pmd.parses`) fills the flow key and the layer offsets, the tunnel metadata goes into the key, and the XDP cache key
-//! is derived from that parse (`xdpcache::entry::key_of`), not read from
+//! is derived from that parse (`fastpath::cache::entry::key_of`), not read from
 //! the bytes a second time. It is then handed by `&mut` through the
 //! passes (`pass.rs`): translation reads the key; conntrack
 //! (`ct.rs`) reads the key and layers for its tuple; the tunnel stage
@@ -28,7 +28,7 @@
 //! Cost: building one is the parse itself (a 216-byte key, written once)
 //! plus a few stores; no allocation.
 
-use super::io::{Desc, Frames};
+use super::frames::{Desc, Frames};
 use super::tunnel::TunnelMeta;
 use super::{Engine, PortIo};
 use crate::fastpath::cache::{entry, FcKey};

@@ -1,5 +1,5 @@
 //! The packet thread's side of XDP cache revalidation (the design is in
-//! `xdpcache/revalidate.rs`): translating each entry's passes again with
+//! `fastpath/cache/revalidate.rs`): translating each entry's passes again with
 //! the current tables and ports, and removing the entries that changed.
 
 use super::xdp::plain_ct_fork;

@@ -1,5 +1,5 @@
 //! The engine's side of new-connection templates (see
-//! `conntrack/kernel_new.rs` for the design and `xdpcache/templates.rs`
+//! `conntrack/kernel_new.rs` for the design and `fastpath/cache/templates.rs`
 //! for the kernel's): recognising a translation the XDP program may apply
 //! to every UDP frame without a connection that it matches, and
 //! installing it after the round's connections reached the kernel.

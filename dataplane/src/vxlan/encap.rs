@@ -8,7 +8,7 @@
 //! port, VNI. Decapsulation checks the outer headers and returns where the
 //! inner frame starts; the caller moves its descriptor, nothing is copied.
 
-use super::{TunnelDrop, TunnelMeta};
+use crate::engine::tunnel::{TunnelDrop, TunnelMeta};
 use flowtable::key::{Field, FlowKey};
 use flowtable::matching::{IP_PROTO_SCTP, IP_PROTO_TCP};
 use xbr_packet::csum::ones_sum;
@@ -144,7 +144,7 @@ impl Template {
 /// ports; for anything else the Ethernet addresses and type. Packets of
 /// one flow always get the same port (no reordering across paths), and an
 /// XDP flow cache entry computes the same one from its key
-/// (`xdpcache::entry::flow_hash`).
+/// (`fastpath::cache::entry::flow_hash`).
 #[inline]
 pub fn flow_hash(inner: &FlowKey) -> u32 {
     if inner.get(Field::EthType) == u64::from(ETH_TYPE_IPV4) {

@@ -33,21 +33,11 @@ pub mod underlay;
 use crate::engine::{Desc, Frames, PortIo};
 use neigh::NeighReader;
 use std::os::fd::BorrowedFd;
-pub use tunnel::VxlanTunnel;
+pub use tunnel::{VxlanParams, VxlanTunnel};
 
 // The tunnel metadata and drop reasons the engine carries for every
 // tunnel port; defined with the engine, named here too.
 pub use crate::engine::tunnel::{TunnelDrop, TunnelDrops, TunnelMeta};
-
-/// The settings a VXLAN port needs on the packet path.
-#[derive(Clone, Copy, Debug)]
-pub struct VxlanParams {
-    pub local_ip: u32,
-    pub dst_port: u16,
-    /// The uplink's MTU at start: the largest outer IPv4 packet, until the
-    /// resolver reports a new one.
-    pub mtu: u32,
-}
 
 /// A VXLAN port: the uplink I/O `P` and the tunnel endpoint the engine's
 /// tunnel stages use on its frames.

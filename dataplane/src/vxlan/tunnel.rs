@@ -11,9 +11,19 @@
 
 use super::encap::{self, FlowOuter};
 use super::neigh::{Miss, NeighReader};
-use super::{TunnelDrop, TunnelMeta, VxlanParams};
-use crate::engine::{Desc, Frames};
+use crate::engine::frames::{Desc, Frames};
+use crate::engine::tunnel::{TunnelDrop, TunnelMeta};
 use xbr_packet::vxlan::{OUTER_IP_OVERHEAD, OUTER_LEN};
+
+/// The settings a VXLAN port needs on the packet path.
+#[derive(Clone, Copy, Debug)]
+pub struct VxlanParams {
+    pub local_ip: u32,
+    pub dst_port: u16,
+    /// The uplink's MTU at start: the largest outer IPv4 packet, until the
+    /// resolver reports a new one.
+    pub mtu: u32,
+}
 
 /// A VXLAN endpoint: settings, next hops, the outer IPv4 id counter.
 pub struct VxlanTunnel {

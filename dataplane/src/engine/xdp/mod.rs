@@ -174,7 +174,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     }
 
     /// Collects the XDP cache's hits now (tests and shutdown; rounds do
-    /// it every `xdpcache::SWEEP_INTERVAL`).
+    /// it every `fastpath::cache::SWEEP_INTERVAL`).
     pub fn xdp_collect(&mut self) {
         self.xdp_sweep(true, false);
     }
