@@ -95,6 +95,12 @@ fn the_log_file_is_reopened_after_a_rename_and_levels_are_per_module() -> Result
     let rotated = dir.0.join("xbr.log.1");
     let log_arg = log.to_string_lossy().into_owned();
     let xbr = Xbr::start(&["--log-file", &log_arg])?;
+    // Logged once the control socket is up too, a moment after the
+    // OpenFlow socket the harness waits for.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !read(&log).contains("xbr running") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(read(&log).contains("xbr running"), "{}", read(&log));
 
     // logrotate: rename, then tell the daemon.

@@ -38,7 +38,7 @@ pub trait PortIo<F: Frames> {
         false
     }
     /// A tunnel port's endpoint. The port itself only moves frames; the
-    /// engine's tunnel stages (`engine/tunnel.rs`) decapsulate every frame
+    /// engine's tunnel stages (`engine/tunnel_stages.rs`) decapsulate every frame
     /// received on it and encapsulate every output to it with the
     /// endpoint. Asked once, when the engine is built, whether the port
     /// has one.

@@ -12,11 +12,11 @@
 //! | stage | file |
 //! |---|---|
 //! | receive, police, admit (over the batch) | `receive.rs`, `hold.rs`, `qos.rs` |
-//! | decapsulate (tunnel ports, over the batch) | `tunnel.rs` |
+//! | decapsulate (tunnel ports, over the batch) | `tunnel_stages.rs` |
 //! | parse once into a per-packet context | `receive.rs`, `packet_ctx.rs` |
 //! | translate and execute, pass by pass | `pass.rs`, `execute.rs`, `ct.rs`, `meters.rs` |
 //! | hand the translation to the XDP cache | `xdp/` |
-//! | output: mirror, encapsulate, queue | `output.rs`, `mirror.rs`, `tunnel.rs`, `handoff.rs` |
+//! | output: mirror, encapsulate, queue | `output.rs`, `mirror.rs`, `tunnel_stages.rs`, `handoff.rs` |
 //! | transmit (once per round) | `output.rs` |
 //!
 //! Each packet is parsed once: its `PacketCtx` (`packet_ctx.rs`: flow key,

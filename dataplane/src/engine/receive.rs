@@ -6,7 +6,7 @@
 //! 3. **admit**: counted as received; dropped if the port may not
 //!    receive (down, `no-recv`) or the switch waits for its flows
 //!    (`flow-restore-wait`);
-//! 4. **decapsulate**: a tunnel port's outer headers (`tunnel.rs`);
+//! 4. **decapsulate**: a tunnel port's outer headers (`tunnel_stages.rs`);
 //!
 //! then, packet by packet:
 //!

@@ -8,7 +8,7 @@
 //! [`VxlanTunnel`], the endpoint, and is itself one OpenFlow port. The
 //! uplink's XDP program steers only VXLAN for this node to the socket; the
 //! port only moves frames, and the engine's tunnel stages
-//! (`engine/tunnel.rs`) use its endpoint on every frame received on it and
+//! (`engine/tunnel_stages.rs`) use its endpoint on every frame received on it and
 //! every output to it:
 //!
 //! - decapsulation checks the outer headers ([`encap::decap`]) and moves
