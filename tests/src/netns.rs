@@ -378,6 +378,21 @@ impl Pod {
         self.ns.exec(argv, CMD_TIMEOUT)?.ok().map(drop)
     }
 
+    /// Sends `n` copies of `frame` from the pod's interface through a raw
+    /// socket, back to back (as a host sends 802.3 frames or crafted
+    /// ones: the kernel builds none of its own).
+    pub fn send_raw(&self, frame: &[u8], n: u64) -> Result<()> {
+        let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
+        let script = format!(
+            "import socket\n\
+             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
+             s.bind(('{POD_IF}', 0))\n\
+             f = bytes.fromhex('{hex}')\n\
+             for _ in range({n}):\n    s.send(f)\n"
+        );
+        self.exec_ok(&["python3", "-c", &script])
+    }
+
     /// Turns GRO on for the pod's interface: a veth accepts frames
     /// redirected to it in XDP (the XDP flow cache's forwarding) only then.
     pub fn accept_xdp_redirects(&self) -> Result<()> {

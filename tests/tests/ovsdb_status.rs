@@ -26,7 +26,7 @@ use xbr_tests::openflow::{
 use xbr_tests::ovsdb::OvsDb;
 use xbr_tests::played_controller::{Heard, PlayedController};
 use xbr_tests::xbr_stats::limit_count;
-use xbr_tests::{unique_tag, HarnessError, Pod, Result, POD_IF};
+use xbr_tests::{unique_tag, HarnessError, Pod, Result};
 
 /// OFPT_PACKET_IN, and its reason for a table miss (OFPR_NO_MATCH).
 const OFPT_PACKET_IN: u8 = 10;
@@ -41,10 +41,12 @@ fn free_port() -> u16 {
 
 /// Plays the controller on `listener`: accepts the switch's connection,
 /// answers its HELLO with OpenFlow 1.3's and each ECHO_REQUEST with a
-/// reply (so the inactivity probe keeps it), until `stop`.
+/// reply (so the inactivity probe keeps it), until `stop`; counts the
+/// PACKET_INs it gets in `packet_ins` ([table misses, other reasons]).
 fn play_controller(
     listener: TcpListener,
     stop: Arc<AtomicBool>,
+    packet_ins: Arc<[AtomicU64; 2]>,
 ) -> std::thread::JoinHandle<xbr_tests::Result<()>> {
     std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -55,6 +57,11 @@ fn play_controller(
                 Heard::Message(mut m) if m[1] == OFPT_ECHO_REQUEST => {
                     m[1] = OFPT_ECHO_REPLY;
                     c.send(&m)?;
+                }
+                // OFPT_PACKET_IN; its reason after buffer_id and total_len.
+                Heard::Message(m) if m[1] == OFPT_PACKET_IN && m.len() > 14 => {
+                    let kind = usize::from(m[14] != OFPR_NO_MATCH);
+                    packet_ins[kind].fetch_add(1, Ordering::Relaxed);
                 }
                 Heard::Message(_) | Heard::Quiet => {}
             }
@@ -167,7 +174,7 @@ fn run(ovs: bool) -> Result<String> {
     ])?
     .ok()?;
     let stop = Arc::new(AtomicBool::new(false));
-    let controller = play_controller(active, stop.clone());
+    let controller = play_controller(active, stop.clone(), Arc::default());
     let names = [
         (active_port, "ACTIVE_PORT"),
         (dead_port, "DEAD_PORT"),
@@ -282,35 +289,6 @@ fn sflow_and_mirror() -> Result<()> {
     Ok(())
 }
 
-/// [`play_controller`], also counting the PACKET_INs it gets in
-/// `packet_ins` ([table misses, other reasons]).
-fn count_packet_ins(
-    listener: TcpListener,
-    stop: Arc<AtomicBool>,
-    packet_ins: Arc<[AtomicU64; 2]>,
-) -> std::thread::JoinHandle<xbr_tests::Result<()>> {
-    std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut c = PlayedController::accept(&listener, deadline, || stop.load(Ordering::Relaxed))?;
-        while !stop.load(Ordering::Relaxed) {
-            match c.hear()? {
-                Heard::Closed => return Ok(()),
-                Heard::Message(mut m) if m[1] == OFPT_ECHO_REQUEST => {
-                    m[1] = OFPT_ECHO_REPLY;
-                    c.send(&m)?;
-                }
-                // OFPT_PACKET_IN; its reason after buffer_id and total_len.
-                Heard::Message(m) if m[1] == OFPT_PACKET_IN && m.len() > 14 => {
-                    let kind = usize::from(m[14] != OFPR_NO_MATCH);
-                    packet_ins[kind].fetch_add(1, Ordering::Relaxed);
-                }
-                Heard::Message(_) | Heard::Quiet => {}
-            }
-        }
-        Ok(())
-    })
-}
-
 /// A Controller row's `status` map as `ovs-vsctl get` prints it, as pairs
 /// (no value of the keys read here holds a comma).
 fn controller_status(db: &OvsDb, bridge: &str) -> Result<Vec<(String, String)>> {
@@ -362,20 +340,6 @@ fn frame() -> Vec<u8> {
     frame
 }
 
-/// `n` copies of `frame` sent from `pod`'s interface through a raw
-/// socket, back to back.
-fn send_raw(pod: &Pod, frame: &[u8], n: u64) -> Result<()> {
-    let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
-    let script = format!(
-        "import socket\n\
-         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
-         s.bind(('{POD_IF}', 0))\n\
-         f = bytes.fromhex('{hex}')\n\
-         for _ in range({n}):\n    s.send(f)\n"
-    );
-    pod.exec_ok(&["python3", "-c", &script])
-}
-
 #[test]
 fn packet_in_queue_counters_move_with_a_burst_over_the_rate_limit() -> Result<()> {
     let bridge = format!("xbrt{}", unique_tag());
@@ -399,7 +363,7 @@ fn packet_in_queue_counters_move_with_a_burst_over_the_rate_limit() -> Result<()
     .ok()?;
     let stop = Arc::new(AtomicBool::new(false));
     let got: Arc<[AtomicU64; 2]> = Default::default();
-    let controller = count_packet_ins(listener, stop.clone(), got.clone());
+    let controller = play_controller(listener, stop.clone(), got.clone());
     let kinds = ["miss", "action"];
     let key = |kind: &str, what: &str| format!("packet-in-{kind}-{what}");
     // Connected, and the counters are there at 0 (the status is written
@@ -431,7 +395,7 @@ fn packet_in_queue_counters_move_with_a_burst_over_the_rate_limit() -> Result<()
     db.ofctl(&["add-flow", &bridge, "priority=0,actions=controller"])?
         .ok()?;
     let sent = 200u64;
-    send_raw(&pod, &frame(), sent)?;
+    pod.send_raw(&frame(), sent)?;
     let mgmt = db.run_dir().join(format!("{bridge}.mgmt"));
     let mut of = OfConn::connect_hello(&mgmt)?;
     let mut burst = Vec::new();

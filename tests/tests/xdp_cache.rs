@@ -270,20 +270,6 @@ fn xdp_cache_hits_count_in_the_group_and_its_bucket() -> Result<()> {
     Ok(())
 }
 
-/// `n` copies of `frame` sent from `pod`'s interface through a raw
-/// socket (as a host sends 802.3 frames: the kernel builds none itself).
-fn send_raw(pod: &Pod, frame: &[u8], n: u32) -> Result<()> {
-    let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
-    let script = format!(
-        "import socket\n\
-         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
-         s.bind(('{POD_IF}', 0))\n\
-         f = bytes.fromhex('{hex}')\n\
-         for _ in range({n}):\n    s.send(f)\n"
-    );
-    pod.exec_ok(&["python3", "-c", &script])
-}
-
 /// IEEE 802.3 frames from a pod: the XDP program keys none of them, so
 /// each reaches the packet thread, which extracts them as OVS does. An
 /// IPv4 datagram in LLC/SNAP with the same headers as a flow the kernel
@@ -331,12 +317,8 @@ fn ieee8023_frames_bypass_the_xdp_cache_and_match_as_in_ovs() -> Result<()> {
         f.extend_from_slice(&ip);
         f
     };
-    send_raw(
-        &a,
-        &frame(&[0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]),
-        SNAP as u32,
-    )?;
-    send_raw(&a, &frame(&[0x42, 0x42, 0x03]), LLC as u32)?;
+    a.send_raw(&frame(&[0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]), SNAP)?;
+    a.send_raw(&frame(&[0x42, 0x42, 0x03]), LLC)?;
     let expected = [
         (format!("tp_dst={PORT_FWD}"), BURST + SNAP),
         ("dl_type=0x05ff".into(), LLC),
