@@ -43,11 +43,14 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             from_host: self.is_host_port(in_port),
             in_port,
         };
-        let mut reparsed = FlowKey::zero();
+        // Parsed again only if an action rewrote the headers.
+        let reparsed;
         let (pkt, layers) = if ctx.headers == Headers::Parsed {
             (&ctx.key, ctx.layers)
         } else {
-            let layers = self.parse_frame(in_port, desc, &mut reparsed);
+            let mut k = FlowKey::zero();
+            let layers = self.parse_frame(in_port, desc, &mut k);
+            reparsed = k;
             (&reparsed, layers)
         };
         let frame = self.frames.bytes(desc.addr, desc.len);
@@ -56,15 +59,16 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 .execute_datagram(frame, layers, pkt, &req, self.ct_now);
         table?;
         let mut key = *self.xlate.recirc()?;
-        key.set_headers_from(pkt);
-        let mut headers = Headers::Parsed;
         if outcome.state & (state::SNAT | state::DNAT) != 0 {
             // NAT rewrote the headers the pipeline will see: the fork is
             // a new packet.
             let mut natted = FlowKey::zero();
             self.parse_frame(in_port, desc, &mut natted);
             key.set_headers_from(&natted);
+        } else {
+            key.set_headers_from(pkt);
         }
+        let mut headers = Headers::Parsed;
         if let Some(words) = datagram_l4 {
             // A tracked fragment continues as its whole datagram would,
             // as after the kernel's reassembly (see conntrack/frag.rs):

@@ -6,7 +6,7 @@ use super::{Desc, Engine, Frames, PortIo, BATCH};
 use crate::control::Upcall;
 use crate::engine::tunnel::TunnelMeta;
 use crate::meter::{self, Verdict};
-use flowtable::key::{Field, FlowKey};
+use flowtable::key::Field;
 use flowtable::pipeline::{DpAction, DropReason};
 use xbr_packet::rewrite;
 
@@ -388,14 +388,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             let Some(Desc { addr, len }) = self.load_frame(&req.data) else {
                 continue;
             };
-            let mut key = FlowKey::zero();
-            let layers = self.parse_frame(req.in_port, Desc { addr, len }, &mut key);
+            let mut ctx = PacketCtx::unparsed(req.in_port, Desc { addr, len });
+            ctx.layers = self.parse_frame(ctx.in_port, ctx.desc, &mut ctx.key);
             for &(field, value) in &req.metadata {
-                key.set(field, value);
+                ctx.key.set(field, value);
             }
             self.pipeline
-                .xlate_actions(&key, len, &req.actions, &mut self.xlate);
-            let mut ctx = PacketCtx::with_key(req.in_port, Desc { addr, len }, layers, key);
+                .xlate_actions(&ctx.key, len, &req.actions, &mut self.xlate);
             if let Some(r) = self.execute(&mut ctx) {
                 // A PACKET_OUT's `ct(table=N)` resumes like a received
                 // packet's.

@@ -46,7 +46,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             self.mirror_copy(mirror_dst, desc, &mut ctx.mirrored);
         }
         let tunnel = self.ports[idx].tunnel;
-        if let (Some(owner), Some(_)) = (self.ports[idx].owner, &self.handoff) {
+        if let Some(owner) = self.ports[idx].owner.filter(|_| self.handoff.is_some()) {
             // The owner encapsulates; the hash comes from this thread's
             // parse.
             let flow_hash = if tunnel { self.flow_hash(ctx, desc) } else { 0 };

@@ -25,8 +25,8 @@
 //! parses the frame again (the rewritten frame is in effect a new packet:
 //! at most once more per pass, never for the agent's VXLAN path).
 //!
-//! Cost: building one is the parse itself (a 216-byte key, written once)
-//! plus a few stores; no allocation.
+//! Cost: building one is the parse itself (a 216-byte key, zeroed and
+//! filled in place) plus a few stores; no allocation.
 
 use super::frames::{Desc, Frames};
 use super::tunnel::TunnelMeta;
@@ -77,9 +77,10 @@ pub(super) struct PacketCtx {
 }
 
 impl PacketCtx {
-    /// The context of the frame `desc` received on `in_port`, before its
-    /// parse (`Engine::parse_received` fills it in place: the context is
-    /// a few hundred bytes, not worth moving).
+    /// The context of the frame `desc` that came in on `in_port` (a
+    /// port, or a PACKET_OUT's), before its parse (`Engine::parse_frame`
+    /// fills it in place: the context is a few hundred bytes, not worth
+    /// moving).
     #[inline]
     pub(super) fn unparsed(in_port: u32, desc: Desc) -> Self {
         PacketCtx {
@@ -87,20 +88,6 @@ impl PacketCtx {
             desc,
             layers: Layers::default(),
             key: FlowKey::zero(),
-            headers: Headers::Parsed,
-            xdp_key: None,
-            mirrored: 0,
-        }
-    }
-
-    /// A packet with the key `key` already filled in from the frame
-    /// (a PACKET_OUT: parsed, then the controller's metadata set).
-    pub(super) fn with_key(in_port: u32, desc: Desc, layers: Layers, key: FlowKey) -> Self {
-        PacketCtx {
-            in_port,
-            desc,
-            layers,
-            key,
             headers: Headers::Parsed,
             xdp_key: None,
             mirrored: 0,

@@ -251,10 +251,7 @@ impl XdpCache {
             self.release(&key, &links);
             return;
         };
-        for l in &links {
-            self.by_conn.entry(l.id()).or_default().push(key);
-        }
-        self.mirror.insert(
+        self.remember(
             key,
             Installed {
                 gen: self.round_gen,

@@ -468,10 +468,7 @@ impl XdpCache {
         if !links.is_empty() {
             self.stats.ct_installs += 1;
         }
-        for l in &links {
-            self.by_conn.entry(l.id()).or_default().push(key);
-        }
-        self.mirror.insert(
+        self.remember(
             key,
             Installed {
                 gen: self.round_gen,
@@ -486,6 +483,15 @@ impl XdpCache {
                 last_active: Instant::now(),
             },
         );
+    }
+
+    /// Keeps `installed`, the entry the kernel now holds under `key`, in
+    /// the mirror, indexed under each connection it carries.
+    fn remember(&mut self, key: FcKey, installed: Installed) {
+        for l in &installed.links {
+            self.by_conn.entry(l.id()).or_default().push(key);
+        }
+        self.mirror.insert(key, installed);
     }
 
     /// `key` no longer carries `links`: forgets it under each, and unlinks
