@@ -45,6 +45,12 @@ impl RunDir {
         self.path.join(format!("{BRIDGE}.mgmt"))
     }
 
+    /// The bridge's control socket (`xbr stats`, `xbr dpctl`...), which
+    /// xbr opens just after the OpenFlow one.
+    pub fn ctl_path(&self) -> PathBuf {
+        self.path.join(format!("xbr.{BRIDGE}.ctl"))
+    }
+
     /// The `--bpf-pin-root` of the xbr run on this directory:
     /// `/sys/fs/bpf/xbrt-run-<tag>`, unique as the directory is (tests in
     /// parallel all have a bridge `br0`). Removed with the directory, so a
@@ -302,6 +308,7 @@ impl Xbr {
 
     fn wait_ready(&mut self) -> Result<()> {
         let mgmt = self.mgmt_path();
+        let ctl = self.rundir.ctl_path();
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             let Some(child) = self.child.as_mut() else {
@@ -315,8 +322,10 @@ impl Xbr {
                 });
             }
             // Accepting, not merely present: a killed xbr leaves a stale
-            // socket file behind.
-            if is_socket(&mgmt) && UnixStream::connect(&mgmt).is_ok() {
+            // socket file behind. Both: the control socket opens a moment
+            // after the OpenFlow one, and tests use either at once.
+            let accepting = |p: &Path| is_socket(p) && UnixStream::connect(p).is_ok();
+            if accepting(&mgmt) && accepting(&ctl) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
