@@ -13,7 +13,10 @@
 //! cost of handing every packet off, against `p2p_1flow/cached`.
 //! `ct_2pass` sends every packet through `ct(commit,table=1)` and out
 //! (1,024 established connections): two passes and a conntrack lookup,
-//! the agent's path for pod traffic.
+//! the agent's path for pod traffic. `agent_pipeline` is `xbr-bench
+//! --scenario pipeline` in memory: the agent's flows for a node of 100
+//! pods, pod A to pod B through `ct(table=0)` (never committed) and six
+//! more tables.
 
 mod common;
 
@@ -87,14 +90,21 @@ impl PortIo<ArenaFrames> for LoopPort {
 
 fn ports(destinations: u32) -> Vec<(Arc<PortMeta>, LoopPort)> {
     let templates: Vec<[u8; 64]> = (0..destinations).map(frame).collect();
-    (1..=2u32)
-        .map(|p| {
+    numbered_ports([1, 2], templates)
+}
+
+/// Two ports numbered `numbers`, the first receiving `templates` in turn.
+fn numbered_ports(numbers: [u32; 2], templates: Vec<[u8; 64]>) -> Vec<(Arc<PortMeta>, LoopPort)> {
+    numbers
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
             (
                 Arc::new(PortMeta::new(p, format!("p{p}"), [2, 0, 0, 0, 0, p as u8])),
                 LoopPort {
                     templates: templates.clone(),
                     next: 0,
-                    receives: p == 1,
+                    receives: i == 0,
                 },
             )
         })
@@ -113,7 +123,14 @@ fn engine(
     destinations: u32,
     cache_entries: usize,
 ) -> Engine<ArenaFrames, LoopPort> {
-    let ports = ports(destinations);
+    engine_on(flows, ports(destinations), cache_entries)
+}
+
+fn engine_on(
+    flows: &[FlowMod],
+    ports: Vec<(Arc<PortMeta>, LoopPort)>,
+    cache_entries: usize,
+) -> Engine<ArenaFrames, LoopPort> {
     let metas = ports.iter().map(|(m, _)| m.clone()).collect();
     let (shared, changes) = DpShared::new(1, metas).expect("eventfd");
     let mut engine = Engine::new(
@@ -130,6 +147,24 @@ fn engine(
     engine.apply_changes();
     engine.set_flow_cache(cache_entries);
     engine
+}
+
+/// `xbr-bench --scenario pipeline` in memory: the agent's flows for a
+/// node of 100 pods (`bench::scenario::pipeline`), one UDP flow from
+/// pod A (port 3, 10.128.0.2) to pod B (port 4, 10.128.0.3): tables 0
+/// (`ct(table=0)`, never committed), 20, 27, 30, 31, 70 and 80.
+fn agent_engine(cache_entries: usize) -> Engine<ArenaFrames, LoopPort> {
+    use bench::scenario::pipeline::{flows, POD_A_PORT, POD_B_PORT};
+    let text = flows(false).expect("the agent's flows");
+    let mods: Vec<FlowMod> = text
+        .lines()
+        .map(|l| flowtable::text::parse_flow(l).expect("the agent's flow parses"))
+        .collect();
+    let mut f = frame(0);
+    f[..6].copy_from_slice(&[0x0a, 0x58, 0x0a, 0x80, 0x00, 0x03]);
+    f[30..34].copy_from_slice(&[10, 128, 0, 3]);
+    let ports = numbered_ports([POD_A_PORT, POD_B_PORT], vec![f]);
+    engine_on(&mods, ports, cache_entries)
 }
 
 /// Every IPv4 packet from port 1 through `ct(commit,table=1)`, then
@@ -219,6 +254,14 @@ fn bench_engine(c: &mut Criterion) {
             b.iter(|| assert_eq!(e.round(), BATCH))
         });
         assert_eq!(e.drops.table_miss, 0);
+        let mut e = agent_engine(entries);
+        group.bench_function(BenchmarkId::new("agent_pipeline", mode), |b| {
+            b.iter(|| assert_eq!(e.round(), BATCH))
+        });
+        assert_eq!(
+            e.pmd.sent_packets, e.pmd.received,
+            "every packet of pod A reaches pod B"
+        );
         for n in [1_000u32, 10_000] {
             let mut e = engine(&common::three_table_flows(n), DESTINATIONS.min(n), entries);
             let id = BenchmarkId::new(format!("pipeline_3tables_{n}"), mode);
