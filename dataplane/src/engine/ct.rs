@@ -1,7 +1,7 @@
 //! The engine's side of `ct()`: running conntrack on a frame, and the
 //! key its tracked fork re-enters the pipeline with (`pass.rs` runs it).
 
-use super::packet_ctx::{Headers, PacketCtx, Recirc};
+use super::packet_ctx::{Headers, NextPass, PacketCtx};
 use super::{Desc, Engine, Frames, PortIo};
 use crate::conntrack::{state, CtRequest};
 use flowtable::key::{Field, FlowKey};
@@ -16,10 +16,16 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             .is_some_and(|p| p.io.is_host())
     }
 
-    /// Runs `ct()` on the frame `desc` of packet `ctx`: NAT in place, and for a `table=N` fork the key it
-    /// re-enters the pipeline with. Conntrack reads the packet's parse
-    /// unless an action rewrote its headers since.
-    pub(super) fn run_ct(&mut self, ctx: &PacketCtx, desc: Desc, a: DpAction) -> Option<Recirc> {
+    /// Runs `ct()` on the frame `desc` of packet `ctx`: NAT in place, and
+    /// for a `table=N` fork the key it re-enters the pipeline with,
+    /// written into the context's next key slot. Conntrack reads the
+    /// packet's parse unless an action rewrote its headers since.
+    pub(super) fn run_ct(
+        &mut self,
+        ctx: &mut PacketCtx,
+        desc: Desc,
+        a: DpAction,
+    ) -> Option<NextPass> {
         let DpAction::Ct {
             zone,
             commit,
@@ -44,46 +50,47 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             in_port,
         };
         // Parsed again only if an action rewrote the headers.
-        let reparsed;
-        let (pkt, layers) = if ctx.headers == Headers::Parsed {
-            (&ctx.key, ctx.layers)
+        let mut reparsed = None;
+        let layers = if ctx.headers == Headers::Parsed {
+            ctx.layers
         } else {
             let mut k = FlowKey::zero();
             let layers = self.parse_frame(in_port, desc, &mut k);
-            reparsed = k;
-            (&reparsed, layers)
+            reparsed = Some(k);
+            layers
         };
+        let pkt = reparsed.as_ref().unwrap_or(ctx.key());
         let frame = self.frames.bytes(desc.addr, desc.len);
         let (outcome, datagram_l4) =
             self.conntrack
                 .execute_datagram(frame, layers, pkt, &req, self.ct_now);
         table?;
-        let mut key = *self.xlate.recirc()?;
         if outcome.state & (state::SNAT | state::DNAT) != 0 {
             // NAT rewrote the headers the pipeline will see: the fork is
             // a new packet.
             let mut natted = FlowKey::zero();
             self.parse_frame(in_port, desc, &mut natted);
-            key.set_headers_from(&natted);
-        } else {
-            key.set_headers_from(pkt);
+            reparsed = Some(natted);
         }
+        let recirc = self.xlate.recirc()?;
+        let (cur, key) = ctx.keys_mut();
+        *key = *recirc;
+        key.set_headers_from(reparsed.as_ref().unwrap_or(cur));
         let mut headers = Headers::Parsed;
         if let Some(words) = datagram_l4 {
             // A tracked fragment continues as its whole datagram would,
             // as after the kernel's reassembly (see conntrack/frag.rs):
             // the key no longer says what the frame's headers do.
-            as_whole_datagram(&mut key, words);
+            as_whole_datagram(key, words);
             headers = Headers::Rewritten;
         }
         key.set(Field::CtState, u64::from(outcome.state));
         key.set(Field::CtZone, u64::from(outcome.zone));
         key.set(Field::CtMark, u64::from(outcome.mark));
         key.set_ct_label(outcome.label);
-        Some(Recirc {
+        Some(NextPass {
             desc,
             layers,
-            key,
             headers,
         })
     }

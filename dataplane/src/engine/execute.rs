@@ -1,7 +1,7 @@
 //! Carrying out a translation: rewrites, outputs, conntrack forks,
 //! NORMAL, the controllers, and PACKET_OUTs.
 
-use super::packet_ctx::{PacketCtx, Recirc};
+use super::packet_ctx::{NextPass, PacketCtx};
 use super::{Desc, Engine, Frames, PortIo, BATCH};
 use crate::control::Upcall;
 use crate::engine::tunnel::TunnelMeta;
@@ -21,20 +21,32 @@ const PACKET_OUT_HEADROOM: u64 = crate::xsk::XDP_PACKET_HEADROOM as u64;
 
 impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// Carries out the translation in `self.xlate` on the frame of `ctx`,
-    /// which it consumes. Returns the `ct(table=N)` fork or recirculation
-    /// to run next, if the actions made one.
-    pub(super) fn execute(&mut self, ctx: &mut PacketCtx) -> Option<Recirc> {
+    /// which it consumes. The `ct(table=N)` fork or recirculation to run
+    /// next, if the actions made one, is left in `ctx.next` (its key in
+    /// the context's next key slot).
+    pub(super) fn execute(&mut self, ctx: &mut PacketCtx) {
+        ctx.next = self.execute_actions(ctx);
+    }
+
+    fn execute_actions(&mut self, ctx: &mut PacketCtx) -> Option<NextPass> {
         let (in_port, mut desc, mut layers) = (ctx.in_port, ctx.desc, ctx.layers);
-        let tun_id = ctx.key.get(Field::TunId);
-        let actions = self.xlate.actions();
-        let outputs = actions
-            .iter()
-            .map(|a| match a {
-                DpAction::Output { .. } => 1,
-                DpAction::Flood | DpAction::Normal => self.ports.len(),
-                // The tracked fork consumes a packet like an output, and
-                // so does a recirculation.
-                DpAction::Ct { table: Some(_), .. } | DpAction::Recirc => 1,
+        // What the actions do to the frame, in one pass over them: how
+        // many outputs take it, whether a controller gets a copy, and
+        // whether conntrack or a meter sees it.
+        let (mut outputs, mut to_controller, mut tracks) = (0usize, false, false);
+        for a in self.xlate.actions() {
+            match a {
+                DpAction::Output { .. } | DpAction::Recirc => outputs += 1,
+                DpAction::Flood | DpAction::Normal => outputs += self.ports.len(),
+                // The tracked fork consumes a packet like an output.
+                DpAction::Ct { table: Some(_), .. } => {
+                    outputs += 1;
+                    tracks = true;
+                }
+                // `ct(commit)` acts even on a packet that goes nowhere
+                // after it, and a meter counts it.
+                DpAction::Ct { table: None, .. } | DpAction::Meter(_) => tracks = true,
+                DpAction::Controller { .. } => to_controller = true,
                 DpAction::SetField { .. }
                 | DpAction::PushVlan { .. }
                 | DpAction::PopVlan
@@ -42,20 +54,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 | DpAction::PopMpls { .. }
                 | DpAction::CopyTtl { .. }
                 | DpAction::PushPbb { .. }
-                | DpAction::PopPbb
-                | DpAction::Controller { .. }
-                | DpAction::Meter(_)
-                | DpAction::Ct { table: None, .. } => 0,
-            })
-            .sum::<usize>();
-        let to_controller = actions
-            .iter()
-            .any(|a| matches!(a, DpAction::Controller { .. }));
-        // `ct(commit)` acts even on a packet that goes nowhere after it,
-        // and a meter counts it.
-        let tracks = actions
-            .iter()
-            .any(|a| matches!(a, DpAction::Ct { .. } | DpAction::Meter(_)));
+                | DpAction::PopPbb => {}
+            }
+        }
         if outputs == 0 && !to_controller && !tracks {
             self.drops
                 .count(self.xlate.drop_reason().unwrap_or(DropReason::ExplicitDrop));
@@ -153,7 +154,9 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                         return recirc;
                     }
                 },
-                a @ DpAction::Controller { .. } => self.upcall(in_port, desc, tun_id, a),
+                a @ DpAction::Controller { .. } => {
+                    self.upcall(in_port, desc, ctx.key().get(Field::TunId), a)
+                }
                 a @ DpAction::Ct {
                     table: None, nat, ..
                 } => {
@@ -351,6 +354,8 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             return 0;
         };
         let mut n = 0;
+        // One context for every frame, each handed off alike.
+        let mut ctx = PacketCtx::handed_off(0, Desc::default(), 0);
         for from in 0..threads {
             let Some(parcel) = self.handoff.as_mut().and_then(|h| h.take(from)) else {
                 continue;
@@ -360,7 +365,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 match self.load_frame(data) {
                     Some(desc) => {
                         // Parsed and mirrored by the thread that handed it off.
-                        let mut ctx = PacketCtx::handed_off(item.port, desc, item.flow_hash);
+                        ctx.hand_off(item.port, desc, item.flow_hash);
                         self.output(&mut ctx, item.port, desc, true, item.tun);
                     }
                     None => {
@@ -389,16 +394,16 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 continue;
             };
             let mut ctx = PacketCtx::unparsed(req.in_port, Desc { addr, len });
-            ctx.layers = self.parse_frame(ctx.in_port, ctx.desc, &mut ctx.key);
+            ctx.layers = self.parse_frame(ctx.in_port, ctx.desc, ctx.key_mut());
             for &(field, value) in &req.metadata {
-                ctx.key.set(field, value);
+                ctx.key_mut().set(field, value);
             }
             self.pipeline
-                .xlate_actions(&ctx.key, len, &req.actions, &mut self.xlate);
-            if let Some(r) = self.execute(&mut ctx) {
+                .xlate_actions(ctx.key(), len, &req.actions, &mut self.xlate);
+            self.execute(&mut ctx);
+            if ctx.resume() {
                 // A PACKET_OUT's `ct(table=N)` resumes like a received
                 // packet's.
-                ctx.resume(r);
                 self.process(&mut ctx);
             }
         }

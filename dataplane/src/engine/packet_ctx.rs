@@ -15,7 +15,14 @@
 //! hashes the inner flow for the outer source port from the key
 //! (`vxlan::encap::flow_hash`); the XDP cache follows the passes from
 //! the XDP key. Nothing of it is kept on `Engine`: it lives on the
-//! packet thread's stack for one packet.
+//! packet thread's stack, one per receive batch, reset for each packet.
+//!
+//! A pass whose actions fork the packet (`ct(table=N)`, a recirculation)
+//! writes the next pass's key into the context's second key slot, in
+//! place (`PacketCtx::keys_mut`), and leaves the frame and layers in
+//! `next`; `resume` makes that slot the current key. So a packet through
+//! `ct()`, every IP packet under the agent's flows, moves no key between
+//! its passes.
 //!
 //! Invariant: while `headers` is [`Headers::Parsed`], the key's header
 //! fields and `layers` are exactly what `parse::extract` would find in
@@ -25,8 +32,9 @@
 //! parses the frame again (the rewritten frame is in effect a new packet:
 //! at most once more per pass, never for the agent's VXLAN path).
 //!
-//! Cost: building one is the parse itself (a 216-byte key, zeroed and
-//! filled in place) plus a few stores; no allocation.
+//! Cost: per packet, the parse itself (a 216-byte key, zeroed and
+//! filled in place) plus a few stores; per fork, one copy of the
+//! translation's resume key into the other slot; no allocation.
 
 use super::frames::{Desc, Frames};
 use super::tunnel::TunnelMeta;
@@ -36,12 +44,13 @@ use flowtable::key::{Field, FlowKey};
 use xbr_packet::parse::{self, Layers};
 
 /// A packet's next pass, made by its actions (a `ct(table=N)` fork or a
-/// recirculation): the frame, its layers and the key the pass is
-/// translated from, waiting until the current pass is done.
-pub(super) struct Recirc {
+/// recirculation): its frame and layers, waiting until the current pass
+/// is done. The key it is translated from is written in place, in the
+/// context's other key slot ([`PacketCtx::next_key_mut`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct NextPass {
     pub(super) desc: Desc,
     pub(super) layers: Layers,
-    pub(super) key: FlowKey,
     pub(super) headers: Headers,
 }
 
@@ -65,10 +74,16 @@ pub(super) struct PacketCtx {
     pub(super) desc: Desc,
     /// Layer offsets in the frame.
     pub(super) layers: Layers,
-    /// The flow key: headers from the parse, tunnel metadata from the
-    /// decapsulation, the pipeline's metadata once it recirculates.
-    pub(super) key: FlowKey,
+    /// Two flow key slots: the current pass's (`keys[cur]`: headers from
+    /// the parse, tunnel metadata from the decapsulation, the pipeline's
+    /// metadata once it recirculates) and the next pass's, which a
+    /// `ct(table=N)` fork or recirculation fills in place; `resume` flips
+    /// them, so no key is moved from pass to pass.
+    keys: [FlowKey; 2],
+    cur: usize,
     pub(super) headers: Headers,
+    /// The next pass the current one's actions made, if any.
+    pub(super) next: Option<NextPass>,
     /// The XDP cache key the port's XDP program would look the frame up
     /// by, when the XDP cache is on and could take over the flow.
     pub(super) xdp_key: Option<FcKey>,
@@ -80,31 +95,78 @@ impl PacketCtx {
     /// The context of the frame `desc` that came in on `in_port` (a
     /// port, or a PACKET_OUT's), before its parse (`Engine::parse_frame`
     /// fills it in place: the context is a few hundred bytes, not worth
-    /// moving).
+    /// moving). A receive batch makes one and [`reset`](Self::reset)s it
+    /// for each packet.
     #[inline]
     pub(super) fn unparsed(in_port: u32, desc: Desc) -> Self {
         PacketCtx {
             in_port,
             desc,
             layers: Layers::default(),
-            key: FlowKey::zero(),
+            keys: [FlowKey::zero(); 2],
+            cur: 0,
             headers: Headers::Parsed,
+            next: None,
             xdp_key: None,
             mirrored: 0,
         }
     }
 
+    /// Makes the context the unparsed one of the frame `desc`, which came
+    /// in on the same port as the frame before: every field but the keys,
+    /// which the parse stage and the passes overwrite whole.
+    #[inline]
+    pub(super) fn reset(&mut self, desc: Desc) {
+        self.desc = desc;
+        self.layers = Layers::default();
+        self.headers = Headers::Parsed;
+        self.next = None;
+        self.xdp_key = None;
+        self.mirrored = 0;
+    }
+
     /// A frame another packet thread handed off for output on `port`
     /// (it parsed it, mirrored it, and hashed its inner flow).
     pub(super) fn handed_off(port: u32, desc: Desc, flow_hash: u32) -> Self {
-        PacketCtx {
-            in_port: port,
-            desc,
-            layers: Layers::default(),
-            key: FlowKey::zero(),
-            headers: Headers::HandedOff { flow_hash },
-            xdp_key: None,
-            mirrored: u32::MAX,
+        let mut ctx = Self::unparsed(port, desc);
+        ctx.hand_off(port, desc, flow_hash);
+        ctx
+    }
+
+    /// Makes the context that of another handed-off frame (see
+    /// [`handed_off`](Self::handed_off)); its keys are not read.
+    pub(super) fn hand_off(&mut self, port: u32, desc: Desc, flow_hash: u32) {
+        self.reset(desc);
+        self.in_port = port;
+        self.headers = Headers::HandedOff { flow_hash };
+        self.mirrored = u32::MAX;
+    }
+
+    /// The current pass's flow key.
+    #[inline]
+    pub(super) fn key(&self) -> &FlowKey {
+        &self.keys[self.cur]
+    }
+
+    #[inline]
+    pub(super) fn key_mut(&mut self) -> &mut FlowKey {
+        &mut self.keys[self.cur]
+    }
+
+    /// The next pass's key slot (meaningful once `next` is set).
+    #[inline]
+    pub(super) fn next_key(&self) -> &FlowKey {
+        &self.keys[1 - self.cur]
+    }
+
+    /// The current pass's key, and the next pass's slot to fill.
+    #[inline]
+    pub(super) fn keys_mut(&mut self) -> (&FlowKey, &mut FlowKey) {
+        let [a, b] = &mut self.keys;
+        if self.cur == 0 {
+            (a, b)
+        } else {
+            (b, a)
         }
     }
 
@@ -113,18 +175,24 @@ impl PacketCtx {
     /// the headers (the frame must then be parsed again).
     pub(super) fn flow_hash(&self) -> Option<u32> {
         match self.headers {
-            Headers::Parsed => Some(crate::vxlan::encap::flow_hash(&self.key)),
+            Headers::Parsed => Some(crate::vxlan::encap::flow_hash(self.key())),
             Headers::HandedOff { flow_hash } => Some(flow_hash),
             Headers::Rewritten => None,
         }
     }
 
-    /// Makes the context the next pass's.
-    pub(super) fn resume(&mut self, r: Recirc) {
-        self.desc = r.desc;
-        self.layers = r.layers;
-        self.key = r.key;
-        self.headers = r.headers;
+    /// Makes the next pass (`next`, whose key is in the other slot) the
+    /// current one; false if the actions made none.
+    #[inline]
+    pub(super) fn resume(&mut self) -> bool {
+        let Some(n) = self.next.take() else {
+            return false;
+        };
+        self.desc = n.desc;
+        self.layers = n.layers;
+        self.headers = n.headers;
+        self.cur = 1 - self.cur;
+        true
     }
 
     /// An action changed the frame's headers.
@@ -149,13 +217,15 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         tunnel: Option<TunnelMeta>,
         xdp_ifindex: Option<u32>,
     ) {
-        ctx.layers = self.parse_frame(ctx.in_port, ctx.desc, &mut ctx.key);
+        let (in_port, desc) = (ctx.in_port, ctx.desc);
+        ctx.layers = self.parse_frame(in_port, desc, ctx.key_mut());
         ctx.xdp_key =
-            xdp_ifindex.and_then(|i| entry::key_of(&ctx.key, ctx.layers, ctx.desc.len as usize, i));
+            xdp_ifindex.and_then(|i| entry::key_of(ctx.key(), ctx.layers, desc.len as usize, i));
         if let Some(t) = tunnel {
-            ctx.key.set(Field::TunId, t.tun_id);
-            ctx.key.set(Field::TunSrc, u64::from(t.tun_src));
-            ctx.key.set(Field::TunDst, u64::from(t.tun_dst));
+            let key = ctx.key_mut();
+            key.set(Field::TunId, t.tun_id);
+            key.set(Field::TunSrc, u64::from(t.tun_src));
+            key.set(Field::TunDst, u64::from(t.tun_dst));
             // Decapsulated: keyed as the uplink's program keys it.
             if let Some(k) = &mut ctx.xdp_key {
                 entry::set_tunnel(k, t.tun_src, t.tun_id as u32);

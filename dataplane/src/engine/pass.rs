@@ -7,7 +7,7 @@
 //! it is, and a recirculated pass takes the fork's key, layers and
 //! frame into the same context.
 
-use super::packet_ctx::{Headers, PacketCtx, Recirc};
+use super::packet_ctx::{Headers, NextPass, PacketCtx};
 use super::xdp::XdpChain;
 use super::{Desc, Engine, Frames, PortIo, MAX_RECIRC_DEPTH};
 use flowtable::key::FlowKey;
@@ -19,40 +19,45 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         // A received frame the XDP program could look up: its passes are
         // followed, and the whole translation handed to the kernel if it
         // can carry it out (see `xdp/`).
-        let mut chain = ctx.xdp_key.take().map(XdpChain::new);
-        let mut next = self.process_pass(ctx, &mut chain);
+        let mut chain = if ctx.xdp_key.is_some() {
+            ctx.xdp_key.take().map(XdpChain::new)
+        } else {
+            None
+        };
+        self.process_pass(ctx, &mut chain);
         let mut depth = 1;
-        while let Some(r) = next.take() {
+        while ctx.next.is_some() {
             if depth > MAX_RECIRC_DEPTH {
                 self.drops.ct_recirc_depth += 1;
-                self.frames.free(r.desc.addr);
+                if let Some(n) = ctx.next.take() {
+                    self.frames.free(n.desc.addr);
+                }
                 return;
             }
             depth += 1;
             self.pmd.recirculations += 1;
-            ctx.resume(r);
-            next = self.process_pass(ctx, &mut chain);
+            ctx.resume();
+            self.process_pass(ctx, &mut chain);
         }
     }
 
     /// One pass: translates the context's key, follows `chain`,
-    /// executes; returns the fork to run next, if any.
-    fn process_pass(
-        &mut self,
-        ctx: &mut PacketCtx,
-        chain: &mut Option<XdpChain>,
-    ) -> Option<Recirc> {
+    /// executes; the fork to run next, if the actions made one, is left
+    /// in `ctx.next`.
+    fn process_pass(&mut self, ctx: &mut PacketCtx, chain: &mut Option<XdpChain>) {
         match &mut self.cache {
             _ if self.fail_open => self.xlate.set_normal(),
-            Some(c) => c.xlate(&self.pipeline, &ctx.key, ctx.desc.len, &mut self.xlate),
-            None => self.pipeline.xlate(&ctx.key, ctx.desc.len, &mut self.xlate),
+            Some(c) => c.xlate(&self.pipeline, ctx.key(), ctx.desc.len, &mut self.xlate),
+            None => self
+                .pipeline
+                .xlate(ctx.key(), ctx.desc.len, &mut self.xlate),
         }
-        self.xdp_pass(ctx.in_port, chain, &ctx.key);
-        let next = self.execute(ctx);
+        self.xdp_pass(ctx.in_port, chain, ctx.key());
+        self.execute(ctx);
         if let Some(c) = chain {
             // The pass was a `ct(table=N)` fork: the connection must
             // be one the kernel may carry.
-            if !next.as_ref().is_some_and(|r| c.tracked(&ctx.key, &r.key)) {
+            if !(ctx.next.is_some() && c.tracked(ctx.key(), ctx.next_key())) {
                 *chain = None;
             }
         }
@@ -61,30 +66,32 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
             // the packet that changed them leaves.
             self.xdp_forget_dead();
         }
-        next
     }
 
     /// The packet of a `DpAction::Recirc` as the next pass takes it: the
-    /// translation's recirculation key with the frame's headers, from
-    /// the packet's parse if no action rewrote them, else parsed again.
-    pub(super) fn reparse(&mut self, ctx: &PacketCtx, desc: Desc) -> Option<Recirc> {
-        let mut key = *self.xlate.recirc()?;
-        if ctx.headers == Headers::Parsed {
-            key.set_headers_from(&ctx.key);
-            return Some(Recirc {
-                desc,
-                layers: ctx.layers,
-                key,
-                headers: Headers::Parsed,
-            });
-        }
-        let mut pkt = FlowKey::zero();
-        let layers = self.parse_frame(ctx.in_port, desc, &mut pkt);
-        key.set_headers_from(&pkt);
-        Some(Recirc {
+    /// translation's recirculation key, written into the context's next
+    /// key slot, with the frame's headers, from the packet's parse if no
+    /// action rewrote them, else parsed again. `None` if the translation
+    /// made no recirculation key.
+    pub(super) fn reparse(&mut self, ctx: &mut PacketCtx, desc: Desc) -> Option<NextPass> {
+        let recirc = self.xlate.recirc()?;
+        let layers = if ctx.headers == Headers::Parsed {
+            let layers = ctx.layers;
+            let (pkt, next) = ctx.keys_mut();
+            *next = *recirc;
+            next.set_headers_from(pkt);
+            layers
+        } else {
+            let mut pkt = FlowKey::zero();
+            let layers = self.parse_frame(ctx.in_port, desc, &mut pkt);
+            let next = ctx.keys_mut().1;
+            *next = *self.xlate.recirc()?;
+            next.set_headers_from(&pkt);
+            layers
+        };
+        Some(NextPass {
             desc,
             layers,
-            key,
             headers: Headers::Parsed,
         })
     }

@@ -50,9 +50,12 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
         // up: those of ports it runs on.
         let xdp_ifindex = self.ports[i].xdp_ifindex.filter(|_| self.xdp.is_some());
         let mirror_src = self.ports[i].mirrors.src;
+        // One context for the batch, reset for each packet: its key is
+        // zeroed by the parse itself, not a second time here.
+        let mut ctx = PacketCtx::unparsed(in_port, Desc::default());
         for j in 0..n {
             let tunnel = tunnel_port.then_some(tunnels[j]);
-            let mut ctx = PacketCtx::unparsed(in_port, batch[j]);
+            ctx.reset(batch[j]);
             self.parse_received(&mut ctx, tunnel, xdp_ifindex);
             if mirror_src != 0 {
                 self.mirror_copy(mirror_src, ctx.desc, &mut ctx.mirrored);
