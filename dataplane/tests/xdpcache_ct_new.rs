@@ -45,7 +45,7 @@ fn rig(connections: usize) -> Rig {
     maps.add_dev(LO).expect("lo as a redirect target");
     let prog = XdpTestRun::load(&maps).expect("loading the XDP programs");
     let ct = Arc::new(Conntrack::default());
-    ct.set_xdp_gen(maps.generation().clone());
+    ct.set_flush_hook(maps.generation().clone());
     ct.set_kernel_new(KernelNew::new(maps.kernel_conns()).expect("the kernel's new connections"));
     ct.kernel_sync();
     let mut cache = XdpCache::new(maps.clone());

@@ -364,7 +364,7 @@ impl RunningBridge {
         let conntrack = Arc::new(conntrack);
         if let Some(m) = &xdp_maps {
             // A flush must stop the kernel forwarding flushed connections.
-            conntrack.set_xdp_gen(m.generation().clone());
+            conntrack.set_flush_hook(m.generation().clone());
         }
         // Stops with the bridge, or on any early return below.
         let ct_sweeper = dataplane::conntrack::Conntrack::spawn_sweeper(&conntrack)

@@ -83,6 +83,7 @@ mod ipv6_tests;
 pub mod kernel_new;
 #[cfg(test)]
 mod label_tests;
+mod links;
 mod nat;
 mod new_conn;
 pub mod persist;
@@ -91,18 +92,15 @@ mod persist_tests;
 mod table;
 mod tcp;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub(crate) mod tuple;
-mod xdp_link;
-#[cfg(test)]
-mod xdp_link_tests;
 pub mod zone_limits;
 
 pub use dump::{format_entry, Sweeper, SWEEP_INTERVAL};
 pub use host::HostConntrack;
 pub use kernel_new::{KernelMaps, KernelNew};
+pub use links::{AbsentLink, ConnLink, FlushHook, Peek};
 pub use tuple::{Addr, Tuple};
-pub use xdp_link::{CtLink, XdpPeek};
 
 use flowtable::key::FlowKey;
 use flowtable::matching::IP_PROTO_TCP;
@@ -247,7 +245,7 @@ pub struct Conn {
     /// Monotonic milliseconds ([`Conntrack::now_ms`]) when it expires.
     expires: u64,
     /// XDP flow cache entries (of any packet thread) that carry this
-    /// connection: links of the current `xdp_epoch` (see `xdp_link.rs`).
+    /// connection: links of the current `xdp_epoch` (see `links.rs`).
     xdp_links: u32,
     xdp_epoch: u32,
     /// Removed from the table (a link held by the cache outlives it).
@@ -358,13 +356,14 @@ pub struct Conntrack {
     /// First fragments' outcomes, for their later fragments.
     frags: Fragments,
     /// Ids of linked connections whose XDP cache entries must go, and of
-    /// fired watches, for every packet thread (see `xdp_link.rs`).
+    /// fired watches, for every packet thread (see `links.rs`).
     xdp_dead: id_queues::IdQueues,
     /// Ids of watches on absent tuples (odd, so never a connection's
     /// address; see `absent.rs`).
     next_absent_id: AtomicUsize,
-    /// The XDP flow cache's generation, bumped by flushes.
-    xdp_gen: OnceLock<Arc<crate::fastpath::cache::generation::XdpGen>>,
+    /// Called by flushes that removed linked connections (the XDP flow
+    /// cache's generation; see `links.rs`).
+    flush_hook: OnceLock<Arc<dyn FlushHook>>,
     /// New connections the XDP program creates (`kernel_new.rs`).
     kernel: OnceLock<KernelNew>,
     /// Per-zone connection limits (`dpctl/ct-set-limits`).
@@ -410,7 +409,7 @@ impl Conntrack {
             frags: Fragments::default(),
             xdp_dead: id_queues::IdQueues::default(),
             next_absent_id: AtomicUsize::new(0),
-            xdp_gen: OnceLock::new(),
+            flush_hook: OnceLock::new(),
             kernel: OnceLock::new(),
             zone_limits: zone_limits::ZoneLimits::default(),
             stats: CtStats::default(),
@@ -558,11 +557,10 @@ impl Conntrack {
                         c.set_label(label);
                     }
                 }
-                if c.xdp_links > 0
-                    && (!xdp_link::steady(&c) || (c.mark, c.label()) != (mark, label))
+                if c.xdp_links > 0 && (!links::settled(&c) || (c.mark, c.label()) != (mark, label))
                 {
                     // Cached packets of it would now be tracked or
-                    // translated differently (see xdp_link.rs).
+                    // translated differently (see links.rs).
                     self.xdp_changed(&mut c, Arc::as_ptr(&e.conn) as usize);
                 }
                 let mut st = state::TRK;

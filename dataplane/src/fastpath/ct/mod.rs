@@ -13,4 +13,7 @@
 //! they know nothing of connections' state, the cache or the engine.
 
 pub mod kernel_shares;
+pub mod link;
+#[cfg(test)]
+mod link_tests;
 pub(crate) mod slots;
