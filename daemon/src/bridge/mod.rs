@@ -351,10 +351,10 @@ impl RunningBridge {
         };
         if let Some(m) = xdp_maps.as_ref().filter(|_| config.xdp_ct_new) {
             // New connections created by the XDP program
-            // (conntrack/kernel_new.rs); without, the packet threads
+            // (fastpath/ct/kernel_new.rs); without, the packet threads
             // create them all.
-            match dataplane::conntrack::KernelNew::new(m.kernel_conns()) {
-                Ok(k) => conntrack.set_kernel_new(k),
+            match dataplane::fastpath::ct::kernel_new::KernelNew::new(m.kernel_conns()) {
+                Ok(k) => conntrack.set_kernel_new(Arc::new(k)),
                 Err(e) => tracing::warn!(
                     error = %e,
                     "cannot read the XDP program's new connections; the packet threads create them all"

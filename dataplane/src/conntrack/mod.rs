@@ -43,7 +43,7 @@
 //! New UDP connections may also be created by the XDP program, from
 //! templates the packet threads install, and stored here from its
 //! reports; the table keeps the kernel's slot counts up to date so it
-//! never creates one this table holds (see `kernel_new.rs`).
+//! never creates one this table holds (see `kernel_conns.rs`).
 //!
 //! Invariants: the table never holds more than `limit` connections; when
 //! full, existing connections work as before and a commit of a new one
@@ -80,7 +80,7 @@ mod host_tests;
 mod id_queues;
 #[cfg(test)]
 mod ipv6_tests;
-pub mod kernel_new;
+mod kernel_conns;
 #[cfg(test)]
 mod label_tests;
 mod links;
@@ -98,7 +98,7 @@ pub mod zone_limits;
 
 pub use dump::{format_entry, Sweeper, SWEEP_INTERVAL};
 pub use host::HostConntrack;
-pub use kernel_new::{KernelMaps, KernelNew};
+pub use kernel_conns::KernelConns;
 pub use links::{AbsentLink, ConnLink, FlushHook, Peek};
 pub use tuple::{Addr, Tuple};
 
@@ -328,6 +328,13 @@ pub struct CtStats {
     /// New connections not committed because their zone was at its limit
     /// (`dpctl/ct-set-limits`); the packet went on `+trk+new`.
     pub zone_limited: AtomicU64,
+    /// Connections the XDP program created and the table stored
+    /// (`kernel_conns.rs`).
+    pub kernel_imported: AtomicU64,
+    /// The XDP program's reports of new connections not stored: the
+    /// tuple had a connection here already, or the zone or the table was
+    /// full.
+    pub kernel_refused: AtomicU64,
 }
 
 /// A connection as `dump` reports it.
@@ -364,8 +371,8 @@ pub struct Conntrack {
     /// Called by flushes that removed linked connections (the XDP flow
     /// cache's generation; see `links.rs`).
     flush_hook: OnceLock<Arc<dyn FlushHook>>,
-    /// New connections the XDP program creates (`kernel_new.rs`).
-    kernel: OnceLock<KernelNew>,
+    /// New connections the XDP program creates (`kernel_conns.rs`).
+    kernel: OnceLock<Arc<dyn KernelConns>>,
     /// Per-zone connection limits (`dpctl/ct-set-limits`).
     pub zone_limits: zone_limits::ZoneLimits,
     pub stats: CtStats,

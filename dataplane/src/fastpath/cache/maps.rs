@@ -65,7 +65,7 @@ pub struct CacheMaps {
     /// the templates (written by the packet threads), the tuples of every
     /// connection, the reports and the budget (conntrack's).
     ct_new: MapHandle,
-    ct: crate::conntrack::KernelMaps,
+    ct: crate::fastpath::ct::kernel_new::KernelMaps,
     /// Frames dropped because no socket was bound (fail closed), per CPU.
     closed_drops: MapHandle,
     /// Where the maps and the ports' links are pinned (`crate::fastpath::pin`).
@@ -235,7 +235,7 @@ impl CacheMaps {
             gen,
             capacity,
             ct_new,
-            ct: crate::conntrack::KernelMaps {
+            ct: crate::fastpath::ct::kernel_new::KernelMaps {
                 slots: ct_slots,
                 n_slots: slots,
                 events,
@@ -302,7 +302,7 @@ impl CacheMaps {
     }
 
     /// The maps conntrack keeps the kernel's new connections with.
-    pub fn kernel_conns(&self) -> &crate::conntrack::KernelMaps {
+    pub fn kernel_conns(&self) -> &crate::fastpath::ct::kernel_new::KernelMaps {
         &self.ct
     }
 

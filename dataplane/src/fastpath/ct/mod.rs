@@ -12,6 +12,7 @@
 //! Leaves over the loader's `MappedCounters` and conntrack's `Tuple`:
 //! they know nothing of connections' state, the cache or the engine.
 
+pub mod kernel_new;
 pub mod kernel_shares;
 pub mod link;
 #[cfg(test)]
