@@ -45,6 +45,18 @@
 //! reports; the table keeps the kernel's slot counts up to date so it
 //! never creates one this table holds (see `kernel_conns.rs`).
 //!
+//! The XDP flow cache may forward packets of settled connections in the
+//! kernel; the table counts the cache's links to each and voids them when
+//! the connection changes or goes (`links.rs`, `absent.rs`,
+//! `id_queues.rs`).
+//!
+//! The fast path's side of both (which connections the cache carries,
+//! its handles, the kernel's ring and budget) is in `fastpath/ct/`; it
+//! stands on this module's narrow API (`Conntrack::link`, `peek`,
+//! `watch_absent`, `store_kernel_conn`, `xdp_take_dead`), and this module
+//! imports nothing of the fast path: it calls back only through the
+//! traits it defines, [`FlushHook`] and [`KernelConns`].
+//!
 //! Invariants: the table never holds more than `limit` connections; when
 //! full, existing connections work as before and a commit of a new one
 //! stores nothing: the packet goes on `+trk+new`, uncommitted (no mark,

@@ -35,14 +35,13 @@
 //! "Has no connection" is decided in the kernel by `ct_slots`, an array
 //! of counters mapped into this process too: each connection counts in
 //! the slot of each of its tuples, taken in its canonical direction (the
-//! lower address and port as the source: [`ct_key`]) so that a tuple and
-//! its reverse share a slot, hashed with a seed chosen at start:
+//! lower address and port as the source: `slots::ct_key`) so that a
+//! tuple and its reverse share a slot, hashed with a seed chosen at start:
 //! - the table adds a UDP/IPv4 connection's counts when it stores it and
 //!   takes them away when it removes it (`KernelConns::counted`, into
-//!   [`SlotCounts`]), with atomic
-//!   operations on the shared memory, under the tuples' shard locks: the
-//!   kernel sees a connection the moment the table holds it, before any
-//!   packet of it leaves;
+//!   `SlotCounts`), with atomic operations on the shared memory, under
+//!   the tuples' shard locks: the kernel sees a connection the moment
+//!   the table holds it, before any packet of it leaves;
 //! - the kernel creates a connection only by claiming an empty slot
 //!   (compare-and-exchange 0 to 1), which its report then stands for; a
 //!   frame whose slot is taken (a connection in either direction, or one
@@ -65,8 +64,9 @@
 //! The limit: the kernel creates connections only while
 //! `ct_cfg[0].budget`, which `Conntrack::kernel_sync` sets to the room
 //! left under the limit minus [`BUDGET_MARGIN`], is positive. At zero it
-//! hands frames here, where the table is full or nearly: a commit there
-//! stores nothing and the frame goes on `+trk+new`, as OVS's does. The slots are sized for the limit at start; a limit raised
+//! hands frames to the packet thread, where the table is full or nearly:
+//! a commit there stores nothing and the frame goes on `+trk+new`, as
+//! OVS's does. The slots are sized for the limit at start; a limit raised
 //! later than that gives the kernel no more room than the start's.
 //!
 //! Per-port shares of the ring: see `kernel_shares.rs`.
@@ -81,7 +81,7 @@
 //!
 //! Cost: per connection the kernel creates, an atomic operation on its
 //! slot and a report there, and here one record read and the table
-//! insertion, off the AF_XDP path; per connection this table creates or
+//! insertion, off the AF_XDP path; per connection the table creates or
 //! removes (UDP over IPv4 only), an atomic add on a slot (a cache miss).
 //! Memory: 16 bytes per connection of the limit (two 8-byte slots), in
 //! the kernel, shared.
