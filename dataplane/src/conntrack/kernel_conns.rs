@@ -40,7 +40,7 @@ pub trait KernelConns: Any + Send + Sync {
     /// removed; called under both tuples' shard write locks.
     fn counted(&self, orig: &Tuple, reply: &Tuple, stored: bool);
     /// Stores the connections the kernel reported
-    /// ([`Conntrack::store_kernel_conn`]); returns how many.
+    /// (`Conntrack::store_kernel_conn`); returns how many.
     fn drain(&self, ct: &Conntrack) -> usize;
     /// Once a round: [`KernelConns::drain`], then whatever upkeep the
     /// kernel's side needs (its budget under the table's limit).
@@ -76,7 +76,7 @@ impl Conntrack {
     /// first reply, no mark, label or NAT); `false` if the zone or the
     /// table was full or the table holds a tuple of it (then the kernel's
     /// count for it is taken back). Counted in [`super::CtStats`].
-    pub fn store_kernel_conn(&self, t: &Tuple, now: u64) -> bool {
+    pub(crate) fn store_kernel_conn(&self, t: &Tuple, now: u64) -> bool {
         let stored = self.insert_reported(t, now);
         let counter = if stored {
             &self.stats.kernel_imported

@@ -68,7 +68,7 @@ pub trait FlushHook: Send + Sync {
     fn flushed(&self);
 }
 
-/// What [`Conntrack::peek`] found: the outcome `ct()` would give the
+/// What `Conntrack::peek` found: the outcome `ct()` would give the
 /// packet, and with NAT the tuple it would leave with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Peek {
@@ -148,7 +148,7 @@ impl Conntrack {
     /// Links the connection of the packet tuple `t` to a cache, if it is
     /// live, settled and still has the ct_mark and ct_label the
     /// translation saw; `None` otherwise (do not cache).
-    pub fn link(&self, t: &Tuple, mark: u32, label: u128, now: u64) -> Option<ConnLink> {
+    pub(crate) fn link(&self, t: &Tuple, mark: u32, label: u128, now: u64) -> Option<ConnLink> {
         self.table.with(t, |e| {
             let e = e?;
             let mut c = e.conn.lock();
@@ -174,7 +174,7 @@ impl Conntrack {
     /// own direction of a connection learned from it is left as it is, as
     /// `ct()` leaves it). A packet without SYN, FIN or RST leaves such a
     /// connection as it is, so `ct()`'s outcome for it is this.
-    pub fn peek(&self, t: &Tuple, zone: u16, nat: bool, now: u64) -> Option<Peek> {
+    pub(crate) fn peek(&self, t: &Tuple, zone: u16, nat: bool, now: u64) -> Option<Peek> {
         self.table.with(t, |e| {
             let e = e?;
             let c = e.conn.lock();
@@ -211,7 +211,7 @@ impl Conntrack {
     /// without a connection (`+trk+new`), for a cache: the watch fires
     /// when a connection with `t` as either tuple is stored. `None` if
     /// `t` has a connection now (do not cache).
-    pub fn watch_absent(&self, t: &Tuple) -> Option<AbsentLink> {
+    pub(crate) fn watch_absent(&self, t: &Tuple) -> Option<AbsentLink> {
         let id = self.next_absent_id.fetch_add(1, Ordering::Relaxed) * 2 + 1;
         let shard = self.table.watch_absent(t, id)?;
         Some(AbsentLink {
