@@ -15,7 +15,6 @@ use dataplane::conntrack::{state, Conntrack, CtRequest, Tuple};
 use dataplane::fastpath::cache::entry::{frame_key, FcKey, KEY_SIZE};
 use dataplane::fastpath::cache::templates::NewConnTemplate;
 use dataplane::fastpath::cache::{CacheMaps, XdpCache};
-use dataplane::fastpath::ct::kernel_new::KernelNew;
 use dataplane::fastpath::ct::kernel_shares::{self, PortShares};
 use dataplane::fastpath::loader::XdpTestRun;
 use std::sync::atomic::Ordering::Relaxed;
@@ -47,9 +46,10 @@ fn rig(connections: usize) -> Rig {
     let prog = XdpTestRun::load(&maps).expect("loading the XDP programs");
     let ct = Arc::new(Conntrack::default());
     ct.set_flush_hook(maps.generation().clone());
-    ct.set_kernel_new(std::sync::Arc::new(
-        KernelNew::new(maps.kernel_conns()).expect("the kernel's new connections"),
-    ));
+    ct.set_kernel_new(
+        maps.start_kernel_new()
+            .expect("the kernel's new connections"),
+    );
     ct.kernel_sync();
     let mut cache = XdpCache::new(maps.clone());
     cache.begin_round();
@@ -105,7 +105,8 @@ impl Rig {
     }
 
     fn slot(&self, t: &Tuple) -> u64 {
-        KernelNew::of(&self.ct)
+        self.maps
+            .kernel_new()
             .expect("on")
             .slot_count(t)
             .expect("a UDP tuple")
@@ -286,7 +287,7 @@ const RING_REPORTS: u64 = (8 << 20) / 32;
 
 /// (held, refused) of lo's bucket in `ct_ports`, and the holders.
 fn lo_share(r: &Rig) -> (u64, u64, u64) {
-    let k = KernelNew::of(&r.ct).expect("on");
+    let k = r.maps.kernel_new().expect("on");
     let s = k.port_shares();
     let c = s.counters();
     let b = PortShares::bucket(LO) as usize;
@@ -304,7 +305,7 @@ fn one_port_fills_half_the_ring_and_a_full_ring_drops_and_counts() {
     // the port, and the ring keeps room for the others.
     let mut r = rig(3_000_000);
     r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
-    let share = KernelNew::of(&r.ct).expect("on").port_shares().share(LO);
+    let share = r.maps.kernel_new().expect("on").port_shares().share(LO);
     assert_eq!(share, RING_REPORTS / 2);
     let frame = |i: u32| udp(0x0b00_0000 + i / 1000, 1000 + (i % 1000) as u16, B, 53);
     let (mut created, mut not_forwarded) = (0u64, 0u64);
@@ -333,7 +334,9 @@ fn one_port_fills_half_the_ring_and_a_full_ring_drops_and_counts() {
         refused >= 5_000 && refused <= u64::from(n) - created,
         "{refused}"
     );
-    let hits = KernelNew::of(&r.ct)
+    let hits = r
+        .maps
+        .kernel_new()
         .expect("on")
         .port_shares()
         .hits(["lo"].into_iter());
@@ -352,8 +355,8 @@ fn one_port_fills_half_the_ring_and_a_full_ring_drops_and_counts() {
     // Several ports together can still fill the ring: stand them in by
     // taking lo's count back after each frame, as if each report were
     // another port's. A full ring drops and counts in the template.
-    let ct = r.ct.clone();
-    let c = KernelNew::of(&ct).expect("on").port_shares().counters();
+    let maps = r.maps.clone();
+    let c = maps.kernel_new().expect("on").port_shares().counters();
     let b = PortShares::bucket(LO) as usize;
     let (mut created, mut not_forwarded) = (0u64, 0u64);
     let closed_before = r.maps.closed_drops();
@@ -386,8 +389,8 @@ fn a_port_s_share_shrinks_as_other_ports_hold_reports() {
     r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
     // Every other bucket holds a report, as other ports' programs would
     // have counted them: lo's share is the ring over 1,023 + 2 ports.
-    let ct = r.ct.clone();
-    let c = KernelNew::of(&ct).expect("on").port_shares().counters();
+    let maps = r.maps.clone();
+    let c = maps.kernel_new().expect("on").port_shares().counters();
     let lo = PortShares::bucket(LO) as usize;
     for b in (0..kernel_shares::PORT_BUCKETS).filter(|&b| b != lo) {
         c[b].store(1, Relaxed);
@@ -396,7 +399,7 @@ fn a_port_s_share_shrinks_as_other_ports_hold_reports() {
     c[2 * kernel_shares::PORT_BUCKETS].store(others, Relaxed);
     let share = RING_REPORTS / (others + 2);
     assert_eq!(
-        KernelNew::of(&r.ct).expect("on").port_shares().share(LO),
+        r.maps.kernel_new().expect("on").port_shares().share(LO),
         share
     );
     let mut created = 0;

@@ -353,8 +353,8 @@ impl RunningBridge {
             // New connections created by the XDP program
             // (fastpath/ct/kernel_new.rs); without, the packet threads
             // create them all.
-            match dataplane::fastpath::ct::kernel_new::KernelNew::new(m.kernel_conns()) {
-                Ok(k) => conntrack.set_kernel_new(Arc::new(k)),
+            match m.start_kernel_new() {
+                Ok(k) => conntrack.set_kernel_new(k),
                 Err(e) => tracing::warn!(
                     error = %e,
                     "cannot read the XDP program's new connections; the packet threads create them all"

@@ -29,13 +29,12 @@ use super::table::ConnRef;
 use super::zone_limits::Admission;
 use super::{Conn, Conntrack, Tuple};
 use parking_lot::Mutex;
-use std::any::Any;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// The kernel's side of the connections the XDP program creates
 /// (`fastpath::ct::kernel_new::KernelNew`), as the table calls it.
-pub trait KernelConns: Any + Send + Sync {
+pub trait KernelConns: Send + Sync {
     /// A connection with tuples `orig` and `reply` was stored (`true`) or
     /// removed; called under both tuples' shard write locks.
     fn counted(&self, orig: &Tuple, reply: &Tuple, stored: bool);

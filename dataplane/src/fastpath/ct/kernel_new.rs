@@ -216,13 +216,6 @@ impl KernelNew {
         Ok(k)
     }
 
-    /// The kernel's side `ct` was given (`Conntrack::set_kernel_new`), if
-    /// any: conntrack holds it as its `KernelConns`.
-    pub fn of(ct: &Conntrack) -> Option<&KernelNew> {
-        let k: &dyn std::any::Any = &**ct.kernel_new()?;
-        k.downcast_ref()
-    }
-
     /// The ports' shares of the ring of reports.
     pub fn port_shares(&self) -> &PortShares {
         &self.ports
