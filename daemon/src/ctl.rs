@@ -192,7 +192,7 @@ pub fn dispatch(
                     text.push_str(&format!("  port {port}: {n}\n"));
                 }
             }
-            if let Some(k) = conntrack.kernel_new() {
+            if let Some(k) = live.xdp_cache().and_then(|m| m.kernel_new()) {
                 let ports = dp.ports();
                 let hits = k.port_shares().hits(ports.iter().map(|p| p.name.as_str()));
                 if !hits.is_empty() {

@@ -39,7 +39,7 @@ fn rig() -> Rig {
         CacheMaps::new(16, 4, 1024).expect("creating BPF maps (needs root, as CI runs tests)"),
     );
     let ct = Arc::new(Conntrack::default());
-    ct.set_xdp_gen(maps.generation().clone());
+    ct.set_flush_hook(maps.generation().clone());
     Rig {
         cache: XdpCache::new(maps.clone()),
         ct,

@@ -11,7 +11,7 @@
 
 mod xdp_common;
 
-use dataplane::conntrack::{state, Conntrack, CtRequest, KernelNew, Tuple};
+use dataplane::conntrack::{state, Conntrack, CtRequest, Tuple};
 use dataplane::fastpath::cache::entry::{frame_key, FcKey, KEY_SIZE};
 use dataplane::fastpath::cache::templates::NewConnTemplate;
 use dataplane::fastpath::cache::{CacheMaps, XdpCache};
@@ -45,8 +45,11 @@ fn rig(connections: usize) -> Rig {
     maps.add_dev(LO).expect("lo as a redirect target");
     let prog = XdpTestRun::load(&maps).expect("loading the XDP programs");
     let ct = Arc::new(Conntrack::default());
-    ct.set_xdp_gen(maps.generation().clone());
-    ct.set_kernel_new(KernelNew::new(maps.kernel_conns()).expect("the kernel's new connections"));
+    ct.set_flush_hook(maps.generation().clone());
+    ct.set_kernel_new(
+        maps.start_kernel_new()
+            .expect("the kernel's new connections"),
+    );
     ct.kernel_sync();
     let mut cache = XdpCache::new(maps.clone());
     cache.begin_round();
@@ -102,7 +105,7 @@ impl Rig {
     }
 
     fn slot(&self, t: &Tuple) -> u64 {
-        self.ct
+        self.maps
             .kernel_new()
             .expect("on")
             .slot_count(t)
@@ -111,10 +114,8 @@ impl Rig {
 
     fn imported(&self) -> u64 {
         self.ct
-            .kernel_new()
-            .expect("on")
             .stats
-            .imported
+            .kernel_imported
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
@@ -196,7 +197,7 @@ fn the_budget_and_the_generation_bound_what_the_kernel_creates() {
     let mut r = rig(100_000);
     r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
     // Room for two more under the limit, beyond the margin.
-    r.ct.set_limit(dataplane::conntrack::kernel_new::BUDGET_MARGIN + 2);
+    r.ct.set_limit(dataplane::fastpath::ct::kernel_new::BUDGET_MARGIN + 2);
     r.ct.kernel_sync();
     assert_eq!(r.run(&udp(A, 1, B, 53)).0, XDP_REDIRECT);
     assert_eq!(r.run(&udp(A, 2, B, 53)).0, XDP_REDIRECT);
@@ -226,7 +227,7 @@ fn the_budget_and_the_generation_bound_what_the_kernel_creates() {
 #[test]
 fn the_kernel_map_s_size_bounds_what_the_kernel_creates() {
     // Room for BUDGET_MARGIN + 1 connections in the kernel's map.
-    let mut r = rig(dataplane::conntrack::kernel_new::BUDGET_MARGIN + 1);
+    let mut r = rig(dataplane::fastpath::ct::kernel_new::BUDGET_MARGIN + 1);
     r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
     assert_eq!(r.run(&udp(A, 1, B, 53)).0, XDP_REDIRECT);
     assert_eq!(r.run(&udp(A, 2, B, 53)).0, TO_XBR);
@@ -286,7 +287,7 @@ const RING_REPORTS: u64 = (8 << 20) / 32;
 
 /// (held, refused) of lo's bucket in `ct_ports`, and the holders.
 fn lo_share(r: &Rig) -> (u64, u64, u64) {
-    let k = r.ct.kernel_new().expect("on");
+    let k = r.maps.kernel_new().expect("on");
     let s = k.port_shares();
     let c = s.counters();
     let b = PortShares::bucket(LO) as usize;
@@ -304,7 +305,7 @@ fn one_port_fills_half_the_ring_and_a_full_ring_drops_and_counts() {
     // the port, and the ring keeps room for the others.
     let mut r = rig(3_000_000);
     r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
-    let share = r.ct.kernel_new().expect("on").port_shares().share(LO);
+    let share = r.maps.kernel_new().expect("on").port_shares().share(LO);
     assert_eq!(share, RING_REPORTS / 2);
     let frame = |i: u32| udp(0x0b00_0000 + i / 1000, 1000 + (i % 1000) as u16, B, 53);
     let (mut created, mut not_forwarded) = (0u64, 0u64);
@@ -333,11 +334,12 @@ fn one_port_fills_half_the_ring_and_a_full_ring_drops_and_counts() {
         refused >= 5_000 && refused <= u64::from(n) - created,
         "{refused}"
     );
-    let hits =
-        r.ct.kernel_new()
-            .expect("on")
-            .port_shares()
-            .hits(["lo"].into_iter());
+    let hits = r
+        .maps
+        .kernel_new()
+        .expect("on")
+        .port_shares()
+        .hits(["lo"].into_iter());
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].0, "lo");
     assert_eq!((hits[0].1.held, hits[0].1.refused), (held, refused));
@@ -353,8 +355,8 @@ fn one_port_fills_half_the_ring_and_a_full_ring_drops_and_counts() {
     // Several ports together can still fill the ring: stand them in by
     // taking lo's count back after each frame, as if each report were
     // another port's. A full ring drops and counts in the template.
-    let ct = r.ct.clone();
-    let c = ct.kernel_new().expect("on").port_shares().counters();
+    let maps = r.maps.clone();
+    let c = maps.kernel_new().expect("on").port_shares().counters();
     let b = PortShares::bucket(LO) as usize;
     let (mut created, mut not_forwarded) = (0u64, 0u64);
     let closed_before = r.maps.closed_drops();
@@ -387,8 +389,8 @@ fn a_port_s_share_shrinks_as_other_ports_hold_reports() {
     r.cache.install_template(template(&udp(A, 1, B, 53), 0..0));
     // Every other bucket holds a report, as other ports' programs would
     // have counted them: lo's share is the ring over 1,023 + 2 ports.
-    let ct = r.ct.clone();
-    let c = ct.kernel_new().expect("on").port_shares().counters();
+    let maps = r.maps.clone();
+    let c = maps.kernel_new().expect("on").port_shares().counters();
     let lo = PortShares::bucket(LO) as usize;
     for b in (0..kernel_shares::PORT_BUCKETS).filter(|&b| b != lo) {
         c[b].store(1, Relaxed);
@@ -397,7 +399,7 @@ fn a_port_s_share_shrinks_as_other_ports_hold_reports() {
     c[2 * kernel_shares::PORT_BUCKETS].store(others, Relaxed);
     let share = RING_REPORTS / (others + 2);
     assert_eq!(
-        r.ct.kernel_new().expect("on").port_shares().share(LO),
+        r.maps.kernel_new().expect("on").port_shares().share(LO),
         share
     );
     let mut created = 0;

@@ -106,6 +106,18 @@ impl Monitor {
             .any(|l| l.starts_with(prefix))
     }
 
+    /// Whether a message named `name` (`OFPT_ERROR`, ...) with `xid` was
+    /// printed. The lines after it (its body, an error's echo) are in the
+    /// pipe by then and read by `stop`.
+    fn answered(&self, name: &str, xid: u32) -> bool {
+        let xid = format!("(xid={xid:#x})");
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with(name) && l.contains(&xid))
+    }
+
     /// Stops it; what it printed, without xids.
     fn stop(mut self) -> Vec<String> {
         let _ = self.child.kill();
@@ -589,26 +601,46 @@ fn async_configuration_in_later_versions_like_ovs() -> Result<()> {
         let mut set = async_prop(1, 0x1);
         set.extend(async_prop(4, 0x4));
         set.extend(async_prop(9, 0x18));
-        // Each step with the messages the monitor has then received: the
-        // set-up, then a reply or an error per step but the SET_ASYNC
-        // that succeeds. Each answer is awaited before the next step, so
-        // the monitor prints them in the same order for both switches
-        // (its "send:" lines come from the sending side).
+        // Each step with the answer it gets: a reply or an error with the
+        // request's xid, none for the SET_ASYNC that succeeds (the next
+        // GET_ASYNC's reply, on the same connection, comes after it).
+        // Each answer is awaited before the next step, so the monitor
+        // prints them in the same order for both switches (its "send:"
+        // lines come from the sending side). The answer is awaited by
+        // name and xid, not by counting printed messages: ovs-ofctl
+        // prints the request it sends, and a SET_ASYNC it cannot decode
+        // is printed without its "send:" prefix, so it looks like one
+        // more message received.
         let steps = [
-            (message_hex(v, GET_ASYNC_REQUEST, 0x71, &[]), 2),
-            (message_hex(v, SET_ASYNC, 0x72, &set), 2),
-            (message_hex(v, GET_ASYNC_REQUEST, 0x73, &[]), 3),
+            (
+                GET_ASYNC_REQUEST,
+                0x71,
+                Vec::new(),
+                Some("OFPT_GET_ASYNC_REPLY"),
+            ),
+            (SET_ASYNC, 0x72, set, None),
+            (
+                GET_ASYNC_REQUEST,
+                0x73,
+                Vec::new(),
+                Some("OFPT_GET_ASYNC_REPLY"),
+            ),
             // Reasons the version does not define; an unknown property.
-            (message_hex(v, SET_ASYNC, 0x74, &async_prop(1, 0x40)), 4),
-            (message_hex(v, SET_ASYNC, 0x75, &async_prop(12, 0)), 5),
+            (SET_ASYNC, 0x74, async_prop(1, 0x40), Some("OFPT_ERROR")),
+            (SET_ASYNC, 0x75, async_prop(12, 0), Some("OFPT_ERROR")),
         ];
         for (m, rundir) in pair
             .iter()
             .zip([peers.xbr.rundir().to_path_buf(), peers.ovs.rundir()])
         {
-            for (hex, answered) in &steps {
-                send_through(m, &rundir, hex)?;
-                m.wait_for(*answered, version)?;
+            for (ty, xid, body, answer) in &steps {
+                send_through(m, &rundir, &message_hex(v, *ty, *xid, body))?;
+                if let Some(answer) = answer {
+                    m.wait_until(
+                        |m| m.answered(answer, *xid),
+                        &format!("{version}: {answer} for xid {xid:#x}"),
+                    )?;
+                }
             }
         }
         let [x, o] = pair;

@@ -351,9 +351,9 @@ impl RunningBridge {
         };
         if let Some(m) = xdp_maps.as_ref().filter(|_| config.xdp_ct_new) {
             // New connections created by the XDP program
-            // (conntrack/kernel_new.rs); without, the packet threads
+            // (fastpath/ct/kernel_new.rs); without, the packet threads
             // create them all.
-            match dataplane::conntrack::KernelNew::new(m.kernel_conns()) {
+            match m.start_kernel_new() {
                 Ok(k) => conntrack.set_kernel_new(k),
                 Err(e) => tracing::warn!(
                     error = %e,
@@ -364,7 +364,7 @@ impl RunningBridge {
         let conntrack = Arc::new(conntrack);
         if let Some(m) = &xdp_maps {
             // A flush must stop the kernel forwarding flushed connections.
-            conntrack.set_xdp_gen(m.generation().clone());
+            conntrack.set_flush_hook(m.generation().clone());
         }
         // Stops with the bridge, or on any early return below.
         let ct_sweeper = dataplane::conntrack::Conntrack::spawn_sweeper(&conntrack)

@@ -336,7 +336,7 @@ fn bridge(f: &Families, v: &BridgeView) {
             .with_label_values(&[name, "other", "fragment_table"])
             .inc_by(frag_overflow);
     }
-    if let Some(k) = ct.kernel_new() {
+    if let Some(k) = v.live.xdp_cache().and_then(|m| m.kernel_new()) {
         for (port, s) in k.port_shares().hits(ports.iter().map(|p| p.name.as_str())) {
             f.share_refused
                 .with_label_values(&[name, &port, "ct_new_ring"])

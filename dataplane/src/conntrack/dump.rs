@@ -203,10 +203,8 @@ impl Conntrack {
             s.orphan_fragments.load(Relaxed),
             s.not_ip.load(Relaxed),
             s.nat_family.load(Relaxed),
-            self.kernel_new()
-                .map_or(0, |k| k.stats.imported.load(Relaxed)),
-            self.kernel_new()
-                .map_or(0, |k| k.stats.refused.load(Relaxed)),
+            s.kernel_imported.load(Relaxed),
+            s.kernel_refused.load(Relaxed),
             s.zone_limited.load(Relaxed),
             self.frags.share_hits().1,
         ) + &self.fragment_shares_text()

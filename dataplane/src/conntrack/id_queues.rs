@@ -1,5 +1,5 @@
 //! Ids every packet thread must hear about: connections whose XDP cache
-//! entries must go, watches that fired (see `xdp_link.rs`, `absent.rs`).
+//! entries must go, watches that fired (see `links.rs`, `absent.rs`).
 //!
 //! Any packet thread may have installed entries for a connection (one
 //! direction arrives on a port one thread serves, the other on another's),

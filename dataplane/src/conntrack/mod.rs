@@ -43,7 +43,19 @@
 //! New UDP connections may also be created by the XDP program, from
 //! templates the packet threads install, and stored here from its
 //! reports; the table keeps the kernel's slot counts up to date so it
-//! never creates one this table holds (see `kernel_new.rs`).
+//! never creates one this table holds (see `kernel_conns.rs`).
+//!
+//! The XDP flow cache may forward packets of settled connections in the
+//! kernel; the table counts the cache's links to each and voids them when
+//! the connection changes or goes (`links.rs`, `absent.rs`,
+//! `id_queues.rs`).
+//!
+//! The fast path's side of both (which connections the cache carries,
+//! its handles, the kernel's ring and budget) is in `fastpath/ct/`; it
+//! stands on this module's narrow API (`Conntrack::link`, `peek`,
+//! `watch_absent`, `store_kernel_conn`, `xdp_take_dead`), and this module
+//! imports nothing of the fast path: it calls back only through the
+//! traits it defines, [`FlushHook`] and [`KernelConns`].
 //!
 //! Invariants: the table never holds more than `limit` connections; when
 //! full, existing connections work as before and a commit of a new one
@@ -80,9 +92,10 @@ mod host_tests;
 mod id_queues;
 #[cfg(test)]
 mod ipv6_tests;
-pub mod kernel_new;
+mod kernel_conns;
 #[cfg(test)]
 mod label_tests;
+mod links;
 mod nat;
 mod new_conn;
 pub mod persist;
@@ -91,18 +104,15 @@ mod persist_tests;
 mod table;
 mod tcp;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub(crate) mod tuple;
-mod xdp_link;
-#[cfg(test)]
-mod xdp_link_tests;
 pub mod zone_limits;
 
 pub use dump::{format_entry, Sweeper, SWEEP_INTERVAL};
 pub use host::HostConntrack;
-pub use kernel_new::{KernelMaps, KernelNew};
+pub use kernel_conns::KernelConns;
+pub use links::{AbsentLink, ConnLink, FlushHook, Peek};
 pub use tuple::{Addr, Tuple};
-pub use xdp_link::{CtLink, XdpPeek};
 
 use flowtable::key::FlowKey;
 use flowtable::matching::IP_PROTO_TCP;
@@ -247,7 +257,7 @@ pub struct Conn {
     /// Monotonic milliseconds ([`Conntrack::now_ms`]) when it expires.
     expires: u64,
     /// XDP flow cache entries (of any packet thread) that carry this
-    /// connection: links of the current `xdp_epoch` (see `xdp_link.rs`).
+    /// connection: links of the current `xdp_epoch` (see `links.rs`).
     xdp_links: u32,
     xdp_epoch: u32,
     /// Removed from the table (a link held by the cache outlives it).
@@ -330,6 +340,13 @@ pub struct CtStats {
     /// New connections not committed because their zone was at its limit
     /// (`dpctl/ct-set-limits`); the packet went on `+trk+new`.
     pub zone_limited: AtomicU64,
+    /// Connections the XDP program created and the table stored
+    /// (`kernel_conns.rs`).
+    pub kernel_imported: AtomicU64,
+    /// The XDP program's reports of new connections not stored: the
+    /// tuple had a connection here already, or the zone or the table was
+    /// full.
+    pub kernel_refused: AtomicU64,
 }
 
 /// A connection as `dump` reports it.
@@ -358,15 +375,16 @@ pub struct Conntrack {
     /// First fragments' outcomes, for their later fragments.
     frags: Fragments,
     /// Ids of linked connections whose XDP cache entries must go, and of
-    /// fired watches, for every packet thread (see `xdp_link.rs`).
+    /// fired watches, for every packet thread (see `links.rs`).
     xdp_dead: id_queues::IdQueues,
     /// Ids of watches on absent tuples (odd, so never a connection's
     /// address; see `absent.rs`).
     next_absent_id: AtomicUsize,
-    /// The XDP flow cache's generation, bumped by flushes.
-    xdp_gen: OnceLock<Arc<crate::fastpath::cache::generation::XdpGen>>,
-    /// New connections the XDP program creates (`kernel_new.rs`).
-    kernel: OnceLock<KernelNew>,
+    /// Called by flushes that removed linked connections (the XDP flow
+    /// cache's generation; see `links.rs`).
+    flush_hook: OnceLock<Arc<dyn FlushHook>>,
+    /// New connections the XDP program creates (`kernel_conns.rs`).
+    kernel: OnceLock<Arc<dyn KernelConns>>,
     /// Per-zone connection limits (`dpctl/ct-set-limits`).
     pub zone_limits: zone_limits::ZoneLimits,
     pub stats: CtStats,
@@ -410,7 +428,7 @@ impl Conntrack {
             frags: Fragments::default(),
             xdp_dead: id_queues::IdQueues::default(),
             next_absent_id: AtomicUsize::new(0),
-            xdp_gen: OnceLock::new(),
+            flush_hook: OnceLock::new(),
             kernel: OnceLock::new(),
             zone_limits: zone_limits::ZoneLimits::default(),
             stats: CtStats::default(),
@@ -558,11 +576,10 @@ impl Conntrack {
                         c.set_label(label);
                     }
                 }
-                if c.xdp_links > 0
-                    && (!xdp_link::steady(&c) || (c.mark, c.label()) != (mark, label))
+                if c.xdp_links > 0 && (!links::settled(&c) || (c.mark, c.label()) != (mark, label))
                 {
                     // Cached packets of it would now be tracked or
-                    // translated differently (see xdp_link.rs).
+                    // translated differently (see links.rs).
                     self.xdp_changed(&mut c, Arc::as_ptr(&e.conn) as usize);
                 }
                 let mut st = state::TRK;

@@ -25,7 +25,7 @@
 //! Inserting also fires the XDP flow cache's watches on the new tuples
 //! (`absent.rs`) while it holds their shards' write locks, and inserting
 //! and removing count the connection in or out of the kernel's slots
-//! (`kernel_new.rs`) under the same locks.
+//! (`kernel_conns.rs`) under the same locks.
 //!
 //! Cost: lookup is a hash of the tuple and one `HashMap` probe; inserting
 //! allocates (the record and possibly map growth), which only new
@@ -39,7 +39,7 @@
 use super::absent::AbsentWatches;
 use super::tuple::Tuple;
 use super::Conn;
-use crate::fastpath::ct::slots::SlotCounts;
+use super::KernelConns;
 use ahash::RandomState;
 use parking_lot::{Mutex, RwLock};
 use std::collections::hash_map::Entry as MapEntry;
@@ -65,9 +65,9 @@ pub struct Table {
     /// The XDP flow cache's watches on tuples without a connection
     /// (`absent.rs`), fired by `insert`.
     absent: Arc<AbsentWatches>,
-    /// The kernel's slot counts to keep up to date, when the XDP program
-    /// creates connections (`kernel_new.rs`).
-    mirror: OnceLock<Arc<SlotCounts>>,
+    /// The kernel's counts to keep up to date, when the XDP program
+    /// creates connections (`kernel_conns.rs`).
+    mirror: OnceLock<Arc<dyn KernelConns>>,
     /// Connections by zone (of the original tuple), indexed by zone.
     zones: Box<[AtomicU32]>,
 }
@@ -107,13 +107,13 @@ impl Table {
     }
 
     /// Counts every connection stored from now on in the kernel's slots.
-    pub fn set_mirror(&self, q: Arc<SlotCounts>) {
+    pub fn set_mirror(&self, q: Arc<dyn KernelConns>) {
         let _ = self.mirror.set(q);
     }
 
     fn mirrored(&self, orig: &Tuple, reply: &Tuple, add: bool) {
         if let Some(q) = self.mirror.get() {
-            q.conn(orig, reply, add);
+            q.counted(orig, reply, add);
         }
     }
 

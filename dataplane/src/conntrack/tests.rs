@@ -105,7 +105,7 @@ pub(crate) fn udp_frame(src: u32, sport: u16, dst: u32, dport: u16) -> Vec<u8> {
     ip_frame(IP_PROTO_UDP, src, dst, l4)
 }
 
-fn echo(src: u32, dst: u32, ty: u8, id: u16) -> Vec<u8> {
+pub(crate) fn echo(src: u32, dst: u32, ty: u8, id: u16) -> Vec<u8> {
     let mut l4 = vec![0u8; 8 + 8];
     l4[0] = ty;
     l4[4..6].copy_from_slice(&id.to_be_bytes());

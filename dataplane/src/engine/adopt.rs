@@ -111,7 +111,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// What a miss of the frame `xk` stands for would install now, if
     /// anything: each pass translated with the current tables; a
     /// `ct(table=N)` fork the cache follows resumes with what conntrack
-    /// says of the connection now (`Conntrack::xdp_peek`: live and
+    /// says of the connection now (`fastpath::ct::link::peek`: live and
     /// steady; with `nat`, the headers its binding rewrites to, as
     /// `ct(nat)` would), else `None`; the last pass must be one the XDP
     /// program carries out (`Engine::fc_action`). A decapsulated frame's
@@ -183,9 +183,13 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
                 key.get(Field::TpSrc) as u16,
                 key.get(Field::TpDst) as u16,
             );
-            let peek = self
-                .conntrack
-                .xdp_peek(&tuple, zone, nat.is_some(), self.ct_now)?;
+            let peek = crate::fastpath::ct::link::peek(
+                &self.conntrack,
+                &tuple,
+                zone,
+                nat.is_some(),
+                self.ct_now,
+            )?;
             let o = peek.outcome;
             // The fork resumes with the headers `ct()` leaves: the same,
             // or those its NAT binding rewrites to.

@@ -27,26 +27,32 @@
 //! - [`pin`]: what outlives the process in the BPF filesystem (the
 //!   shared maps and each port's bpf_link) and the layout record that
 //!   says whether a new build may adopt them.
-//! - [`ct`]: conntrack's views of the kernel-side connection maps: the
-//!   slot counters that tell the program a UDP tuple has a connection
-//!   (`slots.rs`) and the ports' shares of the ring of new-connection
-//!   reports (`kernel_shares.rs`). The logic that links connections to
-//!   cache entries and reads the ring stays in conntrack
-//!   (`conntrack/xdp_link.rs`, `conntrack/kernel_new.rs`): both are
-//!   `impl Conntrack` on its private table, and taking them out would
-//!   tie conntrack and the fast path in a circle.
+//! - [`ct`]: the fast path's side of conntrack: which connections the
+//!   cache may carry and its entries' handles on them (`link.rs`:
+//!   steady connections, `CtLink`), and the connections the program
+//!   creates in the kernel (`kernel_new.rs`: the shared maps, the ring
+//!   of reports, the budget; `slots.rs`, `kernel_shares.rs`). It stands
+//!   on conntrack's narrow API; conntrack keeps only what must run under
+//!   its locks (link counting and voiding, the queues to the packet
+//!   threads, watches on absent tuples, storing a reported connection)
+//!   and calls back only through two traits it defines, `FlushHook`
+//!   (implemented by the cache's `XdpGen`) and `KernelConns`
+//!   (implemented by `ct::kernel_new::KernelNew`). Conntrack imports
+//!   nothing of the fast path.
 //!
 //! # Layering (leaf first; every import points up this list)
 //!
 //! 1. `handles.rs`: file descriptors and syscalls, nothing else.
-//! 2. `ct/` (counters over `handles.rs` and conntrack's `Tuple`; the
-//!    conntrack table and `conntrack/kernel_new.rs` stand on it) and
-//!    `pin/` (the pinned directory, over `handles.rs`).
-//! 3. `cache/`: first `entry.rs`, `generation.rs` and `stats.rs`
-//!    (leaves), then `maps.rs` (the shared maps, over those, the pins,
-//!    `ct/` and conntrack's `KernelMaps`), then `mod.rs` and its other
-//!    children (the packet thread's side, over the maps and conntrack's
-//!    `Conntrack` and `CtLink`).
+//! 2. `ct/` (over `handles.rs` and conntrack's narrow API) and `pin/`
+//!    (the pinned directory, over `handles.rs`).
+//! 3. `cache/`: first `entry.rs`, `generation.rs` (which implements
+//!    conntrack's `FlushHook`) and `stats.rs` (leaves), then `maps.rs`
+//!    (the shared maps, over those, the pins and `ct/`'s `KernelMaps`),
+//!    then `mod.rs` and its other children (the packet thread's side,
+//!    over the maps, `ct/`'s `CtLink` and conntrack's `Conntrack`).
+//!
+//! Conntrack stands below the whole fast path: every arrow between them
+//! points from here to `conntrack/`.
 //! 4. `loader/`: the programs, reusing the cache's shared maps
 //!    (`CacheMaps`) and keeping their links in the pins (`Pins`).
 //!
@@ -55,8 +61,8 @@
 //!
 //! # The interface the engine uses
 //!
-//! The packet thread (`engine/`) calls the cache alone, never the loader
-//! or the pins:
+//! The packet thread (`engine/`) calls the cache (and, for adoption,
+//! `ct::link::peek`), never the loader or the pins:
 //! - [`cache::XdpCache`]: one per packet thread (install, credit, sweep,
 //!   revalidate, adopt), with the types it takes and gives:
 //!   [`cache::FcKey`], [`cache::FcAction`], [`cache::CtConn`],
@@ -69,7 +75,14 @@
 //!   `key_nw`, `key_tunnel`, `is_decapsulated`, `flow_hash`) and the
 //!   rewrite and address encodings (`NwRewrite`, `mac_bytes`);
 //! - `cache::templates`: `NewConnTemplate` and `fc_mask`, what the engine
-//!   hands the kernel to create UDP connections itself.
+//!   hands the kernel to create UDP connections itself;
+//! - `ct::link::peek`: what `ct()` would give a packet of a steady
+//!   connection, for adopting a previous process's entries.
+//!
+//! It also calls conntrack for the cache: `Conntrack::xdp_take_dead`
+//! (conntrack's queues of the entries to delete) and
+//! `Conntrack::kernel_sync` (once a round; it reaches
+//! `ct::kernel_new::KernelNew` through conntrack's `KernelConns`).
 //!
 //! Concurrency: the maps are shared by every port's program and every
 //! packet thread (each installs and deletes its own entries; the

@@ -391,7 +391,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     }
 
     /// Removes the XDP cache entries of connections conntrack saw change
-    /// or go (see `conntrack/xdp_link.rs`).
+    /// or go (see `fastpath/ct/link.rs`).
     pub(super) fn xdp_forget_dead(&mut self) {
         let Some(x) = &mut self.xdp else {
             return;

@@ -30,7 +30,7 @@
 //!   next frame goes to the packet thread.
 //!
 //! A connection's NAT binding is followed as `ct(nat)` applies it (the
-//! fork resumes with the rewritten headers, `Conntrack::xdp_peek`), and a
+//! fork resumes with the rewritten headers, `ct::link::peek`), and a
 //! decapsulated frame's entry is translated from the VXLAN port with the
 //! tunnel metadata its key holds, so both are kept like any other.
 //!
@@ -235,7 +235,7 @@ impl XdpCache {
         }
         let mut links = Vec::with_capacity(f.conns.len());
         for c in &f.conns {
-            match ct.xdp_link(&c.tuple, c.mark, c.label, ct_now) {
+            match crate::fastpath::ct::link::link(ct, &c.tuple, c.mark, c.label, ct_now) {
                 Some(l) => links.push(l),
                 None => {
                     self.release(&key, &links);

@@ -90,7 +90,7 @@ pub(super) const FLAG_FRAGS: u8 = 32;
 /// The value stored for `action` in generation `gen`, counters zero.
 /// `ct`: the translation went through conntrack, so TCP segments with
 /// SYN, FIN or RST (or without ACK) must still go to xbr, whose
-/// conntrack has to see them (see `conntrack/xdp_link.rs`).
+/// conntrack has to see them (see `fastpath/ct/link.rs`).
 pub fn value(action: FcAction, gen: u64, ct: bool) -> [u8; VALUE_SIZE] {
     let mut v = [0u8; VALUE_SIZE];
     v[0..8].copy_from_slice(&gen.to_ne_bytes());

@@ -3,8 +3,8 @@
 //! plane and conntrack (which bumps it on a flush).
 //!
 //! A leaf of the fast path: it holds a map handle and atomics and imports
-//! nothing else of xbr, so conntrack can bump the cache's generation
-//! without depending on the cache.
+//! nothing else of xbr but conntrack's `FlushHook`, through which a flush
+//! bumps it without conntrack depending on the fast path.
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use parking_lot::Mutex;
@@ -45,6 +45,14 @@ pub struct XdpGen {
     held: AtomicBool,
     /// Bumps deferred while held.
     deferred: AtomicU64,
+}
+
+/// A conntrack flush that removed connections the cache carried bumps
+/// the generation before it returns (`conntrack/links.rs`).
+impl crate::conntrack::FlushHook for XdpGen {
+    fn flushed(&self) {
+        self.bump();
+    }
 }
 
 impl XdpGen {

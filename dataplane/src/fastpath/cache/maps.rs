@@ -4,10 +4,11 @@
 
 use super::entry::{FcKey, KEY_SIZE, VALUE_SIZE};
 use super::generation::XdpGen;
+use crate::fastpath::ct::kernel_new::{KernelMaps, KernelNew};
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Why the shared maps could not be made or changed.
 #[derive(Debug, thiserror::Error)]
@@ -61,11 +62,15 @@ pub struct CacheMaps {
     devs: MapHandle,
     gen: Arc<XdpGen>,
     capacity: u32,
-    /// New connections created in the kernel (`conntrack/kernel_new.rs`):
+    /// New connections created in the kernel (`fastpath/ct/kernel_new.rs`):
     /// the templates (written by the packet threads), the tuples of every
-    /// connection, the reports and the budget (conntrack's).
+    /// connection, the reports and the budget.
     ct_new: MapHandle,
-    ct: crate::conntrack::KernelMaps,
+    ct: KernelMaps,
+    /// The reader of the reports and keeper of the budget and slot counts
+    /// over `ct`, once started (`CacheMaps::start_kernel_new`); conntrack
+    /// holds it too, as its `KernelConns`.
+    kernel_new: OnceLock<Arc<KernelNew>>,
     /// Frames dropped because no socket was bound (fail closed), per CPU.
     closed_drops: MapHandle,
     /// Where the maps and the ports' links are pinned (`crate::fastpath::pin`).
@@ -235,7 +240,7 @@ impl CacheMaps {
             gen,
             capacity,
             ct_new,
-            ct: crate::conntrack::KernelMaps {
+            ct: KernelMaps {
                 slots: ct_slots,
                 n_slots: slots,
                 events,
@@ -244,6 +249,7 @@ impl CacheMaps {
                 ring_reports: CT_EVENTS_REPORTS,
                 connections: connections.max(1),
             },
+            kernel_new: OnceLock::new(),
             closed_drops,
             pins,
             peer_gro: AtomicBool::new(true),
@@ -302,8 +308,29 @@ impl CacheMaps {
     }
 
     /// The maps conntrack keeps the kernel's new connections with.
-    pub fn kernel_conns(&self) -> &crate::conntrack::KernelMaps {
+    pub fn kernel_conns(&self) -> &KernelMaps {
         &self.ct
+    }
+
+    /// Starts reading the kernel's new connections over these maps, once
+    /// per bridge (before traffic); the caller hands the reader to
+    /// conntrack (`Conntrack::set_kernel_new`).
+    pub fn start_kernel_new(&self) -> std::io::Result<Arc<KernelNew>> {
+        if self.kernel_new.get().is_some() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the kernel's new connections are read already",
+            ));
+        }
+        let k = Arc::new(KernelNew::new(&self.ct)?);
+        let _ = self.kernel_new.set(k.clone());
+        Ok(k)
+    }
+
+    /// The kernel's new connections, if started (their ports' shares of
+    /// the ring, for `xbr stats` and the metrics).
+    pub fn kernel_new(&self) -> Option<&Arc<KernelNew>> {
+        self.kernel_new.get()
     }
 
     /// The map of new-connection templates (`templates.rs`).

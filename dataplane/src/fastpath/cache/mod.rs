@@ -52,9 +52,9 @@
 //!   flows, so the key implies it and the connection; the state of an
 //!   established connection is `+est` (with `+rpl` for one direction,
 //!   which has its own key) for as long as it stays *steady* (see
-//!   `conntrack/xdp_link.rs`), and ct_mark and ct_label only change when
+//!   `fastpath/ct/link.rs`), and ct_mark and ct_label only change when
 //!   a `ct(commit)` writes them, which a cached translation never does;
-//! - the connections are linked (`Conntrack::xdp_link`) when the entry is
+//! - the connections are linked (`ct::link::link`) when the entry is
 //!   installed, checked steady with the mark and label the passes saw.
 //!   When one stops being steady (the packet thread saw a FIN or RST, a
 //!   mark or label was written, it was reopened) or leaves the table
@@ -73,7 +73,7 @@
 //! Uncommitted `ct()`: a pass whose packet is exactly `+trk+new` (no
 //! connection, none committed: the agent's subnet-mode flows) over TCP or
 //! UDP is followed too; the entry holds a watch on the packet's tuple
-//! instead of a link (`Conntrack::xdp_watch_absent`, `conntrack/absent.rs`),
+//! instead of a link (`ct::link::watch_absent`, `conntrack/absent.rs`),
 //! which fires, through the same queue, when a connection with that tuple
 //! is stored.
 //!
@@ -198,7 +198,8 @@ pub use revalidate::{Candidate, CHUNK as REVALIDATE_CHUNK};
 pub use stats::XdpCacheStats;
 pub use takeover::take_over;
 
-use crate::conntrack::{Conntrack, CtLink};
+use crate::conntrack::Conntrack;
+use crate::fastpath::ct::link::{self, CtLink};
 use flowtable::cache::Attribution;
 use flowtable::key::FlowKey;
 use flowtable::pipeline::{DpAction, DropReason};
@@ -396,7 +397,7 @@ impl XdpCache {
     /// of this generation is there already. `conns`: the connections
     /// the translation went through (`ct()` passes), each as the packet's
     /// tuple with the ct_mark and ct_label the pass saw; they are linked
-    /// in `ct` (`Conntrack::xdp_link`, at its time `ct_now`) and the entry
+    /// in `ct` (`ct::link::link`, at its time `ct_now`) and the entry
     /// becomes a conntrack entry (see `crate::conntrack` and
     /// `entry::value`), or nothing is installed if one cannot be linked.
     #[allow(clippy::too_many_arguments)]
@@ -443,9 +444,9 @@ impl XdpCache {
         let mut links = Vec::with_capacity(conns.len());
         for c in conns {
             let link = if c.absent {
-                ct.xdp_watch_absent(&c.tuple)
+                link::watch_absent(ct, &c.tuple)
             } else {
-                ct.xdp_link(&c.tuple, c.mark, c.label, ct_now)
+                link::link(ct, &c.tuple, c.mark, c.label, ct_now)
             };
             match link {
                 Some(l) => links.push(l),

@@ -35,7 +35,8 @@
 
 use super::maps::BatchRead;
 use super::{FcKey, XdpCache, IDLE_EXPIRY, SWEEP_CHUNK, SWEEP_INTERVAL};
-use crate::conntrack::{Conntrack, CtLink};
+use crate::conntrack::Conntrack;
+use crate::fastpath::ct::link::CtLink;
 use std::time::Instant;
 
 /// A sweep pass under way.

@@ -10,13 +10,16 @@
 //! such a connection itself when the packet thread would have created the
 //! same one and done the same with the packet.
 //!
-//! Authority stays here: this table is the connection tracker. The
+//! Authority stays with conntrack's table, the connection tracker. The
 //! kernel creates a connection only for a frame the packet thread would
-//! have found without one and committed, and reports it; the packet
-//! thread stores it as if it had committed it itself (a UDP connection,
-//! `+new` until its first reply, no mark, no label, no NAT) and from then
-//! on it is an ordinary connection (its reply, expiry, flush and dump go
-//! through this table).
+//! have found without one and committed, and reports it; conntrack
+//! stores it as if a packet thread had committed it (a UDP connection,
+//! `+new` until its first reply, no mark, no label, no NAT:
+//! `Conntrack::store_kernel_conn`) and from then on it is an ordinary
+//! connection (its reply, expiry, flush and dump go through the table).
+//! Conntrack calls this side only through its `KernelConns` trait
+//! (`conntrack/kernel_conns.rs`), which [`KernelNew`] implements: the
+//! fast path stands on conntrack, never the other way.
 //!
 //! When the kernel may create one: a packet thread installs a *template*
 //! (`fastpath/cache/templates.rs`) after translating a UDP frame that was
@@ -32,13 +35,13 @@
 //! "Has no connection" is decided in the kernel by `ct_slots`, an array
 //! of counters mapped into this process too: each connection counts in
 //! the slot of each of its tuples, taken in its canonical direction (the
-//! lower address and port as the source: [`ct_key`]) so that a tuple and
-//! its reverse share a slot, hashed with a seed chosen at start:
+//! lower address and port as the source: `slots::ct_key`) so that a
+//! tuple and its reverse share a slot, hashed with a seed chosen at start:
 //! - the table adds a UDP/IPv4 connection's counts when it stores it and
-//!   takes them away when it removes it ([`SlotCounts`]), with atomic
-//!   operations on the shared memory, under the tuples' shard locks: the
-//!   kernel sees a connection the moment the table holds it, before any
-//!   packet of it leaves;
+//!   takes them away when it removes it (`KernelConns::counted`, into
+//!   `SlotCounts`), with atomic operations on the shared memory, under
+//!   the tuples' shard locks: the kernel sees a connection the moment
+//!   the table holds it, before any packet of it leaves;
 //! - the kernel creates a connection only by claiming an empty slot
 //!   (compare-and-exchange 0 to 1), which its report then stands for; a
 //!   frame whose slot is taken (a connection in either direction, or one
@@ -47,8 +50,8 @@
 //!   kernel path for some new connections, never correctness.
 //!
 //! Reports are read from a ring (`ct_events`) every round and, whenever
-//! this table is about to decide that a tuple has no connection, again
-//! first ([`Conntrack::kernel_drain`]): a frame of a connection the kernel
+//! the table is about to decide that a tuple has no connection, again
+//! first (`Conntrack::kernel_drain`): a frame of a connection the kernel
 //! created reaches a packet thread only after the kernel's program
 //! finished with the frame that created it (frames of one tuple arrive on
 //! one rx queue, whose program runs one frame at a time), so its report
@@ -59,13 +62,14 @@
 //! in the slot taken back.
 //!
 //! The limit: the kernel creates connections only while
-//! `ct_cfg[0].budget`, which [`Conntrack::kernel_sync`] sets to the room
+//! `ct_cfg[0].budget`, which `Conntrack::kernel_sync` sets to the room
 //! left under the limit minus [`BUDGET_MARGIN`], is positive. At zero it
-//! hands frames here, where the table is full or nearly: a commit there
-//! stores nothing and the frame goes on `+trk+new`, as OVS's does. The slots are sized for the limit at start; a limit raised
+//! hands frames to the packet thread, where the table is full or nearly:
+//! a commit there stores nothing and the frame goes on `+trk+new`, as
+//! OVS's does. The slots are sized for the limit at start; a limit raised
 //! later than that gives the kernel no more room than the start's.
 //!
-//! Per-port shares of the ring: see `fastpath/ct/kernel_shares.rs`.
+//! Per-port shares of the ring: see `kernel_shares.rs`.
 //!
 //! Known limits: UDP over IPv4 only (a TCP connection starts with a SYN
 //! whose tracking state the kernel would have to build); one `ct()` fork
@@ -77,7 +81,7 @@
 //!
 //! Cost: per connection the kernel creates, an atomic operation on its
 //! slot and a report there, and here one record read and the table
-//! insertion, off the AF_XDP path; per connection this table creates or
+//! insertion, off the AF_XDP path; per connection the table creates or
 //! removes (UDP over IPv4 only), an atomic add on a slot (a cache miss).
 //! Memory: 16 bytes per connection of the limit (two 8-byte slots), in
 //! the kernel, shared.
@@ -87,16 +91,14 @@
 //! reading the ring is serialised by a mutex, taken once per round and
 //! per connection decided absent.
 
-use super::table::ConnRef;
-use super::{Conn, Conntrack, Tuple};
-use crate::fastpath::ct::kernel_shares::{PortShares, PORT_COUNTERS};
-use crate::fastpath::ct::slots::SlotCounts;
+use super::kernel_shares::{PortShares, PORT_COUNTERS};
+use super::slots::SlotCounts;
+use crate::conntrack::{Conntrack, KernelConns, Tuple};
 use crate::fastpath::handles::MappedCounters;
 use flowtable::matching::IP_PROTO_UDP;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use parking_lot::Mutex;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Room kept free under the limit: kernel creations between two budget
@@ -140,16 +142,6 @@ fn event_tuple(ev: &[u8]) -> Option<Tuple> {
     (t.proto == IP_PROTO_UDP).then_some(t)
 }
 
-/// Counters of the kernel's new connections (Relaxed).
-#[derive(Debug, Default)]
-pub struct KernelNewStats {
-    /// Connections the kernel created and this table stored.
-    pub imported: AtomicU64,
-    /// Reports dropped: the tuple had a connection here already, or the
-    /// table was full.
-    pub refused: AtomicU64,
-}
-
 /// Reads the ring of reports.
 struct Events {
     ring: libbpf_rs::RingBuffer<'static>,
@@ -168,7 +160,6 @@ pub struct KernelNew {
     events: Mutex<Events>,
     /// The budget last written.
     budget: Mutex<Option<i64>>,
-    pub stats: KernelNewStats,
 }
 
 impl std::fmt::Debug for KernelNew {
@@ -183,7 +174,7 @@ impl KernelNew {
     /// Maps the slots, chooses their seed and reads the ring of reports
     /// of `maps` (the flow cache keeps its own descriptors for the
     /// programs); the kernel creates nothing until the first
-    /// [`Conntrack::kernel_sync`] gives it a budget.
+    /// `Conntrack::kernel_sync` gives it a budget.
     pub fn new(maps: &KernelMaps) -> std::io::Result<KernelNew> {
         let bpf = |e: libbpf_rs::Error| std::io::Error::other(e.to_string());
         let map = MappedCounters::map(maps.slots.as_fd(), maps.n_slots)?;
@@ -220,14 +211,9 @@ impl KernelNew {
             connections: maps.connections,
             events: Mutex::new(Events { ring, got }),
             budget: Mutex::new(None),
-            stats: KernelNewStats::default(),
         };
         k.write_cfg(0).map_err(bpf)?;
         Ok(k)
-    }
-
-    pub(super) fn counts(&self) -> &Arc<SlotCounts> {
-        &self.counts
     }
 
     /// The ports' shares of the ring of reports.
@@ -295,108 +281,27 @@ impl KernelNew {
     }
 }
 
-impl Conntrack {
-    /// Lets the XDP program create new connections (see the module
-    /// documentation); set once, before traffic.
-    pub fn set_kernel_new(&self, k: KernelNew) {
-        self.table.set_mirror(k.counts().clone());
-        let _ = self.kernel.set(k);
+impl KernelConns for KernelNew {
+    fn counted(&self, orig: &Tuple, reply: &Tuple, stored: bool) {
+        self.counts.conn(orig, reply, stored);
     }
 
-    /// The kernel's new-connection side, if on.
-    pub fn kernel_new(&self) -> Option<&KernelNew> {
-        self.kernel.get()
-    }
-
-    /// Stores the connections the kernel reported; returns how many.
-    pub fn kernel_drain(&self) -> usize {
-        let Some(k) = self.kernel.get() else {
-            return 0;
-        };
-        let now = self.now_ms();
+    fn drain(&self, ct: &Conntrack) -> usize {
+        let now = ct.now_ms();
         let mut stored = 0;
-        k.read_reports(|r| {
-            let Some(t) = event_tuple(r) else {
-                return;
-            };
-            if self.import(&t, now) {
-                stored += 1;
-            } else {
-                k.stats.refused.fetch_add(1, Relaxed);
+        self.read_reports(|r| {
+            if let Some(t) = event_tuple(r) {
+                stored += usize::from(ct.store_kernel_conn(&t, now));
             }
         });
-        k.stats.imported.fetch_add(stored as u64, Relaxed);
         stored
     }
 
-    /// Once a round: stores the kernel's reports, then brings its
-    /// budget up to date. Returns how many connections it stored.
-    pub fn kernel_sync(&self) -> usize {
-        let Some(k) = self.kernel.get() else {
-            return 0;
-        };
-        let stored = self.kernel_drain();
-        let cap = self.limit().min(k.connections);
-        k.set_budget(cap.saturating_sub(self.len()));
+    fn sync(&self, ct: &Conntrack) -> usize {
+        let stored = self.drain(ct);
+        let cap = ct.limit().min(self.connections);
+        self.set_budget(cap.saturating_sub(ct.len()));
         stored
-    }
-
-    /// Stores the connection the kernel created with original tuple `t`
-    /// as a commit of its first packet would have; `false` if the table
-    /// was full or holds a tuple of it (then the kernel's count in the
-    /// slot is taken back).
-    fn import(&self, t: &Tuple, now: u64) -> bool {
-        let reply = t.reverse();
-        let refuse = |this: &Conntrack| {
-            this.table.mirror_forget(t);
-            false
-        };
-        // The zone's limit holds for the kernel's connections too: one
-        // over it is not stored (its frame went on as an uncommitted
-        // `+new` one would) and its slot is freed, so the tuple's next
-        // frame is reported again, as OVS tracks it `+new` again.
-        let zone_slot = match self.zone_limits.admit(t.zone) {
-            super::zone_limits::Admission::Refused => {
-                self.stats.zone_limited.fetch_add(1, Relaxed);
-                return refuse(self);
-            }
-            super::zone_limits::Admission::Admitted(slot) => Some(slot),
-            super::zone_limits::Admission::Unlimited => None,
-        };
-        let give_back = || {
-            if let Some(s) = zone_slot {
-                self.zone_limits.release(s);
-            }
-        };
-        if !self.table.reserve(self.limit()) {
-            give_back();
-            self.stats.table_full.fetch_add(1, Relaxed);
-            return refuse(self);
-        }
-        let conn = Conn {
-            orig: *t,
-            reply,
-            mark: 0,
-            label: [0; 2],
-            tcp: None,
-            seen_reply: false,
-            multiple: false,
-            nat: 0,
-            host_orig: None,
-            expires: now.saturating_add(self.config.timeouts.other_first),
-            xdp_links: 0,
-            xdp_epoch: 0,
-            removed: false,
-            zone_slot: zone_slot.unwrap_or(0),
-        };
-        let conn: ConnRef = Arc::new(Mutex::new(conn));
-        if self.table.insert_known(*t, reply, conn).is_err() {
-            self.table.unreserve();
-            give_back();
-            return refuse(self);
-        }
-        self.stats.committed.fetch_add(1, Relaxed);
-        true
     }
 }
 
