@@ -54,9 +54,11 @@ impl Conntrack {
         let _ = self.kernel.set(k);
     }
 
-    /// The kernel's new-connection side, if on.
-    pub fn kernel_new(&self) -> Option<&Arc<dyn KernelConns>> {
-        self.kernel.get()
+    /// Whether the kernel creates connections (the XDP fast path's
+    /// new-connection side is on): templates for new flows are worth
+    /// making only then.
+    pub fn kernel_creates(&self) -> bool {
+        self.kernel.get().is_some()
     }
 
     /// Stores the connections the kernel reported; returns how many.

@@ -83,7 +83,7 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// what it examined fits the XDP key. Tried at most every
     /// `templates::ATTEMPT_INTERVAL` per port.
     pub(super) fn xdp_template(&mut self, in_port: u32, chain: &XdpChain, key: &FlowKey) {
-        if self.fail_open || self.conntrack.kernel_new().is_none() {
+        if self.fail_open || !self.conntrack.kernel_creates() {
             return;
         }
         let xk = chain.key();
