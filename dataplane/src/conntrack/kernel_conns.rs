@@ -26,7 +26,6 @@
 //! Cost: a dynamic call per connection stored or removed, when on.
 
 use super::table::ConnRef;
-use super::zone_limits::Admission;
 use super::{Conn, Conntrack, Tuple};
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
@@ -94,28 +93,14 @@ impl Conntrack {
             this.table.mirror_forget(t);
             false
         };
-        // The zone's limit holds for the kernel's connections too: one
-        // over it is not stored (its frame went on as an uncommitted
-        // `+new` one would) and its slot is freed, so the tuple's next
-        // frame is reported again, as OVS tracks it `+new` again.
-        let zone_slot = match self.zone_limits.admit(t.zone) {
-            Admission::Refused => {
-                self.stats.zone_limited.fetch_add(1, Relaxed);
-                return refuse(self);
-            }
-            Admission::Admitted(slot) => Some(slot),
-            Admission::Unlimited => None,
-        };
-        let give_back = || {
-            if let Some(s) = zone_slot {
-                self.zone_limits.release(s);
-            }
-        };
-        if !self.table.reserve(self.limit()) {
-            give_back();
-            self.stats.table_full.fetch_add(1, Relaxed);
+        // The zone's limit and the table's hold for the kernel's
+        // connections too: one over either is not stored (its frame went
+        // on as an uncommitted `+new` one would) and its kernel slot is
+        // freed, so the tuple's next frame is reported again, as OVS
+        // tracks it `+new` again.
+        let Some(room) = self.take_room(t.zone) else {
             return refuse(self);
-        }
+        };
         let conn = Conn {
             orig: *t,
             reply,
@@ -130,12 +115,11 @@ impl Conntrack {
             xdp_links: 0,
             xdp_epoch: 0,
             removed: false,
-            zone_slot: zone_slot.unwrap_or(0),
+            zone_slot: room.zone_slot(),
         };
         let conn: ConnRef = Arc::new(Mutex::new(conn));
         if self.table.insert_known(*t, reply, conn).is_err() {
-            self.table.unreserve();
-            give_back();
+            room.give_back(self);
             return refuse(self);
         }
         self.stats.committed.fetch_add(1, Relaxed);

@@ -12,7 +12,54 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use xbr_packet::parse::Layers;
 
+/// Room for one connection about to be stored: a slot under its zone's
+/// limit (if the zone has one) and a place reserved in the table. A
+/// stored connection keeps both; one that is not stored after all gives
+/// them back ([`Room::give_back`]).
+pub(super) struct Room {
+    zone_slot: Option<u32>,
+}
+
+impl Room {
+    /// The zone-limit slot the stored connection holds (0: no limit).
+    pub(super) fn zone_slot(&self) -> u32 {
+        self.zone_slot.unwrap_or(0)
+    }
+
+    /// The connection was not stored: its table place and zone slot are
+    /// free again.
+    pub(super) fn give_back(self, ct: &Conntrack) {
+        ct.table.unreserve();
+        if let Some(s) = self.zone_slot {
+            ct.zone_limits.release(s);
+        }
+    }
+}
+
 impl Conntrack {
+    /// Takes room for one more connection in `zone`: the zone's limit
+    /// first, as OVS checks it, then the table's. `None`, counted in
+    /// `zone_limited` or `table_full`, when either is reached; committed
+    /// packets and the kernel's reported connections share it.
+    pub(super) fn take_room(&self, zone: u16) -> Option<Room> {
+        let zone_slot = match self.zone_limits.admit(zone) {
+            Admission::Refused => {
+                self.stats.zone_limited.fetch_add(1, Relaxed);
+                return None;
+            }
+            Admission::Admitted(slot) => Some(slot),
+            Admission::Unlimited => None,
+        };
+        if !self.table.reserve(self.limit()) {
+            if let Some(s) = zone_slot {
+                self.zone_limits.release(s);
+            }
+            self.stats.table_full.fetch_add(1, Relaxed);
+            return None;
+        }
+        Some(Room { zone_slot })
+    }
+
     /// A packet without a connection: `+new`, stored if committed.
     pub(super) fn create(
         &self,
@@ -41,35 +88,18 @@ impl Conntrack {
         if !req.commit {
             return new;
         }
-        // The zone's limit first, as OVS checks it: over it, the packet
-        // goes on `+trk+new`, uncommitted.
-        let zone_slot = match self.zone_limits.admit(req.zone) {
-            Admission::Refused => {
-                self.stats.zone_limited.fetch_add(1, Relaxed);
-                return new;
-            }
-            Admission::Admitted(slot) => Some(slot),
-            Admission::Unlimited => None,
-        };
-        let give_back = || {
-            if let Some(s) = zone_slot {
-                self.zone_limits.release(s);
-            }
-        };
-        // A full table, as OVS's userspace datapath (`conn_not_found`):
-        // the packet is `+new` already and goes on uncommitted.
-        if !self.table.reserve(self.limit()) {
-            give_back();
-            self.stats.table_full.fetch_add(1, Relaxed);
+        // The zone's limit first, then a full table (as OVS's userspace
+        // datapath, `conn_not_found`): either way the packet is `+new`
+        // already and goes on uncommitted.
+        let Some(room) = self.take_room(req.zone) else {
             return new;
-        }
+        };
         let spec = req.nat.filter(|n| n.is_snat() || n.is_dnat());
         if spec.is_some_and(|n| n.first_addr() != 0 && n.v6 != t.v6) {
             // A range of the other family: the connection cannot be
             // translated as asked, and passing the packet untranslated
             // could take it past what the NAT stood for.
-            self.table.unreserve();
-            give_back();
+            room.give_back(self);
             self.stats.nat_family.fetch_add(1, Relaxed);
             return self.invalid(req.zone);
         }
@@ -77,8 +107,7 @@ impl Conntrack {
             Some(spec) => match nat::allocate(t, spec, |c| c == t || self.table.contains(c)) {
                 Some(r) => r,
                 None => {
-                    self.table.unreserve();
-                    give_back();
+                    room.give_back(self);
                     self.stats.nat_exhausted.fetch_add(1, Relaxed);
                     return self.invalid(req.zone);
                 }
@@ -117,7 +146,7 @@ impl Conntrack {
             xdp_links: 0,
             xdp_epoch: 0,
             removed: false,
-            zone_slot: zone_slot.unwrap_or(0),
+            zone_slot: room.zone_slot(),
         };
         if self
             .table
@@ -126,8 +155,7 @@ impl Conntrack {
         {
             // A tuple of ours is taken (another thread's connection, or a
             // NATed one using our reverse): refuse rather than guess.
-            self.table.unreserve();
-            give_back();
+            room.give_back(self);
             return self.invalid(req.zone);
         }
         self.stats.committed.fetch_add(1, Relaxed);
