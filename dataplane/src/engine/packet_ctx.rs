@@ -46,7 +46,7 @@ use xbr_packet::parse::{self, Layers};
 /// A packet's next pass, made by its actions (a `ct(table=N)` fork or a
 /// recirculation): its frame and layers, waiting until the current pass
 /// is done. The key it is translated from is written in place, in the
-/// context's other key slot ([`PacketCtx::next_key_mut`]).
+/// context's other key slot ([`PacketCtx::keys_mut`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct NextPass {
     pub(super) desc: Desc,

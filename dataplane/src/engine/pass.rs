@@ -1,6 +1,6 @@
 //! A packet's passes through the pipeline: translate, let the XDP cache
 //! follow, execute; then the `ct(table=N)` fork or recirculation the
-//! actions made, if any, as the next pass, up to [`MAX_RECIRC_DEPTH`](super::MAX_RECIRC_DEPTH)
+//! actions made, if any, as the next pass, up to `MAX_RECIRC_DEPTH`
 //! times (see the `engine` module for the design).
 //!
 //! Every pass reads the packet's [`PacketCtx`]: its key is translated as
@@ -74,21 +74,20 @@ impl<F: Frames, P: PortIo<F>> Engine<F, P> {
     /// action rewrote them, else parsed again. `None` if the translation
     /// made no recirculation key.
     pub(super) fn reparse(&mut self, ctx: &mut PacketCtx, desc: Desc) -> Option<NextPass> {
-        let recirc = self.xlate.recirc()?;
+        self.xlate.recirc()?;
+        let mut fresh = None;
         let layers = if ctx.headers == Headers::Parsed {
-            let layers = ctx.layers;
-            let (pkt, next) = ctx.keys_mut();
-            *next = *recirc;
-            next.set_headers_from(pkt);
-            layers
+            ctx.layers
         } else {
             let mut pkt = FlowKey::zero();
             let layers = self.parse_frame(ctx.in_port, desc, &mut pkt);
-            let next = ctx.keys_mut().1;
-            *next = *self.xlate.recirc()?;
-            next.set_headers_from(&pkt);
+            fresh = Some(pkt);
             layers
         };
+        let recirc = self.xlate.recirc()?;
+        let (cur, next) = ctx.keys_mut();
+        *next = *recirc;
+        next.set_headers_from(fresh.as_ref().unwrap_or(cur));
         Some(NextPass {
             desc,
             layers,
