@@ -1,6 +1,7 @@
 //! A test playing an active OpenFlow controller for a switch it
 //! configured (`ovs-vsctl set-controller`): it accepts the switch's TCP
-//! connection, says HELLO (OpenFlow 1.3), then hands out whole messages
+//! connection (or, for a passive `ptcp:` target, connects to the
+//! switch's), says HELLO (OpenFlow 1.3), then hands out whole messages
 //! as they come, telling a quiet moment and a closed connection apart.
 //! What it answers is the test's choice (an echo reply, or nothing).
 //! Every wait is bounded: the accept by its caller's deadline, each read
@@ -59,6 +60,26 @@ impl PlayedController {
                 Err(e) => return Err(io("no connection from the switch", e)),
             }
         };
+        Self::hello(conn)
+    }
+
+    /// Connects to a switch listening on `addr` (a passive `ptcp:`
+    /// target), retrying until `deadline` while it starts listening,
+    /// then says HELLO.
+    pub fn connect(addr: std::net::SocketAddr, deadline: Instant) -> Result<Self> {
+        let conn = loop {
+            match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                Ok(c) => break c,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Err(e) => return Err(io("cannot connect to the switch", e)),
+            }
+        };
+        Self::hello(conn)
+    }
+
+    fn hello(conn: TcpStream) -> Result<Self> {
         conn.set_nonblocking(false)
             .and_then(|()| conn.set_read_timeout(Some(TICK)))
             .map_err(|e| io("socket mode", e))?;

@@ -30,7 +30,15 @@ struct Seen {
 /// until the switch closes (at most `limit`).
 fn silent_controller(listener: &TcpListener, limit: Duration) -> Result<Seen> {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut c = PlayedController::accept(listener, deadline, || false)?;
+    silent(
+        PlayedController::accept(listener, deadline, || false)?,
+        limit,
+    )
+}
+
+/// Reads what the switch sends on `c` (which said HELLO just now) and
+/// answers nothing, until the switch closes (at most `limit`).
+fn silent(mut c: PlayedController, limit: Duration) -> Result<Seen> {
     let hello = Instant::now();
     let mut echo = None;
     while hello.elapsed() < limit {
@@ -52,11 +60,15 @@ fn silent_controller(listener: &TcpListener, limit: Duration) -> Result<Seen> {
     )))
 }
 
-/// Runs the sequence against one switch; returns what the controller saw.
-fn run(ovs: bool) -> Result<Seen> {
+/// Runs the sequence against one switch; returns what the controller
+/// saw. `passive`: the row is a `ptcp:` target the test connects to,
+/// else a `tcp:` one the switch connects to.
+fn run(ovs: bool, passive: bool) -> Result<Seen> {
     let bridge = format!("xbrt{}", unique_tag());
-    let listener = TcpListener::bind("127.0.0.1:0").expect("listener");
-    let port = listener.local_addr().expect("address").port();
+    let bound = TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = bound.local_addr().expect("address").port();
+    // Passive: the port is only reserved here, for the switch to listen on.
+    let listener = (!passive).then_some(bound);
     let mut db = OvsDb::start(None)?;
     if ovs {
         db.start_vswitchd()?;
@@ -69,7 +81,11 @@ fn run(ovs: bool) -> Result<Seen> {
         add.extend(["--", "set", "Bridge", &bridge, "datapath_type=netdev"]);
     }
     db.vsctl(&add)?.ok()?;
-    let target = format!("tcp:127.0.0.1:{port}");
+    let target = if passive {
+        format!("ptcp:{port}:127.0.0.1")
+    } else {
+        format!("tcp:127.0.0.1:{port}")
+    };
     db.vsctl(&[
         "set-controller",
         &bridge,
@@ -81,7 +97,15 @@ fn run(ovs: bool) -> Result<Seen> {
         "inactivity_probe=1000",
     ])?
     .ok()?;
-    let seen = silent_controller(&listener, Duration::from_secs(25));
+    let limit = Duration::from_secs(25);
+    let seen = match &listener {
+        Some(l) => silent_controller(l, limit),
+        None => {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            PlayedController::connect(addr, Instant::now() + Duration::from_secs(20))
+                .and_then(|c| silent(c, limit))
+        }
+    };
     let _ = db.vsctl(&["del-br", &bridge]);
     seen.map_err(|e| {
         HarnessError::Unexpected(format!(
@@ -93,11 +117,27 @@ fn run(ovs: bool) -> Result<Seen> {
 
 #[test]
 fn a_silent_controller_is_dropped_after_two_of_its_probe_intervals_like_ovs() -> Result<()> {
-    let ovs = run(true)?;
-    let xbr = run(false)?;
+    let ovs = run(true, false)?;
+    let xbr = run(false, false)?;
+    probed_at_the_rows_interval(&ovs, &xbr)
+}
+
+/// A passive target's row sets the probe of the connections it accepts,
+/// as OVS's service connections take their `ofservice`'s settings (xbr
+/// runs with a 30 s `--inactivity-probe`, which the row overrides).
+#[test]
+fn a_silent_connection_to_a_ptcp_target_is_probed_at_its_rows_interval_like_ovs() -> Result<()> {
+    let ovs = run(true, true)?;
+    let xbr = run(false, true)?;
+    probed_at_the_rows_interval(&ovs, &xbr)
+}
+
+/// Both switches probed the silent peer after one interval of the row's
+/// 5 s and dropped it after two.
+fn probed_at_the_rows_interval(ovs: &Seen, xbr: &Seen) -> Result<()> {
     // OVS keeps time in whole seconds: the probe goes at 5-6 s, the
     // connection ends at 10-12 s.
-    for (who, seen) in [("ovs-vswitchd", &ovs), ("xbr", &xbr)] {
+    for (who, seen) in [("ovs-vswitchd", ovs), ("xbr", xbr)] {
         let echo = seen
             .echo
             .unwrap_or_else(|| panic!("{who} sent no echo request: {seen:?}"));

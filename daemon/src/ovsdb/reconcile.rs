@@ -516,6 +516,7 @@ impl Reconciler {
             let of = m.bridge.openflow();
             of.set_control_limits(ControlLimits {
                 tcp_packet_in: passive_packet_in_limit(want),
+                tcp_probe: passive_probe(want).unwrap_or(probe),
                 ..of.control_limits()
             });
             m.packet_in_limits = want.packet_in_limits.clone();
@@ -1001,6 +1002,17 @@ fn passive_packet_in_limit(want: &DesiredBridge) -> Option<PacketInLimit> {
         .iter()
         .find(|t| t.starts_with("ptcp:") || t.starts_with("pssl:"))?;
     want.packet_in_limits.get(passive).copied()
+}
+
+/// The passive (`ptcp:`/`pssl:`) Controller row's `inactivity_probe`,
+/// if it sets one: OVS probes the connections that target accepts at its
+/// row's interval, as it probes an active controller at its own.
+fn passive_probe(want: &DesiredBridge) -> Option<Duration> {
+    let passive = want
+        .controllers
+        .iter()
+        .find(|t| t.starts_with("ptcp:") || t.starts_with("pssl:"))?;
+    want.probes.get(passive).copied()
 }
 
 /// Applies the bridge's `Flow_Table:flow_limit`s where they changed.
