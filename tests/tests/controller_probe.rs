@@ -5,8 +5,10 @@
 //! commands run against xbr (started with a 30 s `--inactivity-probe`,
 //! which the row must override) and against ovs-vswitchd; the row asks
 //! for 1000 ms, which OVS reads as 1 s and raises to its 5 s floor, so
-//! both drop the controller about 10 s after its HELLO. Fail open
-//! (standalone) waits three of the row's intervals.
+//! both drop the controller about 10 s after its HELLO. The same holds
+//! for a connection the test makes to a passive `ptcp:` row of the same
+//! bridge, probed at its row's interval. Fail open (standalone) waits
+//! three of the row's intervals.
 //!
 //! Needs root, a built `xbr`, ovsdb-server and ovs-vswitchd (OVS 3.1),
 //! like tests/ovsdb.rs.
@@ -60,15 +62,26 @@ fn silent(mut c: PlayedController, limit: Duration) -> Result<Seen> {
     )))
 }
 
-/// Runs the sequence against one switch; returns what the controller
-/// saw. `passive`: the row is a `ptcp:` target the test connects to,
-/// else a `tcp:` one the switch connects to.
-fn run(ovs: bool, passive: bool) -> Result<Seen> {
+/// What the two silent peers of one switch saw: the controller of an
+/// active `tcp:` row, and a connection the test made to a passive
+/// `ptcp:` row's port.
+#[derive(Debug)]
+struct Peers {
+    active: Seen,
+    passive: Seen,
+}
+
+/// Runs the sequence against one switch; returns what its peers saw.
+/// Both Controller rows ask for 1000 ms, in one transaction.
+fn run(ovs: bool) -> Result<Peers> {
     let bridge = format!("xbrt{}", unique_tag());
-    let bound = TcpListener::bind("127.0.0.1:0").expect("listener");
-    let port = bound.local_addr().expect("address").port();
-    // Passive: the port is only reserved here, for the switch to listen on.
-    let listener = (!passive).then_some(bound);
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = listener.local_addr().expect("address").port();
+    // Only reserved here, for the switch to listen on.
+    let passive_port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
     let mut db = OvsDb::start(None)?;
     if ovs {
         db.start_vswitchd()?;
@@ -81,33 +94,44 @@ fn run(ovs: bool, passive: bool) -> Result<Seen> {
         add.extend(["--", "set", "Bridge", &bridge, "datapath_type=netdev"]);
     }
     db.vsctl(&add)?.ok()?;
-    let target = if passive {
-        format!("ptcp:{port}:127.0.0.1")
-    } else {
-        format!("tcp:127.0.0.1:{port}")
-    };
+    let active = format!("target=\"tcp:127.0.0.1:{port}\"");
+    let passive = format!("target=\"ptcp:{passive_port}:127.0.0.1\"");
     db.vsctl(&[
-        "set-controller",
-        &bridge,
-        &target,
+        "--",
+        "--id=@a",
+        "create",
+        "controller",
+        &active,
+        "inactivity_probe=1000",
+        "--",
+        "--id=@p",
+        "create",
+        "controller",
+        &passive,
+        "inactivity_probe=1000",
         "--",
         "set",
-        "controller",
+        "bridge",
         &bridge,
-        "inactivity_probe=1000",
+        "controller=@a,@p",
     ])?
     .ok()?;
     let limit = Duration::from_secs(25);
-    let seen = match &listener {
-        Some(l) => silent_controller(l, limit),
-        None => {
-            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-            PlayedController::connect(addr, Instant::now() + Duration::from_secs(20))
-                .and_then(|c| silent(c, limit))
-        }
-    };
+    let seen = std::thread::scope(|s| {
+        let active = s.spawn(|| silent_controller(&listener, limit));
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], passive_port));
+        let passive = PlayedController::connect(addr, Instant::now() + Duration::from_secs(20))
+            .and_then(|c| silent(c, limit));
+        let active = active
+            .join()
+            .unwrap_or_else(|_| Err(HarnessError::Unexpected("the controller panicked".into())));
+        Ok(Peers {
+            active: active?,
+            passive: passive?,
+        })
+    });
     let _ = db.vsctl(&["del-br", &bridge]);
-    seen.map_err(|e| {
+    seen.map_err(|e: HarnessError| {
         HarnessError::Unexpected(format!(
             "{e}\n{}",
             if ovs { String::new() } else { db.xbr_log() }
@@ -115,43 +139,41 @@ fn run(ovs: bool, passive: bool) -> Result<Seen> {
     })
 }
 
+/// A passive target's row sets the probe of the connections it accepts
+/// too, as OVS's service connections take their row's settings (xbr runs
+/// with a 30 s `--inactivity-probe`, which both rows override).
 #[test]
 fn a_silent_controller_is_dropped_after_two_of_its_probe_intervals_like_ovs() -> Result<()> {
-    let ovs = run(true, false)?;
-    let xbr = run(false, false)?;
-    probed_at_the_rows_interval(&ovs, &xbr)
+    let ovs = run(true)?;
+    let xbr = run(false)?;
+    for (kind, o, x) in [
+        ("tcp:", &ovs.active, &xbr.active),
+        ("ptcp:", &ovs.passive, &xbr.passive),
+    ] {
+        probed_at_the_rows_interval(kind, o, x);
+    }
+    Ok(())
 }
 
-/// A passive target's row sets the probe of the connections it accepts,
-/// as OVS's service connections take their `ofservice`'s settings (xbr
-/// runs with a 30 s `--inactivity-probe`, which the row overrides).
-#[test]
-fn a_silent_connection_to_a_ptcp_target_is_probed_at_its_rows_interval_like_ovs() -> Result<()> {
-    let ovs = run(true, true)?;
-    let xbr = run(false, true)?;
-    probed_at_the_rows_interval(&ovs, &xbr)
-}
-
-/// Both switches probed the silent peer after one interval of the row's
-/// 5 s and dropped it after two.
-fn probed_at_the_rows_interval(ovs: &Seen, xbr: &Seen) -> Result<()> {
+/// Both switches probed their silent `kind` peer after one interval of
+/// the row's 5 s and dropped it after two.
+fn probed_at_the_rows_interval(kind: &str, ovs: &Seen, xbr: &Seen) {
     // OVS keeps time in whole seconds: the probe goes at 5-6 s, the
     // connection ends at 10-12 s.
     for (who, seen) in [("ovs-vswitchd", ovs), ("xbr", xbr)] {
         let echo = seen
             .echo
-            .unwrap_or_else(|| panic!("{who} sent no echo request: {seen:?}"));
+            .unwrap_or_else(|| panic!("{who}, {kind}: no echo request: {seen:?}"));
         assert!(
             (Duration::from_millis(4500)..Duration::from_secs(8)).contains(&echo),
-            "{who}: echo request at {echo:?} ({seen:?}; ovs-vswitchd {ovs:?})"
+            "{who}, {kind}: echo request at {echo:?} ({seen:?}; ovs-vswitchd {ovs:?})"
         );
         assert!(
             (Duration::from_millis(9500)..Duration::from_secs(15)).contains(&seen.closed),
-            "{who}: dropped at {:?} ({seen:?}; ovs-vswitchd {ovs:?})",
+            "{who}, {kind}: dropped at {:?} ({seen:?}; ovs-vswitchd {ovs:?})",
             seen.closed
         );
     }
-    Ok(())
 }
 
 /// Fail open waits three of the controller's own probe intervals: a
