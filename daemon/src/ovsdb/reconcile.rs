@@ -994,25 +994,24 @@ fn by_address(by_target: &BTreeMap<String, Duration>) -> BTreeMap<std::net::Sock
         .collect()
 }
 
-/// The PACKET_IN limit of the passive target xbr serves (the first
-/// `ptcp:` one, as `controller_targets` picks it).
-fn passive_packet_in_limit(want: &DesiredBridge) -> Option<PacketInLimit> {
-    let passive = want
-        .controllers
+/// The passive target xbr serves: the first `ptcp:`/`pssl:` one, as
+/// `controller_targets` picks it.
+fn passive_target(want: &DesiredBridge) -> Option<&String> {
+    want.controllers
         .iter()
-        .find(|t| t.starts_with("ptcp:") || t.starts_with("pssl:"))?;
-    want.packet_in_limits.get(passive).copied()
+        .find(|t| t.starts_with("ptcp:") || t.starts_with("pssl:"))
 }
 
-/// The passive (`ptcp:`/`pssl:`) Controller row's `inactivity_probe`,
-/// if it sets one: OVS probes the connections that target accepts at its
-/// row's interval, as it probes an active controller at its own.
+/// The PACKET_IN limit of the passive target's row.
+fn passive_packet_in_limit(want: &DesiredBridge) -> Option<PacketInLimit> {
+    want.packet_in_limits.get(passive_target(want)?).copied()
+}
+
+/// The passive target row's `inactivity_probe`, if it sets one: OVS
+/// probes the connections that target accepts at its row's interval, as
+/// it probes an active controller at its own.
 fn passive_probe(want: &DesiredBridge) -> Option<Duration> {
-    let passive = want
-        .controllers
-        .iter()
-        .find(|t| t.starts_with("ptcp:") || t.starts_with("pssl:"))?;
-    want.probes.get(passive).copied()
+    want.probes.get(passive_target(want)?).copied()
 }
 
 /// Applies the bridge's `Flow_Table:flow_limit`s where they changed.
