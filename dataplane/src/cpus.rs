@@ -13,7 +13,7 @@ use thiserror::Error;
 /// Most CPUs a list or mask may name.
 pub const MAX_PMD_CORES: usize = 64;
 
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
 pub enum CpuError {
     #[error("--pmd-cores '{list}': {reason}")]
     BadList { list: String, reason: String },

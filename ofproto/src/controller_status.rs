@@ -110,11 +110,11 @@ impl ControllerTable {
     }
 
     /// A failed attempt whose error is not an errno (a TLS handshake).
-    pub(crate) fn failed_with(&self, target: SocketAddr, e: String) {
+    pub(crate) fn failed_with(&self, target: SocketAddr, e: &crate::error::ControllerError) {
         let mut map = self.by_target.lock();
         let t = map.entry(target).or_default();
         t.state = "BACKOFF";
-        t.last_error = Some(e);
+        t.last_error = Some(e.to_string());
     }
 
     pub(crate) fn status(&self, target: SocketAddr) -> Option<ControllerStatus> {

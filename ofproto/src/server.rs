@@ -19,7 +19,7 @@
 use crate::bridge::Bridge;
 use crate::connection::{read_tick, Connection};
 use crate::controller_status::{ControllerStatus, ControllerTable};
-use crate::error::OfprotoError;
+use crate::error::{ControllerError, OfprotoError};
 use crate::expiry::{Expiry, EXPIRY_INTERVAL};
 use crate::fail_open::FailOpen;
 use crate::limits::{LimitStats, PacketInLimit};
@@ -280,7 +280,7 @@ impl Shared {
                     };
                     if let Err(e) = served {
                         // Not connected: the TLS session failed.
-                        self.controller_table.failed_with(target, e);
+                        self.controller_table.failed_with(target, &e);
                         self.wait(backoff);
                         backoff = (backoff * 2).min(BACKOFF_MAX);
                         continue;
@@ -311,13 +311,14 @@ impl Shared {
         c: TcpStream,
         target: SocketAddr,
         probe: Duration,
-    ) -> Result<(TcpStream, Option<(TlsReader, TlsWriter)>), String> {
-        let sock = c.try_clone().map_err(|e| e.to_string())?;
+    ) -> Result<(TcpStream, Option<(TlsReader, TlsWriter)>), ControllerError> {
+        let socket = |source| ControllerError::Socket { target, source };
+        let sock = c.try_clone().map_err(socket)?;
         // The handshake looks at its deadline at least each read tick.
         let tick = read_tick(controller_probe(probe).unwrap_or(Duration::MAX));
         sock.set_read_timeout(Some(tick))
             .and_then(|()| sock.set_write_timeout(Some(CONNECT_TIMEOUT)))
-            .map_err(|e| e.to_string())?;
+            .map_err(socket)?;
         let _ = sock.set_nodelay(true);
         match crate::tls::stream::connect(ctx, sock, target, CONNECT_TIMEOUT) {
             Ok(halves) => {
@@ -326,12 +327,12 @@ impl Shared {
             }
             Err(e @ TlsError::Bootstrapped { .. }) => {
                 info!(%target, "{e}");
-                Err(e.to_string())
+                Err(e.into())
             }
             Err(e) => {
                 LimitStats::hit(&self.bridge.limit_stats().tls_failures);
                 warn!("OpenFlow controller ssl:{target}: {e}");
-                Err(e.to_string())
+                Err(e.into())
             }
         }
     }
@@ -342,11 +343,11 @@ impl Shared {
     /// handshake, as a TLS 1.3 server may).
     fn serve_controller(
         &self,
-        c: Result<(TcpStream, Option<(TlsReader, TlsWriter)>), String>,
+        c: Result<(TcpStream, Option<(TlsReader, TlsWriter)>), ControllerError>,
         target: SocketAddr,
         probe: Duration,
         pin: Option<PacketInLimit>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ControllerError> {
         let (c, tls) = c?;
         let _ = c.set_nodelay(true);
         let probe = controller_probe(probe);
@@ -401,10 +402,10 @@ impl Shared {
         self.conns.lock().remove(&id);
         self.fail_open.controller_down();
         match tls_error.and_then(|cell| cell.get()) {
-            Some(e) => {
+            Some(reason) => {
                 LimitStats::hit(&self.bridge.limit_stats().tls_failures);
                 self.controller_table.disconnected(target);
-                Err(format!("TLS session with {target} failed: {e}"))
+                Err(ControllerError::Session { target, reason })
             }
             None => Ok(()),
         }

@@ -249,10 +249,12 @@ fn spawn(source: Arc<Source>, period: Duration) -> Option<(Sender<()>, JoinHandl
 /// once per run of failures).
 fn snapshot_once(source: &Source) {
     let started = Instant::now();
-    let result = source.save(Reason::Snapshot).map_err(|e| e.to_string());
-    let failed = result.as_ref().err().cloned();
-    if source.status.snapshot_done(result, started.elapsed()) {
-        if let Some(e) = failed {
+    let result = source.save(Reason::Snapshot);
+    if source
+        .status
+        .snapshot_done(result.as_ref().copied(), started.elapsed())
+    {
+        if let Err(e) = result {
             tracing::warn!(bridge = %source.name, "state snapshot failed: {e}");
         }
     }

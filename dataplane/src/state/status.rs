@@ -2,7 +2,7 @@
 //! whether one was restored (from which release and format, what it
 //! held) or refused (why), and how the periodic snapshots go.
 
-use super::Restored;
+use super::{Restored, StateError};
 use parking_lot::Mutex;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -73,7 +73,7 @@ impl StateStatus {
 
     /// A snapshot was written (`Ok(bytes)`) or failed; returns whether it
     /// is the first failure after a success (to be logged).
-    pub fn snapshot_done(&self, result: Result<u64, String>, took: Duration) -> bool {
+    pub fn snapshot_done(&self, result: Result<u64, &StateError>, took: Duration) -> bool {
         let mut i = self.inner.lock();
         match result {
             Ok(bytes) => {
@@ -85,7 +85,7 @@ impl StateStatus {
             Err(e) => {
                 i.failed += 1;
                 let first = i.last_error.is_none();
-                i.last_error = Some(e);
+                i.last_error = Some(e.to_string());
                 first
             }
         }

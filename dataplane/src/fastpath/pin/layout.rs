@@ -13,6 +13,7 @@
 use super::PinError;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
 use std::path::Path;
+use thiserror::Error;
 
 /// The layout this build writes and adopts.
 pub const LAYOUT: u32 = 1;
@@ -20,6 +21,24 @@ const MAGIC: &[u8; 8] = b"XBRPIN\0\0";
 const VALUE_SIZE: usize = 64;
 const VERSION_AT: usize = 16;
 pub(super) const NAME: &str = "xbr_layout";
+
+/// Why a pinned layout record cannot be understood (the directory is
+/// then cleared, not adopted).
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum LayoutError {
+    #[error("opening it: {0}")]
+    Open(String),
+    #[error("a {map_type} map with {value_size}-byte values, not a layout record")]
+    NotARecord { map_type: String, value_size: u32 },
+    #[error("reading it: {0}")]
+    Read(String),
+    #[error("an empty record")]
+    Empty,
+    #[error("a {0}-byte record (expected {VALUE_SIZE})")]
+    Size(usize),
+    #[error("no xbr layout record (bad magic)")]
+    Magic,
+}
 
 /// What a layout record says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,12 +68,12 @@ impl Layout {
     }
 
     /// The record in `v`, or why it is not one.
-    fn decode(v: &[u8]) -> Result<Layout, String> {
+    fn decode(v: &[u8]) -> Result<Layout, LayoutError> {
         if v.len() != VALUE_SIZE {
-            return Err(format!("a {}-byte record (expected {VALUE_SIZE})", v.len()));
+            return Err(LayoutError::Size(v.len()));
         }
         if &v[..8] != MAGIC {
-            return Err("no xbr layout record (bad magic)".into());
+            return Err(LayoutError::Magic);
         }
         let layout = u32::from_ne_bytes([v[8], v[9], v[10], v[11]]);
         let ver = &v[VERSION_AT..];
@@ -68,22 +87,22 @@ impl Layout {
 
 /// Reads the record pinned at `path`: `Ok(None)` if there is none,
 /// `Err` with the reason if it cannot be understood.
-pub fn read(path: &Path) -> Result<Option<Layout>, String> {
+pub fn read(path: &Path) -> Result<Option<Layout>, LayoutError> {
     if !path.exists() {
         return Ok(None);
     }
-    let map = MapHandle::from_pinned_path(path).map_err(|e| format!("opening it: {e}"))?;
+    // libbpf_rs::Error is neither Clone nor PartialEq: its text is kept.
+    let map = MapHandle::from_pinned_path(path).map_err(|e| LayoutError::Open(e.to_string()))?;
     if map.map_type() != MapType::Array || map.value_size() as usize != VALUE_SIZE {
-        return Err(format!(
-            "a {:?} map with {}-byte values, not a layout record",
-            map.map_type(),
-            map.value_size()
-        ));
+        return Err(LayoutError::NotARecord {
+            map_type: format!("{:?}", map.map_type()),
+            value_size: map.value_size(),
+        });
     }
     let value = map
         .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-        .map_err(|e| format!("reading it: {e}"))?
-        .ok_or("an empty record")?;
+        .map_err(|e| LayoutError::Read(e.to_string()))?
+        .ok_or(LayoutError::Empty)?;
     Layout::decode(&value).map(Some)
 }
 
