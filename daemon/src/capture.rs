@@ -15,6 +15,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Why a running capture stopped before its count or a signal.
+#[derive(Debug, thiserror::Error)]
+enum CaptureError {
+    #[error("receiving: {0}")]
+    Receive(std::io::Error),
+    #[error("writing the output: {0}")]
+    Write(std::io::Error),
+    #[error("writing the pcap file: {0}")]
+    Pcap(#[from] pcap_file::PcapError),
+}
+
 /// Exit code for bad arguments, a port or bridge that is not there.
 const EXIT_USAGE: u8 = 2;
 /// How often the receive loop looks at the signal flag.
@@ -111,12 +122,12 @@ pub fn run(args: CaptureArgs) -> ExitCode {
     let result = receive(&sock, &mut out, args.count, &stop);
     let summary = request(&ctl, &format!("capture stop {mirror}"));
     let flushed = match out {
-        Out::Print(mut s) => s.flush().map_err(|e| e.to_string()),
-        Out::Pcap(w) => w.into_writer().flush().map_err(|e| e.to_string()),
+        Out::Print(mut s) => s.flush(),
+        Out::Pcap(w) => w.into_writer().flush(),
     };
-    let captured = match (result, flushed) {
+    let captured = match (result, flushed.map_err(CaptureError::Write)) {
         (Ok(n), Ok(())) => n,
-        (Err(e), _) | (_, Err(e)) => return fail(e, 1),
+        (Err(e), _) | (_, Err(e)) => return fail(e.to_string(), 1),
     };
     let dropped = match summary {
         Ok(r) if r.ok => r
@@ -145,7 +156,7 @@ fn receive(
     out: &mut Out,
     count: Option<u64>,
     stop: &AtomicBool,
-) -> Result<u64, String> {
+) -> Result<u64, CaptureError> {
     let mut buf = vec![0u8; MAX_FRAME];
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) && count.is_none_or(|c| n < c) {
@@ -161,17 +172,16 @@ fn receive(
             {
                 continue
             }
-            Err(e) => return Err(format!("receiving: {e}")),
+            Err(e) => return Err(CaptureError::Receive(e)),
         };
         let ts = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         let frame = &buf[..len];
         match out {
-            Out::Print(s) => writeln!(s, "{}", line(ts, frame)).map_err(|e| e.to_string())?,
+            Out::Print(s) => writeln!(s, "{}", line(ts, frame)).map_err(CaptureError::Write)?,
             Out::Pcap(w) => {
-                w.write_packet(&PcapPacket::new(ts, len as u32, frame))
-                    .map_err(|e| e.to_string())?;
+                w.write_packet(&PcapPacket::new(ts, len as u32, frame))?;
             }
         }
         n += 1;

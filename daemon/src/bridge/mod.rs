@@ -144,6 +144,11 @@ pub enum BridgeError {
     Ctl(#[from] crate::ctl::CtlError),
     #[error(transparent)]
     BadCpu(#[from] dataplane::cpus::CpuError),
+    #[error(
+        "{asked} transmit threads asked for, {running} running: their number changes only \
+         when xbr restarts"
+    )]
+    TxThreads { asked: usize, running: usize },
 }
 
 impl BridgeError {
@@ -616,21 +621,20 @@ impl RunningBridge {
     /// `tx_cpus` while running (OVSDB's `pmd-cpu-mask` changed). The
     /// number of transmit threads is set at start: a different one is an
     /// error, after the packet threads have moved.
-    pub fn set_cpus(&self, pmd_cpus: &[usize], tx_cpus: &[usize]) -> Result<(), String> {
+    pub fn set_cpus(&self, pmd_cpus: &[usize], tx_cpus: &[usize]) -> Result<(), BridgeError> {
         for (thread, &cpu) in self.pmd_threads.iter().zip(pmd_cpus) {
-            dataplane::cpus::core_id(cpu).map_err(|e| e.to_string())?;
-            thread.pin(cpu).map_err(|e| e.to_string())?;
+            dataplane::cpus::core_id(cpu)?;
+            thread.pin(cpu)?;
         }
         let running = self.kicks.as_ref().map_or(0, |k| k.len());
         if running != tx_cpus.len() {
-            return Err(format!(
-                "{} transmit threads asked for, {running} running: their number changes \
-                 only when xbr restarts",
-                tx_cpus.len()
-            ));
+            return Err(BridgeError::TxThreads {
+                asked: tx_cpus.len(),
+                running,
+            });
         }
         if let Some(k) = &self.kicks {
-            k.repin(tx_cpus).map_err(|e| e.to_string())?;
+            k.repin(tx_cpus)?;
         }
         Ok(())
     }

@@ -4,6 +4,7 @@
 //! to the Interface's `error` column as ovs-vswitchd would put it there).
 
 use super::datum::{int_uuid_map, integer, string, string_map, uuids, Replica, Row};
+use super::row_error::RowError;
 use super::unsupported;
 use dataplane::config::{PortSpec, PortType, VxlanSpec, MAX_OFPORT, VXLAN_DEFAULT_PORT};
 use ofproto::limits::PacketInLimit;
@@ -38,7 +39,7 @@ pub struct DesiredBridge {
     pub datapath_id: Option<u64>,
     /// From `other_config:xdp-peer-gro` (`true`/`false`), or why it is
     /// not usable; `None` when unset.
-    pub xdp_peer_gro: Option<Result<bool, String>>,
+    pub xdp_peer_gro: Option<Result<bool, RowError>>,
     /// By interface name.
     pub ifaces: BTreeMap<String, DesiredIface>,
     /// The Bridge's `mirrors`, in the order the column lists them.
@@ -57,13 +58,13 @@ pub struct DesiredMirror {
     /// `output_port`'s interface (the device copies are sent on), or why
     /// the row cannot be carried out (goes to the log and the row's
     /// `statistics` stay empty).
-    pub output: Result<String, String>,
+    pub output: Result<String, RowError>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DesiredIface {
     pub uuid: String,
-    pub spec: Result<PortSpec, String>,
+    pub spec: Result<PortSpec, RowError>,
     /// Rate limits; applied to the open port without reopening it.
     pub qos: Qos,
     /// Why the port, open, does not do all the database asks (goes to
@@ -82,7 +83,7 @@ pub struct Qos {
     /// The Port's `linux-htb` QoS `other_config:max-rate`, bit/s.
     pub egress_bps: u64,
     /// A QoS the port names but xbr cannot apply (goes to `error`).
-    pub error: Option<String>,
+    pub error: Option<RowError>,
 }
 
 /// The `SSL` table's row: the files of `ssl:`/`pssl:` targets (see
@@ -103,13 +104,13 @@ pub struct Desired {
     pub root: Option<(String, i64)>,
     /// The root row's `other_config:pmd-cpu-mask` as CPUs (ascending),
     /// or why it cannot be used; `None` when unset.
-    pub pmd_cpus: Option<Result<Vec<usize>, String>>,
+    pub pmd_cpus: Option<Result<Vec<usize>, RowError>>,
     /// The root row's `other_config:flow-restore-wait` (false unless
     /// `true` in any case, as ovs-vswitchd's `smap_get_bool` reads it).
     pub flow_restore_wait: bool,
     /// The root row's `other_config:xbr-metrics` (the metrics endpoint's
     /// IP:PORT), or why it cannot be used; `None` when unset.
-    pub metrics: Option<Result<std::net::SocketAddr, String>>,
+    pub metrics: Option<Result<std::net::SocketAddr, RowError>>,
     pub bridges: BTreeMap<String, DesiredBridge>,
     /// The `SSL` row the root row's `ssl` names, if any.
     pub ssl: Option<DesiredSsl>,
@@ -132,13 +133,13 @@ pub fn read(db: &Replica) -> Desired {
     let other = string_map(root, "other_config");
     out.pmd_cpus = other
         .get("pmd-cpu-mask")
-        .map(|m| dataplane::cpus::parse_mask(m).map_err(|e| e.to_string()));
+        .map(|m| dataplane::cpus::parse_mask(m).map_err(RowError::from));
     out.flow_restore_wait = other
         .get("flow-restore-wait")
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     out.metrics = other
         .get("xbr-metrics")
-        .map(|a| crate::metrics::parse_addr(a).map_err(|e| e.to_string()));
+        .map(|a| RowError::metrics_address(a));
     out.ssl = uuids(root, "ssl")
         .first()
         .and_then(|u| db.row("SSL", u))
@@ -221,9 +222,7 @@ fn read_bridge(
         .map(|v| match v.as_str() {
             "true" => Ok(true),
             "false" => Ok(false),
-            other => Err(format!(
-                "other_config:xdp-peer-gro={other} is not true or false"
-            )),
+            other => Err(RowError::XdpPeerGro(other.to_string())),
         });
     let mut ifaces = BTreeMap::new();
     let mut bridge_unsupported = unsupported::bridge(name, row);
@@ -246,7 +245,7 @@ fn read_bridge(
             };
             let mut warnings = Vec::new();
             let spec = if members.len() > 1 {
-                Err("bonds (ports with several interfaces) are not supported by xbr".into())
+                Err(RowError::Bond)
             } else {
                 iface_spec(&iname, name, iface, ports, &mut warnings)
             };
@@ -314,20 +313,20 @@ fn read_mirror(db: &Replica, uuid: &str, row: &Row) -> DesiredMirror {
         dst: port_names("select_dst_port"),
     };
     let output = if integer(row, "output_vlan").is_some() {
-        Err("output_vlan is not supported by xbr (mirror to an output_port)".to_string())
+        Err(RowError::MirrorOutputVlan)
     } else if row
         .get("select_vlan")
         .is_some_and(|v| !super::datum::set_items(v).is_empty())
     {
-        Err("select_vlan is not supported by xbr".to_string())
+        Err(RowError::MirrorSelectVlan)
     } else {
         match uuids(row, "output_port").first() {
-            None => Err("no output_port (xbr mirrors to a port only)".to_string()),
+            None => Err(RowError::MirrorNoOutput),
             Some(p) => db
                 .row("Port", p)
                 .and_then(|r| uuids(r, "interfaces").first().cloned())
                 .and_then(|i| db.row("Interface", &i).and_then(|r| string(r, "name")))
-                .ok_or_else(|| "output_port has no interface".to_string()),
+                .ok_or(RowError::MirrorOutputWithoutInterface),
         }
     };
     DesiredMirror {
@@ -344,23 +343,19 @@ pub const UNSUPPORTED: [&str; 3] = ["sflow", "netflow", "ipfix"];
 /// The egress limit of a Port's QoS: `linux-htb` with
 /// `other_config:max-rate` (bit/s; without it, no limit, as HTB's
 /// ceiling is then the link speed). Other types are refused.
-fn port_qos(db: &Replica, port: &Row) -> (u64, Option<String>) {
+fn port_qos(db: &Replica, port: &Row) -> (u64, Option<RowError>) {
     let Some(qos) = uuids(port, "qos").first().and_then(|q| db.row("QoS", q)) else {
         return (0, None);
     };
     let kind = string(qos, "type").unwrap_or_default();
     if kind != "linux-htb" {
-        let msg = format!("QoS type '{kind}' is not supported by xbr (linux-htb is)");
-        return (0, Some(msg));
+        return (0, Some(RowError::QosType(kind)));
     }
     match string_map(qos, "other_config").get("max-rate") {
         None => (0, None),
         Some(r) => match r.parse::<u64>() {
             Ok(bps) => (bps, None),
-            Err(_) => (
-                0,
-                Some(format!("QoS max-rate '{r}' is not a number of bit/s")),
-            ),
+            Err(_) => (0, Some(RowError::QosMaxRate(r.clone()))),
         },
     }
 }
@@ -373,7 +368,7 @@ fn iface_spec(
     row: &Row,
     ports: &BTreeSet<String>,
     warnings: &mut Vec<String>,
-) -> Result<PortSpec, String> {
+) -> Result<PortSpec, RowError> {
     let kind = string(row, "type").unwrap_or_default();
     let options = string_map(row, "options");
     let mut spec = PortSpec {
@@ -413,7 +408,10 @@ fn iface_spec(
             if let Some(b) = options.get("internal_backend") {
                 spec.internal_backend =
                     dataplane::config::InternalBackend::parse(b).ok_or_else(|| {
-                        format!("{name}: options:internal_backend '{b}' is not tap or veth")
+                        RowError::InternalBackend {
+                            iface: name.to_string(),
+                            value: b.clone(),
+                        }
                     })?;
             }
         }
@@ -426,7 +424,7 @@ fn iface_spec(
             // pass (each database change, and each address, route or link
             // change the kernel announces while there is a tunnel).
             let (dst_port, local_ip) = vxlan_options(&options)?;
-            match underlay(local_ip, ports) {
+            match dataplane::vxlan::underlay::resolve(local_ip, ports) {
                 Ok((local_ip, uplink)) => {
                     spec.vxlan = Some(VxlanSpec {
                         dst_port,
@@ -449,15 +447,19 @@ fn iface_spec(
             }
         }
         other => {
-            return Err(format!(
-                "{name}: interface type '{other}' is not supported by xbr (system, internal, vxlan)"
-            ))
+            return Err(RowError::InterfaceType {
+                iface: name.to_string(),
+                kind: other.to_string(),
+            })
         }
     }
     if let Some(mtu) = integer(row, "mtu_request") {
         spec.mtu_request = u32::try_from(mtu).ok().filter(|m| (68..=65535).contains(m));
         if spec.mtu_request.is_none() {
-            return Err(format!("{name}: mtu_request {mtu} is out of range"));
+            return Err(RowError::MtuRange {
+                iface: name.to_string(),
+                mtu,
+            });
         }
     }
     spec.ofport = if name == bridge && spec.port_type == PortType::Internal {
@@ -476,18 +478,22 @@ fn iface_spec(
 fn xdp_redirect(
     name: &str,
     options: &BTreeMap<String, String>,
-) -> Result<dataplane::ports::redirect::RedirectMode, String> {
+) -> Result<dataplane::ports::redirect::RedirectMode, RowError> {
     match options.get("xdp_redirect") {
         None => Ok(Default::default()),
-        Some(v) => dataplane::ports::redirect::RedirectMode::parse(v)
-            .ok_or_else(|| format!("{name}: options:xdp_redirect={v} is not auto, on or off")),
+        Some(v) => dataplane::ports::redirect::RedirectMode::parse(v).ok_or_else(|| {
+            RowError::XdpRedirect {
+                iface: name.to_string(),
+                value: v.clone(),
+            }
+        }),
     }
 }
 
 /// A flow-based VXLAN port's options: `remote_ip=flow`, `key=flow` (or
 /// absent), optional `dst_port` and `local_ip`; returns the UDP port and
 /// the local address if given.
-fn vxlan_options(options: &BTreeMap<String, String>) -> Result<(u16, Option<Ipv4Addr>), String> {
+fn vxlan_options(options: &BTreeMap<String, String>) -> Result<(u16, Option<Ipv4Addr>), RowError> {
     for (k, v) in options {
         match (k.as_str(), v.as_str()) {
             ("remote_ip", "flow")
@@ -495,15 +501,13 @@ fn vxlan_options(options: &BTreeMap<String, String>) -> Result<(u16, Option<Ipv4
             | ("dst_port", _)
             | ("local_ip", _)
             | ("xdp_redirect", _) => {}
-            ("remote_ip", _) => {
-                return Err("vxlan: only options:remote_ip=flow is supported by xbr".into())
-            }
-            ("key", _) => return Err("vxlan: only options:key=flow is supported by xbr".into()),
-            (other, _) => return Err(format!("vxlan: option '{other}' is not supported by xbr")),
+            ("remote_ip", _) => return Err(RowError::VxlanRemoteIp),
+            ("key", _) => return Err(RowError::VxlanKey),
+            (other, _) => return Err(RowError::VxlanOption(other.to_string())),
         }
     }
     if options.get("remote_ip").map(String::as_str) != Some("flow") {
-        return Err("vxlan: options:remote_ip=flow is required".into());
+        return Err(RowError::VxlanNoRemoteIp);
     }
     let dst_port = match options.get("dst_port") {
         None => VXLAN_DEFAULT_PORT,
@@ -511,24 +515,13 @@ fn vxlan_options(options: &BTreeMap<String, String>) -> Result<(u16, Option<Ipv4
             .parse::<u16>()
             .ok()
             .filter(|p| *p != 0)
-            .ok_or_else(|| format!("vxlan: dst_port '{p}' is not a UDP port"))?,
+            .ok_or_else(|| RowError::VxlanDstPort(p.clone()))?,
     };
     let local_ip = match options.get("local_ip") {
         None => None,
-        Some(ip) => Some(
-            ip.parse()
-                .map_err(|_| format!("vxlan: local_ip '{ip}' is not an IPv4 address"))?,
-        ),
+        Some(ip) => Some(ip.parse().map_err(|_| RowError::VxlanLocalIp(ip.clone()))?),
     };
     Ok((dst_port, local_ip))
-}
-
-/// A VXLAN port's underlay now (see [`dataplane::vxlan::underlay`]).
-fn underlay(
-    local_ip: Option<Ipv4Addr>,
-    ports: &BTreeSet<String>,
-) -> Result<(Ipv4Addr, String), String> {
-    dataplane::vxlan::underlay::resolve(local_ip, ports).map_err(|e| e.to_string())
 }
 
 /// The probe interval OVS makes of `Controller.inactivity_probe` (`ms`
@@ -548,6 +541,7 @@ const MIN_PROBE_SECS: u64 = 5;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dataplane::cpus::CpuError;
     use serde_json::json;
 
     fn replica() -> Replica {
@@ -668,14 +662,12 @@ mod tests {
         );
         assert_eq!(m[0].output, Ok("tun0".to_string()));
         assert!(m[1].select.all);
-        assert!(m[1]
-            .output
-            .as_ref()
-            .is_err_and(|e| e.contains("output_vlan")));
-        assert!(m[2]
-            .output
-            .as_ref()
-            .is_err_and(|e| e.contains("no output_port")));
+        assert_eq!(m[1].output, Err(RowError::MirrorOutputVlan));
+        assert_eq!(m[2].output, Err(RowError::MirrorNoOutput));
+        assert_eq!(
+            m[1].output.as_ref().unwrap_err().to_string(),
+            "output_vlan is not supported by xbr (mirror to an output_port)"
+        );
     }
 
     #[test]
@@ -691,7 +683,14 @@ mod tests {
         assert_eq!(read(&r).pmd_cpus, Some(Ok(vec![1, 2])));
         r.apply(&root("zz"));
         let bad = read(&r).pmd_cpus.unwrap().unwrap_err();
-        assert!(bad.contains("not a hexadecimal number"), "{bad}");
+        assert!(
+            matches!(&bad, RowError::PmdCpuMask(CpuError::BadMask { mask, .. }) if mask == "zz"),
+            "{bad:?}"
+        );
+        assert!(
+            bad.to_string().contains("not a hexadecimal number"),
+            "{bad}"
+        );
     }
 
     #[test]
@@ -733,7 +732,8 @@ mod tests {
             .clone()
             .unwrap()
             .unwrap_err();
-        assert!(bad.contains("not true or false"), "{bad}");
+        assert_eq!(bad, RowError::XdpPeerGro("maybe".into()));
+        assert!(bad.to_string().contains("not true or false"), "{bad}");
         let iface = |v: &str| {
             json!({"Interface": {"i2": {"new": {"name": "veth1", "type": "",
                 "options": ["map", [["xdp_redirect", v]]]}}}})
@@ -742,7 +742,14 @@ mod tests {
         assert_eq!(veth1(&read(&r)).unwrap().xdp_redirect, RedirectMode::Off);
         r.apply(&iface("sometimes"));
         let bad = veth1(&read(&r)).unwrap_err();
-        assert!(bad.contains("not auto, on or off"), "{bad}");
+        assert_eq!(
+            bad,
+            RowError::XdpRedirect {
+                iface: "veth1".into(),
+                value: "sometimes".into()
+            }
+        );
+        assert!(bad.to_string().contains("not auto, on or off"), "{bad}");
     }
 
     #[test]
@@ -761,7 +768,11 @@ mod tests {
         let veth = b.ifaces["veth1"].spec.as_ref().unwrap();
         assert_eq!((veth.ofport, veth.port_type), (None, PortType::System));
         let gre = b.ifaces["gre0"].spec.as_ref().unwrap_err();
-        assert!(gre.contains("'gre' is not supported"), "{gre}");
+        assert!(
+            matches!(gre, RowError::InterfaceType { kind, .. } if kind == "gre"),
+            "{gre:?}"
+        );
+        assert!(gre.to_string().contains("'gre' is not supported"), "{gre}");
     }
 
     #[test]
@@ -787,11 +798,7 @@ mod tests {
         );
         assert_eq!(veth.error, None);
         let tun0 = &d.bridges["br0"].ifaces["tun0"].qos;
-        assert!(tun0
-            .error
-            .as_deref()
-            .unwrap()
-            .contains("'linux-hfsc' is not supported"));
+        assert_eq!(tun0.error, Some(RowError::QosType("linux-hfsc".into())));
     }
 
     #[test]
@@ -803,12 +810,22 @@ mod tests {
                 .collect::<BTreeMap<_, _>>()
         };
         let fixed = vxlan_options(&opts(&[("remote_ip", "10.0.0.1")])).unwrap_err();
-        assert!(fixed.contains("remote_ip=flow"), "{fixed}");
+        assert_eq!(fixed, RowError::VxlanRemoteIp);
+        assert!(fixed.to_string().contains("remote_ip=flow"), "{fixed}");
         let bad = vxlan_options(&opts(&[("remote_ip", "flow"), ("dst_port", "x")])).unwrap_err();
-        assert!(bad.contains("dst_port"), "{bad}");
+        assert_eq!(bad, RowError::VxlanDstPort("x".into()));
+        let none = vxlan_options(&opts(&[("key", "flow")])).unwrap_err();
+        assert_eq!(none, RowError::VxlanNoRemoteIp);
         let ok = vxlan_options(&opts(&[("remote_ip", "flow"), ("local_ip", "192.0.2.77")]));
         assert_eq!(ok, Ok((4789, Some("192.0.2.77".parse().unwrap()))));
-        let nohost = underlay(Some("192.0.2.77".parse().unwrap()), &BTreeSet::new()).unwrap_err();
-        assert!(nohost.contains("no interface holds"), "{nohost}");
+        let nohost = dataplane::vxlan::underlay::resolve(
+            Some("192.0.2.77".parse().unwrap()),
+            &BTreeSet::new(),
+        )
+        .unwrap_err();
+        assert!(
+            nohost.to_string().contains("no interface holds"),
+            "{nohost}"
+        );
     }
 }

@@ -11,15 +11,28 @@
 //! copies nothing.
 
 use super::desired::DesiredMirror;
-use dataplane::mirror::{Mirror, Mirrors, Sink, MAX_MIRRORS};
+use super::row_error::RowError;
+use dataplane::mirror::{Mirror, MirrorError, Mirrors, Sink, MAX_MIRRORS};
 use serde_json::{Map, Value};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use thiserror::Error;
+
+/// Why a Mirror row copies nothing.
+#[derive(Debug, Error)]
+pub enum MirrorRowError {
+    #[error("more than {MAX_MIRRORS} mirrors on the bridge")]
+    TooMany,
+    #[error(transparent)]
+    Row(#[from] RowError),
+    #[error(transparent)]
+    Device(#[from] MirrorError),
+}
 
 /// A row as last applied: the mirror it became, or why none.
 pub struct Applied {
     pub want: DesiredMirror,
-    pub mirror: Result<Arc<Mirror>, String>,
+    pub mirror: Result<Arc<Mirror>, MirrorRowError>,
 }
 
 impl Applied {
@@ -58,7 +71,8 @@ pub fn apply(bridge: &str, applied: &mut Vec<Applied>, want: &[DesiredMirror], m
         };
         if let Err(e) = &mirror {
             let before = applied.iter().find(|a| a.want == *w).map(|a| &a.mirror);
-            if !matches!(before, Some(Err(b)) if b == e) {
+            // Logged once while the row and its refusal stay the same.
+            if !matches!(before, Some(Err(b)) if b.to_string() == e.to_string()) {
                 tracing::warn!(bridge = %bridge, mirror = %w.name, "mirror not carried out: {e}");
             }
         } else if old.is_none() {
@@ -83,12 +97,12 @@ fn build(
     i: usize,
     w: &DesiredMirror,
     counters: Arc<dataplane::mirror::MirrorCounters>,
-) -> Result<Arc<Mirror>, String> {
+) -> Result<Arc<Mirror>, MirrorRowError> {
     if i >= MAX_MIRRORS {
-        return Err(format!("more than {MAX_MIRRORS} mirrors on the bridge"));
+        return Err(MirrorRowError::TooMany);
     }
     let dev = w.output.clone()?;
-    let sink = Sink::device(&dev).map_err(|e| e.to_string())?;
+    let sink = Sink::device(&dev)?;
     Ok(Arc::new(
         Mirror::new(w.name.clone(), w.select.clone(), Some(dev), sink).with_counters(counters),
     ))

@@ -25,6 +25,7 @@ pub mod desired;
 pub mod mirrors;
 pub mod port_change;
 pub mod reconcile;
+pub mod row_error;
 pub mod rpc;
 pub mod unsupported;
 

@@ -30,7 +30,8 @@
 use super::datum::{int_map, str_set, where_uuid};
 use super::desired::{Desired, DesiredBridge};
 use super::port_change::{self, Change, InPlace};
-use crate::bridge::{BridgeConfig, RunningBridge};
+use super::row_error::RowError;
+use crate::bridge::{BridgeConfig, BridgeError, RunningBridge};
 use dataplane::config::{parse_controller, parse_listen, PortSpec, PortType, Target};
 use dataplane::control::PortMeta;
 use dataplane::live::LiveError;
@@ -106,7 +107,7 @@ pub struct Reconciler {
     /// command line's.
     cpus: (Vec<usize>, Vec<usize>),
     /// The mask last acted on, so a change is applied (or refused) once.
-    pmd_seen: Option<Result<Vec<usize>, String>>,
+    pmd_seen: Option<Result<Vec<usize>, RowError>>,
     bridges: BTreeMap<String, Managed>,
     /// Why an interface (by UUID) is not open, or which of its settings
     /// could not be applied, as written to `error`.
@@ -132,7 +133,7 @@ pub struct Reconciler {
     /// The metrics endpoint `other_config:xbr-metrics` asked for, and
     /// the value last acted on.
     metrics: Option<crate::metrics::MetricsServer>,
-    metrics_seen: Option<Result<std::net::SocketAddr, String>>,
+    metrics_seen: Option<Result<std::net::SocketAddr, RowError>>,
     /// The unsupported Bridge columns last logged, by bridge.
     unsupported_seen: HashMap<String, Vec<&'static str>>,
     /// The TLS settings in force (the `SSL` row's, else the command
@@ -430,7 +431,7 @@ impl Reconciler {
         }
     }
 
-    fn start_bridge(&self, name: &str, want: &DesiredBridge) -> Result<Managed, String> {
+    fn start_bridge(&self, name: &str, want: &DesiredBridge) -> Result<Managed, BridgeError> {
         let (listen, controllers) = controller_targets(name, &want.controllers, self.tls.is_some());
         let s = &self.settings;
         let config = BridgeConfig {
@@ -467,7 +468,7 @@ impl Reconciler {
             packet_in_limits: packet_in_limits(&want.packet_in_limits),
             controller_probes: by_address(&want.probes),
         };
-        let bridge = RunningBridge::start(config).map_err(|e| e.to_string())?;
+        let bridge = RunningBridge::start(config)?;
         tracing::info!(bridge = %name, "bridge created from the database");
         let mut m = Managed {
             bridge,
@@ -616,7 +617,7 @@ impl Reconciler {
                     Ok(()) => {
                         self.errors.remove(&iface.uuid);
                     }
-                    Err(msg) => set_error(&mut self.errors, &iface.uuid, msg),
+                    Err(failed) => set_error(&mut self.errors, &iface.uuid, in_place_text(&failed)),
                 }
                 continue;
             }
@@ -640,8 +641,8 @@ impl Reconciler {
             }
             let spec = match &iface.spec {
                 Ok(s) => s,
-                Err(msg) => {
-                    set_error(&mut self.errors, &iface.uuid, msg.clone());
+                Err(e) => {
+                    set_error(&mut self.errors, &iface.uuid, e.to_string());
                     continue;
                 }
             };
@@ -664,8 +665,8 @@ impl Reconciler {
                             mtu: true,
                             ..Default::default()
                         };
-                        if let Err(msg) = apply_in_place(&live, &mut opened, spec, &mtu) {
-                            set_error(&mut self.errors, &iface.uuid, msg);
+                        if let Err(failed) = apply_in_place(&live, &mut opened, spec, &mtu) {
+                            set_error(&mut self.errors, &iface.uuid, in_place_text(&failed));
                         }
                     }
                     m.ports.insert(iname.clone(), opened);
@@ -741,9 +742,10 @@ impl Reconciler {
                         } else if self.warned.remove(&iface.uuid).is_some() {
                             tracing::info!(bridge = %bname, port = %iname, "port fully configured");
                         }
+                        let qos = q.error.as_ref().map(RowError::to_string);
                         let errs: Vec<&str> = [
                             self.errors.get(&iface.uuid),
-                            q.error.as_ref(),
+                            qos.as_ref(),
                             iface.warning.as_ref(),
                         ]
                         .into_iter()
@@ -1044,6 +1046,30 @@ fn set_error(errors: &mut HashMap<String, String>, uuid: &str, msg: String) {
     }
 }
 
+/// A setting of an open port that could not be changed in place.
+#[derive(Debug, thiserror::Error)]
+enum InPlaceError {
+    #[error("{port}: cannot set mtu_request {mtu}: {source}")]
+    Mtu {
+        port: String,
+        mtu: u32,
+        source: dataplane::netdev::NetdevError,
+    },
+    #[error("{port}: cannot set mac: {source}")]
+    Mac {
+        port: String,
+        source: dataplane::netdev::NetdevError,
+    },
+    #[error("{port}: options:xdp_redirect: {source}")]
+    XdpRedirect { port: String, source: LiveError },
+}
+
+/// The text of the settings that failed, for the Interface's `error`.
+fn in_place_text(failed: &[InPlaceError]) -> String {
+    let texts: Vec<String> = failed.iter().map(ToString::to_string).collect();
+    texts.join("; ")
+}
+
 /// Applies the settings `what` names from `want` to the open port whose
 /// spec is `open`, updating `open` with each one applied; a setting that
 /// fails stays as it was (and is tried again on the next pass).
@@ -1052,7 +1078,7 @@ fn apply_in_place(
     open: &mut PortSpec,
     want: &PortSpec,
     what: &InPlace,
-) -> Result<(), String> {
+) -> Result<(), Vec<InPlaceError>> {
     let name = want.name.as_str();
     let mut failed = Vec::new();
     if what.mtu {
@@ -1067,7 +1093,11 @@ fn apply_in_place(
                         tracing::info!(port = name, mtu, "MTU set in place");
                         open.mtu_request = Some(mtu);
                     }
-                    Err(e) => failed.push(format!("{name}: cannot set mtu_request {mtu}: {e}")),
+                    Err(source) => failed.push(InPlaceError::Mtu {
+                        port: name.to_string(),
+                        mtu,
+                        source,
+                    }),
                 }
             }
         }
@@ -1084,7 +1114,10 @@ fn apply_in_place(
                             "MAC set in place");
                         open.mac = Some(mac);
                     }
-                    Err(e) => failed.push(format!("{name}: cannot set mac: {e}")),
+                    Err(source) => failed.push(InPlaceError::Mac {
+                        port: name.to_string(),
+                        source,
+                    }),
                 }
             }
         }
@@ -1092,13 +1125,16 @@ fn apply_in_place(
     if what.xdp_redirect {
         match live.set_xdp_redirect(want) {
             Ok(()) => open.xdp_redirect = want.xdp_redirect,
-            Err(e) => failed.push(format!("{name}: options:xdp_redirect: {e}")),
+            Err(source) => failed.push(InPlaceError::XdpRedirect {
+                port: name.to_string(),
+                source,
+            }),
         }
     }
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(failed.join("; "))
+        Err(failed)
     }
 }
 
