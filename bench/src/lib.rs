@@ -10,6 +10,9 @@
 //! generator between two lab pods).
 
 #![forbid(unsafe_code)]
+// The design comments link private items: read them with
+// `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod bpf;
 pub mod cmd;

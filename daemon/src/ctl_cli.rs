@@ -103,6 +103,9 @@ pub struct PortArgs {
     action: PortAction,
 }
 
+// The variant comments are `--help` text (clap), where `[...]` marks an
+// optional part, not a rustdoc link.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(clap::Subcommand)]
 pub enum PortAction {
     /// Add a port: NAME[=OFPORT][,type=system|internal|vxlan][,key=value...]

@@ -41,6 +41,9 @@
 //! socket request with a timeout, a netlink or OVSDB query) at a time.
 
 #![forbid(unsafe_code)]
+// The design comments link private items: read them with
+// `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod accept_loop;
 pub mod bridge;

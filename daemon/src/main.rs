@@ -60,6 +60,9 @@ enum FailMode {
     Standalone,
 }
 
+// The field comments are `--help` text (clap), where `[...]` marks an
+// optional part, not a rustdoc link.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(clap::Args)]
 struct RunArgs {
     /// Read settings from this file: `key = value` lines whose keys are

@@ -48,6 +48,9 @@
 
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
+// The design comments link private items: read them with
+// `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod capture;
 pub mod config;

@@ -322,8 +322,9 @@ impl std::fmt::Debug for FlowCache {
 
 impl FlowCache {
     /// A cache of `entries` slots, rounded up to a power of two (at least
-    /// 2). `FlowCache::new(0)` is a valid, tiny cache; use
-    /// [`FlowCache::disabled`] to translate every packet.
+    /// 2). `FlowCache::new(0)` is a valid, tiny cache; a
+    /// packet thread without a cache (`xbr run --flow-cache 0`) has no
+    /// `FlowCache` at all and translates every packet.
     pub fn new(entries: usize) -> Self {
         Self::with_megaflows(entries, DEFAULT_MEGAFLOWS)
     }

@@ -39,6 +39,9 @@
 //! actions.
 
 #![forbid(unsafe_code)]
+// The design comments link private items: read them with
+// `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod action;
 pub mod attribution;

@@ -7,7 +7,7 @@
 //! Stores: entries of the same shape as the exact-match cache's (actions,
 //! drop reason, recirculation key, the counters the translation moves),
 //! each under a mask, the union of what its translation examined
-//! ([`Xlate::wildcards`]: the masks of every subtable a lookup probed,
+//! ([`Xlate::wildcards`](crate::translation::Xlate::wildcards): the masks of every subtable a lookup probed,
 //! the fields actions read, the fields actions wrote, and for a
 //! translation that recirculates every metadata word) and its key masked
 //! by it. Entries with the same mask share a subtable, one hash map from

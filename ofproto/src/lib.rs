@@ -38,6 +38,9 @@
 //! outside it.
 
 #![forbid(unsafe_code)]
+// The design comments link private items: read them with
+// `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 mod bridge;
 mod bundle;

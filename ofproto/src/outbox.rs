@@ -71,7 +71,7 @@ struct State {
     /// Run once when nothing is pending any more.
     on_drained: Option<Hook>,
     /// The writer thread is running `on_drained`'s hook (which may queue
-    /// more): not drained yet for [`Outbox::wait_drained`].
+    /// more): not drained yet for `Outbox::wait_drained`.
     in_hook: bool,
 }
 

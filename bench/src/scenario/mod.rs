@@ -266,7 +266,7 @@ pub struct Config {
     pub xbr_bin: std::path::PathBuf,
     pub xbr_args: Vec<String>,
     /// Set (by a signal handler) to stop: the current run ends, everything
-    /// is torn down and [`run`] returns [`ScenarioError::Interrupted`].
+    /// is torn down and [`run()`](fn@run) returns [`ScenarioError::Interrupted`].
     pub stop: Arc<AtomicBool>,
 }
 

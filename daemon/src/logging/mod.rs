@@ -8,7 +8,7 @@
 //!   ovs-vswitchd's levels change while it runs.
 //! - Destination: stderr, or `--log-file PATH` (appended to, never
 //!   truncated), which `ovs-appctl vlog/reopen` opens again by its path
-//!   after logrotate renamed it ([`file`]).
+//!   after logrotate renamed it ([`file`](mod@file)).
 //! - Format: `--log-format text` (the default; no colours in a file) or
 //!   `json`, one JSON object per line (tracing-subscriber's JSON format),
 //!   for journald's or a log shipper's parsers.

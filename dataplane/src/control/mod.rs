@@ -85,7 +85,7 @@ struct EngineSlot {
     fdb_flush: AtomicBool,
 }
 
-/// Shared state between ofproto (through [`Datapath`]) and the packet thread.
+/// Shared state between ofproto (through [`ofproto::Datapath`]) and the packet thread.
 pub struct DpShared {
     datapath_id: u64,
     /// The bridge's ports as the control plane sees them; changed only by

@@ -22,7 +22,7 @@ pub struct EngineDrops {
     /// PACKET_OUTs whose data did not fit a frame.
     pub packet_out_too_big: u64,
     /// Packets recirculated after conntrack more than
-    /// [`MAX_RECIRC_DEPTH`] times.
+    /// [`MAX_RECIRC_DEPTH`](crate::engine::MAX_RECIRC_DEPTH) times.
     pub ct_recirc_depth: u64,
     /// Tunnel ports' drops, per reason.
     pub tunnel: TunnelDrops,

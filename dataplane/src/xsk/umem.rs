@@ -43,7 +43,7 @@ pub(super) struct Registration {
 /// sees the blocks as ordinary chunks; they are never lent to a fill ring.
 ///
 /// `Umem` itself never reads or writes packet bytes: that is the
-/// [`FramePool`]'s job, and there is at most one pool per UMEM, so every
+/// [`FramePool`](super::pool::FramePool)'s job, and there is at most one pool per UMEM, so every
 /// frame has a single userspace owner (the pool's thread) at any time.
 pub struct Umem {
     pub(super) base: NonNull<u8>,

@@ -6,7 +6,7 @@
 //! rustls keeps a session's state in one object, while xbr serves a
 //! connection with a reader thread and a writer thread (the outbox), each
 //! blocking on the socket. [`handshake`] first completes the handshake on
-//! the caller's thread, before a deadline; [`split`] then shares the
+//! the caller's thread, before a deadline; it then splits the
 //! session (behind a mutex, never held across a blocking socket call)
 //! between a [`TlsReader`] and a [`TlsWriter`]:
 //!

@@ -62,7 +62,7 @@ pub fn emit_set_field(field: Field, value: u64, out: &mut Vec<u8>) {
 
 /// [`emit_set_field`] in a flow whose match fixes `ip_proto`: L4 ports
 /// are one field in the key, so the protocol picks the header the flow was
-/// written with (`udp_src`, `sctp_src`), as [`emit_oxms`] does for the
+/// written with (`udp_src`, `sctp_src`), as [`emit_oxms`](super::oxm::emit_oxms) does for the
 /// match.
 pub(crate) fn emit_set_field_for(
     field: Field,

@@ -167,7 +167,7 @@ impl TcpConn {
         self.update_cached(reply, seg, false)
     }
 
-    /// [`update`](Self::update) for a connection that the XDP flow cache
+    /// `update` (the tests' entry point) for a connection that the XDP flow cache
     /// carries (`in_kernel`) or carried: while a peer's window is
     /// suspended its segment is not checked against the window but
     /// resynchronises it; the suspension of the sender ends with its first

@@ -12,7 +12,7 @@
 //! tables mostly say what the old ones said, so the entries are mostly
 //! right as they are.
 //!
-//! What: a take-over ([`CacheMaps::request_adoption`], from
+//! What: a take-over ([`CacheMaps::request_adoption`](super::CacheMaps::request_adoption), from
 //! `cache::take_over`) makes each packet thread list the map's entries of
 //! the current generation that it has no record of (the previous
 //! process's; the generation is kept across the restart) and whose

@@ -11,7 +11,7 @@
 //! the rate (bench/RESULTS.md, `churn`). OVS's revalidators likewise
 //! translate each datapath flow again rather than flushing.
 //!
-//! How: every entry keeps its [`Origin`](super::Origin): the flow key of
+//! How: every entry keeps its [`Origin`]: the flow key of
 //! each pass and each pass's `ct(table=N)` action. The packet thread
 //! (`engine/revalidate.rs`) translates each pass again with the current
 //! tables, without counting (`Pipeline::retranslate`), and keeps the

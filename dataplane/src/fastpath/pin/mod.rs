@@ -44,7 +44,7 @@
 //!   packet threads leave their entries in the map;
 //! - removing a port while running unpins its link (the program
 //!   detaches); removing a bridge (OVSDB) tears its directory down;
-//! - teardown ([`teardown`]: `xbr teardown`, `ovs-appctl exit --cleanup`,
+//! - teardown ([`teardown()`](fn@teardown): `xbr teardown`, `ovs-appctl exit --cleanup`,
 //!   `xbr lab down`) removes the directory: the programs detach and the
 //!   maps are freed once nothing holds them.
 //!
