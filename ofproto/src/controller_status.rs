@@ -89,6 +89,11 @@ impl ControllerTable {
         t.packet_ins = packet_ins;
     }
 
+    /// A controller no longer configured: its status goes with it.
+    pub(crate) fn forget(&self, target: SocketAddr) {
+        self.by_target.lock().remove(&target);
+    }
+
     pub(crate) fn disconnected(&self, target: SocketAddr) {
         let mut map = self.by_target.lock();
         let t = map.entry(target).or_default();

@@ -29,9 +29,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 struct State {
     standalone: bool,
-    /// Controllers configured, connected or not, and the largest of their
-    /// inactivity probe intervals.
-    configured: usize,
+    /// The inactivity probe intervals of the controllers configured,
+    /// connected or not (one each), and the largest of them.
+    probes: Vec<Duration>,
     max_probe: Duration,
     /// Controller connections up now.
     up: usize,
@@ -43,9 +43,17 @@ struct State {
 }
 
 impl State {
+    /// Forgets one controller configured with `probe`.
+    fn remove_probe(&mut self, probe: Duration) {
+        if let Some(i) = self.probes.iter().position(|p| *p == probe) {
+            self.probes.swap_remove(i);
+        }
+        self.max_probe = self.probes.iter().copied().max().unwrap_or(Duration::ZERO);
+    }
+
     /// When fail-open begins, if it is due at all in this state.
     fn opens_at(&self) -> Option<Instant> {
-        (self.standalone && self.configured > 0 && self.up == 0)
+        (self.standalone && !self.probes.is_empty() && self.up == 0)
             .then(|| self.alone_since + self.max_probe * 3)
     }
 }
@@ -62,7 +70,7 @@ impl FailOpen {
         Arc::new(FailOpen {
             state: Mutex::new(State {
                 standalone: false,
-                configured: 0,
+                probes: Vec::new(),
                 max_probe: Duration::ZERO,
                 up: 0,
                 alone_since: Instant::now(),
@@ -89,12 +97,19 @@ impl FailOpen {
     /// A controller was configured, with inactivity probe `probe`.
     pub(crate) fn controller_added(&self, probe: Duration) {
         self.change(|s| {
-            if s.configured == 0 && s.up == 0 {
+            if s.probes.is_empty() && s.up == 0 {
                 s.alone_since = Instant::now();
             }
-            s.configured += 1;
+            s.probes.push(probe);
             s.max_probe = s.max_probe.max(probe);
         });
+    }
+
+    /// A controller configured with inactivity probe `probe` was removed
+    /// (its connection, if up, goes down on its own): the others time
+    /// fail-open, and without any it is over.
+    pub(crate) fn controller_removed(&self, probe: Duration) {
+        self.change(|s| s.remove_probe(probe));
     }
 
     pub(crate) fn controller_up(&self) {
@@ -116,7 +131,7 @@ impl FailOpen {
     pub(crate) fn stop(&self) {
         self.change(|s| {
             s.stop = true;
-            s.configured = 0;
+            s.probes.clear();
         });
     }
 
@@ -169,7 +184,7 @@ mod tests {
     fn state() -> State {
         State {
             standalone: true,
-            configured: 1,
+            probes: vec![Duration::from_secs(5)],
             max_probe: Duration::from_secs(5),
             up: 0,
             alone_since: Instant::now(),
@@ -193,7 +208,18 @@ mod tests {
         s.standalone = false;
         assert_eq!(s.opens_at(), None);
         let mut s = state();
-        s.configured = 0;
+        s.probes.clear();
+        assert_eq!(s.opens_at(), None);
+    }
+
+    #[test]
+    fn a_removed_controller_no_longer_times_it() {
+        let mut s = state();
+        s.probes.push(Duration::from_secs(30));
+        s.max_probe = Duration::from_secs(30);
+        s.remove_probe(Duration::from_secs(30));
+        assert_eq!(s.opens_at(), Some(s.alone_since + Duration::from_secs(15)));
+        s.remove_probe(Duration::from_secs(5));
         assert_eq!(s.opens_at(), None);
     }
 

@@ -66,4 +66,4 @@ pub mod wire;
 pub use bridge::Bridge;
 pub use datapath::{Datapath, PacketOutError, PortCounters, PortInfo, PortModError};
 pub use error::OfprotoError;
-pub use server::Server;
+pub use server::{Server, WantedController};

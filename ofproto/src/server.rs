@@ -243,8 +243,13 @@ impl Shared {
 
     /// Sleeps `d`, or less if the server stops meanwhile.
     fn wait(&self, d: Duration) {
+        self.wait_unless(d, &AtomicBool::new(false));
+    }
+
+    /// Sleeps `d`, or less if the server or `also` stops meanwhile.
+    fn wait_unless(&self, d: Duration, also: &AtomicBool) {
         let until = Instant::now() + d;
-        while !self.stopped() {
+        while !self.stopped() && !also.load(Ordering::SeqCst) {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
@@ -253,51 +258,58 @@ impl Shared {
         }
     }
 
-    /// A controller thread: connect, serve, reconnect, until shutdown.
+    /// A controller thread: connect, serve, reconnect, until shutdown or
+    /// until the controller is removed (`me.stop`).
     fn controller_loop(
         self: Arc<Self>,
         target: SocketAddr,
         tls: Option<Arc<TlsContext>>,
         probe: Duration,
         pin: Option<PacketInLimit>,
+        me: Arc<ControllerSlot>,
     ) {
         let mut backoff = BACKOFF_MIN;
-        while !self.stopped() {
+        let done = || self.stopped() || me.stop.load(Ordering::SeqCst);
+        while !done() {
             self.controller_table.connecting(target);
             match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
                 Ok(c) => {
                     let served = match &tls {
                         None => {
                             info!(%target, "connected to controller");
-                            self.serve_controller(Ok((c, None)), target, probe, pin)
+                            self.serve_controller(Ok((c, None)), target, probe, pin, &me)
                         }
                         Some(ctx) => self.serve_controller(
                             self.connect_tls(ctx, c, target, probe),
                             target,
                             probe,
                             pin,
+                            &me,
                         ),
                     };
+                    if done() {
+                        break;
+                    }
                     if let Err(e) = served {
                         // Not connected: the TLS session failed.
                         self.controller_table.failed_with(target, &e);
-                        self.wait(backoff);
+                        self.wait_unless(backoff, &me.stop);
                         backoff = (backoff * 2).min(BACKOFF_MAX);
                         continue;
                     }
                     backoff = BACKOFF_MIN;
                     self.controller_table.disconnected(target);
-                    if self.stopped() {
-                        break;
-                    }
                     info!(%target, "controller connection closed");
                 }
                 Err(e) => {
+                    if done() {
+                        break;
+                    }
                     self.controller_table.failed(target, &e);
                     debug!(%target, error = %e, "controller connection failed");
                 }
             }
-            self.wait(backoff);
+            self.wait_unless(backoff, &me.stop);
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
     }
@@ -347,6 +359,7 @@ impl Shared {
         target: SocketAddr,
         probe: Duration,
         pin: Option<PacketInLimit>,
+        me: &ControllerSlot,
     ) -> Result<(), ControllerError> {
         let (c, tls) = c?;
         let _ = c.set_nodelay(true);
@@ -359,22 +372,25 @@ impl Shared {
             warn!(%target, error = %e, "cannot set the inactivity probe");
             return Ok(());
         }
-        let (reader, writer, killer) = match (c.try_clone(), c.try_clone(), c.try_clone()) {
-            (Ok(r), Ok(w), Ok(k)) => (r, w, k),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
-                warn!(%target, error = %e, "cannot clone controller socket");
-                return Ok(());
-            }
-        };
+        let (reader, writer, killer, own) =
+            match (c.try_clone(), c.try_clone(), c.try_clone(), c.try_clone()) {
+                (Ok(r), Ok(w), Ok(k), Ok(o)) => (r, w, k, o),
+                (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
+                    warn!(%target, error = %e, "cannot clone controller socket");
+                    return Ok(());
+                }
+            };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
-            // Checked under the lock shutdown sweeps with, so a connection
-            // made while stopping is never left unswept.
+            // Checked under the locks shutdown and removal sweep with, so
+            // a connection made while stopping is never left unswept.
             let mut conns = self.conns.lock();
-            if self.stopped() {
+            let mut slot = me.conn.lock();
+            if self.stopped() || me.stop.load(Ordering::SeqCst) {
                 return Ok(());
             }
             conns.insert(id, (c, None));
+            *slot = Some(own);
         }
         self.fail_open.controller_up();
         let kill: Box<dyn Fn() + Send + Sync> = Box::new(move || killer.shutdown());
@@ -400,6 +416,7 @@ impl Shared {
             }
         }
         self.conns.lock().remove(&id);
+        *me.conn.lock() = None;
         self.fail_open.controller_down();
         match tls_error.and_then(|cell| cell.get()) {
             Some(reason) => {
@@ -429,11 +446,58 @@ pub struct Server {
     threads: Vec<JoinHandle<()>>,
     /// Active connections to controllers, one thread per target; each
     /// serves its connection itself and reconnects when it drops.
-    controllers: Vec<JoinHandle<()>>,
-    /// Their targets, in the same order.
-    targets: Vec<SocketAddr>,
-    /// Those of them connected to with TLS (`ssl:`).
-    tls_targets: Vec<SocketAddr>,
+    controllers: Vec<ActiveController>,
+    /// Threads of removed controllers, on their way out (joined at
+    /// shutdown; one may still be inside a bounded connect attempt).
+    retired: Vec<JoinHandle<()>>,
+}
+
+/// One configured active controller: its settings, and what stops it.
+struct ActiveController {
+    target: SocketAddr,
+    settings: ControllerSettings,
+    slot: Arc<ControllerSlot>,
+    thread: JoinHandle<()>,
+}
+
+/// How an active controller is served: compared by
+/// [`Server::set_controllers`] to tell a kept controller from a changed one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControllerSettings {
+    /// Connected to with TLS (`ssl:`).
+    pub tls: bool,
+    /// Its inactivity probe (zero: off).
+    pub probe: Duration,
+    /// Its PACKET_IN rate limit.
+    pub packet_in_limit: Option<PacketInLimit>,
+}
+
+/// An active controller as [`Server::set_controllers`] is asked for it.
+#[derive(Clone)]
+pub struct WantedController {
+    pub target: SocketAddr,
+    /// The TLS context to connect with (`ssl:`), or `None` (`tcp:`).
+    pub tls: Option<Arc<TlsContext>>,
+    pub probe: Duration,
+    pub packet_in_limit: Option<PacketInLimit>,
+}
+
+impl WantedController {
+    fn settings(&self) -> ControllerSettings {
+        ControllerSettings {
+            tls: self.tls.is_some(),
+            probe: self.probe,
+            packet_in_limit: self.packet_in_limit,
+        }
+    }
+}
+
+/// What a controller's thread and [`Server::remove_controller`] share:
+/// the stop flag, and a handle on the connection up now to shut it down.
+#[derive(Default)]
+struct ControllerSlot {
+    stop: AtomicBool,
+    conn: Mutex<Option<Stream>>,
 }
 
 /// Bound on one TCP connection attempt to a controller.
@@ -617,8 +681,7 @@ impl Server {
             listeners,
             threads,
             controllers: Vec::new(),
-            targets: Vec::new(),
-            tls_targets: Vec::new(),
+            retired: Vec::new(),
         })
     }
 
@@ -661,23 +724,91 @@ impl Server {
         probe: Duration,
         packet_in_limit: Option<PacketInLimit>,
     ) -> Result<(), OfprotoError> {
-        let tls = ctx.is_some();
+        let settings = ControllerSettings {
+            tls: ctx.is_some(),
+            probe,
+            packet_in_limit,
+        };
         let shared = self.shared.clone();
-        let t = std::thread::Builder::new()
+        let slot = Arc::new(ControllerSlot::default());
+        let me = slot.clone();
+        let thread = std::thread::Builder::new()
             .name(format!("of-ctl-{target}"))
-            .spawn(move || shared.controller_loop(target, ctx, probe, packet_in_limit))
+            .spawn(move || shared.controller_loop(target, ctx, probe, packet_in_limit, me))
             .map_err(|source| OfprotoError::Thread {
                 what: "controller connection",
                 source,
             })?;
-        self.controllers.push(t);
-        self.targets.push(target);
-        if tls {
-            self.tls_targets.push(target);
-        }
+        self.controllers.push(ActiveController {
+            target,
+            settings,
+            slot,
+            thread,
+        });
         self.shared.fail_open.controller_added(probe);
         info!(%target, "OpenFlow controller configured");
         Ok(())
+    }
+
+    /// Stops serving the controller at `target`, as OVS does when its
+    /// Controller row goes: its connection is closed and not retried; the
+    /// other controllers, the listeners and their connections are not
+    /// touched. Fail-open is timed from then on by the controllers left.
+    /// Returns whether `target` was configured.
+    pub fn remove_controller(&mut self, target: SocketAddr) -> bool {
+        let Some(i) = self.controllers.iter().position(|c| c.target == target) else {
+            return false;
+        };
+        let c = self.controllers.remove(i);
+        {
+            // Under the lock the thread registers its connection with.
+            let conn = c.slot.conn.lock();
+            c.slot.stop.store(true, Ordering::SeqCst);
+            if let Some(s) = conn.as_ref() {
+                s.shutdown();
+            }
+        }
+        self.shared.fail_open.controller_removed(c.settings.probe);
+        self.shared.controller_table.forget(target);
+        self.retired.retain(|t| !t.is_finished());
+        self.retired.push(c.thread);
+        info!(%target, "OpenFlow controller removed");
+        true
+    }
+
+    /// Makes the active controllers `want`, changing only what
+    /// differs: controllers no longer wanted are removed, new ones added,
+    /// and one whose settings changed is reconnected with the new ones
+    /// (OVS changes those on the live connection; xbr's connection takes
+    /// its settings when it starts). The listeners and the other
+    /// controllers' connections go on. Returns the first error adding a
+    /// controller (the others are still applied).
+    pub fn set_controllers(&mut self, want: &[WantedController]) -> Result<(), OfprotoError> {
+        let wanted = |c: &ActiveController| {
+            want.iter()
+                .any(|w| w.target == c.target && w.settings() == c.settings)
+        };
+        let stale: Vec<SocketAddr> = self
+            .controllers
+            .iter()
+            .filter(|c| !wanted(c))
+            .map(|c| c.target)
+            .collect();
+        for target in stale {
+            self.remove_controller(target);
+        }
+        let mut first_error = Ok(());
+        for w in want {
+            if self.controllers.iter().any(|c| c.target == w.target) {
+                continue;
+            }
+            let added =
+                self.add_controller_with_tls(w.target, w.tls.clone(), w.probe, w.packet_in_limit);
+            if let (Err(e), true) = (added, first_error.is_ok()) {
+                first_error = Err(e);
+            }
+        }
+        first_error
     }
 
     pub fn local_tcp_addr(&self) -> Option<SocketAddr> {
@@ -691,14 +822,16 @@ impl Server {
         self.shared.controller_table.status(target)
     }
 
-    /// The controllers [`Server::add_controller`] was given.
+    /// The controllers configured now.
     pub fn controller_targets(&self) -> Vec<SocketAddr> {
-        self.targets.clone()
+        self.controllers.iter().map(|c| c.target).collect()
     }
 
     /// Whether the controller at `target` is connected to with TLS.
     pub fn controller_is_tls(&self, target: SocketAddr) -> bool {
-        self.tls_targets.contains(&target)
+        self.controllers
+            .iter()
+            .any(|c| c.target == target && c.settings.tls)
     }
 
     /// Whether the TCP listener speaks TLS (`pssl:`).
@@ -738,7 +871,10 @@ impl Server {
         }
         // Their connections were shut down with the others above; a
         // thread waiting to reconnect sees the stop flag.
-        for t in self.controllers {
+        for c in self.controllers {
+            let _ = c.thread.join();
+        }
+        for t in self.retired {
             let _ = t.join();
         }
         let _ = std::fs::remove_file(&self.unix_path);
