@@ -711,7 +711,8 @@ impl RunningBridge {
 
     /// Restarts the OpenFlow server with other controllers and TCP
     /// listener, on the same flow tables and packet threads (so forwarding
-    /// goes on): the way to drop a controller or change a passive target.
+    /// goes on): the way to change a passive target (active controllers
+    /// change in place: `Server::set_controllers`).
     /// Connections to the management socket are cut; `ovs-ofctl` opens a
     /// new one per command anyway. If the new listener cannot be set up,
     /// the server comes back as it was and the error is returned.

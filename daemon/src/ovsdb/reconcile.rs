@@ -38,6 +38,7 @@ use dataplane::live::LiveError;
 use dataplane::ports::PortError;
 use ofproto::limits::{ControlLimits, PacketInLimit};
 use ofproto::tls::{TlsContext, TlsFiles};
+use ofproto::WantedController;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -522,37 +523,31 @@ impl Reconciler {
             });
             m.packet_in_limits = want.packet_in_limits.clone();
             m.probes = want.probes.clone();
-            let only_added_active = !limits_changed
-                && m.controllers.iter().all(|t| want.controllers.contains(t))
-                && want
-                    .controllers
-                    .iter()
-                    .filter(|t| !m.controllers.contains(t))
-                    .all(|t| !t.starts_with("ptcp:") && !t.starts_with("pssl:"));
+            // The passive target's own settings apply to the connections
+            // it accepts from now on (set above); only another address
+            // (or TLS) needs a new listener.
+            let (had_listen, _) = controller_targets(name, &m.controllers, self.tls.is_some());
             let result = match m.bridge.server_mut() {
-                // New active targets join the running server, as in OVS.
-                Some(server) if only_added_active => {
-                    let have = server.controller_targets();
-                    controllers
+                // Active targets added, removed or changed, as in OVS: the
+                // others, the listeners and their connections go on.
+                Some(server) if had_listen == listen => {
+                    let active: Vec<WantedController> = controllers
                         .iter()
-                        .filter(|a| !have.contains(&a.addr))
-                        .try_for_each(|a| {
-                            let tls = self.tls.clone().filter(|_| a.tls);
-                            server.add_controller_with_tls(
-                                a.addr,
-                                tls,
-                                probes.get(&a.addr).copied().unwrap_or(probe),
-                                pin.get(&a.addr).copied(),
-                            )
+                        .map(|a| WantedController {
+                            target: a.addr,
+                            tls: self.tls.clone().filter(|_| a.tls),
+                            probe: probes.get(&a.addr).copied().unwrap_or(probe),
+                            packet_in_limit: pin.get(&a.addr).copied(),
                         })
-                        .map_err(|e| e.to_string())
+                        .collect();
+                    server.set_controllers(&active).map_err(BridgeError::from)
                 }
-                // Anything else restarts the OpenFlow server on the same
-                // flow tables; forwarding is not interrupted.
+                // A passive target added, removed or moved restarts the
+                // OpenFlow server on the same flow tables; forwarding is
+                // not interrupted.
                 _ => m
                     .bridge
-                    .restart_openflow(listen, &controllers, want.standalone, probe)
-                    .map_err(|e| e.to_string()),
+                    .restart_openflow(listen, &controllers, want.standalone, probe),
             };
             match result {
                 Ok(()) => tracing::info!(bridge = %name, targets = ?want.controllers,

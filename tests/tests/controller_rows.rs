@@ -1,0 +1,138 @@
+//! Controller rows changed while the switch runs, as ovs-vswitchd 3.1
+//! carries the change out: `ovs-vsctl set-controller` dropping one of two
+//! active targets closes that controller's connection only; the other
+//! controller and a connection to the bridge's passive `ptcp:` target
+//! stay up (OVS reconfigures its remotes in place; xbr restarted its
+//! whole OpenFlow server, listeners included, before it did too). The
+//! same commands run against xbr and against ovs-vswitchd, and both must
+//! end the same way.
+//!
+//! Needs root, a built `xbr`, ovsdb-server and ovs-vswitchd (OVS 3.1),
+//! like tests/ovsdb.rs.
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+use xbr_tests::openflow::{OFPT_ECHO_REPLY, OFPT_ECHO_REQUEST};
+use xbr_tests::ovsdb::OvsDb;
+use xbr_tests::played_controller::{Heard, PlayedController};
+use xbr_tests::{unique_tag, HarnessError, Result};
+
+/// Bound on the switch connecting to each controller.
+const CONNECT_WAIT: Duration = Duration::from_secs(20);
+/// How long the connections are watched after the change: long enough
+/// for a restart to show, short of any probe (they answer echoes anyway).
+const WATCH: Duration = Duration::from_secs(4);
+
+/// Which of the three connections were still up after the change.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    kept_controller_up: bool,
+    removed_controller_up: bool,
+    passive_connection_up: bool,
+}
+
+/// Reads what the switch sends on each of `conns` for `d`, answering
+/// echo requests; returns which are still open.
+fn watch(conns: &mut [PlayedController], d: Duration) -> Result<Vec<bool>> {
+    let mut open = vec![true; conns.len()];
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        for (c, up) in conns.iter_mut().zip(open.iter_mut()) {
+            if !*up {
+                continue;
+            }
+            match c.hear()? {
+                Heard::Closed => *up = false,
+                Heard::Message(m) if m[1] == OFPT_ECHO_REQUEST => {
+                    let mut reply = m.clone();
+                    reply[1] = OFPT_ECHO_REPLY;
+                    c.send(&reply)?;
+                }
+                Heard::Message(_) | Heard::Quiet => {}
+            }
+        }
+    }
+    Ok(open)
+}
+
+fn run(ovs: bool) -> Result<Outcome> {
+    let bridge = format!("xbrt{}", unique_tag());
+    let kept = TcpListener::bind("127.0.0.1:0").expect("listener");
+    let removed = TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = |l: &TcpListener| l.local_addr().expect("address").port();
+    // Only reserved here, for the switch to listen on.
+    let passive_port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut db = OvsDb::start(None)?;
+    if ovs {
+        db.start_vswitchd()?;
+    } else {
+        db.start_xbr()?;
+    }
+    let mut add = vec!["add-br", &bridge];
+    if ovs {
+        add.extend(["--", "set", "Bridge", &bridge, "datapath_type=netdev"]);
+    }
+    db.vsctl(&add)?.ok()?;
+    let kept_target = format!("tcp:127.0.0.1:{}", port(&kept));
+    let removed_target = format!("tcp:127.0.0.1:{}", port(&removed));
+    let passive_target = format!("ptcp:{passive_port}:127.0.0.1");
+    let result = (|| {
+        db.vsctl(&[
+            "set-controller",
+            &bridge,
+            &kept_target,
+            &removed_target,
+            &passive_target,
+        ])?
+        .ok()?;
+        let deadline = Instant::now() + CONNECT_WAIT;
+        let mut conns = vec![
+            PlayedController::accept(&kept, deadline, || false)?,
+            PlayedController::accept(&removed, deadline, || false)?,
+            PlayedController::connect(SocketAddr::from(([127, 0, 0, 1], passive_port)), deadline)?,
+        ];
+        let before = watch(&mut conns, Duration::from_secs(1))?;
+        if before != [true, true, true] {
+            return Err(HarnessError::Unexpected(format!(
+                "a connection closed before the change: {before:?}"
+            )));
+        }
+        db.vsctl(&["set-controller", &bridge, &kept_target, &passive_target])?
+            .ok()?;
+        let after = watch(&mut conns, WATCH)?;
+        Ok(Outcome {
+            kept_controller_up: after[0],
+            removed_controller_up: after[1],
+            passive_connection_up: after[2],
+        })
+    })();
+    let _ = db.vsctl(&["del-br", &bridge]);
+    result.map_err(|e: HarnessError| {
+        HarnessError::Unexpected(format!(
+            "{e}\n{}",
+            if ovs { String::new() } else { db.xbr_log() }
+        ))
+    })
+}
+
+#[test]
+fn removing_one_controller_leaves_the_others_and_the_listener_like_ovs() -> Result<()> {
+    // The two switches side by side: each run mostly waits.
+    let (ovs, xbr) = std::thread::scope(|s| {
+        let ovs = s.spawn(|| run(true));
+        let xbr = run(false);
+        (ovs.join().expect("the ovs-vswitchd run panicked"), xbr)
+    });
+    let (ovs, xbr) = (ovs?, xbr?);
+    let expected = Outcome {
+        kept_controller_up: true,
+        removed_controller_up: false,
+        passive_connection_up: true,
+    };
+    assert_eq!(ovs, expected, "ovs-vswitchd");
+    assert_eq!(xbr, expected, "xbr (ovs-vswitchd: {ovs:?})");
+    Ok(())
+}
