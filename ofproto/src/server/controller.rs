@@ -1,0 +1,391 @@
+//! Active controllers (`tcp:`/`ssl:` targets): one thread per target
+//! connects, serves the connection and reconnects with backoff, until the
+//! server stops or the controller is removed
+//! ([`Server::remove_controller`], [`Server::set_controllers`]), which
+//! stops that thread and closes its connection only.
+
+use super::stream::Stream;
+use super::{Server, Shared};
+use crate::connection::{read_tick, Connection};
+use crate::controller_status::ControllerStatus;
+use crate::error::{ControllerError, OfprotoError};
+use crate::limits::{LimitStats, PacketInLimit};
+use crate::tls::stream::{TlsErrorCell, TlsReader, TlsWriter};
+use crate::tls::{TlsContext, TlsError};
+use parking_lot::Mutex;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tracing::{debug, info, warn};
+
+/// One configured active controller: its settings, and what stops it.
+pub(super) struct ActiveController {
+    target: SocketAddr,
+    settings: ControllerSettings,
+    slot: Arc<ControllerSlot>,
+    pub(super) thread: JoinHandle<()>,
+}
+
+/// How an active controller is served: compared by
+/// [`Server::set_controllers`] to tell a kept controller from a changed one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControllerSettings {
+    /// Connected to with TLS (`ssl:`).
+    pub tls: bool,
+    /// Its inactivity probe (zero: off).
+    pub probe: Duration,
+    /// Its PACKET_IN rate limit.
+    pub packet_in_limit: Option<PacketInLimit>,
+}
+
+/// An active controller as [`Server::set_controllers`] is asked for it.
+#[derive(Clone)]
+pub struct WantedController {
+    pub target: SocketAddr,
+    /// The TLS context to connect with (`ssl:`), or `None` (`tcp:`).
+    pub tls: Option<Arc<TlsContext>>,
+    pub probe: Duration,
+    pub packet_in_limit: Option<PacketInLimit>,
+}
+
+impl WantedController {
+    fn settings(&self) -> ControllerSettings {
+        ControllerSettings {
+            tls: self.tls.is_some(),
+            probe: self.probe,
+            packet_in_limit: self.packet_in_limit,
+        }
+    }
+}
+
+/// What a controller's thread and [`Server::remove_controller`] share:
+/// the stop flag, and a handle on the connection up now to shut it down.
+#[derive(Default)]
+struct ControllerSlot {
+    stop: AtomicBool,
+    conn: Mutex<Option<Stream>>,
+}
+
+/// Bound on one TCP connection attempt to a controller.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// First and longest wait between two connection attempts (doubling in
+/// between, like OVS's rconn backoff).
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(8);
+
+impl Shared {
+    /// A controller thread: connect, serve, reconnect, until shutdown or
+    /// until the controller is removed (`me.stop`).
+    fn controller_loop(
+        self: Arc<Self>,
+        target: SocketAddr,
+        tls: Option<Arc<TlsContext>>,
+        probe: Duration,
+        pin: Option<PacketInLimit>,
+        me: Arc<ControllerSlot>,
+    ) {
+        let mut backoff = BACKOFF_MIN;
+        let done = || self.stopped() || me.stop.load(Ordering::SeqCst);
+        while !done() {
+            self.controller_table.connecting(target);
+            match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
+                Ok(c) => {
+                    let served = match &tls {
+                        None => {
+                            info!(%target, "connected to controller");
+                            self.serve_controller(Ok((c, None)), target, probe, pin, &me)
+                        }
+                        Some(ctx) => self.serve_controller(
+                            self.connect_tls(ctx, c, target, probe),
+                            target,
+                            probe,
+                            pin,
+                            &me,
+                        ),
+                    };
+                    if done() {
+                        break;
+                    }
+                    if let Err(e) = served {
+                        // Not connected: the TLS session failed.
+                        self.controller_table.failed_with(target, &e);
+                        self.wait_unless(backoff, &me.stop);
+                        backoff = (backoff * 2).min(BACKOFF_MAX);
+                        continue;
+                    }
+                    backoff = BACKOFF_MIN;
+                    self.controller_table.disconnected(target);
+                    info!(%target, "controller connection closed");
+                }
+                Err(e) => {
+                    if done() {
+                        break;
+                    }
+                    self.controller_table.failed(target, &e);
+                    debug!(%target, error = %e, "controller connection failed");
+                }
+            }
+            self.wait_unless(backoff, &me.stop);
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    /// The TLS handshake with the controller at `target` on `c`, within
+    /// the connect timeout; failures are logged, naming the controller
+    /// and the file or certificate at fault.
+    fn connect_tls(
+        &self,
+        ctx: &TlsContext,
+        c: TcpStream,
+        target: SocketAddr,
+        probe: Duration,
+    ) -> Result<(TcpStream, Option<(TlsReader, TlsWriter)>), ControllerError> {
+        let socket = |source| ControllerError::Socket { target, source };
+        let sock = c.try_clone().map_err(socket)?;
+        // The handshake looks at its deadline at least each read tick.
+        let tick = read_tick(controller_probe(probe).unwrap_or(Duration::MAX));
+        sock.set_read_timeout(Some(tick))
+            .and_then(|()| sock.set_write_timeout(Some(CONNECT_TIMEOUT)))
+            .map_err(socket)?;
+        let _ = sock.set_nodelay(true);
+        match crate::tls::stream::connect(ctx, sock, target, CONNECT_TIMEOUT) {
+            Ok(halves) => {
+                info!(%target, "connected to controller (TLS)");
+                Ok((c, Some(halves)))
+            }
+            Err(e @ TlsError::Bootstrapped { .. }) => {
+                info!(%target, "{e}");
+                Err(e.into())
+            }
+            Err(e) => {
+                LimitStats::hit(&self.bridge.limit_stats().tls_failures);
+                warn!("OpenFlow controller ssl:{target}: {e}");
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Serves the controller connection `c` (with its TLS session, if
+    /// any) until it ends; an error if it never came up, or if its TLS
+    /// session failed (the peer refused our certificate after the
+    /// handshake, as a TLS 1.3 server may).
+    fn serve_controller(
+        &self,
+        c: Result<(TcpStream, Option<(TlsReader, TlsWriter)>), ControllerError>,
+        target: SocketAddr,
+        probe: Duration,
+        pin: Option<PacketInLimit>,
+        me: &ControllerSlot,
+    ) -> Result<(), ControllerError> {
+        let (c, tls) = c?;
+        let _ = c.set_nodelay(true);
+        let probe = controller_probe(probe);
+        // A controller that reads nothing for a probe interval fails the
+        // connection's writer (outbox.rs), which ends the connection: the
+        // read-side probe alone would never notice it.
+        let c = Stream::Tcp(c);
+        if let Err(e) = c.set_timeouts(probe) {
+            warn!(%target, error = %e, "cannot set the inactivity probe");
+            return Ok(());
+        }
+        let (reader, writer, killer, own) =
+            match (c.try_clone(), c.try_clone(), c.try_clone(), c.try_clone()) {
+                (Ok(r), Ok(w), Ok(k), Ok(o)) => (r, w, k, o),
+                (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
+                    warn!(%target, error = %e, "cannot clone controller socket");
+                    return Ok(());
+                }
+            };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            // Checked under the locks shutdown and removal sweep with, so
+            // a connection made while stopping is never left unswept.
+            let mut conns = self.conns.lock();
+            let mut slot = me.conn.lock();
+            if self.stopped() || me.stop.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            conns.insert(id, (c, None));
+            *slot = Some(own);
+        }
+        self.fail_open.controller_up();
+        let kill: Box<dyn Fn() + Send + Sync> = Box::new(move || killer.shutdown());
+        let mut tls_error: Option<TlsErrorCell> = None;
+        match tls {
+            None => {
+                let conn = Connection::new(reader, writer, self.bridge.clone(), target.to_string())
+                    .bounded(probe, kill);
+                let pin_stats = pin.map(|_| conn.packet_in_stats());
+                self.controller_table
+                    .connected(target, conn.role_cell(), pin_stats);
+                conn.for_controller(pin).run();
+            }
+            Some((r, w)) => {
+                drop((reader, writer));
+                tls_error = Some(r.error_cell());
+                let conn = Connection::new(r, w, self.bridge.clone(), target.to_string())
+                    .bounded(probe, kill);
+                let pin_stats = pin.map(|_| conn.packet_in_stats());
+                self.controller_table
+                    .connected(target, conn.role_cell(), pin_stats);
+                conn.for_controller(pin).run();
+            }
+        }
+        self.conns.lock().remove(&id);
+        *me.conn.lock() = None;
+        self.fail_open.controller_down();
+        match tls_error.and_then(|cell| cell.get()) {
+            Some(reason) => {
+                LimitStats::hit(&self.bridge.limit_stats().tls_failures);
+                self.controller_table.disconnected(target);
+                Err(ControllerError::Session { target, reason })
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// A controller's probe interval, `None` for zero: OVS's
+/// `Controller.inactivity_probe=0` turns the probe off.
+fn controller_probe(probe: Duration) -> Option<Duration> {
+    (!probe.is_zero()).then_some(probe)
+}
+
+impl Server {
+    /// Connects to an OpenFlow controller at `target` (OVS's
+    /// `tcp:IP:PORT`) and stays connected: a dropped connection is retried
+    /// with exponential backoff, and one idle for `probe` gets an
+    /// ECHO_REQUEST and is dropped if another `probe` passes in silence
+    /// (a zero `probe` never probes, as OVS's `inactivity_probe=0`; fail
+    /// open waits three times the longest controller's `probe`).
+    /// The flow tables are not touched when a controller goes away (fail
+    /// mode secure). PACKET_INs to it are limited to `packet_in_limit`
+    /// (OVS's `controller_rate_limit` and `controller_burst_limit`).
+    pub fn add_controller(
+        &mut self,
+        target: SocketAddr,
+        probe: Duration,
+        packet_in_limit: Option<PacketInLimit>,
+    ) -> Result<(), OfprotoError> {
+        self.add_controller_with_tls(target, None, probe, packet_in_limit)
+    }
+
+    /// [`Server::add_controller`] over TLS with `tls` if given (OVS's
+    /// `ssl:IP:PORT`): both sides present certificates signed by the CA
+    /// the other trusts. A failed handshake is logged, recorded as the
+    /// controller's `last_error`, and retried with the backoff.
+    pub fn add_controller_with_tls(
+        &mut self,
+        target: SocketAddr,
+        ctx: Option<Arc<TlsContext>>,
+        probe: Duration,
+        packet_in_limit: Option<PacketInLimit>,
+    ) -> Result<(), OfprotoError> {
+        let settings = ControllerSettings {
+            tls: ctx.is_some(),
+            probe,
+            packet_in_limit,
+        };
+        let shared = self.shared.clone();
+        let slot = Arc::new(ControllerSlot::default());
+        let me = slot.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("of-ctl-{target}"))
+            .spawn(move || shared.controller_loop(target, ctx, probe, packet_in_limit, me))
+            .map_err(|source| OfprotoError::Thread {
+                what: "controller connection",
+                source,
+            })?;
+        self.controllers.push(ActiveController {
+            target,
+            settings,
+            slot,
+            thread,
+        });
+        self.shared.fail_open.controller_added(probe);
+        info!(%target, "OpenFlow controller configured");
+        Ok(())
+    }
+
+    /// Stops serving the controller at `target`, as OVS does when its
+    /// Controller row goes: its connection is closed and not retried; the
+    /// other controllers, the listeners and their connections are not
+    /// touched. Fail-open is timed from then on by the controllers left.
+    /// Returns whether `target` was configured.
+    pub fn remove_controller(&mut self, target: SocketAddr) -> bool {
+        let Some(i) = self.controllers.iter().position(|c| c.target == target) else {
+            return false;
+        };
+        let c = self.controllers.remove(i);
+        {
+            // Under the lock the thread registers its connection with.
+            let conn = c.slot.conn.lock();
+            c.slot.stop.store(true, Ordering::SeqCst);
+            if let Some(s) = conn.as_ref() {
+                s.shutdown();
+            }
+        }
+        self.shared.fail_open.controller_removed(c.settings.probe);
+        self.shared.controller_table.forget(target);
+        self.retired.retain(|t| !t.is_finished());
+        self.retired.push(c.thread);
+        info!(%target, "OpenFlow controller removed");
+        true
+    }
+
+    /// Makes the active controllers `want`, changing only what
+    /// differs: controllers no longer wanted are removed, new ones added,
+    /// and one whose settings changed is reconnected with the new ones
+    /// (OVS changes those on the live connection; xbr's connection takes
+    /// its settings when it starts). The listeners and the other
+    /// controllers' connections go on. Returns the first error adding a
+    /// controller (the others are still applied).
+    pub fn set_controllers(&mut self, want: &[WantedController]) -> Result<(), OfprotoError> {
+        let wanted = |c: &ActiveController| {
+            want.iter()
+                .any(|w| w.target == c.target && w.settings() == c.settings)
+        };
+        let stale: Vec<SocketAddr> = self
+            .controllers
+            .iter()
+            .filter(|c| !wanted(c))
+            .map(|c| c.target)
+            .collect();
+        for target in stale {
+            self.remove_controller(target);
+        }
+        let mut first_error = Ok(());
+        for w in want {
+            if self.controllers.iter().any(|c| c.target == w.target) {
+                continue;
+            }
+            let added =
+                self.add_controller_with_tls(w.target, w.tls.clone(), w.probe, w.packet_in_limit);
+            if let (Err(e), true) = (added, first_error.is_ok()) {
+                first_error = Err(e);
+            }
+        }
+        first_error
+    }
+
+    /// The state of the controller at `target` (one
+    /// [`Server::add_controller`] was given), `None` before its first
+    /// attempt.
+    pub fn controller_status(&self, target: SocketAddr) -> Option<ControllerStatus> {
+        self.shared.controller_table.status(target)
+    }
+
+    /// The controllers configured now.
+    pub fn controller_targets(&self) -> Vec<SocketAddr> {
+        self.controllers.iter().map(|c| c.target).collect()
+    }
+
+    /// Whether the controller at `target` is connected to with TLS.
+    pub fn controller_is_tls(&self, target: SocketAddr) -> bool {
+        self.controllers
+            .iter()
+            .any(|c| c.target == target && c.settings.tls)
+    }
+}
