@@ -207,7 +207,7 @@ impl Shared {
             if self.stopped() || me.stop.load(Ordering::SeqCst) {
                 return Ok(());
             }
-            conns.insert(id, (c, None));
+            conns.insert(id, (c, None, None));
             *slot = Some(own);
         }
         self.fail_open.controller_up();

@@ -15,9 +15,16 @@
 //! reads return; listener threads are woken by shutting their listening
 //! socket down after the stop flag is set (not by connecting to it: the
 //! socket file may be gone by then).
+//!
+//! Parts: this file holds the management socket, the accepted
+//! connections and the server's life; `tcp.rs` the passive target's
+//! listener, replaced in place when the target changes; `controller.rs`
+//! the active controllers, one thread each, added and removed in place;
+//! `stream.rs` the socket type both kinds of connection share.
 
 mod controller;
 mod stream;
+mod tcp;
 
 pub use controller::WantedController;
 
@@ -34,7 +41,7 @@ use controller::ActiveController;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
@@ -44,11 +51,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use stream::Stream;
+use tcp::TcpService;
 use tracing::{debug, info, warn};
 
-/// A live connection: a handle to shut its socket down, and its thread
-/// (taken by whoever joins it).
-type ConnEntry = (Stream, Option<JoinHandle<()>>);
+/// A live connection: a handle to shut its socket down, its thread
+/// (taken by whoever joins it), and the listener that accepted it (none
+/// for an active controller's).
+type ConnEntry = (Stream, Option<JoinHandle<()>>, Option<Listener>);
 
 /// State shared by listener and connection threads.
 struct Shared {
@@ -63,14 +72,19 @@ struct Shared {
     conns: Mutex<HashMap<u64, ConnEntry>>,
     /// Connections each [`Listener`] serves now.
     accepted: [AtomicUsize; 2],
-    /// The TCP listener speaks TLS (`pssl:`).
-    tls: Option<Arc<TlsContext>>,
 }
 
 impl Shared {
-    /// Serves a connection `listener` accepted, unless that listener
-    /// already serves as many as it may.
-    fn spawn_connection(self: &Arc<Self>, stream: Stream, peer: String, listener: Listener) {
+    /// Serves a connection `listener` accepted (speaking TLS with `tls`,
+    /// for `pssl:`), unless that listener already serves as many as it
+    /// may.
+    fn spawn_connection(
+        self: &Arc<Self>,
+        stream: Stream,
+        peer: String,
+        listener: Listener,
+        tls: Option<Arc<TlsContext>>,
+    ) {
         let limits = self.bridge.control_limits();
         let (probe, packet_in_limit) = match listener {
             Listener::Unix => (limits.mgmt_probe, None),
@@ -101,10 +115,6 @@ impl Shared {
                 }
             };
         let shared = self.clone();
-        let tls = match listener {
-            Listener::Tcp => self.tls.clone(),
-            Listener::Unix => None,
-        };
         let hello_timeout = limits.hello_timeout;
         let mut conns = self.conns.lock();
         count.fetch_add(1, Ordering::SeqCst);
@@ -136,7 +146,7 @@ impl Shared {
             });
         match spawned {
             Ok(t) => {
-                conns.insert(id, (handle, Some(t)));
+                conns.insert(id, (handle, Some(t), Some(listener)));
             }
             Err(e) => {
                 count.fetch_sub(1, Ordering::SeqCst);
@@ -148,7 +158,7 @@ impl Shared {
 
 /// Which listener accepted a connection (an index into
 /// `Shared::accepted`).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Listener {
     Unix = 0,
     Tcp = 1,
@@ -209,10 +219,12 @@ impl Shared {
 pub struct Server {
     shared: Arc<Shared>,
     unix_path: PathBuf,
-    tcp_addr: Option<SocketAddr>,
-    /// Duplicates of the listening sockets, shut down to wake the accept
-    /// loops (a wake-up connection would fail once the socket file is gone).
-    listeners: Vec<OwnedFd>,
+    /// A duplicate of the management socket's listening socket, shut down
+    /// to wake its accept loop (a wake-up connection would fail once the
+    /// socket file is gone).
+    unix_wake: OwnedFd,
+    /// The passive target's listener, if any.
+    tcp: Option<TcpService>,
     threads: Vec<JoinHandle<()>>,
     /// Active connections to controllers, one thread per target; each
     /// serves its connection itself and reconnects when it drops.
@@ -248,11 +260,6 @@ impl Server {
         tcp: Option<SocketAddr>,
         tls: Option<Arc<TlsContext>>,
     ) -> Result<Server, OfprotoError> {
-        if let (Some(ctx), Some(addr)) = (&tls, tcp) {
-            if let Err(e) = ctx.check() {
-                warn!(%addr, "OpenFlow pssl: {e}; connections will fail until it is fixed");
-            }
-        }
         let unix_err = |source| OfprotoError::Unix {
             path: unix_path.to_path_buf(),
             source,
@@ -271,36 +278,7 @@ impl Server {
         let unix = UnixListener::bind(unix_path).map_err(unix_err)?;
         std::fs::set_permissions(unix_path, std::fs::Permissions::from_mode(0o600))
             .map_err(unix_err)?;
-        let mut listeners = vec![OwnedFd::from(unix.try_clone().map_err(unix_err)?)];
-        let tcp_listener = match tcp {
-            Some(addr) => {
-                match TcpListener::bind(addr) {
-                    Ok(l) => match l.try_clone() {
-                        Ok(dup) => {
-                            listeners.push(OwnedFd::from(dup));
-                            Some(l)
-                        }
-                        Err(source) => {
-                            let _ = std::fs::remove_file(unix_path);
-                            return Err(OfprotoError::Tcp { addr, source });
-                        }
-                    },
-                    Err(source) => {
-                        // Do not leave a socket nobody serves.
-                        let _ = std::fs::remove_file(unix_path);
-                        return Err(OfprotoError::Tcp { addr, source });
-                    }
-                }
-            }
-            None => None,
-        };
-        let tcp_addr = match &tcp_listener {
-            Some(l) => Some(l.local_addr().map_err(|source| OfprotoError::Tcp {
-                addr: tcp.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
-                source,
-            })?),
-            None => None,
-        };
+        let unix_wake = OwnedFd::from(unix.try_clone().map_err(unix_err)?);
         let fail_open = FailOpen::new(bridge.clone());
         let shared = Arc::new(Shared {
             bridge,
@@ -310,8 +288,18 @@ impl Server {
             controller_table: ControllerTable::default(),
             conns: Mutex::new(HashMap::new()),
             accepted: Default::default(),
-            tls,
         });
+        let tcp = match tcp {
+            Some(addr) => match TcpService::start(&shared, addr, tls) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    // Do not leave a socket nobody serves.
+                    let _ = std::fs::remove_file(unix_path);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
         let mut threads = Vec::new();
         let s = shared.clone();
         let t = std::thread::Builder::new()
@@ -322,7 +310,9 @@ impl Server {
                         break;
                     }
                     match conn {
-                        Ok(c) => s.spawn_connection(Stream::Unix(c), "unix".into(), Listener::Unix),
+                        Ok(c) => {
+                            s.spawn_connection(Stream::Unix(c), "unix".into(), Listener::Unix, None)
+                        }
                         Err(e) => warn!(error = %e, "unix accept failed"),
                     }
                 }
@@ -332,32 +322,6 @@ impl Server {
                 source,
             })?;
         threads.push(t);
-        if let Some(l) = tcp_listener {
-            let s = shared.clone();
-            let t = std::thread::Builder::new()
-                .name("of-tcp".into())
-                .spawn(move || {
-                    for conn in l.incoming() {
-                        if s.stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        match conn {
-                            Ok(c) => {
-                                let peer = c.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-                                // Replies are small and latency matters (lock-step barriers).
-                                let _ = c.set_nodelay(true);
-                                s.spawn_connection(Stream::Tcp(c), peer, Listener::Tcp);
-                            }
-                            Err(e) => warn!(error = %e, "tcp accept failed"),
-                        }
-                    }
-                })
-                .map_err(|source| OfprotoError::Thread {
-                    what: "tcp listener",
-                    source,
-                })?;
-            threads.push(t);
-        }
         // Last, so that no failure above leaves it running.
         let s = shared.clone();
         let t = std::thread::Builder::new()
@@ -374,7 +338,8 @@ impl Server {
                 source,
             })?;
         threads.push(t);
-        info!(path = %unix_path.display(), tcp = ?tcp_addr, tls = shared.tls.is_some(), "OpenFlow listening");
+        info!(path = %unix_path.display(), tcp = ?tcp.as_ref().map(|t| t.local),
+              tls = tcp.as_ref().is_some_and(|t| t.tls.is_some()), "OpenFlow listening");
         // Drains the rate-limited connections' packet-in queues.
         let s = shared.clone();
         let t = std::thread::Builder::new()
@@ -393,8 +358,8 @@ impl Server {
         Ok(Server {
             shared,
             unix_path: unix_path.to_path_buf(),
-            tcp_addr,
-            listeners,
+            unix_wake,
+            tcp,
             threads,
             controllers: Vec::new(),
             retired: Vec::new(),
@@ -412,12 +377,12 @@ impl Server {
     }
 
     pub fn local_tcp_addr(&self) -> Option<SocketAddr> {
-        self.tcp_addr
+        self.tcp.as_ref().map(|t| t.local)
     }
 
     /// Whether the TCP listener speaks TLS (`pssl:`).
     pub fn listener_is_tls(&self) -> bool {
-        self.shared.tls.is_some()
+        self.tcp.as_ref().is_some_and(|t| t.tls.is_some())
     }
 
     /// Stops the listeners and every connection, and unlinks the socket.
@@ -427,21 +392,25 @@ impl Server {
         self.shared.bridge.notifier().wake_packet_in_scheduler();
         // Wake the accept loops: on Linux, shutting a listening socket down
         // makes a blocked accept() fail at once.
-        for fd in &self.listeners {
-            if let Err(e) =
-                nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Both)
-            {
-                warn!(error = %e, "cannot shut a listening socket down");
-            }
+        if let Err(e) =
+            nix::sys::socket::shutdown(self.unix_wake.as_raw_fd(), nix::sys::socket::Shutdown::Both)
+        {
+            warn!(error = %e, "cannot shut a listening socket down");
+        }
+        if let Some(t) = &self.tcp {
+            t.wake();
         }
         for t in self.threads {
             let _ = t.join();
+        }
+        if let Some(t) = self.tcp {
+            t.join();
         }
         let threads: Vec<JoinHandle<()>> = {
             let mut conns = self.shared.conns.lock();
             conns
                 .values_mut()
-                .filter_map(|(s, t)| {
+                .filter_map(|(s, t, _)| {
                     s.shutdown();
                     t.take()
                 })
