@@ -1,7 +1,8 @@
 //! A test playing an active OpenFlow controller for a switch it
 //! configured (`ovs-vsctl set-controller`): it accepts the switch's TCP
 //! connection (or, for a passive `ptcp:` target, connects to the
-//! switch's), says HELLO (OpenFlow 1.3), then hands out whole messages
+//! switch's, or to its management socket), says HELLO (OpenFlow 1.3),
+//! then hands out whole messages
 //! as they come, telling a quiet moment and a closed connection apart.
 //! What it answers is the test's choice (an echo reply, or nothing).
 //! Every wait is bounded: the accept by its caller's deadline, each read
@@ -11,6 +12,8 @@ use crate::openflow::{HEADER_LEN, OFP13_VERSION, OFPT_HELLO};
 use crate::{HarnessError, Result};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// How long [`PlayedController::hear`] waits for bytes.
@@ -34,9 +37,39 @@ fn io(context: &str, source: std::io::Error) -> HarnessError {
     }
 }
 
+/// The socket a [`PlayedController`] talks over.
+enum Conn {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.read(buf),
+            Conn::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.write(buf),
+            Conn::Unix(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Conn::Tcp(s) => s.flush(),
+            Conn::Unix(s) => s.flush(),
+        }
+    }
+}
+
 /// See the module documentation.
 pub struct PlayedController {
-    conn: TcpStream,
+    conn: Conn,
     buf: Vec<u8>,
 }
 
@@ -79,10 +112,23 @@ impl PlayedController {
         Self::hello(conn)
     }
 
+    /// Connects to a switch's management socket `path` (`BRIDGE.mgmt`),
+    /// then says HELLO.
+    pub fn connect_unix(path: &Path) -> Result<Self> {
+        let conn = UnixStream::connect(path).map_err(|e| io("cannot connect to the switch", e))?;
+        conn.set_read_timeout(Some(TICK))
+            .map_err(|e| io("socket mode", e))?;
+        Self::greet(Conn::Unix(conn))
+    }
+
     fn hello(conn: TcpStream) -> Result<Self> {
         conn.set_nonblocking(false)
             .and_then(|()| conn.set_read_timeout(Some(TICK)))
             .map_err(|e| io("socket mode", e))?;
+        Self::greet(Conn::Tcp(conn))
+    }
+
+    fn greet(conn: Conn) -> Result<Self> {
         let mut c = PlayedController {
             conn,
             buf: Vec::new(),

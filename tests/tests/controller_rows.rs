@@ -1,11 +1,16 @@
 //! Controller rows changed while the switch runs, as ovs-vswitchd 3.1
-//! carries the change out: `ovs-vsctl set-controller` dropping one of two
-//! active targets closes that controller's connection only; the other
-//! controller and a connection to the bridge's passive `ptcp:` target
-//! stay up (OVS reconfigures its remotes in place; xbr restarted its
-//! whole OpenFlow server, listeners included, before it did too). The
-//! same commands run against xbr and against ovs-vswitchd, and both must
-//! end the same way.
+//! carries the change out, in place:
+//! - `ovs-vsctl set-controller` dropping one of two active targets closes
+//!   that controller's connection only; the other controller and a
+//!   connection to the bridge's passive `ptcp:` target stay up;
+//! - moving the passive target to another port closes the connections
+//!   the old one accepted and listens on the new one; the controller and
+//!   a connection to the management socket (`BRIDGE.mgmt`) stay up.
+//!
+//! xbr restarted its whole OpenFlow server for both, the management
+//! socket included, before it changed them in place too. The same
+//! commands run against xbr and against ovs-vswitchd, and both must end
+//! the same way.
 //!
 //! Needs root, a built `xbr`, ovsdb-server and ovs-vswitchd (OVS 3.1),
 //! like tests/ovsdb.rs.
@@ -23,12 +28,18 @@ const CONNECT_WAIT: Duration = Duration::from_secs(20);
 /// for a restart to show, short of any probe (they answer echoes anyway).
 const WATCH: Duration = Duration::from_secs(4);
 
-/// Which of the three connections were still up after the change.
+/// Which connections were still up after each change.
 #[derive(Debug, PartialEq, Eq)]
 struct Outcome {
+    /// After one of the two active targets went.
     kept_controller_up: bool,
     removed_controller_up: bool,
     passive_connection_up: bool,
+    /// After the passive target moved to another port.
+    controller_up_after_move: bool,
+    old_passive_connection_up: bool,
+    management_connection_up: bool,
+    new_passive_target_answers: bool,
 }
 
 /// Reads what the switch sends on each of `conns` for `d`, answering
@@ -61,10 +72,13 @@ fn run(ovs: bool) -> Result<Outcome> {
     let removed = TcpListener::bind("127.0.0.1:0").expect("listener");
     let port = |l: &TcpListener| l.local_addr().expect("address").port();
     // Only reserved here, for the switch to listen on.
-    let passive_port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let free_port = || {
+        TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port()
+    };
+    let (passive_port, moved_port) = (free_port(), free_port());
     let mut db = OvsDb::start(None)?;
     if ovs {
         db.start_vswitchd()?;
@@ -79,6 +93,7 @@ fn run(ovs: bool) -> Result<Outcome> {
     let kept_target = format!("tcp:127.0.0.1:{}", port(&kept));
     let removed_target = format!("tcp:127.0.0.1:{}", port(&removed));
     let passive_target = format!("ptcp:{passive_port}:127.0.0.1");
+    let moved_target = format!("ptcp:{moved_port}:127.0.0.1");
     let result = (|| {
         db.vsctl(&[
             "set-controller",
@@ -103,10 +118,32 @@ fn run(ovs: bool) -> Result<Outcome> {
         db.vsctl(&["set-controller", &bridge, &kept_target, &passive_target])?
             .ok()?;
         let after = watch(&mut conns, WATCH)?;
+        // Then the passive target moves, while a management connection
+        // is open.
+        let mut left = conns.into_iter();
+        let (kept_conn, _removed, passive_conn) = (left.next(), left.next(), left.next());
+        let mut conns = vec![
+            kept_conn.expect("three connections"),
+            passive_conn.expect("three connections"),
+            PlayedController::connect_unix(&db.run_dir().join(format!("{bridge}.mgmt")))?,
+        ];
+        db.vsctl(&["set-controller", &bridge, &kept_target, &moved_target])?
+            .ok()?;
+        let moved = watch(&mut conns, WATCH)?;
+        let answers = PlayedController::connect(
+            SocketAddr::from(([127, 0, 0, 1], moved_port)),
+            Instant::now() + Duration::from_secs(5),
+        )
+        .and_then(|mut c| Ok(watch(std::slice::from_mut(&mut c), Duration::from_secs(1))?[0]))
+        .unwrap_or(false);
         Ok(Outcome {
             kept_controller_up: after[0],
             removed_controller_up: after[1],
             passive_connection_up: after[2],
+            controller_up_after_move: moved[0],
+            old_passive_connection_up: moved[1],
+            management_connection_up: moved[2],
+            new_passive_target_answers: answers,
         })
     })();
     let _ = db.vsctl(&["del-br", &bridge]);
@@ -119,7 +156,7 @@ fn run(ovs: bool) -> Result<Outcome> {
 }
 
 #[test]
-fn removing_one_controller_leaves_the_others_and_the_listener_like_ovs() -> Result<()> {
+fn removing_a_controller_or_moving_the_listener_leaves_the_rest_like_ovs() -> Result<()> {
     // The two switches side by side: each run mostly waits.
     let (ovs, xbr) = std::thread::scope(|s| {
         let ovs = s.spawn(|| run(true));
@@ -131,6 +168,10 @@ fn removing_one_controller_leaves_the_others_and_the_listener_like_ovs() -> Resu
         kept_controller_up: true,
         removed_controller_up: false,
         passive_connection_up: true,
+        controller_up_after_move: true,
+        old_passive_connection_up: false,
+        management_connection_up: true,
+        new_passive_target_answers: true,
     };
     assert_eq!(ovs, expected, "ovs-vswitchd");
     assert_eq!(xbr, expected, "xbr (ovs-vswitchd: {ovs:?})");

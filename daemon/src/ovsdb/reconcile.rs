@@ -523,14 +523,13 @@ impl Reconciler {
             });
             m.packet_in_limits = want.packet_in_limits.clone();
             m.probes = want.probes.clone();
-            // The passive target's own settings apply to the connections
-            // it accepts from now on (set above); only another address
-            // (or TLS) needs a new listener.
-            let (had_listen, _) = controller_targets(name, &m.controllers, self.tls.is_some());
+            // As in OVS, in place: active targets added, removed or
+            // changed, and the passive target's listener replaced if its
+            // address or TLS changed (its own settings apply to the
+            // connections it accepts from now on, set above); the
+            // management socket and the other connections go on.
             let result = match m.bridge.server_mut() {
-                // Active targets added, removed or changed, as in OVS: the
-                // others, the listeners and their connections go on.
-                Some(server) if had_listen == listen => {
+                Some(server) => {
                     let active: Vec<WantedController> = controllers
                         .iter()
                         .map(|a| WantedController {
@@ -540,12 +539,14 @@ impl Reconciler {
                             packet_in_limit: pin.get(&a.addr).copied(),
                         })
                         .collect();
-                    server.set_controllers(&active).map_err(BridgeError::from)
+                    let passive = listen.map(|l| l.addr);
+                    let passive_tls = self.tls.clone().filter(|_| listen.is_some_and(|l| l.tls));
+                    let listened = server.set_listener(passive, passive_tls);
+                    let connected = server.set_controllers(&active);
+                    listened.and(connected).map_err(BridgeError::from)
                 }
-                // A passive target added, removed or moved restarts the
-                // OpenFlow server on the same flow tables; forwarding is
-                // not interrupted.
-                _ => m
+                // The server did not come back from a failed restart.
+                None => m
                     .bridge
                     .restart_openflow(listen, &controllers, want.standalone, probe),
             };
