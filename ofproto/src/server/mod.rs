@@ -193,6 +193,26 @@ impl Shared {
         }
     }
 
+    /// Shuts down the connections whose listener `which` picks (`None`:
+    /// an active controller's) and waits for the threads of the accepted
+    /// ones.
+    fn close_connections(&self, which: impl Fn(Option<Listener>) -> bool) {
+        let threads: Vec<JoinHandle<()>> = {
+            let mut conns = self.conns.lock();
+            conns
+                .values_mut()
+                .filter(|(_, _, from)| which(*from))
+                .filter_map(|(s, t, _)| {
+                    s.shutdown();
+                    t.take()
+                })
+                .collect()
+        };
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
@@ -406,19 +426,7 @@ impl Server {
         if let Some(t) = self.tcp {
             t.join();
         }
-        let threads: Vec<JoinHandle<()>> = {
-            let mut conns = self.shared.conns.lock();
-            conns
-                .values_mut()
-                .filter_map(|(s, t, _)| {
-                    s.shutdown();
-                    t.take()
-                })
-                .collect()
-        };
-        for t in threads {
-            let _ = t.join();
-        }
+        self.shared.close_connections(|_| true);
         // Their connections were shut down with the others above; a
         // thread waiting to reconnect sees the stop flag.
         for c in self.controllers {

@@ -112,20 +112,7 @@ impl TcpService {
         self.wake();
         let again = (self.requested, self.tls.clone());
         self.join();
-        let threads: Vec<JoinHandle<()>> = {
-            let mut conns = shared.conns.lock();
-            conns
-                .values_mut()
-                .filter(|(_, _, from)| *from == Some(Listener::Tcp))
-                .filter_map(|(s, t, _)| {
-                    s.shutdown();
-                    t.take()
-                })
-                .collect()
-        };
-        for t in threads {
-            let _ = t.join();
-        }
+        shared.close_connections(|from| from == Some(Listener::Tcp));
         again
     }
 }
