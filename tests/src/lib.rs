@@ -76,6 +76,19 @@ pub const AGENT_CT_FLOWS: &[&str] = &[
     "table=80, priority=0, actions=drop",
 ];
 
+/// A TCP port on 127.0.0.1 that is free now, for a switch to listen on
+/// (`ptcp:PORT`): bound and released, so another process may take it in
+/// between, which the tests' short runs make unlikely.
+pub fn free_local_port() -> Result<u16> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|source| HarnessError::Io {
+            context: "finding a free TCP port".into(),
+            source,
+        })
+}
+
 /// Timeout for quick configuration commands (`ip`, `ethtool`, `ovs-ofctl`).
 pub const CMD_TIMEOUT: Duration = Duration::from_secs(10);
 

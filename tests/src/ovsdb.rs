@@ -195,6 +195,18 @@ impl OvsDb {
         )
     }
 
+    /// `ovs-vsctl add-br NAME`; for ovs-vswitchd (`ovs`) with
+    /// `datapath_type=netdev`, its userspace datapath (this machine has
+    /// no openvswitch kernel module), the one xbr stands for.
+    pub fn add_bridge(&self, name: &str, ovs: bool) -> Result<()> {
+        let mut add = vec!["add-br", name];
+        if ovs {
+            add.extend(["--", "set", "Bridge", name, "datapath_type=netdev"]);
+        }
+        self.vsctl(&add)?.ok()?;
+        Ok(())
+    }
+
     /// `ovs-vsctl add-br NAME -- set Bridge NAME fail_mode=secure`, the
     /// agent's bridge.
     pub fn add_secure_bridge(&self, name: &str) -> Result<()> {

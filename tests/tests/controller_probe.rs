@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use xbr_tests::openflow::OFPT_ECHO_REQUEST;
 use xbr_tests::ovsdb::OvsDb;
 use xbr_tests::played_controller::{Heard, PlayedController};
-use xbr_tests::{unique_tag, HarnessError, Result};
+use xbr_tests::{free_local_port, unique_tag, HarnessError, Result};
 
 /// What the silent controller saw: when the switch's first ECHO_REQUEST
 /// came and when the switch hung up, both from the controller's HELLO.
@@ -78,10 +78,7 @@ fn run(ovs: bool) -> Result<Peers> {
     let listener = TcpListener::bind("127.0.0.1:0").expect("listener");
     let port = listener.local_addr().expect("address").port();
     // Only reserved here, for the switch to listen on.
-    let passive_port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let passive_port = free_local_port()?;
     let mut db = OvsDb::start(None)?;
     if ovs {
         db.start_vswitchd()?;
@@ -89,11 +86,7 @@ fn run(ovs: bool) -> Result<Peers> {
         let target = format!("unix:{}", db.db_sock().display());
         db.start_xbr_with(&target, &["--inactivity-probe", "30"])?;
     }
-    let mut add = vec!["add-br", &bridge];
-    if ovs {
-        add.extend(["--", "set", "Bridge", &bridge, "datapath_type=netdev"]);
-    }
-    db.vsctl(&add)?.ok()?;
+    db.add_bridge(&bridge, ovs)?;
     let active = format!("target=\"tcp:127.0.0.1:{port}\"");
     let passive = format!("target=\"ptcp:{passive_port}:127.0.0.1\"");
     db.vsctl(&[

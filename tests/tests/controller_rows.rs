@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use xbr_tests::openflow::{OFPT_ECHO_REPLY, OFPT_ECHO_REQUEST};
 use xbr_tests::ovsdb::OvsDb;
 use xbr_tests::played_controller::{Heard, PlayedController};
-use xbr_tests::{unique_tag, HarnessError, Result};
+use xbr_tests::{free_local_port, unique_tag, HarnessError, Result};
 
 /// Bound on the switch connecting to each controller.
 const CONNECT_WAIT: Duration = Duration::from_secs(20);
@@ -72,24 +72,14 @@ fn run(ovs: bool) -> Result<Outcome> {
     let removed = TcpListener::bind("127.0.0.1:0").expect("listener");
     let port = |l: &TcpListener| l.local_addr().expect("address").port();
     // Only reserved here, for the switch to listen on.
-    let free_port = || {
-        TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port()
-    };
-    let (passive_port, moved_port) = (free_port(), free_port());
+    let (passive_port, moved_port) = (free_local_port()?, free_local_port()?);
     let mut db = OvsDb::start(None)?;
     if ovs {
         db.start_vswitchd()?;
     } else {
         db.start_xbr()?;
     }
-    let mut add = vec!["add-br", &bridge];
-    if ovs {
-        add.extend(["--", "set", "Bridge", &bridge, "datapath_type=netdev"]);
-    }
-    db.vsctl(&add)?.ok()?;
+    db.add_bridge(&bridge, ovs)?;
     let kept_target = format!("tcp:127.0.0.1:{}", port(&kept));
     let removed_target = format!("tcp:127.0.0.1:{}", port(&removed));
     let passive_target = format!("ptcp:{passive_port}:127.0.0.1");

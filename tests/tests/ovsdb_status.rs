@@ -26,18 +26,11 @@ use xbr_tests::openflow::{
 use xbr_tests::ovsdb::OvsDb;
 use xbr_tests::played_controller::{Heard, PlayedController};
 use xbr_tests::xbr_stats::limit_count;
-use xbr_tests::{unique_tag, HarnessError, Pod, Result};
+use xbr_tests::{free_local_port, unique_tag, HarnessError, Pod, Result};
 
 /// OFPT_PACKET_IN, and its reason for a table miss (OFPR_NO_MATCH).
 const OFPT_PACKET_IN: u8 = 10;
 const OFPR_NO_MATCH: u8 = 0;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
 
 /// Plays the controller on `listener`: accepts the switch's connection,
 /// answers its HELLO with OpenFlow 1.3's and each ECHO_REQUEST with a
@@ -122,18 +115,14 @@ fn run(ovs: bool) -> Result<String> {
     let bridge = format!("xbrt{}", unique_tag());
     let active = TcpListener::bind("127.0.0.1:0").expect("listener");
     let active_port = active.local_addr().expect("address").port();
-    let (dead_port, passive_port) = (free_port(), free_port());
+    let (dead_port, passive_port) = (free_local_port()?, free_local_port()?);
     let mut db = OvsDb::start(None)?;
     if ovs {
         db.start_vswitchd()?;
     } else {
         db.start_xbr()?;
     }
-    let mut add = vec!["add-br", &bridge];
-    if ovs {
-        add.extend(["--", "set", "Bridge", &bridge, "datapath_type=netdev"]);
-    }
-    db.vsctl(&add)?.ok()?;
+    db.add_bridge(&bridge, ovs)?;
     let targets = [
         format!("tcp:127.0.0.1:{active_port}"),
         format!("tcp:127.0.0.1:{dead_port}"),

@@ -29,8 +29,8 @@ use xbr_tests::openflow::wait_closed;
 use xbr_tests::ovsdb::OvsDb;
 use xbr_tests::xbr_stats::limit_count;
 use xbr_tests::{
-    require_root, require_tool, run_timeout, unique_tag, Background, CmdOutput, HarnessError,
-    Result, Xbr, BRIDGE,
+    free_local_port, require_root, require_tool, run_timeout, unique_tag, Background, CmdOutput,
+    HarnessError, Result, Xbr, BRIDGE,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -166,13 +166,6 @@ impl Pki {
     }
 }
 
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| unexpected(format!("bind: {e}")))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| unexpected(format!("local_addr: {e}")))
-}
-
 fn wait_for(what: &str, mut f: impl FnMut() -> Result<bool>) -> Result<()> {
     let deadline = Instant::now() + WAIT;
     while !f()? {
@@ -286,7 +279,7 @@ fn read_message(r: &mut impl Read) -> Result<Vec<u8>> {
 #[test]
 fn ovs_ofctl_over_ssl_against_pssl_and_the_listener_bounds_hold() -> Result<()> {
     let pki = Pki::new()?;
-    let port = free_port()?;
+    let port = free_local_port()?;
     let listen = format!("pssl:{port}");
     let mut args: Vec<String> = ["--xdp-cache", "off", "--max-connections", "2", "--listen"]
         .map(String::from)
@@ -440,7 +433,7 @@ fn xbr_connects_to_an_ssl_controller_and_refuses_one_of_another_ca() -> Result<(
 /// in xbr.
 fn under_ovs_testcontroller(pki: &Pki, switch_args: &[String]) -> Result<Xbr> {
     require_tool("ovs-testcontroller")?;
-    let port = free_port()?;
+    let port = free_local_port()?;
     let f = pki.controller_files("ctl");
     let ctl_path = pki.path("testcontroller.ctl");
     let mut cmd = Command::new("ovs-testcontroller");
@@ -522,7 +515,7 @@ fn the_ca_is_bootstrapped_from_the_first_controller_as_ovs_does() -> Result<()> 
 #[test]
 fn bridges_from_ovsdb_server_over_ssl_and_controller_tls_errors_in_status() -> Result<()> {
     let pki = Pki::new()?;
-    let port = free_port()?;
+    let port = free_local_port()?;
     let server_args = vec![
         format!("--remote=pssl:{port}:127.0.0.1"),
         format!("--private-key={}", pki.path("ctl-privkey.pem")),
