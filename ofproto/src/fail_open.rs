@@ -112,6 +112,16 @@ impl FailOpen {
         self.change(|s| s.remove_probe(probe));
     }
 
+    /// A configured controller's inactivity probe changed from `old` to
+    /// `new`: fail-open is timed with the new one.
+    pub(crate) fn controller_probe_changed(&self, old: Duration, new: Duration) {
+        self.change(|s| {
+            s.remove_probe(old);
+            s.probes.push(new);
+            s.max_probe = s.max_probe.max(new);
+        });
+    }
+
     pub(crate) fn controller_up(&self) {
         self.change(|s| s.up += 1);
     }

@@ -12,6 +12,7 @@ use ofproto::wire::flow_removed::FlowRemoved;
 use ofproto::wire::message::{role, split, AsyncConfig, RoleMsg, SwitchConfig};
 use ofproto::wire::packet_io::{PacketIn, PacketOut};
 use ofproto::wire::Message;
+use ofproto::WantedController;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
@@ -150,6 +151,46 @@ fn an_idle_controller_is_probed_then_dropped() {
     // ...and connects again.
     let mut c = accept(&l);
     hello(&mut c);
+}
+
+/// A new inactivity probe is set on the live connection, as OVS sets a
+/// changed `inactivity_probe`: the controller is not reconnected, and,
+/// silent, it is probed at the new interval, then dropped.
+#[test]
+fn a_new_probe_applies_to_the_live_connection() {
+    let mut h = Harness::start("ctl-reprobe");
+    let (l, mut c) = controller(&mut h, Duration::from_secs(60));
+    let target = l.local_addr().unwrap();
+    let probe = Duration::from_millis(300);
+    let changed = Instant::now();
+    h.server
+        .as_mut()
+        .unwrap()
+        .set_controllers(&[WantedController {
+            target,
+            tls: None,
+            probe,
+            packet_in_limit: None,
+        }])
+        .unwrap();
+    // On the same connection, within a read tick (1 s) and the interval,
+    // where the old one would have waited a minute.
+    assert_eq!(recv(&mut c).1, Message::EchoRequest(Vec::new()));
+    assert!(
+        changed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        changed.elapsed()
+    );
+    assert!(read_msg(&mut c).is_none(), "the switch must hang up");
+    assert!(
+        changed.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        changed.elapsed()
+    );
+    // The change made no other connection: the next one is the
+    // reconnection after the silence.
+    let mut again = accept(&l);
+    hello(&mut again);
 }
 
 /// A zero probe (OVS's `inactivity_probe=0`) turns the probe off: a

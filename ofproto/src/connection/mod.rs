@@ -83,6 +83,36 @@ pub(crate) fn read_tick(probe: Duration) -> Duration {
     probe.clamp(Duration::from_millis(1), TICK)
 }
 
+/// A connection's inactivity probe interval, which its owner may change
+/// while it runs (a Controller row's `inactivity_probe` changed, as OVS
+/// changes it on the live connection); read at every tick. Whole
+/// milliseconds; zero is no probe.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ProbeCell(Arc<std::sync::atomic::AtomicU64>);
+
+impl ProbeCell {
+    pub(crate) fn new(probe: Option<Duration>) -> Self {
+        let cell = ProbeCell::default();
+        cell.set(probe);
+        cell
+    }
+
+    pub(crate) fn get(&self) -> Option<Duration> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// `None` turns the probe off; an interval is at least 1 ms.
+    pub(crate) fn set(&self, probe: Option<Duration>) {
+        let ms = probe.map_or(0, |p| {
+            u64::try_from(p.as_millis()).unwrap_or(u64::MAX).max(1)
+        });
+        self.0.store(ms, Ordering::Relaxed);
+    }
+}
+
 /// What to do after handling a message.
 enum Next {
     Continue,
@@ -118,8 +148,8 @@ pub(crate) struct Connection<R: Read> {
     /// raised while the connection is being set up would otherwise
     /// overtake it.
     subscription: Option<Subscription>,
-    /// The inactivity probe interval (`None`: never probed).
-    probe: Option<Duration>,
+    /// The inactivity probe interval (unset: never probed).
+    probe: ProbeCell,
     /// Time the peer has to send its first message.
     hello_timeout: Duration,
     /// A controller's packet-in rate limit.
@@ -168,7 +198,7 @@ impl<R: Read> Connection<R> {
             miss_send_len: Arc::new(AtomicU16::new(0)),
             service: true,
             subscription: None,
-            probe: None,
+            probe: ProbeCell::default(),
             hello_timeout: limits.hello_timeout,
             packet_in_limit: None,
             packet_in_stats: Default::default(),
@@ -200,8 +230,18 @@ impl<R: Read> Connection<R> {
     /// a probe: the backlog bound alone drops a peer that stopped
     /// reading).
     pub(crate) fn bounded(
-        mut self,
+        self,
         probe: Option<Duration>,
+        kill: Box<dyn Fn() + Send + Sync>,
+    ) -> Self {
+        self.bounded_by(ProbeCell::new(probe), kill)
+    }
+
+    /// [`Connection::bounded`] with a probe interval its owner may change
+    /// while it runs (it keeps the socket's timeouts in step).
+    pub(crate) fn bounded_by(
+        mut self,
+        probe: ProbeCell,
         kill: Box<dyn Fn() + Send + Sync>,
     ) -> Self {
         let limits = self.bridge.control_limits();
@@ -211,7 +251,7 @@ impl<R: Read> Connection<R> {
             kill,
             peer: self.peer.clone(),
         });
-        self.probe = probe.map(|p| p.max(Duration::from_millis(1)));
+        self.probe = probe;
         self
     }
 
@@ -219,7 +259,7 @@ impl<R: Read> Connection<R> {
     /// What was queued for it is still written after (see `Drop`).
     pub(crate) fn run(mut self) {
         if let Err(e) = self.serve() {
-            if e.kind() == io::ErrorKind::TimedOut && self.probe.is_some() {
+            if e.kind() == io::ErrorKind::TimedOut && self.probe.get().is_some() {
                 LimitStats::hit(&self.stats.message_timeouts);
                 warn!(peer = %self.peer, "OpenFlow message not completed in two probe intervals; disconnecting");
                 return;
@@ -269,9 +309,9 @@ impl<R: Read> Connection<R> {
         // from its last use, whatever else the connection sends): looked
         // at once a second between messages, and whenever it is idle.
         let mut next_expiry = started + BUNDLE_EXPIRY_CHECK;
-        // A message may take up to two probe intervals to arrive.
-        let patience = self.probe.map(|p| 2 * p);
         loop {
+            // A message may take up to two probe intervals to arrive.
+            let patience = self.probe.get().map(|p| 2 * p);
             buf.resize(HEADER_LEN, 0);
             match read_full(&mut self.reader, &mut buf, patience)? {
                 Filled::Eof => return Ok(()),
@@ -337,17 +377,14 @@ impl<R: Read> Connection<R> {
         for m in expired {
             self.send(&m)?;
         }
-        if self.probe.is_none() {
+        let Some(probe) = self.probe.get() else {
             return Ok(false);
-        }
+        };
         if self.service && !heard && now.saturating_duration_since(started) >= self.hello_timeout {
             LimitStats::hit(&self.stats.hello_timeouts);
             warn!(peer = %self.peer, timeout = ?self.hello_timeout, "OpenFlow peer sent nothing; disconnecting");
             return Ok(true);
         }
-        let Some(probe) = self.probe else {
-            return Ok(false);
-        };
         match *probe_sent {
             Some(at) if now.saturating_duration_since(at) >= probe => {
                 LimitStats::hit(&self.stats.probe_timeouts);

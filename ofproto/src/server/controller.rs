@@ -6,7 +6,7 @@
 
 use super::stream::Stream;
 use super::{Server, Shared};
-use crate::connection::{read_tick, Connection};
+use crate::connection::{read_tick, Connection, ProbeCell};
 use crate::controller_status::ControllerStatus;
 use crate::error::{ControllerError, OfprotoError};
 use crate::limits::{LimitStats, PacketInLimit};
@@ -60,12 +60,36 @@ impl WantedController {
     }
 }
 
-/// What a controller's thread and [`Server::remove_controller`] share:
-/// the stop flag, and a handle on the connection up now to shut it down.
-#[derive(Default)]
+/// What a controller's thread and the server's owner share: the stop
+/// flag, the probe interval (changed in place), and a handle on the
+/// connection up now, to shut it down or set its timeouts.
 struct ControllerSlot {
     stop: AtomicBool,
+    probe: ProbeCell,
     conn: Mutex<Option<Stream>>,
+}
+
+impl ControllerSlot {
+    fn new(probe: Duration) -> Self {
+        ControllerSlot {
+            stop: AtomicBool::new(false),
+            probe: ProbeCell::new(controller_probe(probe)),
+            conn: Mutex::new(None),
+        }
+    }
+
+    /// A new probe interval for the connection up now and the next ones.
+    fn set_probe(&self, probe: Duration) {
+        let probe = controller_probe(probe);
+        self.probe.set(probe);
+        // Under the lock the thread registers its connection with, after
+        // the cell: a connection made meanwhile reads the new interval.
+        if let Some(c) = self.conn.lock().as_ref() {
+            if let Err(e) = c.set_timeouts(probe) {
+                warn!(error = %e, "cannot set the new inactivity probe on the socket");
+            }
+        }
+    }
 }
 
 /// Bound on one TCP connection attempt to a controller.
@@ -82,7 +106,6 @@ impl Shared {
         self: Arc<Self>,
         target: SocketAddr,
         tls: Option<Arc<TlsContext>>,
-        probe: Duration,
         pin: Option<PacketInLimit>,
         me: Arc<ControllerSlot>,
     ) {
@@ -95,12 +118,11 @@ impl Shared {
                     let served = match &tls {
                         None => {
                             info!(%target, "connected to controller");
-                            self.serve_controller(Ok((c, None)), target, probe, pin, &me)
+                            self.serve_controller(Ok((c, None)), target, pin, &me)
                         }
                         Some(ctx) => self.serve_controller(
-                            self.connect_tls(ctx, c, target, probe),
+                            self.connect_tls(ctx, c, target, me.probe.get()),
                             target,
-                            probe,
                             pin,
                             &me,
                         ),
@@ -140,12 +162,12 @@ impl Shared {
         ctx: &TlsContext,
         c: TcpStream,
         target: SocketAddr,
-        probe: Duration,
+        probe: Option<Duration>,
     ) -> Result<(TcpStream, Option<(TlsReader, TlsWriter)>), ControllerError> {
         let socket = |source| ControllerError::Socket { target, source };
         let sock = c.try_clone().map_err(socket)?;
         // The handshake looks at its deadline at least each read tick.
-        let tick = read_tick(controller_probe(probe).unwrap_or(Duration::MAX));
+        let tick = read_tick(probe.unwrap_or(Duration::MAX));
         sock.set_read_timeout(Some(tick))
             .and_then(|()| sock.set_write_timeout(Some(CONNECT_TIMEOUT)))
             .map_err(socket)?;
@@ -175,21 +197,12 @@ impl Shared {
         &self,
         c: Result<(TcpStream, Option<(TlsReader, TlsWriter)>), ControllerError>,
         target: SocketAddr,
-        probe: Duration,
         pin: Option<PacketInLimit>,
         me: &ControllerSlot,
     ) -> Result<(), ControllerError> {
         let (c, tls) = c?;
         let _ = c.set_nodelay(true);
-        let probe = controller_probe(probe);
-        // A controller that reads nothing for a probe interval fails the
-        // connection's writer (outbox.rs), which ends the connection: the
-        // read-side probe alone would never notice it.
         let c = Stream::Tcp(c);
-        if let Err(e) = c.set_timeouts(probe) {
-            warn!(%target, error = %e, "cannot set the inactivity probe");
-            return Ok(());
-        }
         let (reader, writer, killer, own) =
             match (c.try_clone(), c.try_clone(), c.try_clone(), c.try_clone()) {
                 (Ok(r), Ok(w), Ok(k), Ok(o)) => (r, w, k, o),
@@ -207,6 +220,14 @@ impl Shared {
             if self.stopped() || me.stop.load(Ordering::SeqCst) {
                 return Ok(());
             }
+            // A controller that reads nothing for a probe interval fails
+            // the connection's writer (outbox.rs), which ends the
+            // connection: the read-side probe alone would never notice it.
+            // Set under the lock `ControllerSlot::set_probe` takes.
+            if let Err(e) = c.set_timeouts(me.probe.get()) {
+                warn!(%target, error = %e, "cannot set the inactivity probe");
+                return Ok(());
+            }
             conns.insert(id, (c, None, None));
             *slot = Some(own);
         }
@@ -216,7 +237,7 @@ impl Shared {
         match tls {
             None => {
                 let conn = Connection::new(reader, writer, self.bridge.clone(), target.to_string())
-                    .bounded(probe, kill);
+                    .bounded_by(me.probe.clone(), kill);
                 let pin_stats = pin.map(|_| conn.packet_in_stats());
                 self.controller_table
                     .connected(target, conn.role_cell(), pin_stats);
@@ -226,7 +247,7 @@ impl Shared {
                 drop((reader, writer));
                 tls_error = Some(r.error_cell());
                 let conn = Connection::new(r, w, self.bridge.clone(), target.to_string())
-                    .bounded(probe, kill);
+                    .bounded_by(me.probe.clone(), kill);
                 let pin_stats = pin.map(|_| conn.packet_in_stats());
                 self.controller_table
                     .connected(target, conn.role_cell(), pin_stats);
@@ -289,11 +310,11 @@ impl Server {
             packet_in_limit,
         };
         let shared = self.shared.clone();
-        let slot = Arc::new(ControllerSlot::default());
+        let slot = Arc::new(ControllerSlot::new(probe));
         let me = slot.clone();
         let thread = std::thread::Builder::new()
             .name(format!("of-ctl-{target}"))
-            .spawn(move || shared.controller_loop(target, ctx, probe, packet_in_limit, me))
+            .spawn(move || shared.controller_loop(target, ctx, packet_in_limit, me))
             .map_err(|source| OfprotoError::Thread {
                 what: "controller connection",
                 source,
@@ -337,12 +358,31 @@ impl Server {
 
     /// Makes the active controllers `want`, changing only what
     /// differs: controllers no longer wanted are removed, new ones added,
-    /// and one whose settings changed is reconnected with the new ones
-    /// (OVS changes those on the live connection; xbr's connection takes
-    /// its settings when it starts). The listeners and the other
+    /// a new inactivity probe is set on the live connection, as
+    /// in OVS, and a controller whose TLS or PACKET_IN limit changed is
+    /// reconnected with the new settings (OVS changes the limit on the
+    /// live connection). The listeners and the other
     /// controllers' connections go on. Returns the first error adding a
     /// controller (the others are still applied).
     pub fn set_controllers(&mut self, want: &[WantedController]) -> Result<(), OfprotoError> {
+        // A new probe interval alone is set on the live connection.
+        for c in &mut self.controllers {
+            let Some(w) = want.iter().find(|w| w.target == c.target) else {
+                continue;
+            };
+            let probe_only = ControllerSettings {
+                probe: c.settings.probe,
+                ..w.settings()
+            } == c.settings;
+            if probe_only && w.probe != c.settings.probe {
+                c.slot.set_probe(w.probe);
+                self.shared
+                    .fail_open
+                    .controller_probe_changed(c.settings.probe, w.probe);
+                info!(target = %c.target, probe = ?w.probe, "controller inactivity probe changed");
+                c.settings.probe = w.probe;
+            }
+        }
         let wanted = |c: &ActiveController| {
             want.iter()
                 .any(|w| w.target == c.target && w.settings() == c.settings)
