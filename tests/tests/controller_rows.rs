@@ -5,7 +5,9 @@
 //!   connection to the bridge's passive `ptcp:` target stay up;
 //! - moving the passive target to another port closes the connections
 //!   the old one accepted and listens on the new one; the controller and
-//!   a connection to the management socket (`BRIDGE.mgmt`) stay up.
+//!   a connection to the management socket (`BRIDGE.mgmt`) stay up;
+//! - a new `inactivity_probe` for the controller is taken on its live
+//!   connection, which stays up.
 //!
 //! xbr restarted its whole OpenFlow server for both, the management
 //! socket included, before it changed them in place too. The same
@@ -40,6 +42,8 @@ struct Outcome {
     old_passive_connection_up: bool,
     management_connection_up: bool,
     new_passive_target_answers: bool,
+    /// After the controller's `inactivity_probe` changed.
+    controller_up_after_probe_change: bool,
 }
 
 /// Reads what the switch sends on each of `conns` for `d`, answering
@@ -126,7 +130,24 @@ fn run(ovs: bool) -> Result<Outcome> {
         )
         .and_then(|mut c| Ok(watch(std::slice::from_mut(&mut c), Duration::from_secs(1))?[0]))
         .unwrap_or(false);
+        // Then the controller's row gets an inactivity probe of its own.
+        let uuid = db
+            .vsctl(&[
+                "--bare",
+                "--columns=_uuid",
+                "find",
+                "Controller",
+                &format!("target=\"{kept_target}\""),
+            ])?
+            .ok()?
+            .stdout
+            .trim()
+            .to_string();
+        db.vsctl(&["set", "Controller", &uuid, "inactivity_probe=7000"])?
+            .ok()?;
+        let probed = watch(&mut conns[..1], Duration::from_secs(2))?;
         Ok(Outcome {
+            controller_up_after_probe_change: probed[0],
             kept_controller_up: after[0],
             removed_controller_up: after[1],
             passive_connection_up: after[2],
@@ -162,6 +183,7 @@ fn removing_a_controller_or_moving_the_listener_leaves_the_rest_like_ovs() -> Re
         old_passive_connection_up: false,
         management_connection_up: true,
         new_passive_target_answers: true,
+        controller_up_after_probe_change: true,
     };
     assert_eq!(ovs, expected, "ovs-vswitchd");
     assert_eq!(xbr, expected, "xbr (ovs-vswitchd: {ovs:?})");
