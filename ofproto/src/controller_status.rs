@@ -89,6 +89,16 @@ impl ControllerTable {
         t.packet_ins = packet_ins;
     }
 
+    /// The packet-in counters a connected controller's row reports (its
+    /// limit changed): `None` without a limit.
+    pub(crate) fn set_packet_ins(&self, target: SocketAddr, packet_ins: Option<PacketInStats>) {
+        if let Some(t) = self.by_target.lock().get_mut(&target) {
+            if t.connected {
+                t.packet_ins = packet_ins;
+            }
+        }
+    }
+
     /// A controller no longer configured: its status goes with it.
     pub(crate) fn forget(&self, target: SocketAddr) {
         self.by_target.lock().remove(&target);

@@ -123,6 +123,50 @@ impl Subscription {
     pub(crate) fn id(&self) -> u64 {
         self.id
     }
+
+    /// Limits the connection's packet-ins to `limit` from now on (its
+    /// queues count into `stats`), or lifts the limit: what is queued
+    /// is kept as far as the new burst holds, or sent at once without
+    /// one.
+    pub(crate) fn set_packet_in_limit(&self, limit: Option<(PacketInLimit, &PacketInStats)>) {
+        let mut out = Vec::new();
+        {
+            let mut subs = self.notifier.subs.lock();
+            let Some(s) = subs.get_mut(&self.id) else {
+                return;
+            };
+            match (&s.packet_in_queues, limit) {
+                (Some(queues), Some((l, _))) => {
+                    for q in queues.lock().iter_mut() {
+                        q.set_limit(l);
+                    }
+                }
+                (None, Some((l, stats))) => {
+                    s.packet_in_queues = Some(Mutex::new([
+                        PacketInQueue::new(l, stats[0].clone()),
+                        PacketInQueue::new(l, stats[1].clone()),
+                    ]));
+                }
+                (Some(queues), None) => {
+                    for q in queues.lock().iter_mut() {
+                        q.take_all(&mut out);
+                    }
+                    s.packet_in_queues = None;
+                }
+                (None, None) => {}
+            }
+            for m in out.drain(..) {
+                if !s.outbox.offer(&m, PACKET_IN_BACKLOG) {
+                    note_drop(
+                        &self.notifier.stats.packet_ins_backlog_dropped,
+                        self.id,
+                        "peer behind",
+                    );
+                }
+            }
+        }
+        self.notifier.wake_packet_in_scheduler();
+    }
 }
 
 impl Drop for Subscription {

@@ -88,6 +88,31 @@ impl PacketInQueue {
         }
     }
 
+    /// Takes `limit` from now on (a Controller row's limit changed): a
+    /// new bucket, and what a smaller burst no longer holds dropped from
+    /// the longest queues, as on overflow.
+    pub(crate) fn set_limit(&mut self, limit: PacketInLimit) {
+        self.bucket = TokenBucket::new(limit);
+        self.burst = limit.burst.max(1) as usize;
+        self.rate = limit.rate.max(1);
+        while self.queued > self.burst {
+            self.drop_from_longest();
+        }
+        self.stats.backlog.store(self.queued as u64, Relaxed);
+    }
+
+    /// Everything queued, oldest port first (the limit is gone: it is
+    /// sent at once).
+    pub(crate) fn take_all(&mut self, out: &mut Vec<Vec<u8>>) {
+        while let Some(port) = self.order.pop_front() {
+            if let Some(q) = self.ports.remove(&port) {
+                out.extend(q);
+            }
+        }
+        self.queued = 0;
+        self.stats.backlog.store(0, Relaxed);
+    }
+
     /// A packet-in from `in_port`, encoded as `msg`.
     pub(crate) fn offer(&mut self, in_port: u32, msg: Vec<u8>, now: Instant) -> Offered {
         if self.queued == 0 && self.bucket.take(now) {
@@ -171,6 +196,30 @@ impl PacketInQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_limit_keeps_what_its_burst_holds_and_none_sends_all() {
+        let limit = |rate, burst| PacketInLimit { rate, burst };
+        let stats = std::sync::Arc::new(PacketInQueueStats::default());
+        let mut q = PacketInQueue::new(limit(1, 4), stats.clone());
+        let now = Instant::now();
+        let mut sent = 0;
+        // The bucket starts with a burst's tokens: four go at once, the
+        // next four wait.
+        for i in 0..8u8 {
+            if let Offered::Send(_) = q.offer(u32::from(i % 2), vec![i], now) {
+                sent += 1;
+            }
+        }
+        assert_eq!((sent, q.queued), (4, 4));
+        q.set_limit(limit(1, 2));
+        assert_eq!(q.queued, 2);
+        assert_eq!(stats.backlog.load(Relaxed), 2);
+        let mut out = Vec::new();
+        q.take_all(&mut out);
+        assert_eq!((out.len(), q.queued), (2, 0));
+        assert!(q.order.is_empty() && q.ports.is_empty());
+    }
 
     fn q(rate: u32, burst: u32) -> PacketInQueue {
         PacketInQueue::new(PacketInLimit { rate, burst }, Default::default())

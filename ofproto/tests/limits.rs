@@ -9,6 +9,7 @@ use ofproto::limits::{ControlLimits, LimitStats, PacketInLimit};
 use ofproto::wire::message::split;
 use ofproto::wire::packet_io::PacketIn;
 use ofproto::wire::{Message, ONF_VENDOR_ID};
+use ofproto::WantedController;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
@@ -380,6 +381,77 @@ fn packet_ins_over_the_rate_are_queued_per_port_and_drained_as_ovs_does() {
     h.bridge
         .packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![0xcd; 60]));
     assert!(matches!(recv(&mut c).1, Message::PacketIn(pi) if pi.data[0] == 0xcd));
+}
+
+/// A new `controller_rate_limit` is taken by the live connection, as OVS
+/// takes it: an unlimited controller gets a limit (its flood is cut to
+/// the burst and the rate) without reconnecting, and its row reports the
+/// queues; without the limit again, everything goes through.
+#[test]
+fn a_new_packet_in_limit_applies_to_the_live_connection() {
+    let mut h = Harness::start("lim-pin-live");
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = l.local_addr().unwrap();
+    let probe = Duration::from_secs(60);
+    let wanted = |packet_in_limit| WantedController {
+        target,
+        tls: None,
+        probe,
+        packet_in_limit,
+    };
+    let server = h.server.as_mut().unwrap();
+    server.set_controllers(&[wanted(None)]).unwrap();
+    let (mut c, _) = l.accept().unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    hello(&mut c);
+    c.write_all(&Message::BarrierRequest.emit(0xbb)).unwrap();
+    assert_eq!(recv(&mut c), (0xbb, Message::BarrierReply));
+    let status = |h: &Harness| {
+        h.server
+            .as_ref()
+            .unwrap()
+            .controller_status(target)
+            .unwrap()
+    };
+    assert_eq!(status(&h).packet_ins, None);
+    let limit = PacketInLimit::from_columns(Some(100), Some(5)).unwrap();
+    h.server
+        .as_mut()
+        .unwrap()
+        .set_controllers(&[wanted(Some(limit))])
+        .unwrap();
+    // The connection takes it at its next tick (1 s); a barrier makes
+    // sure it has read past the change.
+    std::thread::sleep(Duration::from_millis(1100));
+    c.write_all(&Message::BarrierRequest.emit(0xbc)).unwrap();
+    assert_eq!(recv(&mut c), (0xbc, Message::BarrierReply));
+    assert!(status(&h).packet_ins.is_some(), "the row reports no queues");
+    for _ in 0..200 {
+        h.bridge
+            .packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![0xab; 60]));
+    }
+    let got = packet_ins_until_quiet(&mut c, Duration::from_millis(500));
+    assert!((10..=14).contains(&got.len()), "{} packet-ins", got.len());
+    // The limit lifted: a flood goes through whole, on the same
+    // connection.
+    h.server
+        .as_mut()
+        .unwrap()
+        .set_controllers(&[wanted(None)])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    c.write_all(&Message::BarrierRequest.emit(0xbd)).unwrap();
+    assert_eq!(recv(&mut c), (0xbd, Message::BarrierReply));
+    assert_eq!(status(&h).packet_ins, None);
+    for _ in 0..50 {
+        h.bridge
+            .packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![0xcd; 60]));
+    }
+    let got = packet_ins_until_quiet(&mut c, Duration::from_millis(500));
+    assert_eq!(got.len(), 50);
+    // No other connection was made.
+    l.set_nonblocking(true).unwrap();
+    assert!(l.accept().is_err());
 }
 
 #[test]

@@ -113,6 +113,42 @@ impl ProbeCell {
     }
 }
 
+/// A controller connection's packet-in limit, which its owner may change
+/// while it runs (OVS changes a Controller row's `controller_rate_limit`
+/// on the live connection); the connection takes a change at its next
+/// message or tick.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LimitCell(Arc<LimitCellInner>);
+
+#[derive(Debug, Default)]
+struct LimitCellInner {
+    changed: std::sync::atomic::AtomicBool,
+    limit: Mutex<Option<PacketInLimit>>,
+}
+
+impl LimitCell {
+    pub(crate) fn new(limit: Option<PacketInLimit>) -> Self {
+        let cell = LimitCell::default();
+        *cell.0.limit.lock() = limit;
+        cell
+    }
+
+    pub(crate) fn get(&self) -> Option<PacketInLimit> {
+        *self.0.limit.lock()
+    }
+
+    pub(crate) fn set(&self, limit: Option<PacketInLimit>) {
+        *self.0.limit.lock() = limit;
+        self.0.changed.store(true, Ordering::Release);
+    }
+
+    /// The new limit, once after each [`LimitCell::set`].
+    fn take_change(&self) -> Option<Option<PacketInLimit>> {
+        (self.0.changed.load(Ordering::Relaxed) && self.0.changed.swap(false, Ordering::Acquire))
+            .then(|| self.get())
+    }
+}
+
 /// What to do after handling a message.
 enum Next {
     Continue,
@@ -154,6 +190,8 @@ pub(crate) struct Connection<R: Read> {
     hello_timeout: Duration,
     /// A controller's packet-in rate limit.
     packet_in_limit: Option<PacketInLimit>,
+    /// Where its owner changes it while the connection runs.
+    packet_in_cell: Option<LimitCell>,
     /// Its packet-in queues' counters (used with a `packet_in_limit`).
     packet_in_stats: PacketInStats,
     stats: Arc<LimitStats>,
@@ -201,6 +239,7 @@ impl<R: Read> Connection<R> {
             probe: ProbeCell::default(),
             hello_timeout: limits.hello_timeout,
             packet_in_limit: None,
+            packet_in_cell: None,
             packet_in_stats: Default::default(),
             stats: bridge.limit_stats().clone(),
             version: OFP_VERSION,
@@ -212,12 +251,6 @@ impl<R: Read> Connection<R> {
     }
 
     /// The connection's role, as other parties read it.
-    /// The counters its packet-in queues will keep (a controller with a
-    /// rate limit), for its Controller row.
-    pub(crate) fn packet_in_stats(&self) -> PacketInStats {
-        self.packet_in_stats.clone()
-    }
-
     pub(crate) fn role_cell(&self) -> Arc<std::sync::atomic::AtomicU32> {
         self.role.shared()
     }
@@ -293,6 +326,36 @@ impl<R: Read> Connection<R> {
         self
     }
 
+    /// Counts its packet-in queues into `stats` (made by its owner, who
+    /// reports them).
+    pub(crate) fn with_packet_in_stats(mut self, stats: PacketInStats) -> Self {
+        self.packet_in_stats = stats;
+        self
+    }
+
+    /// [`Connection::for_controller`] with a packet-in limit its owner
+    /// may change while the connection runs.
+    pub(crate) fn for_controller_by(self, cell: LimitCell) -> Self {
+        let mut conn = self.for_controller(cell.get());
+        conn.packet_in_cell = Some(cell);
+        conn
+    }
+
+    /// Takes a packet-in limit its owner changed (see [`LimitCell`]).
+    fn follow_packet_in_limit(&mut self) {
+        let Some(new) = self
+            .packet_in_cell
+            .as_ref()
+            .and_then(LimitCell::take_change)
+        else {
+            return;
+        };
+        self.packet_in_limit = new;
+        if let Some(sub) = &self.subscription {
+            sub.set_packet_in_limit(new.map(|l| (l, &self.packet_in_stats)));
+        }
+    }
+
     fn serve(&mut self) -> io::Result<()> {
         // To a controller the switch says HELLO at once, offering 1.3; to
         // a peer that connected, once it knows the peer's offer (see
@@ -310,6 +373,7 @@ impl<R: Read> Connection<R> {
         // at once a second between messages, and whenever it is idle.
         let mut next_expiry = started + BUNDLE_EXPIRY_CHECK;
         loop {
+            self.follow_packet_in_limit();
             // A message may take up to two probe intervals to arrive.
             let patience = self.probe.get().map(|p| 2 * p);
             buf.resize(HEADER_LEN, 0);

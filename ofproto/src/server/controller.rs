@@ -6,10 +6,11 @@
 
 use super::stream::Stream;
 use super::{Server, Shared};
-use crate::connection::{read_tick, Connection, ProbeCell};
+use crate::connection::{read_tick, Connection, LimitCell, ProbeCell};
 use crate::controller_status::ControllerStatus;
 use crate::error::{ControllerError, OfprotoError};
 use crate::limits::{LimitStats, PacketInLimit};
+use crate::packet_in_queue::PacketInStats;
 use crate::tls::stream::{TlsErrorCell, TlsReader, TlsWriter};
 use crate::tls::{TlsContext, TlsError};
 use parking_lot::Mutex;
@@ -61,20 +62,44 @@ impl WantedController {
 }
 
 /// What a controller's thread and the server's owner share: the stop
-/// flag, the probe interval (changed in place), and a handle on the
-/// connection up now, to shut it down or set its timeouts.
+/// flag, the probe interval and packet-in limit (changed in place), and
+/// a handle on the connection up now, to shut it down or set its
+/// timeouts, with its packet-in counters.
 struct ControllerSlot {
     stop: AtomicBool,
     probe: ProbeCell,
-    conn: Mutex<Option<Stream>>,
+    packet_in_limit: LimitCell,
+    conn: Mutex<Option<(Stream, PacketInStats)>>,
 }
 
 impl ControllerSlot {
-    fn new(probe: Duration) -> Self {
+    fn new(probe: Duration, packet_in_limit: Option<PacketInLimit>) -> Self {
         ControllerSlot {
             stop: AtomicBool::new(false),
             probe: ProbeCell::new(controller_probe(probe)),
+            packet_in_limit: LimitCell::new(packet_in_limit),
             conn: Mutex::new(None),
+        }
+    }
+
+    /// The packet-in counters its Controller row reports: those of the
+    /// connection's queues while it has a limit.
+    fn reported_packet_ins(&self, stats: &PacketInStats) -> Option<PacketInStats> {
+        self.packet_in_limit.get().map(|_| stats.clone())
+    }
+
+    /// A new packet-in limit for the connection up now (its Controller
+    /// row reports the queues while there is one) and the next ones.
+    fn set_packet_in_limit(
+        &self,
+        limit: Option<PacketInLimit>,
+        table: &crate::controller_status::ControllerTable,
+        target: SocketAddr,
+    ) {
+        let conn = self.conn.lock();
+        self.packet_in_limit.set(limit);
+        if let Some((_, stats)) = conn.as_ref() {
+            table.set_packet_ins(target, limit.map(|_| stats.clone()));
         }
     }
 
@@ -84,7 +109,7 @@ impl ControllerSlot {
         self.probe.set(probe);
         // Under the lock the thread registers its connection with, after
         // the cell: a connection made meanwhile reads the new interval.
-        if let Some(c) = self.conn.lock().as_ref() {
+        if let Some((c, _)) = self.conn.lock().as_ref() {
             if let Err(e) = c.set_timeouts(probe) {
                 warn!(error = %e, "cannot set the new inactivity probe on the socket");
             }
@@ -106,7 +131,6 @@ impl Shared {
         self: Arc<Self>,
         target: SocketAddr,
         tls: Option<Arc<TlsContext>>,
-        pin: Option<PacketInLimit>,
         me: Arc<ControllerSlot>,
     ) {
         let mut backoff = BACKOFF_MIN;
@@ -118,12 +142,11 @@ impl Shared {
                     let served = match &tls {
                         None => {
                             info!(%target, "connected to controller");
-                            self.serve_controller(Ok((c, None)), target, pin, &me)
+                            self.serve_controller(Ok((c, None)), target, &me)
                         }
                         Some(ctx) => self.serve_controller(
                             self.connect_tls(ctx, c, target, me.probe.get()),
                             target,
-                            pin,
                             &me,
                         ),
                     };
@@ -197,7 +220,6 @@ impl Shared {
         &self,
         c: Result<(TcpStream, Option<(TlsReader, TlsWriter)>), ControllerError>,
         target: SocketAddr,
-        pin: Option<PacketInLimit>,
         me: &ControllerSlot,
     ) -> Result<(), ControllerError> {
         let (c, tls) = c?;
@@ -212,6 +234,7 @@ impl Shared {
                 }
             };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let pin_stats = PacketInStats::default();
         {
             // Checked under the locks shutdown and removal sweep with, so
             // a connection made while stopping is never left unswept.
@@ -229,7 +252,7 @@ impl Shared {
                 return Ok(());
             }
             conns.insert(id, (c, None, None));
-            *slot = Some(own);
+            *slot = Some((own, pin_stats.clone()));
         }
         self.fail_open.controller_up();
         let kill: Box<dyn Fn() + Send + Sync> = Box::new(move || killer.shutdown());
@@ -237,21 +260,27 @@ impl Shared {
         match tls {
             None => {
                 let conn = Connection::new(reader, writer, self.bridge.clone(), target.to_string())
-                    .bounded_by(me.probe.clone(), kill);
-                let pin_stats = pin.map(|_| conn.packet_in_stats());
-                self.controller_table
-                    .connected(target, conn.role_cell(), pin_stats);
-                conn.for_controller(pin).run();
+                    .bounded_by(me.probe.clone(), kill)
+                    .with_packet_in_stats(pin_stats.clone());
+                self.controller_table.connected(
+                    target,
+                    conn.role_cell(),
+                    me.reported_packet_ins(&pin_stats),
+                );
+                conn.for_controller_by(me.packet_in_limit.clone()).run();
             }
             Some((r, w)) => {
                 drop((reader, writer));
                 tls_error = Some(r.error_cell());
                 let conn = Connection::new(r, w, self.bridge.clone(), target.to_string())
-                    .bounded_by(me.probe.clone(), kill);
-                let pin_stats = pin.map(|_| conn.packet_in_stats());
-                self.controller_table
-                    .connected(target, conn.role_cell(), pin_stats);
-                conn.for_controller(pin).run();
+                    .bounded_by(me.probe.clone(), kill)
+                    .with_packet_in_stats(pin_stats.clone());
+                self.controller_table.connected(
+                    target,
+                    conn.role_cell(),
+                    me.reported_packet_ins(&pin_stats),
+                );
+                conn.for_controller_by(me.packet_in_limit.clone()).run();
             }
         }
         self.conns.lock().remove(&id);
@@ -310,11 +339,11 @@ impl Server {
             packet_in_limit,
         };
         let shared = self.shared.clone();
-        let slot = Arc::new(ControllerSlot::new(probe));
+        let slot = Arc::new(ControllerSlot::new(probe, packet_in_limit));
         let me = slot.clone();
         let thread = std::thread::Builder::new()
             .name(format!("of-ctl-{target}"))
-            .spawn(move || shared.controller_loop(target, ctx, packet_in_limit, me))
+            .spawn(move || shared.controller_loop(target, ctx, me))
             .map_err(|source| OfprotoError::Thread {
                 what: "controller connection",
                 source,
@@ -344,7 +373,7 @@ impl Server {
             // Under the lock the thread registers its connection with.
             let conn = c.slot.conn.lock();
             c.slot.stop.store(true, Ordering::SeqCst);
-            if let Some(s) = conn.as_ref() {
+            if let Some((s, _)) = conn.as_ref() {
                 s.shutdown();
             }
         }
@@ -358,29 +387,38 @@ impl Server {
 
     /// Makes the active controllers `want`, changing only what
     /// differs: controllers no longer wanted are removed, new ones added,
-    /// a new inactivity probe is set on the live connection, as
-    /// in OVS, and a controller whose TLS or PACKET_IN limit changed is
-    /// reconnected with the new settings (OVS changes the limit on the
-    /// live connection). The listeners and the other
+    /// a new inactivity probe or PACKET_IN limit is set on the
+    /// live connection, as in OVS, and a controller that changed between
+    /// `tcp:` and `ssl:` is reconnected. The listeners and the other
     /// controllers' connections go on. Returns the first error adding a
     /// controller (the others are still applied).
     pub fn set_controllers(&mut self, want: &[WantedController]) -> Result<(), OfprotoError> {
-        // A new probe interval alone is set on the live connection.
+        // A new probe interval or packet-in limit is set on the live
+        // connection.
         for c in &mut self.controllers {
             let Some(w) = want.iter().find(|w| w.target == c.target) else {
                 continue;
             };
-            let probe_only = ControllerSettings {
-                probe: c.settings.probe,
-                ..w.settings()
-            } == c.settings;
-            if probe_only && w.probe != c.settings.probe {
+            if w.tls.is_some() != c.settings.tls {
+                continue;
+            }
+            if w.probe != c.settings.probe {
                 c.slot.set_probe(w.probe);
                 self.shared
                     .fail_open
                     .controller_probe_changed(c.settings.probe, w.probe);
                 info!(target = %c.target, probe = ?w.probe, "controller inactivity probe changed");
                 c.settings.probe = w.probe;
+            }
+            if w.packet_in_limit != c.settings.packet_in_limit {
+                c.slot.set_packet_in_limit(
+                    w.packet_in_limit,
+                    &self.shared.controller_table,
+                    c.target,
+                );
+                info!(target = %c.target, limit = ?w.packet_in_limit,
+                      "controller packet-in limit changed");
+                c.settings.packet_in_limit = w.packet_in_limit;
             }
         }
         let wanted = |c: &ActiveController| {
