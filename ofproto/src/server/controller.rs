@@ -67,15 +67,24 @@ impl WantedController {
 /// timeouts, with its packet-in counters.
 struct ControllerSlot {
     stop: AtomicBool,
+    /// The TLS context of its next connections (`ssl:`); new TLS
+    /// settings replace it in place, as OVS's take effect for the next
+    /// connections.
+    tls: Mutex<Option<Arc<TlsContext>>>,
     probe: ProbeCell,
     packet_in_limit: LimitCell,
     conn: Mutex<Option<(Stream, PacketInStats)>>,
 }
 
 impl ControllerSlot {
-    fn new(probe: Duration, packet_in_limit: Option<PacketInLimit>) -> Self {
+    fn new(
+        tls: Option<Arc<TlsContext>>,
+        probe: Duration,
+        packet_in_limit: Option<PacketInLimit>,
+    ) -> Self {
         ControllerSlot {
             stop: AtomicBool::new(false),
+            tls: Mutex::new(tls),
             probe: ProbeCell::new(controller_probe(probe)),
             packet_in_limit: LimitCell::new(packet_in_limit),
             conn: Mutex::new(None),
@@ -127,18 +136,14 @@ const BACKOFF_MAX: Duration = Duration::from_secs(8);
 impl Shared {
     /// A controller thread: connect, serve, reconnect, until shutdown or
     /// until the controller is removed (`me.stop`).
-    fn controller_loop(
-        self: Arc<Self>,
-        target: SocketAddr,
-        tls: Option<Arc<TlsContext>>,
-        me: Arc<ControllerSlot>,
-    ) {
+    fn controller_loop(self: Arc<Self>, target: SocketAddr, me: Arc<ControllerSlot>) {
         let mut backoff = BACKOFF_MIN;
         let done = || self.stopped() || me.stop.load(Ordering::SeqCst);
         while !done() {
             self.controller_table.connecting(target);
             match TcpStream::connect_timeout(&target, CONNECT_TIMEOUT) {
                 Ok(c) => {
+                    let tls = me.tls.lock().clone();
                     let served = match &tls {
                         None => {
                             info!(%target, "connected to controller");
@@ -339,11 +344,11 @@ impl Server {
             packet_in_limit,
         };
         let shared = self.shared.clone();
-        let slot = Arc::new(ControllerSlot::new(probe, packet_in_limit));
+        let slot = Arc::new(ControllerSlot::new(ctx, probe, packet_in_limit));
         let me = slot.clone();
         let thread = std::thread::Builder::new()
             .name(format!("of-ctl-{target}"))
-            .spawn(move || shared.controller_loop(target, ctx, me))
+            .spawn(move || shared.controller_loop(target, me))
             .map_err(|source| OfprotoError::Thread {
                 what: "controller connection",
                 source,
@@ -388,8 +393,9 @@ impl Server {
     /// Makes the active controllers `want`, changing only what
     /// differs: controllers no longer wanted are removed, new ones added,
     /// a new inactivity probe or PACKET_IN limit is set on the
-    /// live connection, as in OVS, and a controller that changed between
-    /// `tcp:` and `ssl:` is reconnected. The listeners and the other
+    /// live connection, as in OVS; a new TLS context is taken by the
+    /// next connection; a controller that changed between `tcp:` and
+    /// `ssl:` is reconnected. The listeners and the other
     /// controllers' connections go on. Returns the first error adding a
     /// controller (the others are still applied).
     pub fn set_controllers(&mut self, want: &[WantedController]) -> Result<(), OfprotoError> {
@@ -401,6 +407,18 @@ impl Server {
             };
             if w.tls.is_some() != c.settings.tls {
                 continue;
+            }
+            {
+                let mut tls = c.slot.tls.lock();
+                let same = match (tls.as_ref(), w.tls.as_ref()) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    _ => true,
+                };
+                if !same {
+                    // The connection up now keeps its session.
+                    *tls = w.tls.clone();
+                    info!(target = %c.target, "controller TLS settings changed (next connection)");
+                }
             }
             if w.probe != c.settings.probe {
                 c.slot.set_probe(w.probe);

@@ -359,7 +359,7 @@ impl Server {
             })?;
         threads.push(t);
         info!(path = %unix_path.display(), tcp = ?tcp.as_ref().map(|t| t.local),
-              tls = tcp.as_ref().is_some_and(|t| t.tls.is_some()), "OpenFlow listening");
+              tls = tcp.as_ref().is_some_and(TcpService::is_tls), "OpenFlow listening");
         // Drains the rate-limited connections' packet-in queues.
         let s = shared.clone();
         let t = std::thread::Builder::new()
@@ -402,7 +402,7 @@ impl Server {
 
     /// Whether the TCP listener speaks TLS (`pssl:`).
     pub fn listener_is_tls(&self) -> bool {
-        self.tcp.as_ref().is_some_and(|t| t.tls.is_some())
+        self.tcp.as_ref().is_some_and(TcpService::is_tls)
     }
 
     /// Stops the listeners and every connection, and unlinks the socket.

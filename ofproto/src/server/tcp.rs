@@ -8,6 +8,7 @@ use super::stream::Stream;
 use super::{Listener, Server, Shared};
 use crate::error::OfprotoError;
 use crate::tls::TlsContext;
+use parking_lot::Mutex;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,8 +21,10 @@ pub(super) struct TcpService {
     requested: SocketAddr,
     /// The address bound.
     pub(super) local: SocketAddr,
-    /// The TLS context its connections speak, for `pssl:`.
-    pub(super) tls: Option<Arc<TlsContext>>,
+    /// The TLS context its next connections speak, for `pssl:`: new TLS
+    /// settings replace it in place, as OVS's take effect for the next
+    /// connections.
+    tls: Arc<Mutex<Option<Arc<TlsContext>>>>,
     /// A duplicate of the listening socket, shut down to wake the accept
     /// loop (a wake-up connection could go to another listener).
     wake: OwnedFd,
@@ -46,6 +49,7 @@ impl TcpService {
         let wake = OwnedFd::from(listener.try_clone().map_err(err)?);
         let local = listener.local_addr().map_err(err)?;
         let stop = Arc::new(AtomicBool::new(false));
+        let tls = Arc::new(Mutex::new(tls));
         let (s, halt, ctx) = (shared.clone(), stop.clone(), tls.clone());
         let thread = std::thread::Builder::new()
             .name("of-tcp".into())
@@ -59,7 +63,8 @@ impl TcpService {
                             let peer = c.peer_addr().map(|a| a.to_string()).unwrap_or_default();
                             // Replies are small and latency matters (lock-step barriers).
                             let _ = c.set_nodelay(true);
-                            s.spawn_connection(Stream::Tcp(c), peer, Listener::Tcp, ctx.clone());
+                            let ctx = ctx.lock().clone();
+                            s.spawn_connection(Stream::Tcp(c), peer, Listener::Tcp, ctx);
                         }
                         Err(e) => warn!(error = %e, "tcp accept failed"),
                     }
@@ -79,14 +84,20 @@ impl TcpService {
         })
     }
 
-    /// Whether it serves `addr` with `tls` already.
+    /// Whether it speaks TLS (`pssl:`).
+    pub(super) fn is_tls(&self) -> bool {
+        self.tls.lock().is_some()
+    }
+
+    /// Whether it serves `addr` with TLS or without as `tls` says; if so,
+    /// its next connections take `tls`'s settings.
     fn serves(&self, addr: SocketAddr, tls: &Option<Arc<TlsContext>>) -> bool {
-        let same_tls = match (&self.tls, tls) {
-            (None, None) => true,
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        };
-        self.requested == addr && same_tls
+        let mut ours = self.tls.lock();
+        if self.requested != addr || ours.is_some() != tls.is_some() {
+            return false;
+        }
+        *ours = tls.clone();
+        true
     }
 
     /// Makes a blocked `accept` return: on Linux, shutting a listening
@@ -110,7 +121,7 @@ impl TcpService {
     fn stop(self, shared: &Shared) -> (SocketAddr, Option<Arc<TlsContext>>) {
         self.stop.store(true, Ordering::SeqCst);
         self.wake();
-        let again = (self.requested, self.tls.clone());
+        let again = (self.requested, self.tls.lock().clone());
         self.join();
         shared.close_connections(|from| from == Some(Listener::Tcp));
         again
@@ -122,7 +133,8 @@ impl Server {
     /// without) from now on, or none: the old listener and the
     /// connections it accepted close, and a new one listens. The
     /// management socket, the active controllers and their connections
-    /// are not touched. Nothing happens if it serves that already. If
+    /// are not touched. If it serves that target already, only its next
+    /// connections take `tls` (new TLS settings). If
     /// the new address cannot be bound, the old listener comes back and
     /// the error is returned.
     pub fn set_listener(
@@ -142,7 +154,7 @@ impl Server {
         };
         match TcpService::start(&self.shared, addr, tls) {
             Ok(t) => {
-                info!(tcp = %t.local, tls = t.tls.is_some(), "OpenFlow listening");
+                info!(tcp = %t.local, tls = t.is_tls(), "OpenFlow listening");
                 self.tcp = Some(t);
                 Ok(())
             }
