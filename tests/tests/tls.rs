@@ -12,6 +12,8 @@
 //! - xbr as the client of `ovsdb-server --remote=pssl:` bringing a bridge
 //!   up, the `SSL` table (`ovs-vsctl set-ssl`) and a controller's TLS
 //!   failure in its `status:last_error`;
+//! - a new `SSL` row taken by the next TLS connections while a
+//!   management connection stays up;
 //! - `--bootstrap-ca-cert`: the first controller's CA written and used;
 //! - bad files refused at start, from the flags or the `--config` file.
 //!
@@ -26,7 +28,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xbr_tests::openflow::wait_closed;
+use xbr_tests::openflow::{OFPT_ECHO_REPLY, OFPT_ECHO_REQUEST};
 use xbr_tests::ovsdb::OvsDb;
+use xbr_tests::played_controller::{Heard, PlayedController};
 use xbr_tests::xbr_stats::limit_count;
 use xbr_tests::{
     free_local_port, require_root, require_tool, run_timeout, unique_tag, Background, CmdOutput,
@@ -554,6 +558,95 @@ fn bridges_from_ovsdb_server_over_ssl_and_controller_tls_errors_in_status() -> R
     });
     if let Err(e) = found {
         return Err(unexpected(format!("{e}\n{last}\n{}", db.xbr_log())));
+    }
+    Ok(())
+}
+
+/// A new `SSL` row (here: another CA to trust) is taken by the next TLS
+/// connections, as OVS takes new TLS settings: those the `pssl:` target
+/// accepts, and the next attempt of an `ssl:` controller. The OpenFlow
+/// server is not restarted for it, so a connection to the management
+/// socket stays up (a restart cut it before).
+#[test]
+fn a_new_ssl_row_is_taken_by_the_next_connections_and_cuts_none() -> Result<()> {
+    let pki = Pki::new()?;
+    let port = free_local_port()?;
+    let mut db = OvsDb::start(None)?;
+    db.start_xbr()?;
+    db.add_secure_bridge(BRIDGE)?;
+    let set_ssl = |ca: &str| -> Result<()> {
+        db.vsctl(&[
+            "set-ssl",
+            &pki.path("sw-privkey.pem"),
+            &pki.path("sw-cert.pem"),
+            &pki.path(ca),
+        ])?
+        .ok()?;
+        Ok(())
+    };
+    set_ssl("pki/controllerca/cacert.pem")?;
+    // A controller whose certificate the other CA signed: refused until
+    // the switch trusts that CA.
+    let (rogue, rogue_accepted) = TlsServer::start(pki.controller_files("rogue"))?;
+    db.vsctl(&[
+        "set-controller",
+        BRIDGE,
+        &format!("pssl:{port}:127.0.0.1"),
+        &format!("ssl:{}", rogue.addr),
+    ])?
+    .ok()?;
+    let target = format!("ssl:127.0.0.1:{port}");
+    let dumps =
+        |who: &str| -> Result<bool> { Ok(pki.ofctl(who, &["dump-flows", &target])?.success()) };
+    wait_for(
+        "ovs-ofctl over ssl with the controller CA's certificate",
+        || dumps("ctl"),
+    )?;
+    assert!(!dumps("rogue")?, "a certificate of another CA was taken");
+    let mut mgmt = PlayedController::connect_unix(&db.run_dir().join(format!("{BRIDGE}.mgmt")))?;
+    // Until now every attempt of the controller failed.
+    while let Ok(got) = rogue_accepted.try_recv() {
+        assert!(got.is_err(), "the ssl: controller got in before the change");
+    }
+    // Trust the other CA instead: its client gets in, the first no longer.
+    set_ssl("other/controllerca/cacert.pem")?;
+    wait_for("ovs-ofctl over ssl with the other CA's certificate", || {
+        dumps("rogue")
+    })?;
+    assert!(!dumps("ctl")?, "the CA no longer trusted still is");
+    // The controller's next attempt (after its backoff, at most 8 s)
+    // completes the handshake.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rogue_accepted.recv_timeout(left) {
+            Ok(Ok(_)) => break,
+            Ok(Err(_)) => continue,
+            Err(e) => {
+                return Err(unexpected(format!(
+                    "the ssl: controller never got a handshake with the new CA: {e}\n{}",
+                    db.xbr_log()
+                )))
+            }
+        }
+    }
+    // The management connection lived through it (answering probes).
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        match mgmt.hear()? {
+            Heard::Closed => {
+                return Err(unexpected(format!(
+                    "the management connection was closed by the SSL change\n{}",
+                    db.xbr_log()
+                )))
+            }
+            Heard::Message(m) if m[1] == OFPT_ECHO_REQUEST => {
+                let mut reply = m.clone();
+                reply[1] = OFPT_ECHO_REPLY;
+                mgmt.send(&reply)?;
+            }
+            Heard::Message(_) | Heard::Quiet => {}
+        }
     }
     Ok(())
 }

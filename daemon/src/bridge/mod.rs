@@ -711,9 +711,9 @@ impl RunningBridge {
 
     /// Restarts the OpenFlow server with other controllers and TCP
     /// listener, on the same flow tables and packet threads (so forwarding
-    /// goes on): the way to take new TLS settings, and to bring back a
-    /// server whose restart failed (controllers and the passive target
-    /// change in place: `Server::set_controllers`, `Server::set_listener`).
+    /// goes on): the way to bring back a server whose restart failed
+    /// (controllers, the passive target and TLS settings change in
+    /// place: `Server::set_controllers`, `Server::set_listener`).
     /// Connections to the management socket are cut; `ovs-ofctl` opens a
     /// new one per command anyway. If the new listener cannot be set up,
     /// the server comes back as it was and the error is returned.

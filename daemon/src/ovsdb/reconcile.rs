@@ -189,8 +189,8 @@ impl Reconciler {
     }
 
     /// Follows the `SSL` row (or, without one, the command line's
-    /// files): a change makes a new TLS context, and the bridges with
-    /// `ssl:`/`pssl:` targets restart their OpenFlow server with it.
+    /// files): a change makes a new TLS context, which the bridges with
+    /// `ssl:`/`pssl:` targets give their next TLS connections.
     /// `bootstrap_ca_cert` bootstraps a missing `ca_cert` from the first
     /// `ssl:` peer, as in OVS (`ofproto::tls`).
     fn apply_ssl(&mut self, d: &Desired) {
@@ -220,17 +220,12 @@ impl Reconciler {
         let probe = self.settings.inactivity_probe;
         for (name, m) in &mut self.bridges {
             m.bridge.set_tls(self.tls.clone());
-            let (listen, controllers) =
-                controller_targets(name, &m.controllers, self.tls.is_some());
             let uses_tls = m
                 .controllers
                 .iter()
                 .any(|t| t.starts_with("ssl:") || t.starts_with("pssl:"));
             if uses_tls {
-                if let Err(e) = m
-                    .bridge
-                    .restart_openflow(listen, &controllers, m.standalone, probe)
-                {
+                if let Err(e) = apply_controllers(name, m, self.tls.clone(), probe) {
                     tracing::error!(bridge = %name, "controllers: {e}");
                 }
             }
@@ -507,14 +502,8 @@ impl Reconciler {
         let limits_changed = m.packet_in_limits != want.packet_in_limits || m.probes != want.probes;
         if m.controllers != want.controllers || limits_changed {
             let probe = self.settings.inactivity_probe;
-            let (listen, controllers) =
-                controller_targets(name, &want.controllers, self.tls.is_some());
-            let pin = packet_in_limits(&want.packet_in_limits);
-            m.bridge.set_packet_in_limits(pin.clone());
-            let probes = by_address(&want.probes);
-            m.bridge.set_controller_probes(probes.clone());
-            // The passive target's, for the connections the restarted
-            // server accepts.
+            // The passive target's, for the connections it accepts from
+            // now on.
             let of = m.bridge.openflow();
             of.set_control_limits(ControlLimits {
                 tcp_packet_in: passive_packet_in_limit(want),
@@ -523,39 +512,13 @@ impl Reconciler {
             });
             m.packet_in_limits = want.packet_in_limits.clone();
             m.probes = want.probes.clone();
-            // As in OVS, in place: active targets added, removed or
-            // changed, and the passive target's listener replaced if its
-            // address or TLS changed (its own settings apply to the
-            // connections it accepts from now on, set above); the
-            // management socket and the other connections go on.
-            let result = match m.bridge.server_mut() {
-                Some(server) => {
-                    let active: Vec<WantedController> = controllers
-                        .iter()
-                        .map(|a| WantedController {
-                            target: a.addr,
-                            tls: self.tls.clone().filter(|_| a.tls),
-                            probe: probes.get(&a.addr).copied().unwrap_or(probe),
-                            packet_in_limit: pin.get(&a.addr).copied(),
-                        })
-                        .collect();
-                    let passive = listen.map(|l| l.addr);
-                    let passive_tls = self.tls.clone().filter(|_| listen.is_some_and(|l| l.tls));
-                    let listened = server.set_listener(passive, passive_tls);
-                    let connected = server.set_controllers(&active);
-                    listened.and(connected).map_err(BridgeError::from)
-                }
-                // The server did not come back from a failed restart.
-                None => m
-                    .bridge
-                    .restart_openflow(listen, &controllers, want.standalone, probe),
-            };
+            m.controllers = want.controllers.clone();
+            let result = apply_controllers(name, m, self.tls.clone(), probe);
             match result {
                 Ok(()) => tracing::info!(bridge = %name, targets = ?want.controllers,
                     "controllers reconfigured"),
                 Err(e) => tracing::error!(bridge = %name, "controllers: {e}"),
             }
-            m.controllers = want.controllers.clone();
         }
         if flush {
             m.bridge.flush_flows(want.standalone && !has_primary);
@@ -932,6 +895,45 @@ impl Reconciler {
 /// Why an `ssl:`/`pssl:` target is not served.
 const NO_TLS_SETTINGS: &str = "no TLS settings: the SSL table (ovs-vsctl set-ssl) or \
      --private-key, --certificate and --ca-cert must give them";
+
+/// Makes the bridge's OpenFlow server serve the controllers `m` holds
+/// (`m.controllers`, with `m.probes` and `m.packet_in_limits`; `probe`
+/// for a target without one), TLS targets with `tls`. As in OVS, in
+/// place: active targets added, removed or changed, and the passive
+/// target's listener replaced if its address changed; new TLS settings
+/// are taken by the next connections. The management socket and the
+/// other connections go on. Only a server that failed to come back from
+/// a restart is started again.
+fn apply_controllers(
+    name: &str,
+    m: &mut Managed,
+    tls: Option<Arc<TlsContext>>,
+    probe: Duration,
+) -> Result<(), BridgeError> {
+    let (listen, controllers) = controller_targets(name, &m.controllers, tls.is_some());
+    let pin = packet_in_limits(&m.packet_in_limits);
+    m.bridge.set_packet_in_limits(pin.clone());
+    let probes = by_address(&m.probes);
+    m.bridge.set_controller_probes(probes.clone());
+    let Some(server) = m.bridge.server_mut() else {
+        return m
+            .bridge
+            .restart_openflow(listen, &controllers, m.standalone, probe);
+    };
+    let active: Vec<WantedController> = controllers
+        .iter()
+        .map(|a| WantedController {
+            target: a.addr,
+            tls: tls.clone().filter(|_| a.tls),
+            probe: probes.get(&a.addr).copied().unwrap_or(probe),
+            packet_in_limit: pin.get(&a.addr).copied(),
+        })
+        .collect();
+    let passive_tls = tls.filter(|_| listen.is_some_and(|l| l.tls));
+    let listened = server.set_listener(listen.map(|l| l.addr), passive_tls);
+    let connected = server.set_controllers(&active);
+    Ok(listened.and(connected)?)
+}
 
 /// A bridge's `Controller.target`s: the passive listener (`ptcp:` or
 /// `pssl:`; xbr serves one) and the active controllers (`tcp:`, `ssl:`).
