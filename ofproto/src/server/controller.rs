@@ -263,29 +263,11 @@ impl Shared {
         let kill: Box<dyn Fn() + Send + Sync> = Box::new(move || killer.shutdown());
         let mut tls_error: Option<TlsErrorCell> = None;
         match tls {
-            None => {
-                let conn = Connection::new(reader, writer, self.bridge.clone(), target.to_string())
-                    .bounded_by(me.probe.clone(), kill)
-                    .with_packet_in_stats(pin_stats.clone());
-                self.controller_table.connected(
-                    target,
-                    conn.role_cell(),
-                    me.reported_packet_ins(&pin_stats),
-                );
-                conn.for_controller_by(me.packet_in_limit.clone()).run();
-            }
+            None => self.run_controller_connection(reader, writer, target, me, kill, &pin_stats),
             Some((r, w)) => {
                 drop((reader, writer));
                 tls_error = Some(r.error_cell());
-                let conn = Connection::new(r, w, self.bridge.clone(), target.to_string())
-                    .bounded_by(me.probe.clone(), kill)
-                    .with_packet_in_stats(pin_stats.clone());
-                self.controller_table.connected(
-                    target,
-                    conn.role_cell(),
-                    me.reported_packet_ins(&pin_stats),
-                );
-                conn.for_controller_by(me.packet_in_limit.clone()).run();
+                self.run_controller_connection(r, w, target, me, kill, &pin_stats);
             }
         }
         self.conns.lock().remove(&id);
@@ -299,6 +281,31 @@ impl Shared {
             }
             None => Ok(()),
         }
+    }
+}
+
+impl Shared {
+    /// Serves the connection to the controller at `target` (plain or
+    /// TLS halves) until it ends, with the slot's probe and packet-in
+    /// limit, which may change while it runs.
+    fn run_controller_connection<R: std::io::Read, W: std::io::Write + Send + 'static>(
+        &self,
+        reader: R,
+        writer: W,
+        target: SocketAddr,
+        me: &ControllerSlot,
+        kill: Box<dyn Fn() + Send + Sync>,
+        pin_stats: &PacketInStats,
+    ) {
+        let conn = Connection::new(reader, writer, self.bridge.clone(), target.to_string())
+            .bounded_by(me.probe.clone(), kill)
+            .with_packet_in_stats(pin_stats.clone());
+        self.controller_table.connected(
+            target,
+            conn.role_cell(),
+            me.reported_packet_ins(pin_stats),
+        );
+        conn.for_controller_by(me.packet_in_limit.clone()).run();
     }
 }
 
