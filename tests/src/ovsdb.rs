@@ -195,6 +195,18 @@ impl OvsDb {
         )
     }
 
+    /// A private ovsdb-server with a switch on it: ovs-vswitchd (`ovs`)
+    /// or xbr ([`OvsDb::start_xbr`]).
+    pub fn with_switch(ovs: bool) -> Result<Self> {
+        let mut db = Self::start(None)?;
+        if ovs {
+            db.start_vswitchd()?;
+        } else {
+            db.start_xbr()?;
+        }
+        Ok(db)
+    }
+
     /// `ovs-vsctl add-br NAME`; for ovs-vswitchd (`ovs`) with
     /// `datapath_type=netdev`, its userspace datapath (this machine has
     /// no openvswitch kernel module), the one xbr stands for.

@@ -77,12 +77,7 @@ fn run(ovs: bool) -> Result<Outcome> {
     let port = |l: &TcpListener| l.local_addr().expect("address").port();
     // Only reserved here, for the switch to listen on.
     let (passive_port, moved_port) = (free_local_port()?, free_local_port()?);
-    let mut db = OvsDb::start(None)?;
-    if ovs {
-        db.start_vswitchd()?;
-    } else {
-        db.start_xbr()?;
-    }
+    let db = OvsDb::with_switch(ovs)?;
     db.add_bridge(&bridge, ovs)?;
     let kept_target = format!("tcp:127.0.0.1:{}", port(&kept));
     let removed_target = format!("tcp:127.0.0.1:{}", port(&removed));

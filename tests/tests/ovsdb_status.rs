@@ -116,12 +116,7 @@ fn run(ovs: bool) -> Result<String> {
     let active = TcpListener::bind("127.0.0.1:0").expect("listener");
     let active_port = active.local_addr().expect("address").port();
     let (dead_port, passive_port) = (free_local_port()?, free_local_port()?);
-    let mut db = OvsDb::start(None)?;
-    if ovs {
-        db.start_vswitchd()?;
-    } else {
-        db.start_xbr()?;
-    }
+    let db = OvsDb::with_switch(ovs)?;
     db.add_bridge(&bridge, ovs)?;
     let targets = [
         format!("tcp:127.0.0.1:{active_port}"),
