@@ -405,7 +405,7 @@ mod tests {
 
     #[test]
     fn merge_inserts_after_the_subcommand() {
-        let dir = std::env::temp_dir().join(format!("xbr-conffile-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("xbrt-conffile-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("xbr.conf");
         std::fs::write(&file, "bridge = br7\npmd-threads = 2\n").unwrap();

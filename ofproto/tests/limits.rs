@@ -480,7 +480,7 @@ fn a_controller_that_stops_reading_is_dropped_not_buffered_for() {
 
 #[test]
 fn a_passive_controller_on_ptcp_keeps_to_its_rate_limit() {
-    let dir = std::env::temp_dir().join(format!("xbr-ofproto-{}-lim-ptcp", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("xbrt-ofproto-{}-lim-ptcp", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let bridge = ofproto::Bridge::new(common::MemDatapath::new());

@@ -385,9 +385,46 @@ impl OvsDb {
                 let _ = c.kill();
                 let _ = c.wait();
             }
-            Some(Switch::Vswitchd(pid)) => stop_pid(pid),
+            Some(Switch::Vswitchd(pid)) => {
+                stop_pid(pid);
+                if self.netns.is_none() {
+                    remove_stale_datapath_tap();
+                }
+            }
             None => {}
         }
+    }
+}
+
+/// The netdev datapath's tap device, which ovs-vswitchd creates
+/// persistent and leaves behind when it is stopped by a signal.
+const DATAPATH_TAP: &str = "ovs-netdev";
+
+/// Deletes the host's `ovs-netdev` tap once no ovs-vswitchd runs in the
+/// host's namespace any more (tests in one binary may run two at once,
+/// sharing it). A vswitchd in a test namespace takes its tap with the
+/// namespace.
+fn remove_stale_datapath_tap() {
+    let ns_of = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+    let Some(ours) = ns_of("self") else {
+        return;
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let another_runs = procs.flatten().any(|e| {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        pid.bytes().all(|b| b.is_ascii_digit())
+            && std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end() == "ovs-vswitchd")
+            && pid_alive(pid.parse().unwrap_or(0))
+            && ns_of(&pid).as_ref() == Some(&ours)
+    });
+    if !another_runs && Path::new("/sys/class/net").join(DATAPATH_TAP).exists() {
+        let _ = run_timeout(
+            Command::new("ip").args(["link", "del", DATAPATH_TAP]),
+            CMD_TIMEOUT,
+        );
     }
 }
 

@@ -5,9 +5,25 @@
 use super::restore::{prepare, ContentError};
 use super::*;
 
-fn dir() -> PathBuf {
+/// A test's own directory, removed when the test ends, failed or not.
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn dir() -> TempDir {
     let d = std::env::temp_dir().join(format!(
-        "xbr-state-test-{}-{}",
+        "xbrt-state-test-{}-{}",
         std::process::id(),
         std::thread::current()
             .name()
@@ -16,7 +32,7 @@ fn dir() -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("temp dir");
-    d
+    TempDir(d)
 }
 
 /// The agent's kinds of flows (conntrack with NAT and marks, learn-free
@@ -101,7 +117,7 @@ fn a_written_file_reads_back_and_its_pipeline_reads_back_as_saved() {
     let mods = prepare(&saved).expect("restorable");
     assert_eq!(mods.len(), 1 + 1 + b.flows.len());
     // No temporary file is left behind.
-    let names: Vec<_> = std::fs::read_dir(&d)
+    let names: Vec<_> = std::fs::read_dir(&*d)
         .expect("lists")
         .map(|e| e.expect("entry").file_name())
         .collect();

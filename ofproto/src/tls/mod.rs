@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn unusable_files_are_named() {
-        let dir = std::env::temp_dir().join(format!("xbr-tls-unit-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("xbrt-tls-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = files(&dir);
         let ctx = TlsContext::new(f.clone());

@@ -157,7 +157,7 @@ pub struct Harness {
 
 impl Harness {
     pub fn start(name: &str) -> Harness {
-        let dir = std::env::temp_dir().join(format!("xbr-ofproto-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("xbrt-ofproto-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("br0.mgmt");
