@@ -14,6 +14,7 @@
 //! Cost: one lock per mod; dumps clone `Arc<Rule>`s under the lock and
 //! encode outside it.
 
+use crate::connection::{probe_or_off, LimitCell, ProbeCell};
 use crate::counters::ControlCounters;
 use crate::datapath::Datapath;
 use crate::limits::{ControlLimits, LimitStats};
@@ -60,6 +61,17 @@ pub struct Bridge {
     /// The control plane's bounds (see `limits.rs`), read by each new
     /// connection.
     limits: Mutex<ControlLimits>,
+    /// The passive target's probe interval and packet-in limit (from
+    /// `limits`), which every connection it accepted follows while it
+    /// runs: a change reaches the live connections, as in OVS.
+    passive: PassiveCells,
+}
+
+/// See [`Bridge::passive_cells`].
+#[derive(Clone, Default)]
+pub(crate) struct PassiveCells {
+    pub(crate) probe: ProbeCell,
+    pub(crate) packet_in: LimitCell,
 }
 
 impl Bridge {
@@ -76,6 +88,7 @@ impl Bridge {
             notifier: Arc::default(),
             counters: ControlCounters::default(),
             limits: Mutex::new(ControlLimits::default()),
+            passive: PassiveCells::new(&ControlLimits::default()),
         })
     }
 
@@ -84,8 +97,23 @@ impl Bridge {
         self.limits.lock().clone()
     }
 
+    /// New bounds for the connections to come; the passive target's
+    /// probe interval and packet-in limit also apply to the connections
+    /// it accepted before (at their next message or tick).
     pub fn set_control_limits(&self, limits: ControlLimits) {
-        *self.limits.lock() = limits;
+        let mut now = self.limits.lock();
+        if now.tcp_probe != limits.tcp_probe {
+            self.passive.probe.set(probe_or_off(limits.tcp_probe));
+        }
+        if now.tcp_packet_in != limits.tcp_packet_in {
+            self.passive.packet_in.set(limits.tcp_packet_in);
+        }
+        *now = limits;
+    }
+
+    /// What the passive target's connections follow while they run.
+    pub(crate) fn passive_cells(&self) -> PassiveCells {
+        self.passive.clone()
     }
 
     /// How often each bound was hit.
@@ -448,4 +476,13 @@ fn deleted(changes: &[Change]) -> Vec<Arc<Rule>> {
             _ => None,
         })
         .collect()
+}
+
+impl PassiveCells {
+    fn new(limits: &ControlLimits) -> Self {
+        PassiveCells {
+            probe: ProbeCell::new(probe_or_off(limits.tcp_probe)),
+            packet_in: LimitCell::new(limits.tcp_packet_in),
+        }
+    }
 }

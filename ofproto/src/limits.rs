@@ -53,7 +53,8 @@ pub struct ControlLimits {
     pub hello_timeout: Duration,
     /// Probe interval of management-socket connections (OVS: 60 s).
     pub mgmt_probe: Duration,
-    /// Probe interval of `ptcp:` connections (the inactivity probe).
+    /// Probe interval of `ptcp:` connections (the inactivity probe; zero:
+    /// never probed, as OVS's `inactivity_probe=0`).
     pub tcp_probe: Duration,
     /// Bytes of asynchronous messages queued for one connection past
     /// which it is dropped.

@@ -480,20 +480,15 @@ fn a_controller_that_stops_reading_is_dropped_not_buffered_for() {
 
 #[test]
 fn a_passive_controller_on_ptcp_keeps_to_its_rate_limit() {
-    let dir = std::env::temp_dir().join(format!("xbrt-ofproto-{}-lim-ptcp", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let bridge = ofproto::Bridge::new(common::MemDatapath::new());
-    bridge.set_control_limits(ControlLimits {
-        tcp_packet_in: PacketInLimit::from_columns(Some(100), Some(3)),
-        ..ControlLimits::default()
-    });
-    let server = ofproto::Server::start(
-        bridge.clone(),
-        &dir.join("br0.mgmt"),
-        Some("127.0.0.1:0".parse().unwrap()),
-    )
-    .unwrap();
+    let h = Harness::start_passive(
+        "lim-ptcp",
+        ControlLimits {
+            tcp_packet_in: PacketInLimit::from_columns(Some(100), Some(3)),
+            ..ControlLimits::default()
+        },
+    );
+    let bridge = &h.bridge;
+    let server = h.server.as_ref().unwrap();
     let mut c = TcpStream::connect(server.local_tcp_addr().unwrap()).unwrap();
     c.set_read_timeout(Some(WAIT)).unwrap();
     hello(&mut c);
@@ -515,6 +510,84 @@ fn a_passive_controller_on_ptcp_keeps_to_its_rate_limit() {
         count(&bridge.limit_stats().packet_ins_rate_limited),
         100 - got
     );
-    server.shutdown();
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The passive target's new `controller_rate_limit` and
+/// `inactivity_probe` reach the connections it accepted before, as OVS
+/// reconfigures each connection of a service: a flood is cut to the new
+/// burst and rate, then let through whole once the limit goes, and a
+/// silent connection is probed at the new interval, then dropped, all on
+/// the connection made before the change.
+#[test]
+fn a_passive_targets_new_limits_reach_its_live_connections() {
+    let minute = Duration::from_secs(60);
+    let h = Harness::start_passive(
+        "lim-plive",
+        ControlLimits {
+            tcp_probe: minute,
+            ..ControlLimits::default()
+        },
+    );
+    let bridge = &h.bridge;
+    let server = h.server.as_ref().unwrap();
+    let mut c = TcpStream::connect(server.local_tcp_addr().unwrap()).unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    hello(&mut c);
+    let config = ofproto::wire::message::SwitchConfig {
+        flags: 0,
+        miss_send_len: 128,
+    };
+    c.write_all(&Message::SetConfig(config).emit(2)).unwrap();
+    c.write_all(&Message::BarrierRequest.emit(3)).unwrap();
+    assert_eq!(recv(&mut c), (3, Message::BarrierReply));
+    let flood = |n: usize, byte: u8| {
+        for _ in 0..n {
+            bridge.packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![byte; 60]));
+        }
+    };
+    // Unlimited at first.
+    flood(50, 0xaa);
+    assert_eq!(
+        packet_ins_until_quiet(&mut c, Duration::from_millis(500)).len(),
+        50
+    );
+    // A limit: taken at the connection's next tick (1 s); a barrier makes
+    // sure it has read past the change.
+    server.set_passive_limits(minute, PacketInLimit::from_columns(Some(100), Some(5)));
+    std::thread::sleep(Duration::from_millis(1100));
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    c.write_all(&Message::BarrierRequest.emit(4)).unwrap();
+    assert_eq!(recv(&mut c), (4, Message::BarrierReply));
+    flood(200, 0xab);
+    let got = packet_ins_until_quiet(&mut c, Duration::from_millis(500)).len();
+    assert!((10..=14).contains(&got), "{got} packet-ins");
+    // The limit lifted: everything goes through again.
+    server.set_passive_limits(minute, None);
+    std::thread::sleep(Duration::from_millis(1100));
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    c.write_all(&Message::BarrierRequest.emit(5)).unwrap();
+    assert_eq!(recv(&mut c), (5, Message::BarrierReply));
+    flood(50, 0xac);
+    assert_eq!(
+        packet_ins_until_quiet(&mut c, Duration::from_millis(500)).len(),
+        50
+    );
+    // A short probe: the silent connection is probed within a tick and
+    // the interval, where the old probe would have waited a minute, then
+    // dropped.
+    let changed = Instant::now();
+    server.set_passive_limits(Duration::from_millis(300), None);
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    assert_eq!(recv(&mut c).1, Message::EchoRequest(Vec::new()));
+    assert!(
+        changed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        changed.elapsed()
+    );
+    wait_closed(&mut c);
+    assert!(
+        changed.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        changed.elapsed()
+    );
 }

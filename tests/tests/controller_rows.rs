@@ -7,7 +7,9 @@
 //!   the old one accepted and listens on the new one; the controller and
 //!   a connection to the management socket (`BRIDGE.mgmt`) stay up;
 //! - a new `inactivity_probe` for the controller is taken on its live
-//!   connection, which stays up.
+//!   connection, which stays up; a new one for the passive target is
+//!   taken by the connection it accepted before (probed once the probe
+//!   goes from off to 5 s).
 //!
 //! xbr restarted its whole OpenFlow server for both, the management
 //! socket included, before it changed them in place too. The same
@@ -44,21 +46,52 @@ struct Outcome {
     new_passive_target_answers: bool,
     /// After the controller's `inactivity_probe` changed.
     controller_up_after_probe_change: bool,
+    /// After the passive target's `inactivity_probe` went from 0 (off)
+    /// to 5 s: its connection made before is probed, and stays up.
+    passive_probed_after_probe_change: bool,
+    passive_up_after_probe_change: bool,
+}
+
+/// What one connection did while watched.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    open: bool,
+    probed: bool,
 }
 
 /// Reads what the switch sends on each of `conns` for `d`, answering
 /// echo requests; returns which are still open.
 fn watch(conns: &mut [PlayedController], d: Duration) -> Result<Vec<bool>> {
-    let mut open = vec![true; conns.len()];
+    Ok(watch_until(conns, d, |_| false)?
+        .iter()
+        .map(|s| s.open)
+        .collect())
+}
+
+/// [`watch`], telling also which were probed, until `d` has passed or
+/// `enough` says so.
+fn watch_until(
+    conns: &mut [PlayedController],
+    d: Duration,
+    enough: impl Fn(&[Seen]) -> bool,
+) -> Result<Vec<Seen>> {
+    let mut seen = vec![
+        Seen {
+            open: true,
+            probed: false
+        };
+        conns.len()
+    ];
     let until = Instant::now() + d;
-    while Instant::now() < until {
-        for (c, up) in conns.iter_mut().zip(open.iter_mut()) {
-            if !*up {
+    while Instant::now() < until && !enough(&seen) {
+        for (c, s) in conns.iter_mut().zip(seen.iter_mut()) {
+            if !s.open {
                 continue;
             }
             match c.hear()? {
-                Heard::Closed => *up = false,
+                Heard::Closed => s.open = false,
                 Heard::Message(m) if m[1] == OFPT_ECHO_REQUEST => {
+                    s.probed = true;
                     let mut reply = m.clone();
                     reply[1] = OFPT_ECHO_REPLY;
                     c.send(&reply)?;
@@ -67,7 +100,23 @@ fn watch(conns: &mut [PlayedController], d: Duration) -> Result<Vec<bool>> {
             }
         }
     }
-    Ok(open)
+    Ok(seen)
+}
+
+/// The `_uuid` of the Controller row of `target`.
+fn controller_uuid(db: &OvsDb, target: &str) -> Result<String> {
+    Ok(db
+        .vsctl(&[
+            "--bare",
+            "--columns=_uuid",
+            "find",
+            "Controller",
+            &format!("target=\"{target}\""),
+        ])?
+        .ok()?
+        .stdout
+        .trim()
+        .to_string())
 }
 
 fn run(ovs: bool) -> Result<Outcome> {
@@ -119,30 +168,46 @@ fn run(ovs: bool) -> Result<Outcome> {
         db.vsctl(&["set-controller", &bridge, &kept_target, &moved_target])?
             .ok()?;
         let moved = watch(&mut conns, WATCH)?;
-        let answers = PlayedController::connect(
+        // The new passive target's probe is turned off before a
+        // connection is made to it.
+        let moved_uuid = controller_uuid(&db, &moved_target)?;
+        db.vsctl(&["set", "Controller", &moved_uuid, "inactivity_probe=0"])?
+            .ok()?;
+        let mut fresh = PlayedController::connect(
             SocketAddr::from(([127, 0, 0, 1], moved_port)),
             Instant::now() + Duration::from_secs(5),
-        )
-        .and_then(|mut c| Ok(watch(std::slice::from_mut(&mut c), Duration::from_secs(1))?[0]))
-        .unwrap_or(false);
-        // Then the controller's row gets an inactivity probe of its own.
-        let uuid = db
-            .vsctl(&[
-                "--bare",
-                "--columns=_uuid",
-                "find",
-                "Controller",
-                &format!("target=\"{kept_target}\""),
-            ])?
-            .ok()?
-            .stdout
-            .trim()
-            .to_string();
-        db.vsctl(&["set", "Controller", &uuid, "inactivity_probe=7000"])?
-            .ok()?;
-        let probed = watch(&mut conns[..1], Duration::from_secs(2))?;
+        );
+        let answers = match &mut fresh {
+            Ok(c) => watch(std::slice::from_mut(c), Duration::from_secs(1))?[0],
+            Err(_) => false,
+        };
+        let passive = fresh?;
+        // Then the controller's row gets an inactivity probe of its own,
+        // and the passive target's probe is turned on (OVS's least, 5 s).
+        let kept_uuid = controller_uuid(&db, &kept_target)?;
+        db.vsctl(&[
+            "set",
+            "Controller",
+            &kept_uuid,
+            "inactivity_probe=7000",
+            "--",
+            "set",
+            "Controller",
+            &moved_uuid,
+            "inactivity_probe=5000",
+        ])?
+        .ok()?;
+        let mut conns = vec![conns.swap_remove(0), passive];
+        // At least 2 s, for a cut to show; the passive connection's
+        // probe comes within 5 s of its last message, and a read tick.
+        let started = Instant::now();
+        let probed = watch_until(&mut conns, Duration::from_secs(8), |seen| {
+            seen[1].probed && started.elapsed() >= Duration::from_secs(2)
+        })?;
         Ok(Outcome {
-            controller_up_after_probe_change: probed[0],
+            controller_up_after_probe_change: probed[0].open,
+            passive_probed_after_probe_change: probed[1].probed,
+            passive_up_after_probe_change: probed[1].open,
             kept_controller_up: after[0],
             removed_controller_up: after[1],
             passive_connection_up: after[2],
@@ -179,6 +244,8 @@ fn removing_a_controller_or_moving_the_listener_leaves_the_rest_like_ovs() -> Re
         management_connection_up: true,
         new_passive_target_answers: true,
         controller_up_after_probe_change: true,
+        passive_probed_after_probe_change: true,
+        passive_up_after_probe_change: true,
     };
     assert_eq!(ovs, expected, "ovs-vswitchd");
     assert_eq!(xbr, expected, "xbr (ovs-vswitchd: {ovs:?})");

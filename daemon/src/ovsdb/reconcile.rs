@@ -502,14 +502,23 @@ impl Reconciler {
         let limits_changed = m.packet_in_limits != want.packet_in_limits || m.probes != want.probes;
         if m.controllers != want.controllers || limits_changed {
             let probe = self.settings.inactivity_probe;
-            // The passive target's, for the connections it accepts from
-            // now on.
-            let of = m.bridge.openflow();
-            of.set_control_limits(ControlLimits {
-                tcp_packet_in: passive_packet_in_limit(want),
-                tcp_probe: passive_probe(want).unwrap_or(probe),
-                ..of.control_limits()
-            });
+            // The passive target's, for its live connections too (as in
+            // OVS) and the ones it accepts next.
+            let (tcp_probe, tcp_packet_in) = (
+                passive_probe(want).unwrap_or(probe),
+                passive_packet_in_limit(want),
+            );
+            match m.bridge.server() {
+                Some(server) => server.set_passive_limits(tcp_probe, tcp_packet_in),
+                None => {
+                    let of = m.bridge.openflow();
+                    of.set_control_limits(ControlLimits {
+                        tcp_packet_in,
+                        tcp_probe,
+                        ..of.control_limits()
+                    });
+                }
+            }
             m.packet_in_limits = want.packet_in_limits.clone();
             m.probes = want.probes.clone();
             m.controllers = want.controllers.clone();

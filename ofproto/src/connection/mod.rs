@@ -51,7 +51,7 @@ use flowtable::action::{port, N_TABLES};
 use flowtable::FlowMod;
 use parking_lot::Mutex;
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, warn};
@@ -81,6 +81,12 @@ const BUNDLE_EXPIRY_CHECK: Duration = Duration::from_secs(1);
 /// the probe interval if shorter.
 pub(crate) fn read_tick(probe: Duration) -> Duration {
     probe.clamp(Duration::from_millis(1), TICK)
+}
+
+/// A probe interval as a Controller row gives it, `None` for zero: OVS's
+/// `Controller.inactivity_probe=0` turns the probe off.
+pub(crate) fn probe_or_off(interval: Duration) -> Option<Duration> {
+    (!interval.is_zero()).then_some(interval)
 }
 
 /// A connection's inactivity probe interval, which its owner may change
@@ -113,16 +119,19 @@ impl ProbeCell {
     }
 }
 
-/// A controller connection's packet-in limit, which its owner may change
-/// while it runs (OVS changes a Controller row's `controller_rate_limit`
-/// on the live connection); the connection takes a change at its next
-/// message or tick.
+/// A packet-in limit its owner may change while the connections that
+/// follow it run: an active controller's (OVS changes a Controller row's
+/// `controller_rate_limit` on the live connection), or the passive
+/// target's, followed by every connection it accepted (as OVS
+/// reconfigures each connection of a service). Each connection takes a
+/// change at its next message or tick; a generation number tells it one
+/// happened since it last looked.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LimitCell(Arc<LimitCellInner>);
 
 #[derive(Debug, Default)]
 struct LimitCellInner {
-    changed: std::sync::atomic::AtomicBool,
+    generation: AtomicU64,
     limit: Mutex<Option<PacketInLimit>>,
 }
 
@@ -139,13 +148,24 @@ impl LimitCell {
 
     pub(crate) fn set(&self, limit: Option<PacketInLimit>) {
         *self.0.limit.lock() = limit;
-        self.0.changed.store(true, Ordering::Release);
+        self.0.generation.fetch_add(1, Ordering::Release);
     }
 
-    /// The new limit, once after each [`LimitCell::set`].
-    fn take_change(&self) -> Option<Option<PacketInLimit>> {
-        (self.0.changed.load(Ordering::Relaxed) && self.0.changed.swap(false, Ordering::Acquire))
-            .then(|| self.get())
+    /// The limit now and the generation it belongs to (or a later one).
+    fn current(&self) -> (Option<PacketInLimit>, u64) {
+        let generation = self.0.generation.load(Ordering::Acquire);
+        (self.get(), generation)
+    }
+
+    /// The new limit, if it was set since generation `seen` (which then
+    /// moves on).
+    fn take_change(&self, seen: &mut u64) -> Option<Option<PacketInLimit>> {
+        let generation = self.0.generation.load(Ordering::Acquire);
+        if generation == *seen {
+            return None;
+        }
+        *seen = generation;
+        Some(self.get())
     }
 }
 
@@ -190,8 +210,9 @@ pub(crate) struct Connection<R: Read> {
     hello_timeout: Duration,
     /// A controller's packet-in rate limit.
     packet_in_limit: Option<PacketInLimit>,
-    /// Where its owner changes it while the connection runs.
-    packet_in_cell: Option<LimitCell>,
+    /// Where its owner changes it while the connection runs, and the
+    /// generation of the cell's limit it follows now.
+    packet_in_cell: Option<(LimitCell, u64)>,
     /// Its packet-in queues' counters (used with a `packet_in_limit`).
     packet_in_stats: PacketInStats,
     stats: Arc<LimitStats>,
@@ -255,23 +276,15 @@ impl<R: Read> Connection<R> {
         self.role.shared()
     }
 
-    /// Probes the peer after `probe` of silence (see the module
-    /// documentation; `None`: never, a controller's `inactivity_probe=0`
-    /// as in OVS); `kill` shuts its socket down, for the outbox to drop a
-    /// peer too far behind. The socket's read timeout must be
-    /// [`read_tick`]`(probe)` and its write timeout `probe` (none without
-    /// a probe: the backlog bound alone drops a peer that stopped
-    /// reading).
-    pub(crate) fn bounded(
-        self,
-        probe: Option<Duration>,
-        kill: Box<dyn Fn() + Send + Sync>,
-    ) -> Self {
-        self.bounded_by(ProbeCell::new(probe), kill)
-    }
-
-    /// [`Connection::bounded`] with a probe interval its owner may change
-    /// while it runs (it keeps the socket's timeouts in step).
+    /// Probes the peer after the interval in `probe` of silence (see the
+    /// module documentation; none: never, a controller's
+    /// `inactivity_probe=0` as in OVS), read at every message or tick, so
+    /// its owner may change it while the connection runs; `kill` shuts
+    /// its socket down, for the outbox to drop a peer too far behind. The
+    /// socket's read timeout must be [`read_tick`]`(probe)` and its write
+    /// timeout the probe interval (none without a probe: the backlog bound
+    /// alone drops a peer that stopped reading); whoever changes the cell
+    /// keeps them in step.
     pub(crate) fn bounded_by(
         mut self,
         probe: ProbeCell,
@@ -308,10 +321,16 @@ impl<R: Read> Connection<R> {
         }
     }
 
-    /// Limits the PACKET_INs this connection is sent (a passive
-    /// controller's `controller_rate_limit`).
-    pub(crate) fn packet_in_limit(mut self, limit: Option<PacketInLimit>) -> Self {
+    /// Limits the PACKET_INs this connection is sent to what `cell` says
+    /// while it runs (the passive target's `controller_rate_limit`), if
+    /// there is a cell.
+    pub(crate) fn packet_in_limit_by(mut self, cell: Option<LimitCell>) -> Self {
+        let Some(cell) = cell else {
+            return self;
+        };
+        let (limit, generation) = cell.current();
         self.packet_in_limit = limit;
+        self.packet_in_cell = Some((cell, generation));
         self
     }
 
@@ -336,8 +355,9 @@ impl<R: Read> Connection<R> {
     /// [`Connection::for_controller`] with a packet-in limit its owner
     /// may change while the connection runs.
     pub(crate) fn for_controller_by(self, cell: LimitCell) -> Self {
-        let mut conn = self.for_controller(cell.get());
-        conn.packet_in_cell = Some(cell);
+        let (limit, generation) = cell.current();
+        let mut conn = self.for_controller(limit);
+        conn.packet_in_cell = Some((cell, generation));
         conn
     }
 
@@ -345,8 +365,8 @@ impl<R: Read> Connection<R> {
     fn follow_packet_in_limit(&mut self) {
         let Some(new) = self
             .packet_in_cell
-            .as_ref()
-            .and_then(LimitCell::take_change)
+            .as_mut()
+            .and_then(|(cell, seen)| cell.take_change(seen))
         else {
             return;
         };

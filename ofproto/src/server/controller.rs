@@ -6,7 +6,7 @@
 
 use super::stream::Stream;
 use super::{Server, Shared};
-use crate::connection::{read_tick, Connection, LimitCell, ProbeCell};
+use crate::connection::{probe_or_off, read_tick, Connection, LimitCell, ProbeCell};
 use crate::controller_status::ControllerStatus;
 use crate::error::{ControllerError, OfprotoError};
 use crate::limits::{LimitStats, PacketInLimit};
@@ -85,7 +85,7 @@ impl ControllerSlot {
         ControllerSlot {
             stop: AtomicBool::new(false),
             tls: Mutex::new(tls),
-            probe: ProbeCell::new(controller_probe(probe)),
+            probe: ProbeCell::new(probe_or_off(probe)),
             packet_in_limit: LimitCell::new(packet_in_limit),
             conn: Mutex::new(None),
         }
@@ -114,7 +114,7 @@ impl ControllerSlot {
 
     /// A new probe interval for the connection up now and the next ones.
     fn set_probe(&self, probe: Duration) {
-        let probe = controller_probe(probe);
+        let probe = probe_or_off(probe);
         self.probe.set(probe);
         // Under the lock the thread registers its connection with, after
         // the cell: a connection made meanwhile reads the new interval.
@@ -307,12 +307,6 @@ impl Shared {
         );
         conn.for_controller_by(me.packet_in_limit.clone()).run();
     }
-}
-
-/// A controller's probe interval, `None` for zero: OVS's
-/// `Controller.inactivity_probe=0` turns the probe off.
-fn controller_probe(probe: Duration) -> Option<Duration> {
-    (!probe.is_zero()).then_some(probe)
 }
 
 impl Server {

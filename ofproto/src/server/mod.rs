@@ -29,7 +29,7 @@ mod tcp;
 pub use controller::WantedController;
 
 use crate::bridge::Bridge;
-use crate::connection::Connection;
+use crate::connection::{Connection, ProbeCell};
 use crate::controller_status::ControllerTable;
 use crate::error::OfprotoError;
 use crate::expiry::{Expiry, EXPIRY_INTERVAL};
@@ -86,9 +86,15 @@ impl Shared {
         tls: Option<Arc<TlsContext>>,
     ) {
         let limits = self.bridge.control_limits();
+        // The passive target's connections follow its probe interval and
+        // packet-in limit while they run (`Server::set_passive_limits`);
+        // the management socket's keep OVS's fixed probe.
         let (probe, packet_in_limit) = match listener {
-            Listener::Unix => (limits.mgmt_probe, None),
-            Listener::Tcp => (limits.tcp_probe, limits.tcp_packet_in),
+            Listener::Unix => (ProbeCell::new(Some(limits.mgmt_probe)), None),
+            Listener::Tcp => {
+                let cells = self.bridge.passive_cells();
+                (cells.probe, Some(cells.packet_in))
+            }
         };
         let count = &self.accepted[listener as usize];
         if count.load(Ordering::SeqCst) >= limits.max_connections {
@@ -99,10 +105,6 @@ impl Shared {
                 "OpenFlow connection refused: the listener serves as many as it may"
             );
             stream.shutdown();
-            return;
-        }
-        if let Err(e) = stream.set_timeouts(Some(probe)) {
-            warn!(%peer, error = %e, "cannot set the connection's timeouts");
             return;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -117,6 +119,12 @@ impl Shared {
         let shared = self.clone();
         let hello_timeout = limits.hello_timeout;
         let mut conns = self.conns.lock();
+        // Under the lock `Server::set_passive_limits` takes, after it set
+        // the cell: a connection accepted meanwhile reads the new interval.
+        if let Err(e) = handle.set_timeouts(probe.get()) {
+            warn!(%peer, error = %e, "cannot set the connection's timeouts");
+            return;
+        }
         count.fetch_add(1, Ordering::SeqCst);
         let spawned = std::thread::Builder::new()
             .name(format!("ofconn-{id}"))
@@ -127,8 +135,8 @@ impl Shared {
                         if let Some((r, w)) = shared.accept_tls(&ctx, sock, &peer, hello_timeout) {
                             let failed = r.error_cell();
                             Connection::new(r, w, shared.bridge.clone(), peer)
-                                .bounded(Some(probe), kill)
-                                .packet_in_limit(packet_in_limit)
+                                .bounded_by(probe, kill)
+                                .packet_in_limit_by(packet_in_limit)
                                 .run();
                             if failed.get().is_some() {
                                 LimitStats::hit(&shared.bridge.limit_stats().tls_failures);
@@ -137,8 +145,8 @@ impl Shared {
                         drop(writer);
                     }
                     (_, reader) => Connection::new(reader, writer, shared.bridge.clone(), peer)
-                        .bounded(Some(probe), kill)
-                        .packet_in_limit(packet_in_limit)
+                        .bounded_by(probe, kill)
+                        .packet_in_limit_by(packet_in_limit)
                         .run(),
                 }
                 shared.conns.lock().remove(&id);

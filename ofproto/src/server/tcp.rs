@@ -2,11 +2,15 @@
 //! bound, served by its own accept thread, and replaced in place when the
 //! target changes ([`Server::set_listener`]). The connections it accepted
 //! close with it, as OVS closes a removed service's connections; the
-//! management socket's and the active controllers' go on.
+//! management socket's and the active controllers' go on. A new probe
+//! interval or packet-in limit reaches its live connections
+//! ([`Server::set_passive_limits`]).
 
 use super::stream::Stream;
 use super::{Listener, Server, Shared};
+use crate::connection::probe_or_off;
 use crate::error::OfprotoError;
+use crate::limits::{ControlLimits, PacketInLimit};
 use crate::tls::TlsContext;
 use parking_lot::Mutex;
 use std::net::{SocketAddr, TcpListener};
@@ -14,6 +18,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 use tracing::{info, warn};
 
 pub(super) struct TcpService {
@@ -129,6 +134,30 @@ impl TcpService {
 }
 
 impl Server {
+    /// The passive target's inactivity probe (zero: none) and packet-in
+    /// limit (its Controller row's `inactivity_probe` and
+    /// `controller_rate_limit`):
+    /// the connections it accepts from now on take them, and those it
+    /// accepted before follow them at their next message or tick, as OVS
+    /// reconfigures each connection of a service.
+    pub fn set_passive_limits(&self, probe: Duration, packet_in: Option<PacketInLimit>) {
+        let bridge = &self.shared.bridge;
+        bridge.set_control_limits(ControlLimits {
+            tcp_probe: probe,
+            tcp_packet_in: packet_in,
+            ..bridge.control_limits()
+        });
+        // After the cell, under the lock a new connection sets its
+        // timeouts under: none is left with the old ones.
+        for (stream, _, from) in self.shared.conns.lock().values() {
+            if *from == Some(Listener::Tcp) {
+                if let Err(e) = stream.set_timeouts(probe_or_off(probe)) {
+                    warn!(error = %e, "cannot set the new inactivity probe on the socket");
+                }
+            }
+        }
+    }
+
     /// Serves the passive target `tcp` (`pssl:` with `tls`, `ptcp:`
     /// without) from now on, or none: the old listener and the
     /// connections it accepted close, and a new one listens. The

@@ -157,13 +157,29 @@ pub struct Harness {
 
 impl Harness {
     pub fn start(name: &str) -> Harness {
+        Self::start_with(name, None, ofproto::limits::ControlLimits::default())
+    }
+
+    /// A harness whose server also listens on a passive TCP target
+    /// (`ptcp:` on a free loopback port, [`Server::local_tcp_addr`]),
+    /// with `limits` set before it starts.
+    pub fn start_passive(name: &str, limits: ofproto::limits::ControlLimits) -> Harness {
+        Self::start_with(name, Some("127.0.0.1:0".parse().unwrap()), limits)
+    }
+
+    fn start_with(
+        name: &str,
+        tcp: Option<std::net::SocketAddr>,
+        limits: ofproto::limits::ControlLimits,
+    ) -> Harness {
         let dir = std::env::temp_dir().join(format!("xbrt-ofproto-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("br0.mgmt");
         let dp = MemDatapath::new();
         let bridge = Bridge::new(dp.clone());
-        let server = Server::start(bridge.clone(), &sock, None).unwrap();
+        bridge.set_control_limits(limits);
+        let server = Server::start(bridge.clone(), &sock, tcp).unwrap();
         Harness {
             dir,
             sock,
