@@ -14,7 +14,7 @@
 //! Cost: one lock per mod; dumps clone `Arc<Rule>`s under the lock and
 //! encode outside it.
 
-use crate::connection::{probe_or_off, LimitCell, ProbeCell};
+use crate::conn_settings::{probe_or_off, LimitCell, ProbeCell};
 use crate::counters::ControlCounters;
 use crate::datapath::Datapath;
 use crate::limits::{ControlLimits, LimitStats};

@@ -22,7 +22,10 @@
 //! monitor updates) go through each connection's outbox (`outbox.rs`):
 //! only its writer thread blocks on the socket, and what a slow peer is
 //! owed is bounded, with PACKET_INs over a controller's rate queued per
-//! input port ([`packet_in_queue`]) as OVS's pinsched does.
+//! input port ([`packet_in_queue`]) as OVS's pinsched does. A Controller
+//! row's new probe interval or packet-in limit reaches its live
+//! connections through cells they read at each message or tick
+//! (`conn_settings.rs`), with no reconnect, as in OVS.
 //!
 //! Invariants: the datapath receives change lists in exactly the order the
 //! tables applied them; a connection's replies are written in the order of
@@ -44,6 +47,7 @@
 
 mod bridge;
 mod bundle;
+mod conn_settings;
 mod connection;
 pub mod controller_status;
 pub mod counters;

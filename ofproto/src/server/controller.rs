@@ -6,7 +6,8 @@
 
 use super::stream::Stream;
 use super::{Server, Shared};
-use crate::connection::{probe_or_off, read_tick, Connection, LimitCell, ProbeCell};
+use crate::conn_settings::{probe_or_off, LimitCell, ProbeCell};
+use crate::connection::{read_tick, Connection};
 use crate::controller_status::ControllerStatus;
 use crate::error::{ControllerError, OfprotoError};
 use crate::limits::{LimitStats, PacketInLimit};

@@ -29,7 +29,8 @@ mod tcp;
 pub use controller::WantedController;
 
 use crate::bridge::Bridge;
-use crate::connection::{Connection, ProbeCell};
+use crate::conn_settings::ProbeCell;
+use crate::connection::Connection;
 use crate::controller_status::ControllerTable;
 use crate::error::OfprotoError;
 use crate::expiry::{Expiry, EXPIRY_INTERVAL};

@@ -8,7 +8,7 @@
 
 use super::stream::Stream;
 use super::{Listener, Server, Shared};
-use crate::connection::probe_or_off;
+use crate::conn_settings::probe_or_off;
 use crate::error::OfprotoError;
 use crate::limits::{ControlLimits, PacketInLimit};
 use crate::tls::TlsContext;
