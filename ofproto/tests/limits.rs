@@ -478,6 +478,24 @@ fn a_controller_that_stops_reading_is_dropped_not_buffered_for() {
     assert_alive(&mut talking(&h));
 }
 
+/// A connection to the harness's passive target that has said HELLO and
+/// asked for packet-ins: a service connection hears them once it asks
+/// (miss_send_len).
+fn passive_listener(h: &Harness) -> TcpStream {
+    let server = h.server.as_ref().unwrap();
+    let mut c = TcpStream::connect(server.local_tcp_addr().unwrap()).unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    hello(&mut c);
+    let config = ofproto::wire::message::SwitchConfig {
+        flags: 0,
+        miss_send_len: 128,
+    };
+    c.write_all(&Message::SetConfig(config).emit(2)).unwrap();
+    c.write_all(&Message::BarrierRequest.emit(3)).unwrap();
+    assert_eq!(recv(&mut c), (3, Message::BarrierReply));
+    c
+}
+
 #[test]
 fn a_passive_controller_on_ptcp_keeps_to_its_rate_limit() {
     let h = Harness::start_passive(
@@ -488,18 +506,7 @@ fn a_passive_controller_on_ptcp_keeps_to_its_rate_limit() {
         },
     );
     let bridge = &h.bridge;
-    let server = h.server.as_ref().unwrap();
-    let mut c = TcpStream::connect(server.local_tcp_addr().unwrap()).unwrap();
-    c.set_read_timeout(Some(WAIT)).unwrap();
-    hello(&mut c);
-    // A service connection hears packet-ins once it asks (miss_send_len).
-    let config = ofproto::wire::message::SwitchConfig {
-        flags: 0,
-        miss_send_len: 128,
-    };
-    c.write_all(&Message::SetConfig(config).emit(2)).unwrap();
-    c.write_all(&Message::BarrierRequest.emit(3)).unwrap();
-    assert_eq!(recv(&mut c), (3, Message::BarrierReply));
+    let mut c = passive_listener(&h);
     for _ in 0..100 {
         bridge.packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![0xab; 60]));
     }
@@ -530,16 +537,7 @@ fn a_passive_targets_new_limits_reach_its_live_connections() {
     );
     let bridge = &h.bridge;
     let server = h.server.as_ref().unwrap();
-    let mut c = TcpStream::connect(server.local_tcp_addr().unwrap()).unwrap();
-    c.set_read_timeout(Some(WAIT)).unwrap();
-    hello(&mut c);
-    let config = ofproto::wire::message::SwitchConfig {
-        flags: 0,
-        miss_send_len: 128,
-    };
-    c.write_all(&Message::SetConfig(config).emit(2)).unwrap();
-    c.write_all(&Message::BarrierRequest.emit(3)).unwrap();
-    assert_eq!(recv(&mut c), (3, Message::BarrierReply));
+    let mut c = passive_listener(&h);
     let flood = |n: usize, byte: u8| {
         for _ in 0..n {
             bridge.packet_in(PacketIn::new(3, 0, 1, 0, 0, 60, vec![byte; 60]));

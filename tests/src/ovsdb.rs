@@ -370,6 +370,15 @@ impl OvsDb {
         }
     }
 
+    /// `e`, followed by xbr's output so far if xbr is the switch: a
+    /// failure message to read the cause in.
+    pub fn with_xbr_log(&self, e: HarnessError) -> HarnessError {
+        match self.switch {
+            Some(Switch::Xbr(_)) => HarnessError::Unexpected(format!("{e}\n{}", self.xbr_log())),
+            _ => e,
+        }
+    }
+
     /// xbr's output so far.
     pub fn xbr_log(&self) -> String {
         std::fs::read(self.xbr_log_path())

@@ -124,12 +124,7 @@ fn run(ovs: bool) -> Result<Peers> {
         })
     });
     let _ = db.vsctl(&["del-br", &bridge]);
-    seen.map_err(|e: HarnessError| {
-        HarnessError::Unexpected(format!(
-            "{e}\n{}",
-            if ovs { String::new() } else { db.xbr_log() }
-        ))
-    })
+    seen.map_err(|e: HarnessError| db.with_xbr_log(e))
 }
 
 /// A passive target's row sets the probe of the connections it accepts

@@ -218,12 +218,7 @@ fn run(ovs: bool) -> Result<Outcome> {
         })
     })();
     let _ = db.vsctl(&["del-br", &bridge]);
-    result.map_err(|e: HarnessError| {
-        HarnessError::Unexpected(format!(
-            "{e}\n{}",
-            if ovs { String::new() } else { db.xbr_log() }
-        ))
-    })
+    result.map_err(|e: HarnessError| db.with_xbr_log(e))
 }
 
 #[test]
