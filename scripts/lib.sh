@@ -31,11 +31,22 @@ install_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y "${XBR_PACKAGES[@]}"
 }
 
-# cargo-deb (for scripts/deb), from crates.io, if missing.
+# cargo-deb (for scripts/deb), from crates.io, if missing. Its xz
+# compressor builds from the bundled C source (LZMA_API_STATIC), never
+# against a liblzma that apt may be installing meanwhile (.ci/run builds
+# it while the packages install).
 install_cargo_deb() {
     if ! cargo deb --version >/dev/null 2>&1; then
         log "installing cargo-deb"
-        cargo install cargo-deb --locked
+        LZMA_API_STATIC=1 cargo install cargo-deb --locked
+    fi
+}
+
+# cargo-fuzz (for scripts/fuzz), from crates.io, if missing.
+install_cargo_fuzz() {
+    if ! cargo fuzz --version >/dev/null 2>&1; then
+        log "installing cargo-fuzz"
+        cargo install cargo-fuzz --locked
     fi
 }
 
