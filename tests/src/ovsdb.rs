@@ -349,8 +349,15 @@ impl OvsDb {
         let mut args = vec![format!("unix:{}", self.db_sock().display())];
         args.extend(self.daemon_args("ovs-vswitchd"));
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        // Counted under the lock the last one's stop removes the tap
+        // under, so no tap is removed under one that has just started.
+        let mut host = HOST_VSWITCHDS.lock().unwrap_or_else(|e| e.into_inner());
         run_timeout(&mut self.command("ovs-vswitchd", &argv), CMD_TIMEOUT)?.ok()?;
-        self.switch = Some(Switch::Vswitchd(self.read_pid("ovs-vswitchd")?));
+        let pid = self.read_pid("ovs-vswitchd")?;
+        if self.netns.is_none() {
+            *host += 1;
+        }
+        self.switch = Some(Switch::Vswitchd(pid));
         Ok(())
     }
 
@@ -397,7 +404,11 @@ impl OvsDb {
             Some(Switch::Vswitchd(pid)) => {
                 stop_pid(pid);
                 if self.netns.is_none() {
-                    remove_stale_datapath_tap();
+                    let mut host = HOST_VSWITCHDS.lock().unwrap_or_else(|e| e.into_inner());
+                    *host = host.saturating_sub(1);
+                    if *host == 0 {
+                        remove_stale_datapath_tap();
+                    }
                 }
             }
             None => {}
@@ -409,10 +420,16 @@ impl OvsDb {
 /// persistent and leaves behind when it is stopped by a signal.
 const DATAPATH_TAP: &str = "ovs-netdev";
 
+/// The ovs-vswitchd processes this test binary runs in the host's
+/// namespace (tests run in parallel threads, and share that namespace's
+/// tap).
+static HOST_VSWITCHDS: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+
 /// Deletes the host's `ovs-netdev` tap once no ovs-vswitchd runs in the
-/// host's namespace any more (tests in one binary may run two at once,
-/// sharing it). A vswitchd in a test namespace takes its tap with the
-/// namespace.
+/// host's namespace any more: none of this binary's
+/// ([`HOST_VSWITCHDS`], checked by the caller) and no other process
+/// either (another binary's, or the system's). A vswitchd in a test
+/// namespace takes its tap with the namespace.
 fn remove_stale_datapath_tap() {
     let ns_of = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
     let Some(ours) = ns_of("self") else {
